@@ -1,0 +1,108 @@
+"""The `krefine` command line: argument parsing, dispatch, and the exit-status contract.
+
+Each subcommand lives in its own module with `main(args) -> int`; this file only parses
+and maps failures to DESIGN.md's exit statuses: BadInput -> one line on stderr, exit 2;
+EvaluatorError -> one line, exit 3. Tracebacks only with --debug.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, BadInput, EvaluatorError
+
+# subcommand -> module holding its main(args)
+COMMANDS = {
+    "eval": "agent.evalcmd",
+    "run": "agent.runner",
+    "resume": "agent.runner",
+    "inspect": "agent.inspect",
+    "report": "agent.report",
+    "export": "agent.export",
+    "bench": "agent.bench",
+    "repl": "agent.repl",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # usage errors are bad input too: one line, exit 2
+        raise BadInput("", f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="krefine", description="Turn a PyTorch module into fast, correct Triton kernels.")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    e = sub.add_parser("eval", help="judge one candidate against a problem")
+    e.add_argument("problem")
+    e.add_argument("candidate")
+    e.add_argument("--device", choices=("cuda", "cpu"), default=None,
+                   help="default: cuda if present, else cpu (Triton interpreter, no timing)")
+    e.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
+    e.add_argument("--min-speedup", type=float, default=None, metavar="X",
+                   help="exit 1 unless correct and at least X times faster than eager")
+    e.add_argument("--config", default=None, help="agent.toml to read [eval] [timing] [guards] from")
+    e.add_argument("--no-profile", action="store_true", help="skip the bottleneck profile step")
+    e.add_argument("--gpu", type=int, default=0, help="GPU index")
+
+    r = sub.add_parser("run", help="run the refinement loop on a problem")
+    r.add_argument("problem")
+    r.add_argument("--config", default=None)
+    r.add_argument("--model", default=None, help="ID | PATH | openai:URL | replay:FILE")
+    r.add_argument("--max-iterations", type=int, default=None, metavar="N")
+    r.add_argument("--candidates", type=int, default=None, metavar="N")
+    r.add_argument("--target-speedup", type=float, default=None, metavar="X")
+    r.add_argument("--time-budget", type=float, default=None, metavar="SECONDS")
+    r.add_argument("--device", choices=("cuda", "cpu"), default=None)
+    r.add_argument("--out", default=None, metavar="DIR")
+
+    rs = sub.add_parser("resume", help="continue an interrupted run")
+    rs.add_argument("run_dir")
+
+    i = sub.add_parser("inspect", help="show a run in the terminal")
+    i.add_argument("run_dir")
+    i.add_argument("--iteration", type=int, default=None, metavar="N")
+    i.add_argument("--candidate", default=None, metavar="ID")
+
+    rp = sub.add_parser("report", help="write RUN_DIR/report.html")
+    rp.add_argument("run_dir")
+
+    x = sub.add_parser("export", help="export a run")
+    x.add_argument("run_dir")
+    x.add_argument("--chrome-trace", action="store_true", required=True)
+    x.add_argument("--out", default=None)
+
+    b = sub.add_parser("bench", help="run the loop over a suite of problems")
+    b.add_argument("suite_dir")
+    b.add_argument("rest", nargs=argparse.REMAINDER)
+
+    sub.add_parser("repl", help="paste a module, stream KernelLLM's kernel")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in argv
+    try:
+        args = build_parser().parse_args(argv)
+        module = importlib.import_module(COMMANDS[args.command])
+        return int(module.main(args) or 0)
+    except BadInput as e:
+        if debug:
+            raise
+        print(f"krefine: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except EvaluatorError as e:
+        if debug:
+            raise
+        print(f"krefine: evaluator failed: {' '.join(str(e).split())}", file=sys.stderr)
+        return EXIT_EVALUATOR
+    except KeyboardInterrupt:
+        print("krefine: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""The run directory (DESIGN.md "Run directory"): paths, candidate ids, trace events.
+
+This module is the contract between the loop that writes a run (agent/graph.py) and
+everything that reads one (inspect, report, export, bench, resume). It holds no loop
+logic. Layout:
+
+  trace.jsonl           one event per line (TRACE_FIELDS), appended + fsynced
+  candidates/<id>.py    every candidate's extracted source
+  prompts/<id>.txt      exact prompt text sent for that candidate
+  completions/<id>.txt  raw model output for that candidate
+  completions.jsonl     {"candidate": id, "completion": str, ...} per candidate, replayable
+  evals/<id>.json       the verdict JSON (schema 1)
+  best.py               best correct candidate so far
+  summary.json          run outcome
+  checkpoint.sqlite     langgraph checkpoints
+  report.html           written by `krefine report`
+
+Candidate ids are `r<round:02d>-c<index:02d>`, rounds counted from 1, so lexical order
+is generation order.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from tools.jsonio import append_jsonl, read_json, read_jsonl, write_json, write_text_atomic
+
+TRACE_SCHEMA = 1
+NODES = ("generate", "compile", "test", "profile", "decide")
+# every trace event carries exactly these keys
+TRACE_FIELDS = ("schema", "run_id", "ts", "iteration", "candidate", "node", "status",
+                "duration_s", "metrics", "error", "artifacts")
+
+
+def candidate_id(round_: int, index: int) -> str:
+    return f"r{round_:02d}-c{index:02d}"
+
+
+def parse_candidate_id(cid: str) -> tuple[int, int]:
+    r, c = cid.split("-")
+    return int(r[1:]), int(c[1:])
+
+
+@dataclass(frozen=True)
+class RunDir:
+    root: Path
+
+    @property
+    def run_id(self) -> str:
+        return self.root.name
+
+    # 1) fixed files
+    @property
+    def trace(self) -> Path: return self.root / "trace.jsonl"
+    @property
+    def summary(self) -> Path: return self.root / "summary.json"
+    @property
+    def best(self) -> Path: return self.root / "best.py"
+    @property
+    def checkpoint(self) -> Path: return self.root / "checkpoint.sqlite"
+    @property
+    def report(self) -> Path: return self.root / "report.html"
+    @property
+    def completions_jsonl(self) -> Path: return self.root / "completions.jsonl"
+    @property
+    def meta(self) -> Path: return self.root / "run.json"  # problem path, config, model, device
+
+    # 2) per-candidate artifacts
+    def candidate_src(self, cid: str) -> Path: return self.root / "candidates" / f"{cid}.py"
+    def prompt(self, cid: str) -> Path: return self.root / "prompts" / f"{cid}.txt"
+    def completion(self, cid: str) -> Path: return self.root / "completions" / f"{cid}.txt"
+    def eval(self, cid: str) -> Path: return self.root / "evals" / f"{cid}.json"
+
+    def create(self) -> "RunDir":
+        """Create the directory; refuse one that exists and is not empty."""
+        if self.root.exists() and any(self.root.iterdir()):
+            from tools.errors import BadInput
+            raise BadInput(self.root, "run directory exists and is not empty (use `krefine resume` or another --out)")
+        for sub in ("candidates", "prompts", "completions", "evals"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        return self
+
+    # 3) trace events
+    def append_event(self, *, iteration: int, candidate: str | None, node: str, status: str,
+                     duration_s: float = 0.0, metrics: dict | None = None,
+                     error: str | None = None, artifacts: dict | None = None) -> dict:
+        if node not in NODES:
+            raise ValueError(f"unknown trace node {node!r}")
+        event = {"schema": TRACE_SCHEMA, "run_id": self.run_id, "ts": time.time(),
+                 "iteration": iteration, "candidate": candidate, "node": node,
+                 "status": status, "duration_s": round(duration_s, 6),
+                 "metrics": metrics or {}, "error": error,
+                 "artifacts": {k: os.path.relpath(v, self.root) if os.path.isabs(str(v)) else str(v)
+                               for k, v in (artifacts or {}).items()}}
+        append_jsonl(self.trace, event)
+        return event
+
+    def events(self) -> Iterator[dict]:
+        return read_jsonl(self.trace)
+
+    # 4) small helpers so readers never build paths by hand
+    def read_summary(self) -> dict | None:
+        return read_json(self.summary) if self.summary.exists() else None
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        write_json(self.summary, {"schema": 1, **summary})
+
+    def write_text(self, path: Path, text: str) -> None:
+        write_text_atomic(path, text)

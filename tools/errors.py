@@ -1,0 +1,21 @@
+"""The two exceptions that cross the CLI boundary, and their exit statuses.
+
+BadInput: the user's file or flag is wrong (exit 2, one line naming the file).
+EvaluatorError: the evaluator itself could not work (GPU unusable, worker could not
+start; exit 3). Faults of candidate code are never exceptions: they are verdicts.
+"""
+from __future__ import annotations
+
+EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_EVALUATOR = 0, 1, 2, 3
+
+
+class BadInput(Exception):
+    """A malformed problem, candidate, config or flag. str() is the whole one-line message."""
+
+    def __init__(self, path: object, fault: str):
+        self.path, self.fault = str(path), " ".join(str(fault).split())
+        super().__init__(f"{self.path}: {self.fault}" if self.path else self.fault)
+
+
+class EvaluatorError(Exception):
+    """The evaluator could not do its job (not the candidate's fault)."""

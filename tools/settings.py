@@ -1,0 +1,162 @@
+"""Evaluator settings: frozen dataclasses built once from agent.toml's tables.
+
+Covers the [eval], [timing] and [guards] tables and the generic, validating
+`build()` that every config dataclass in krefine goes through (agent/config.py uses
+it too). Does not read files or the environment: callers pass the parsed tables in.
+The defaults here are the defaults of agent.toml; tests/test_config.py keeps the two
+equal.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+
+
+class SettingsError(ValueError):
+    """A config table has an unknown key or a value of the wrong type or range."""
+
+
+def build(cls, table: dict | None, where: str):
+    """Make dataclass `cls` from a TOML table, refusing unknown keys and wrong types.
+
+    `where` names the table in errors (`agent.toml [eval]`) so a typo in a key never
+    silently falls back to a default.
+    """
+    table = dict(table or {})
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(table) - names)
+    if unknown:
+        raise SettingsError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+    values = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in table:
+            continue
+        hint, value = hints[f.name], table[f.name]
+        if dataclasses.is_dataclass(hint):
+            if not isinstance(value, dict):
+                raise SettingsError(f"{where}.{f.name}: expected a table")
+            values[f.name] = build(hint, value, f"{where}.{f.name}")
+            continue
+        values[f.name] = _coerce(hint, value, f"{where}.{f.name}")
+    obj = cls(**values)
+    check = getattr(obj, "validate", None)
+    if check is not None:
+        problem = check()
+        if problem:
+            raise SettingsError(f"{where}: {problem}")
+    return obj
+
+
+def _coerce(hint, value, where: str):
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(arg, value, where)
+            except SettingsError as e:
+                errors.append(str(e))
+        raise SettingsError(errors[0] if errors else f"{where}: bad value {value!r}")
+    if origin is typing.Literal:
+        if value not in args:
+            raise SettingsError(f"{where}: {value!r} is not one of {', '.join(map(repr, args))}")
+        return value
+    if origin in (tuple, list):
+        if not isinstance(value, (list, tuple)):
+            raise SettingsError(f"{where}: expected a list, got {value!r}")
+        inner = args[0] if args else typing.Any
+        return tuple(_coerce(inner, v, where) for v in value)
+    if hint is typing.Any:
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SettingsError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SettingsError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise SettingsError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if hint is str:
+        if not isinstance(value, str):
+            raise SettingsError(f"{where}: expected a string, got {value!r}")
+        return value
+    raise SettingsError(f"{where}: unsupported setting type {hint!r}")
+
+
+@dataclass(frozen=True)
+class TestSettings:
+    """[eval]: correctness trials, tolerances, timeouts, sandbox limits."""
+    trials: int = 5                     # fresh-input trials, each from the secret seed
+    init_seed: int = 42                 # KernelBench's weight-init seed (both models)
+    atol_fp32: float = 1e-4             # KernelBench tolerances (atol = rtol)
+    atol_half: float = 1e-2             # fp16 and bf16
+    rel_l2_fp32: float = 1e-3           # ||out-ref|| / ||ref|| ceiling: zeros cannot pass
+    rel_l2_half: float = 3e-2
+    compile_timeout_s: float = 180.0    # import + construct + first forward (Triton JIT)
+    run_timeout_s: float = 60.0         # every later request to the worker
+    max_output_kib: int = 64            # candidate stdout/stderr kept, per stream
+    max_file_mib: int = 512             # RLIMIT_FSIZE in the worker
+    cpu_memory_gib: float = 16.0        # RLIMIT_AS in the worker on --device cpu (0: none)
+    gpu_cross_compile: bool = True      # on cpu, also compile launched kernels for sm_90
+
+    def validate(self) -> str | None:
+        if self.trials < 1:
+            return "trials must be at least 1"
+        if min(self.compile_timeout_s, self.run_timeout_s) <= 0:
+            return "timeouts must be positive"
+        return None
+
+
+@dataclass(frozen=True)
+class TimingSettings:
+    """[timing]: how the candidate and the baselines are timed on the GPU."""
+    warmup: int = 10                    # untimed calls before the first round
+    rounds: int = 5                     # interleaved rounds: eager, candidate, compile
+    iters_per_round: int = 20           # timed calls per round, each after an L2 flush
+    compile_baseline: bool = True       # also time torch.compile(Model)
+    excessive_speedup: float = 10.0     # speedups above this are flagged, not trusted
+    host_check_iters: int = 20          # back-to-back calls for the judge's wall-clock check
+    host_check_ratio: float = 2.0       # flag when wall/call > ratio*median + slack
+    host_check_slack_ms: float = 0.1
+    roofline_floor_ratio: float = 0.8   # flag a time below this fraction of the roofline minimum
+
+    def validate(self) -> str | None:
+        if self.rounds < 1 or self.iters_per_round < 1:
+            return "rounds and iters_per_round must be at least 1"
+        return None
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    """[guards]: what the static and runtime guards allow."""
+    allow_library_ops: bool = False     # torch compute ops (matmul, conv, F.*) in the forward path
+    max_library_time_share: float = 0.5 # runtime: non-Triton compute share of GPU time
+    require_triton_launch: bool = True  # runtime: the forward must launch a Triton kernel
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    test: TestSettings = field(default_factory=TestSettings)
+    timing: TimingSettings = field(default_factory=TimingSettings)
+    guards: GuardSettings = field(default_factory=GuardSettings)
+
+
+def eval_settings_from_toml(doc: dict, where: str = "agent.toml") -> EvalSettings:
+    """Pick the evaluator's tables out of a parsed agent.toml."""
+    return EvalSettings(
+        test=build(TestSettings, doc.get("eval"), f"{where} [eval]"),
+        timing=build(TimingSettings, doc.get("timing"), f"{where} [timing]"),
+        guards=build(GuardSettings, doc.get("guards"), f"{where} [guards]"),
+    )

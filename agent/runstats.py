@@ -1,0 +1,312 @@
+"""Reading finished (or interrupted) run directories and the figures drawn from them.
+
+One place for what `krefine inspect`, `krefine report` and `krefine bench` all need:
+loading a run dir into plain values (`load_run`), the candidate lineage, the rounds
+table, a candidate's diff against its parent, one problem's bench result, and the
+suite figures fast_p, pass@k and the budget curve. It only reads: it never writes a
+run dir (agent/rundir.py and the loop do) and never renders (inspect/report do).
+"""
+from __future__ import annotations
+
+import difflib
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.rundir import RunDir, parse_candidate_id
+from tools.errors import BadInput
+from tools.jsonio import read_json
+
+BASELINES = ("eager", "compile")
+FAST_P_THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
+PASS_K = (1, 5, 10)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: str
+    round: int
+    index: int
+    parent: str | None
+    status: str                     # a verdict status, or "pending" when never judged
+    speedup: dict[str, float | None]   # eager, compile
+    verdict: dict | None            # evals/<id>.json as written (schema 1)
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def correct(self) -> bool:
+        return self.status == "correct"
+
+    @property
+    def feedback(self) -> str:
+        return (self.verdict or {}).get("feedback", "")
+
+    @property
+    def reason(self) -> str:
+        """One line saying why it is not correct (or what is flagged when it is)."""
+        v = self.verdict or {}
+        if self.correct:
+            return ", ".join(v.get("flags", []))
+        for d in v.get("diagnostics", []):
+            where = f" (line {d['line']})" if d.get("line") else ""
+            return _one_line(f"{d.get('kind', '')}: {d.get('message', '')}{where}")
+        return _one_line(v.get("feedback", "") or ("not evaluated" if not v else ""))
+
+
+@dataclass(frozen=True)
+class Run:
+    dir: RunDir
+    meta: dict                       # run.json ({} when absent)
+    summary: dict | None             # summary.json (None while running / interrupted)
+    events: tuple[dict, ...]         # trace.jsonl, in file order
+    candidates: dict[str, Candidate] = field(default_factory=dict)  # in id order
+
+    @property
+    def name(self) -> str:
+        problem = self.meta.get("problem")
+        path = problem.get("path") if isinstance(problem, dict) else problem
+        return Path(path).stem if path else self.dir.run_id
+
+    @property
+    def best_id(self) -> str | None:
+        best = (self.summary or {}).get("best")
+        return best.get("candidate") if best else None
+
+    def parent_of(self, cid: str) -> Candidate | None:
+        parent = self.candidates[cid].parent
+        return self.candidates.get(parent) if parent else None
+
+    def source(self, cid: str) -> str:
+        path = self.dir.candidate_src(cid)
+        return path.read_text(encoding="utf-8") if path.exists() else ""
+
+    def text(self, path: Path) -> str | None:
+        return path.read_text(encoding="utf-8", errors="replace") if path.exists() else None
+
+    def candidate(self, cid: str) -> Candidate:
+        if cid not in self.candidates:
+            known = ", ".join(self.candidates) or "none"
+            raise BadInput(self.dir.root, f"no candidate {cid!r} in this run (known: {known})")
+        return self.candidates[cid]
+
+    def round_candidates(self, round_: int) -> list[Candidate]:
+        found = [c for c in self.candidates.values() if c.round == round_]
+        if not found:
+            rounds = sorted({c.round for c in self.candidates.values()})
+            raise BadInput(self.dir.root, f"no round {round_} in this run (rounds: {', '.join(map(str, rounds)) or 'none'})")
+        return found
+
+
+def load_run(path: str | Path) -> Run:
+    """Read a run directory; BadInput (one line naming it) when it is missing or not one."""
+    rd = RunDir(Path(path))
+    if not rd.root.is_dir():
+        raise BadInput(rd.root, "no such run directory")
+    if not (rd.trace.exists() or rd.summary.exists() or rd.meta.exists()):
+        raise BadInput(rd.root, "not a run directory (no trace.jsonl, run.json or summary.json)")
+    events = tuple(rd.events())
+    generated = {e["candidate"]: e.get("metrics") or {} for e in events
+                 if e.get("node") == "generate" and e.get("candidate")}
+    ids = set(generated)
+    for sub, suffix in (("candidates", ".py"), ("evals", ".json")):
+        ids |= {p.name[: -len(suffix)] for p in (rd.root / sub).glob(f"r*-c*{suffix}")}
+    candidates = {}
+    for cid in sorted(ids):
+        verdict = read_json(rd.eval(cid)) if rd.eval(cid).exists() else None
+        metrics = generated.get(cid, {})
+        round_, index = parse_candidate_id(cid)
+        speedup = (verdict or {}).get("speedup") or {}
+        candidates[cid] = Candidate(
+            id=cid, round=round_, index=index, parent=metrics.get("parent"),
+            status=verdict["verdict"] if verdict else "pending",
+            speedup={b: speedup.get(b) for b in BASELINES}, verdict=verdict,
+            prompt_tokens=int(metrics.get("prompt_tokens") or 0),
+            completion_tokens=int(metrics.get("completion_tokens") or 0))
+    return Run(dir=rd, meta=read_json(rd.meta) if rd.meta.exists() else {},
+               summary=rd.read_summary(), events=events, candidates=candidates)
+
+
+# ---------------------------------------------------------------- one run
+
+def children(run: Run) -> dict[str | None, list[str]]:
+    """parent id -> child ids; a candidate whose parent is unknown counts as a root (None)."""
+    tree: dict[str | None, list[str]] = {}
+    for c in run.candidates.values():
+        parent = c.parent if c.parent in run.candidates else None
+        tree.setdefault(parent, []).append(c.id)
+    return tree
+
+
+def diff_to_parent(run: Run, cid: str) -> str:
+    """Unified diff of the candidate's source against its parent's ('' for a root)."""
+    parent = run.parent_of(cid)
+    if parent is None:
+        return ""
+    lines = difflib.unified_diff(run.source(parent.id).splitlines(keepends=True),
+                                 run.source(cid).splitlines(keepends=True),
+                                 fromfile=f"{parent.id}.py", tofile=f"{cid}.py")
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+@dataclass(frozen=True)
+class RoundRow:
+    round: int
+    candidates: int
+    verdicts: dict[str, int]                 # status -> count, in first-seen order
+    best: dict[str, float | None]            # best correct speedup within the round
+    best_so_far: dict[str, float | None]     # ... over this and all earlier rounds
+    tokens: int                              # prompt + completion
+    wall_s: float | None                     # first event start .. last event end
+
+
+def rounds_table(run: Run) -> list[RoundRow]:
+    by_round: dict[int, list[Candidate]] = {}
+    for c in run.candidates.values():
+        by_round.setdefault(c.round, []).append(c)
+    spans = node_spans(run)
+    rows, so_far = [], {b: None for b in BASELINES}
+    for r in sorted(by_round):
+        cs = by_round[r]
+        best = {b: _max(c.speedup[b] for c in cs if c.correct) for b in BASELINES}
+        so_far = {b: _max([so_far[b], best[b]]) for b in BASELINES}
+        in_round = [s for s in spans if s.iteration == r]
+        rows.append(RoundRow(
+            round=r, candidates=len(cs), verdicts=dict(Counter(c.status for c in cs)),
+            best=best, best_so_far=dict(so_far),
+            tokens=sum(c.prompt_tokens + c.completion_tokens for c in cs),
+            wall_s=(max(s.end_s for s in in_round) - min(s.start_s for s in in_round)) if in_round else None))
+    return rows
+
+
+@dataclass(frozen=True)
+class Span:
+    """One node's time span. Events are appended when a node ends, so ts is its end."""
+    node: str
+    candidate: str | None
+    iteration: int
+    status: str
+    start_s: float
+    end_s: float
+    event: dict
+
+
+def node_spans(run: Run) -> list[Span]:
+    return [Span(node=e["node"], candidate=e.get("candidate"), iteration=e.get("iteration", 0),
+                 status=e.get("status", ""), start_s=e["ts"] - (e.get("duration_s") or 0.0),
+                 end_s=e["ts"], event=e)
+            for e in run.events if "ts" in e and "node" in e]
+
+
+# ---------------------------------------------------------------- one problem of a suite
+
+@dataclass(frozen=True)
+class ProblemResult:
+    """One row of the bench results table."""
+    problem: str
+    run_dir: str
+    finished: bool                  # summary.json present
+    solved: bool
+    stop_reason: str | None
+    best: str | None
+    correct: bool                   # the delivered (best) candidate is correct
+    speedup_eager: float | None
+    speedup_compile: float | None
+    candidates: int                 # candidates evaluated
+    rounds: int
+    solved_at: int | None           # candidates spent through the round that solved it
+    n_round1: int                   # round-1 samples judged ... (pass@k, i.i.d. samples)
+    c_round1: int                   # ... and how many were correct
+    n_all: int                      # all candidates judged ... (pass@k over the whole run)
+    c_all: int
+    tokens: int
+    wall_s: float | None
+    error: str | None = None        # set when the loop could not run the problem
+
+    @classmethod
+    def failed(cls, problem: str, run_dir: str, error: str) -> "ProblemResult":
+        return cls(problem=problem, run_dir=run_dir, finished=False, solved=False, stop_reason="error",
+                   best=None, correct=False, speedup_eager=None, speedup_compile=None, candidates=0,
+                   rounds=0, solved_at=None, n_round1=0, c_round1=0, n_all=0, c_all=0, tokens=0,
+                   wall_s=None, error=error)
+
+
+def problem_result(run: Run, problem: str | None = None) -> ProblemResult:
+    s = run.summary or {}
+    best_id = run.best_id
+    best = run.candidates.get(best_id) if best_id else None
+    speedup = (s.get("best") or {}).get("speedup") or (best.speedup if best else {})
+    judged = [c for c in run.candidates.values() if c.verdict is not None]
+    first = [c for c in judged if c.round == 1]
+    solved_at = None
+    if s.get("solved") and best is not None:
+        # the loop stops after the round that solved it: that round's candidates are spent too
+        solved_at = sum(1 for c in judged if c.round <= best.round)
+    spent = s.get("budget_spent") or {}
+    return ProblemResult(
+        problem=problem or run.name, run_dir=str(run.dir.root), finished=run.summary is not None,
+        solved=bool(s.get("solved")), stop_reason=s.get("stop_reason"), best=best_id,
+        correct=best_id is not None,  # summary.best only ever names a correct candidate
+        speedup_eager=speedup.get("eager"), speedup_compile=speedup.get("compile"),
+        candidates=int(s.get("candidates_evaluated", len(judged))),
+        rounds=int(s.get("rounds", max((c.round for c in judged), default=0))),
+        solved_at=solved_at, n_round1=len(first), c_round1=sum(c.correct for c in first),
+        n_all=len(judged), c_all=sum(c.correct for c in judged),
+        tokens=int(spent.get("tokens") or sum(c.prompt_tokens + c.completion_tokens for c in run.candidates.values())),
+        wall_s=spent.get("wall_s"))
+
+
+# ---------------------------------------------------------------- suite figures
+
+def fast_p(results: list[ProblemResult], p: float, baseline: str = "eager") -> float:
+    """KernelBench's fast_p: share of problems whose kernel is correct and speedup > p.
+
+    A correct kernel with no timing (a cpu run) counts for p = 0 only: any measured
+    speedup is above 0, but nothing says it is above 1.
+    """
+    if not results:
+        return 0.0
+    def fast(r: ProblemResult) -> bool:
+        s = r.speedup_eager if baseline == "eager" else r.speedup_compile
+        return r.correct and (s > p if s is not None else p == 0)
+    return sum(fast(r) for r in results) / len(results)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float | None:
+    """Unbiased pass@k (Chen et al. 2021): 1 - C(n-c, k) / C(n, k); None when n < k."""
+    if n < k:
+        return None
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def mean_pass_at_k(pairs: list[tuple[int, int]], k: int) -> tuple[float | None, int]:
+    """Mean pass@k over problems with at least k samples, and how many problems that was."""
+    values = [v for v in (pass_at_k(n, c, k) for n, c in pairs) if v is not None]
+    return (sum(values) / len(values) if values else None), len(values)
+
+
+def budget_curve(results: list[ProblemResult]) -> list[tuple[int, float]]:
+    """(candidates spent, share of all problems solved within that many), from 1 up to
+    the largest number any problem spent."""
+    if not results:
+        return []
+    spent = [r.solved_at for r in results if r.solved_at is not None]
+    top = max([r.candidates for r in results] + spent + [1])
+    return [(b, sum(1 for s in spent if s <= b) / len(results)) for b in range(1, top + 1)]
+
+
+# ---------------------------------------------------------------- small helpers
+
+def fmt_speedup(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2f}×"
+
+
+def _max(values) -> float | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _one_line(text: str, limit: int = 140) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -1,0 +1,459 @@
+"""Judge one candidate: guard -> compile -> test -> time -> profile, into one Verdict.
+
+This process (the judge) computes the reference with the problem's own Model and the
+same seeds and init order as KernelBench, and compares what the candidate's worker
+hands back; candidate code never runs here (tools/worker.py, tools/sandbox.py). Inputs
+come from a per-evaluation secret seed, so a candidate cannot precompute answers. The
+eager and torch.compile baselines are timed here, interleaved with the candidate's
+rounds in the worker, with the same timer (tools/timer.py).
+
+Not covered here: what the guards look for (tools/guards.py), how numbers are compared
+(tools/numerics.py), bottleneck analysis (tools/profiler.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import time
+from dataclasses import dataclass, field
+
+from tools import channel, sandbox
+from tools.errors import EvaluatorError
+from tools.problem import Problem, build_model, make_inputs
+from tools.settings import EvalSettings
+from tools.verdict import Diagnostic, Status, Timing, Verdict
+
+
+def default_device() -> str:
+    import torch
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@dataclass
+class _Run:
+    """What one evaluation has found so far (mutable while judging, frozen at the end)."""
+    problem: Problem
+    src: str
+    device: str
+    gpu_index: int
+    settings: EvalSettings
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    checks: dict = field(default_factory=dict)
+    timing: dict = field(default_factory=dict)
+    kernels: list = field(default_factory=list)
+    phase_s: dict = field(default_factory=dict)
+    device_info: dict = field(default_factory=dict)
+    speedup_eager: float | None = None
+    speedup_compile: float | None = None
+    bottleneck: dict | None = None
+
+    def diag(self, kind: str, message: str, line: int | None = None, source_line: str | None = None):
+        if line and not source_line:
+            lines = self.src.splitlines()
+            source_line = lines[line - 1].strip() if 0 < line <= len(lines) else None
+        self.diagnostics.append(Diagnostic(kind, message, line, source_line))
+
+    def flag(self, name: str) -> None:
+        if name not in self.flags:
+            self.flags.append(name)
+
+
+def evaluate(problem: Problem, candidate_src: str, *, device: str | None = None,
+             settings: EvalSettings = EvalSettings(), candidate_name: str = "candidate.py",
+             profile: bool = True, gpu_index: int = 0) -> Verdict:
+    """Judge `candidate_src` against `problem`. Only the evaluator's own faults raise."""
+    t0 = time.monotonic()
+    run = _Run(problem, candidate_src, device or default_device(), gpu_index, settings)
+    status = _judge(run, candidate_name, profile)
+    run.checks["phase_s"] = {k: round(v, 4) for k, v in run.phase_s.items()}
+    verdict = Verdict(
+        status=status, diagnostics=tuple(run.diagnostics), flags=tuple(run.flags),
+        checks=run.checks, timing=run.timing, speedup_eager=run.speedup_eager,
+        speedup_compile=run.speedup_compile, device=run.device_info,
+        kernels=tuple(run.kernels), bottleneck=run.bottleneck,
+        duration_s=round(time.monotonic() - t0, 3))
+    from tools.feedback import feedback_for
+    return dataclasses.replace(verdict, feedback=feedback_for(verdict))
+
+
+def _judge(run: _Run, candidate_name: str, profile: bool) -> Status:
+    import torch
+    s = run.settings
+    run.device_info = {"type": run.device}
+    if run.device == "cuda":
+        if not torch.cuda.is_available():
+            raise EvaluatorError("--device cuda but no CUDA device is visible")
+        ok, why = __import__("tools.gpuinfo", fromlist=["x"]).cuda_healthy(run.gpu_index)
+        if not ok:
+            raise EvaluatorError(f"GPU {run.gpu_index} is not usable: {why}")
+
+    # 1) guard: parse and static checks, before any candidate code runs anywhere
+    try:
+        compile(run.src, candidate_name, "exec")
+    except SyntaxError as e:
+        run.diag("syntax_error", f"SyntaxError: {e.msg}", e.lineno)
+        return Status.COMPILE_ERROR
+    from tools.guards import run_static_guards
+    findings = run_static_guards(run.src, s.guards)
+    for f in findings:
+        run.flag(f.flag)
+        run.diag(f"guard:{f.guard}", f.message, f.line)
+    if any(f.reject for f in findings):
+        return Status.REJECTED
+
+    # 2) reference, in the judge: KernelBench's seeds and init order
+    dev = f"cuda:{run.gpu_index}" if run.device == "cuda" else "cpu"
+    mod = run.problem.module
+    if run.device == "cuda":
+        torch.cuda.set_device(run.gpu_index)
+    ref_model = build_model(mod.Model, mod, s.test.init_seed, dev)
+    ref_model.eval()
+    seeds = [secrets.randbelow(2**31 - 1) for _ in range(s.test.trials)]
+    run.checks.update(trials=s.test.trials, init_seed=s.test.init_seed, trial_seeds="secret")
+
+    # 3) compile: a fresh worker imports the candidate, builds ModelNew, first forward JITs
+    worker = sandbox.start_worker(run.src, device=run.device, gpu_index=run.gpu_index,
+                                  max_output_bytes=s.test.max_output_kib << 10,
+                                  candidate_name=candidate_name)
+    try:
+        return _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile)
+    finally:
+        run.checks["worker_output"] = worker.output()
+        worker.close()
+
+
+def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile) -> Status:
+    import torch
+    s = run.settings
+    t = time.monotonic()
+    try:
+        try:
+            hello, _ = worker.request({
+                "op": "setup", "device": "cpu" if run.device == "cpu" else "cuda",
+                "max_file_mib": s.test.max_file_mib,
+                "address_space_gib": s.test.cpu_memory_gib if run.device == "cpu" else 0,
+                "gpu_cross_compile": s.test.gpu_cross_compile}, s.test.compile_timeout_s)
+        except (sandbox.WorkerTimeout, sandbox.WorkerDied) as e:
+            # no candidate code has run yet: this is the evaluator's failure
+            tail = worker.output().get("stderr", "")[-400:]
+            raise EvaluatorError(f"the worker could not start ({e}): {tail}") from None
+        if not hello.get("ok"):
+            raise EvaluatorError(f"worker set-up failed: {hello.get('message')}")
+        run.checks["sandbox"] = hello.get("enforced", {})
+        try:
+            loaded, _ = worker.request({"op": "load", "problem": str(run.problem.path),
+                                        "candidate": candidate_name,
+                                        "init_seed": s.test.init_seed}, s.test.compile_timeout_s)
+        except sandbox.WorkerTimeout as e:
+            run.diag("timeout", f"importing and constructing ModelNew took too long: {e}")
+            return Status.TIMEOUT
+        except sandbox.WorkerDied:
+            return _died(run, worker, "import")
+    finally:
+        run.phase_s["compile"] = time.monotonic() - t
+    if not loaded.get("ok"):
+        _error_diag(run, loaded)
+        return Status.COMPILE_ERROR if loaded.get("phase") in ("import", "construct") or \
+            loaded.get("kind") == "triton_compile" else Status.RUNTIME_ERROR
+
+    # 4) test: fresh secret inputs per trial; the first call also JIT-compiles
+    t = time.monotonic()
+    try:
+        status = _test(run, worker, ref_model, seeds, dev)
+    finally:
+        run.phase_s["test"] = time.monotonic() - t
+    if status is not None:
+        return status
+
+    # 5) on cpu: compile every launched kernel for sm_90 too (GPU-only errors, registers)
+    if run.device == "cpu":
+        if s.test.gpu_cross_compile:
+            t = time.monotonic()
+            status = _gpu_compile(run, worker)
+            run.phase_s["gpu_compile"] = time.monotonic() - t
+            if status is not None:
+                return status
+        run.checks["timing"] = "skipped: --device cpu runs Triton's interpreter"
+        return Status.CORRECT
+
+    # 6) time, interleaved with the baselines; 7) profile and runtime guards
+    t = time.monotonic()
+    try:
+        status = _time(run, worker, ref_model, seeds[0], dev)
+    finally:
+        run.phase_s["time"] = time.monotonic() - t
+    if status is not None:
+        return status
+    t = time.monotonic()
+    try:
+        status = _profile(run, worker, ref_model, seeds[0], dev, profile)
+    finally:
+        run.phase_s["profile"] = time.monotonic() - t
+    return status or Status.CORRECT
+
+
+def _test(run, worker, ref_model, seeds, dev) -> Status | None:
+    import torch
+    from tools.numerics import compare, tolerances
+    s = run.settings
+    comparisons = []
+    for i, seed in enumerate(seeds):
+        ref = _reference(ref_model, run.problem.module, seed, dev)
+        poison = [{"dtype": str(r.dtype).removeprefix("torch."), "shape": list(r.shape)} for r in ref]
+        timeout = s.test.compile_timeout_s if i == 0 else s.test.run_timeout_s
+        try:
+            reply, payload = worker.request({"op": "trial", "seed": seed, "poison": poison,
+                                             "repeat": i == 0}, timeout)
+        except sandbox.WorkerTimeout:
+            run.diag("timeout", f"trial {i + 1}: forward did not finish within {timeout:g} s "
+                     "(infinite loop, deadlock or a hung kernel)")
+            _health(run, worker)
+            return Status.TIMEOUT
+        except sandbox.WorkerDied:
+            return _died(run, worker, f"trial {i + 1}")
+        if not reply.get("ok"):
+            _error_diag(run, reply)
+            return Status.COMPILE_ERROR if reply.get("kind") == "triton_compile" else Status.RUNTIME_ERROR
+        launches = reply.get("launches", {})
+        run.checks.setdefault("triton_launches", launches)
+        if s.guards.require_triton_launch and sum(launches.values()) == 0:
+            run.diag("guard:no_triton_launch", f"trial {i + 1}: forward launched no @triton.jit "
+                     "kernel; the work must be done in Triton kernels")
+            run.flag("no_triton_kernel")
+            return Status.REJECTED
+        if reply.get("inputs_mutated"):
+            idx = ", ".join(f"#{k}" for k in reply["inputs_mutated"])
+            run.diag("input_mutated", f"forward modified input {idx} in place; inputs must be left unchanged")
+            return Status.INCORRECT
+        try:
+            outs = channel.unpack_tensors(reply.get("outputs", []), payload, dev)
+        except channel.ProtocolError as e:
+            run.diag("protocol", f"the worker sent malformed outputs: {e}")
+            run.flag("tampering")
+            return Status.REJECTED
+        calls = 2 if i == 0 else 1
+        types = reply.get("output_types", [])
+        structure = reply.get("structure", [])
+        ok_types = [n == "torch.Tensor" for n in types]
+        if not all(ok_types) or len(types) != calls * len(ref):
+            got = ", ".join(sorted(set(types))) or "nothing"
+            want = f"{len(ref)} torch.Tensor" if len(ref) > 1 else "exactly one torch.Tensor"
+            run.diag("output_type", f"forward returned {structure[0] if structure else '?'} ({got}); expected {want}")
+            return Status.INCORRECT
+        for call in range(calls):
+            got = outs[call * len(ref):(call + 1) * len(ref)]
+            for k, (o, r) in enumerate(zip(got, ref)):
+                where = f"trial {i + 1}" + (", repeated call" if call else "") + (f", output {k}" if len(ref) > 1 else "")
+                if o.shape != r.shape:
+                    run.diag("shape", f"{where}: output shape {tuple(o.shape)}, expected {tuple(r.shape)}")
+                    return Status.INCORRECT
+                if o.dtype != r.dtype:
+                    run.diag("dtype", f"{where}: output dtype {o.dtype}, expected {r.dtype}")
+                    return Status.INCORRECT
+                atol, rtol, rel = tolerances(r.dtype, s.test)
+                cmp = compare(o, r, atol=atol, rtol=rtol, rel_l2_limit=rel)
+                comparisons.append({"trial": i + 1, "call": call + 1, "output": k, **cmp.to_json()})
+                if not cmp.ok:
+                    run.checks["comparisons"] = comparisons
+                    msg = cmp.describe()
+                    if call == 1:
+                        msg = "the first call was right but a repeated call with the same inputs was not " \
+                              "(state kept between calls?): " + msg
+                    run.diag("mismatch", f"{where}: {msg}")
+                    for p in cmp.patterns:
+                        run.flag(f"diff:{p.split(':')[0]}")
+                    return Status.INCORRECT
+    run.checks["comparisons"] = comparisons
+    run.checks["inputs_unmutated"] = True
+    run.checks["repeat_consistent"] = True
+    atol, rtol, rel = tolerances(ref[0].dtype, s.test)
+    run.checks["tolerance"] = {"atol": atol, "rtol": rtol, "rel_l2": rel, "dtype": str(ref[0].dtype)}
+    return None
+
+
+def _reference(ref_model, mod, seed: int, dev: str) -> list:
+    import torch
+    with torch.no_grad():
+        out = ref_model(*make_inputs(mod, seed, dev))
+    if dev.startswith("cuda"):
+        torch.cuda.synchronize()
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _gpu_compile(run, worker) -> Status | None:
+    try:
+        reply, _ = worker.request({"op": "gpu_compile", "arch": 90}, run.settings.test.compile_timeout_s)
+    except (sandbox.WorkerTimeout, sandbox.WorkerDied) as e:
+        run.diag("gpu_compile", f"compiling for sm_90 did not finish: {e}")
+        return None  # the interpreter verdict stands; the cross-compile is an extra check
+    for k in reply.get("kernels", []):
+        run.kernels.append(k)
+        if not k.get("ok"):
+            run.diag("triton_compile", f"kernel {k.get('name')} runs in the interpreter but does not "
+                     f"compile for sm_90: {k.get('message', '')[:600]}", k.get("line"), k.get("source_line"))
+            return Status.COMPILE_ERROR
+        if k.get("spills"):
+            run.flag("register_spills")
+    return None
+
+
+def _time(run, worker, ref_model, seed, dev) -> Status | None:
+    import torch
+    from tools.gpuinfo import gpu_state
+    from tools.timer import time_cuda, time_host
+    from tools.numerics import compare, tolerances
+    s, ts = run.settings, run.settings.timing
+    inputs = make_inputs(run.problem.module, seed, dev)
+    eager = lambda: ref_model(*inputs)  # noqa: E731
+    compiled = None
+    if ts.compile_baseline:
+        try:
+            cmodel = torch.compile(ref_model)
+            with torch.no_grad():
+                cmodel(*inputs)
+            compiled = lambda: cmodel(*inputs)  # noqa: E731
+        except Exception as e:  # torch.compile cannot handle some models: report, don't fail
+            run.checks["compile_baseline_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+    run.device_info = {"type": "cuda", **gpu_state(run.gpu_index), "before_timing": True}
+    samples = {"eager": [], "candidate": [], "compile": []}
+    with torch.no_grad():
+        for r in range(ts.rounds):
+            warm = ts.warmup if r == 0 else 2
+            samples["eager"] += time_cuda(eager, warmup=warm, iters=ts.iters_per_round, name="krefine/eager")
+            try:
+                reply, payload = worker.request({"op": "time", "seed": seed, "warmup": warm,
+                                                 "iters": ts.iters_per_round,
+                                                 "return_output": r == ts.rounds - 1},
+                                                s.test.run_timeout_s)
+            except sandbox.WorkerTimeout:
+                run.diag("timeout", f"timing round {r + 1} did not finish within {s.test.run_timeout_s:g} s")
+                _health(run, worker)
+                return Status.TIMEOUT
+            except sandbox.WorkerDied:
+                return _died(run, worker, f"timing round {r + 1}")
+            if not reply.get("ok"):
+                _error_diag(run, reply)
+                return Status.RUNTIME_ERROR
+            samples["candidate"] += [float(x) for x in reply["samples_ms"]]
+            if compiled is not None:
+                samples["compile"] += time_cuda(compiled, warmup=warm, iters=ts.iters_per_round,
+                                                name="krefine/compile")
+        # the outputs of timed calls are checked too (deferred or skipped work shows here)
+        ref = _reference(ref_model, run.problem.module, seed, dev)
+        outs = channel.unpack_tensors(reply.get("outputs", []), payload, dev)
+        for o, r in zip(outs, ref):
+            atol, rtol, rel = tolerances(r.dtype, s.test)
+            cmp = compare(o, r, atol=atol, rtol=rtol, rel_l2_limit=rel) if o.shape == r.shape else None
+            if cmp is None or not cmp.ok:
+                run.diag("mismatch", "the output of a timed call is wrong although the test calls were right "
+                         "(work skipped or deferred under timing?): " + (cmp.describe() if cmp else "shape differs"))
+                return Status.INCORRECT
+        run.checks["timed_outputs_rechecked"] = True
+        # host clock cross-check, measured by the judge around the worker's requests
+        t = time.perf_counter()
+        worker.request({"op": "ping"}, s.test.run_timeout_s)
+        rtt_ms = (time.perf_counter() - t) * 1e3
+        t = time.perf_counter()
+        worker.request({"op": "host_run", "seed": seed, "iters": ts.host_check_iters}, s.test.run_timeout_s)
+        cand_host = max(0.0, (time.perf_counter() - t) * 1e3 - rtt_ms) / ts.host_check_iters
+        eager_host = time_host(eager, iters=ts.host_check_iters)
+    after = gpu_state(run.gpu_index)
+    run.device_info["after_timing"] = {k: after.get(k) for k in ("sm_clock_mhz", "mem_clock_mhz",
+                                                                   "temperature_c", "power_w",
+                                                                   "throttle_reasons")}
+    run.timing = {k: (Timing.from_samples(v) if v else None) for k, v in samples.items()}
+    cand, eag, comp = run.timing["candidate"], run.timing["eager"], run.timing["compile"]
+    run.checks["host_check"] = {"candidate_ms_per_call": cand_host, "eager_ms_per_call": eager_host,
+                                "rtt_ms": rtt_ms, "iters": ts.host_check_iters}
+    run.speedup_eager = eag.median_ms / cand.median_ms if cand.median_ms > 0 else None
+    run.speedup_compile = comp.median_ms / cand.median_ms if comp and cand.median_ms > 0 else None
+    if cand_host > ts.host_check_ratio * cand.median_ms + ts.host_check_slack_ms:
+        # events missed work (side stream, deferred launch): trust the judge's own clock
+        run.flag("timer_mismatch")
+        run.diag("timer_mismatch", f"CUDA events say {cand.median_ms:.4f} ms per call but the judge's clock "
+                 f"says {cand_host:.4f} ms; speedup computed from host times instead")
+        run.speedup_eager = eager_host / cand_host if cand_host > 0 else None
+        run.speedup_compile = None
+    if run.speedup_eager is not None and run.speedup_eager > ts.excessive_speedup:
+        run.flag("excessive_speedup")
+        run.diag("excessive_speedup", f"{run.speedup_eager:.1f}x faster than eager is above the "
+                 f"{ts.excessive_speedup:g}x plausibility threshold: flagged, not trusted")
+    if cand.spread > 0.2:
+        run.flag("noisy_timing")
+    return None
+
+
+def _profile(run, worker, ref_model, seed, dev, profile: bool) -> Status | None:
+    """Runtime guard (GPU time share in Triton) and, when asked, the bottleneck summary."""
+    from tools import profiler
+    s = run.settings
+    try:
+        reply, _ = worker.request({"op": "profile", "seed": seed, "iters": 3}, s.test.run_timeout_s)
+    except sandbox.WorkerTimeout:
+        run.diag("timeout", "profiling the candidate did not finish")
+        return Status.TIMEOUT
+    except sandbox.WorkerDied:
+        return _died(run, worker, "profiling")
+    if not reply.get("ok"):
+        _error_diag(run, reply)
+        return Status.RUNTIME_ERROR
+    breakdown = reply.get("breakdown", [])
+    shares = profiler.time_shares(breakdown)
+    run.checks["time_shares"] = shares
+    run.checks["kernel_breakdown"] = breakdown
+    run.kernels.extend(reply.get("resources", []))
+    if shares.get("library", 0.0) > s.guards.max_library_time_share:
+        top = [k["name"][:80] for k in breakdown if k.get("kind") == "library"][:3]
+        run.flag("library_ops")
+        msg = (f"{shares['library']:.0%} of GPU time is in library kernels ({', '.join(top)}), "
+               f"above the {s.guards.max_library_time_share:.0%} limit: do the work in Triton kernels")
+        if not s.guards.allow_library_ops:
+            run.diag("guard:library_time_share", msg)
+            return Status.REJECTED
+        run.diag("library_ops", msg)
+    if profile:
+        try:
+            run.bottleneck = profiler.summarize_verdict(run.problem, ref_model, seed, dev, run.timing,
+                                                        breakdown, run.kernels, run.device_info, worker)
+        except Exception as e:  # analysis must never turn a correct kernel into a failure
+            run.checks["profile_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        floor = (run.bottleneck or {}).get("roofline", {}).get("min_time_ms")
+        cand = run.timing.get("candidate")
+        if floor and cand and cand.median_ms < s.timing.roofline_floor_ratio * floor:
+            run.flag("below_roofline")
+            run.diag("below_roofline", f"{cand.median_ms:.4f} ms is below the roofline minimum "
+                     f"{floor:.4f} ms for this problem: flagged, not trusted")
+    return None
+
+
+def _error_diag(run: _Run, reply: dict) -> None:
+    kind = {"triton_compile": "triton_compile", "syntax": "syntax_error"}.get(reply.get("kind"), None)
+    phase = reply.get("phase", "?")
+    if kind is None:
+        kind = {"import": "import_error", "construct": "construct_error"}.get(phase, "runtime_error")
+    msg = f"{reply.get('error_type', 'Error')}: {reply.get('message', '')}".strip()
+    run.diag(kind, f"during {phase}: {msg[:1500]}", reply.get("line"), reply.get("source_line"))
+    if reply.get("traceback"):
+        run.checks["traceback"] = reply["traceback"]
+
+
+def _died(run: _Run, worker, during: str) -> Status:
+    code = worker.returncode
+    how = f"signal {-code}" if code is not None and code < 0 else f"status {code}"
+    tail = worker.output().get("stderr", "").strip().splitlines()[-3:]
+    run.diag("worker_died", f"the candidate's process exited ({how}) during {during} without "
+             f"reporting results" + (f"; stderr: {' | '.join(tail)[:500]}" if tail else ""))
+    _health(run, worker)
+    return Status.RUNTIME_ERROR
+
+
+def _health(run: _Run, worker) -> None:
+    """After a crash or hang: is the GPU still usable for the next candidate?"""
+    if run.device != "cuda":
+        return
+    from tools.gpuinfo import cuda_healthy
+    ok, why = cuda_healthy(run.gpu_index)
+    run.checks["gpu_healthy_after_failure"] = ok
+    if not ok:
+        raise EvaluatorError(f"GPU {run.gpu_index} unusable after the candidate failed: {why}")

@@ -1,0 +1,230 @@
+"""Loading problems (KernelBench format) and candidate files, with one-line errors.
+
+A problem file defines `class Model(nn.Module)`, `get_inputs()` and
+`get_init_inputs()` (a flat list, or KernelBook's `[args, kwargs]`). It is the user's
+own trusted code and runs in the judge. A candidate file must define `ModelNew`; here
+it is only read and parsed, never executed (that happens in tools/worker.py).
+Loading validates on the meta device, so a problem with 8 GiB inputs loads in
+milliseconds. Does not generate real inputs: see `make_inputs`.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import inspect
+import random
+import sys
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tools.errors import BadInput
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: Path
+    name: str
+    source: str
+    module: types.ModuleType = field(repr=False, compare=False)
+    n_inputs: int = 0
+    init_form: str = "flat"              # "flat" or "args_kwargs" (KernelBook)
+
+
+def read_python(path: str | Path, what: str) -> tuple[Path, str, ast.Module]:
+    """Read and parse a Python file, or raise BadInput naming it and the fault."""
+    p = Path(path)
+    if not p.exists():
+        raise BadInput(p, f"{what} file does not exist")
+    if not p.is_file():
+        raise BadInput(p, f"{what} path is not a file")
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise BadInput(p, f"cannot read {what} file: {e.strerror}") from None
+    if b"\x00" in raw:
+        raise BadInput(p, f"{what} file is binary, not Python source")
+    try:
+        src = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(p, f"{what} file is not UTF-8 text") from None
+    if not src.strip():
+        raise BadInput(p, f"{what} file is empty")
+    try:
+        tree = ast.parse(src, filename=str(p))
+    except SyntaxError as e:
+        raise BadInput(p, f"{what} file is not valid Python: {e.msg} (line {e.lineno})") from None
+    return p, src, tree
+
+
+def _defines(tree: ast.Module, name: str) -> bool:
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == name:
+            return True
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == name for a in node.names):
+            return True
+    return False
+
+
+def load_candidate(path: str | Path) -> str:
+    """Return a candidate's source after static checks (readable, Python, defines ModelNew)."""
+    p, src, tree = read_python(path, "candidate")
+    if not _defines(tree, "ModelNew"):
+        raise BadInput(p, "candidate defines no ModelNew class")
+    return src
+
+
+def exec_module(path: Path, src: str) -> types.ModuleType:
+    """Execute problem source as a fresh module (not registered in sys.modules)."""
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
+    mod = types.ModuleType(f"krefine_problem_{digest}")
+    mod.__file__ = str(path)
+    code = compile(src, str(path), "exec")
+    exec(code, mod.__dict__)
+    return mod
+
+
+def split_init(init: Any) -> tuple[list, dict]:
+    """KernelBench's flat list, or KernelBook's [args, kwargs]."""
+    if (isinstance(init, (list, tuple)) and len(init) == 2
+            and isinstance(init[0], (list, tuple)) and isinstance(init[1], dict)):
+        return list(init[0]), dict(init[1])
+    return list(init), {}
+
+
+def _fault(e: BaseException) -> str:
+    msg = " ".join(str(e).split())
+    return f"{type(e).__name__}: {msg[:200]}" if msg else type(e).__name__
+
+
+def load_problem(path: str | Path) -> Problem:
+    """Load and validate a problem file; every fault is a BadInput naming the file."""
+    import torch
+    from torch import nn
+
+    # 1) read and parse
+    p, src, tree = read_python(path, "problem")
+    for name in ("Model", "get_inputs", "get_init_inputs"):
+        if not _defines(tree, name):
+            raise BadInput(p, f"problem defines no {name}")
+
+    # 2) execute (the user's own module)
+    try:
+        mod = exec_module(p, src)
+    except SystemExit:
+        raise BadInput(p, "problem file called exit() at import") from None
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        raise BadInput(p, f"problem file raised at import: {_fault(e)}") from None
+    model_cls = getattr(mod, "Model", None)
+    if not (isinstance(model_cls, type) and issubclass(model_cls, nn.Module)):
+        raise BadInput(p, "Model is not a torch.nn.Module subclass")
+    for fname in ("get_inputs", "get_init_inputs"):
+        fn = getattr(mod, fname)
+        if not callable(fn):
+            raise BadInput(p, f"{fname} is not a function")
+        try:
+            inspect.signature(fn).bind()
+        except TypeError:
+            raise BadInput(p, f"{fname}() must take no arguments") from None
+        except ValueError:
+            pass
+
+    # 3) validate shapes and arity on the meta device: no memory, no time
+    state = _rng_state()
+    try:
+        with torch.device("meta"):
+            init = _call(p, mod.get_init_inputs, "get_init_inputs")
+            inputs = _call(p, mod.get_inputs, "get_inputs")
+    finally:
+        _restore_rng(state)
+    if not isinstance(init, (list, tuple)):
+        raise BadInput(p, f"get_init_inputs() returned {type(init).__name__}, expected a list")
+    if not isinstance(inputs, (list, tuple)):
+        raise BadInput(p, f"get_inputs() returned {type(inputs).__name__}, expected a list")
+    args, kwargs = split_init(init)
+    _check_arity(p, model_cls.__init__, args, kwargs, "Model(*get_init_inputs())")
+    _check_arity(p, model_cls.forward, list(inputs), {}, "Model.forward(*get_inputs())")
+    form = "args_kwargs" if kwargs or (len(init) == 2 and isinstance(init[1], dict)) else "flat"
+    return Problem(path=p.resolve(), name=p.stem, source=src, module=mod,
+                   n_inputs=len(inputs), init_form=form)
+
+
+def _call(p: Path, fn, name: str):
+    try:
+        return fn()
+    except SystemExit:
+        raise BadInput(p, f"{name}() called exit()") from None
+    except Exception as e:
+        raise BadInput(p, f"{name}() raised {_fault(e)}") from None
+
+
+def _check_arity(p: Path, fn, args: list, kwargs: dict, what: str) -> None:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(None, *args, **kwargs)
+    except TypeError as e:
+        raise BadInput(p, f"{what} does not fit the signature: {e} ({len(args)} values given)") from None
+
+
+def _rng_state():
+    import torch
+    return torch.random.get_rng_state(), random.getstate()
+
+
+def _restore_rng(state) -> None:
+    import torch
+    torch.random.set_rng_state(state[0])
+    random.setstate(state[1])
+
+
+# --- real inputs, the way KernelBench makes them -------------------------------------
+
+def set_seed(seed: int) -> None:
+    """KernelBench's set_seed: torch CPU and CUDA generators (and Python's, for safety)."""
+    import torch
+    torch.manual_seed(seed)
+    random.seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed(seed)
+
+
+def make_init(mod: types.ModuleType, seed: int, device: str) -> tuple[list, dict]:
+    args, kwargs = split_init(_seeded(mod.get_init_inputs, seed))
+    return [_to(a, device) for a in args], {k: _to(v, device) for k, v in kwargs.items()}
+
+
+def make_inputs(mod: types.ModuleType, seed: int, device: str) -> list:
+    return [_to(x, device) for x in _seeded(mod.get_inputs, seed)]
+
+
+def build_model(cls, mod: types.ModuleType, seed: int, device: str):
+    """KernelBench order: seed, init inputs, seed again, construct, move to device."""
+    import torch
+    args, kwargs = make_init(mod, seed, device)
+    set_seed(seed)
+    with torch.no_grad():
+        model = cls(*args, **kwargs)
+    return model.to(device) if hasattr(model, "to") else model
+
+
+def _seeded(fn, seed: int):
+    set_seed(seed)
+    return fn()
+
+
+def _to(x, device: str):
+    import torch
+    return x.to(device) if isinstance(x, torch.Tensor) else x
+
+
+if __name__ == "__main__":  # quick manual check: python -m tools.problem FILE...
+    for a in sys.argv[1:]:
+        print(load_problem(a))

@@ -1,0 +1,516 @@
+"""The worker: the only process where candidate code runs.
+
+Started by tools/sandbox.py as `python -m tools.worker CMD_FIFO RES_FIFO` in a fresh temp
+cwd with a scrubbed environment. Before any candidate code runs it locks itself down
+(rlimits, a private network namespace where the OS allows, an audit hook refusing
+sockets, subprocesses other than Triton's toolchain, and writes outside its temp dir),
+hooks Triton launches, then answers the judge's requests one at a time: load, trial,
+time, host, profile, gpu_compile. It sends back raw outputs and facts; it never decides
+a verdict, and nothing it prints is read as one.
+
+What this does NOT protect against: candidate code shares this process with the
+worker, so a determined candidate can tamper with anything here (the launch counter,
+the timer). Those tricks are the static guards' job (tools/guards.py) and the judge's
+cross-checks (fresh secret inputs, host clock, its own reference). See README "Sandbox".
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import resource
+import sys
+import time
+import traceback
+
+from tools import channel
+
+# executables the worker may start: Triton's toolchain and its library lookup
+_ALLOWED_EXES = {"ptxas", "ptxas-blackwell", "ldconfig", "gcc", "cc", "clang", "g++",
+                 "cuobjdump", "nvdisasm", "nvlink", "fatbinary", "uname", "nvcc"}
+_CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000
+
+
+class Worker:
+    def __init__(self, cmd_fd: int, res_fd: int):
+        self.cmd_fd, self.res_fd = cmd_fd, res_fd
+        self.workdir = os.getcwd()
+        self.launches: dict[str, int] = {}
+        self.jit_functions: dict[str, object] = {}
+        self.specs: dict[tuple, tuple] = {}     # cpu: kernel specialisations for sm_90 compile
+        self.failed_launch: tuple | None = None
+        self.record_specs = False
+        self.model = None
+        self.problem = None
+        self.device = "cpu"
+        self.cand_path = ""
+
+    # 1) lock down ------------------------------------------------------------------
+    def lock_down(self, setup: dict) -> dict:
+        enforced = {}
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        fsize = int(setup["max_file_mib"]) << 20
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        enforced["max_file_mib"] = setup["max_file_mib"]
+        if setup.get("address_space_gib"):
+            cap = int(setup["address_space_gib"] * (1 << 30))
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+            enforced["address_space_gib"] = setup["address_space_gib"]
+        enforced["network"] = _private_network()
+        sys.addaudithook(_make_audit_hook(self.workdir))
+        enforced["audit_hook"] = "sockets, non-toolchain subprocesses, writes outside the temp dir"
+        return enforced
+
+    def hook_launches(self) -> None:
+        """Count every Triton launch (and on cpu, remember specialisations)."""
+        from triton.runtime.jit import JITFunction
+        worker = self
+
+        def wrap(orig):
+            def run(fn, *args, grid, warmup, **kwargs):
+                if not warmup:
+                    worker._note_launch(fn, args, kwargs)
+                return orig(fn, *args, grid=grid, warmup=warmup, **kwargs)
+            return run
+
+        JITFunction.run = wrap(JITFunction.run)
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+            InterpretedFunction.run = wrap(InterpretedFunction.run)
+        except ImportError:
+            pass
+
+    def _note_launch(self, fn, args, kwargs) -> None:
+        name = getattr(fn, "__name__", "?")
+        self.launches[name] = self.launches.get(name, 0) + 1
+        self.jit_functions.setdefault(name, fn)
+        if self.record_specs:
+            spec = _launch_spec(fn, args, kwargs)
+            if spec is not None:
+                self.specs.setdefault(spec[0], spec[1])
+                self.failed_launch = spec
+
+    # 2) requests -------------------------------------------------------------------
+    def serve(self) -> None:
+        while True:
+            header, _ = channel.recv(self.cmd_fd, timeout_s=None)
+            op = header.get("op")
+            if op == "exit":
+                self.reply({"ok": True})
+                return
+            handler = getattr(self, f"op_{op}", None)
+            if handler is None:
+                self.reply({"ok": False, "error_type": "ProtocolError", "message": f"unknown op {op!r}"})
+                continue
+            try:
+                reply, payload = handler(header)
+            except BaseException as e:  # candidate faults come back as facts, never raise here
+                if isinstance(e, KeyboardInterrupt):
+                    raise
+                reply, payload = self.describe_error(e, op), b""
+            self.reply(reply, payload)
+
+    def reply(self, header: dict, payload: bytes = b"") -> None:
+        channel.send(self.res_fd, header, payload)
+
+    def op_setup(self, h: dict):
+        enforced = self.lock_down(h)
+        import torch  # noqa: F401  (after the limits: import cost counts against them too)
+        self.record_specs = h["device"] == "cpu" and h.get("gpu_cross_compile", False)
+        self.hook_launches()
+        self.device = h["device"]
+        return {"ok": True, "enforced": enforced, "pid": os.getpid()}, b""
+
+    def op_load(self, h: dict):
+        from tools.problem import build_model, exec_module
+        import torch
+        from pathlib import Path
+        path = Path(h["problem"])
+        self.problem = exec_module(path, path.read_text(encoding="utf-8"))
+        self.cand_path = os.path.join(self.workdir, h["candidate"])
+        t0 = time.perf_counter()
+        spec = importlib.util.spec_from_file_location("candidate", self.cand_path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["candidate"] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException as e:
+            return self.describe_error(e, "import"), b""
+        cls = getattr(module, "ModelNew", None)
+        if not isinstance(cls, type):
+            return {"ok": False, "phase": "import", "error_type": "MissingModelNew",
+                    "message": "the candidate defines no ModelNew class"}, b""
+        try:
+            self.model = build_model(cls, self.problem, int(h["init_seed"]), self.device)
+        except BaseException as e:
+            return self.describe_error(e, "construct"), b""
+        if isinstance(self.model, torch.nn.Module):
+            self.model.eval()
+        jit_names = sorted(n for n, v in vars(module).items() if _is_jit(v))
+        return {"ok": True, "import_s": time.perf_counter() - t0, "jit_functions": jit_names}, b""
+
+    def _inputs(self, seed: int):
+        from tools.problem import make_inputs
+        return make_inputs(self.problem, seed, self.device)
+
+    def _poison(self, specs: list[dict]) -> None:
+        """Fill freed allocator blocks of the output's size with NaN / a sentinel, so an
+        output buffer the candidate never writes cannot hold a plausible answer."""
+        import torch
+        held = []
+        for s in specs:
+            dtype = getattr(torch, s["dtype"])
+            t = torch.empty(s["shape"], dtype=dtype, device=self.device)
+            t.fill_(float("nan") if dtype.is_floating_point else -0x5EED)
+            held.append(t)
+        del held
+
+    def _forward(self, inputs):
+        import torch
+        with torch.no_grad():
+            out = self.model(*inputs)
+        if self.device != "cpu":
+            torch.cuda.synchronize()
+        return out
+
+    def op_trial(self, h: dict):
+        import torch
+        inputs = self._inputs(int(h["seed"]))
+        before = [x.clone() if isinstance(x, torch.Tensor) else None for x in inputs]
+        self.launches.clear()
+        outs_all, kinds = [], []
+        for _ in range(2 if h.get("repeat") else 1):
+            self._poison(h.get("poison", []))
+            try:
+                out = self._forward(inputs)
+            except BaseException as e:
+                return self.describe_error(e, "forward"), b""
+            flat, kind = _flatten_output(out)
+            kinds.append(kind)
+            outs_all.extend(flat)
+        mutated = [i for i, (a, b) in enumerate(zip(inputs, before))
+                   if b is not None and not _same(a, b)]
+        specs, payload = channel.pack_tensors([t for t in outs_all if isinstance(t, torch.Tensor)])
+        return {"ok": True, "structure": kinds, "outputs": specs,
+                "output_types": [_type_name(t) for t in outs_all],
+                "inputs_mutated": mutated, "launches": dict(self.launches)}, payload
+
+    def op_time(self, h: dict):
+        from tools.timer import time_cuda
+        inputs = self._inputs(int(h["seed"]))
+        last = [None]
+
+        def call():
+            last[0] = self._forward_nosync(inputs)
+        samples = time_cuda(call, warmup=int(h["warmup"]), iters=int(h["iters"]),
+                            name="krefine/candidate")
+        flat, _ = _flatten_output(last[0])
+        specs, payload = channel.pack_tensors(flat) if h.get("return_output") else ([], b"")
+        return {"ok": True, "samples_ms": samples, "outputs": specs}, payload
+
+    def _forward_nosync(self, inputs):
+        import torch
+        with torch.no_grad():
+            return self.model(*inputs)
+
+    def op_host_run(self, h: dict):
+        """Back-to-back calls ended by a device sync; the judge times this whole request."""
+        import torch
+        inputs = self._host_inputs = self._inputs(int(h["seed"]))
+        torch.cuda.synchronize()
+        for _ in range(int(h["iters"])):
+            self._forward_nosync(inputs)
+        torch.cuda.synchronize()
+        return {"ok": True}, b""
+
+    def op_ping(self, h: dict):
+        return {"ok": True}, b""
+
+    def op_profile(self, h: dict):
+        from tools import profiler
+        inputs = self._inputs(int(h["seed"]))
+        names = set(self.launches) | set(self.jit_functions)
+        from tools.timer import nvtx_range
+        with nvtx_range("krefine/candidate"):
+            breakdown = profiler.kernel_breakdown(lambda: self._forward_nosync(inputs), (),
+                                                  triton_names=names, iters=int(h.get("iters", 3)))
+        resources = profiler.kernel_resources(list(self.jit_functions.values()))
+        return {"ok": True, "breakdown": breakdown, "resources": resources}, b""
+
+    def op_ncu_forward(self, h: dict):
+        """Forwards inside the nvtx range that ncu --nvtx-include selects."""
+        from tools.timer import nvtx_range
+        import torch
+        inputs = self._inputs(int(h["seed"]))
+        self._forward(inputs)  # outside the range: JIT and allocator warm-up
+        with nvtx_range("krefine/candidate"):
+            for _ in range(int(h.get("iters", 1))):
+                self._forward_nosync(inputs)
+            torch.cuda.synchronize()
+        return {"ok": True}, b""
+
+    def op_gpu_compile(self, h: dict):
+        """cpu only: compile every launched specialisation for a real GPU target."""
+        results = []
+        for key, spec in self.specs.items():
+            results.append(_compile_for_gpu(spec, int(h.get("arch", 90))))
+        return {"ok": True, "kernels": results}, b""
+
+    # 3) errors ---------------------------------------------------------------------
+    def describe_error(self, e: BaseException, phase: str) -> dict:
+        kind = "exception"
+        try:
+            from triton.compiler.errors import CompilationError
+            if isinstance(e, CompilationError):
+                kind = "triton_compile"
+        except ImportError:
+            pass
+        if isinstance(e, SyntaxError):
+            kind = "syntax"
+        line, src_line = _candidate_line(e, self.cand_path)
+        info = {"ok": False, "phase": phase, "kind": kind, "error_type": type(e).__name__,
+                "message": _short(str(e) or type(e).__name__, 2000), "line": line,
+                "source_line": src_line,
+                "traceback": _short("".join(traceback.format_exception(e)), 6000)}
+        if kind == "triton_compile":
+            info["line"], info["source_line"] = _triton_error_line(e, self.cand_path) or (line, src_line)
+        if phase == "forward" and self.record_specs and self.failed_launch is not None:
+            # the interpreter hides GPU compile errors: compile the failing launch for sm_90
+            res = _compile_for_gpu(self.failed_launch[1], 90)
+            if not res.get("ok"):
+                info.update(kind="triton_compile", gpu_compile=res,
+                            message=res.get("message", info["message"]))
+                if res.get("line"):
+                    info["line"], info["source_line"] = res["line"], res.get("source_line")
+        return info
+
+
+# --- helpers (module level: no candidate-visible state) -------------------------------
+
+def _private_network() -> str:
+    """Enter a fresh network namespace (only loopback, down) if the kernel lets us."""
+    if not sys.platform.startswith("linux"):
+        return "none (not Linux)"
+    libc = ctypes.CDLL(None, use_errno=True)
+    for flags, label in ((_CLONE_NEWNET, "netns"), (_CLONE_NEWUSER | _CLONE_NEWNET, "userns+netns")):
+        if libc.unshare(flags) == 0:
+            return label
+    return f"audit hook only (unshare: {os.strerror(ctypes.get_errno())})"
+
+
+def _make_audit_hook(workdir: str):
+    real = os.path.realpath
+    root = real(workdir)
+    allowed_write = (root, "/dev/null", "/dev/shm", "/proc/self")
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+    def hook(event: str, args: tuple) -> None:
+        if event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg",
+                     "socket.getaddrinfo"):
+            raise PermissionError(f"krefine sandbox: network is not allowed ({event})")
+        if event in ("os.system", "os.fork", "os.forkpty", "pty.spawn"):
+            raise PermissionError(f"krefine sandbox: {event} is not allowed")
+        if event in ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.spawn"):
+            exe, argv = (list(args) + [None, None])[:2]
+            if event == "os.spawn":
+                exe, argv = (list(args) + [None, None, None])[1:3]
+            first = exe if isinstance(exe, (str, bytes, os.PathLike)) else \
+                (argv[0] if isinstance(argv, (list, tuple)) and argv else "")
+            name = os.path.basename(os.fsdecode(first or ""))
+            if name not in _ALLOWED_EXES:
+                raise PermissionError(f"krefine sandbox: starting {name!r} is not allowed")
+        if event == "open":
+            path, mode, flags = (list(args) + [None, None, 0])[:3]
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or \
+                      (isinstance(flags, int) and flags & write_flags)
+            if writing and isinstance(path, (str, bytes, os.PathLike)):
+                p = real(os.fsdecode(path))
+                if not any(p == a or p.startswith(a + os.sep) for a in allowed_write):
+                    raise PermissionError(f"krefine sandbox: writing {p} is not allowed")
+        if event in ("os.remove", "os.rmdir", "os.rename", "shutil.rmtree", "os.truncate"):
+            path = args[0]
+            if isinstance(path, (str, bytes, os.PathLike)):
+                p = real(os.fsdecode(path))
+                if not (p == root or p.startswith(root + os.sep)):
+                    raise PermissionError(f"krefine sandbox: {event} {p} is not allowed")
+    return hook
+
+
+def _is_jit(v) -> bool:
+    try:
+        from triton.runtime.jit import JITFunction
+        from triton.runtime.autotuner import Autotuner, Heuristics
+        kinds = (JITFunction, Autotuner, Heuristics)
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+            kinds += (InterpretedFunction,)
+        except ImportError:
+            pass
+        return isinstance(v, kinds)
+    except ImportError:
+        return False
+
+
+def _flatten_output(out):
+    import torch
+    if isinstance(out, torch.Tensor):
+        return [out], "tensor"
+    if isinstance(out, (tuple, list)):
+        return list(out), f"{type(out).__name__}:{len(out)}"
+    return [out], type(out).__name__
+
+
+def _type_name(x) -> str:
+    t = type(x)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def _same(a, b) -> bool:
+    import torch
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return bool(torch.equal(a, b)) or bool(torch.equal(a.isnan(), b.isnan()) and
+                                           torch.equal(a.nan_to_num(), b.nan_to_num()))
+
+
+def _short(s: str, n: int) -> str:
+    return s if len(s) <= n else s[: n // 2] + "\n...\n" + s[-n // 2:]
+
+
+def _candidate_line(e: BaseException, cand_path: str) -> tuple[int | None, str | None]:
+    """Innermost traceback frame inside the candidate file, following the chain of
+    causes (the interpreter wraps a kernel's error in its own InterpreterError)."""
+    line, seen = None, set()
+    target = os.path.realpath(cand_path or "")
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        found = None
+        if isinstance(e, SyntaxError) and e.filename and os.path.realpath(e.filename) == target:
+            found = e.lineno
+        tb = e.__traceback__
+        while tb is not None:
+            if cand_path and os.path.realpath(tb.tb_frame.f_code.co_filename) == target:
+                found = tb.tb_lineno
+            tb = tb.tb_next
+        line = found or line
+        e = e.__cause__ or e.__context__
+    return line, _source_line(cand_path, line)
+
+
+def _source_line(path: str, line: int | None) -> str | None:
+    if not line or not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        return lines[line - 1].strip() if 0 < line <= len(lines) else None
+    except OSError:
+        return None
+
+
+def _def_line(py_fn) -> int | None:
+    """Line of `def` in the file: Triton numbers a kernel's lines from its def, after
+    the decorators, while inspect starts at the first decorator."""
+    import inspect
+    try:
+        lines, start = inspect.getsourcelines(py_fn)
+    except (OSError, TypeError):
+        return None
+    for i, text in enumerate(lines):
+        if text.lstrip().startswith("def "):
+            return start + i
+    return None
+
+
+def _triton_error_line(e, cand_path: str):
+    """Map a CompilationError's function-relative line to a line of the candidate file."""
+    rel = getattr(getattr(e, "node", None), "lineno", None)
+    tb, fn_line = e.__traceback__, None
+    while tb is not None:
+        obj = tb.tb_frame.f_locals.get("fn")
+        py_fn = getattr(obj, "fn", None)
+        if callable(py_fn) and getattr(py_fn, "__code__", None) is not None:
+            fn_line = _def_line(py_fn) or fn_line
+        tb = tb.tb_next
+    if rel is None or fn_line is None:
+        return None
+    line = fn_line + rel - 1
+    return line, _source_line(cand_path, line)
+
+
+_LAUNCH_OPTIONS = {"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion",
+                   "launch_cooperative_grid", "launch_pdl", "debug"}
+
+
+def _launch_spec(fn, args, kwargs):
+    """(key, spec) describing one launch well enough to compile it for a GPU."""
+    try:
+        import inspect
+        from triton.runtime.jit import mangle_type
+        py_fn = getattr(fn, "fn", fn)
+        names = list(inspect.signature(py_fn).parameters)
+        bound = dict(zip(names, args))
+        bound.update({k: v for k, v in kwargs.items() if k in names})
+        options = {k: v for k, v in kwargs.items() if k in _LAUNCH_OPTIONS and k != "debug"}
+        sig, const = {}, {}
+        annotations = getattr(py_fn, "__annotations__", {})
+        for n in names:
+            v = bound.get(n)
+            is_const = "constexpr" in str(annotations.get(n, ""))
+            if is_const or v is None or isinstance(v, (str, type)):
+                sig[n], const[n] = "constexpr", v
+            else:
+                sig[n] = mangle_type(v)
+        key = (py_fn.__name__, tuple(sorted(sig.items())), repr(sorted(const.items(), key=lambda kv: kv[0])),
+               repr(sorted(options.items())))
+        return key, (py_fn, sig, const, options)
+    except Exception:  # an odd launch we cannot describe: skip its GPU compile, not the trial
+        return None
+
+
+def _compile_for_gpu(spec, arch: int) -> dict:
+    py_fn, sig, const, options = spec
+    try:
+        import triton
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+        from triton.runtime.jit import JITFunction
+        jf = JITFunction(py_fn)
+        k = triton.compile(ASTSource(jf, sig, const), target=GPUTarget("cuda", arch, 32),
+                           options=dict(options))
+        info = {"ok": True, "name": py_fn.__name__, "arch": f"sm_{arch}",
+                "num_warps": getattr(k.metadata, "num_warps", None),
+                "num_stages": getattr(k.metadata, "num_stages", None),
+                "shared": getattr(k.metadata, "shared", None)}
+        try:
+            from tools.profiler import ptxas_resources
+            info.update(ptxas_resources(k.asm["ptx"], arch=f"sm_{arch}a"))
+        except Exception as e:  # resources are a nicety; the compile itself succeeded
+            info["resources_error"] = _short(str(e), 300)
+        return info
+    except Exception as e:
+        line = None
+        node = getattr(e, "node", None)
+        if getattr(node, "lineno", None) is not None:
+            line = _def_line(py_fn) + node.lineno - 1 if _def_line(py_fn) else None
+        src_line = None
+        if line:
+            try:
+                import inspect
+                src_line = _source_line(inspect.getsourcefile(py_fn), line)
+            except TypeError:
+                pass
+        return {"ok": False, "name": py_fn.__name__, "arch": f"sm_{arch}",
+                "error_type": type(e).__name__, "message": _short(str(e), 2000),
+                "line": line, "source_line": src_line}
+
+
+def main() -> None:
+    # named pipes, not inherited descriptors, so the worker can run under a wrapper (ncu)
+    cmd_fd = os.open(sys.argv[1], os.O_RDONLY | os.O_CLOEXEC)
+    res_fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CLOEXEC)
+    Worker(cmd_fd, res_fd).serve()
+
+
+if __name__ == "__main__":
+    main()

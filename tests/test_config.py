@@ -1,0 +1,114 @@
+"""agent.toml -> AgentConfig: defaults agree with the file, overrides apply, faults are
+one-line BadInput errors naming the file."""
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+
+import pytest
+
+from agent import DEFAULT_CONFIG
+from agent.config import AGENT_TABLES, AgentConfig, load_config
+from tools.errors import BadInput
+from tools import settings
+
+# every agent.toml table and the dataclass that holds it, the lead's evaluator tables included
+ALL_TABLES = {**AGENT_TABLES, "eval": settings.TestSettings, "timing": settings.TimingSettings,
+              "guards": settings.GuardSettings}
+
+
+def _write(tmp_path, text: str):
+    path = tmp_path / "agent.toml"
+    path.write_text(text)
+    return path
+
+
+def test_repo_agent_toml_loads_to_the_dataclass_defaults():
+    assert load_config() == AgentConfig()
+
+
+@pytest.mark.parametrize("table", sorted(ALL_TABLES))
+def test_agent_toml_values_equal_the_dataclass_defaults(table):
+    doc = tomllib.loads(DEFAULT_CONFIG.read_text())
+    cls = ALL_TABLES[table]
+    defaults = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())
+                for f in dataclasses.fields(cls)}
+    written = doc[table]
+    assert written == {k: defaults[k] for k in written}
+    # a knob may be left out of the file only when its default is "unset" (None)
+    assert {k for k, v in defaults.items() if k not in written} == {k for k, v in defaults.items() if v is None}
+
+
+@pytest.mark.parametrize("table", sorted(ALL_TABLES))
+def test_every_knob_is_written_or_commented_in_agent_toml(table):
+    text = DEFAULT_CONFIG.read_text()
+    for f in dataclasses.fields(ALL_TABLES[table]):
+        assert re.search(rf"^#?\s*{f.name}\s*=", text, re.M), f"[{table}] {f.name} is not in agent.toml"
+
+
+def test_overrides_replace_values_and_keep_the_rest():
+    config = load_config(overrides={"budget.max_rounds": 3, "model.id": "replay:x.jsonl",
+                                    "eval.trials": 2, "run.device": "cpu"})
+    assert (config.budget.max_rounds, config.model.id, config.eval.test.trials, config.run.device) == \
+        (3, "replay:x.jsonl", 2, "cpu")
+    assert config.budget.candidates_per_round == AgentConfig().budget.candidates_per_round
+
+
+def test_none_override_is_skipped_like_an_unset_flag():
+    assert load_config(overrides={"budget.max_rounds": None}) == AgentConfig()
+
+
+def test_a_partial_file_keeps_the_defaults_for_missing_keys(tmp_path):
+    config = load_config(_write(tmp_path, "[budget]\nmax_rounds = 2\n"))
+    assert config.budget.max_rounds == 2
+    assert dataclasses.replace(config, budget=AgentConfig().budget) == AgentConfig()
+
+
+def test_unknown_key_is_bad_input_naming_the_file_and_the_key(tmp_path):
+    path = _write(tmp_path, "[budget]\nmax_round = 2\n")
+    with pytest.raises(BadInput, match=r"agent\.toml: \[budget\]: unknown key\(s\) max_round") as e:
+        load_config(path)
+    assert "\n" not in str(e.value)
+
+
+def test_unknown_table_is_bad_input(tmp_path):
+    with pytest.raises(BadInput, match=r"unknown table\(s\) \[budgets\]"):
+        load_config(_write(tmp_path, "[budgets]\nmax_rounds = 2\n"))
+
+
+def test_wrong_type_is_bad_input(tmp_path):
+    with pytest.raises(BadInput, match=r"\[sampling\]\.temperature: expected a number"):
+        load_config(_write(tmp_path, '[sampling]\ntemperature = "hot"\n'))
+
+
+def test_value_outside_a_literal_is_bad_input(tmp_path):
+    with pytest.raises(BadInput, match=r"\[search\]\.strategy: 'random' is not one of"):
+        load_config(_write(tmp_path, '[search]\nstrategy = "random"\n'))
+
+
+def test_value_out_of_range_is_bad_input(tmp_path):
+    with pytest.raises(BadInput, match=r"\[budget\]: max_rounds and candidates_per_round must be at least 1"):
+        load_config(_write(tmp_path, "[budget]\nmax_rounds = 0\n"))
+
+
+def test_malformed_toml_is_bad_input_naming_the_file(tmp_path):
+    path = _write(tmp_path, "[budget\nmax_rounds = 2\n")
+    with pytest.raises(BadInput, match=rf"^{re.escape(str(path))}: not valid TOML") as e:
+        load_config(path)
+    assert "\n" not in str(e.value)
+
+
+def test_missing_file_is_bad_input(tmp_path):
+    with pytest.raises(BadInput, match="no such config file"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_override_of_wrong_type_is_bad_input_that_names_the_override():
+    with pytest.raises(BadInput, match=r"expected an integer.*with overrides budget\.max_rounds"):
+        load_config(overrides={"budget.max_rounds": "three"})
+
+
+def test_override_of_unknown_table_is_bad_input():
+    with pytest.raises(BadInput, match="override 'budgett.max_rounds'"):
+        load_config(overrides={"budgett.max_rounds": 3})

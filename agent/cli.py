@@ -102,6 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("krefine: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # our own bug: still one line and exit 3, traceback with --debug
+        if debug:
+            raise
+        print(f"krefine: internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]} "
+              "(run with --debug for the traceback)", file=sys.stderr)
+        return EXIT_EVALUATOR
 
 
 if __name__ == "__main__":

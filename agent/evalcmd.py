@@ -1,0 +1,85 @@
+"""`krefine eval PROBLEM CANDIDATE`: judge one candidate and print the verdict.
+
+Exit statuses (DESIGN.md): 0 correct (and at least --min-speedup when given), 1
+evaluated but not correct / not fast enough, 2 bad input, 3 evaluator failure.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from tools.errors import EXIT_FAIL, EXIT_OK, BadInput
+from tools.verdict import Verdict
+
+
+def main(args) -> int:
+    from agent.config import load_config
+    from tools.evaluate import default_device, evaluate
+    from tools.problem import load_candidate, load_problem
+
+    # 1) inputs: every fault here is one line and exit 2, before any work starts
+    config = load_config(args.config)
+    problem = load_problem(args.problem)
+    source = load_candidate(args.candidate)
+    if args.min_speedup is not None and args.min_speedup <= 0:
+        raise BadInput("", f"--min-speedup must be positive, got {args.min_speedup:g}")
+    device = args.device or default_device()
+    if args.device is None and device == "cpu":
+        print("krefine: no CUDA device found: judging on cpu with Triton's interpreter "
+              "(correctness only, no timing)", file=sys.stderr)
+    if device == "cuda":
+        import torch
+        if not torch.cuda.is_available():
+            raise BadInput("", "--device cuda but no CUDA device is visible (use --device cpu)")
+    if args.min_speedup is not None and device == "cpu":
+        raise BadInput("", "--min-speedup needs --device cuda: nothing is timed on cpu")
+
+    # 2) judge
+    if not args.json:
+        print(f"krefine: judging {args.candidate} against {problem.name} on {device} ...", file=sys.stderr)
+    verdict = evaluate(problem, source, device=device, settings=config.eval,
+                       profile=not args.no_profile, gpu_index=args.gpu)
+
+    # 3) report
+    if args.json:
+        print(json.dumps(verdict.to_json(), indent=None, default=str))
+    else:
+        print(render(verdict))
+    ok = verdict.correct and (args.min_speedup is None or
+                              (verdict.speedup_eager or 0.0) >= args.min_speedup)
+    return EXIT_OK if ok else EXIT_FAIL
+
+
+def render(v: Verdict) -> str:
+    """Human-readable verdict: status, speedups, diagnostics, bottleneck."""
+    lines = [f"verdict: {v.status.value}"]
+    cand = v.timing.get("candidate") if v.timing else None
+    if cand is not None:
+        eager, comp = v.timing.get("eager"), v.timing.get("compile")
+        lines.append(f"time:    candidate {cand.median_ms:.4f} ms (p20-p80 {cand.p20_ms:.4f}-{cand.p80_ms:.4f}, n={cand.n})")
+        if eager is not None:
+            lines.append(f"         eager     {eager.median_ms:.4f} ms   speedup {_x(v.speedup_eager)}")
+        if comp is not None:
+            lines.append(f"         compile   {comp.median_ms:.4f} ms   speedup {_x(v.speedup_compile)}")
+        gpu = v.device.get("name") or v.device.get("nvml_name")
+        if gpu:
+            lines.append(f"gpu:     {gpu}, SM {v.device.get('sm_clock_mhz', '?')} MHz, "
+                         f"throttle: {', '.join(v.device.get('throttle_reasons') or []) or 'none'}")
+    for d in v.diagnostics:
+        where = f" [line {d.line}]" if d.line else ""
+        lines.append(f"- {d.kind}{where}: {d.message}")
+        if d.source_line:
+            lines.append(f"    {d.source_line}")
+    if v.bottleneck:
+        try:
+            from tools.profiler import describe
+            lines.append("bottleneck: " + describe(v.bottleneck))
+        except (ImportError, AttributeError, KeyError, TypeError):
+            lines.append(f"bottleneck: {v.bottleneck.get('class', '?')}")
+    if v.flags:
+        lines.append("flags:   " + ", ".join(v.flags))
+    return "\n".join(lines)
+
+
+def _x(s: float | None) -> str:
+    return f"{s:.2f}x" if s is not None else "n/a"

@@ -3,7 +3,7 @@
 Writes the Chrome Trace Event format (JSON object form), which chrome://tracing and
 https://ui.perfetto.dev open: one complete ("X") event per trace.jsonl event, one
 thread per candidate so a round's parallel evaluations show side by side, a "loop"
-thread for round-level nodes (decide) and a "rounds" thread spanning each round.
+thread for the decide node and a "rounds" thread spanning each round.
 Times are microseconds from the run's first span. Default output:
 RUN_DIR/trace.chrome.json. Does not read anything but trace.jsonl (via runstats).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.runstats import Run, load_run, node_spans
+from agent.runstats import Run, Span, load_run, node_spans
 from tools.jsonio import write_json
 
 PID = 1
@@ -33,7 +33,8 @@ def chrome_trace(run: Run) -> dict:
     t0 = min((s.start_s for s in spans), default=0.0)
     def us(t: float) -> float:
         return round((t - t0) * 1e6, 3)
-    tids = {cid: ROUNDS_TID + 1 + i for i, cid in enumerate(sorted({s.candidate for s in spans if s.candidate}))}
+    lanes = sorted({_lane(s) for s in spans} - {None})
+    tids = {cid: ROUNDS_TID + 1 + i for i, cid in enumerate(lanes)}
     # 1) names and order of the process and its threads
     events: list[dict] = [_meta("process_name", 0, {"name": f"krefine run {run.dir.run_id}"})]
     for name, tid in (("loop", LOOP_TID), ("rounds", ROUNDS_TID), *tids.items()):
@@ -49,13 +50,19 @@ def chrome_trace(run: Run) -> dict:
     for s in spans:
         e = s.event
         events.append({"name": s.node, "cat": s.node,
-                       "ph": "X", "pid": PID, "tid": tids.get(s.candidate, LOOP_TID),
+                       "ph": "X", "pid": PID, "tid": tids.get(_lane(s), LOOP_TID),
                        "ts": us(s.start_s), "dur": _dur_us(s.start_s, s.end_s),
                        "args": {"candidate": s.candidate, "iteration": s.iteration, "status": s.status,
                                 "metrics": e.get("metrics") or {}, "error": e.get("error"),
                                 "artifacts": e.get("artifacts") or {}}})
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"run_id": run.dir.run_id, "start_unix_s": t0}}
+
+
+def _lane(s: Span) -> str | None:
+    """The candidate thread a span goes on; None: the loop thread. decide names the best
+    candidate but is the loop's own step."""
+    return s.candidate if s.candidate and s.node != "decide" else None
 
 
 def _meta(name: str, tid: int, args: dict) -> dict:

@@ -140,9 +140,10 @@ def children(run: Run) -> dict[str | None, list[str]]:
 
 
 def diff_to_parent(run: Run, cid: str) -> str:
-    """Unified diff of the candidate's source against its parent's ('' for a root)."""
+    """Unified diff of the candidate's source against its parent's ('' for a root, or
+    when no code could be extracted from its completion)."""
     parent = run.parent_of(cid)
-    if parent is None:
+    if parent is None or not run.dir.candidate_src(cid).exists():
         return ""
     lines = difflib.unified_diff(run.source(parent.id).splitlines(keepends=True),
                                  run.source(cid).splitlines(keepends=True),
@@ -192,11 +193,29 @@ class Span:
     event: dict
 
 
+EVAL_NODES = ("compile", "test", "profile")
+
+
 def node_spans(run: Run) -> list[Span]:
+    """Every trace event as a span, in file order.
+
+    The loop writes a candidate's compile/test/profile events together once its verdict
+    is in, so their ts all read the verdict's time: they are laid back to back instead,
+    the last ending at its ts (the evaluator runs the phases one after another).
+    """
+    events = [e for e in run.events if "ts" in e and "node" in e]
+    ends = [e["ts"] for e in events]
+    last_start: dict[str, float] = {}
+    for i in reversed(range(len(events))):
+        e = events[i]
+        cid = e.get("candidate")
+        if e["node"] in EVAL_NODES and cid:
+            if cid in last_start:
+                ends[i] = min(ends[i], last_start[cid])
+            last_start[cid] = ends[i] - (e.get("duration_s") or 0.0)
     return [Span(node=e["node"], candidate=e.get("candidate"), iteration=e.get("iteration", 0),
-                 status=e.get("status", ""), start_s=e["ts"] - (e.get("duration_s") or 0.0),
-                 end_s=e["ts"], event=e)
-            for e in run.events if "ts" in e and "node" in e]
+                 status=e.get("status", ""), start_s=end - (e.get("duration_s") or 0.0), end_s=end, event=e)
+            for e, end in zip(events, ends)]
 
 
 # ---------------------------------------------------------------- one problem of a suite

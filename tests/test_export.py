@@ -31,18 +31,32 @@ def test_span_duration_is_the_events_duration_in_microseconds(run):
     assert (durations[("r03-c00", "generate")], durations[("r03-c00", "profile")]) == (2e6, 1e6)
 
 
-def test_span_ends_at_the_events_timestamp(run):
+def test_generate_span_ends_at_the_events_timestamp(run):
     trace = chrome_trace(run)
     t0 = trace["otherData"]["start_unix_s"]
-    ends = [round(t0 + (e["ts"] + e["dur"]) / 1e6, 3) for e in node_spans(trace)]
-    assert ends == [round(e["ts"], 3) for e in run.events]
+    ends = [round(t0 + (e["ts"] + e["dur"]) / 1e6, 3) for e in node_spans(trace) if e["name"] == "generate"]
+    assert ends == [round(e["ts"], 3) for e in run.events if e["node"] == "generate"]
+
+
+def test_evaluation_phases_written_together_are_laid_back_to_back(run):
+    # the loop traces compile, test, profile in one burst after the verdict: same ts
+    phases = [e for e in node_spans(chrome_trace(run)) if e["args"]["candidate"] == "r03-c00"
+              and e["name"] in ("compile", "test", "profile")]
+    assert [e["name"] for e in phases] == ["compile", "test", "profile"]
+    assert [e["ts"] + e["dur"] - phases[0]["ts"] for e in phases] == pytest.approx([1e6, 2e6, 3e6])
+
+
+def test_decide_goes_on_the_loop_thread_although_it_names_the_best(run):
+    trace = chrome_trace(run)
+    loop = next(e["tid"] for e in trace["traceEvents"] if e["ph"] == "M" and e["args"].get("name") == "loop")
+    assert {e["tid"] for e in node_spans(trace) if e["name"] == "decide"} == {loop}
 
 
 def test_each_candidate_has_its_own_thread(run):
     spans = node_spans(chrome_trace(run))
     tid = {}
     for e in spans:
-        if e["args"]["candidate"]:
+        if e["args"]["candidate"] and e["name"] != "decide":
             tid.setdefault(e["args"]["candidate"], set()).add(e["tid"])
     assert all(len(t) == 1 for t in tid.values()) and len({min(t) for t in tid.values()}) == len(tid)
 

@@ -1,0 +1,146 @@
+"""Problem and candidate loading: every malformed file is one BadInput naming it."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tools.errors import BadInput
+from tools.problem import load_candidate, load_problem, make_inputs, split_init
+
+HERE = Path(__file__).parent
+GOOD = (HERE / "problems" / "relu.py").read_text()
+
+
+def write(tmp_path, text, name="p.py", mode="w"):
+    p = tmp_path / name
+    if mode == "wb":
+        p.write_bytes(text)
+    else:
+        p.write_text(text)
+    return p
+
+
+def fault(path) -> str:
+    with pytest.raises(BadInput) as e:
+        load_problem(path)
+    msg = str(e.value)
+    assert "\n" not in msg and str(path) in msg
+    return msg
+
+
+def test_good_problem_loads():
+    p = load_problem(HERE / "problems" / "relu.py")
+    assert p.name == "relu" and p.n_inputs == 1 and p.init_form == "flat"
+
+
+def test_missing_file_is_bad_input(tmp_path):
+    assert "does not exist" in fault(tmp_path / "nope.py")
+
+
+def test_directory_is_bad_input(tmp_path):
+    assert "not a file" in fault(tmp_path)
+
+
+def test_empty_file_is_bad_input(tmp_path):
+    assert "empty" in fault(write(tmp_path, "  \n"))
+
+
+def test_binary_file_is_bad_input(tmp_path):
+    assert "binary" in fault(write(tmp_path, b"\x7fELF\x00\x01", mode="wb"))
+
+
+def test_non_utf8_file_is_bad_input(tmp_path):
+    assert "UTF-8" in fault(write(tmp_path, b"x = '\xff\xfe'\n", mode="wb"))
+
+
+def test_syntax_error_names_line(tmp_path):
+    assert "line 2" in fault(write(tmp_path, "import torch\ndef f(:\n"))
+
+
+def test_missing_model_is_bad_input(tmp_path):
+    assert "no Model" in fault(write(tmp_path, GOOD.replace("class Model", "class Other")))
+
+
+def test_model_not_a_module_is_bad_input(tmp_path):
+    src = GOOD.replace("class Model(nn.Module):", "class Model:").replace("super().__init__()", "pass")
+    assert "nn.Module" in fault(write(tmp_path, src))
+
+
+def test_get_inputs_raising_is_bad_input(tmp_path):
+    src = GOOD.replace("return [torch.randn(16, 1000)]", "raise ValueError('boom')")
+    assert "get_inputs() raised ValueError: boom" in fault(write(tmp_path, src))
+
+
+def test_get_inputs_taking_arguments_is_bad_input(tmp_path):
+    assert "must take no arguments" in fault(write(tmp_path, GOOD.replace("def get_inputs():", "def get_inputs(n):")))
+
+
+def test_forward_arity_mismatch_is_bad_input(tmp_path):
+    src = GOOD.replace("return [torch.randn(16, 1000)]", "return [torch.randn(4), torch.randn(4)]")
+    assert "Model.forward(*get_inputs())" in fault(write(tmp_path, src))
+
+
+def test_init_arity_mismatch_is_bad_input(tmp_path):
+    src = GOOD.replace("def get_init_inputs():\n    return []", "def get_init_inputs():\n    return [3]")
+    assert "Model(*get_init_inputs())" in fault(write(tmp_path, src))
+
+
+def test_get_inputs_returning_tensor_not_list_is_bad_input(tmp_path):
+    src = GOOD.replace("return [torch.randn(16, 1000)]", "return torch.randn(16, 1000)")
+    assert "expected a list" in fault(write(tmp_path, src))
+
+
+def test_import_error_in_problem_is_bad_input(tmp_path):
+    assert "ModuleNotFoundError" in fault(write(tmp_path, "import not_a_module_xyz\n" + GOOD))
+
+
+def test_kernelbook_args_kwargs_init_form_is_accepted(tmp_path):
+    src = GOOD.replace("def __init__(self):", "def __init__(self, scale, bias=0.0):").replace(
+        "def get_init_inputs():\n    return []", "def get_init_inputs():\n    return [[2.0], {'bias': 1.0}]")
+    p = load_problem(write(tmp_path, src))
+    assert p.init_form == "args_kwargs"
+    assert split_init([[2.0], {"bias": 1.0}]) == ([2.0], {"bias": 1.0})
+
+
+def test_huge_inputs_load_without_allocating(tmp_path):
+    src = GOOD.replace("torch.randn(16, 1000)", "torch.randn(1 << 16, 1 << 16)")  # 16 GiB if real
+    t = time.monotonic()
+    load_problem(write(tmp_path, src))
+    assert time.monotonic() - t < 5.0
+
+
+def test_inputs_are_reproducible_from_seed():
+    p = load_problem(HERE / "problems" / "relu.py")
+    a, b = make_inputs(p.module, 7, "cpu"), make_inputs(p.module, 7, "cpu")
+    c = make_inputs(p.module, 8, "cpu")
+    assert a[0].equal(b[0]) and not a[0].equal(c[0])
+
+
+def test_candidate_without_modelnew_is_bad_input(tmp_path):
+    with pytest.raises(BadInput, match="no ModelNew"):
+        load_candidate(write(tmp_path, "import torch\nclass Model: pass\n", "c.py"))
+
+
+def test_candidate_syntax_error_is_bad_input(tmp_path):
+    with pytest.raises(BadInput, match="not valid Python"):
+        load_candidate(write(tmp_path, "class ModelNew(:\n", "c.py"))
+
+
+KB = Path(os.environ.get("KREFINE_KERNELBENCH", Path(__file__).resolve().parents[2] / "kb")) / "KernelBench"
+
+
+@pytest.mark.skipif(not KB.is_dir(), reason="no KernelBench checkout (set KREFINE_KERNELBENCH)")
+@pytest.mark.parametrize("level", ["level1", "level2", "level3"])
+def test_every_kernelbench_problem_loads_unchanged(level):
+    files = sorted((KB / level).glob("*.py"))
+    assert files
+    failures = []
+    for f in files:
+        try:
+            load_problem(f)
+        except BadInput as e:
+            failures.append(str(e))
+    assert not failures, failures

@@ -1,0 +1,290 @@
+"""tools/numerics.py: the element + norm rule, and the tags saying how an output is wrong.
+
+Each test builds the wrong output a buggy kernel would produce (unwritten tail, missing
+scale, swapped strides, tf32 compute, ...) from a seeded reference on the CPU.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from tools import numerics
+from tools.numerics import compare, tolerances
+from tools import settings
+
+FP32 = dict(atol=1e-4, rtol=1e-4, rel_l2_limit=1e-3)
+HALF = dict(atol=1e-2, rtol=1e-2, rel_l2_limit=3e-2)
+
+
+def randn(*shape, seed=0, dtype=torch.float32):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def tags(c) -> set[str]:
+    return {t.split(":", 1)[0] for t in c.patterns}
+
+
+def tf32(x: torch.Tensor) -> torch.Tensor:
+    """Keep tf32's 10 mantissa bits (truncating), as a tf32 tensor core reads fp32."""
+    return (x.view(torch.int32) & ~0x1FFF).view(torch.float32)
+
+
+# -- the rule -----------------------------------------------------------------------
+
+
+def test_identical_output_passes():
+    ref = randn(32, 64)
+    c = compare(ref.clone(), ref, **FP32)
+    assert c.ok and c.n_bad == 0 and c.max_abs_err == 0.0 and c.rel_l2 == 0.0
+
+
+def test_passing_output_has_no_patterns():
+    ref = randn(32, 64)
+    c = compare(ref + 1e-6, ref, **FP32)
+    assert c.ok and c.patterns == () and c.first_bad_index is None
+
+
+def test_fp32_reduction_reordering_passes():
+    x = randn(64, 4096)
+    ref = x.sum(-1)
+    out = x.view(64, 64, 64).sum(-1).sum(-1)           # blocked partial sums, another order
+    assert not torch.equal(out, ref)
+    assert compare(out, ref, **FP32).ok
+
+
+def test_fp16_rounding_passes_half_tolerances():
+    ref = randn(64, 64).half()
+    out = (ref.float() * (1 + 2e-3 * randn(64, 64, seed=1))).half()
+    assert compare(out, ref, **HALF).ok
+
+
+def test_element_rule_matches_torch_isclose():
+    ref = randn(10_000)
+    out = ref + 1e-4 * randn(10_000, seed=1) * 3      # many elements near the boundary
+    c = compare(out, ref, **FP32)
+    expected_bad = (~torch.isclose(out, ref, atol=1e-4, rtol=1e-4)).sum().item()
+    assert 0 < expected_bad < 10_000 and c.n_bad == expected_bad
+
+
+def test_zeros_do_not_pass_for_near_zero_reference():
+    ref = 1e-6 * randn(4096)                           # every zero is within atol=1e-4
+    c = compare(torch.zeros_like(ref), ref, **FP32)
+    assert c.n_bad == 0 and not c.ok and c.rel_l2 == pytest.approx(1.0)
+
+
+def test_zero_reference_requires_zero_output():
+    ref = torch.zeros(100)
+    assert compare(torch.zeros(100), ref, **FP32).ok
+    c = compare(torch.full((100,), 1e-7), ref, **FP32)
+    assert not c.ok and c.rel_l2 == math.inf
+
+
+def test_nan_where_reference_finite_fails():
+    ref = randn(8, 8)
+    out = ref.clone()
+    out[2, 3] = float("nan")
+    c = compare(out, ref, **FP32)
+    assert not c.ok and c.n_nan == 1 and "nan" in c.patterns and c.first_bad_index == (2, 3)
+
+
+def test_inf_where_reference_finite_fails():
+    ref = randn(8, 8)
+    out = ref.clone()
+    out[1, 1] = float("inf")
+    c = compare(out, ref, **FP32)
+    assert not c.ok and c.n_inf == 1 and "inf" in c.patterns and c.max_abs_err == math.inf
+
+
+def test_nan_matching_reference_nan_passes():
+    ref = randn(8, 8)
+    ref[0, 0] = float("nan")
+    c = compare(ref.clone(), ref, **FP32)
+    assert c.ok and c.n_nan == 0
+
+
+def test_finite_value_where_reference_is_nan_fails():
+    ref = randn(8, 8)
+    ref[4, 4] = float("nan")
+    out = ref.nan_to_num(0.0)
+    c = compare(out, ref, **FP32)
+    assert not c.ok and c.first_bad_index == (4, 4)
+
+
+def test_inf_of_wrong_sign_fails():
+    ref = randn(16)
+    ref[3] = float("inf")
+    out = ref.clone()
+    out[3] = float("-inf")
+    assert not compare(out, ref, **FP32).ok
+
+
+def test_integer_outputs_compare_exactly():
+    ref = torch.arange(100)
+    out = ref.clone()
+    out[7] += 1
+    atol, rtol, limit = tolerances(torch.int64, settings.TestSettings())
+    assert compare(ref.clone(), ref, atol=atol, rtol=rtol, rel_l2_limit=limit).ok
+    assert compare(out, ref, atol=atol, rtol=rtol, rel_l2_limit=limit).n_bad == 1
+
+
+def test_shape_mismatch_is_reported_not_raised():
+    c = compare(randn(10), randn(12), **FP32)
+    assert not c.ok and c.patterns == ("shape",)
+
+
+def test_first_bad_index_is_multidimensional():
+    ref = randn(3, 4, 5)
+    out = ref.clone()
+    out[2, 1, 4] += 1.0
+    out[2, 3, 0] += 1.0
+    c = compare(out, ref, **FP32)
+    assert c.first_bad_index == (2, 1, 4)
+    assert c.first_bad_values == (pytest.approx(ref[2, 1, 4].item() + 1.0),
+                                  pytest.approx(ref[2, 1, 4].item()))
+
+
+def test_tolerances_follow_dtype():
+    s = settings.TestSettings(atol_fp32=1e-4, atol_half=1e-2, rel_l2_fp32=1e-3, rel_l2_half=3e-2)
+    assert tolerances(torch.float32, s) == (1e-4, 1e-4, 1e-3)
+    assert tolerances(torch.float16, s) == (1e-2, 1e-2, 3e-2)
+    assert tolerances(torch.bfloat16, s) == (1e-2, 1e-2, 3e-2)
+
+
+def test_chunked_path_matches_unchunked():
+    ref = randn(40, 250)
+    out = ref.clone()
+    out.view(-1)[9_300:] = 0                           # tail spans several 1000-chunks
+    out[3, 7] = float("nan")
+    one = compare(out, ref, **FP32).to_json()
+    many = compare(out, ref, **FP32, chunk_numel=1000).to_json()
+    floats = ("max_abs_err", "max_rel_err", "rel_l2")
+    assert {k: v for k, v in many.items() if k not in floats} == \
+           {k: v for k, v in one.items() if k not in floats}
+    assert all(many[k] == pytest.approx(one[k], rel=1e-9) for k in floats)
+
+
+# -- the patterns ---------------------------------------------------------------------
+
+
+def test_all_zero_output_is_tagged_all_zero():
+    ref = randn(64, 64)
+    assert "all_zero" in compare(torch.zeros_like(ref), ref, **FP32).patterns
+
+
+def test_unwritten_tail_is_tagged_tail():
+    ref = randn(16, 1024)
+    out = ref.clone()
+    out.view(-1)[15_616:] = 0                          # last partial block of 1024 not stored
+    c = compare(out, ref, **FP32)
+    assert tags(c) == {"tail"} and "flat index >= 15616" in c.describe()
+
+
+def test_unwritten_tail_of_relu_output_is_tagged_tail():
+    ref = torch.relu(randn(5000))                      # half the tail is right by luck
+    out = ref.clone()
+    out[4000:] = 0
+    assert tags(compare(out, ref, **FP32)) == {"tail"}
+
+
+def test_short_grid_is_described_as_too_few_blocks():
+    ref = randn(8192)
+    out = ref.clone()
+    out[1024:] = 0                                     # only the first program ran
+    c = compare(out, ref, **FP32)
+    assert "tail" in c.patterns and "too few blocks" in c.describe()
+
+
+def test_every_other_row_wrong_is_tagged_axis_not_tail():
+    ref = randn(16, 1024)
+    out = ref.clone()
+    out[1::2] *= 2
+    assert compare(out, ref, **FP32).patterns == ("axis:0:every:2:from:1",)
+
+
+def test_last_columns_wrong_is_tagged_axis():
+    ref = randn(8, 32, 96)
+    out = ref.clone()
+    out[..., -32:] = 0                                 # column mask drops the last block
+    assert compare(out, ref, **FP32).patterns == ("axis:2:last:32",)
+
+
+def test_half_scale_is_tagged_constant_factor():
+    ref = randn(64, 64)
+    assert compare(0.5 * ref, ref, **FP32).patterns == ("constant_factor:0.5",)
+
+
+def test_constant_offset_is_tagged_offset():
+    ref = randn(64, 64)
+    assert compare(ref + 0.25, ref, **FP32).patterns == ("offset:0.25",)
+
+
+def test_transposed_matrix_is_tagged_transposed():
+    ref = randn(64, 64)
+    c = compare(ref.t().contiguous(), ref, **FP32)
+    assert c.patterns == ("transposed",) and c.permutation == (1, 0)
+
+
+def test_transposed_layout_of_rectangular_matrix_is_tagged_transposed():
+    ref = randn(48, 80)
+    out = ref.t().contiguous().view(48, 80)            # stored with swapped strides
+    assert compare(out, ref, **FP32).patterns == ("transposed",)
+
+
+def test_tf32_like_error_is_reduced_precision():
+    a, b = randn(128, 512, seed=1), randn(512, 128, seed=2)
+    ref = (a.double() @ b.double()).float()
+    c = compare(tf32(a) @ tf32(b), ref, **FP32)
+    assert not c.ok and c.patterns == ("reduced_precision",)
+    assert 'input_precision="ieee"' in c.describe()
+
+
+def test_reduced_precision_is_not_tagged_on_half_outputs():
+    ref = randn(64, 64).half()
+    out = (ref.float() * 1.05).half()                  # wrong by 5%: over half tolerance
+    assert "reduced_precision" not in compare(out, ref, **HALF).patterns
+
+
+@pytest.mark.parametrize("rate", [0.002, 0.05, 0.5])
+def test_random_errors_are_tagged_scattered(rate):
+    ref = randn(64, 256)
+    out = ref.clone()
+    out[torch.rand(64, 256, generator=torch.Generator().manual_seed(3)) < rate] += 1.0
+    assert compare(out, ref, **FP32).patterns == ("scattered",)
+
+
+# -- the report ---------------------------------------------------------------------
+
+
+def _wrong_outputs():
+    ref = randn(16, 1024)
+    tail = ref.clone()
+    tail.view(-1)[15_616:] = float("nan")
+    rows = ref.clone()
+    rows[::3] = 0
+    return ref, [tail, rows, 0.5 * ref, torch.zeros_like(ref), ref + 1.0, ref.flip(0),
+                 1e-6 * ref]
+
+
+def test_describe_stays_short():
+    ref, outs = _wrong_outputs()
+    texts = [compare(out, ref, **FP32).describe() for out in outs]
+    assert all(len(t) <= 400 and 1 <= t.count("\n") + 1 <= 3 for t in texts)
+
+
+def test_to_json_is_strict_json():
+    ref, outs = _wrong_outputs()
+    for out in outs:
+        json.dumps(compare(out, ref, **FP32).to_json(), allow_nan=False)
+
+
+def test_numerics_imports_only_torch_and_stdlib():
+    tree = ast.parse(Path(numerics.__file__).read_text())
+    runtime = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    roots = {(a.name if isinstance(n, ast.Import) else n.module or "").split(".")[0]
+             for n in runtime for a in n.names}
+    assert roots <= {"__future__", "torch", "itertools", "math", "dataclasses", "typing"}

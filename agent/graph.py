@@ -1,0 +1,340 @@
+"""The refinement loop as a langgraph StateGraph: generate → evaluate (fan-out) → decide.
+
+All wiring lives in this file. Nodes are plain functions returning partial state
+updates; routers return `Literal[...]` (or the round's `Send`s); the graph is compiled
+once per run with the run directory's SQLite checkpointer. Every artifact is written
+through agent/rundir.py, and each node is idempotent on disk, so `krefine resume` can
+re-run whichever node a kill interrupted without losing or re-judging a candidate:
+
+  generate   reuses completions already in completions.jsonl for this round's ids
+  evaluate   reuses evals/<id>.json when it exists
+  decide     only rewrites best.py / summary.json from state
+
+Does not choose parents or stop reasons (agent/state.py), load models or problems
+(agent/runner.py), or run candidate code (tools/evaluate.py does, in its worker).
+"""
+from __future__ import annotations
+
+import contextlib
+import queue
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Literal
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+from agent.rundir import RunDir, candidate_id
+from agent.state import (CandidateRecord, EvalTask, RunState, Spent, assign_slots,
+                         best_candidate, choose_parents, stop_reason)
+from tools.jsonio import append_jsonl, read_json, read_jsonl, write_json
+from tools.verdict import Diagnostic, Status, Verdict
+
+
+class GpuPool:
+    """GPU indices handed out one evaluation at a time, so no GPU times two candidates."""
+
+    def __init__(self, n: int):
+        self.size = max(1, n)
+        self._free: queue.Queue[int] = queue.Queue()
+        for i in range(self.size):
+            self._free.put(i)
+
+    @contextlib.contextmanager
+    def lease(self) -> Iterator[int]:
+        gpu = self._free.get()
+        try:
+            yield gpu
+        finally:
+            self._free.put(gpu)
+
+
+@dataclass
+class LoopContext:
+    """Run-scoped things the nodes use but the checkpoint must not hold."""
+    rundir: RunDir
+    problem: Any                     # tools.problem.Problem
+    config: Any                      # agent.config.AgentConfig
+    backend: Any                     # agent.llm.Backend
+    device: str                      # "cuda" | "cpu"
+    evaluate: Callable[..., Verdict]  # tools.evaluate.evaluate
+    render_initial: Callable[[str], str]
+    render_refine: Callable[..., str]
+    extract_code: Callable[[str], str | None]
+    replay_exhausted_error: type[BaseException]  # agent.llm.ReplayExhausted
+    progress: Any                    # agent.progress.Progress
+    gpus: GpuPool = field(default_factory=lambda: GpuPool(1))
+    wall_offset_s: float = 0.0       # wall time spent by earlier sessions of this run
+    started_s: float = field(default_factory=time.monotonic)
+
+    def wall_s(self) -> float:
+        return self.wall_offset_s + (time.monotonic() - self.started_s)
+
+    @property
+    def timed(self) -> bool:
+        return self.device == "cuda"
+
+
+# ---------------------------------------------------------------- generate
+
+def generate(state: RunState, runtime: Runtime[LoopContext]) -> dict:
+    """Prompt the model for one round of candidates and write their artifacts."""
+    ctx = runtime.context
+    cfg, rd = ctx.config, ctx.rundir
+    round_ = state["round"] + 1
+    # 1) parents: the original module in round 1, then per the search strategy
+    parents = choose_parents(list(state["candidates"].values()), strategy=cfg.search.strategy,
+                             beam_width=cfg.search.beam_width, repair_failed=cfg.search.repair_failed,
+                             baseline=cfg.budget.target_baseline)
+    slots = assign_slots(parents, cfg.budget.candidates_per_round)
+    # 2) completions this round already recorded before a kill are reused, not re-sampled
+    recorded = {r["candidate"]: r for r in read_jsonl(rd.completions_jsonl)}
+    new: dict[str, CandidateRecord] = {}
+    exhausted = False
+    index = 0
+    for parent, count in slots:
+        ids = [candidate_id(round_, index + i) for i in range(count)]
+        index += count
+        prompt = _prompt(ctx, parent)
+        reused = []
+        for cid in ids:  # a kill mid-round leaves a prefix of the round recorded
+            if cid not in recorded:
+                break
+            reused.append(recorded[cid])
+        fresh: list = []
+        call_s = 0.0
+        if len(reused) < count and not exhausted:
+            t0 = time.monotonic()
+            try:
+                fresh = ctx.backend.generate(prompt, count - len(reused), cfg.sampling)
+            except ctx.replay_exhausted_error:
+                exhausted = True
+            call_s = time.monotonic() - t0
+        # 3) every completion becomes a candidate, code or not: no code is feedback too
+        for i, (cid, got) in enumerate(zip(ids, reused + [_completion_record(c) for c in fresh])):
+            record = _write_candidate(ctx, cid, round_, parent, prompt, got,
+                                      fresh=i >= len(reused), call_s=call_s / max(1, len(fresh)))
+            new[record["id"]] = record
+    if not new:
+        rd.append_event(iteration=round_, candidate=None, node="generate", status="replay_exhausted",
+                        error="the replay file has no more completions")
+    tokens = sum(r["tokens"]["prompt"] + r["tokens"]["completion"] for r in new.values())
+    spent = dict(state["spent"], tokens=state["spent"]["tokens"] + tokens,
+                 rounds=state["spent"]["rounds"] + (1 if new else 0))
+    return {"round": round_ if new else state["round"], "candidates": new, "pending": list(new),
+            "replay_exhausted": exhausted, "spent": spent}
+
+
+def _prompt(ctx: LoopContext, parent: str | None) -> str:
+    if parent is None:
+        return ctx.render_initial(ctx.problem.source)
+    rd = ctx.rundir
+    parent_src = rd.candidate_src(parent).read_text(encoding="utf-8") if rd.candidate_src(parent).exists() else ""
+    verdict = Verdict.from_json(read_json(rd.eval(parent)))
+    return ctx.render_refine(ctx.problem.source, parent_src, verdict, ctx.config.prompt,
+                             ctx.backend.count_tokens)
+
+
+def _completion_record(c) -> dict:
+    return {"completion": c.text, "prompt_tokens": int(c.prompt_tokens or 0),
+            "completion_tokens": int(c.completion_tokens or 0), "model": c.model,
+            "finish_reason": c.finish_reason}
+
+
+def _write_candidate(ctx: LoopContext, cid: str, round_: int, parent: str | None, prompt: str,
+                     got: dict, *, fresh: bool, call_s: float) -> CandidateRecord:
+    """Write prompt, raw completion and extracted source; completions.jsonl last (the commit)."""
+    rd = ctx.rundir
+    code = ctx.extract_code(got["completion"])
+    rd.write_text(rd.prompt(cid), prompt)
+    rd.write_text(rd.completion(cid), got["completion"])
+    if code is not None:
+        rd.write_text(rd.candidate_src(cid), code)
+    if fresh:
+        append_jsonl(rd.completions_jsonl, {"candidate": cid, "parent": parent, "round": round_, **got})
+    record = CandidateRecord(id=cid, round=round_, index=int(cid.split("-c")[1]), parent=parent,
+                             has_code=code is not None, finish_reason=got.get("finish_reason"),
+                             status="pending", correct=False, speedup={"eager": None, "compile": None},
+                             flags=[], bottleneck=None, roofline_fraction=None,
+                             tokens={"prompt": got["prompt_tokens"], "completion": got["completion_tokens"]})
+    if fresh:
+        artifacts = {"prompt": rd.prompt(cid), "completion": rd.completion(cid)}
+        if code is not None:
+            artifacts["candidate"] = rd.candidate_src(cid)
+        rd.append_event(iteration=round_, candidate=cid, node="generate",
+                        status="ok" if code is not None else "no_code", duration_s=call_s,
+                        metrics={"parent": parent, "prompt_tokens": got["prompt_tokens"],
+                                 "completion_tokens": got["completion_tokens"],
+                                 "finish_reason": got.get("finish_reason")},
+                        artifacts=artifacts)
+    ctx.progress.generated(record)
+    return record
+
+
+# ---------------------------------------------------------------- evaluate
+
+def evaluate(task: EvalTask, runtime: Runtime[LoopContext]) -> dict:
+    """Judge one candidate (or reuse its verdict from a killed session) and trace it."""
+    ctx = runtime.context
+    rd = ctx.rundir
+    record = task["candidate"]
+    cid = record["id"]
+    # 1) idempotent: a verdict on disk is a finished evaluation, never redone
+    if rd.eval(cid).exists():
+        verdict = Verdict.from_json(read_json(rd.eval(cid)))
+    elif not record["has_code"]:
+        verdict = no_code_verdict(rd.completion(cid).read_text(encoding="utf-8"), record["finish_reason"])
+    else:
+        with ctx.gpus.lease() as gpu:
+            verdict = ctx.evaluate(ctx.problem, rd.candidate_src(cid).read_text(encoding="utf-8"),
+                                   device=ctx.device, settings=ctx.config.eval, candidate_name=cid,
+                                   profile=True, gpu_index=gpu)
+    # 2) the verdict first, then the trace events that point at it
+    if not rd.eval(cid).exists():
+        write_json(rd.eval(cid), verdict.to_json())
+    _trace_phases(rd, record, verdict)
+    judged = dict(record, status=verdict.status.value, correct=verdict.correct,
+                  speedup={"eager": verdict.speedup_eager, "compile": verdict.speedup_compile},
+                  flags=list(verdict.flags), bottleneck=bottleneck_label(verdict.bottleneck),
+                  roofline_fraction=(verdict.bottleneck or {}).get("roofline_fraction"))
+    ctx.progress.evaluated(judged, verdict)
+    return {"candidates": {cid: judged}}
+
+
+def no_code_verdict(completion: str, finish_reason: str | None) -> Verdict:
+    """The verdict of a completion with no code in it, made without running anything."""
+    if not completion.strip():
+        message = "the completion was empty: no code to compile"
+    else:
+        message = "no Python code defining ModelNew was found in the completion"
+    if finish_reason == "length":
+        message += " (it was cut off at the token limit)"
+    return Verdict(status=Status.COMPILE_ERROR, diagnostics=(Diagnostic(kind="no_code", message=message),),
+                   feedback=message, checks={"phase_s": {}})
+
+
+# evaluator phases (verdict.checks["phase_s"]) in the order they run, and their trace node
+_PHASE_NODE = {"compile": "compile", "test": "test", "gpu_compile": "compile", "time": "profile",
+               "profile": "profile"}
+
+
+def _trace_phases(rd: RunDir, record: CandidateRecord, verdict: Verdict) -> None:
+    """One compile / test / profile event per node the evaluator reached, timed by its phase_s.
+
+    The node of the last phase reached carries the verdict's status (where it failed,
+    or "correct"); earlier nodes are "ok".
+    """
+    cid = record["id"]
+    if any(e.get("candidate") == cid and e.get("node") in ("compile", "test", "profile") for e in rd.events()):
+        return  # traced before a kill; the verdict was reused
+    phase_s = (verdict.checks or {}).get("phase_s") or {}
+    reached = [k for k in _PHASE_NODE if k in phase_s] or ["compile"]
+    last_node = _PHASE_NODE[reached[-1]]
+    error = verdict.diagnostics[0].message if verdict.diagnostics and not verdict.correct else None
+    for node in ("compile", "test", "profile"):
+        keys = [k for k in reached if _PHASE_NODE[k] == node]
+        if not keys:
+            continue
+        metrics: dict[str, Any] = {f"{k}_s": phase_s[k] for k in keys if k in phase_s}
+        if node == "profile":
+            metrics.update(speedup={"eager": verdict.speedup_eager, "compile": verdict.speedup_compile},
+                           bottleneck=bottleneck_label(verdict.bottleneck))
+        last = node == last_node
+        rd.append_event(iteration=record["round"], candidate=cid, node=node,
+                        status=verdict.status.value if last else "ok",
+                        duration_s=sum(phase_s.get(k, 0.0) for k in keys), metrics=metrics,
+                        error=error if last else None, artifacts={"eval": rd.eval(cid)})
+
+
+def bottleneck_label(bottleneck: dict | None) -> str | None:
+    """A few words for the progress table from the profiler's summary, if it has them."""
+    if not bottleneck:
+        return None
+    for key in ("label", "kind", "bound", "summary"):
+        if isinstance(bottleneck.get(key), str):
+            return bottleneck[key]
+    return None
+
+
+# ---------------------------------------------------------------- decide
+
+def decide(state: RunState, runtime: Runtime[LoopContext]) -> dict:
+    """Keep the best correct candidate, then stop (and write the summary) or loop."""
+    ctx = runtime.context
+    cfg, rd = ctx.config, ctx.rundir
+    t0 = time.monotonic()
+    records = list(state["candidates"].values())
+    baseline = cfg.budget.target_baseline
+    # 1) best so far: best.py always mirrors it
+    best = best_candidate(records, baseline)
+    if best is not None and best != state["best"]:
+        rd.write_text(rd.best, rd.candidate_src(best).read_text(encoding="utf-8"))
+    # 2) budget spent
+    judged = sum(1 for r in records if r["status"] != "pending")
+    spent = Spent(rounds=state["spent"]["rounds"], candidates=judged,
+                  tokens=state["spent"]["tokens"], wall_s=round(ctx.wall_s(), 3))
+    # 3) stop or loop
+    b = cfg.budget
+    reason = stop_reason(dict(state, spent=spent), best=state["candidates"].get(best) if best else None,
+                         baseline=baseline, target_speedup=b.target_speedup, timed=ctx.timed,
+                         max_rounds=b.max_rounds, token_budget=b.token_budget,
+                         time_budget_s=b.time_budget_s, roofline_stop_fraction=b.roofline_stop_fraction)
+    update = {"best": best, "spent": spent, "pending": [], "stop_reason": reason}
+    best_record = state["candidates"].get(best) if best else None
+    rd.append_event(iteration=state["round"], candidate=best, node="decide", status=reason or "continue",
+                    duration_s=time.monotonic() - t0,
+                    metrics={"best_speedup": best_record["speedup"] if best_record else None,
+                             "spent": dict(spent)},
+                    artifacts={"best": rd.best} if best else {})
+    if reason is not None:
+        rd.write_summary(make_summary(dict(state, **update), ctx.timed))
+    ctx.progress.decided(dict(state, **update))
+    return update
+
+
+def make_summary(state: RunState, timed: bool) -> dict:
+    """summary.json's body (RunDir.write_summary adds the schema)."""
+    best = state["candidates"].get(state["best"]) if state["best"] else None
+    return {"stop_reason": state["stop_reason"], "solved": state["stop_reason"] == "target_reached",
+            "best": {"candidate": best["id"], "speedup": dict(best["speedup"])} if best else None,
+            "candidates_evaluated": state["spent"]["candidates"], "rounds": state["spent"]["rounds"],
+            "budget_spent": dict(state["spent"]), "timed": timed}
+
+
+# ---------------------------------------------------------------- routers and wiring
+
+def route_generated(state: RunState) -> list[Send] | Literal["decide"]:
+    """Fan the round's candidates out to evaluate; straight to decide when there are none."""
+    if not state["pending"]:
+        return "decide"
+    return [Send("evaluate", EvalTask(candidate=state["candidates"][cid])) for cid in state["pending"]]
+
+
+def route_decided(state: RunState) -> Literal["generate", "__end__"]:
+    return END if state["stop_reason"] else "generate"
+
+
+def build_graph(checkpointer) -> Any:
+    builder = StateGraph(RunState, context_schema=LoopContext)
+    builder.add_node("generate", generate)
+    builder.add_node("evaluate", evaluate, input_schema=EvalTask)
+    builder.add_node("decide", decide)
+    builder.add_edge(START, "generate")
+    builder.add_conditional_edges("generate", route_generated, ["evaluate", "decide"])
+    builder.add_edge("evaluate", "decide")
+    builder.add_conditional_edges("decide", route_decided, ["generate", END])
+    return builder.compile(checkpointer=checkpointer, name="krefine")
+
+
+def run_graph(graph, ctx: LoopContext, thread_id: str, initial: RunState | None) -> RunState:
+    """Run (initial given) or resume (None) to the end; checkpoints are synced every step."""
+    config = {"configurable": {"thread_id": thread_id}, "max_concurrency": ctx.gpus.size,
+              "recursion_limit": 10_000}
+    graph.invoke(initial, config, context=ctx, durability="sync")
+    return graph.get_state(config).values
+
+
+def checkpoint_values(graph, thread_id: str) -> dict:
+    return graph.get_state({"configurable": {"thread_id": thread_id}}).values
+

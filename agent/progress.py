@@ -1,0 +1,176 @@
+"""Live progress of a run in the terminal, and the final summary.
+
+On a TTY a rich Live table (round / candidate / parent / verdict / speedup /
+bottleneck / note) is redrawn as candidates are generated and judged; otherwise one
+plain line per event, so logs and CI output stay readable. The loop's nodes call
+`generated`, `evaluated` and `decided` (from evaluation threads too, hence the lock);
+the runner calls `finished` with summary.json's contents.
+
+Does not write anything to the run directory: trace.jsonl is the record, this is
+only a view.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+_STYLE = {"correct": "green", "incorrect": "yellow", "compile_error": "red", "runtime_error": "red",
+          "timeout": "magenta", "rejected": "magenta", "pending": "dim", "judging": "cyan"}
+_MAX_ROWS = 30  # the live table shows the newest rows; the trace has them all
+
+
+def _speedup(speedup: dict | None) -> str:
+    if not speedup or all(v is None for v in speedup.values()):
+        return "-"
+    return " / ".join(f"{v:.2f}x" if v is not None else "-" for v in (speedup.get("eager"), speedup.get("compile")))
+
+
+def _note(verdict: Any) -> str:
+    """The first diagnostic, or the flags of a correct candidate, in one short line."""
+    if verdict is None:
+        return ""
+    if verdict.correct:
+        return ", ".join(verdict.flags)
+    for d in verdict.diagnostics:
+        where = f" (line {d.line})" if d.line else ""
+        return " ".join(f"{d.message}{where}".split())[:100]
+    return ""
+
+
+class Progress:
+    """Shared bookkeeping; subclasses decide how to show it."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, dict] = {}
+        self.status_line = ""
+        self._lock = threading.Lock()
+
+    def generated(self, record: dict) -> None:
+        with self._lock:
+            self.rows[record["id"]] = {"round": record["round"], "id": record["id"],
+                                       "parent": record["parent"] or "-", "verdict": "pending",
+                                       "speedup": "-", "bottleneck": "", "note": ""}
+            self._show_generated(self.rows[record["id"]])
+
+    def evaluated(self, record: dict, verdict: Any) -> None:
+        with self._lock:
+            row = self.rows.setdefault(record["id"], {"round": record["round"], "id": record["id"],
+                                                      "parent": record["parent"] or "-"})
+            row.update(verdict=record["status"], speedup=_speedup(record["speedup"]),
+                       bottleneck=record.get("bottleneck") or "", note=_note(verdict))
+            self._show_evaluated(row)
+
+    def decided(self, state: dict) -> None:
+        with self._lock:
+            spent = state["spent"]
+            best = state["best"]
+            speed = _speedup(state["candidates"][best]["speedup"]) if best else "-"
+            self.status_line = (f"round {state['round']}: best {best or 'none'} ({speed}) · "
+                                f"{spent['candidates']} judged · {spent['tokens']} tokens · "
+                                f"{spent['wall_s']:.0f}s · {state['stop_reason'] or 'continue'}")
+            self._show_decided()
+
+    def finished(self, summary: dict, run_dir: str) -> None:
+        self.close()
+        best = summary.get("best")
+        lines = [f"stop reason: {summary['stop_reason']}  solved: {'yes' if summary['solved'] else 'no'}",
+                 f"best: {best['candidate']} speedup {_speedup(best['speedup'])} (eager / compile)"
+                 if best else "best: none (no correct candidate)",
+                 f"{summary['candidates_evaluated']} candidates in {summary['rounds']} rounds, "
+                 f"{summary['budget_spent']['tokens']} tokens, {summary['budget_spent']['wall_s']:.1f}s",
+                 f"run directory: {run_dir}"]
+        self._print_final(lines)
+
+    def close(self) -> None:
+        pass
+
+    # views
+    def _show_generated(self, row: dict) -> None: ...
+    def _show_evaluated(self, row: dict) -> None: ...
+    def _show_decided(self) -> None: ...
+    def _print_final(self, lines: list[str]) -> None: ...
+
+
+class QuietProgress(Progress):
+    """For library callers (krefine bench) that draw their own display."""
+
+
+class PlainProgress(Progress):
+    """One line per event, for pipes, logs and CI."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        super().__init__()
+        self.stream = stream or sys.stdout
+
+    def _line(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    def _show_generated(self, row: dict) -> None:
+        self._line(f"[round {row['round']}] {row['id']} generated (parent {row['parent']})")
+
+    def _show_evaluated(self, row: dict) -> None:
+        extra = "  ".join(x for x in (f"speedup {row['speedup']}" if row["speedup"] != "-" else "",
+                                       row["bottleneck"], row["note"]) if x)
+        self._line(f"[round {row['round']}] {row['id']} {row['verdict']}" + (f"  {extra}" if extra else ""))
+
+    def _show_decided(self) -> None:
+        self._line(self.status_line)
+
+    def _print_final(self, lines: list[str]) -> None:
+        for line in lines:
+            self._line(line)
+
+
+class LiveProgress(Progress):
+    """A rich table redrawn in place on a terminal."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        super().__init__()
+        self.console = console or Console()
+        self.live = Live(self._table(), console=self.console, auto_refresh=False, transient=False)
+        self.live.start()
+
+    def _table(self) -> Table:
+        table = Table(title="krefine", caption=self.status_line or None, expand=False)
+        for name in ("round", "candidate", "parent", "verdict", "speedup (eager / compile)", "bottleneck", "note"):
+            table.add_column(name, overflow="fold" if name == "note" else "ellipsis")
+        for row in list(self.rows.values())[-_MAX_ROWS:]:
+            style = _STYLE.get(row.get("verdict", ""), "")
+            table.add_row(str(row["round"]), row["id"], row.get("parent", "-"),
+                          f"[{style}]{row.get('verdict', '')}[/]" if style else row.get("verdict", ""),
+                          row.get("speedup", "-"), row.get("bottleneck", ""), row.get("note", ""))
+        return table
+
+    def _redraw(self) -> None:
+        self.live.update(self._table(), refresh=True)
+
+    def _show_generated(self, row: dict) -> None:
+        self._redraw()
+
+    def _show_evaluated(self, row: dict) -> None:
+        self._redraw()
+
+    def _show_decided(self) -> None:
+        self._redraw()
+
+    def close(self) -> None:
+        if self.live.is_started:
+            self.live.stop()
+
+    def _print_final(self, lines: list[str]) -> None:
+        for line in lines:
+            self.console.print(line, highlight=False)
+
+
+def make_progress(enabled: bool = True, stream: TextIO | None = None) -> Progress:
+    if not enabled:
+        return QuietProgress()
+    stream = stream or sys.stdout
+    if stream.isatty():
+        return LiveProgress(Console(file=stream))
+    return PlainProgress(stream)

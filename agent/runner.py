@@ -1,0 +1,191 @@
+"""`krefine run` and `krefine resume`, and `run_problem()` for library callers (bench).
+
+Sets a run up and hands it to the graph (agent/graph.py): load the problem, resolve
+the device, claim the run directory, load the model backend, write run.json, then run
+the loop with the SQLite checkpointer in the run directory. `resume` rebuilds the same
+pieces from run.json and continues from the last checkpoint; the replay backend is
+moved past the completions the run already consumed.
+
+Exit status (DESIGN.md): 0 solved, 1 budget spent without a solution, 2 bad input
+(BadInput, incl. a backend that cannot load), 3 evaluator failure (EvaluatorError).
+Does not decide anything about the loop itself.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sqlite3
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from agent.config import AgentConfig, load_config
+from agent.graph import GpuPool, LoopContext, build_graph, checkpoint_values, make_summary, run_graph
+from agent.progress import Progress, make_progress
+from agent.rundir import RunDir
+from agent.state import initial_state
+from tools.errors import EXIT_FAIL, EXIT_OK, BadInput, EvaluatorError
+from tools.jsonio import read_json, read_jsonl, write_json
+from tools.settings import SettingsError, build
+
+THREAD_ID = "krefine"  # one run per checkpoint.sqlite, so one thread
+
+
+def main(args) -> int:
+    if args.command == "resume":
+        summary = resume_run(args.run_dir)
+    else:
+        overrides = {"budget.max_rounds": args.max_iterations,
+                     "budget.candidates_per_round": args.candidates,
+                     "budget.target_speedup": args.target_speedup,
+                     "budget.time_budget_s": args.time_budget,
+                     "run.device": args.device}
+        config = load_config(args.config, overrides)
+        summary = run_problem(args.problem, config, args.out, model_spec=args.model)
+    return EXIT_OK if summary["solved"] else EXIT_FAIL
+
+
+def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Path | None, *,
+                model_spec: str | None = None, progress: bool = True) -> dict:
+    """Run the loop on one problem; returns summary.json's contents."""
+    from tools.problem import load_problem
+    # 1) the problem and the device: bad input fails before anything is written
+    problem = load_problem(problem_path)
+    device = resolve_device(config.run.device)
+    spec = _absolute_spec(model_spec or config.model.id)
+    # 2) the run directory: --out must be new or empty
+    rd = RunDir(Path(out_dir) if out_dir else default_run_dir(config.run.out_root, problem.name))
+    if rd.root.exists() and any(rd.root.iterdir()):
+        raise BadInput(rd.root, "run directory exists and is not empty (use `krefine resume` or another --out)")
+    # 3) the model: one line and exit 2 when it cannot load
+    backend = _load_backend(spec, config, skip=0)
+    rd.create()
+    write_json(rd.meta, {"schema": 1,
+                         "problem": {"path": str(Path(problem.path).resolve()), "name": problem.name,
+                                     "source": problem.source},
+                         "config": dataclasses.asdict(config), "model": spec, "device": device,
+                         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    # 4) the loop
+    return _drive(rd, problem, config, backend, device, make_progress(progress),
+                  initial=initial_state(str(problem.path)))
+
+
+def resume_run(run_dir: str | Path, *, progress: bool = True) -> dict:
+    """Continue an interrupted run from its checkpoint; a finished one just re-reports."""
+    from tools.problem import load_problem
+    rd = RunDir(Path(run_dir))
+    if not rd.meta.exists():
+        raise BadInput(rd.root, "not a run directory (no run.json)")
+    meta = read_json(rd.meta)
+    # 1) the same problem, config, model and device as the interrupted session
+    problem = load_problem(meta["problem"]["path"])
+    if problem.source != meta["problem"]["source"]:
+        raise BadInput(problem.path, "problem file changed since the run started; its original "
+                                     f"source is in {rd.meta}")
+    try:
+        config = build(AgentConfig, meta["config"], f"{rd.meta} config")
+    except SettingsError as e:
+        raise BadInput(rd.meta, str(e)) from None
+    # 2) the replay backend resumes after every completion already recorded
+    consumed = sum(1 for _ in read_jsonl(rd.completions_jsonl))
+    backend = _load_backend(meta["model"], config, skip=consumed)
+    with _checkpointer(rd) as saver:
+        fresh = not checkpoint_values(build_graph(saver), THREAD_ID)
+    return _drive(rd, problem, config, backend, meta["device"], make_progress(progress),
+                  initial=initial_state(str(problem.path)) if fresh else None)
+
+
+def _drive(rd: RunDir, problem, config: AgentConfig, backend, device: str, progress: Progress,
+           initial: dict | None) -> dict:
+    from agent.llm import ReplayExhausted
+    from agent.prompting import render_initial, render_refine
+    from agent.extract import extract_code
+    from tools.evaluate import evaluate
+    with _checkpointer(rd) as saver:
+        graph = build_graph(saver)
+        before = checkpoint_values(graph, THREAD_ID)
+        ctx = LoopContext(rundir=rd, problem=problem, config=config, backend=backend, device=device,
+                          evaluate=evaluate, render_initial=render_initial, render_refine=render_refine,
+                          extract_code=extract_code, replay_exhausted_error=ReplayExhausted,
+                          progress=progress, gpus=GpuPool(gpu_count(device)),
+                          wall_offset_s=(before.get("spent") or {}).get("wall_s", 0.0) if before else 0.0)
+        try:
+            state = run_graph(graph, ctx, THREAD_ID, initial)
+        except EvaluatorError:
+            progress.close()
+            _write_failed_summary(rd, checkpoint_values(graph, THREAD_ID), device, "evaluator_error")
+            raise
+        except KeyboardInterrupt:
+            progress.close()
+            print(f"krefine: run interrupted; continue it with: krefine resume {rd.root}", file=sys.stderr)
+            raise
+        except BaseException:
+            progress.close()
+            raise
+    summary = make_summary(state, device == "cuda")
+    rd.write_summary(summary)
+    summary = rd.read_summary()
+    progress.finished(summary, str(rd.root))
+    return summary
+
+
+def _write_failed_summary(rd: RunDir, state: dict, device: str, reason: str) -> None:
+    if not state:
+        return
+    rd.write_summary(make_summary(dict(state, stop_reason=reason), device == "cuda"))
+
+
+@contextlib.contextmanager
+def _checkpointer(rd: RunDir):
+    # evaluate tasks of one round run in langgraph's worker threads
+    conn = sqlite3.connect(rd.checkpoint, check_same_thread=False)
+    try:
+        yield SqliteSaver(conn)
+    finally:
+        conn.close()
+
+
+def _load_backend(spec: str, config: AgentConfig, *, skip: int) -> Any:
+    from agent.llm import BackendUnavailable, make_backend
+    try:
+        backend = make_backend(spec, config)
+    except BackendUnavailable as e:
+        raise BadInput("", str(e)) from None
+    if skip and spec.startswith("replay:"):
+        backend.skip(skip)
+    return backend
+
+
+def _absolute_spec(spec: str) -> str:
+    """replay:FILE with FILE made absolute, so `resume` works from any directory."""
+    if spec.startswith("replay:"):
+        return "replay:" + str(Path(spec[len("replay:"):]).resolve())
+    return spec
+
+
+def resolve_device(wanted: str | None) -> str:
+    if wanted:
+        return wanted
+    import torch
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def gpu_count(device: str) -> int:
+    """How many evaluations may run at once: one per GPU, one on cpu."""
+    if device != "cuda":
+        return 1
+    import torch
+    return max(1, torch.cuda.device_count())
+
+
+def default_run_dir(out_root: str, problem_name: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = Path(out_root) / f"{stamp}-{problem_name}"
+    n = 1
+    while path.exists():  # two runs started in the same second
+        n += 1
+        path = Path(out_root) / f"{stamp}-{problem_name}-{n}"
+    return path

@@ -1,0 +1,172 @@
+"""Test helpers for the loop (tests/test_graph.py, test_budgets.py, test_runner.py, test_resume.py).
+
+Two kinds of runs:
+- `loop_run()`: the real graph and checkpointer with scripted stand-ins for the model
+  and the evaluator, so budget and search tests take milliseconds. The stand-in
+  evaluator reads a marker line in each candidate, `# judge: <status> [speedup]`.
+- `cli()`: the real `krefine` command in a subprocess (real evaluator, replay model).
+
+Nothing here is product code: the stand-ins live only in tests.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.config import load_config
+from agent.graph import GpuPool, LoopContext, build_graph, run_graph
+from agent.progress import QuietProgress
+from agent.rundir import RunDir
+from agent.runner import _checkpointer
+from agent.state import initial_state
+from tools.verdict import Diagnostic, Status, Verdict
+
+REPO = Path(__file__).resolve().parent.parent
+
+TINY_PROBLEM = '''\
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(1000)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+class Exhausted(Exception):
+    """Stands in for agent.llm.ReplayExhausted."""
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    model: str = "scripted"
+    finish_reason: str | None = "stop"
+
+
+@dataclass
+class ScriptedBackend:
+    """Hands out `texts` in order, like replay:FILE; raises Exhausted when none are left."""
+    texts: list[str]
+    prompt_tokens: int = 100
+    completion_tokens: int = 50
+    name: str = "scripted"
+    prompts: list[str] = field(default_factory=list)
+    calls: list[int] = field(default_factory=list)
+
+    def generate(self, prompt: str, n: int, sampling) -> list[Completion]:
+        self.prompts.append(prompt)
+        self.calls.append(n)
+        if not self.texts:
+            raise Exhausted("no more completions")
+        out, self.texts = self.texts[:n], self.texts[n:]
+        return [Completion(t, self.prompt_tokens, self.completion_tokens) for t in out]
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+def judged(status: str, speedup: float | None = None, roofline: float | None = None) -> str:
+    """A candidate the stand-in evaluator will judge `status` (at `speedup` vs eager)."""
+    tail = f" {speedup}" if speedup is not None else ""
+    tail += f" roofline={roofline}" if roofline is not None else ""
+    return f"```python\n# judge: {status}{tail}\nclass ModelNew: pass\n```"
+
+
+@dataclass
+class ScriptedEvaluator:
+    """Judges by the `# judge:` marker; counts calls per candidate name."""
+    calls: list[str] = field(default_factory=list)
+
+    def __call__(self, problem, src: str, *, device, settings, candidate_name, profile, gpu_index) -> Verdict:
+        self.calls.append(candidate_name)
+        m = re.search(r"# judge: (\w+)(?: ([\d.]+))?(?: roofline=([\d.]+))?", src)
+        status = Status(m.group(1))
+        speedup = float(m.group(2)) if m.group(2) else None
+        roofline = {"roofline_fraction": float(m.group(3))} if m.group(3) else None
+        diags = () if status is Status.CORRECT else (Diagnostic(kind="scripted", message=f"scripted {status.value}"),)
+        phases = {"compile": 0.01, "test": 0.02, **({"time": 0.03, "profile": 0.04} if speedup else {})}
+        return Verdict(status=status, diagnostics=diags, speedup_eager=speedup, speedup_compile=speedup,
+                       checks={"phase_s": phases}, bottleneck=roofline,
+                       feedback=f"feedback of {candidate_name}: {status.value}")
+
+
+def extract(text: str) -> str | None:
+    m = re.search(r"```python\n(.*?)```", text, re.S)
+    return m.group(1) if m else None
+
+
+def render_initial(src: str) -> str:
+    return f"INITIAL\n{src}"
+
+
+def render_refine(src, parent_src, verdict, prompt_config, count_tokens) -> str:
+    return f"REFINE\n{verdict.feedback}\nPARENT\n{parent_src}"
+
+
+@dataclass
+class Problem:
+    path: Path
+    name: str
+    source: str
+
+
+def loop_run(tmp_path: Path, texts: list[str], *, device: str = "cuda", gpus: int = 1,
+             wall_offset_s: float = 0.0, evaluator=None, **overrides) -> tuple[dict, RunDir, ScriptedBackend, ScriptedEvaluator]:
+    """Run the real graph to its end with scripted model + evaluator; returns final state."""
+    rd = RunDir(tmp_path / "run").create()
+    problem_path = tmp_path / "tiny.py"
+    problem_path.write_text(TINY_PROBLEM)
+    config = load_config(None, {"budget.target_speedup": 1.5, **overrides})
+    backend, evaluator = ScriptedBackend(list(texts)), evaluator or ScriptedEvaluator()
+    ctx = LoopContext(rundir=rd, problem=Problem(problem_path, "tiny", TINY_PROBLEM), config=config,
+                      backend=backend, device=device, evaluate=evaluator, render_initial=render_initial,
+                      render_refine=render_refine, extract_code=extract, replay_exhausted_error=Exhausted,
+                      progress=QuietProgress(), gpus=GpuPool(gpus), wall_offset_s=wall_offset_s)
+    with _checkpointer(rd) as saver:
+        state = run_graph(build_graph(saver), ctx, "t", initial_state(str(problem_path)))
+    return state, rd, backend, evaluator
+
+
+# ---------------------------------------------------------------- the real CLI
+
+def cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agent.cli", *args], cwd=cwd or REPO, env=cli_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def cli_env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+
+
+def fast_config(tmp_path: Path, **tables) -> Path:
+    """An agent.toml for tests: two correctness trials, no sm_90 cross-compile."""
+    doc = {"eval": {"trials": 2, "gpu_cross_compile": False}, **tables}
+    lines = []
+    for table, values in doc.items():
+        lines.append(f"[{table}]")
+        lines += [f"{k} = {json.dumps(v)}" for k, v in values.items()]
+    path = tmp_path / "fast.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def write_replay(path: Path, completions: list[str]) -> Path:
+    path.write_text("".join(json.dumps({"completion": c}) + "\n" for c in completions))
+    return path

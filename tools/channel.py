@@ -28,12 +28,15 @@ class ChannelTimeout(Exception):
     """No complete frame arrived before the deadline."""
 
 
-def send(fd: int, header: dict, payload: bytes | memoryview = b"") -> None:
+def send(fd: int, header: dict, payload=b"") -> None:
+    """`payload` is bytes or a list of buffers (written in order, never joined)."""
+    parts = payload if isinstance(payload, list) else [payload]
+    views = [memoryview(p).cast("B") for p in parts]
     head = json.dumps(header, separators=(",", ":")).encode()
-    data = _HEAD.pack(MAGIC, len(head), len(payload)) + head
-    _write_all(fd, data)
-    if len(payload):
-        _write_all(fd, payload)
+    _write_all(fd, _HEAD.pack(MAGIC, len(head), sum(v.nbytes for v in views)) + head)
+    for v in views:
+        if v.nbytes:
+            _write_all(fd, v)
 
 
 def recv(fd: int, timeout_s: float | None, max_payload: int = 1 << 36,
@@ -52,7 +55,7 @@ def recv(fd: int, timeout_s: float | None, max_payload: int = 1 << 36,
         raise ProtocolError(f"malformed frame header: {e}") from None
     if not isinstance(header, dict):
         raise ProtocolError("frame header is not an object")
-    return header, _read_exact(fd, plen, deadline, alive)
+    return header, _read_into(fd, plen, deadline, alive)
 
 
 def _write_all(fd: int, data: bytes | memoryview) -> None:
@@ -63,7 +66,13 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
 
 
 def _read_exact(fd: int, n: int, deadline: float | None, alive=None) -> bytes:
-    chunks, got = [], 0
+    return bytes(_read_into(fd, n, deadline, alive))
+
+
+def _read_into(fd: int, n: int, deadline: float | None, alive=None) -> bytearray:
+    """Read exactly n bytes into one preallocated buffer (no joins of GB payloads)."""
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
     while got < n:
         while True:
             left = None if deadline is None else deadline - time.monotonic()
@@ -79,34 +88,38 @@ def _read_exact(fd: int, n: int, deadline: float | None, alive=None) -> bytes:
                     break
                 raise ProtocolError("worker exited")
         try:
-            chunk = os.read(fd, min(n - got, 1 << 24))
+            k = os.readv(fd, [view[got:min(n, got + (1 << 24))]])
         except BlockingIOError:
             continue
-        if not chunk:
+        if not k:
             raise ProtocolError("worker closed the channel")
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
+        got += k
+    return buf
 
 
 # --- tensors as raw bytes ----------------------------------------------------------
 
-def pack_tensors(tensors) -> tuple[list[dict], bytes]:
-    """Describe and concatenate CPU copies of `tensors` (any device, any strides)."""
+def pack_tensors(tensors) -> tuple[list[dict], list]:
+    """Describe `tensors` (any device, any strides) and return CPU byte views of them,
+    ready for send(); no intermediate bytes objects."""
     import torch
-    specs, blobs = [], []
+    specs, views = [], []
     for t in tensors:
         c = t.detach().to("cpu").contiguous()
-        raw = c.view(torch.uint8).reshape(-1).numpy().tobytes() if c.numel() else b""
+        raw = c.view(torch.uint8).reshape(-1).numpy() if c.numel() else b""
         specs.append({"dtype": str(c.dtype).removeprefix("torch."), "shape": list(c.shape),
                       "nbytes": len(raw)})
-        blobs.append(raw)
-    return specs, b"".join(blobs)
+        views.append(raw)
+    return specs, views
 
 
-def unpack_tensors(specs: list[dict], payload: bytes, device: str = "cpu"):
+def unpack_tensors(specs: list[dict], payload, device: str = "cpu"):
     """Rebuild plain tensors from pack_tensors' output; raises ProtocolError on mismatch."""
     import torch
+    if isinstance(payload, list):
+        payload = bytearray(b"".join(bytes(memoryview(v).cast("B")) for v in payload))
+    elif not isinstance(payload, bytearray):
+        payload = bytearray(payload)  # frombuffer wants a writable buffer
     out, offset = [], 0
     for s in specs:
         try:
@@ -121,10 +134,9 @@ def unpack_tensors(specs: list[dict], payload: bytes, device: str = "cpu"):
             numel *= d
         if nbytes != numel * dtype.itemsize or offset + nbytes > len(payload):
             raise ProtocolError("tensor bytes do not match their spec")
-        buf = bytearray(payload[offset:offset + nbytes])
+        t = (torch.frombuffer(payload, dtype=torch.uint8, count=nbytes, offset=offset)
+             .view(dtype).reshape(shape) if nbytes else torch.empty(shape, dtype=dtype))
         offset += nbytes
-        t = (torch.frombuffer(buf, dtype=torch.uint8).view(dtype).reshape(shape)
-             if nbytes else torch.empty(shape, dtype=dtype))
         out.append(t.to(device))
     if offset != len(payload):
         raise ProtocolError("trailing bytes after tensors")

@@ -1,0 +1,205 @@
+"""Profile kernels of known character on the GPU: classes, roofline fractions, overhead.
+
+For every case in tests/fixtures/profiler/known_kernels.py: time it (tools/timer.py),
+profile one forward in-process (torch.profiler breakdown + Triton resources), cost the
+reference, summarize without ncu; then run it again under Nsight Compute in a child
+process (the way the sandbox wraps a worker) and summarize with the counters. Records
+raw outputs (Kineto traces, ncu CSVs) for the CPU tests' fixtures, and the wall time
+the profile step adds per candidate with and without ncu.
+
+    python benchmarks/profile_known_kernels.py --out DIR [--cases copy,tiny] [--no-ncu]
+    python benchmarks/profile_known_kernels.py --child CASE [--nvtx NAME]   (ncu's target)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "profiler"))
+
+
+def child(case_name: str, nvtx_name: str) -> None:
+    """One forward inside an NVTX push/pop range, after a warm-up outside it."""
+    import torch
+    from known_kernels import CASES
+    case = CASES[case_name]
+    inputs = case.make_inputs("cuda")
+    case.forward(*inputs)
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_push(nvtx_name)
+    case.forward(*inputs)
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()
+
+
+def run_ncu(case: str, out: Path, *, nvtx_name="krefine/candidate", include=None, tag="",
+            extra: dict | None = None) -> dict:
+    from tools import profiler
+    log = out / f"ncu_{case}{tag}.csv"
+    cmd = profiler.ncu_command([sys.executable, str(Path(__file__).resolve()), "--child", case,
+                                "--nvtx", nvtx_name], log_file=str(log), **(extra or {}))
+    if include is not None:
+        cmd[cmd.index("--nvtx-include") + 1] = include
+    res = _ncu_once(cmd, log)
+    if res["rc"] != 0 or not res["rows"]:
+        # fall back to the plainest form once, so a flag this ncu refuses still leaves a record
+        plain = [c for c in cmd if c not in ("--print-units", "base")]
+        if "--metrics" in plain:
+            i = plain.index("--metrics")
+            plain = plain[:i] + plain[i + 2:]
+        retry = _ncu_once(plain, log.with_name(log.stem + "_plain.csv"))
+        res = {**retry, "first_try": {k: v for k, v in res.items() if k != "rows"}}
+    if not res["rows"] and "/" in nvtx_name:
+        # a "/" in the range name may read as nesting to --nvtx-include: try a dotted name
+        dotted = nvtx_name.replace("/", ".")
+        again = run_ncu(case, out, nvtx_name=dotted, include=f"{dotted}/", tag=tag + "_dotted",
+                        extra=extra)
+        res = {**again, "slash_try": {k: v for k, v in res.items() if k != "rows"}}
+    return res
+
+
+def _ncu_once(cmd: list[str], log: Path) -> dict:
+    from tools import profiler
+    t = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    wall = time.perf_counter() - t
+    text = log.read_text() if log.exists() else ""
+    rows = profiler.parse_ncu_csv(text)
+    if not rows and '"Kernel Name"' in p.stdout:   # --log-file ignored: the report went to stdout
+        rows = profiler.parse_ncu_csv(p.stdout)
+    return {"cmd": cmd, "rc": p.returncode, "wall_s": wall, "rows": rows, "log_bytes": len(text),
+            "stdout_tail": p.stdout[-1500:], "stderr_tail": p.stderr[-1500:]}
+
+
+def plain_child_wall(case: str) -> float:
+    t = time.perf_counter()
+    subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", case],
+                   check=True, capture_output=True, timeout=240)
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="profile_out")
+    ap.add_argument("--cases", default="")
+    ap.add_argument("--no-ncu", action="store_true")
+    ap.add_argument("--child")
+    ap.add_argument("--nvtx", default="krefine/candidate")
+    a = ap.parse_args()
+    if a.child:
+        return child(a.child, a.nvtx)
+
+    import torch
+    import triton
+    from known_kernels import CASES
+    from tools import profiler, roofline as rl
+    from tools.profiles import device_properties, gpu_profile, measure_ceilings, profile_for
+    from tools.timer import time_cuda, time_host
+
+    out = Path(a.out)
+    (out / "raw").mkdir(parents=True, exist_ok=True)
+    names = [c for c in a.cases.split(",") if c] or list(CASES)
+    dev = torch.cuda.get_device_name(0)
+    profile = gpu_profile(0, cache_path=out / "ceilings.json")
+    ncu = None if a.no_ncu else profiler.find_ncu()
+    env = {"gpu": dev, "torch": torch.__version__, "triton": triton.__version__,
+           "profile": profile.name, "known_profile": profile_for(dev) is not None, "ncu": ncu,
+           "date": time.strftime("%Y-%m-%d"), "props": device_properties(0)}
+    try:
+        import nvtx  # noqa: F401  (tools/timer.py's nvtx_range needs this package)
+        env["nvtx_package"] = True
+    except ImportError:
+        env["nvtx_package"] = False
+    if ncu:
+        env["ncu_version"] = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip()[-120:]
+    print(json.dumps(env), flush=True)
+    results = {"env": env, "cases": {}}
+
+    for name in names:
+        case = CASES[name]
+        r: dict = {}
+        try:
+            # 1) time like the evaluator does
+            inputs = case.make_inputs("cuda")
+            ref = case.reference().cuda()
+            with torch.no_grad():
+                err = (case.forward(*inputs).float() - ref(*inputs).float()).abs().max().item()
+            r["max_abs_err"] = err
+            fwd = lambda: case.forward(*inputs)  # noqa: E731
+            times = time_cuda(fwd, warmup=5, iters=20)
+            r["time_ms"] = sorted(times)[len(times) // 2]
+            r["host_ms"] = time_host(fwd, iters=20)
+            # 2) the in-process profile step, timed; and the raw trace for fixtures
+            t = time.perf_counter()
+            fw = profiler.profile_forward(case.forward, inputs, triton_names=case.triton_names,
+                                          jit_functions=case.jit_functions)
+            r["profile_step_s"] = time.perf_counter() - t
+            r["forward"] = fw
+            from torch.profiler import ProfilerActivity, profile as tprof
+            with tprof(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(3):
+                    case.forward(*inputs)
+                torch.cuda.synchronize()
+            prof.export_chrome_trace(str(out / "raw" / f"trace_{name}.json"))
+            # 3) ptxas on the PTX (the CPU path) against the driver's figures
+            r["ptxas"] = []
+            for jf in case.jit_functions:
+                for cache in jf.device_caches.values():
+                    kd = next(c for c in cache if isinstance(c, dict))
+                    for k in kd.values():
+                        pr = profiler.ptxas_resources(k.asm["ptx"])
+                        r["ptxas"].append({"name": k.name, "driver_n_regs": k.n_regs,
+                                           "driver_n_spills": k.n_spills, **pr})
+            # 4) cost and summary without ncu
+            cost = rl.problem_cost(ref, inputs)
+            r["cost"] = cost
+            b = rl.summarize(profile=profile, cost=cost, time_ms=r["time_ms"], forward=fw,
+                             host_ms=r["host_ms"])
+            r["bottleneck"] = b
+            # 5) under ncu, as the sandbox would wrap the worker
+            if ncu:
+                n = run_ncu(name, out / "raw")
+                r["ncu_run"] = {k: v for k, v in n.items() if k != "rows"}
+                r["ncu_rows"] = n["rows"]
+                r["bottleneck_ncu"] = rl.summarize(profile=profile, cost=cost, time_ms=r["time_ms"],
+                                                   forward=fw, ncu_rows=n["rows"], host_ms=r["host_ms"])
+        except Exception as e:  # record and go on: one broken case must not cost the run
+            import traceback
+            r["error"] = traceback.format_exc()[-3000:]
+            print(f"{name}: {type(e).__name__}: {e}", flush=True)
+        results["cases"][name] = r
+        bn = r.get("bottleneck_ncu") or r.get("bottleneck") or {}
+        print(f"{name}: {r.get('time_ms', 0):.4f} ms host {r.get('host_ms', 0):.4f} ms "
+              f"class={r.get('bottleneck', {}).get('class')} ncu_class={(r.get('bottleneck_ncu') or {}).get('class')} "
+              f"frac={bn.get('roofline_fraction')} expect={case.expect}", flush=True)
+
+    # 6) ncu details: NVTX range naming, per-candidate overhead
+    if ncu and "tiny" in names:
+        results["nvtx_variants"] = {}
+        for tag, nv, inc in (("_regex", "krefine/candidate", "regex:krefine/candidate/"),
+                             ("_dot", "krefine.candidate", "krefine.candidate/")):
+            n = run_ncu("tiny", out / "raw", nvtx_name=nv, include=inc, tag=tag)
+            results["nvtx_variants"][tag] = {"range": nv, "include": inc, "rc": n["rc"],
+                                             "rows": len(n["rows"]), "wall_s": n["wall_s"],
+                                             "stderr_tail": n["stderr_tail"][-500:]}
+        results["plain_child_wall_s"] = {c: plain_child_wall(c) for c in ("tiny", "matmul_bf16")
+                                         if c in names}
+    results["measured_ceilings"] = measure_ceilings(0)
+    (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    with tarfile.open(out / "raw.tar.gz", "w:gz") as tf:
+        tf.add(out / "raw", arcname="raw")
+    print(json.dumps(results["measured_ceilings"]))
+    print(json.dumps(results.get("nvtx_variants"), default=str)[:1500])
+    print(json.dumps(results.get("plain_child_wall_s")))
+
+
+if __name__ == "__main__":
+    main()

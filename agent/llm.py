@@ -1,0 +1,425 @@
+"""LLM backends behind one interface: `generate(prompt, n, sampling) -> [Completion]`.
+
+Three backends, picked by `make_backend(spec, config)`:
+  - transformers: KernelLLM (or any causal LM) from a Hugging Face id or a local
+    directory; bf16 on GPU, fp32 on CPU; n candidates per call; completions cut by
+    token ids; the prompt tokenized without special tokens (it already carries
+    <|begin_of_text|>). Loads lazily, at first use or `load()`.
+  - openai:URL: an OpenAI-compatible server (`vllm serve facebook/KernelLLM`) through
+    POST /v1/completions with `n`; stdlib HTTP, retries on 429/5xx/connection errors.
+  - replay:FILE: recorded completions (JSONL, a "completion" string per line, e.g. a
+    run's completions.jsonl), handed out in file order; ReplayExhausted when used up.
+
+A backend that cannot serve at all raises BackendUnavailable with one line saying why
+and what to use instead. Does not build prompts (agent/prompting.py) or extract code
+(agent/extract.py).
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Protocol
+
+from agent.config import DEFAULT_MODEL_ID, AgentConfig, ModelConfig, SamplingConfig
+from tools.errors import BadInput
+
+_HOW_TO = ("point --model at a local checkpoint directory, an OpenAI-compatible server "
+           f"(openai:http://HOST:PORT, e.g. from `vllm serve {DEFAULT_MODEL_ID}`) or recorded "
+           "completions (replay:FILE)")
+_END_TOKENS = ("<|eot_id|>", "<|end_of_text|>", "<|eom_id|>")
+_RETRY_HTTP = (429, 500, 502, 503, 504)
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str                      # the model's answer only, never the prompt
+    prompt_tokens: int             # the prompt's length; the same for every completion of one call
+    completion_tokens: int
+    model: str
+    finish_reason: str | None = None   # "stop" | "length" | None (unknown)
+
+
+class Backend(Protocol):
+    name: str
+
+    def generate(self, prompt: str, n: int, sampling: SamplingConfig) -> list[Completion]: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+
+class ReplayExhausted(Exception):
+    """The replay file has no completion left: the run stops with "replay_exhausted"."""
+
+
+class BackendUnavailable(BadInput):
+    """This backend cannot serve: no GPU, weights unreachable, server down. str() is
+    one line: what failed, and how to point krefine at a model that works. A BadInput,
+    so the CLI prints it as one line and exits 2."""
+
+    def __init__(self, spec: str, why: str):
+        super().__init__(spec, f"{why}; {_HOW_TO}")
+
+
+def estimate_tokens(text: str) -> int:
+    """Token count where no tokenizer is at hand: about four characters a token."""
+    return len(text) // 4
+
+
+def make_backend(spec: str, config: AgentConfig) -> Backend:
+    """The backend for `spec`: "replay:FILE" | "openai:URL" | HF id | local path."""
+    m = config.model
+    if spec.startswith("replay:"):
+        return ReplayBackend(spec[len("replay:"):])
+    served = m.served_model_name or (spec if not spec.startswith("openai:") else DEFAULT_MODEL_ID)
+    # the key comes from the environment, by the name agent.toml gives, never from the file
+    key = os.environ.get(m.openai_api_key_env) or None
+    if spec.startswith("openai:"):
+        return OpenAIBackend(spec[len("openai:"):], served, m, api_key=key)
+    if m.openai_base_url:
+        return OpenAIBackend(m.openai_base_url, served, m, api_key=key)
+    return TransformersBackend(spec, m)
+
+
+# -- transformers -------------------------------------------------------------------
+
+class TransformersBackend:
+    """A causal LM loaded in this process. `model`, `tokenizer`, `device` are set by load()."""
+
+    def __init__(self, spec: str, config: ModelConfig, device: str | None = None):
+        self.spec, self.name, self.config = spec, f"transformers:{spec}", config
+        self.device = device               # None: cuda if present, else cpu
+        self.model = None
+        self.tokenizer = None
+        self._eos_ids: list[int] = []
+        self._lock = threading.Lock()       # one generate at a time on one model
+
+    def load(self) -> None:
+        """Load tokenizer and weights, once; BackendUnavailable when that cannot work."""
+        if self.model is not None:
+            return
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        # 1) where
+        if self.device is None:
+            self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        on_cpu = self.device == "cpu"
+        # 2) what: config only, so a too-large model on CPU is refused before any download
+        hf_config = self._call(AutoConfig.from_pretrained, self.spec)
+        if on_cpu:
+            with torch.device("meta"):
+                shell = self._call(AutoModelForCausalLM.from_config, hf_config)
+            billions = sum(p.numel() for p in shell.parameters()) / 1e9
+            if billions > self.config.cpu_max_billion_params:
+                raise BackendUnavailable(
+                    self.spec, f"no CUDA GPU, and {billions:.1f}B parameters is too large to run on CPU "
+                               f"(model.cpu_max_billion_params = {self.config.cpu_max_billion_params:g})")
+        # 3) tokenizer, weights
+        self._load_tokenizer()
+        dtype = torch.float32 if on_cpu else getattr(torch, self.config.dtype)
+        kwargs = {"dtype": dtype}
+        spread = not on_cpu and self.device == "cuda" and self.config.device_map and _has_accelerate()
+        if spread:
+            kwargs["device_map"] = self.config.device_map
+        model = self._call(AutoModelForCausalLM.from_pretrained, self.spec, **kwargs)
+        if not spread:
+            model = self._call(model.to, self.device)
+        self.model = model.eval()
+        # 4) every id that ends a turn: Llama 3.1 lists several in generation_config
+        eos = model.generation_config.eos_token_id
+        ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        vocab = self.tokenizer.get_vocab()
+        ids |= {vocab[t] for t in _END_TOKENS if t in vocab}
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(self.tokenizer.eos_token_id)
+        self._eos_ids = sorted(ids)
+
+    def encode(self, prompt: str) -> list[int]:
+        """The prompt's ids as fed to the model: no special tokens added, since the
+        KernelLLM template already starts with <|begin_of_text|> (no second BOS)."""
+        self._load_tokenizer()
+        return list(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def generate(self, prompt: str, n: int, sampling: SamplingConfig) -> list[Completion]:
+        import torch
+        self.load()
+        ids = self.encode(prompt)
+        inputs = torch.tensor([ids], device=self.model.device)
+        with self._lock, torch.inference_mode():
+            if sampling.seed is not None:
+                torch.manual_seed(sampling.seed)
+            out = self.model.generate(input_ids=inputs, attention_mask=torch.ones_like(inputs),
+                                      num_return_sequences=n, **self._generate_kwargs(sampling))
+        completions = []
+        # cut by ids: decoding the whole sequence and slicing by len(prompt) characters
+        # (kernelllm.py) loses the answer's start when the prompt holds special tokens
+        for row in out[:, len(ids):].tolist():
+            stop = next((i for i, t in enumerate(row) if t in self._eos_ids), None)
+            answer = row if stop is None else row[:stop + 1]
+            completions.append(Completion(
+                text=self.tokenizer.decode(answer, skip_special_tokens=True),
+                prompt_tokens=len(ids), completion_tokens=len(answer), model=self.spec,
+                finish_reason="stop" if stop is not None else "length"))
+        return completions
+
+    def stream(self, prompt: str, sampling: SamplingConfig) -> Iterator[str]:
+        """One completion, yielded as text pieces while it is generated."""
+        import torch
+        from transformers import TextIteratorStreamer
+        self.load()
+        inputs = torch.tensor([self.encode(prompt)], device=self.model.device)
+        streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True)
+        failure: list[BaseException] = []
+
+        def work():
+            try:
+                with torch.inference_mode():
+                    if sampling.seed is not None:
+                        torch.manual_seed(sampling.seed)
+                    self.model.generate(input_ids=inputs, attention_mask=torch.ones_like(inputs),
+                                        streamer=streamer, **self._generate_kwargs(sampling))
+            except BaseException as e:  # re-raised below: the consumer must not wait forever
+                failure.append(e)
+                streamer.end()
+
+        with self._lock:
+            worker = threading.Thread(target=work, name="krefine-stream", daemon=True)
+            worker.start()
+            yield from streamer
+            worker.join()
+        if failure:
+            raise failure[0]
+
+    def _generate_kwargs(self, sampling: SamplingConfig) -> dict:
+        pad = self.tokenizer.pad_token_id
+        kwargs = {"max_new_tokens": sampling.max_new_tokens, "eos_token_id": self._eos_ids,
+                  "pad_token_id": pad if pad is not None else self._eos_ids[0]}
+        if sampling.temperature > 0:
+            kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p,
+                          top_k=sampling.top_k)
+        else:
+            kwargs.update(do_sample=False)
+        return kwargs
+
+    def _load_tokenizer(self) -> None:
+        if self.tokenizer is None:
+            from transformers import AutoTokenizer
+            self.tokenizer = self._call(AutoTokenizer.from_pretrained, self.spec)
+
+    def _call(self, fn, *args, **kwargs):
+        """Run one loading step; any failure means this backend cannot serve."""
+        # a path that is not there would otherwise be tried as a hub id, slowly
+        if self.spec.startswith(("/", "./", "../", "~")) and not Path(self.spec).expanduser().is_dir():
+            raise BackendUnavailable(self.spec, "no such model directory")
+        try:
+            return fn(*args, **kwargs)
+        except BackendUnavailable:
+            raise
+        except Exception as e:  # hub, safetensors, CUDA: whatever it is, the backend is unusable
+            first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
+            raise BackendUnavailable(self.spec, f"cannot load: {type(e).__name__}: {first}") from e
+
+
+def _has_accelerate() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("accelerate") is not None
+
+
+# -- an OpenAI-compatible server ------------------------------------------------------
+
+class OpenAIBackend:
+    """POST {base}/v1/completions on a server such as `vllm serve facebook/KernelLLM`."""
+
+    def __init__(self, base_url: str, model: str, config: ModelConfig, api_key: str | None = None):
+        base = base_url.strip().rstrip("/")
+        self.base = base[:-3] if base.endswith("/v1") else base
+        self.model, self.config, self.name = model, config, f"openai:{self.base}"
+        self._api_key = api_key
+        self._tokenize_works: bool | None = None   # vLLM's /tokenize: exact counts when present
+
+    def load(self) -> None:
+        """Fail fast when the server cannot be reached or refuses the key (a server
+        without /v1/models is fine: generate will tell)."""
+        try:
+            self._request("GET", "/v1/models", None, retries=0)
+        except BackendUnavailable as e:
+            if getattr(e, "http_status", None) not in (None, 401, 403):
+                return
+            raise
+
+    def generate(self, prompt: str, n: int, sampling: SamplingConfig) -> list[Completion]:
+        doc = self._request("POST", "/v1/completions", self._body(prompt, n, sampling))
+        try:
+            choices = sorted(doc["choices"], key=lambda c: c.get("index", 0))
+            texts = [str(c["text"]) for c in choices]
+        except (KeyError, TypeError, AttributeError):
+            raise BackendUnavailable(self.name, f"unexpected /v1/completions answer: {str(doc)[:200]}") from None
+        usage = doc.get("usage") or {}
+        prompt_tokens = usage.get("prompt_tokens")
+        if not isinstance(prompt_tokens, int):
+            prompt_tokens = estimate_tokens(prompt)
+        counts = _split_total(usage.get("completion_tokens"), texts)
+        return [Completion(text=t, prompt_tokens=prompt_tokens, completion_tokens=k,
+                           model=str(doc.get("model") or self.model), finish_reason=c.get("finish_reason"))
+                for t, k, c in zip(texts, counts, choices)]
+
+    def stream(self, prompt: str, sampling: SamplingConfig) -> Iterator[str]:
+        """One completion as server-sent events."""
+        response = self._request("POST", "/v1/completions", {**self._body(prompt, 1, sampling), "stream": True},
+                                 stream=True)
+        with response:
+            for raw in response:
+                line = raw.decode("utf-8", "replace").strip()
+                if not line.startswith("data:"):
+                    continue
+                data = line[len("data:"):].strip()
+                if data == "[DONE]":
+                    return
+                choices = json.loads(data).get("choices") or [{}]
+                yield str(choices[0].get("text") or "")
+
+    def count_tokens(self, text: str) -> int:
+        if self._tokenize_works is not False:
+            try:
+                body = {"model": self.model, "prompt": text}
+                if self.config.openai_suppress_bos:
+                    body["add_special_tokens"] = False
+                count = self._request("POST", "/tokenize", body, retries=0).get("count")
+                if isinstance(count, int):
+                    self._tokenize_works = True
+                    return count
+            except BackendUnavailable:
+                pass
+            self._tokenize_works = False    # not vLLM: estimate from now on
+        return estimate_tokens(text)
+
+    def _body(self, prompt: str, n: int, sampling: SamplingConfig) -> dict:
+        body = {"model": self.model, "prompt": prompt, "n": n, "temperature": sampling.temperature,
+                "top_p": sampling.top_p, "max_tokens": sampling.max_new_tokens}
+        if sampling.seed is not None:
+            body["seed"] = sampling.seed
+        if sampling.top_k > 0:
+            body["top_k"] = sampling.top_k                  # vLLM extension
+        if self.config.openai_suppress_bos:
+            body["add_special_tokens"] = False              # vLLM extension: no second BOS
+        return body
+
+    def _request(self, method: str, path: str, body: dict | None, retries: int | None = None,
+                 stream: bool = False):
+        url = self.base + path
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        data = json.dumps(body).encode() if body is not None else None
+        retries = self.config.max_retries if retries is None else retries
+        for attempt in range(retries + 1):
+            last = attempt == retries
+            try:
+                request = urllib.request.Request(url, data=data, headers=headers, method=method)
+                response = urllib.request.urlopen(request, timeout=self.config.request_timeout_s)
+                if stream:
+                    return response
+                with response:
+                    return json.loads(response.read().decode("utf-8"))
+            except urllib.error.HTTPError as e:
+                detail = " ".join(e.read().decode("utf-8", "replace").split())[:200]
+                if e.code not in _RETRY_HTTP or last:
+                    error = BackendUnavailable(self.name, f"{method} {path} answered HTTP {e.code}: {detail}")
+                    error.http_status = e.code
+                    raise error from None
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+                if last:
+                    reason = getattr(e, "reason", None) or e
+                    raise BackendUnavailable(self.name, f"cannot reach {url}: {reason}") from None
+            except json.JSONDecodeError as e:
+                raise BackendUnavailable(self.name, f"{method} {path} answered with no JSON: {e}") from None
+            time.sleep(self.config.retry_backoff_s * 2 ** attempt)
+        raise AssertionError("unreachable")
+
+
+def _split_total(total, texts: list[str]) -> list[int]:
+    """Per-completion token counts from a total over all n (what usage reports),
+    shared in proportion to the texts' lengths; estimated when there is no total."""
+    if not isinstance(total, int):
+        return [estimate_tokens(t) for t in texts]
+    weights = [len(t) for t in texts]
+    if not sum(weights):
+        return [total // len(texts)] * len(texts) if texts else []
+    counts = [total * w // sum(weights) for w in weights]
+    counts[weights.index(max(weights))] += total - sum(counts)
+    return counts
+
+
+# -- replay -------------------------------------------------------------------------
+
+class ReplayBackend:
+    """Recorded completions handed out in file order, one per requested candidate.
+
+    `position` counts the completions handed out; a resumed run sets it back with
+    `seek(n)` so it does not replay the same completions twice.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path).expanduser()
+        if self.path.is_dir():              # a run directory: its completions.jsonl
+            self.path = self.path / "completions.jsonl"
+        self.name = f"replay:{self.path}"
+        self.records = _read_replay(self.path)
+        self.position = 0
+        self._lock = threading.Lock()
+
+    def seek(self, position: int) -> None:
+        self.position = max(0, min(position, len(self.records)))
+
+    def generate(self, prompt: str, n: int, sampling: SamplingConfig) -> list[Completion]:
+        with self._lock:
+            if self.position >= len(self.records):
+                raise ReplayExhausted(f"{self.path}: all {len(self.records)} recorded completions are used")
+            taken = self.records[self.position:self.position + n]
+            self.position += len(taken)
+        return [Completion(
+            text=r["completion"], prompt_tokens=estimate_tokens(prompt),
+            completion_tokens=r["completion_tokens"] if isinstance(r.get("completion_tokens"), int)
+            else estimate_tokens(r["completion"]),
+            model=r["model"] if isinstance(r.get("model"), str) else self.name,
+            finish_reason=r["finish_reason"] if isinstance(r.get("finish_reason"), str) else None)
+            for r in taken]
+
+    def count_tokens(self, text: str) -> int:
+        return estimate_tokens(text)
+
+
+def _read_replay(path: Path) -> list[dict]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(path, "no such replay file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(path, f"cannot read the replay file: {e}") from None
+    lines = text.split("\n")
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            if number == len(lines):        # no newline after it: a write torn by a crash
+                break
+            raise BadInput(path, f"line {number}: not JSON ({e.msg}); expected one object per line") from None
+        if not isinstance(record, dict) or not isinstance(record.get("completion"), str):
+            raise BadInput(path, f'line {number}: expected an object with a "completion" string')
+        records.append(record)
+    if not records:
+        raise BadInput(path, 'holds no completions (one JSON object with a "completion" string per line)')
+    return records

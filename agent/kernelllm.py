@@ -1,0 +1,89 @@
+"""A drop-in for kernelllm.py's `KernelLLM` class (huggingface.co/facebook/KernelLLM).
+
+Same methods and defaults: `KernelLLM(model_name, device)`, `generate_triton(code,
+temperature=0.6, max_new_tokens=2048)`, `generate_raw(prompt, ...)`, `stream_raw(prompt,
+...)`, `run_repl()`; `.model`, `.tokenizer`, `.device` as there. Built on agent/llm.py's
+backends, so it also fixes kernelllm.py's answer cut (by token ids, not by prompt
+characters), adds no second BOS, and takes "openai:URL" or "replay:FILE" as well as an
+HF id or a path. Like kernelllm.py, the constructor loads the model.
+
+Example:
+    from agent.kernelllm import KernelLLM
+    llm = KernelLLM()                      # or KernelLLM("openai:http://localhost:8000")
+    print(llm.generate_triton(open("examples/softmax.py").read(), max_new_tokens=1024))
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import IO, Iterator
+
+from agent.config import DEFAULT_MODEL_ID, AgentConfig, SamplingConfig, load_config
+from agent.llm import Backend, TransformersBackend, make_backend
+from agent.prompting import render_initial
+
+
+class KernelLLM:
+    def __init__(self, model_name: str = DEFAULT_MODEL_ID, device: str | None = None,
+                 config: AgentConfig | None = None, backend: Backend | None = None):
+        """`device`: None picks cuda if present (transformers only). `config`: agent.toml's
+        by default (sampling top_p/top_k/seed, model loading). `backend`: use this one as is."""
+        self.config = config or load_config()
+        self.model_name = model_name
+        if backend is not None:
+            self.backend = backend
+        elif model_name.startswith(("openai:", "replay:")) or self.config.model.openai_base_url:
+            self.backend = make_backend(model_name, self.config)
+        else:
+            self.backend = TransformersBackend(model_name, self.config.model, device=device)
+        load = getattr(self.backend, "load", None)
+        if load is not None:
+            load()
+
+    # kernelllm.py's attributes, where the backend has them
+    @property
+    def model(self):
+        return getattr(self.backend, "model", None)
+
+    @property
+    def tokenizer(self):
+        return getattr(self.backend, "tokenizer", None)
+
+    @property
+    def device(self) -> str | None:
+        return getattr(self.backend, "device", None)
+
+    def generate_raw(self, prompt: str, temperature: float = 0.6, max_new_tokens: int = 2048) -> str:
+        """The model's answer to `prompt` verbatim (no template), stripped."""
+        completion = self.backend.generate(prompt, 1, self._sampling(temperature, max_new_tokens))[0]
+        return completion.text.strip()
+
+    def stream_raw(self, prompt: str, max_new_tokens: int = 2048, temperature: float = 0.6,
+                   file: IO[str] | None = None) -> str:
+        """Print the answer to `prompt` as it is generated; also return it whole."""
+        out = file if file is not None else sys.stdout
+        pieces = []
+        for piece in self._stream(prompt, self._sampling(temperature, max_new_tokens)):
+            print(piece, end="", file=out, flush=True)
+            pieces.append(piece)
+        print(file=out, flush=True)
+        return "".join(pieces)
+
+    def generate_triton(self, code: str, temperature: float = 0.6, max_new_tokens: int = 2048) -> str:
+        """Triton for the torch module in `code` (a Model class with get_inputs() and
+        get_init_inputs()), prompted with KernelLLM's trained template. Returns the raw
+        answer, as kernelllm.py does; agent.extract.extract_code takes the module out."""
+        return self.generate_raw(render_initial(code), temperature, max_new_tokens)
+
+    def run_repl(self) -> int:
+        from agent.repl import run_repl
+        return run_repl(self)
+
+    def _sampling(self, temperature: float, max_new_tokens: int) -> SamplingConfig:
+        return dataclasses.replace(self.config.sampling, temperature=temperature, max_new_tokens=max_new_tokens)
+
+    def _stream(self, prompt: str, sampling: SamplingConfig) -> Iterator[str]:
+        stream = getattr(self.backend, "stream", None)
+        if stream is not None:
+            return stream(prompt, sampling)
+        return iter([self.backend.generate(prompt, 1, sampling)[0].text])   # replay: all at once

@@ -49,6 +49,8 @@ class Completion:
 class Backend(Protocol):
     name: str
 
+    def load(self) -> None: ...    # fail fast (BackendUnavailable) before a run starts; generate loads anyway
+
     def generate(self, prompt: str, n: int, sampling: SamplingConfig) -> list[Completion]: ...
 
     def count_tokens(self, text: str) -> int: ...
@@ -377,6 +379,9 @@ class ReplayBackend:
         self.records = _read_replay(self.path)
         self.position = 0
         self._lock = threading.Lock()
+
+    def load(self) -> None:
+        """Nothing to do: the file was read and checked by the constructor."""
 
     def seek(self, position: int) -> None:
         self.position = max(0, min(position, len(self.records)))

@@ -1,0 +1,75 @@
+"""Evaluator properties that only a real GPU shows. Run through the device tool."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools.evaluate import evaluate
+from tools.problem import load_problem
+from tools.verdict import Status
+
+pytestmark = pytest.mark.gpu
+HERE = Path(__file__).parent
+OK_SRC = (HERE / "problems" / "relu_ok.py").read_text()
+
+OOB_SRC = OK_SRC.replace("tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=m)",
+                         "tl.store(y_ptr + offs + (1 << 40), tl.maximum(x, 0.0))")
+HANG_SRC = OK_SRC.replace("    pid = tl.program_id(0)\n",
+                          "    pid = tl.program_id(0)\n    i = 0\n    while pid >= 0:\n        i += 1\n"
+                          "        pid = tl.program_id(0) + (i & 0)\n")
+
+
+@pytest.fixture(scope="module")
+def relu():
+    return load_problem(HERE / "problems" / "relu.py")
+
+
+def test_correct_candidate_is_timed_against_both_baselines(relu):
+    v = evaluate(relu, OK_SRC, device="cuda", profile=False)
+    assert v.status is Status.CORRECT, v.diagnostics
+    assert v.speedup_eager is not None and v.speedup_eager > 0
+    assert v.timing["candidate"].n >= 20 and v.timing["eager"].n == v.timing["candidate"].n
+
+
+def test_gpu_name_clocks_and_throttle_reasons_are_recorded(relu):
+    v = evaluate(relu, OK_SRC, device="cuda", profile=False)
+    assert v.device.get("name") and "sm_clock_mhz" in v.device and "throttle_reasons" in v.device
+
+
+def test_illegal_address_is_runtime_error_and_next_candidate_is_judged_normally(relu):
+    bad = evaluate(relu, OOB_SRC, device="cuda", profile=False)
+    assert bad.status is Status.RUNTIME_ERROR
+    assert evaluate(relu, OK_SRC, device="cuda", profile=False).status is Status.CORRECT
+
+
+def test_hung_kernel_times_out_and_next_candidate_is_judged_normally(relu):
+    import dataclasses
+    from tools.settings import EvalSettings
+    s = EvalSettings()
+    s = dataclasses.replace(s, test=dataclasses.replace(s.test, compile_timeout_s=30, run_timeout_s=10))
+    assert evaluate(relu, HANG_SRC, device="cuda", settings=s, profile=False).status is Status.TIMEOUT
+    assert evaluate(relu, OK_SRC, device="cuda", profile=False).status is Status.CORRECT
+
+
+def test_timer_counts_work_left_on_a_side_stream():
+    import torch
+    from tools.timer import time_cuda
+    a = torch.randn(4096, 4096, device="cuda")
+    side = torch.cuda.Stream()
+
+    def on_main():
+        a @ a
+
+    def on_side():
+        with torch.cuda.stream(side):
+            a @ a
+    main_ms = min(time_cuda(on_main, warmup=3, iters=10))
+    side_ms = min(time_cuda(on_side, warmup=3, iters=10))
+    assert side_ms > 0.5 * main_ms
+
+
+def test_profile_reports_triton_share_of_gpu_time(relu):
+    v = evaluate(relu, OK_SRC, device="cuda", profile=True)
+    assert v.status is Status.CORRECT
+    assert v.checks["time_shares"]["triton"] > 0.5

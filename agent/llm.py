@@ -120,13 +120,14 @@ class TransformersBackend:
                 shell = self._call(AutoModelForCausalLM.from_config, hf_config)
             billions = sum(p.numel() for p in shell.parameters()) / 1e9
             if billions > self.config.cpu_max_billion_params:
+                why = "no CUDA GPU here" if not torch.cuda.is_available() else "asked to run on CPU"
                 raise BackendUnavailable(
-                    self.spec, f"no CUDA GPU, and {billions:.1f}B parameters is too large to run on CPU "
+                    self.spec, f"{why}, and {billions:.1f}B parameters is too large for CPU "
                                f"(model.cpu_max_billion_params = {self.config.cpu_max_billion_params:g})")
         # 3) tokenizer, weights
         self._load_tokenizer()
         dtype = torch.float32 if on_cpu else getattr(torch, self.config.dtype)
-        kwargs = {"dtype": dtype}
+        kwargs = {_dtype_keyword(): dtype}
         spread = not on_cpu and self.device == "cuda" and self.config.device_map and _has_accelerate()
         if spread:
             kwargs["device_map"] = self.config.device_map
@@ -230,6 +231,13 @@ class TransformersBackend:
         except Exception as e:  # hub, safetensors, CUDA: whatever it is, the backend is unusable
             first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
             raise BackendUnavailable(self.spec, f"cannot load: {type(e).__name__}: {first}") from e
+
+
+def _dtype_keyword() -> str:
+    """from_pretrained's dtype argument: `dtype` since transformers 4.56, `torch_dtype` before."""
+    import transformers
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
 
 
 def _has_accelerate() -> bool:

@@ -93,7 +93,7 @@ def test_a_broken_model_directory_is_backend_unavailable(tmp_path):
 
 def test_a_model_too_large_for_cpu_is_refused_without_a_gpu(tiny_llama_dir):
     backend = TransformersBackend(str(tiny_llama_dir), config(cpu_max_billion_params=1e-6).model, device="cpu")
-    with pytest.raises(BackendUnavailable, match="too large to run on CPU"):
+    with pytest.raises(BackendUnavailable, match="too large for CPU"):
         backend.load()
     assert backend.model is None
 

@@ -116,6 +116,7 @@ class Series:
     color: str
     line: bool = True               # False: dots only
     faint: bool = False
+    step: bool = False              # hold each value until the next x (a cumulative count)
 
 
 W, H = 720, 320
@@ -141,7 +142,8 @@ def line_chart(series: list[Series], *, x_label: str, y_label: str, x_range: tup
         pts = sorted(s.points)
         opacity = ' opacity="0.45"' if s.faint else ""
         if s.line and len(pts) > 1:
-            path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
+            corners = pts if not s.step else [p for a, b in zip(pts, pts[1:]) for p in (a, (b[0], a[1]))] + pts[-1:]
+            path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in corners)
             out.append(f'<polyline points="{path}" fill="none" stroke="{s.color}" stroke-width="2"/>')
         for x, y in pts:
             out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="{3 if s.faint else 4}" fill="{s.color}"{opacity}>'

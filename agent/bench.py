@@ -1,0 +1,382 @@
+"""`krefine bench SUITE_DIR [options]`: the loop over every problem of a suite.
+
+  --filter REGEX      only problems whose name matches (repeatable: any of them)
+  --out DIR           results directory (default runs/bench-<suite>); resumable
+  --config FILE       agent.toml to start from; --set TABLE.KEY=VALUE overrides it
+  --model SPEC        as `krefine run --model`; "{problem}" in it becomes each problem's
+                      name, e.g. replay:replays/{problem}.jsonl
+  --device cuda|cpu   --gpus N: use only the first N GPUs
+  --sweep TABLE.KEY=V1,V2,...   one suite pass per value (repeatable: every combination)
+  --list              print the problems that would run, and stop
+
+A problem is any .py file under SUITE_DIR that defines `class Model` (a KernelBench
+checkout's KernelBench/level1 works as it is). Each (setting, problem) gets its run
+directory OUT/<setting>/<problem>; one that has summary.json is skipped, one that was
+interrupted is resumed. With several GPUs, one worker process per GPU takes problems
+from a queue (CUDA_VISIBLE_DEVICES names its GPU); on cpu there is one, in-process.
+
+Writes OUT/results.csv, OUT/results.json and OUT/bench.html (budget curves of every
+setting overlaid) and prints fast_p, pass@k and the budget curve. The figures come
+from agent/runstats.py; the loop itself is agent/runner.py's run_problem/resume_run.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import dataclasses
+import io
+import itertools
+import os
+import queue
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from agent.runstats import (BASELINES, FAST_P_THRESHOLDS, PASS_K, ProblemResult, budget_curve,
+                            fast_p, fmt_speedup, load_run, mean_pass_at_k, problem_result)
+from tools.errors import BadInput, EvaluatorError
+from tools.jsonio import write_json, write_text_atomic
+
+
+@dataclass(frozen=True)
+class Setting:
+    label: str                      # directory name and legend, e.g. "budget.max_rounds=2"
+    overrides: dict                 # load_config's dotted overrides
+
+
+@dataclass(frozen=True)
+class Job:
+    setting: Setting
+    problem: Path
+    name: str
+    run_dir: Path
+
+
+def main(args) -> int:
+    opts = parse_options(args.rest)
+    # 1) the problems and the settings; every bad flag fails before anything runs
+    suite = Path(args.suite_dir)
+    problems = find_problems(suite, opts.filter)
+    if opts.list:
+        for name, path in problems:
+            print(f"{name}\t{path}")
+        return 0
+    settings = make_settings(opts)
+    for s in settings:
+        _load_config(opts.config, s.overrides)
+    out = Path(opts.out or Path("runs") / f"bench-{suite.resolve().name}")
+    jobs = [Job(s, path, name, out / s.label / name) for s in settings for name, path in problems]
+    # 2) run what is not finished yet, one worker per GPU
+    todo = [j for j in jobs if not (j.run_dir / "summary.json").exists()]
+    console = Console()
+    console.print(f"bench: {len(problems)} problems x {len(settings)} setting(s); "
+                  f"{len(jobs) - len(todo)} already done, {len(todo)} to run; results in {out}")
+    gpus = visible_gpus(_device(opts, settings[0]), opts.gpus)
+    errors = run_jobs(todo, gpus, opts.config, opts.model, console)
+    # 3) read every run dir back and report
+    per_setting = [(s, [collect(j, errors.get(j.run_dir)) for j in jobs if j.setting == s]) for s in settings]
+    write_results(out, suite, per_setting)
+    print_results(console, per_setting)
+    console.print(f"wrote {out / 'results.csv'}, {out / 'results.json'}, {out / 'bench.html'}")
+    return 0
+
+
+# ---------------------------------------------------------------- options and discovery
+
+def parse_options(argv: list[str]) -> argparse.Namespace:
+    from agent.cli import _Parser  # usage errors are BadInput: one line, exit 2
+    p = _Parser(prog="krefine bench", description="run the loop over a suite of problems")
+    p.add_argument("--filter", action="append", default=[], metavar="REGEX")
+    p.add_argument("--out", default=None, metavar="DIR")
+    p.add_argument("--config", default=None)
+    p.add_argument("--model", default=None, metavar="SPEC")
+    p.add_argument("--device", choices=("cuda", "cpu"), default=None)
+    p.add_argument("--gpus", type=int, default=None, metavar="N")
+    p.add_argument("--sweep", action="append", default=[], metavar="TABLE.KEY=V1,V2,...")
+    p.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE", dest="overrides")
+    p.add_argument("--list", action="store_true")
+    return p.parse_args(argv)
+
+
+def find_problems(suite: Path, filters: list[str]) -> list[tuple[str, Path]]:
+    """(name, path) of every problem file under `suite`, in natural order (2_ before 10_).
+
+    The name is the path below the suite without .py, "/" turned into "__", so two
+    levels' same-named files get different run dirs.
+    """
+    if not suite.is_dir():
+        raise BadInput(suite, "no such suite directory")
+    try:
+        patterns = [re.compile(f) for f in filters]
+    except re.error as e:
+        raise BadInput("", f"krefine bench: --filter {e.pattern!r}: {e}") from None
+    found = []
+    for path in suite.rglob("*.py"):
+        rel = path.relative_to(suite)
+        if any(part.startswith((".", "__")) for part in rel.parts):
+            continue
+        name = "__".join(rel.with_suffix("").parts)
+        if patterns and not any(p.search(name) for p in patterns):
+            continue
+        if re.search(r"^class Model\b", path.read_text(encoding="utf-8", errors="replace"), re.M):
+            found.append((name, path))
+    if not found:
+        raise BadInput(suite, "no problem files (.py defining class Model)"
+                              + (f" match --filter {' '.join(filters)}" if filters else ""))
+    return sorted(found, key=lambda np: _natural(np[0]))
+
+
+def make_settings(opts: argparse.Namespace) -> list[Setting]:
+    """The fixed overrides (--set, --device) times every combination of the --sweep values."""
+    fixed = dict(_assignment(a, "--set") for a in opts.overrides)
+    if opts.device:
+        fixed["run.device"] = opts.device
+    axes = []
+    for a in opts.sweep:
+        key, raw = _split(a, "--sweep")
+        axes.append([(key, _toml_value(v)) for v in raw.split(",") if v.strip()])
+    if not axes:
+        return [Setting("default", fixed)]
+    return [Setting(",".join(f"{k}={_label(v)}" for k, v in combo), {**fixed, **dict(combo)})
+            for combo in itertools.product(*axes)]
+
+
+def visible_gpus(device: str, limit: int | None) -> list[str | None]:
+    """CUDA_VISIBLE_DEVICES values, one per worker; [None] (one in-process worker) on cpu."""
+    from agent.runner import gpu_count
+    if device != "cuda":
+        return [None]
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [x.strip() for x in listed.split(",") if x.strip()] if listed else [str(i) for i in range(gpu_count("cuda"))]
+    return ids[: limit] if limit else ids
+
+
+# ---------------------------------------------------------------- running
+
+def run_jobs(jobs: list[Job], gpus: list[str | None], config_path: str | None, model: str | None,
+             console: Console) -> dict[Path, str]:
+    """Run every job; returns run_dir -> one-line error for those that could not run."""
+    errors: dict[Path, str] = {}
+    def done(i: int, job: Job, error: str | None) -> None:
+        if error:
+            errors[job.run_dir] = error
+        console.print(f"[{i}/{len(jobs)}] {job.setting.label} {job.name}: {error or _outcome(job.run_dir)}",
+                      highlight=False, markup=False)
+    if len(gpus) <= 1 or len(jobs) <= 1:
+        with _visible(gpus[0] if gpus else None):
+            for i, job in enumerate(jobs, 1):
+                done(i, job, run_job(job, config_path, model, progress=True))
+        return errors
+    import multiprocessing as mp
+    ctx = mp.get_context("spawn")   # no forked copies of threads, sqlite handles, CUDA state
+    todo, results = ctx.Queue(), ctx.Queue()
+    for job in jobs:
+        todo.put(job)
+    workers = []
+    for gpu in gpus[: len(jobs)]:
+        todo.put(None)
+        with _visible(gpu):         # a spawned child takes os.environ as it is at start()
+            w = ctx.Process(target=_worker, args=(todo, results, config_path, model), daemon=True)
+            w.start()
+        workers.append(w)
+    finished = 0
+    while finished < len(jobs):
+        try:
+            job, error = results.get(timeout=5)
+        except queue.Empty:
+            if not any(w.is_alive() for w in workers):
+                break               # a worker died hard; what is left is reported as not run
+            continue
+        finished += 1
+        done(finished, job, error)
+    for w in workers:
+        w.join(timeout=10)
+    return errors
+
+
+def _worker(todo, results, config_path: str | None, model: str | None) -> None:
+    while (job := todo.get()) is not None:
+        results.put((job, run_job(job, config_path, model, progress=False)))
+
+
+def run_job(job: Job, config_path: str | None, model: str | None, *, progress: bool) -> str | None:
+    """Run (or resume) one problem; None when it ran, else a one-line reason."""
+    from agent.runner import resume_run, run_problem
+    try:
+        if (job.run_dir / "run.json").exists():
+            resume_run(job.run_dir, progress=progress)
+        else:
+            _clear_skeleton(job.run_dir)
+            run_problem(job.problem, _load_config(config_path, job.setting.overrides), job.run_dir,
+                        model_spec=model.replace("{problem}", job.name) if model else None, progress=progress)
+        return None
+    except (BadInput, EvaluatorError) as e:
+        return f"{'bad input' if isinstance(e, BadInput) else 'evaluator failed'}: {' '.join(str(e).split())}"
+    except Exception as e:  # a bug in the loop must not stop the other problems; it is reported
+        return f"internal error: {type(e).__name__}: {' '.join(str(e).split())}"
+
+
+def _outcome(run_dir: Path) -> str:
+    r = problem_result(load_run(run_dir))
+    if not r.solved:
+        return f"not solved ({r.stop_reason}, {r.candidates} candidates)"
+    return (f"solved by {r.best} after {r.solved_at} candidates, "
+            f"{fmt_speedup(r.speedup_eager)} eager / {fmt_speedup(r.speedup_compile)} compile")
+
+
+def _clear_skeleton(run_dir: Path) -> None:
+    """Remove a run dir that a kill left before run.json: only empty folders, nothing lost."""
+    if run_dir.is_dir() and not any(p.is_file() for p in run_dir.rglob("*")):
+        for sub in sorted(run_dir.rglob("*"), reverse=True):
+            sub.rmdir()
+        run_dir.rmdir()
+
+
+@contextlib.contextmanager
+def _visible(gpu: str | None):
+    if gpu is None:
+        yield
+        return
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["CUDA_VISIBLE_DEVICES"]
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = before
+
+
+# ---------------------------------------------------------------- results
+
+def collect(job: Job, error: str | None) -> ProblemResult:
+    if (job.run_dir / "summary.json").exists() or (job.run_dir / "run.json").exists():
+        r = problem_result(load_run(job.run_dir), job.name)
+        return dataclasses.replace(r, error=error) if error else r
+    return ProblemResult.failed(job.name, str(job.run_dir), error or "not run")
+
+
+def scores(results: list[ProblemResult]) -> dict:
+    """fast_p per baseline, pass@k over round-1 samples and over all candidates, and the
+    budget curve, keyed as results.json writes them."""
+    def pass_at(pairs: list[tuple[int, int]]) -> dict:
+        return {str(k): dict(zip(("mean", "problems"), mean_pass_at_k(pairs, k))) for k in PASS_K}
+    return {
+        "problems": len(results), "solved": sum(r.solved for r in results),
+        "fast_p": {b: {f"{p:g}": fast_p(results, p, b) for p in FAST_P_THRESHOLDS} for b in BASELINES},
+        "pass_at_k": {"round1": pass_at([(r.n_round1, r.c_round1) for r in results]),
+                      "all": pass_at([(r.n_all, r.c_all) for r in results])},
+        "budget_curve": budget_curve(results),
+    }
+
+
+def write_results(out: Path, suite: Path, per_setting: list[tuple[Setting, list[ProblemResult]]]) -> None:
+    from agent.report import Series, SERIES_COLORS, line_chart, render
+    fields = [f.name for f in dataclasses.fields(ProblemResult)]
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=["setting", *fields], lineterminator="\n")
+    w.writeheader()
+    for s, results in per_setting:
+        for r in results:
+            w.writerow({"setting": s.label, **dataclasses.asdict(r)})
+    write_text_atomic(out / "results.csv", buf.getvalue())
+    scored = [(s, results, scores(results)) for s, results in per_setting]
+    write_json(out / "results.json", {
+        "schema": 1, "suite": str(suite),
+        "settings": [{"label": s.label, "overrides": s.overrides, "scores": sc,
+                      "results": [dataclasses.asdict(r) for r in results]} for s, results, sc in scored]})
+    curves = [Series(s.label, budget_curve(results), SERIES_COLORS[i % len(SERIES_COLORS)], step=True)
+              for i, (s, results) in enumerate(per_setting)]
+    top = max([b for c in curves for b, _ in c.points] + [1])
+    chart = line_chart(curves, x_label="candidates spent", y_label="problems solved",
+                       x_range=(1, top), y_range=(0.0, 1.0), y_percent=True)
+    write_text_atomic(out / "bench.html", render(
+        "bench", title=f"krefine bench: {suite.name}", suite=str(suite), suite_name=suite.name, out_dir=str(out),
+        problems=len(per_setting[0][1]), budget_chart=chart, baselines=BASELINES, ks=PASS_K,
+        thresholds=[f"{p:g}" for p in FAST_P_THRESHOLDS], fmt=fmt_speedup, colors={},
+        settings=[{"label": s.label, "results": results, "scores": sc} for s, results, sc in scored]))
+
+
+def print_results(console: Console, per_setting: list[tuple[Setting, list[ProblemResult]]]) -> None:
+    for s, results in per_setting:
+        t = _table(f"results: {s.label}")
+        for col in ("problem", "solved", "best", "eager", "compile", "cands", "solved at", "stop"):
+            t.add_column(col, no_wrap=col != "stop", overflow="fold")
+        for r in results:
+            t.add_row(r.problem, "yes" if r.solved else "no", r.best or "—", fmt_speedup(r.speedup_eager),
+                      fmt_speedup(r.speedup_compile), str(r.candidates), str(r.solved_at or "—"),
+                      r.error or r.stop_reason or "")
+        console.print(t)
+    # one column per setting, so a sweep reads across
+    scored = [(s, scores(results)) for s, results in per_setting]
+    t = _table("scores")
+    t.add_column("metric", no_wrap=True)
+    for s, _ in scored:
+        t.add_column(s.label, justify="right", overflow="fold")
+    t.add_row("solved", *(f"{sc['solved']}/{sc['problems']}" for _, sc in scored))
+    for b in BASELINES:
+        for p in scored[0][1]["fast_p"][b]:
+            t.add_row(f"fast_{p} vs {b}", *(f"{sc['fast_p'][b][p]:.2f}" for _, sc in scored))
+    for kind, what in (("round1", "round-1 samples"), ("all", "all candidates")):
+        for k in PASS_K:
+            t.add_row(f"pass@{k} {what}", *(_pass(sc["pass_at_k"][kind][str(k)]) for _, sc in scored))
+    console.print(t)
+    for s, results in per_setting:
+        curve = budget_curve(results)
+        marks = sorted({b for b in (1, 2, 4, 8, 16, 32, 64, 128) if b <= len(curve)} | {len(curve)})
+        console.print(f"budget curve {s.label} (candidates: share solved): "
+                      + "  ".join(f"{b}: {curve[b - 1][1]:.0%}" for b in marks), highlight=False)
+
+
+def _table(title: str) -> Table:
+    return Table(title=title, box=None, pad_edge=False, header_style="bold underline")
+
+
+# ---------------------------------------------------------------- small helpers
+
+def _load_config(path: str | None, overrides: dict):
+    from agent.config import load_config
+    return load_config(path, overrides)
+
+
+def _device(opts: argparse.Namespace, setting: Setting) -> str:
+    from agent.runner import resolve_device
+    return resolve_device(_load_config(opts.config, setting.overrides).run.device)
+
+
+def _split(text: str, flag: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip() or not value.strip():
+        raise BadInput("", f"krefine bench: {flag} {text!r}: expected TABLE.KEY=VALUE")
+    return key.strip(), value.strip()
+
+
+def _assignment(text: str, flag: str) -> tuple[str, object]:
+    key, raw = _split(text, flag)
+    return key, _toml_value(raw)
+
+
+def _toml_value(raw: str):
+    """A value as TOML reads it (2, 1.5, true, "x"); a bare word stays a string."""
+    try:
+        return tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw.strip()
+
+
+def _label(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _pass(v: dict) -> str:
+    return "—" if v["mean"] is None else f"{v['mean']:.2f} (n={v['problems']})"
+
+
+def _natural(name: str) -> list:
+    return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", name)]

@@ -1,0 +1,180 @@
+"""`krefine bench`: discovery, filter, resume, sweeps, results files, scores, GPU workers.
+
+The loop itself is replaced by a fake `run_problem` that writes a run dir with
+tests/fixtures/runs/builder.py, so these tests check bench, not the loop.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from agent import bench
+from agent.cli import main
+from fixtures.runs.builder import build_run, story
+from tools.errors import BadInput
+
+KB = Path(os.environ.get("KREFINE_KERNELBENCH", Path(__file__).resolve().parents[2] / "kb")) / "KernelBench"
+PROBLEM = "import torch\n\nclass Model(torch.nn.Module):\n    pass\n"
+
+
+@pytest.fixture
+def suite(tmp_path) -> Path:
+    d = tmp_path / "suite"
+    d.mkdir()
+    for name in ("1_relu", "10_gelu", "2_add"):
+        (d / f"{name}.py").write_text(PROBLEM)
+    (d / "helpers.py").write_text("def f(): pass\n")          # not a problem: no class Model
+    (d / "__init__.py").write_text("")
+    return d
+
+
+@pytest.fixture
+def calls(monkeypatch) -> list[dict]:
+    """Replace the loop: round r of story() per budget round; solved when r03-c00 is reached."""
+    seen: list[dict] = []
+    def fake_run_problem(problem_path, config, out_dir, *, model_spec=None, progress=True):
+        seen.append({"problem": Path(problem_path).stem, "max_rounds": config.budget.max_rounds,
+                     "model": model_spec, "out": Path(out_dir)})
+        if "bad" in Path(problem_path).stem:
+            raise BadInput(problem_path, "get_inputs raised ValueError")
+        rounds = config.budget.max_rounds if "gelu" not in str(problem_path) else 1
+        cands = [c for c in story() if int(c.cid[1:3]) <= rounds]
+        solved = any(c.cid == "r03-c00" for c in cands)
+        build_run(Path(out_dir), cands, solved=solved, stop_reason="target_reached" if solved else "max_rounds")
+        return {}
+    monkeypatch.setattr("agent.runner.run_problem", fake_run_problem)
+    return seen
+
+
+def bench_main(*argv) -> int:
+    return main(["bench", *map(str, argv)])
+
+
+def test_finds_problem_files_in_natural_order_skipping_non_problems(suite):
+    assert [name for name, _ in bench.find_problems(suite, [])] == ["1_relu", "2_add", "10_gelu"]
+
+
+@pytest.mark.skipif(not KB.is_dir(), reason="no KernelBench checkout (set KREFINE_KERNELBENCH)")
+def test_kernelbench_level1_is_a_suite_as_it_is():
+    names = [name for name, _ in bench.find_problems(KB / "level1", [])]
+    assert (len(names), names[0], names[-1]) == (100, "1_Square_matrix_multiplication_", "100_HingeLoss")
+
+
+def test_filter_keeps_names_matching_any_pattern(suite):
+    assert [n for n, _ in bench.find_problems(suite, ["relu", "^2_"])] == ["1_relu", "2_add"]
+
+
+def test_suite_without_problems_is_bad_input(tmp_path):
+    with pytest.raises(BadInput, match="no problem files"):
+        bench.find_problems(tmp_path, [])
+
+
+def test_missing_suite_exits_2_naming_it(tmp_path, capsys):
+    assert bench_main(tmp_path / "gone") == 2
+    assert capsys.readouterr().err == f"krefine: error: {tmp_path / 'gone'}: no such suite directory\n"
+
+
+def test_unknown_sweep_key_fails_before_any_run(suite, calls, tmp_path, capsys):
+    assert bench_main(suite, "--out", tmp_path / "out", "--sweep", "budget.max_roundz=1,2") == 2
+    assert calls == [] and "max_roundz" in capsys.readouterr().err
+
+
+def test_runs_every_problem_into_its_own_run_dir(suite, calls, tmp_path):
+    assert bench_main(suite, "--out", tmp_path / "out", "--device", "cpu") == 0
+    assert [c["out"].relative_to(tmp_path / "out") for c in calls] == [
+        Path("default/1_relu"), Path("default/2_add"), Path("default/10_gelu")]
+
+
+def test_second_run_skips_problems_with_summary(suite, calls, tmp_path):
+    bench_main(suite, "--out", tmp_path / "out", "--device", "cpu")
+    calls.clear()
+    bench_main(suite, "--out", tmp_path / "out", "--device", "cpu")
+    assert calls == []
+
+
+def test_interrupted_run_dir_is_resumed_not_restarted(suite, calls, tmp_path, monkeypatch):
+    resumed = []
+    monkeypatch.setattr("agent.runner.resume_run", lambda d, progress=True: resumed.append(Path(d)))
+    build_run(tmp_path / "out" / "default" / "2_add", story()[:2], write_summary=False)
+    bench_main(suite, "--out", tmp_path / "out", "--device", "cpu")
+    assert (resumed, [c["problem"] for c in calls]) == ([tmp_path / "out" / "default" / "2_add"], ["1_relu", "10_gelu"])
+
+
+def test_empty_run_dir_skeleton_left_by_a_kill_is_started_fresh(suite, calls, tmp_path):
+    (tmp_path / "out" / "default" / "1_relu" / "evals").mkdir(parents=True)
+    bench_main(suite, "--out", tmp_path / "out", "--device", "cpu", "--filter", "relu")
+    assert (tmp_path / "out" / "default" / "1_relu" / "summary.json").exists()
+
+
+def test_model_spec_gets_each_problems_name(suite, calls, tmp_path):
+    bench_main(suite, "--out", tmp_path / "out", "--device", "cpu", "--model", "replay:r/{problem}.jsonl")
+    assert [c["model"] for c in calls] == ["replay:r/1_relu.jsonl", "replay:r/2_add.jsonl", "replay:r/10_gelu.jsonl"]
+
+
+def test_sweep_runs_every_problem_under_each_setting(suite, calls, tmp_path):
+    bench_main(suite, "--out", tmp_path / "out", "--device", "cpu", "--filter", "relu",
+               "--sweep", "budget.max_rounds=1,3")
+    assert [(c["max_rounds"], c["out"].parent.name) for c in calls] == [
+        (1, "budget.max_rounds=1"), (3, "budget.max_rounds=3")]
+
+
+def test_bad_problem_is_reported_and_the_others_still_run(suite, calls, tmp_path):
+    (suite / "3_bad.py").write_text(PROBLEM)
+    assert bench_main(suite, "--out", tmp_path / "out", "--device", "cpu") == 0
+    rows = list(csv.DictReader((tmp_path / "out" / "results.csv").open()))
+    assert {r["problem"]: r["error"] for r in rows} == {
+        "1_relu": "", "2_add": "", "3_bad": f"bad input: {suite / '3_bad.py'}: get_inputs raised ValueError",
+        "10_gelu": ""}
+
+
+def test_results_csv_has_a_row_per_setting_and_problem(suite, calls, tmp_path):
+    bench_main(suite, "--out", tmp_path / "out", "--device", "cpu", "--sweep", "budget.max_rounds=2,3")
+    rows = list(csv.DictReader((tmp_path / "out" / "results.csv").open()))
+    assert [(r["setting"], r["problem"], r["solved"]) for r in rows] == [
+        ("budget.max_rounds=2", "1_relu", "False"), ("budget.max_rounds=2", "2_add", "False"),
+        ("budget.max_rounds=2", "10_gelu", "False"), ("budget.max_rounds=3", "1_relu", "True"),
+        ("budget.max_rounds=3", "2_add", "True"), ("budget.max_rounds=3", "10_gelu", "False")]
+
+
+def test_results_json_scores_match_hand_computed_values(suite, calls, tmp_path):
+    # relu and add solved at 1.45x eager / 1.10x compile after 6 candidates; gelu: 2 failures
+    bench_main(suite, "--out", tmp_path / "out", "--device", "cpu", "--set", "budget.max_rounds=3")
+    sc = json.loads((tmp_path / "out" / "results.json").read_text())["settings"][0]["scores"]
+    assert sc["fast_p"] == {"eager": {"0": 2 / 3, "1": 2 / 3, "1.5": 0.0, "2": 0.0},
+                            "compile": {"0": 2 / 3, "1": 2 / 3, "1.5": 0.0, "2": 0.0}}
+    # pass@1 over all: relu, add 2 correct of 6 each, gelu 0 of 2
+    assert sc["pass_at_k"]["all"]["1"] == {"mean": pytest.approx((1 / 3 + 1 / 3 + 0) / 3), "problems": 3}
+    assert [share for b, share in sc["budget_curve"]] == [0, 0, 0, 0, 0, pytest.approx(2 / 3)]
+
+
+def test_bench_html_overlays_one_budget_curve_per_setting(suite, calls, tmp_path):
+    bench_main(suite, "--out", tmp_path / "out", "--device", "cpu", "--sweep", "budget.max_rounds=2,3")
+    html = (tmp_path / "out" / "bench.html").read_text()
+    assert html.count("<polyline") == 2 and "budget.max_rounds=2: 4, 0%" in html and "budget.max_rounds=3: 6, 67%" in html
+
+
+def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    assert (bench.visible_gpus("cuda", None), bench.visible_gpus("cuda", 1), bench.visible_gpus("cpu", None)) == \
+        (["3", "5"], ["3"], [None])
+
+
+@pytest.mark.slow
+def test_each_worker_process_sees_only_its_own_gpu(tmp_path):
+    """Two spawned workers; each problem file reports the CUDA_VISIBLE_DEVICES it was loaded under."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for i in range(4):
+        (suite / f"{i}_p.py").write_text(
+            "import os, time\nclass Model: pass\ndef get_inputs(): return []\ndef get_init_inputs(): return []\n"
+            "time.sleep(1.5)  # so one worker cannot take every problem before the other has started\n"
+            "raise RuntimeError('gpu=' + os.environ.get('CUDA_VISIBLE_DEVICES', ''))\n")
+    jobs = [bench.Job(bench.Setting("default", {"run.device": "cpu"}), path, name, tmp_path / "out" / name)
+            for name, path in bench.find_problems(suite, [])]
+    errors = bench.run_jobs(jobs, ["7", "9"], None, None, bench.Console(quiet=True))
+    seen = sorted(e.split("gpu=")[1][0] for e in errors.values())
+    assert len(errors) == 4 and set(seen) == {"7", "9"}

@@ -30,8 +30,8 @@ _ENV = jinja2.Environment(
 _LONG_LINE_CHARS = 240            # longer lines are split before cutting, so one huge line can be cut too
 _SEPARATOR = "\n\n"
 # checks keys that say nothing the model can act on (seeds are also secret by design)
-_NOISY_CHECKS = ("seed", "phase_s", "sandbox", "worker_output", "traceback", "comparisons",
-                 "time_shares", "kernel_breakdown", "host_check")
+_NOISY_CHECKS = ("seed", "phase_s", "sandbox", "worker_output", "traceback", "timing", "error",
+                 "time_shares", "kernel_breakdown", "host_check", "gpu_healthy")
 
 CountTokens = Callable[[str], int]
 
@@ -113,12 +113,14 @@ def _diagnostic(d) -> dict[str, Any]:
 
 
 def _numeric(checks: dict) -> list[tuple[str, str]]:
-    """The failing comparison's figures (else the last one), then the other check figures."""
+    """The failing comparison's figures (else the last one's) and the tolerance; without
+    comparisons, whatever checks hold that the model could act on."""
     comparisons = [c for c in checks.get("comparisons") or [] if isinstance(c, dict)]
-    failing = next((c for c in comparisons if c.get("ok") is False), comparisons[-1] if comparisons else {})
-    items = _flatten({k: v for k, v in failing.items() if k != "ok"})
-    items += _flatten({k: v for k, v in checks.items() if not any(n in k for n in _NOISY_CHECKS)})
-    return items
+    if not comparisons:
+        return _flatten({k: v for k, v in checks.items() if not any(n in k for n in _NOISY_CHECKS)})
+    failing = next((c for c in comparisons if c.get("ok") is False), comparisons[-1])
+    return _flatten({k: v for k, v in failing.items() if k != "ok"}) + \
+        _flatten({"tolerance": checks.get("tolerance")})
 
 
 def _timing(v: Verdict) -> dict[str, str | None] | None:

@@ -2,8 +2,7 @@
 turns carry the module, the parent and its feedback, fitted to the token budgets."""
 from __future__ import annotations
 
-import re
-from pathlib import Path
+import dataclasses
 
 import pytest
 
@@ -303,3 +302,15 @@ def test_prompt_text_lives_only_in_the_templates():
     for py in (REPO_ROOT / "agent").glob("*.py"):
         text = py.read_text()
         assert not [s for s in sentences if s in text], py
+
+
+def test_a_verdict_with_only_the_evaluators_summary_carries_that_summary():
+    verdict = Verdict(status=Status.RUNTIME_ERROR, feedback="Crashed while running.\n- CUDA error: illegal memory access")
+    assert "CUDA error: illegal memory access" in render_feedback(verdict, 1000, words)
+
+
+def test_checks_that_are_evaluator_internals_stay_out_of_the_prompt():
+    verdict = dataclasses.replace(INCORRECT, checks={**INCORRECT.checks, "phase_s": {"test": 1.5},
+                                                     "sandbox": {"netns": True}, "tolerance": {"atol": 1e-4}})
+    prompt = refine(verdict)
+    assert "netns" not in prompt and "phase_s" not in prompt and "tolerance.atol: 0.0001" in prompt

@@ -140,25 +140,22 @@ EVAL_TABLES = ("eval", "timing", "guards")
 
 
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> AgentConfig:
-    """Read agent.toml (the repo's when `path` is None) and apply dotted overrides.
+    """Read agent.toml (the repo's when `path` is None; the same defaults when krefine
+    is installed without it) and apply dotted overrides.
 
     `overrides` maps "table.key" to a value, e.g. {"budget.max_rounds": 3,
     "model.id": "replay:x.jsonl"}; a None value is skipped (an unset CLI flag). Any
     problem is a BadInput naming the file and the table/key at fault.
     """
-    path = Path(path) if path is not None else DEFAULT_CONFIG
-    # 1) parse
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BadInput(path, "no such config file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(path, f"cannot read: {e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise BadInput(path, f"not valid TOML: {e}") from None
-    # 2) the file alone, so a fault in it is reported as the file's
+    if path is None and not DEFAULT_CONFIG.exists():
+        doc: dict = {}          # installed without the repo's agent.toml: its defaults are ours
+        path = DEFAULT_CONFIG
+    else:
+        path = Path(path) if path is not None else DEFAULT_CONFIG
+        doc = _parse(path)
+    # 1) the file alone, so a fault in it is reported as the file's
     config = _build(doc, path, "")
-    # 3) overrides on top
+    # 2) overrides on top
     live = {k: v for k, v in (overrides or {}).items() if v is not None}
     if not live:
         return config
@@ -170,6 +167,17 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
                                  f"{', '.join((*AGENT_TABLES, *EVAL_TABLES))}")
         merged.setdefault(table, {})[name] = value
     return _build(merged, path, f" (with overrides {', '.join(sorted(live))})")
+
+
+def _parse(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BadInput(path, "no such config file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(path, f"cannot read: {e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise BadInput(path, f"not valid TOML: {e}") from None
 
 
 def _build(doc: dict, path: Path, note: str) -> AgentConfig:

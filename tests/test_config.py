@@ -112,3 +112,8 @@ def test_override_of_wrong_type_is_bad_input_that_names_the_override():
 def test_override_of_unknown_table_is_bad_input():
     with pytest.raises(BadInput, match="override 'budgett.max_rounds'"):
         load_config(overrides={"budgett.max_rounds": 3})
+
+
+def test_without_the_repo_agent_toml_the_defaults_still_load(tmp_path, monkeypatch):
+    monkeypatch.setattr("agent.config.DEFAULT_CONFIG", tmp_path / "absent.toml")
+    assert load_config(overrides={"budget.max_rounds": 2}).budget.max_rounds == 2

@@ -56,8 +56,9 @@ def outcome(run: Run) -> Panel:
         best = s.get("best")
         if best:
             sp = best.get("speedup") or {}
-            lines.append(f"best {best['candidate']}: {fmt_speedup(sp.get('eager'))} vs eager, "
-                         f"{fmt_speedup(sp.get('compile'))} vs torch.compile")
+            lines.append(f"best {best['candidate']}: " + (
+                f"{fmt_speedup(sp.get('eager'))} vs eager, {fmt_speedup(sp.get('compile'))} vs torch.compile"
+                if any(v is not None for v in sp.values()) else "correct, not timed (cpu)"))
         else:
             lines.append("no correct candidate")
         spent = s.get("budget_spent") or {}
@@ -95,7 +96,7 @@ def lineage(run: Run) -> Tree:
 def label(run: Run, c: Candidate) -> Text:
     t = Text(f"{c.id} ", style="bold")
     t.append(c.status, style=VERDICT_STYLE.get(c.status, ""))
-    if c.correct:
+    if c.correct and any(v is not None for v in c.speedup.values()):
         t.append(f"  {fmt_speedup(c.speedup['eager'])} eager, {fmt_speedup(c.speedup['compile'])} compile")
     if c.reason:
         t.append(f"  {c.reason}", style="dim")

@@ -78,7 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("suite_dir")
     b.add_argument("rest", nargs=argparse.REMAINDER)
 
-    sub.add_parser("repl", help="paste a module, stream KernelLLM's kernel")
+    rl = sub.add_parser("repl", help="paste a module, stream KernelLLM's kernel")
+    rl.add_argument("--model", default=None, help="ID | PATH | openai:URL | replay:FILE")
+    rl.add_argument("--config", default=None)
     return p
 
 

@@ -56,8 +56,7 @@ def run_page(run: Run) -> dict:
     return {
         "title": f"krefine report: {run.name}",
         "run": run, "summary": run.summary or {}, "meta": run.meta,
-        "problem_path": _problem_path(run), "problem_source": (run.meta.get("problem") or {}).get("source")
-        if isinstance(run.meta.get("problem"), dict) else None,
+        "problem_path": run.problem_path, "problem_source": run.problem_source,
         "rounds": rows, "fmt": fmt_speedup, "baselines": BASELINES,
         "speedup_chart": speedup_chart(run, rows, budget.get("target_speedup"), budget.get("target_baseline", "eager")),
         "verdict_chart": stacked_bars([(f"round {r.round}", r.verdicts) for r in rows], VERDICT_COLORS),
@@ -246,11 +245,6 @@ def _bottleneck_text(b: dict) -> str | None:
         if isinstance(b.get(key), str):
             return b[key]
     return None
-
-
-def _problem_path(run: Run) -> str | None:
-    problem = run.meta.get("problem")
-    return problem.get("path") if isinstance(problem, dict) else problem
 
 
 def _e(text: str) -> str:

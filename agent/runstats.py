@@ -64,10 +64,16 @@ class Run:
     candidates: dict[str, Candidate] = field(default_factory=dict)  # in id order
 
     @property
+    def problem_path(self) -> str | None:
+        return (self.meta.get("problem") or {}).get("path")
+
+    @property
+    def problem_source(self) -> str | None:
+        return (self.meta.get("problem") or {}).get("source")
+
+    @property
     def name(self) -> str:
-        problem = self.meta.get("problem")
-        path = problem.get("path") if isinstance(problem, dict) else problem
-        return Path(path).stem if path else self.dir.run_id
+        return Path(self.problem_path).stem if self.problem_path else self.dir.run_id
 
     @property
     def best_id(self) -> str | None:

@@ -159,3 +159,19 @@ def test_report_renders_in_chromium_with_no_console_messages(report, tmp_path):
 def test_report_script_opens_the_linked_candidate(report, tmp_path):
     dom = chromium(report.as_uri() + "#cand-r03-c00", tmp_path, "--dump-dom").stdout
     assert re.findall(r'<details class="cand[^"]*" id="cand-([\w-]+)" open="">', dom) == ["r03-c00"]
+
+
+@needs_chromium
+def test_bench_page_renders_in_chromium_with_no_console_messages(tmp_path):
+    from agent import bench
+    from agent.runstats import load_run, problem_result
+    build_run(tmp_path / "run", story())
+    results = [problem_result(load_run(tmp_path / "run"))]
+    settings = [(bench.Setting(f"budget.max_rounds={n}", {}), results) for n in (3, 4)]
+    bench.write_results(tmp_path / "out", tmp_path, settings)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "bench.png"
+    shot.unlink(missing_ok=True)
+    done = chromium((tmp_path / "out" / "bench.html").as_uri(), tmp_path, "--window-size=1280,1600",
+                    f"--screenshot={shot}")
+    assert console_messages(done.stderr) == [] and shot.stat().st_size > 20_000

@@ -90,6 +90,7 @@ def generate(state: RunState, runtime: Runtime[LoopContext]) -> dict:
     slots = assign_slots(parents, cfg.budget.candidates_per_round)
     # 2) completions this round already recorded before a kill are reused, not re-sampled
     recorded = {r["candidate"]: r for r in read_jsonl(rd.completions_jsonl)}
+    traced = {e["candidate"] for e in rd.events() if e["node"] == "generate"}
     new: dict[str, CandidateRecord] = {}
     exhausted = False
     index = 0
@@ -113,8 +114,8 @@ def generate(state: RunState, runtime: Runtime[LoopContext]) -> dict:
             call_s = time.monotonic() - t0
         # 3) every completion becomes a candidate, code or not: no code is feedback too
         for i, (cid, got) in enumerate(zip(ids, reused + [_completion_record(c) for c in fresh])):
-            record = _write_candidate(ctx, cid, round_, parent, prompt, got,
-                                      fresh=i >= len(reused), call_s=call_s / max(1, len(fresh)))
+            record = _write_candidate(ctx, cid, round_, parent, prompt, got, fresh=i >= len(reused),
+                                      traced=cid in traced, call_s=call_s / max(1, len(fresh)))
             new[record["id"]] = record
     if not new:
         rd.append_event(iteration=round_, candidate=None, node="generate", status="replay_exhausted",
@@ -143,8 +144,9 @@ def _completion_record(c) -> dict:
 
 
 def _write_candidate(ctx: LoopContext, cid: str, round_: int, parent: str | None, prompt: str,
-                     got: dict, *, fresh: bool, call_s: float) -> CandidateRecord:
-    """Write prompt, raw completion and extracted source; completions.jsonl last (the commit)."""
+                     got: dict, *, fresh: bool, traced: bool, call_s: float) -> CandidateRecord:
+    """Write prompt, raw completion and extracted source, then the completions.jsonl line
+    (which makes the candidate reusable after a kill), then its generate event."""
     rd = ctx.rundir
     code = ctx.extract_code(got["completion"])
     rd.write_text(rd.prompt(cid), prompt)
@@ -158,7 +160,7 @@ def _write_candidate(ctx: LoopContext, cid: str, round_: int, parent: str | None
                              status="pending", correct=False, speedup={"eager": None, "compile": None},
                              flags=[], bottleneck=None, roofline_fraction=None,
                              tokens={"prompt": got["prompt_tokens"], "completion": got["completion_tokens"]})
-    if fresh:
+    if not traced:
         artifacts = {"prompt": rd.prompt(cid), "completion": rd.completion(cid)}
         if code is not None:
             artifacts["candidate"] = rd.candidate_src(cid)
@@ -188,7 +190,7 @@ def evaluate(task: EvalTask, runtime: Runtime[LoopContext]) -> dict:
     else:
         with ctx.gpus.lease() as gpu:
             verdict = ctx.evaluate(ctx.problem, rd.candidate_src(cid).read_text(encoding="utf-8"),
-                                   device=ctx.device, settings=ctx.config.eval, candidate_name=cid,
+                                   device=ctx.device, settings=ctx.config.eval, candidate_name=rd.candidate_src(cid).name,
                                    profile=True, gpu_index=gpu)
     # 2) the verdict first, then the trace events that point at it
     if not rd.eval(cid).exists():
@@ -282,11 +284,13 @@ def decide(state: RunState, runtime: Runtime[LoopContext]) -> dict:
                          time_budget_s=b.time_budget_s, roofline_stop_fraction=b.roofline_stop_fraction)
     update = {"best": best, "spent": spent, "pending": [], "stop_reason": reason}
     best_record = state["candidates"].get(best) if best else None
-    rd.append_event(iteration=state["round"], candidate=best, node="decide", status=reason or "continue",
-                    duration_s=time.monotonic() - t0,
-                    metrics={"best_speedup": best_record["speedup"] if best_record else None,
-                             "spent": dict(spent)},
-                    artifacts={"best": rd.best} if best else {})
+    last = (list(rd.events()) or [None])[-1]
+    if last is None or (last["node"], last["iteration"], last["status"]) != ("decide", state["round"], reason or "continue"):
+        rd.append_event(iteration=state["round"], candidate=best, node="decide", status=reason or "continue",
+                        duration_s=time.monotonic() - t0,
+                        metrics={"best_speedup": best_record["speedup"] if best_record else None,
+                                 "spent": dict(spent)},
+                        artifacts={"best": rd.best} if best else {})  # not again when re-run after a kill
     if reason is not None:
         rd.write_summary(make_summary(dict(state, **update), ctx.timed))
     ctx.progress.decided(dict(state, **update))

@@ -149,13 +149,11 @@ def _checkpointer(rd: RunDir):
 
 
 def _load_backend(spec: str, config: AgentConfig, *, skip: int) -> Any:
-    from agent.llm import BackendUnavailable, make_backend
-    try:
-        backend = make_backend(spec, config)
-    except BackendUnavailable as e:
-        raise BadInput("", str(e)) from None
-    if skip and spec.startswith("replay:"):
-        backend.skip(skip)
+    """The model backend; BackendUnavailable (a BadInput: one line, exit 2) when it cannot serve."""
+    from agent.llm import ReplayBackend, make_backend
+    backend = make_backend(spec, config)
+    if skip and isinstance(backend, ReplayBackend):
+        backend.seek(skip)  # the completions already recorded are not handed out again
     return backend
 
 

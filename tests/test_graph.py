@@ -10,7 +10,7 @@ import time
 
 from agent.rundir import TRACE_FIELDS
 from run_fixtures import ScriptedEvaluator, judged, loop_run
-from tools.jsonio import read_json, read_jsonl
+from tools.jsonio import append_jsonl, read_json, read_jsonl
 
 
 def test_round_one_prompt_is_the_initial_template(tmp_path):
@@ -110,3 +110,32 @@ def test_no_gpu_times_two_candidates_at_once(tmp_path):
 
     loop_run(tmp_path, [judged("correct", 1.0)] * 6, gpus=2, evaluator=slow_evaluate, **{"budget.candidates_per_round": 6, "budget.max_rounds": 1})
     assert overlaps == [0] * 6 and peak[0] == 2
+
+
+def test_generate_reuses_completions_recorded_before_a_kill(tmp_path):
+    """A kill mid-generate leaves part of the round in completions.jsonl: re-running the
+    node takes those and samples only the rest."""
+    def killed_mid_round(rd):
+        append_jsonl(rd.completions_jsonl, {"candidate": "r01-c00", "parent": None, "round": 1,
+                                            "completion": judged("incorrect"), "prompt_tokens": 7,
+                                            "completion_tokens": 3, "model": "m", "finish_reason": "stop"})
+
+    state, rd, backend, _ = loop_run(tmp_path, [judged("incorrect")], prepare=killed_mid_round,
+                                     **{"budget.candidates_per_round": 2, "budget.max_rounds": 1})
+    assert backend.calls == [1]
+    assert state["candidates"]["r01-c00"]["tokens"] == {"prompt": 7, "completion": 3}
+    assert [r["candidate"] for r in read_jsonl(rd.completions_jsonl)] == ["r01-c00", "r01-c01"]
+    assert [e["candidate"] for e in rd.events() if e["node"] == "generate"] == ["r01-c00", "r01-c01"]
+
+
+def test_evaluate_reuses_a_verdict_already_on_disk(tmp_path):
+    from tools.jsonio import write_json
+    from tools.verdict import Status, Verdict
+
+    def judged_before_a_kill(rd):
+        write_json(rd.eval("r01-c00"), Verdict(status=Status.INCORRECT, feedback="from disk").to_json())
+
+    state, _, _, evaluator = loop_run(tmp_path, [judged("correct", 2.0), judged("correct", 2.0)],
+                                      prepare=judged_before_a_kill, **{"budget.candidates_per_round": 2})
+    assert evaluator.calls == ["r01-c01"]
+    assert state["candidates"]["r01-c00"]["status"] == "incorrect"

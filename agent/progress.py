@@ -37,8 +37,10 @@ def _note(verdict: Any) -> str:
     if verdict.correct:
         return ", ".join(verdict.flags)
     for d in verdict.diagnostics:
+        # a compiler's message ends with the error itself, after the source it quotes
+        lines = [ln.strip() for ln in d.message.splitlines() if ln.strip()] or [""]
         where = f" (line {d.line})" if d.line else ""
-        return " ".join(f"{d.message}{where}".split())[:100]
+        return f"{lines[-1]}{where}"[:120]
     return ""
 
 
@@ -79,7 +81,8 @@ class Progress:
         self.close()
         best = summary.get("best")
         lines = [f"stop reason: {summary['stop_reason']}  solved: {'yes' if summary['solved'] else 'no'}",
-                 f"best: {best['candidate']} speedup {_speedup(best['speedup'])} (eager / compile)"
+                 (f"best: {best['candidate']} speedup {_speedup(best['speedup'])} (eager / compile)"
+                  if summary.get("timed") else f"best: {best['candidate']} (untimed on cpu)")
                  if best else "best: none (no correct candidate)",
                  f"{summary['candidates_evaluated']} candidates in {summary['rounds']} rounds, "
                  f"{summary['budget_spent']['tokens']} tokens, {summary['budget_spent']['wall_s']:.1f}s",

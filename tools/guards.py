@@ -575,7 +575,7 @@ def check_torch_compute(source: Source, settings: GuardSettings) -> Finding | No
                                    "compiler or tracer; write the work as @triton.jit kernels instead.",
                                    _line(r.node), reject, "library_ops"))
                 break
-            if region not in (FORWARD, JIT) or not p.startswith("torch."):
+            if region not in (FORWARD, JIT) or not p.startswith("torch.") or _under(p, _OWNED_ELSEWHERE):
                 continue
             if p.startswith("torch.ops.") and p.split(".")[2:3] and p.split(".")[2] in source.op_namespaces:
                 continue   # torch.ops.mylib.op: the file's own custom op, whose body is checked itself
@@ -833,7 +833,8 @@ _FS_METHODS = _words("write_text write_bytes touch unlink rmdir mkdir symlink_to
 
 
 def check_filesystem(source: Source, settings: GuardSettings) -> Finding | None:
-    """Writes, deletes or renames outside the temp cwd; raw descriptors; absolute paths."""
+    """Opening files for writing, raw descriptors, deletes, renames or directories outside
+    the temp cwd, absolute paths. A kernel needs no files."""
     def bad(node, what):
         return Finding("filesystem", f"`{what}` touches files outside the candidate's temp directory; "
                        "a kernel needs no files.", _line(node), True, "filesystem")
@@ -851,10 +852,16 @@ def check_filesystem(source: Source, settings: GuardSettings) -> Finding | None:
         if not literal or target.value.startswith(("/", "~")) or ".." in target.value.split("/") or \
                 "\\" in target.value:
             return bad(call, _spell(source, call))
-        if is_open and not (mode is None or (isinstance(mode, ast.Constant) and isinstance(mode.value, str))):
+        if is_open and _writes(mode):
             return bad(call, _spell(source, call))
     for s in source.sites:
         n = s.node
+        if isinstance(n, ast.Attribute) and n.attr == "open" and isinstance(s.parent, ast.Call) \
+                and s.parent.func is n and not _resolve(n.value, source.aliases, source.self_attrs, frozenset()):
+            call = s.parent   # Path(...).open("w")
+            mode = next((k.value for k in call.keywords if k.arg == "mode"), call.args[0] if call.args else None)
+            if _writes(mode):
+                return bad(call, _spell(source, call))
         if isinstance(n, ast.Attribute) and n.attr in _FS_METHODS and isinstance(s.parent, ast.Call) \
                 and s.parent.func is n:
             if not _resolve(n.value, source.aliases, source.self_attrs, frozenset()) or \
@@ -862,6 +869,15 @@ def check_filesystem(source: Source, settings: GuardSettings) -> Finding | None:
                         _resolve(n.value, source.aliases, source.self_attrs, frozenset())):
                 return bad(n, _spell(source, s.parent))
     return None
+
+
+def _writes(mode: ast.AST | None) -> bool:
+    """An open() mode that writes, or one the guard cannot read."""
+    if mode is None:
+        return False
+    if not (isinstance(mode, ast.Constant) and isinstance(mode.value, str)):
+        return True
+    return any(c in mode.value for c in "wax+")
 
 
 def check_triton_kernel(source: Source, settings: GuardSettings) -> Finding | None:
@@ -928,9 +944,13 @@ def check_caching(source: Source, settings: GuardSettings) -> Finding | None:
                               for x in ast.walk(e))
         stores = any(isinstance(s.node, (ast.Attribute, ast.Subscript, ast.Name)) and
                      isinstance(s.node.ctx, ast.Store) and held(s.node) for s in sites)
+        # locals that alias held state: prev = self.ready if ... else ...
+        aliases = {t.id for s in sites if isinstance(s.node, ast.Assign) and _branches_held(s.node.value, held)
+                   for t in s.node.targets if isinstance(t, ast.Name)}
         for s in sites:
             n = s.node
-            if isinstance(n, ast.Return) and n.value is not None and held(n.value):
+            if isinstance(n, ast.Return) and n.value is not None and (
+                    held(n.value) or (isinstance(n.value, ast.Name) and n.value.id in aliases)):
                 return _caching(n, _spell(source, n))
             if isinstance(n, ast.Compare):
                 sides = [n.left, *n.comparators]
@@ -944,6 +964,15 @@ def check_caching(source: Source, settings: GuardSettings) -> Finding | None:
                     n.func.attr in ("get", "setdefault", "__setitem__", "__getitem__") and n.args and keyed(n.args[0]):
                 return _caching(n, _spell(source, n))
     return None
+
+
+def _branches_held(expr: ast.AST, held) -> bool:
+    """Is `expr`, or one branch of it (x if c else y, a or b), held state?"""
+    if isinstance(expr, ast.IfExp):
+        return _branches_held(expr.body, held) or _branches_held(expr.orelse, held)
+    if isinstance(expr, ast.BoolOp):
+        return any(_branches_held(v, held) for v in expr.values)
+    return held(expr)
 
 
 def _persistent(expr: ast.AST, globals_: set[str], module_names: frozenset[str]) -> bool:
@@ -961,6 +990,9 @@ def _caching(node, what) -> Finding:
     return Finding("caching", f"`{what}` keeps results between forward calls; recompute the output from "
                    "the inputs on every call.", _line(node), False, "caching")
 
+
+# torch paths another guard reports with a more precise message
+_OWNED_ELSEWHERE = (*_STREAMS, *_FOREIGN, *_CONCURRENCY, *_NETWORK, *_TAMPER_PATHS, "torch.save", "torch.load")
 
 STATIC_GUARDS: tuple[Callable[[Source, GuardSettings], Finding | None], ...] = (
     check_torch_compute,

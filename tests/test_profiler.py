@@ -74,6 +74,36 @@ def test_light_kernel_reaches_full_occupancy():
     assert profiler.occupancy(n_regs=32, threads=256, shared=0, profile=H100)["occupancy"] == 1.0
 
 
+# -- resources from Triton's caches ---------------------------------------------------------
+
+def _fake_jit(n_regs=40, ptx="mma.sync.aligned.m16n8k16"):
+    from collections import namedtuple
+    from types import SimpleNamespace
+    md = namedtuple("KernelMetadata", "shared num_warps num_stages")(16384, 4, 3)
+    kernel = SimpleNamespace(name="mm_kernel", metadata=md, n_regs=n_regs, n_spills=0,
+                             asm={"ptx": ptx})
+    # Triton 3.x: device_caches[device] = (kernel_cache, ..., target, backend, binder)
+    return SimpleNamespace(device_caches={0: ({"key": kernel}, {}, None, None, None)})
+
+
+def test_kernel_resources_reads_compiled_variants_through_an_autotuner_wrapper():
+    from types import SimpleNamespace
+    autotuned = SimpleNamespace(fn=_fake_jit())
+    (row,) = profiler.kernel_resources([autotuned], H100)
+    assert (row["name"], row["n_regs"], row["shared"], row["num_warps"], row["num_stages"]) == \
+        ("mm_kernel", 40, 16384, 4, 3)
+    assert row["occupancy_limit"] is not None
+
+
+def test_kernel_resources_sees_tensor_cores_in_the_ptx():
+    assert profiler.kernel_resources([_fake_jit()])[0]["tensor_cores"] is True
+    assert profiler.kernel_resources([_fake_jit(ptx="fma.rn.f32")])[0]["tensor_cores"] is False
+
+
+def test_kernel_resources_skips_objects_that_are_not_triton_kernels():
+    assert profiler.kernel_resources([object(), len]) == []
+
+
 # -- ptxas on a CPU-compiled kernel -------------------------------------------------------
 
 def _sm90_ptx():
@@ -263,15 +293,122 @@ def test_ncu_command_never_locks_clocks_and_filters_by_nvtx_push_pop_range():
     cmd = profiler.ncu_command(["python", "w.py"], ncu="/x/ncu", log_file="/t/log.csv")
     assert cmd[0] == "/x/ncu" and cmd[-2:] == ["python", "w.py"]
     assert cmd[cmd.index("--clock-control") + 1] == "none"
-    assert cmd[cmd.index("--nvtx-include") + 1] == "krefine/candidate/"
+    # ncu reads a plain "krefine/candidate/" as nested ranges and profiles nothing
+    assert cmd[cmd.index("--nvtx-include") + 1] == "regex:krefine/candidate/"
     assert {"SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "LaunchStats"} <= \
         {cmd[i + 1] for i, a in enumerate(cmd) if a == "--section"}
     assert cmd[cmd.index("--page") + 1] == "raw" and "--csv" in cmd
     assert cmd[cmd.index("--log-file") + 1] == "/t/log.csv"
 
 
+def test_nvtx_range_without_slash_uses_the_plain_push_pop_form():
+    assert profiler.nvtx_include("krefine.candidate") == "krefine.candidate/"
+
+
 def test_parse_ncu_csv_of_text_without_a_report_is_empty():
     assert profiler.parse_ncu_csv("==PROF== Disconnected\nhello\n") == []
+
+
+# -- outputs recorded on an H200 (tests/fixtures/profiler/h200/, see cases.json) -----------
+
+REC = FIX / "h200"
+H200 = profile_for("NVIDIA H200")
+RECORDED = json.loads((REC / "cases.json").read_text())["cases"]
+
+
+def _recorded_breakdown(case):
+    trace = json.loads((REC / f"trace_{case}.json").read_text())
+    return profiler.breakdown_from_trace(trace, set(RECORDED[case]["triton_names"]), iters=3)
+
+
+def _recorded_ncu(case):
+    return profiler.parse_ncu_csv((REC / f"ncu_{case}.csv").read_text())
+
+
+def _recorded_summary(case, with_ncu):
+    rec = RECORDED[case]
+    return rl.summarize(profile=H200, cost=rec["cost"], time_ms=rec["time_ms"], host_ms=rec["host_ms"],
+                        forward={"kernels": _recorded_breakdown(case), "resources": rec["resources"]},
+                        ncu_rows=_recorded_ncu(case) if with_ncu else ())
+
+
+def test_recorded_trace_sorts_chain_kernels_into_three_triton_one_library_one_memory():
+    b = _recorded_breakdown("chain")
+    assert profiler.launch_counts(b) == {"triton": 3, "library": 1, "memory": 1}
+    assert {r["name"] for r in b if r["kind"] == "memory"} == {"Memcpy DtoD (Device -> Device)"}
+
+
+def test_recorded_trace_counts_launches_per_forward_not_per_profile():
+    assert [r["calls"] for r in _recorded_breakdown("copy")] == [1]
+
+
+def test_recorded_trace_reads_launch_geometry_and_registers():
+    (row,) = _recorded_breakdown("copy")
+    assert (row["grid_blocks"], row["block_threads"], row["n_regs"]) == (16384, 256, 28)
+
+
+def test_recorded_ncu_csv_reads_duration_dram_and_occupancy_in_base_units():
+    (row,) = _recorded_ncu("copy")
+    assert row["name"] == "copy_kernel"
+    assert row["duration_us"] == pytest.approx(130.784)
+    assert row["dram_pct"] == pytest.approx(81.52)
+    assert row["dram_bytes_read"] == 268_452_096
+    assert row["achieved_occupancy_pct"] == pytest.approx(79.82)
+    assert (row["grid_blocks"], row["block_threads"], row["n_regs"]) == (16384, 256, 28)
+
+
+def test_recorded_ncu_counts_fma_flops_of_an_fp32_matmul_exactly():
+    (row,) = _recorded_ncu("matmul_fp32")
+    assert row["flops"] == 2 * 2048**3
+
+
+def test_recorded_ncu_reports_tensor_pipe_of_a_bf16_dot():
+    (row,) = _recorded_ncu("matmul_bf16")
+    assert row["tensor_pct"] == pytest.approx(76.04)
+    assert row["occupancy_limit"] in ("registers", "shared memory")
+
+
+def test_recorded_ncu_profiles_only_kernels_not_memcpys_in_the_range():
+    assert len(_recorded_ncu("chain")) == 4
+
+
+def test_recorded_ncu_log_with_no_kernels_parses_to_nothing():
+    assert profiler.parse_ncu_csv((REC / "ncu_no_kernels.log").read_text()) == []
+
+
+def test_recorded_profiler_and_ncu_agree_on_kernel_time():
+    for case in ("copy", "matmul_bf16", "small_grid", "matmul_fp32"):
+        (k,) = _recorded_breakdown(case)
+        (n,) = _recorded_ncu(case)
+        assert k["mean_us"] == pytest.approx(n["duration_us"], rel=0.1), case
+
+
+def test_recorded_summary_dram_figure_agrees_with_ncu():
+    b = _recorded_summary("copy", with_ncu=True)
+    from_profiler = b["kernel_roofline_fraction"] * 100          # minimum bytes over kernel time
+    assert from_profiler == pytest.approx(b["ncu"]["dram_pct"], abs=5)
+
+
+@pytest.mark.parametrize("case", sorted(RECORDED))
+def test_recorded_case_gets_the_class_seen_on_the_gpu_without_ncu(case):
+    assert _recorded_summary(case, with_ncu=False)["class"] == RECORDED[case]["class"]
+
+
+@pytest.mark.parametrize("case", sorted(RECORDED))
+def test_recorded_case_gets_the_same_class_with_ncu(case):
+    assert _recorded_summary(case, with_ncu=True)["class"] == RECORDED[case]["class"]
+
+
+def test_recorded_chain_with_ncu_says_how_many_times_the_minimum_bytes_it_moves():
+    b = _recorded_summary("chain", with_ncu=True)
+    assert any("2.5x the minimum bytes" in e for e in b["evidence"])
+    assert b["hints"][0].startswith("fuse the 5 kernels")
+
+
+def test_recorded_fp32_fma_matmul_is_told_to_use_tensor_cores():
+    b = _recorded_summary("matmul_fp32", with_ncu=False)
+    assert any("no tensor-core instructions" in e for e in b["evidence"])
+    assert "tf32x3" in b["hints"][0]
 
 
 # -- GPU: kernels of known character --------------------------------------------------------

@@ -294,7 +294,7 @@ def ncu_command(python_cmd: list[str], *, nvtx_range: str = "krefine/candidate",
     cmd = [ncu or find_ncu() or "ncu",
            "--clock-control", "none",        # measure the card as it runs, never lock clocks
            "--target-processes", "all",      # the worker may be a child of the launcher
-           "--nvtx", "--nvtx-include", f"{nvtx_range}/",   # trailing "/": a push/pop range
+           "--nvtx", "--nvtx-include", nvtx_include(nvtx_range),
            ]
     for s in metrics_sections:
         cmd += ["--section", s]
@@ -306,7 +306,19 @@ def ncu_command(python_cmd: list[str], *, nvtx_range: str = "krefine/candidate",
     return cmd + list(python_cmd)
 
 
-# ncu metric -> (our key, scale to base units handled by _number)
+def nvtx_include(nvtx_range: str) -> str:
+    """The --nvtx-include expression for one push/pop range (the trailing "/" says push/pop).
+
+    ncu reads "/" inside a plain expression as nesting, so "krefine/candidate/" matches
+    nothing (seen with ncu 2025.3.1 on an H200: "No kernels were profiled"); its regex
+    form takes the name whole and matched there.
+    """
+    if "/" in nvtx_range:
+        return f"regex:{re.escape(nvtx_range)}/"
+    return f"{nvtx_range}/"
+
+
+# ncu metric -> our key (values in base units: --print-units base; _number scales others)
 _NCU_FIELDS = {
     "gpu__time_duration.sum": "duration_ns",
     "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_pct",
@@ -324,6 +336,10 @@ _NCU_FIELDS = {
     "dram__bytes_read.sum": "dram_bytes_read",
     "dram__bytes_write.sum": "dram_bytes_write",
     "device__attribute_multiprocessor_count": "sm_count",
+    "launch__occupancy_limit_registers": "limit_registers",
+    "launch__occupancy_limit_shared_mem": "limit_shared_memory",
+    "launch__occupancy_limit_warps": "limit_threads",
+    "launch__occupancy_limit_blocks": "limit_blocks",
 }
 _UNIT_SCALE = {"nsecond": 1, "ns": 1, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6,
                "second": 1e9, "s": 1e9, "byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9,
@@ -345,10 +361,11 @@ def parse_ncu_csv(text: str) -> list[dict]:
     """One dict per profiled kernel launch from `ncu --csv --page raw` output.
 
     Lines before the header ("==PROF==" notes, the program's own output) are skipped.
-    Keys: name, duration_us, dram_pct, sm_pct, achieved_occupancy_pct, n_regs,
-    block_threads, grid_blocks, waves, shared, dram_bytes_read, dram_bytes_write,
-    flops (when the sass counters are present), tensor_pct (busiest tensor pipe, when a
-    section reports one); a figure ncu did not give is absent.
+    Keys: name, duration_us, dram_pct, sm_pct, memory_pct, achieved_occupancy_pct,
+    theoretical_occupancy_pct, occupancy_limit, n_regs, block_threads, grid_blocks, waves,
+    shared, dram_bytes_read, dram_bytes_write, flops (when the sass counters are
+    present), tensor_pct (tensor pipe busy %, when a section reports it); a figure ncu
+    did not give is absent.
     """
     lines = text.splitlines()
     start = next((i for i, ln in enumerate(lines)
@@ -380,8 +397,8 @@ def parse_ncu_csv(text: str) -> list[dict]:
                 if m.group(1) in _FLOP_OPS and v is not None:
                     flops += _FLOP_OPS[m.group(1)] * v
                     have_flops = True
-            elif "pipe_tensor" in metric and metric.endswith("pct_of_peak_sustained_active"):
-                v = _number(text)
+            elif metric.startswith("sm__pipe_tensor") and ".avg.pct_of_peak_sustained" in metric:
+                v = _number(text)   # Hopper: sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed
                 if v is not None:
                     tensor.append(v)
         if "duration_ns" in row:
@@ -389,6 +406,10 @@ def parse_ncu_csv(text: str) -> list[dict]:
         shared = [row.pop(k) for k in ("shared_static", "shared_dynamic") if k in row]
         if shared:
             row["shared"] = int(sum(shared))
+        limits = {k.removeprefix("limit_").replace("_", " "): row.pop(k)
+                  for k in [k for k in row if k.startswith("limit_")]}
+        if limits:   # blocks per SM each resource allows; the smallest is the limiter
+            row["occupancy_limit"] = min(limits, key=lambda k: limits[k])
         if have_flops:
             row["flops"] = flops
         if tensor:

@@ -152,8 +152,12 @@ LOW_OCCUPANCY = 0.25        # < 8 of 32 resident warps per scheduler cannot hide
 def classify(*, profile: GpuProfile, roof: dict | None, time_ms: float | None = None,
              launches: dict | None = None, gpu_busy_us: float | None = None,
              host_us: float | None = None, hot: dict | None = None,
-             ncu: dict | None = None) -> dict:
+             ncu: dict | None = None, kernel_roof: dict | None = None) -> dict:
     """{"class", "evidence" (top 3, with figures), "hints" (<= 2), "roofline_fraction"}.
+
+    roof is the roofline of the timed forward (time_ms); kernel_roof, when given, the
+    same over the kernels' own GPU time (gpu_busy_us): it judges the kernels, free of
+    the timer's per-call overhead and of launch gaps, which rule 1 judges.
 
     Rules, first match wins:
       1) launch-bound: the GPU idles most of the forward, so kernel speed is not what
@@ -161,8 +165,8 @@ def classify(*, profile: GpuProfile, roof: dict | None, time_ms: float | None = 
          less than half of the timed forward.
       2) ncu present: a unit above 60% of its peak is the limiter; DRAM -> memory-bound,
          SM or tensor pipe -> compute-bound (the larger wins).
-      3) no ncu: at >= 50% of the memory roofline (40% of the compute one) the
-         roofline's limit names the class. Two more cases count as that ceiling:
+      3) no ncu: kernels at >= 50% of the memory roofline (40% of the compute one):
+         the roofline's limit names the class. Two more cases count as that ceiling:
          a compute-limited problem on CUDA cores (no mma in its PTX) past half the fp32
          CUDA-core peak, and a memory-limited problem split over several well-filled
          kernels (each streams through DRAM; the extra passes are the lost time).
@@ -173,6 +177,8 @@ def classify(*, profile: GpuProfile, roof: dict | None, time_ms: float | None = 
     launches, hot = launches or {}, hot or {}
     n_launch = sum(launches.values())
     frac = roof.get("achieved_fraction") if roof else None
+    view = kernel_roof if kernel_roof and kernel_roof.get("achieved_fraction") else roof
+    kfrac = view.get("achieved_fraction") if view else None
     ev: list[str] = []
     hints: list[str] = []
     # 1) launch-bound
@@ -195,30 +201,32 @@ def classify(*, profile: GpuProfile, roof: dict | None, time_ms: float | None = 
         hints.append("the problem is too small to fill the GPU: do all of it in one launch and "
                      "no host-side work besides torch.empty for the output")
     # 2) and 3) a ceiling is near
-    elif (cls := _ceiling_class(ncu, roof, hot, launches, profile)) == "memory-bound":
-        ev.extend(_memory_evidence(ncu, roof, profile))
+    elif (cls := _ceiling_class(ncu, view, hot, launches, profile)) == "memory-bound":
+        ev.extend(_memory_evidence(ncu, view, profile))
         ratio = _bytes_ratio(roof)
+        near = (ncu or {}).get("dram_pct") or (kfrac or 0) * 100
         if n_launch > 1 and (not ratio or ratio >= 1.5):
             hints.append(f"fuse the {_fmt_n(n_launch)} kernels into one so each byte crosses DRAM "
                          "once: intermediates stay in registers")
         if ratio and ratio >= 1.5:
             hints.append(f"the kernels move {ratio:.1f}x the minimum bytes: read each input once "
                          "(fuse the passes, keep reused tiles in registers or shared memory)")
-        if frac is not None and frac >= 0.8:
-            hints.append(f"at {frac:.0%} of the DRAM roofline only fewer bytes help: fuse "
+        if near >= 80:   # past ~85% of the datasheet DRAM peak nothing streams faster
+            hints.append(f"at {near:.0f}% of DRAM peak only fewer bytes help: fuse "
                          "neighbouring work into this kernel and store each output once")
         if launches.get("library") or launches.get("memory"):
             hints.append("drop the torch ops from forward() (clone, zeros, .contiguous(), .to(), "
                          "elementwise math): each one is another full pass over memory")
-        hints.append("vectorise loads: contiguous inner dimension, BLOCK_SIZE a multiple of 128 "
-                     "(>= 1024 elements per program), num_warps 4-8")
+        if near < 80:
+            hints.append("vectorise loads: contiguous inner dimension, BLOCK_SIZE a multiple of "
+                         "128 (>= 1024 elements per program), num_warps 4-8")
     elif cls == "compute-bound":
-        ev.extend(_compute_evidence(ncu, roof, hot))
+        ev.extend(_compute_evidence(ncu, view, hot))
         hints.append(_compute_hint(roof, hot))
     # 4) latency-bound
     else:
         cls = "latency-bound"
-        ev, hints = _latency_findings(ncu, roof, hot, profile)
+        ev, hints = _latency_findings(ncu, view, hot, profile)
     launch_ev = _launch_text(launches) if n_launch else None
     if launch_ev and n_launch > 1 or (launch_ev and cls == "launch-bound"):
         ev.append(launch_ev)
@@ -299,8 +307,9 @@ def _memory_evidence(ncu, roof, profile) -> list[str]:
     if ncu and ncu.get("dram_pct") is not None:
         ev.append(f"DRAM at {ncu['dram_pct']:.0f}% of {profile.dram_gbps:.0f} GB/s peak")
     if roof and roof.get("dram_gbps_achieved") is not None:
-        ev.append(f"{roof['dram_gbps_achieved']:.0f} GB/s of minimum traffic: "
-                  f"{_fmt_frac(roof['achieved_fraction'])} of the memory roofline")
+        ev.append(f"the kernels move the minimum {roof['bytes'] / 1e6:.0f} MB at "
+                  f"{roof['dram_gbps_achieved']:.0f} GB/s, {_fmt_frac(roof['achieved_fraction'])} "
+                  f"of the {profile.dram_gbps:.0f} GB/s peak")
     ratio = _bytes_ratio(roof)
     if ratio and ratio >= 1.2:
         ev.append(f"moves {ratio:.1f}x the minimum bytes ({roof['dram_bytes_measured'] / 1e6:.0f} MB "
@@ -314,8 +323,9 @@ def _compute_evidence(ncu, roof, hot) -> list[str]:
         tp = ncu.get("tensor_pct")
         ev.append(f"SM at {ncu['sm_pct']:.0f}% of peak" + (f", tensor pipe {tp:.0f}%" if tp else ""))
     if roof and roof.get("tflops_achieved") is not None:
-        ev.append(f"{roof['tflops_achieved']:.0f} TFLOP/s: {_fmt_frac(roof['achieved_fraction'])} "
-                  f"of the {roof['peak_tflops']:.0f} TFLOP/s {roof['dtype']} peak")
+        ev.append(f"the kernels run {roof['tflops_achieved']:.0f} TFLOP/s, "
+                  f"{_fmt_frac(roof['achieved_fraction'])} of the {roof['peak_tflops']:.0f} "
+                  f"TFLOP/s {roof['dtype']} peak")
     if hot.get("tensor_cores") is False:
         ev.append(f"{hot.get('name', 'the hot kernel')} uses no tensor-core instructions (mma)")
     return ev
@@ -355,7 +365,7 @@ def _fmt_frac(f: float) -> str:
 
 
 def _fmt_ms(ms: float) -> str:
-    return f"{ms:.3f} ms" if ms >= 0.1 else f"{ms * 1e3:.1f} us"
+    return f"{ms:.3f} ms" if ms >= 0.1 else f"{ms * 1e3:.3g} us"
 
 
 def _dedupe(xs: list[str]) -> list[str]:
@@ -389,8 +399,8 @@ def merge_kernels(breakdown: list[dict], resources: list[dict], profile: GpuProf
         if k.get("grid_blocks") and k.get("blocks_per_sm"):
             k["waves"] = k["grid_blocks"] / (profile.sm_count * k["blocks_per_sm"])
         n = ncu_by_name.get(row["name"])
-        if n is not None and n.get("waves") is not None:
-            k["waves"] = n["waves"]
+        if n is not None and n.get("waves") is not None and k.get("waves") is None:
+            k["waves"] = n["waves"]   # ncu rounds to 0.01: ours is finer when we have it
         out.append(k)
     return out
 
@@ -417,6 +427,7 @@ def summarize(*, profile: GpuProfile, cost: dict, time_ms: float | None,
     busy_us = sum(k["total_us"] for k in kernels) if kernels else None
     ncu = ncu_summary(list(ncu_rows))
     hot = kernels[0] if kernels else None
+    kernel_roof = roofline(cost, busy_us / 1e3, profile) if busy_us else None
     # 3) classify (no GPU timing: only the static roofline can be said)
     if time_ms is None:
         verdict = {"class": f"{roof['limit']}-bound",
@@ -425,7 +436,7 @@ def summarize(*, profile: GpuProfile, cost: dict, time_ms: float | None,
     else:
         verdict = classify(profile=profile, roof=roof, time_ms=time_ms, launches=launches,
                            gpu_busy_us=busy_us, host_us=host_ms * 1e3 if host_ms else None,
-                           hot=hot, ncu=ncu)
+                           hot=hot, ncu=ncu, kernel_roof=kernel_roof)
     # 4) assemble; "summary" is describe()'s text, what feedback and prompts carry
     keep = ("name", "kind", "calls", "total_us", "mean_us", "grid_blocks", "block_threads",
             "n_regs", "n_spills", "shared", "num_warps", "num_stages", "tensor_cores",
@@ -435,6 +446,8 @@ def summarize(*, profile: GpuProfile, cost: dict, time_ms: float | None,
         "limit": roof["limit"],
         "time_ms": time_ms,
         "min_time_ms": roof["min_time_ms"],
+        # the same fraction over the kernels' own GPU time (no timer or launch overhead)
+        "kernel_roofline_fraction": kernel_roof["achieved_fraction"] if kernel_roof else None,
         "gpu": profile.name,
         "profile_source": "measured" if profile.measured else "datasheet",
         "roofline": roof,

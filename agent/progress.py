@@ -52,6 +52,19 @@ class Progress:
         self.status_line = ""
         self._lock = threading.Lock()
 
+    def resumed(self, state: dict) -> None:
+        """A resumed run: show what earlier sessions already judged."""
+        with self._lock:
+            for record in state["candidates"].values():
+                self.rows[record["id"]] = {"round": record["round"], "id": record["id"],
+                                           "parent": record["parent"] or "-", "verdict": record["status"],
+                                           "speedup": _speedup(record["speedup"]),
+                                           "bottleneck": record.get("bottleneck") or "", "note": ""}
+            self.status_line = (f"resuming after round {state['round']}: "
+                                f"{sum(r['status'] != 'pending' for r in state['candidates'].values())} "
+                                f"candidates already judged")
+            self._show_decided()
+
     def generated(self, record: dict) -> None:
         with self._lock:
             self.rows[record["id"]] = {"round": record["round"], "id": record["id"],

@@ -112,6 +112,8 @@ def _drive(rd: RunDir, problem, config: AgentConfig, backend, device: str, progr
                           extract_code=extract_code, replay_exhausted_error=ReplayExhausted,
                           progress=progress, gpus=GpuPool(gpu_count(device)),
                           wall_offset_s=(before.get("spent") or {}).get("wall_s", 0.0) if before else 0.0)
+        if before:
+            progress.resumed(before)
         try:
             state = run_graph(graph, ctx, THREAD_ID, initial)
         except EvaluatorError:

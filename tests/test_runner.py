@@ -3,12 +3,17 @@ shipped replay story on CPU (examples/relu.replay.jsonl, real evaluator).
 """
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
+from rich.console import Console
+
+from agent.progress import LiveProgress
 
 from agent.prompting import render_initial
 from agent.rundir import RunDir
+from conftest import HAS_CUDA
 from run_fixtures import REPO, TINY_PROBLEM, cli, fast_config, write_replay
 from tools.jsonio import read_json
 
@@ -79,6 +84,31 @@ def test_non_tty_progress_is_one_line_per_event_and_a_final_summary(tmp_path, ti
     assert "stop reason: replay_exhausted  solved: no" in lines
 
 
+@pytest.mark.skipif(HAS_CUDA, reason="needs a machine without a GPU")
+def test_an_evaluator_that_cannot_work_exits_3_with_one_line(tmp_path, tiny):
+    replay = write_replay(tmp_path / "r.jsonl", [(REPO / "tests/problems/relu_ok.py").read_text()])
+    r = cli("run", str(tiny), "--model", f"replay:{replay}", "--device", "cuda", "--out", str(tmp_path / "run"))
+    assert r.returncode == 3 and len(r.stderr.strip().splitlines()) == 1 and "CUDA" in r.stderr
+    assert RunDir(tmp_path / "run").read_summary()["stop_reason"] == "evaluator_error"
+
+
+def test_resume_of_a_directory_that_is_no_run_exits_2_with_one_line(tmp_path):
+    r = cli("resume", str(tmp_path))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "run.json" in r.stderr
+
+
+def test_tty_progress_is_a_table_row_per_candidate():
+    out = io.StringIO()
+    progress = LiveProgress(Console(file=out, force_terminal=True, width=160))
+    record = {"id": "r01-c00", "round": 1, "parent": None, "status": "correct",
+              "speedup": {"eager": 1.5, "compile": 0.9}, "bottleneck": "memory-bound"}
+    progress.generated(record)
+    progress.evaluated(record, None)
+    progress.close()
+    text = out.getvalue()
+    assert "r01-c00" in text and "1.50x / 0.90x" in text and "memory-bound" in text
+
+
 # ---------------------------------------------------------------- the shipped story
 
 @pytest.fixture(scope="module")
@@ -131,3 +161,14 @@ def test_story_completions_jsonl_replays_the_run(story):
     shipped = [json.loads(line) for line in (REPO / "examples/relu.replay.jsonl").read_text().splitlines()]
     assert [r["completion"] for r in recorded] == [s["completion"] for s in shipped[:3]]
     assert [r["candidate"] for r in recorded] == ["r01-c00", "r02-c00", "r03-c00"]
+
+
+@pytest.mark.gpu
+def test_story_on_a_gpu_refines_the_slow_kernel_with_its_timing_into_the_fast_one(tmp_path):
+    r = cli("run", "examples/relu.py", "--model", "replay:examples/relu.replay.jsonl", "--device", "cuda",
+            "--candidates", "1", "--out", str(tmp_path / "run"))
+    rd = RunDir(tmp_path / "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Speedup:" in rd.prompt("r04-c00").read_text()  # step 3's timing went into step 4's prompt
+    s = rd.read_summary()
+    assert (s["stop_reason"], s["best"]["candidate"]) == ("target_reached", "r04-c00")

@@ -31,7 +31,7 @@ def main(args) -> int:
 def chrome_trace(run: Run) -> dict:
     spans = node_spans(run)
     t0 = min((s.start_s for s in spans), default=0.0)
-    def us(t: float) -> float:
+    def us(t: float) -> float:  # ts and dur both from these, so back-to-back spans meet exactly
         return round((t - t0) * 1e6, 3)
     lanes = sorted({_lane(s) for s in spans} - {None})
     tids = {cid: ROUNDS_TID + 1 + i for i, cid in enumerate(lanes)}
@@ -45,13 +45,13 @@ def chrome_trace(run: Run) -> dict:
         in_round = [s for s in spans if s.iteration == r]
         start, end = min(s.start_s for s in in_round), max(s.end_s for s in in_round)
         events.append({"name": f"round {r}", "cat": "round", "ph": "X", "pid": PID, "tid": ROUNDS_TID,
-                       "ts": us(start), "dur": _dur_us(start, end), "args": {"iteration": r}})
+                       "ts": us(start), "dur": round(us(end) - us(start), 3), "args": {"iteration": r}})
     # 3) every node
     for s in spans:
         e = s.event
         events.append({"name": s.node, "cat": s.node,
                        "ph": "X", "pid": PID, "tid": tids.get(_lane(s), LOOP_TID),
-                       "ts": us(s.start_s), "dur": _dur_us(s.start_s, s.end_s),
+                       "ts": us(s.start_s), "dur": round(us(s.end_s) - us(s.start_s), 3),
                        "args": {"candidate": s.candidate, "iteration": s.iteration, "status": s.status,
                                 "metrics": e.get("metrics") or {}, "error": e.get("error"),
                                 "artifacts": e.get("artifacts") or {}}})
@@ -67,7 +67,3 @@ def _lane(s: Span) -> str | None:
 
 def _meta(name: str, tid: int, args: dict) -> dict:
     return {"name": name, "ph": "M", "pid": PID, "tid": tid, "args": args}
-
-
-def _dur_us(start_s: float, end_s: float) -> float:
-    return round((end_s - start_s) * 1e6, 3)

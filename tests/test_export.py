@@ -8,7 +8,7 @@ import pytest
 from agent.cli import main
 from agent.export import chrome_trace
 from agent.runstats import load_run
-from fixtures.runs.builder import build_run, story
+from fixtures.runs.builder import build_run, recorded, story
 
 
 @pytest.fixture
@@ -83,3 +83,10 @@ def test_cli_out_names_the_file(run, tmp_path):
 def test_export_of_missing_run_dir_exits_2(tmp_path, capsys):
     assert main(["export", str(tmp_path / "gone"), "--chrome-trace"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_recorded_run_spans_on_one_thread_never_overlap(tmp_path):
+    spans = sorted(node_spans(chrome_trace(load_run(recorded(tmp_path)))), key=lambda e: (e["tid"], e["ts"]))
+    overlaps = [(a["name"], b["name"]) for a, b in zip(spans, spans[1:])
+                if a["tid"] == b["tid"] and a["ts"] + a["dur"] > b["ts"] + 1e-3]
+    assert overlaps == []

@@ -1,12 +1,13 @@
 """`krefine inspect`: rounds table, lineage tree, one round, one candidate, bad input."""
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
 from agent.cli import main
-from fixtures.runs.builder import build_run, story
+from fixtures.runs.builder import build_run, recorded, story
 
 
 @pytest.fixture
@@ -91,3 +92,12 @@ def test_interrupted_run_says_how_to_resume(tmp_path, capsys):
     build_run(tmp_path / "run", story()[:2], write_summary=False)
     _, out, _ = inspect(capsys, str(tmp_path / "run"))
     assert "krefine resume" in out
+
+
+def test_recorded_run_candidate_shows_the_feedback_its_prompt_carried(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")
+    run_dir = recorded(tmp_path)
+    parent_feedback = json.loads((run_dir / "evals" / "r01-c00.json").read_text())["feedback"]
+    _, out, _ = inspect(capsys, str(run_dir), "--candidate", "r02-c00")
+    section = out.split("feedback received (from parent r01-c00")[1].split("feedback on this candidate")[0]
+    assert parent_feedback.splitlines()[0].strip() in section

@@ -17,7 +17,7 @@ import pytest
 
 from agent import REPO_ROOT
 from agent.cli import main
-from fixtures.runs.builder import Cand, build_run, story
+from fixtures.runs.builder import Cand, build_run, recorded, story
 from tools.verdict import Status
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
@@ -146,11 +146,17 @@ def test_console_check_catches_page_errors(tmp_path):
 
 
 @needs_chromium
-def test_report_renders_in_chromium_with_no_console_messages(report, tmp_path):
+@pytest.mark.parametrize("which", ["story", "relu_replay"])
+def test_report_renders_in_chromium_with_no_console_messages(which, tmp_path):
+    if which == "story":
+        run_dir = build_run(tmp_path / "story", story()).root
+    else:
+        run_dir = recorded(tmp_path)
+    assert main(["report", str(run_dir)]) == 0
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    shot = ARTIFACTS / "report.png"
+    shot = ARTIFACTS / f"report-{which}.png"
     shot.unlink(missing_ok=True)
-    done = chromium(report.as_uri(), tmp_path, "--window-size=1280,2400", f"--screenshot={shot}")
+    done = chromium((run_dir / "report.html").as_uri(), tmp_path, "--window-size=1280,2400", f"--screenshot={shot}")
     assert console_messages(done.stderr) == []
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
 

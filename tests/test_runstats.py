@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from agent import runstats as rs
-from fixtures.runs.builder import Cand, build_run, story
+from fixtures.runs.builder import Cand, build_run, recorded, story
 from tools.errors import BadInput
 from tools.verdict import Status
 
@@ -159,3 +159,13 @@ def test_node_span_starts_duration_before_its_timestamp(run):
 
 def test_run_name_is_the_problem_file_stem(run):
     assert run.name == "relu"
+
+
+def test_recorded_run_lineage_is_the_repair_chain(tmp_path):
+    run = rs.load_run(recorded(tmp_path))
+    assert rs.children(run) == {None: ["r01-c00"], "r01-c00": ["r02-c00"], "r02-c00": ["r03-c00"]}
+
+
+def test_recorded_run_tokens_per_round_add_up_to_the_summarys(tmp_path):
+    run = rs.load_run(recorded(tmp_path))
+    assert sum(r.tokens for r in rs.rounds_table(run)) == run.summary["budget_spent"]["tokens"]

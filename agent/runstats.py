@@ -9,14 +9,16 @@ run dir (agent/rundir.py and the loop do) and never renders (inspect/report do).
 from __future__ import annotations
 
 import difflib
+import json
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.rundir import RunDir, parse_candidate_id
 from tools.errors import BadInput
-from tools.jsonio import read_json
+from tools.jsonio import read_json, read_jsonl
 
 BASELINES = ("eager", "compile")
 FAST_P_THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
@@ -84,10 +86,6 @@ class Run:
         parent = self.candidates[cid].parent
         return self.candidates.get(parent) if parent else None
 
-    def source(self, cid: str) -> str:
-        path = self.dir.candidate_src(cid)
-        return path.read_text(encoding="utf-8") if path.exists() else ""
-
     def text(self, path: Path) -> str | None:
         return path.read_text(encoding="utf-8", errors="replace") if path.exists() else None
 
@@ -105,33 +103,45 @@ class Run:
         return found
 
 
+CANDIDATE_ID = re.compile(r"^r\d+-c\d+$")
+
+
 def load_run(path: str | Path) -> Run:
-    """Read a run directory; BadInput (one line naming it) when it is missing or not one."""
+    """Read a run directory; BadInput (one line naming the path) when it is missing, not
+    a run directory, or holds a file that is not valid JSON."""
     rd = RunDir(Path(path))
-    if not rd.root.is_dir():
+    if not rd.root.exists():
         raise BadInput(rd.root, "no such run directory")
-    if not (rd.trace.exists() or rd.summary.exists() or rd.meta.exists()):
+    if not rd.root.is_dir() or not (rd.trace.exists() or rd.summary.exists() or rd.meta.exists()):
         raise BadInput(rd.root, "not a run directory (no trace.jsonl, run.json or summary.json)")
-    events = tuple(rd.events())
+    events = tuple(_json(rd.trace, lambda p: list(read_jsonl(p))))
     generated = {e["candidate"]: e.get("metrics") or {} for e in events
                  if e.get("node") == "generate" and e.get("candidate")}
     ids = set(generated)
     for sub, suffix in (("candidates", ".py"), ("evals", ".json")):
-        ids |= {p.name[: -len(suffix)] for p in (rd.root / sub).glob(f"r*-c*{suffix}")}
+        ids |= {p.name[: -len(suffix)] for p in (rd.root / sub).glob(f"*{suffix}")}
     candidates = {}
-    for cid in sorted(ids):
-        verdict = read_json(rd.eval(cid)) if rd.eval(cid).exists() else None
+    for cid in sorted(i for i in ids if CANDIDATE_ID.match(i)):
+        verdict = _json(rd.eval(cid)) if rd.eval(cid).exists() else None
         metrics = generated.get(cid, {})
         round_, index = parse_candidate_id(cid)
         speedup = (verdict or {}).get("speedup") or {}
         candidates[cid] = Candidate(
             id=cid, round=round_, index=index, parent=metrics.get("parent"),
-            status=verdict["verdict"] if verdict else "pending",
+            status=verdict.get("verdict", "pending") if verdict else "pending",
             speedup={b: speedup.get(b) for b in BASELINES}, verdict=verdict,
             prompt_tokens=int(metrics.get("prompt_tokens") or 0),
             completion_tokens=int(metrics.get("completion_tokens") or 0))
-    return Run(dir=rd, meta=read_json(rd.meta) if rd.meta.exists() else {},
-               summary=rd.read_summary(), events=events, candidates=candidates)
+    return Run(dir=rd, meta=_json(rd.meta) if rd.meta.exists() else {},
+               summary=_json(rd.summary) if rd.summary.exists() else None, events=events,
+               candidates=candidates)
+
+
+def _json(path: Path, read=read_json):
+    try:
+        return read(path)
+    except json.JSONDecodeError as e:
+        raise BadInput(path, f"not valid JSON ({e.msg}, line {e.lineno})") from None
 
 
 # ---------------------------------------------------------------- one run
@@ -151,8 +161,8 @@ def diff_to_parent(run: Run, cid: str) -> str:
     parent = run.parent_of(cid)
     if parent is None or not run.dir.candidate_src(cid).exists():
         return ""
-    lines = difflib.unified_diff(run.source(parent.id).splitlines(keepends=True),
-                                 run.source(cid).splitlines(keepends=True),
+    lines = difflib.unified_diff((run.text(run.dir.candidate_src(parent.id)) or "").splitlines(keepends=True),
+                                 (run.text(run.dir.candidate_src(cid)) or "").splitlines(keepends=True),
                                  fromfile=f"{parent.id}.py", tofile=f"{cid}.py")
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 

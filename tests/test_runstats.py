@@ -169,3 +169,16 @@ def test_recorded_run_lineage_is_the_repair_chain(tmp_path):
 def test_recorded_run_tokens_per_round_add_up_to_the_summarys(tmp_path):
     run = rs.load_run(recorded(tmp_path))
     assert sum(r.tokens for r in rs.rounds_table(run)) == run.summary["budget_spent"]["tokens"]
+
+
+def test_a_file_that_is_not_json_is_bad_input_naming_it(tmp_path):
+    rd = build_run(tmp_path / "run", story()[:1])
+    rd.eval("r01-c00").write_text("{not json")
+    with pytest.raises(BadInput, match=r"evals/r01-c00.json: not valid JSON"):
+        rs.load_run(rd.root)
+
+
+def test_a_file_given_as_run_dir_is_not_a_run_directory(tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(BadInput, match="not a run directory"):
+        rs.load_run(tmp_path / "f")

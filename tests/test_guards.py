@@ -1,0 +1,650 @@
+"""Static guards (tools/guards.py): what each one rejects, flags, and leaves alone.
+
+Most tests start from one clean Triton candidate and change one line, so a test fails
+only for the property its name states. tests/test_exploits.py runs whole candidates
+through the evaluator; this file checks the guards alone, in milliseconds.
+"""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from tools import guards
+from tools.guards import STATIC_GUARDS, Finding, parse_source, run_static_guards
+from tools.settings import GuardSettings
+
+STRICT = GuardSettings()
+LENIENT = GuardSettings(allow_library_ops=True)
+
+_CLEAN = '''\
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+{prelude}
+
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, tl.maximum(x, 0.0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+{init}
+
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        relu_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
+{forward}
+        return out
+'''
+
+
+def candidate(forward: str = "", prelude: str = "", init: str = "") -> str:
+    """The clean candidate with extra lines in forward, at module level, in __init__."""
+    return _CLEAN.format(prelude=textwrap.dedent(prelude),
+                         init=textwrap.indent(textwrap.dedent(init), " " * 8) or "        pass",
+                         forward=textwrap.indent(textwrap.dedent(forward), " " * 8))
+
+
+def found(src: str, settings: GuardSettings = STRICT) -> dict[str, Finding]:
+    return {f.guard: f for f in run_static_guards(src, settings)}
+
+
+def rejected_by(src: str, settings: GuardSettings = STRICT) -> set[str]:
+    return {f.guard for f in run_static_guards(src, settings) if f.reject}
+
+
+# --- the clean baseline -----------------------------------------------------------------
+
+def test_clean_triton_candidate_has_no_findings():
+    assert run_static_guards(candidate(), STRICT) == []
+
+
+def test_empty_like_alone_is_fine():
+    src = candidate(forward="out = torch.empty_like(out)")
+    assert found(src) == {}
+
+
+@pytest.mark.parametrize("line", [
+    "y = torch.empty((n,), device=x.device, dtype=x.dtype)",
+    "y = torch.empty_strided((4, 4), (4, 1), device=x.device)",
+    "y = torch.zeros_like(x) + torch.ones(3).shape[0] + torch.full((2,), 1.0).numel()",
+    "y = torch.arange(n, device=x.device)",
+    "y = torch.tensor([1.0, 2.0])",
+    "y = out.view(-1).reshape(x.shape).contiguous().t().transpose(0, 1).permute(1, 0)",
+    "y = out.flatten().unsqueeze(0).squeeze(0).expand(n).size(0) + out.stride(0) + out.dim()",
+    "y = (out.shape, out.dtype, out.device, out.data_ptr(), out.is_contiguous(), out.element_size())",
+    "y = out.to(x.device).float().new_empty((2,))",
+    "y = torch.cuda.current_device() if torch.cuda.is_available() else 0",
+    "y = triton.cdiv(n, 128) + triton.next_power_of_2(n)",
+    "y = math.ceil(math.log2(n)) + max(1, n) + len(x.shape)",
+    "y = [d for d in x.shape if d > 1]",
+])
+def test_allocation_and_metadata_ops_in_forward_are_fine(line):
+    assert found(candidate(forward=line, prelude="import math")) == {}
+
+
+# --- torch doing the work -----------------------------------------------------------------
+
+@pytest.mark.parametrize("line", [
+    "out = torch.matmul(x, x)",
+    "out = torch.mm(x, x)",
+    "out = torch.bmm(x, x)",
+    "out = torch.einsum('ij,jk->ik', x, x)",
+    "out = torch.softmax(x, dim=1)",
+    "out = torch.sum(x, dim=1)",
+    "out = torch.exp(x)",
+    "out = torch.relu(x)",
+    "out = torch.conv2d(x, x)",
+    "out = torch.cat([x, x])",
+    "out = torch.nn.functional.relu(x)",
+    "out = torch.special.expit(x)",
+])
+def test_torch_compute_op_in_forward_is_rejected(line):
+    assert "torch_compute" in rejected_by(candidate(forward=line))
+
+
+def test_torch_matmul_message_names_the_op_and_suggests_tl_dot():
+    f = found(candidate(forward="out = torch.matmul(x, x)"))["torch_compute"]
+    assert "torch.matmul" in f.message and "tl.dot" in f.message and "forward" in f.message
+
+
+def test_functional_op_through_the_F_alias_is_rejected():
+    src = candidate(forward="out = F.relu(x)", prelude="import torch.nn.functional as F")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_functional_op_imported_by_name_is_rejected():
+    src = candidate(forward="out = gelu(x)", prelude="from torch.nn.functional import gelu")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_torch_op_aliased_at_module_level_is_rejected_where_it_is_called():
+    src = candidate(forward="out = fast(x, x)", prelude="fast = torch.matmul")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_torch_op_stored_on_self_in_init_is_rejected_where_it_is_called():
+    src = candidate(init="self.act = torch.relu", forward="out = self.act(x)")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_torch_op_passed_as_a_value_in_forward_is_rejected():
+    src = candidate(forward="out = functools.reduce(torch.add, [x, x])", prelude="import functools")
+    assert "torch_compute" in rejected_by(src)
+
+
+@pytest.mark.parametrize("method", ["matmul(x)", "sum(dim=1)", "softmax(dim=1)", "exp()",
+                                    "relu()", "mean()", "bmm(x)", "clamp(min=0)", "max()",
+                                    "__matmul__(x)"])
+def test_tensor_compute_method_in_forward_is_rejected(method):
+    assert "torch_compute" in rejected_by(candidate(forward=f"out = x.{method}"))
+
+
+def test_literal_getattr_of_a_tensor_compute_method_is_rejected():
+    assert "torch_compute" in rejected_by(candidate(forward='out = getattr(x, "relu")()'))
+
+
+def test_matmul_operator_in_forward_is_rejected():
+    assert "torch_compute" in rejected_by(candidate(forward="out = x @ x"))
+
+
+def test_aten_op_is_rejected():
+    assert "torch_compute" in rejected_by(candidate(forward="out = torch.ops.aten.relu.default(x)"))
+
+
+def test_inductor_extern_kernels_mm_is_rejected():
+    src = candidate(forward="extern_kernels.mm(x, x, out=out)",
+                    prelude="from torch._inductor.select_algorithm import extern_kernels")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_calling_an_nn_module_stored_in_init_is_rejected():
+    src = candidate(init="self.conv = nn.Conv2d(3, 8, 3)", forward="out = self.conv(x)")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_calling_an_nn_modules_forward_method_is_rejected():
+    src = candidate(init="self.fc = nn.Linear(4, 4)", forward="out = self.fc.forward(x)")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_using_an_nn_modules_weight_and_bias_is_fine():
+    src = candidate(init="self.fc = nn.Linear(4, 4)",
+                    forward="w, b = self.fc.weight.t().contiguous(), self.fc.bias")
+    assert found(src) == {}
+
+
+def test_calling_layers_of_a_module_list_in_a_loop_is_rejected():
+    src = candidate(init="self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])",
+                    forward="for layer in self.layers:\n    out = layer(out)")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_reading_weights_of_a_module_list_in_a_loop_is_fine():
+    src = candidate(init="self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])",
+                    forward="ws = [layer.weight for layer in self.layers]")
+    assert found(src) == {}
+
+
+def test_parameter_made_from_a_layers_weight_is_not_a_layer():
+    src = candidate(init="self.w = nn.Parameter(nn.Linear(4, 4).weight.detach().clone())",
+                    forward="w = self.w.t()")
+    assert found(src) == {}
+
+
+def test_torch_compile_in_init_is_rejected():
+    src = candidate(init="self.impl = torch.compile(lambda t: t)", forward="out = self.impl(out)")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_torch_call_inside_a_jit_kernel_is_rejected():
+    src = candidate().replace("    tl.store(out_ptr + offs, tl.maximum(x, 0.0), mask=mask)",
+                              "    tl.store(out_ptr + offs, torch.relu(x), mask=mask)")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_tl_reductions_inside_a_jit_kernel_are_fine():
+    src = candidate().replace("    tl.store(out_ptr + offs, tl.maximum(x, 0.0), mask=mask)",
+                              "    tl.store(out_ptr + offs, x - tl.max(x, axis=0) + x.sum(axis=0) * 0, mask=mask)")
+    assert found(src) == {}
+
+
+def test_torch_ops_in_init_and_module_setup_are_fine():
+    src = candidate(prelude="SCALE = torch.exp(torch.tensor(1.0))",
+                    init="""\
+                    self.weight = nn.Parameter(torch.randn(4, 4))
+                    nn.init.kaiming_uniform_(self.weight, a=5 ** 0.5)
+                    self.register_buffer("wt", torch.matmul(self.weight, self.weight).t().contiguous())""")
+    assert found(src) == {}
+
+
+def test_nn_init_in_a_reset_parameters_method_is_fine():
+    src = candidate(init="self.weight = nn.Parameter(torch.empty(4, 4))\nself.reset_parameters()")
+    src = src.replace("    def forward(self, x):",
+                      "    def reset_parameters(self):\n"
+                      "        nn.init.kaiming_uniform_(self.weight, a=5 ** 0.5)\n\n"
+                      "    def forward(self, x):")
+    assert found(src) == {}
+
+
+def test_own_methods_and_attributes_named_like_torch_ops_are_fine():
+    src = candidate(init="self.pad, self.threshold, self.max = 1, 0.5, 3",
+                    forward="out = self.relu(out) if self.pad and self.threshold < self.max else out")
+    src = src.replace("    def forward(self, x):", "    def relu(self, t):\n        return t\n\n    def forward(self, x):")
+    assert found(src) == {}
+
+
+def test_a_pasted_but_unused_reference_model_and_get_inputs_are_ignored():
+    src = candidate() + textwrap.dedent('''
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.relu(x).sum() @ x
+
+
+        def get_inputs():
+            return [torch.rand(4, 4).abs()]
+        ''')
+    assert found(src) == {}
+
+
+def test_custom_op_of_the_files_own_library_is_not_a_library_op():
+    src = candidate(forward='out = torch.ops.krelu.relu(out)',
+                    prelude='torch.library.define("krelu::relu", "(Tensor x) -> Tensor")')
+    assert "torch_compute" not in found(src)
+
+
+def test_kernelbook_style_call_with_inductor_helpers_is_fine():
+    src = textwrap.dedent('''\
+        import torch
+        import torch.nn as nn
+        import triton
+        import triton.language as tl
+        from torch._inductor.runtime.triton_heuristics import grid
+        from torch._C import _cuda_getCurrentRawStream as get_raw_stream
+        from torch._inductor.runtime import triton_helpers
+        from torch._inductor.runtime.triton_helpers import libdevice, math as tl_math
+        assert_size_stride = torch._C._dynamo.guards.assert_size_stride
+        empty_strided_cuda = torch._C._dynamo.guards._empty_strided_cuda
+        reinterpret_tensor = torch._C._dynamo.guards._reinterpret_tensor
+
+
+        @triton.jit
+        def triton_poi_fused_relu_0(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
+            xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:]
+            xmask = xindex < xnumel
+            tmp0 = tl.load(in_ptr0 + xindex, xmask)
+            tmp1 = triton_helpers.maximum(tl.full([1], 0, tl.int32), tmp0)
+            tl.store(out_ptr0 + xindex, tl_math.exp(libdevice.log(tmp1)), xmask)
+
+
+        def call(args):
+            primals_1, = args
+            args.clear()
+            assert_size_stride(primals_1, (4, 4), (4, 1))
+            with torch.cuda._DeviceGuard(0):
+                torch.cuda.set_device(0)
+                buf0 = empty_strided_cuda((4, 4), (4, 1), torch.float32)
+                stream0 = get_raw_stream(0)
+                triton_poi_fused_relu_0[grid(16)](primals_1, buf0, 16, XBLOCK=16, num_warps=1, num_stages=1)
+                del primals_1
+            return reinterpret_tensor(buf0, (16,), (1,), 0),
+
+
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+
+            def forward(self, input_0):
+                output = call([input_0])
+                return output[0]
+        ''')
+    assert found(src) == {}
+
+
+def test_library_ops_are_flag_only_when_allowed():
+    f = found(candidate(forward="out = torch.matmul(x, x)"), LENIENT)["torch_compute"]
+    assert not f.reject and f.flag == "library_ops"
+
+
+def test_library_ops_are_rejected_by_default():
+    f = found(candidate(forward="out = torch.matmul(x, x)"))["torch_compute"]
+    assert f.reject and f.flag == "library_ops"
+
+
+# --- disguises --------------------------------------------------------------------------
+
+def test_disguised_getattr_matmul_is_rejected():
+    src = candidate(forward='out = getattr(torch, "mat" + "mul")(x, x)')
+    assert "disguise" in rejected_by(src)
+
+
+def test_disguises_stay_rejected_when_library_ops_are_allowed():
+    src = candidate(forward='out = getattr(torch, "mat" + "mul")(x, x)')
+    assert "disguise" in rejected_by(src, LENIENT)
+
+
+def test_getattr_with_a_computed_name_on_a_tensor_is_rejected():
+    src = candidate(forward='name = "re" + "lu"\nout = getattr(x, name)()')
+    assert "disguise" in rejected_by(src)
+
+
+def test_getattr_on_self_for_own_parameters_is_fine():
+    src = candidate(init='self.w0 = nn.Parameter(torch.ones(2))', forward='w = getattr(self, f"w{0}")')
+    assert found(src) == {}
+
+
+def test_getattr_on_self_is_a_disguise_when_the_module_holds_nn_layers():
+    src = candidate(init="self.fc = nn.Linear(4, 4)", forward='out = getattr(self, "f" + "c")(x)')
+    assert "disguise" in rejected_by(src)
+
+
+@pytest.mark.parametrize("line", [
+    'out = eval("torch.relu")(x)',
+    'exec("import torch")',
+    'code = compile("1", "f", "eval")',
+    'm = __import__("torch")',
+    'f = torch.__dict__["relu"]',
+    'f = vars(torch)["relu"]',
+    'f = globals()["torch"].relu',
+    'f = operator.attrgetter("relu")(torch)',
+    'f = pickle.loads(b"")',
+])
+def test_dynamic_code_and_lookups_are_rejected(line):
+    src = candidate(forward=line, prelude="import operator\nimport pickle")
+    assert "disguise" in rejected_by(src)
+
+
+def test_importlib_is_rejected():
+    assert "disguise" in rejected_by(candidate(prelude="import importlib"))
+
+
+def test_star_import_from_torch_is_rejected():
+    assert "disguise" in rejected_by(candidate(prelude="from torch.nn.functional import *"))
+
+
+# --- try/except fallback ----------------------------------------------------------------
+
+def test_try_except_falling_back_to_other_code_is_rejected():
+    src = candidate(forward="try:\n    out = out + 0\nexcept Exception:\n    out = x * (x > 0)")
+    f = found(src)["fallback"]
+    assert f.reject and f.line is not None
+
+
+def test_try_except_returning_in_the_handler_is_rejected():
+    src = candidate(forward="try:\n    pass\nexcept RuntimeError:\n    return x")
+    assert "fallback" in rejected_by(src)
+
+
+def test_optional_import_at_module_level_is_fine():
+    src = candidate(prelude="try:\n    from triton.language.extra import libdevice\n"
+                            "except ImportError:\n    libdevice = None")
+    assert found(src) == {}
+
+
+def test_try_except_that_only_reraises_is_fine():
+    src = candidate(forward="try:\n    n = int(n)\nexcept ValueError as e:\n    raise RuntimeError('bad n') from e")
+    assert found(src) == {}
+
+
+# --- the reference Model ----------------------------------------------------------------
+
+def test_subclassing_the_reference_model_is_rejected():
+    src = candidate().replace("class ModelNew(nn.Module):", "class ModelNew(Model):")
+    assert "reference_model" in rejected_by(src)
+
+
+def test_calling_the_reference_model_is_rejected():
+    assert "reference_model" in rejected_by(candidate(forward="out = Model()(x)"))
+
+
+def test_importing_the_reference_model_is_rejected():
+    assert "reference_model" in rejected_by(candidate(prelude="from problem import Model"))
+
+
+# --- monkeypatching and introspection ----------------------------------------------------
+
+@pytest.mark.parametrize("prelude", [
+    "torch.allclose = lambda *a, **k: True",
+    "time.perf_counter = lambda: 0.0",
+    "torch.cuda.Event.elapsed_time = lambda self, end: 0.001",
+    "torch.cuda.synchronize = lambda *a: None",
+    "triton.runtime.jit.JITFunction.run = lambda *a, **k: None",
+    'setattr(torch, "matmul", None)',
+    'setattr(type(torch.empty(1)), "__add__", None)',
+    'sys.modules["torch"] = None',
+    "T = torch\nT.relu = None",
+    'os.environ["TRITON_INTERPRET"] = "0"',
+    "del torch.cuda.Event",
+    "import tools.worker",
+    "from agent import graph",
+    "import krefine",
+    "import ctypes",
+    "import builtins",
+    "objs = gc.get_objects()",
+    "frame = sys._getframe(1)",
+    "frame = inspect.currentframe().f_back",
+    "import signal",
+    "b = __builtins__",
+])
+def test_monkeypatching_and_harness_access_are_rejected(prelude):
+    src = candidate(prelude="import time\nimport sys\nimport os\nimport gc\nimport inspect\n" + prelude)
+    assert "monkeypatch" in rejected_by(src)
+
+
+def test_defining_torch_function_interception_is_rejected():
+    src = candidate(prelude="class T(torch.Tensor):\n    @classmethod\n"
+                            "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+                            "        return func(*args)")
+    assert "monkeypatch" in rejected_by(src)
+
+
+def test_overriding_an_aten_op_with_torch_library_is_rejected():
+    src = candidate(prelude='_lib = torch.library.Library("aten", "IMPL")')
+    assert "monkeypatch" in rejected_by(src)
+
+
+def test_setting_attributes_on_self_and_plain_objects_is_fine():
+    src = candidate(init="self.cfg = {}\nself.cfg['block'] = 1024\nsetattr(self, 'n_calls', 0)")
+    assert found(src) == {}
+
+
+# --- threads, processes, streams, network, files, other toolkits ---------------------------
+
+@pytest.mark.parametrize("prelude, guard", [
+    ("import threading", "concurrency"),
+    ("from concurrent.futures import ThreadPoolExecutor", "concurrency"),
+    ("import multiprocessing", "concurrency"),
+    ("import asyncio", "concurrency"),
+    ("import subprocess", "concurrency"),
+    ("import _thread", "concurrency"),
+    ("import os\nos.system('true')", "concurrency"),
+    ("import os\npid = os.fork()", "concurrency"),
+    ("from os import popen", "concurrency"),
+    ("import torch.multiprocessing", "concurrency"),
+    ("import socket", "network"),
+    ("import urllib.request", "network"),
+    ("import requests", "network"),
+    ("from http.client import HTTPConnection", "network"),
+    ("import torch.distributed as dist", "network"),
+    ("s = torch.cuda.Stream()", "side_stream"),
+    ("torch.cuda.set_stream(None)", "side_stream"),
+    ("s = torch.cuda.ExternalStream(0)", "side_stream"),
+    ("from torch.cuda import stream", "side_stream"),
+    ("g = torch.cuda.CUDAGraph()", "side_stream"),
+    ("torch.cuda.current_stream().wait_stream(None)", "side_stream"),
+    ("from torch.utils.cpp_extension import load_inline", "foreign_kernel"),
+    ("import cupy", "foreign_kernel"),
+    ("import numba.cuda", "foreign_kernel"),
+])
+def test_threads_processes_streams_network_and_other_toolkits_are_rejected(prelude, guard):
+    assert guard in rejected_by(candidate(prelude=prelude))
+
+
+def test_side_stream_context_in_forward_is_rejected():
+    src = candidate(forward="with torch.cuda.stream(torch.cuda.Stream()):\n    out = out + 0")
+    assert "side_stream" in rejected_by(src)
+
+
+def test_current_stream_is_fine():
+    assert found(candidate(forward="s = torch.cuda.current_stream()")) == {}
+
+
+@pytest.mark.parametrize("line", [
+    'f = open("/tmp/answers.bin", "wb")',
+    'f = open("answers.txt", "w")',
+    'f = open("log.txt", "a")',
+    'f = open("/etc/passwd")',
+    'f = open("../problem.py")',
+    'f = open(name)',
+    'f = open(3, "w")',
+    'os.write(5, b"{}")',
+    'os.remove("/tmp/x")',
+    'os.makedirs("/tmp/cache")',
+    'shutil.rmtree("cache")',
+    'pathlib.Path("x.txt").write_text("1")',
+    'pathlib.Path("x.txt").unlink()',
+    'torch.save(out, "/tmp/out.pt")',
+])
+def test_file_writes_and_paths_outside_the_temp_dir_are_rejected(line):
+    src = candidate(forward=f"name = 'x'\n{line}", prelude="import os\nimport shutil\nimport pathlib")
+    assert "filesystem" in rejected_by(src)
+
+
+def test_reading_a_relative_file_and_making_a_relative_dir_are_fine():
+    src = candidate(forward='os.makedirs("cache", exist_ok=True)\ncfg = open("cfg.json").read()',
+                    prelude="import os")
+    assert found(src) == {}
+
+
+# --- a Triton kernel must exist -------------------------------------------------------------
+
+def test_file_without_a_triton_kernel_is_rejected():
+    src = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n" \
+          "    def forward(self, x):\n        return x * (x > 0)\n"
+    f = found(src)["no_triton_kernel"]
+    assert f.reject and f.flag == "no_triton_kernel"
+
+
+def test_a_kernel_made_by_calling_triton_jit_counts():
+    src = candidate().replace("@triton.jit\ndef relu_kernel", "def _relu_kernel")
+    src = src.replace("class ModelNew", "relu_kernel = triton.jit(_relu_kernel)\n\n\nclass ModelNew")
+    assert "no_triton_kernel" not in found(src)
+
+
+def test_a_kernel_decorated_through_an_alias_counts():
+    src = candidate(prelude="from triton import jit").replace("@triton.jit", "@jit")
+    assert "no_triton_kernel" not in found(src)
+
+
+# --- flag-only hints ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("line", ["out = out.half()", "out = out.to(torch.float16)", "out = out.bfloat16()"])
+def test_half_precision_casts_are_flagged_not_rejected(line):
+    f = found(candidate(forward=line))["reduced_precision"]
+    assert not f.reject and f.flag == "reduced_precision"
+
+
+def test_fp16_cast_inside_the_kernel_is_flagged():
+    src = candidate().replace("x = tl.load(x_ptr + offs, mask=mask)", "x = tl.load(x_ptr + offs, mask=mask).to(tl.float16)")
+    assert "reduced_precision" in found(src)
+
+
+def test_tf32_dot_is_flagged_and_ieee_dot_is_not():
+    tf32 = candidate().replace("tl.maximum(x, 0.0)", 'tl.dot(x, x, input_precision="tf32")')
+    ieee = candidate().replace("tl.maximum(x, 0.0)", 'tl.dot(x, x, input_precision="ieee")')
+    assert "reduced_precision" in found(tf32)
+    assert "reduced_precision" not in found(ieee)
+
+
+def test_output_cache_keyed_by_shape_is_flagged_not_rejected():
+    src = candidate(init="self.cache = {}",
+                    forward="key = tuple(x.shape)\nif key in self.cache:\n    return self.cache[key]\nself.cache[key] = out")
+    f = found(src)["caching"]
+    assert not f.reject and f.flag == "caching"
+    assert not rejected_by(src)
+
+
+def test_output_cache_keyed_by_data_ptr_is_flagged():
+    src = candidate(init="self.cache = {}", forward="self.cache[x.data_ptr()] = out")
+    assert "caching" in found(src)
+
+
+def test_returning_a_tensor_kept_on_self_is_flagged():
+    src = candidate(init="self.last = None", forward="prev = self.last\nself.last = out\nif prev is not None:\n    return prev")
+    assert "caching" in found(src)
+
+
+def test_functools_cache_on_a_helper_is_flagged():
+    src = candidate(prelude="import functools\n\n@functools.lru_cache(maxsize=None)\ndef helper(n):\n    return n")
+    assert "caching" in found(src)
+
+
+def test_lazily_cached_weight_layout_is_not_flagged():
+    src = candidate(init="self.w = nn.Parameter(torch.ones(4, 4))\nself._wt = None",
+                    forward="if self._wt is None:\n    self._wt = self.w.t().contiguous()")
+    assert found(src) == {}
+
+
+# --- the guard machinery -----------------------------------------------------------------
+
+# one source per guard that should fire it; the test below matches them by behaviour,
+# never by name, and fails if a guard in STATIC_GUARDS is never fired
+_TRIGGERS = [
+    candidate(forward="out = torch.matmul(x, x)"),
+    candidate(forward='out = eval("x")'),
+    candidate(forward="try:\n    pass\nexcept Exception:\n    return x"),
+    candidate(forward="out = Model()(x)"),
+    candidate(prelude="torch.allclose = None"),
+    candidate(prelude="import threading"),
+    candidate(prelude="import socket"),
+    candidate(prelude="s = torch.cuda.Stream()"),
+    candidate(prelude="import cupy"),
+    candidate(forward='open("/tmp/x", "w")'),
+    "import torch\n\nclass ModelNew(torch.nn.Module):\n    pass\n",
+    candidate(forward="out = out.half()"),
+    candidate(init="self.c = {}", forward="self.c[x.data_ptr()] = out"),
+]
+
+
+def test_every_guard_in_the_tuple_runs_and_fires_on_its_trigger():
+    # a guard misspelled or dropped from STATIC_GUARDS cannot go quiet unnoticed:
+    # each one must fire on some trigger, and run_static_guards must report what it found
+    for guard in STATIC_GUARDS:
+        fired = False
+        for src in _TRIGGERS:
+            finding = guard(parse_source(src), STRICT)
+            if finding is not None:
+                fired = True
+                assert finding in run_static_guards(src, STRICT), (guard.__name__, finding)
+        assert fired, f"{guard.__name__} fired on no trigger"
+
+
+def test_every_check_function_in_the_module_is_in_the_tuple():
+    defined = {v for k, v in vars(guards).items() if k.startswith("check_") and callable(v)}
+    assert defined == set(STATIC_GUARDS)
+
+
+def test_source_that_does_not_parse_gets_no_findings():
+    assert run_static_guards("def broken(:\n    torch.matmul(a, b)\n", STRICT) == []
+
+
+def test_findings_carry_the_line_of_the_offending_code():
+    src = candidate(forward="out = torch.matmul(x, x)")
+    line = next(i for i, text in enumerate(src.splitlines(), 1) if "torch.matmul" in text)
+    assert found(src)["torch_compute"].line == line
+
+
+def test_rejecting_findings_come_before_flags():
+    src = candidate(forward="out = out.half()\nout = torch.matmul(out, out)")
+    findings = run_static_guards(src, STRICT)
+    assert [f.reject for f in findings] == sorted((f.reject for f in findings), reverse=True)
+    assert findings[0].reject and not findings[-1].reject

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tarfile
@@ -50,29 +49,19 @@ def child(case_name: str, nvtx_name: str, profile_step: bool = False) -> None:
     torch.cuda.nvtx.range_pop()
 
 
-def run_ncu(case: str, out: Path, *, nvtx_name="krefine/candidate", include=None, tag="",
-            extra: dict | None = None) -> dict:
+def run_ncu(case: str, out: Path) -> dict:
+    """The case's child under `ncu_command`, as the sandbox wraps a worker; one retry in
+    the plainest form so a flag this ncu refuses still leaves a record."""
     from tools import profiler
-    log = out / f"ncu_{case}{tag}.csv"
-    cmd = profiler.ncu_command([sys.executable, str(Path(__file__).resolve()), "--child", case,
-                                "--nvtx", nvtx_name], log_file=str(log), **(extra or {}))
-    if include is not None:
-        cmd[cmd.index("--nvtx-include") + 1] = include
+    log = out / f"ncu_{case}.csv"
+    cmd = profiler.ncu_command([sys.executable, str(Path(__file__).resolve()), "--child", case],
+                               log_file=str(log))
     res = _ncu_once(cmd, log)
     if res["rc"] != 0 or not res["rows"]:
-        # fall back to the plainest form once, so a flag this ncu refuses still leaves a record
         plain = [c for c in cmd if c not in ("--print-units", "base")]
-        if "--metrics" in plain:
-            i = plain.index("--metrics")
-            plain = plain[:i] + plain[i + 2:]
-        retry = _ncu_once(plain, log.with_name(log.stem + "_plain.csv"))
+        i = plain.index("--metrics")
+        retry = _ncu_once(plain[:i] + plain[i + 2:], log.with_name(log.stem + "_plain.csv"))
         res = {**retry, "first_try": {k: v for k, v in res.items() if k != "rows"}}
-    if not res["rows"] and "/" in nvtx_name:
-        # a "/" in the range name may read as nesting to --nvtx-include: try a dotted name
-        dotted = nvtx_name.replace("/", ".")
-        again = run_ncu(case, out, nvtx_name=dotted, include=f"{dotted}/", tag=tag + "_dotted",
-                        extra=extra)
-        res = {**again, "slash_try": {k: v for k, v in res.items() if k != "rows"}}
     return res
 
 
@@ -107,7 +96,7 @@ def main() -> None:
     ap.add_argument("--cases", default="")
     ap.add_argument("--no-ncu", action="store_true")
     ap.add_argument("--child")
-    ap.add_argument("--nvtx", default="krefine/candidate")
+    ap.add_argument("--nvtx", default="krefine.candidate")
     ap.add_argument("--profile-step", action="store_true")
     a = ap.parse_args()
     if a.child:
@@ -129,11 +118,8 @@ def main() -> None:
     env = {"gpu": dev, "torch": torch.__version__, "triton": triton.__version__,
            "profile": profile.name, "known_profile": profile_for(dev) is not None, "ncu": ncu,
            "date": time.strftime("%Y-%m-%d"), "props": device_properties(0)}
-    try:
-        import nvtx  # noqa: F401  (tools/timer.py's nvtx_range needs this package)
-        env["nvtx_package"] = True
-    except ImportError:
-        env["nvtx_package"] = False
+    import importlib.util   # tools/timer.py's nvtx_range needs the `nvtx` package
+    env["nvtx_package"] = importlib.util.find_spec("nvtx") is not None
     if ncu:
         env["ncu_version"] = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip()[-120:]
     print(json.dumps(env), flush=True)
@@ -198,7 +184,7 @@ def main() -> None:
               f"{b.get('class')}/{bn.get('class')} (expect {case.expect})  roofline "
               f"{b.get('roofline_fraction') or 0:.3f} kernels {b.get('kernel_roofline_fraction') or 0:.3f}  "
               f"ncu dram {n.get('dram_pct') or 0:.0f}% sm {n.get('sm_pct') or 0:.0f}%  "
-              f"slash_fallback={'slash_try' in r.get('ncu_run', {})}", flush=True)
+              f"ncu_retry={'first_try' in r.get('ncu_run', {})}", flush=True)
 
     # 6) per-candidate overhead: a fresh process (as each candidate's worker is), plain,
     #    with the in-process profile step, and the ncu pass's wall time beside it

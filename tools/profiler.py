@@ -284,7 +284,10 @@ def find_ncu() -> str | None:
     return None
 
 
-def ncu_command(python_cmd: list[str], *, nvtx_range: str = "krefine/candidate",
+NVTX_RANGE = "krefine.candidate"   # the worker pushes this around the profiled forward
+
+
+def ncu_command(python_cmd: list[str], *, nvtx_range: str = NVTX_RANGE,
                 metrics_sections: tuple[str, ...] = NCU_SECTIONS,
                 metrics: tuple[str, ...] = NCU_METRICS, log_file: str | None = None,
                 ncu: str | None = None) -> list[str]:
@@ -309,12 +312,14 @@ def ncu_command(python_cmd: list[str], *, nvtx_range: str = "krefine/candidate",
 def nvtx_include(nvtx_range: str) -> str:
     """The --nvtx-include expression for one push/pop range (the trailing "/" says push/pop).
 
-    ncu reads "/" inside a plain expression as nesting, so "krefine/candidate/" matches
-    nothing (seen with ncu 2025.3.1 on an H200: "No kernels were profiled"); its regex
-    form takes the name whole and matched there.
+    ncu reads "/" as range nesting, so a range whose own name holds a "/" cannot be
+    selected: with ncu 2025.3.1 on an H200 both "krefine/candidate/" and
+    "regex:krefine/candidate/" profiled nothing, "krefine.candidate/" worked. Such a
+    name is our own bug, so it raises rather than profiling nothing.
     """
     if "/" in nvtx_range:
-        return f"regex:{re.escape(nvtx_range)}/"
+        raise ValueError(f"NVTX range {nvtx_range!r}: ncu cannot select a range whose name "
+                         "contains '/'; use e.g. 'krefine.candidate'")
     return f"{nvtx_range}/"
 
 

@@ -142,28 +142,26 @@ def measure_ceilings(device=0) -> dict:
             times.append(a.elapsed_time(b))
         return sorted(times)[len(times) // 2]
 
-    out = {}
-    src = torch.empty(512 << 20, dtype=torch.uint8, device=dev).random_()
-    dst = torch.empty_like(src)
-    ms = median_ms(lambda: dst.copy_(src), 20)
-    out["dram_gbps"] = 2 * src.numel() / (ms * 1e-3) / 1e9   # bytes read + written
-    del src, dst
-    n = 8192
-    a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
-    b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
-    out["peak_bf16_tflops"] = 2 * n**3 / (median_ms(lambda: a @ b, 10) * 1e-3) / 1e12
-    a32, b32 = a.float(), b.float()
-    del a, b
-    saved = torch.backends.cuda.matmul.allow_tf32
-    try:
-        torch.backends.cuda.matmul.allow_tf32 = True
-        out["peak_tf32_tflops"] = 2 * n**3 / (median_ms(lambda: a32 @ b32, 5) * 1e-3) / 1e12
-        torch.backends.cuda.matmul.allow_tf32 = False
-        m = 4096   # plain fp32 is ~15x slower: a smaller product keeps this under a second
-        a4, b4 = a32[:m, :m].contiguous(), b32[:m, :m].contiguous()
-        out["peak_fp32_tflops"] = 2 * m**3 / (median_ms(lambda: a4 @ b4, 5) * 1e-3) / 1e12
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = saved
+    def copy_gbps():
+        src = torch.empty(512 << 20, dtype=torch.uint8, device=dev).random_()
+        dst = torch.empty_like(src)
+        return 2 * src.numel() / (median_ms(lambda: dst.copy_(src), 20) * 1e-3) / 1e9  # read + write
+
+    def matmul_tflops(n, dtype, reps, tf32=False):
+        a = torch.randn(n, n, device=dev, dtype=dtype)
+        b = torch.randn(n, n, device=dev, dtype=dtype)
+        saved = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        try:
+            return 2 * n**3 / (median_ms(lambda: a @ b, reps) * 1e-3) / 1e12
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = saved
+
+    out = {"dram_gbps": copy_gbps(),
+           "peak_bf16_tflops": matmul_tflops(8192, torch.bfloat16, 10),
+           "peak_tf32_tflops": matmul_tflops(8192, torch.float32, 5, tf32=True),
+           # plain fp32 is ~15x slower: a smaller product keeps this under a second
+           "peak_fp32_tflops": matmul_tflops(4096, torch.float32, 5)}
     return out
 
 

@@ -225,8 +225,9 @@ def _outcome(run_dir: Path) -> str:
     r = problem_result(load_run(run_dir))
     if not r.solved:
         return f"not solved ({r.stop_reason}, {r.candidates} candidates)"
-    return (f"solved by {r.best} after {r.solved_at} candidates, "
-            f"{fmt_speedup(r.speedup_eager)} eager / {fmt_speedup(r.speedup_compile)} compile")
+    timed = r.speedup_eager is not None or r.speedup_compile is not None
+    return (f"solved by {r.best} after {r.solved_at} candidates, " +
+            (f"{fmt_speedup(r.speedup_eager)} eager / {fmt_speedup(r.speedup_compile)} compile" if timed else "not timed (cpu)"))
 
 
 def _clear_skeleton(run_dir: Path) -> None:

@@ -25,9 +25,13 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
+from agent.extract import extract_code
+from agent.llm import ReplayExhausted
+from agent.prompting import render_initial, render_refine
 from agent.rundir import RunDir, candidate_id
 from agent.state import (CandidateRecord, EvalTask, RunState, Spent, assign_slots,
                          best_candidate, choose_parents, stop_reason)
+from tools.evaluate import evaluate as tools_evaluate
 from tools.jsonio import append_jsonl, read_json, read_jsonl, write_json
 from tools.verdict import Diagnostic, Status, Verdict
 
@@ -52,21 +56,25 @@ class GpuPool:
 
 @dataclass
 class LoopContext:
-    """Run-scoped things the nodes use but the checkpoint must not hold."""
+    """Run-scoped things the nodes use but the checkpoint must not hold.
+
+    The model, the evaluator and the prompt functions are fields so tests can stand
+    in for them; the defaults are the real ones.
+    """
     rundir: RunDir
     problem: Any                     # tools.problem.Problem
     config: Any                      # agent.config.AgentConfig
     backend: Any                     # agent.llm.Backend
     device: str                      # "cuda" | "cpu"
-    evaluate: Callable[..., Verdict]  # tools.evaluate.evaluate
-    render_initial: Callable[[str], str]
-    render_refine: Callable[..., str]
-    extract_code: Callable[[str], str | None]
-    replay_exhausted_error: type[BaseException]  # agent.llm.ReplayExhausted
     progress: Any                    # agent.progress.Progress
     gpus: GpuPool = field(default_factory=lambda: GpuPool(1))
     wall_offset_s: float = 0.0       # wall time spent by earlier sessions of this run
     started_s: float = field(default_factory=time.monotonic)
+    evaluate: Callable[..., Verdict] = tools_evaluate
+    render_initial: Callable[[str], str] = render_initial
+    render_refine: Callable[..., str] = render_refine
+    extract_code: Callable[[str], str | None] = extract_code
+    replay_exhausted_error: type[BaseException] = ReplayExhausted
 
     def wall_s(self) -> float:
         return self.wall_offset_s + (time.monotonic() - self.started_s)

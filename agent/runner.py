@@ -24,11 +24,13 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from agent.config import AgentConfig, load_config
 from agent.graph import GpuPool, LoopContext, build_graph, checkpoint_values, make_summary, run_graph
+from agent.llm import ReplayBackend, make_backend
 from agent.progress import Progress, make_progress
 from agent.rundir import RunDir
 from agent.state import initial_state
 from tools.errors import EXIT_FAIL, EXIT_OK, BadInput, EvaluatorError
 from tools.jsonio import read_json, read_jsonl, write_json
+from tools.problem import load_problem
 from tools.settings import SettingsError, build
 
 THREAD_ID = "krefine"  # one run per checkpoint.sqlite, so one thread
@@ -51,7 +53,6 @@ def main(args) -> int:
 def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Path | None, *,
                 model_spec: str | None = None, progress: bool = True) -> dict:
     """Run the loop on one problem; returns summary.json's contents."""
-    from tools.problem import load_problem
     # 1) the problem and the device: bad input fails before anything is written
     problem = load_problem(problem_path)
     device = resolve_device(config.run.device)
@@ -69,13 +70,11 @@ def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Pa
                          "config": dataclasses.asdict(config), "model": spec, "device": device,
                          "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     # 4) the loop
-    return _drive(rd, problem, config, backend, device, make_progress(progress),
-                  initial=initial_state(str(problem.path)))
+    return _drive(rd, problem, config, backend, device, make_progress(progress))
 
 
 def resume_run(run_dir: str | Path, *, progress: bool = True) -> dict:
     """Continue an interrupted run from its checkpoint; a finished one just re-reports."""
-    from tools.problem import load_problem
     rd = RunDir(Path(run_dir))
     if not rd.meta.exists():
         raise BadInput(rd.root, "not a run directory (no run.json)")
@@ -92,24 +91,18 @@ def resume_run(run_dir: str | Path, *, progress: bool = True) -> dict:
     # 2) the replay backend resumes after every completion already recorded
     consumed = sum(1 for _ in read_jsonl(rd.completions_jsonl))
     backend = _load_backend(meta["model"], config, skip=consumed)
-    with _checkpointer(rd) as saver:
-        fresh = not checkpoint_values(build_graph(saver), THREAD_ID)
-    return _drive(rd, problem, config, backend, meta["device"], make_progress(progress),
-                  initial=initial_state(str(problem.path)) if fresh else None)
+    return _drive(rd, problem, config, backend, meta["device"], make_progress(progress))
 
 
-def _drive(rd: RunDir, problem, config: AgentConfig, backend, device: str, progress: Progress,
-           initial: dict | None) -> dict:
-    from agent.llm import ReplayExhausted
-    from agent.prompting import render_initial, render_refine
-    from agent.extract import extract_code
-    from tools.evaluate import evaluate
+def _drive(rd: RunDir, problem, config: AgentConfig, backend, device: str, progress: Progress) -> dict:
+    """Run the graph from its last checkpoint, or from the start when there is none."""
     with _checkpointer(rd) as saver:
         graph = build_graph(saver)
         before = checkpoint_values(graph, THREAD_ID)
+        initial = None if before else initial_state(str(problem.path))
+        if before and not before.get("stop_reason"):
+            rd.summary.unlink(missing_ok=True)  # left by a session that failed; the run goes on
         ctx = LoopContext(rundir=rd, problem=problem, config=config, backend=backend, device=device,
-                          evaluate=evaluate, render_initial=render_initial, render_refine=render_refine,
-                          extract_code=extract_code, replay_exhausted_error=ReplayExhausted,
                           progress=progress, gpus=GpuPool(gpu_count(device)),
                           wall_offset_s=(before.get("spent") or {}).get("wall_s", 0.0) if before else 0.0)
         if before:
@@ -152,8 +145,10 @@ def _checkpointer(rd: RunDir):
 
 def _load_backend(spec: str, config: AgentConfig, *, skip: int) -> Any:
     """The model backend; BackendUnavailable (a BadInput: one line, exit 2) when it cannot serve."""
-    from agent.llm import ReplayBackend, make_backend
     backend = make_backend(spec, config)
+    load = getattr(backend, "load", None)
+    if load is not None:
+        load()  # weights or server now, so a backend that cannot serve fails before the run starts
     if skip and isinstance(backend, ReplayBackend):
         backend.seek(skip)  # the completions already recorded are not handed out again
     return backend

@@ -155,7 +155,8 @@ def cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess
 
 
 def cli_env() -> dict:
-    return {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+    # tests never reach the network: a model id that is not cached fails at once
+    return {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
 
 
 def fast_config(tmp_path: Path, **tables) -> Path:

@@ -181,3 +181,10 @@ def test_bench_page_renders_in_chromium_with_no_console_messages(tmp_path):
     done = chromium((tmp_path / "out" / "bench.html").as_uri(), tmp_path, "--window-size=1280,1600",
                     f"--screenshot={shot}")
     assert console_messages(done.stderr) == [] and shot.stat().st_size > 20_000
+
+
+def test_interrupted_run_report_says_unfinished_and_how_to_resume(tmp_path):
+    build_run(tmp_path / "run", story()[:2], write_summary=False)
+    main(["report", str(tmp_path / "run")])
+    text = (tmp_path / "run" / "report.html").read_text()
+    assert "unfinished" in text and f"krefine resume {tmp_path / 'run'}" in text

@@ -50,6 +50,14 @@ def test_a_backend_that_cannot_load_exits_2_with_one_line(tmp_path, tiny):
     assert not (tmp_path / "run").exists()
 
 
+def test_a_model_that_cannot_load_fails_before_the_run_directory_is_made(tmp_path, tiny):
+    r = cli("run", str(tiny), "--model", str(tmp_path / "no-such-model"), "--device", "cpu",
+            "--out", str(tmp_path / "run"))
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and "--model" in r.stderr
+    assert not (tmp_path / "run").exists()
+
+
 def test_budget_spent_without_a_solution_exits_1(tmp_path, tiny):
     replay = write_replay(tmp_path / "r.jsonl", [NO_CODE])
     r = cli("run", str(tiny), "--model", f"replay:{replay}", "--device", "cpu", "--out", str(tmp_path / "run"))

@@ -197,9 +197,10 @@ def evaluate(task: EvalTask, runtime: Runtime[LoopContext]) -> dict:
         verdict = no_code_verdict(rd.completion(cid).read_text(encoding="utf-8"), record["finish_reason"])
     else:
         with ctx.gpus.lease() as gpu:
-            verdict = ctx.evaluate(ctx.problem, rd.candidate_src(cid).read_text(encoding="utf-8"),
-                                   device=ctx.device, settings=ctx.config.eval, candidate_name=rd.candidate_src(cid).name,
-                                   profile=True, gpu_index=gpu)
+            src = rd.candidate_src(cid)
+            verdict = ctx.evaluate(ctx.problem, src.read_text(encoding="utf-8"), device=ctx.device,
+                                   settings=ctx.config.eval, candidate_name=src.name, profile=True,
+                                   gpu_index=gpu)
     # 2) the verdict first, then the trace events that point at it
     if not rd.eval(cid).exists():
         write_json(rd.eval(cid), verdict.to_json())
@@ -258,13 +259,9 @@ def _trace_phases(rd: RunDir, record: CandidateRecord, verdict: Verdict) -> None
 
 
 def bottleneck_label(bottleneck: dict | None) -> str | None:
-    """A few words for the progress table from the profiler's summary, if it has them."""
-    if not bottleneck:
-        return None
-    for key in ("label", "kind", "bound", "summary"):
-        if isinstance(bottleneck.get(key), str):
-            return bottleneck[key]
-    return None
+    """The profiler's class for the progress table (e.g. "memory-bound"), if it has one."""
+    label = (bottleneck or {}).get("class")
+    return label if isinstance(label, str) else None
 
 
 # ---------------------------------------------------------------- decide
@@ -293,8 +290,9 @@ def decide(state: RunState, runtime: Runtime[LoopContext]) -> dict:
     update = {"best": best, "spent": spent, "pending": [], "stop_reason": reason}
     best_record = state["candidates"].get(best) if best else None
     last = (list(rd.events()) or [None])[-1]
-    if last is None or (last["node"], last["iteration"], last["status"]) != ("decide", state["round"], reason or "continue"):
-        rd.append_event(iteration=state["round"], candidate=best, node="decide", status=reason or "continue",
+    status = reason or "continue"
+    if last is None or (last["node"], last["iteration"], last["status"]) != ("decide", state["round"], status):
+        rd.append_event(iteration=state["round"], candidate=best, node="decide", status=status,
                         duration_s=time.monotonic() - t0,
                         metrics={"best_speedup": best_record["speedup"] if best_record else None,
                                  "spent": dict(spent)},

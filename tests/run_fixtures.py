@@ -100,7 +100,7 @@ class ScriptedEvaluator:
         m = re.search(r"# judge: (\w+)(?: ([\d.]+))?(?: roofline=([\d.]+))?", src)
         status = Status(m.group(1))
         speedup = float(m.group(2)) if m.group(2) else None
-        roofline = {"roofline_fraction": float(m.group(3))} if m.group(3) else None
+        roofline = {"class": "memory-bound", "roofline_fraction": float(m.group(3))} if m.group(3) else None
         diags = () if status is Status.CORRECT else (Diagnostic(kind="scripted", message=f"scripted {status.value}"),)
         phases = {"compile": 0.01, "test": 0.02, **({"time": 0.03, "profile": 0.04} if speedup else {})}
         return Verdict(status=status, diagnostics=diags, speedup_eager=speedup, speedup_compile=speedup,

@@ -139,3 +139,9 @@ def test_evaluate_reuses_a_verdict_already_on_disk(tmp_path):
                                       prepare=judged_before_a_kill, **{"budget.candidates_per_round": 2})
     assert evaluator.calls == ["r01-c01"]
     assert state["candidates"]["r01-c00"]["status"] == "incorrect"
+
+
+def test_a_candidate_record_carries_the_profiler_class_and_roofline_fraction(tmp_path):
+    state, _, _, _ = loop_run(tmp_path, [judged("correct", 2.0, roofline=0.5)])
+    record = state["candidates"]["r01-c00"]
+    assert (record["bottleneck"], record["roofline_fraction"]) == ("memory-bound", 0.5)

@@ -147,13 +147,16 @@ def make_settings(opts: argparse.Namespace) -> list[Setting]:
 
 
 def visible_gpus(device: str, limit: int | None) -> list[str | None]:
-    """CUDA_VISIBLE_DEVICES values, one per worker; [None] (one in-process worker) on cpu."""
+    """One CUDA_VISIBLE_DEVICES value per worker process, or [None]: one worker, in this
+    process, seeing what this process sees (cpu, or the only GPU there is)."""
     from agent.runner import gpu_count
     if device != "cuda":
         return [None]
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
     ids = [x.strip() for x in listed.split(",") if x.strip()] if listed else [str(i) for i in range(gpu_count("cuda"))]
-    return ids[: limit] if limit else ids
+    if limit is not None and limit < len(ids):
+        return ids[:limit]
+    return ids if len(ids) > 1 else [None]
 
 
 # ---------------------------------------------------------------- running
@@ -167,10 +170,9 @@ def run_jobs(jobs: list[Job], gpus: list[str | None], config_path: str | None, m
             errors[job.run_dir] = error
         console.print(f"[{i}/{len(jobs)}] {job.setting.label} {job.name}: {error or _outcome(job.run_dir)}",
                       highlight=False, markup=False)
-    if len(gpus) <= 1 or len(jobs) <= 1:
-        with _visible(gpus[0] if gpus else None):
-            for i, job in enumerate(jobs, 1):
-                done(i, job, run_job(job, config_path, model, progress=True))
+    if gpus == [None]:
+        for i, job in enumerate(jobs, 1):
+            done(i, job, run_job(job, config_path, model, progress=True))
         return errors
     import multiprocessing as mp
     ctx = mp.get_context("spawn")   # no forked copies of threads, sqlite handles, CUDA state
@@ -239,10 +241,7 @@ def _clear_skeleton(run_dir: Path) -> None:
 
 
 @contextlib.contextmanager
-def _visible(gpu: str | None):
-    if gpu is None:
-        yield
-        return
+def _visible(gpu: str):
     before = os.environ.get("CUDA_VISIBLE_DEVICES")
     os.environ["CUDA_VISIBLE_DEVICES"] = gpu
     try:

@@ -157,10 +157,14 @@ def test_bench_html_overlays_one_budget_curve_per_setting(suite, calls, tmp_path
     assert html.count("<polyline") == 2 and "budget.max_rounds=2: 4, 0%" in html and "budget.max_rounds=3: 6, 67%" in html
 
 
-def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
+def test_one_worker_per_visible_gpu(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
-    assert (bench.visible_gpus("cuda", None), bench.visible_gpus("cuda", 1), bench.visible_gpus("cpu", None)) == \
-        (["3", "5"], ["3"], [None])
+    assert (bench.visible_gpus("cuda", None), bench.visible_gpus("cuda", 1)) == (["3", "5"], ["3"])
+
+
+def test_cpu_or_the_only_gpu_runs_in_this_process(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    assert (bench.visible_gpus("cuda", None), bench.visible_gpus("cpu", None)) == ([None], [None])
 
 
 @pytest.mark.slow

@@ -148,8 +148,12 @@ def show_candidate(console: Console, run: Run, c: Candidate) -> None:
         console.print(Panel(Text(body) if body is not None else Text("(absent)", style="dim"),
                             title=title, title_align="left"))
     diff = diff_to_parent(run, c.id)
-    body = (Syntax(diff, "diff", theme="ansi_dark", word_wrap=True) if diff else
-            Text("no parent" if parent is None else "identical to its parent", style="dim"))
+    if diff:
+        body = Syntax(diff, "diff", theme="ansi_dark", word_wrap=True)
+    elif not run.dir.candidate_src(c.id).exists():
+        body = Text("no code was extracted from the completion", style="dim")
+    else:
+        body = Text("no parent: a first-round candidate" if parent is None else "identical to its parent", style="dim")
     console.print(Panel(Group(body), title=f"diff against {parent.id if parent else 'parent'}", title_align="left"))
 
 

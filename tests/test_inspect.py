@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +102,9 @@ def test_recorded_run_candidate_shows_the_feedback_its_prompt_carried(tmp_path, 
     _, out, _ = inspect(capsys, str(run_dir), "--candidate", "r02-c00")
     section = out.split("feedback received (from parent r01-c00")[1].split("feedback on this candidate")[0]
     assert parent_feedback.splitlines()[0].strip() in section
+
+
+def test_candidate_without_extracted_code_says_so_instead_of_a_diff(run_dir, capsys):
+    (Path(run_dir) / "candidates" / "r02-c00.py").unlink()     # as the loop leaves a no-code completion
+    _, out, _ = inspect(capsys, run_dir, "--candidate", "r02-c00")
+    assert "no code was extracted from the completion" in out

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Literal
@@ -52,6 +53,17 @@ class GpuPool:
             yield gpu
         finally:
             self._free.put(gpu)
+
+
+_SHARED_POOLS: dict[int, GpuPool] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_gpu_pool(n: int) -> GpuPool:
+    """The process's pool of n GPUs: runs in threads of one process (krefine bench) share
+    it, so two runs never time on the same GPU at once either."""
+    with _SHARED_LOCK:
+        return _SHARED_POOLS.setdefault(n, GpuPool(n))
 
 
 @dataclass

@@ -152,9 +152,11 @@ class LiveProgress(Progress):
         self.live.start()
 
     def _table(self) -> Table:
-        table = Table(title="krefine", caption=self.status_line or None, expand=False)
-        for name in ("round", "candidate", "parent", "verdict", "speedup (eager / compile)", "bottleneck", "note"):
-            table.add_column(name, overflow="fold" if name == "note" else "ellipsis")
+        # one line per candidate: the note takes what width is left and is cut, never wrapped
+        table = Table(title="krefine", caption=self.status_line or None, expand=True)
+        for name in ("round", "candidate", "parent", "verdict", "speedup e/c", "bottleneck"):
+            table.add_column(name, no_wrap=True)
+        table.add_column("note", no_wrap=True, overflow="ellipsis", ratio=1)
         for row in list(self.rows.values())[-_MAX_ROWS:]:
             style = _STYLE.get(row.get("verdict", ""), "")
             table.add_row(str(row["round"]), row["id"], row.get("parent", "-"),

@@ -23,7 +23,8 @@ from typing import Any
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from agent.config import AgentConfig, load_config
-from agent.graph import GpuPool, LoopContext, build_graph, checkpoint_values, make_summary, run_graph
+from agent.graph import (GpuPool, LoopContext, build_graph, checkpoint_values, make_summary, run_graph,
+                         shared_gpu_pool)
 from agent.llm import ReplayBackend, make_backend
 from agent.progress import Progress, make_progress
 from agent.rundir import RunDir
@@ -103,7 +104,7 @@ def _drive(rd: RunDir, problem, config: AgentConfig, backend, device: str, progr
         if before and not before.get("stop_reason"):
             rd.summary.unlink(missing_ok=True)  # left by a session that failed; the run goes on
         ctx = LoopContext(rundir=rd, problem=problem, config=config, backend=backend, device=device,
-                          progress=progress, gpus=GpuPool(gpu_count(device)),
+                          progress=progress, gpus=evaluation_slots(device),
                           wall_offset_s=(before.get("spent") or {}).get("wall_s", 0.0) if before else 0.0)
         if before:
             progress.resumed(before)
@@ -168,12 +169,13 @@ def resolve_device(wanted: str | None) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def gpu_count(device: str) -> int:
-    """How many evaluations may run at once: one per GPU, one on cpu."""
+def evaluation_slots(device: str) -> GpuPool:
+    """How many evaluations may run at once: one per GPU (shared by every run in this
+    process), one per run on cpu where nothing is timed."""
     if device != "cuda":
-        return 1
+        return GpuPool(1)
     import torch
-    return max(1, torch.cuda.device_count())
+    return shared_gpu_pool(max(1, torch.cuda.device_count()))
 
 
 def default_run_dir(out_root: str, problem_name: str) -> Path:

@@ -151,6 +151,17 @@ def test_problem_cost_counts_parameters_as_bytes():
     assert cost["bytes"] == 4 * (32 * 256 + 32 * 128 + 256 * 128 + 128)
 
 
+def test_problem_cost_still_counts_bytes_when_the_flop_counter_fails(monkeypatch):
+    import torch
+    import torch.utils.flop_counter as fc
+    class Broken(fc.FlopCounterMode):
+        def __enter__(self):
+            raise RuntimeError("cannot trace")
+    monkeypatch.setattr(fc, "FlopCounterMode", Broken)
+    cost = rl.problem_cost(torch.nn.ReLU(), [torch.empty(1024, device="meta")])
+    assert (cost["flops"], cost["bytes"], cost["flops_source"]) == (0, 8192, "unavailable")
+
+
 def test_roofline_names_memory_limit_for_an_elementwise_problem():
     r = rl.roofline({"flops": 0, "bytes": 3350 * 10**6}, 2.0, H100, "fp32")
     assert r["limit"] == "memory"

@@ -7,11 +7,10 @@ Collects, for one forward of a correct candidate:
      occupancy) from Triton's caches, or from Triton's bundled ptxas on a CPU-only box;
   3) Nsight Compute counters when ncu is present (the sandbox wraps the worker with
      `ncu_command`; `parse_ncu_csv` reads what it wrote);
-then, in the judge, classifies the bottleneck (memory- / compute- / latency- /
-launch-bound) with evidence and hints a small model can act on (`classify`,
-`summarize`, `describe`). Roofline arithmetic lives in tools/roofline.py.
-Does not time candidates (tools/timer.py) or decide verdicts (tools/evaluate.py).
-Numbers that come from the candidate's process only shape feedback, never a verdict.
+The judge reads them in tools/roofline.py (roofline, bottleneck class, evidence, hints;
+`classify`, `summarize`, `describe`, importable from here too). Does not time
+candidates (tools/timer.py) or decide verdicts (tools/evaluate.py). Numbers from the
+candidate's process shape feedback; only the evaluator's guards may act on them.
 """
 from __future__ import annotations
 
@@ -234,8 +233,8 @@ def ptxas_resources(ptx: str, arch: str | None = None, *, timeout_s: float = 60.
         src = Path(d, "k.ptx")
         src.write_text(ptx)
         try:
-            p = subprocess.run([ptxas, "-v", f"--gpu-name={arch}", str(src), "-o", str(Path(d, "k.cubin"))],
-                               capture_output=True, text=True, timeout=timeout_s)
+            cmd = [ptxas, "-v", f"--gpu-name={arch}", str(src), "-o", str(Path(d, "k.cubin"))]
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
             return {"error": f"ptxas timed out after {timeout_s:.0f} s"}
     log = p.stdout + p.stderr
@@ -403,7 +402,8 @@ def parse_ncu_csv(text: str) -> list[dict]:
                     flops += _FLOP_OPS[m.group(1)] * v
                     have_flops = True
             elif metric.startswith("sm__pipe_tensor") and ".avg.pct_of_peak_sustained" in metric:
-                v = _number(text)   # Hopper: sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed
+                # Hopper: sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed
+                v = _number(text)
                 if v is not None:
                     tensor.append(v)
         if "duration_ns" in row:
@@ -432,9 +432,12 @@ def ncu_summary(rows: list[dict]) -> dict | None:
     total = sum(r["duration_us"] for r in timed)
     def weighted(key):
         have = [r for r in timed if key in r]
-        return sum(r[key] * r["duration_us"] for r in have) / sum(r["duration_us"] for r in have) if have else None
+        if not have:
+            return None
+        return sum(r[key] * r["duration_us"] for r in have) / sum(r["duration_us"] for r in have)
     hot = max(timed, key=lambda r: r["duration_us"])
-    dram = [r["dram_bytes_read"] + r.get("dram_bytes_write", 0) for r in rows if "dram_bytes_read" in r]
+    dram = [r["dram_bytes_read"] + r.get("dram_bytes_write", 0)
+            for r in rows if "dram_bytes_read" in r]
     return {"kernels": len(rows), "duration_us": total, "dram_pct": weighted("dram_pct"),
             "sm_pct": weighted("sm_pct"), "tensor_pct": weighted("tensor_pct"),
             "achieved_occupancy_pct": hot.get("achieved_occupancy_pct"),

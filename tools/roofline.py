@@ -48,8 +48,11 @@ def _tensors(obj) -> Iterable:
 def _nbytes(tensors) -> int:
     seen, total = set(), 0
     for t in tensors:
-        key = (t.untyped_storage().data_ptr(), t.data_ptr(), tuple(t.shape)) if t.device.type != "meta" else id(t)
-        if key in seen:   # the same tensor passed twice is read once
+        if t.device.type == "meta":   # no addresses: each meta tensor counts once
+            key = id(t)
+        else:                         # the same tensor passed twice is read once
+            key = (t.untyped_storage().data_ptr(), t.data_ptr(), tuple(t.shape))
+        if key in seen:
             continue
         seen.add(key)
         total += t.numel() * t.element_size()
@@ -67,17 +70,24 @@ def problem_cost(model, inputs) -> dict:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    counter = FlopCounterMode(display=False)
-    with torch.no_grad(), counter:
-        out = model(*inputs)
+    flops, source = None, "flop_counter"
+    try:
+        counter = FlopCounterMode(display=False)
+        with torch.no_grad(), counter:
+            out = model(*inputs)
+        flops = int(counter.get_total_flops())
+    except Exception:   # an op the counter cannot trace: bytes still bound the roofline
+        with torch.no_grad():
+            out = model(*inputs)
+        flops, source = 0, "unavailable"
     params = list(model.parameters()) + list(model.buffers())
     ins, outs = list(_tensors(list(inputs))), list(_tensors(out))
     floats = [t for t in ins + params if t.is_floating_point()]
     dtype = max(floats, key=lambda t: t.numel()).dtype if floats else torch.float32
-    return {"flops": int(counter.get_total_flops()),
+    return {"flops": flops,
             "bytes": _nbytes(ins) + _nbytes(outs) + _nbytes(params),
             "dtype": compute_dtype(dtype),
-            "flops_source": "flop_counter"}
+            "flops_source": source}
 
 
 def refine_cost(cost: dict, ncu_rows: list[dict]) -> dict:
@@ -457,7 +467,8 @@ def summarize(*, profile: GpuProfile, cost: dict, time_ms: float | None,
         "host_us": host_ms * 1e3 if host_ms else None,
         "kernels": [{k: v for k, v in row.items() if k in keep} for row in kernels[:5]],
         "ncu": ncu,
-        "sources": [s for s, on in (("torch.profiler", bool(kernels)), ("triton", bool(forward.get("resources"))),
+        "sources": [s for s, on in (("torch.profiler", bool(kernels)),
+                                    ("triton", bool(forward.get("resources"))),
                                     ("ncu", ncu is not None)) if on],
     }
     bottleneck["summary"] = describe(bottleneck)

@@ -213,6 +213,14 @@ def _test(run, worker, ref_model, seeds, dev) -> Status | None:
         except sandbox.WorkerDied:
             return _died(run, worker, f"trial {i + 1}")
         if not reply.get("ok"):
+            failed = reply.get("failed_launch")
+            if failed and reply.get("kind") != "triton_compile":
+                # the interpreter reports GPU compile errors as runtime errors: ask a compiler
+                for k in _compile_specs(run, [failed]):
+                    if not k.get("ok"):
+                        reply = {**reply, "kind": "triton_compile", "message": k.get("message", ""),
+                                 "line": k.get("line") or reply.get("line"),
+                                 "source_line": k.get("source_line") or reply.get("source_line")}
             _error_diag(run, reply)
             return Status.COMPILE_ERROR if reply.get("kind") == "triton_compile" else Status.RUNTIME_ERROR
         launches = reply.get("launches", {})
@@ -282,12 +290,14 @@ def _reference(ref_model, mod, seed: int, dev: str) -> list:
 
 
 def _gpu_compile(run, worker) -> Status | None:
+    """Compile every kernel the interpreter ran for sm_90, in a second, clean worker."""
     try:
-        reply, _ = worker.request({"op": "gpu_compile", "arch": 90}, run.settings.test.compile_timeout_s)
+        reply, _ = worker.request({"op": "specs"}, run.settings.test.run_timeout_s)
     except (sandbox.WorkerTimeout, sandbox.WorkerDied) as e:
-        run.diag("gpu_compile", f"compiling for sm_90 did not finish: {e}")
-        return None  # the interpreter verdict stands; the cross-compile is an extra check
-    for k in reply.get("kernels", []):
+        run.diag("gpu_compile", f"could not collect the launched kernels: {e}")
+        return None
+    kernels = _compile_specs(run, reply.get("specs", []))
+    for k in kernels:
         run.kernels.append(k)
         if not k.get("ok"):
             run.diag("triton_compile", f"kernel {k.get('name')} runs in the interpreter but does not "
@@ -296,6 +306,29 @@ def _gpu_compile(run, worker) -> Status | None:
         if k.get("spills"):
             run.flag("register_spills")
     return None
+
+
+def _compile_specs(run, specs: list[dict]) -> list[dict]:
+    """sm_90 compile results for `specs`, from a fresh worker that never ran the
+    interpreter (it leaves triton.language patched). [] when it could not run."""
+    if not specs:
+        return []
+    s = run.settings.test
+    w = sandbox.start_worker(run.src, device="compile", max_output_bytes=s.max_output_kib << 10)
+    try:
+        w.request({"op": "setup", "device": "compile", "max_file_mib": s.max_file_mib,
+                   "address_space_gib": s.cpu_memory_gib}, s.compile_timeout_s)
+        reply, _ = w.request({"op": "compile", "candidate": "candidate.py", "specs": specs,
+                              "arch": 90}, s.compile_timeout_s)
+    except (sandbox.WorkerTimeout, sandbox.WorkerDied) as e:
+        run.checks["gpu_compile_error"] = str(e)
+        return []
+    finally:
+        w.close()
+    if not reply.get("ok"):
+        run.checks["gpu_compile_error"] = reply.get("message", "")[:500]
+        return []
+    return reply.get("kernels", [])
 
 
 def _time(run, worker, ref_model, seed, dev) -> Status | None:
@@ -320,7 +353,7 @@ def _time(run, worker, ref_model, seed, dev) -> Status | None:
     with torch.no_grad():
         for r in range(ts.rounds):
             warm = ts.warmup if r == 0 else 2
-            samples["eager"] += time_cuda(eager, warmup=warm, iters=ts.iters_per_round, name="krefine/eager")
+            samples["eager"] += time_cuda(eager, warmup=warm, iters=ts.iters_per_round, name="krefine.eager")
             try:
                 reply, payload = worker.request({"op": "time", "seed": seed, "warmup": warm,
                                                  "iters": ts.iters_per_round,
@@ -336,9 +369,15 @@ def _time(run, worker, ref_model, seed, dev) -> Status | None:
                 _error_diag(run, reply)
                 return Status.RUNTIME_ERROR
             samples["candidate"] += [float(x) for x in reply["samples_ms"]]
+            if s.guards.require_triton_launch and reply.get("launches", 0) < reply.get("calls", 1):
+                run.diag("guard:skipped_work", f"timing round {r + 1}: {reply.get('launches', 0)} Triton "
+                         f"launches in {reply.get('calls')} timed calls: the forward skips its kernels "
+                         "when it sees the same inputs again (a result cache?)")
+                run.flag("caching")
+                return Status.REJECTED
             if compiled is not None:
                 samples["compile"] += time_cuda(compiled, warmup=warm, iters=ts.iters_per_round,
-                                                name="krefine/compile")
+                                                name="krefine.compile")
         # the outputs of timed calls are checked too (deferred or skipped work shows here)
         ref = _reference(ref_model, run.problem.module, seed, dev)
         outs = channel.unpack_tensors(reply.get("outputs", []), payload, dev)

@@ -131,6 +131,8 @@ def worker_env(workdir: Path, device: str, gpu_index: int) -> dict[str, str]:
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""
+    elif device == "compile":   # compiles for a GPU target, runs nothing
+        env["CUDA_VISIBLE_DEVICES"] = ""
     else:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
     return env

@@ -32,7 +32,7 @@ def nvtx_range(name: str):
 
 
 def time_cuda(fn: Callable[[], object], *, warmup: int, iters: int, device=None,
-              name: str = "krefine/timed") -> list[float]:
+              name: str = "krefine.timed") -> list[float]:
     """Milliseconds of `iters` calls of fn, each after an L2 flush, one event pair each."""
     import torch
     device = torch.device(device or "cuda")

@@ -149,11 +149,14 @@ def make_settings(opts: argparse.Namespace) -> list[Setting]:
 def visible_gpus(device: str, limit: int | None) -> list[str | None]:
     """One CUDA_VISIBLE_DEVICES value per worker process, or [None]: one worker, in this
     process, seeing what this process sees (cpu, or the only GPU there is)."""
-    from agent.runner import gpu_count
     if device != "cuda":
         return [None]
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    ids = [x.strip() for x in listed.split(",") if x.strip()] if listed else [str(i) for i in range(gpu_count("cuda"))]
+    if listed is not None:
+        ids = [x.strip() for x in listed.split(",") if x.strip()]
+    else:
+        import torch
+        ids = [str(i) for i in range(torch.cuda.device_count())]
     if limit is not None and limit < len(ids):
         return ids[:limit]
     return ids if len(ids) > 1 else [None]

@@ -65,6 +65,15 @@ def render(v: Verdict) -> str:
         if gpu:
             lines.append(f"gpu:     {gpu}, SM {v.device.get('sm_clock_mhz', '?')} MHz, "
                          f"throttle: {', '.join(v.device.get('throttle_reasons') or []) or 'none'}")
+    for k in v.kernels:
+        if k.get("ok", True) and k.get("name"):
+            regs = k.get("n_regs")
+            spills = k.get("n_spills", k.get("spills"))
+            lines.append(f"kernel:  {k['name']}: {regs if regs is not None else '?'} registers, "
+                         f"{spills if spills is not None else '?'} spills, {k.get('num_warps', '?')} warps"
+                         + (f" ({k['arch']})" if k.get("arch") else ""))
+    if v.status.value == "correct" and cand is None:
+        lines.append("time:    not measured (--device cpu runs Triton's interpreter)")
     for d in v.diagnostics:
         where = f" [line {d.line}]" if d.line else ""
         lines.append(f"- {d.kind}{where}: {d.message}")

@@ -452,18 +452,54 @@ def _profile(run, worker, ref_model, seed, dev, profile: bool) -> Status | None:
             return Status.REJECTED
         run.diag("library_ops", msg)
     if profile:
+        ncu_rows = _ncu_pass(run, seed) if profiler.find_ncu() else []
+        run.checks["ncu"] = f"{len(ncu_rows)} kernel launches profiled" if ncu_rows else "not run (ncu absent)"
         try:
-            run.bottleneck = profiler.summarize_verdict(run.problem, ref_model, seed, dev, run.timing,
-                                                        breakdown, run.kernels, run.device_info, worker)
+            run.bottleneck = profiler.summarize_verdict(
+                run.problem, ref_model, seed, dev, run.timing, breakdown, run.kernels, run.device_info,
+                ncu_rows=ncu_rows, host_ms=run.checks.get("host_check", {}).get("candidate_ms_per_call"))
         except Exception as e:  # analysis must never turn a correct kernel into a failure
             run.checks["profile_error"] = f"{type(e).__name__}: {str(e)[:300]}"
-        floor = (run.bottleneck or {}).get("roofline", {}).get("min_time_ms")
+        # the floor uses tf32 for fp32 problems: a correct tf32x3 kernel may beat fp32 cores
+        floor = ((run.bottleneck or {}).get("roofline") or {}).get("floor_ms")
         cand = run.timing.get("candidate")
         if floor and cand and cand.median_ms < s.timing.roofline_floor_ratio * floor:
             run.flag("below_roofline")
             run.diag("below_roofline", f"{cand.median_ms:.4f} ms is below the roofline minimum "
                      f"{floor:.4f} ms for this problem: flagged, not trusted")
     return None
+
+
+def _ncu_pass(run: _Run, seed: int) -> list[dict]:
+    """Nsight Compute over the candidate's forwards, in a fresh worker wrapped by ncu
+    (ncu and torch.profiler both use CUPTI, so never in the same process)."""
+    import tempfile
+    from pathlib import Path
+    from tools import profiler
+    s = run.settings.test
+    log = Path(tempfile.mkdtemp(prefix="krefine-ncu-")) / "ncu.csv"
+    w = sandbox.start_worker(run.src, device=run.device, gpu_index=run.gpu_index,
+                             wrapper=tuple(profiler.ncu_command([], log_file=str(log))),
+                             max_output_bytes=s.max_output_kib << 10)
+    try:
+        w.request({"op": "setup", "device": "cuda", "max_file_mib": s.max_file_mib,
+                   "address_space_gib": 0, "network_isolation": False}, s.compile_timeout_s)
+        w.request({"op": "load", "problem": str(run.problem.path), "candidate": "candidate.py",
+                   "init_seed": s.init_seed}, s.compile_timeout_s)
+        w.request({"op": "ncu_forward", "seed": seed, "iters": 1}, s.compile_timeout_s)
+    except (sandbox.WorkerTimeout, sandbox.WorkerDied) as e:
+        run.checks["ncu_error"] = str(e)[:300]
+        return []
+    finally:
+        w.close()
+    try:
+        return profiler.parse_ncu_csv(log.read_text(errors="replace"))
+    except (OSError, ValueError) as e:
+        run.checks["ncu_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        return []
+    finally:
+        import shutil
+        shutil.rmtree(log.parent, ignore_errors=True)
 
 
 def _error_diag(run: _Run, reply: dict) -> None:

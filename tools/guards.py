@@ -68,7 +68,7 @@ class Source:
     self_attrs: Mapping[str, tuple[str, ...]]    # self.X -> dotted paths
     library_names: frozenset[str]                # names / self attrs holding torch.nn compute modules
     methods: Mapping[str, frozenset[str]]        # class name -> names of its methods
-    module_names: frozenset[str]                 # names bound at module level
+    module_names: frozenset[str]                 # names bound at module level (imports, defs too)
     op_namespaces: frozenset[str]                # "mylib" of torch.library ops the file defines ("mylib::op")
 
 
@@ -133,7 +133,7 @@ _COMPUTE_NAMES = _words("""
  adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d
  adaptive_max_pool2d adaptive_max_pool3d lp_pool1d lp_pool2d pixel_shuffle interpolate
  upsample grid_sample pad cross_entropy nll_loss mse_loss l1_loss smooth_l1_loss
- huber_loss kl_div binary_cross_entropy binary_cross_entropy_with_logits hinge_embedding_loss
+ __array__ __dlpack__ huber_loss kl_div binary_cross_entropy binary_cross_entropy_with_logits hinge_embedding_loss
  margin_ranking_loss triplet_margin_loss cosine_embedding_loss scaled_dot_product_attention
  multi_head_attention_forward one_hot prelu glu hardshrink softshrink rrelu
  __matmul__ __rmatmul__ __imatmul__ __mul__ __rmul__ __imul__ __add__ __radd__ __iadd__
@@ -158,6 +158,9 @@ _MODULE_HARMLESS = _words("""parameters named_parameters buffers named_buffers t
 _DELEGATORS = ("torch.compile", "torch.jit.script", "torch.jit.trace", "torch.jit.trace_module",
                "torch.jit.script_if_tracing", "torch.jit.freeze", "torch._dynamo", "torch.export",
                "torch.fx", "torch._inductor.compile", "torch._inductor.compile_fx", "torch.func")
+# outside PyTorch but just as much not Triton, when called in the forward path
+_OTHER_COMPUTE = ("numpy.asarray", "numpy.array", "numpy.ascontiguousarray", "numpy.frombuffer",
+                  "numpy.from_dlpack", "torch.utils.dlpack", "einops.einsum", "einops.reduce", "opt_einsum")
 _WATCHED_BUILTINS = _words("eval exec compile __import__ getattr setattr delattr open globals vars "
                            "locals breakpoint type id hash")
 _JIT_DECORATORS = _words("jit autotune heuristics")
@@ -201,17 +204,21 @@ def _resolve(node: ast.AST, aliases, self_attrs, unbound: frozenset[str]) -> tup
     return ()
 
 
-def _bound_names(tree: ast.Module) -> set[str]:
-    names = set()
-    for n in ast.walk(tree):
+def _module_bindings(tree: ast.Module) -> set[str]:
+    """Names bound at module level (not inside defs or classes). Only these shadow a
+    builtin everywhere: a parameter named `open` somewhere must not blind the guards
+    to open() elsewhere."""
+    names, todo = set(), list(tree.body)
+    while todo:
+        n = todo.pop()
         if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
             names.add(n.id)
         elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(n.name)
-        elif isinstance(n, ast.arg):
-            names.add(n.arg)
         elif isinstance(n, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in n.names)
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(n))
     return names
 
 
@@ -444,7 +451,8 @@ def parse_source(src: str) -> Source | None:
         tree = ast.parse(src)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    unbound = frozenset(_WATCHED_BUILTINS - _bound_names(tree))
+    module_names = _module_bindings(tree)
+    unbound = frozenset(_WATCHED_BUILTINS - module_names)
     aliases, self_attrs, imports = _collect_aliases(tree, unbound)
     sites = _walk_regions(tree, aliases, self_attrs, unbound)
     parents = {id(s.node): s.parent for s in sites}
@@ -463,13 +471,6 @@ def parse_source(src: str) -> Source | None:
             refs.append(Ref(n, paths, isinstance(p, ast.Call) and p.func is n, s))
     methods = {c.name: frozenset(f.name for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)))
                for c in ast.walk(tree) if isinstance(c, ast.ClassDef)}
-    module_names, todo = set(), list(tree.body)
-    while todo:   # names bound at module level, not inside defs or classes
-        n = todo.pop()
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-            module_names.add(n.id)
-        elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            todo.extend(ast.iter_child_nodes(n))
     namespaces = {c.value.split("::")[0] for c in ast.walk(tree) if isinstance(c, ast.Constant)
                   and isinstance(c.value, str) and "::" in c.value} - {"aten", "prims"}
     return Source(src=src, tree=tree, lines=tuple(src.splitlines()), sites=tuple(sites),
@@ -559,36 +560,61 @@ def _torch_compute_ref(path: str) -> bool:
 
 def check_torch_compute(source: Source, settings: GuardSettings) -> Finding | None:
     """PyTorch (torch.*, F.*, aten, extern_kernels, Tensor methods, `@`, nn modules held
-    in __init__) doing the work in the forward path, or a compiler taking it over."""
+    in __init__) doing the work in the forward path, a compiler taking it over, or a
+    forward that is PyTorch's own (an nn layer subclassed, forward bound to a torch op)."""
     reject = not settings.allow_library_ops
-    out = []
+    return _first(Finding("torch_compute", msg, line, reject, "library_ops")
+                  for line, msg in (*_borrowed_forward(source), *_torch_refs(source), *_forward_syntax(source)))
 
-    def add(node, what, name, site):
-        msg = f"`{what}` in `{_fn_name(site)}` is a PyTorch library op doing the work; {_advice(name)}."
-        out.append(Finding("torch_compute", msg, _line(node), reject, "library_ops"))
 
+def _work_msg(source: Source, node: ast.AST, site: Site, name: str) -> tuple[int | None, str]:
+    return _line(node), (f"`{_spell(source, node)}` in `{_fn_name(site)}` is a PyTorch library op doing "
+                         f"the work; {_advice(name)}.")
+
+
+def _torch_refs(source: Source) -> Iterator[tuple[int | None, str]]:
     for r in source.refs:
         region = r.site.region
         for p in r.paths:
             if _under(p, _DELEGATORS) and region != DEAD:
-                out.append(Finding("torch_compute", f"`{_spell(source, r.node)}` hands the model to a PyTorch "
-                                   "compiler or tracer; write the work as @triton.jit kernels instead.",
-                                   _line(r.node), reject, "library_ops"))
+                yield _line(r.node), (f"`{_spell(source, r.node)}` hands the model to a PyTorch compiler or "
+                                      "tracer; write the work as @triton.jit kernels instead.")
                 break
-            if region not in (FORWARD, JIT) or not p.startswith("torch.") or _under(p, _OWNED_ELSEWHERE):
+            if region == FORWARD and _under(p, _OTHER_COMPUTE):
+                yield _work_msg(source, r.node, r.site, p.split(".")[-1])
+                break
+            if not p.startswith("torch.") or _under(p, _OWNED_ELSEWHERE):
                 continue
             if p.startswith("torch.ops.") and p.split(".")[2:3] and p.split(".")[2] in source.op_namespaces:
                 continue   # torch.ops.mylib.op: the file's own custom op, whose body is checked itself
-            if (r.called and not _torch_allowed(p)) or _torch_compute_ref(p):
-                add(r.node, _spell(source, r.node), p.split(".")[-1], r.site)
+            if region in (FORWARD, JIT) and ((r.called and not _torch_allowed(p)) or _torch_compute_ref(p)):
+                yield _work_msg(source, r.node, r.site, p.split(".")[-1])
                 break
+            if region == SETUP and not r.called and _torch_compute_ref(p) and not _is_alias_value(r):
+                # OPS = {"mm": torch.mm}; self.ops = [F.relu]: kept to be called later
+                yield _line(r.node), (f"`{_spell(source, r.site.parent)}` keeps a PyTorch op to call later; "
+                                      f"{_advice(p.split('.')[-1])}.")
+                break
+
+
+def _is_alias_value(ref: Ref) -> bool:
+    """`mm = torch.mm` or `self.act = F.relu`: tracked as an alias, judged where called."""
+    parent = ref.site.parent
+    if not isinstance(parent, (ast.Assign, ast.AnnAssign)) or parent.value is not ref.node:
+        return False
+    targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+    return all(isinstance(t, ast.Name) or (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                                           and t.value.id in ("self", "cls")) for t in targets)
+
+
+def _forward_syntax(source: Source) -> Iterator[tuple[int | None, str]]:
+    """`@`, Tensor compute methods and nn modules called in the forward path."""
     for s in source.sites:
         n = s.node
         if s.region != FORWARD:
             continue
-        if (isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult)) or \
-                (isinstance(n, ast.AugAssign) and isinstance(n.op, ast.MatMult)):
-            add(n, _spell(source, n), "matmul", s)
+        if isinstance(n, (ast.BinOp, ast.AugAssign)) and isinstance(n.op, ast.MatMult):
+            yield _work_msg(source, n, s, "matmul")
         elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and n.attr in _COMPUTE_NAMES:
             # x.sum(), w.t().matmul(x), f = x.relu: a Tensor method; but self.pad or
             # self.relu(x) is the module's own attribute or method, and math.exp,
@@ -596,27 +622,45 @@ def check_torch_compute(source: Source, settings: GuardSettings) -> Finding | No
             base = n.value
             if isinstance(base, ast.Name) and (base.id in ("self", "cls") or n.attr in source.methods.get(base.id, ())):
                 continue
-            if _resolve(base, source.aliases, source.self_attrs, frozenset()):
-                continue
-            add(n, _spell(source, n), n.attr, s)
+            if not _resolve(base, source.aliases, source.self_attrs, frozenset()):
+                yield _work_msg(source, n, s, n.attr)
         elif _literal_getattr(n) and n.args[1].value in _COMPUTE_NAMES and \
                 not _resolve(n.args[0], source.aliases, source.self_attrs, frozenset()):
-            add(n, _spell(source, n), n.args[1].value, s)   # getattr(x, "relu")
+            yield _work_msg(source, n, s, n.args[1].value)   # getattr(x, "relu")
         elif isinstance(n, ast.Call):
             # self.conv(x), self.conv.forward(x), self.blocks[0](x), layer(x) for layer in self.layers
             f = n.func
-            targets = [f]
-            if isinstance(f, ast.Attribute) and f.attr not in _MODULE_HARMLESS:
-                targets.append(f.value)
+            targets = [f, f.value] if isinstance(f, ast.Attribute) and f.attr not in _MODULE_HARMLESS else [f]
             for t in targets:
                 while isinstance(t, ast.Subscript):
                     t = t.value
                 if _holder(t) in source.library_names:
-                    out.append(Finding("torch_compute", f"`{_spell(source, n)}` runs a torch.nn module in "
-                                       f"`{_fn_name(s)}`; keep the module only for its weights and compute "
-                                       "with them in a Triton kernel.", _line(n), reject, "library_ops"))
+                    yield _line(n), (f"`{_spell(source, n)}` runs a torch.nn module in `{_fn_name(s)}`; keep the "
+                                     "module only for its weights and compute with them in a Triton kernel.")
                     break
-    return _first(out)
+
+
+def _borrowed_forward(source: Source) -> Iterator[tuple[int | None, str]]:
+    """A forward that is PyTorch's: ModelNew = nn.ReLU, class X(nn.Conv2d), forward = torch.relu."""
+    for p in source.aliases.get("ModelNew", ()):
+        if p.startswith("torch."):
+            yield None, f"ModelNew is PyTorch's `{p}`; define class ModelNew(nn.Module) with Triton kernels."
+    for s in source.sites:
+        n = s.node
+        if s.region == DEAD:
+            continue
+        if isinstance(n, ast.ClassDef):
+            for b in n.bases:
+                if any(_is_layer(p) for p in _resolve(b, source.aliases, source.self_attrs, frozenset())):
+                    yield _line(b), (f"class {n.name} inherits its forward from `{_spell(source, b)}`; derive from "
+                                     "nn.Module and compute in Triton kernels.")
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
+        for t in targets:
+            rebinds = (isinstance(t, ast.Attribute) and t.attr in ("forward", "__call__", "_call_impl")) or \
+                (isinstance(t, ast.Name) and t.id in ("forward", "__call__") and isinstance(s.parent, ast.ClassDef))
+            if rebinds:
+                yield _line(n), (f"`{_spell(source, n)}` replaces forward with another callable; define "
+                                 "`def forward` that launches Triton kernels.")
 
 
 _DISGUISE_PATHS = ("builtins.eval", "builtins.exec", "builtins.compile", "builtins.__import__",
@@ -782,7 +826,8 @@ _STREAMS = ("torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.set_stream", "
             "torch.cuda.graphs", "torch.cuda.CUDAGraph", "torch.cuda.make_graphed_callables",
             "torch.cuda.set_sync_debug_mode")
 _FOREIGN = ("torch.utils.cpp_extension", "cupy", "numba", "pycuda", "cuda", "jax", "tensorflow", "tvm",
-            "tilelang", "cutlass", "pyopencl", "taichi", "torch.cuda.jiterator", "torch.cuda._compile_kernel")
+            "tilelang", "cutlass", "pyopencl", "taichi", "torch.cuda.jiterator", "torch.cuda._compile_kernel",
+            "scipy", "numexpr", "sklearn")
 
 
 def _table_guard(source: Source, prefixes, guard: str, flag: str, why: str) -> Finding | None:
@@ -819,7 +864,7 @@ def check_side_stream(source: Source, settings: GuardSettings) -> Finding | None
 
 def check_foreign_kernel(source: Source, settings: GuardSettings) -> Finding | None:
     return _table_guard(source, _FOREIGN, "foreign_kernel", "foreign_kernel",
-                        "builds kernels outside Triton; krefine evaluates @triton.jit kernels only.")
+                        "computes outside Triton; krefine evaluates @triton.jit kernels only.")
 
 
 _FS_ALWAYS = ("os.write", "os.writev", "os.pwrite", "os.fdopen", "os.dup", "os.dup2", "os.close",
@@ -1016,5 +1061,9 @@ def run_static_guards(src: str, settings: GuardSettings) -> list[Finding]:
     source = parse_source(src)
     if source is None:
         return []
-    findings = [f for f in (guard(source, settings) for guard in STATIC_GUARDS) if f is not None]
+    try:
+        findings = [f for f in (guard(source, settings) for guard in STATIC_GUARDS) if f is not None]
+    except RecursionError:   # nesting deeper than the guards can read: refuse, never wave through
+        return [Finding("unreadable", "the code is nested too deeply for the guards to read; flatten "
+                        "the expressions.", None, True, "unreadable")]
     return sorted(findings, key=lambda f: not f.reject)

@@ -18,17 +18,26 @@ _FLUSH_BYTES = 256 << 20   # > L2 of every GPU we know (H200: 60 MiB, B200: 126 
 
 @contextlib.contextmanager
 def nvtx_range(name: str):
-    """An NVTX range (ncu --nvtx-include uses these); no-op when nvtx is unavailable."""
+    """A push/pop NVTX range (ncu --nvtx-include selects these). The nvtx package when
+    installed, else torch's own binding; a no-op without CUDA."""
+    push = pop = None
     try:
         import nvtx
-        rng = nvtx.start_range(message=name)
-    except Exception:  # nvtx missing or no NVTX library: profiling just loses the range
-        rng = None
+        push, pop = (lambda: nvtx.push_range(message=name)), nvtx.pop_range
+    except ImportError:
+        try:
+            import torch
+            if torch.cuda.is_available():
+                push, pop = (lambda: torch.cuda.nvtx.range_push(name)), torch.cuda.nvtx.range_pop
+        except ImportError:
+            pass
+    if push is not None:
+        push()
     try:
         yield
     finally:
-        if rng is not None:
-            nvtx.end_range(rng)
+        if pop is not None:
+            pop()
 
 
 def time_cuda(fn: Callable[[], object], *, warmup: int, iters: int, device=None,

@@ -57,7 +57,10 @@ class Worker:
             cap = int(setup["address_space_gib"] * (1 << 30))
             resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
             enforced["address_space_gib"] = setup["address_space_gib"]
-        enforced["network"] = _private_network()
+        # the ncu pass keeps the audit hook but not the namespace: ncu's injected library
+        # talks to its host process over sockets a new network namespace would cut
+        enforced["network"] = _private_network() if setup.get("network_isolation", True) else \
+            "audit hook only (profiling pass under ncu)"
         sys.addaudithook(_make_audit_hook(self.workdir))
         enforced["audit_hook"] = "sockets, non-toolchain subprocesses, writes outside the temp dir"
         return enforced

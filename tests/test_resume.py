@@ -42,6 +42,8 @@ class ModelNew(nn.Module):
         return y
 ```'''
 
+pytestmark = pytest.mark.slow  # real evaluations on CPU, tens of seconds in all
+
 ROUNDS, PER_ROUND = 3, 2
 ALL_IDS = [f"r0{r}-c0{c}" for r in range(1, ROUNDS + 1) for c in range(PER_ROUND)]
 

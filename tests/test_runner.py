@@ -128,6 +128,7 @@ def story(tmp_path_factory):
     return r, RunDir(tmp / "run")
 
 
+@pytest.mark.slow
 def test_story_ends_solved_at_the_first_correct_candidate(story):
     r, rd = story
     assert r.returncode == 0, r.stdout + r.stderr
@@ -137,16 +138,19 @@ def test_story_ends_solved_at_the_first_correct_candidate(story):
     assert rd.best.read_text() == rd.candidate_src("r03-c00").read_text()
 
 
+@pytest.mark.slow
 def test_story_verdicts_walk_compile_error_then_wrong_output_then_correct(story):
     _, rd = story
     assert [read_json(rd.eval(f"r0{i}-c00"))["verdict"] for i in (1, 2, 3)] == ["compile_error", "incorrect", "correct"]
 
 
+@pytest.mark.slow
 def test_story_first_prompt_is_the_kernelllm_template(story):
     _, rd = story
     assert rd.prompt("r01-c00").read_text() == render_initial((REPO / "examples/relu.py").read_text())
 
 
+@pytest.mark.slow
 def test_story_second_prompt_carries_the_compile_error_and_its_line(story):
     _, rd = story
     prompt = rd.prompt("r02-c00").read_text()
@@ -154,6 +158,7 @@ def test_story_second_prompt_carries_the_compile_error_and_its_line(story):
     assert "offending line: `y = tl.relu(x + b) * scale`" in prompt
 
 
+@pytest.mark.slow
 def test_story_third_prompt_carries_the_wrong_tail(story):
     _, rd = story
     prompt = rd.prompt("r03-c00").read_text()
@@ -163,6 +168,7 @@ def test_story_third_prompt_carries_the_wrong_tail(story):
     assert "grid = (n_elements // 4096,)" in prompt  # the parent it must fix
 
 
+@pytest.mark.slow
 def test_story_completions_jsonl_replays_the_run(story):
     _, rd = story
     recorded = [json.loads(line) for line in rd.completions_jsonl.read_text().splitlines()]

@@ -310,6 +310,46 @@ def test_kernelbook_style_call_with_inductor_helpers_is_fine():
     assert found(src) == {}
 
 
+def test_subclassing_a_torch_nn_layer_is_rejected():
+    src = candidate().replace("class ModelNew(nn.Module):", "class ModelNew(nn.ReLU):")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_model_new_bound_to_a_torch_module_is_rejected():
+    assert "torch_compute" in rejected_by(candidate() + "\nModelNew = nn.ReLU\n")
+
+
+@pytest.mark.parametrize("where, line", [
+    ("class", "forward = staticmethod(torch.relu)"),
+    ("init", "self.forward = torch.relu"),
+    ("module", "ModelNew.forward = lambda self, x: x"),
+])
+def test_replacing_forward_with_another_callable_is_rejected(where, line):
+    if where == "class":
+        src = candidate().replace("    def __init__(self):", f"    {line}\n\n    def __init__(self):")
+    elif where == "init":
+        src = candidate(init=line)
+    else:
+        src = candidate() + f"\n{line}\n"
+    f = found(src)["torch_compute"]
+    assert f.reject and "forward" in f.message
+
+
+def test_torch_op_kept_in_a_table_at_import_is_rejected():
+    src = candidate(prelude='OPS = {"act": torch.relu}', forward='out = OPS["act"](out)')
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_numpy_round_trip_in_forward_is_rejected():
+    src = candidate(prelude="import numpy as np", forward="out = torch.from_numpy(np.maximum(np.asarray(out), 0))")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_numpy_for_shape_arithmetic_is_fine():
+    src = candidate(prelude="import numpy as np", forward="total = int(np.prod(x.shape))")
+    assert found(src) == {}
+
+
 def test_library_ops_are_flag_only_when_allowed():
     f = found(candidate(forward="out = torch.matmul(x, x)"), LENIENT)["torch_compute"]
     assert not f.reject and f.flag == "library_ops"
@@ -484,6 +524,7 @@ def test_setting_attributes_on_self_and_plain_objects_is_fine():
     ("from torch.utils.cpp_extension import load_inline", "foreign_kernel"),
     ("import cupy", "foreign_kernel"),
     ("import numba.cuda", "foreign_kernel"),
+    ("from scipy.special import expit", "foreign_kernel"),
 ])
 def test_threads_processes_streams_network_and_other_toolkits_are_rejected(prelude, guard):
     assert guard in rejected_by(candidate(prelude=prelude))
@@ -516,6 +557,11 @@ def test_current_stream_is_fine():
 ])
 def test_file_writes_and_paths_outside_the_temp_dir_are_rejected(line):
     src = candidate(forward=f"name = 'x'\n{line}", prelude="import os\nimport shutil\nimport pathlib")
+    assert "filesystem" in rejected_by(src)
+
+
+def test_a_parameter_named_like_a_builtin_does_not_hide_that_builtin_elsewhere():
+    src = candidate(prelude="def helper(open):\n    return open", forward='f = open("/tmp/x", "w")')
     assert "filesystem" in rejected_by(src)
 
 

@@ -127,14 +127,28 @@ def test_functional_op_imported_by_name_is_rejected():
     assert "torch_compute" in rejected_by(src)
 
 
-def test_torch_op_aliased_at_module_level_is_rejected_where_it_is_called():
+def test_torch_op_aliased_at_module_level_is_rejected():
     src = candidate(forward="out = fast(x, x)", prelude="fast = torch.matmul")
     assert "torch_compute" in rejected_by(src)
 
 
-def test_torch_op_stored_on_self_in_init_is_rejected_where_it_is_called():
+def test_torch_op_stored_on_self_in_init_is_rejected():
     src = candidate(init="self.act = torch.relu", forward="out = self.act(x)")
     assert "torch_compute" in rejected_by(src)
+
+
+def test_torch_op_kept_as_a_class_attribute_is_rejected():
+    src = candidate(forward="out = type(self).op(out)").replace(
+        "    def __init__(self):", "    op = torch.relu\n\n    def __init__(self):")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_torch_reached_through_a_module_that_imports_it_is_rejected():
+    assert "torch_compute" in rejected_by(candidate(forward="out = triton.testing.torch.relu(out)"))
+
+
+def test_naming_a_functional_module_without_calling_into_it_is_fine():
+    assert found(candidate(prelude="F = torch.nn.functional")) == {}
 
 
 def test_torch_op_passed_as_a_value_in_forward_is_rejected():
@@ -397,9 +411,11 @@ def test_getattr_on_self_is_a_disguise_when_the_module_holds_nn_layers():
     'f = globals()["torch"].relu',
     'f = operator.attrgetter("relu")(torch)',
     'f = pickle.loads(b"")',
+    'f = pydoc.locate("torch.relu")',
+    'f = functools.reduce(getattr, ["relu"], torch)',
 ])
 def test_dynamic_code_and_lookups_are_rejected(line):
-    src = candidate(forward=line, prelude="import operator\nimport pickle")
+    src = candidate(forward=line, prelude="import operator\nimport pickle\nimport pydoc\nimport functools")
     assert "disguise" in rejected_by(src)
 
 
@@ -467,6 +483,7 @@ def test_importing_the_reference_model_is_rejected():
     "import tools.worker",
     "from agent import graph",
     "import krefine",
+    "import candidate",
     "import ctypes",
     "import builtins",
     "objs = gc.get_objects()",

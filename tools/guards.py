@@ -125,7 +125,7 @@ _COMPUTE_NAMES = _words("""
  logical_or logical_not logical_xor bitwise_and bitwise_or bitwise_xor bitwise_not eq ne
  lt le gt ge nan_to_num histc bincount kthvalue inverse det logdet cholesky pinverse
  matrix_power matrix_exp exp_ log_ sqrt_ pow_ tanh_ sigmoid_ abs_ neg_ addmm_ baddbmm_
- cumsum_ lgamma digamma xlogy hypot heaviside logaddexp logaddexp2 cdist pdist
+ cumsum_ map_ map2_ lgamma digamma xlogy hypot heaviside logaddexp logaddexp2 cdist pdist
  cosine_similarity pairwise_distance dist renorm apply_ numpy cat concat concatenate
  stack hstack vstack dstack batch_norm layer_norm group_norm instance_norm rms_norm
  local_response_norm normalize dropout dropout_ feature_dropout alpha_dropout embedding
@@ -191,6 +191,19 @@ def _literal_getattr(node: ast.AST) -> bool:
 
 
 def _resolve(node: ast.AST, aliases, self_attrs, unbound: frozenset[str]) -> tuple[str, ...]:
+    return tuple(_via_torch(p) for p in _resolve_raw(node, aliases, self_attrs, unbound))
+
+
+def _via_torch(path: str) -> str:
+    """`triton.testing.torch.relu` is torch.relu: modules re-export what they import."""
+    parts = path.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i] == "torch":
+            return ".".join(parts[i:])
+    return path
+
+
+def _resolve_raw(node: ast.AST, aliases, self_attrs, unbound: frozenset[str]) -> tuple[str, ...]:
     got = _chain(node)
     if got is None:
         return ()
@@ -549,11 +562,15 @@ def _torch_compute_ref(path: str) -> bool:
     """An uncalled reference that names a compute op (op = torch.mm; map(F.relu, ...))."""
     if not path.startswith("torch.") or _torch_allowed(path):
         return False
-    if _under(path, ("torch.nn.functional", "torch.ops.aten", "torch.ops.prims", "torch.special",
-                     "torch.linalg", "torch.fft", "torch._C._nn", "torch._C._VariableFunctions",
-                     "torch._VF", "torch._inductor.select_algorithm.extern_kernels")):
-        return True
+    namespace = _under(path, _COMPUTE_NAMESPACES)
+    if namespace:
+        return path != namespace   # F.relu is an op; F = torch.nn.functional only names the module
     return _is_layer(path) or path.split(".")[-1] in _COMPUTE_NAMES
+
+
+_COMPUTE_NAMESPACES = ("torch.nn.functional", "torch.ops.aten", "torch.ops.prims", "torch.special",
+                       "torch.linalg", "torch.fft", "torch._C._nn", "torch._C._VariableFunctions",
+                       "torch._VF", "torch._inductor.select_algorithm.extern_kernels")
 
 
 # --- the guards -------------------------------------------------------------------------
@@ -590,21 +607,12 @@ def _torch_refs(source: Source) -> Iterator[tuple[int | None, str]]:
             if region in (FORWARD, JIT) and ((r.called and not _torch_allowed(p)) or _torch_compute_ref(p)):
                 yield _work_msg(source, r.node, r.site, p.split(".")[-1])
                 break
-            if region == SETUP and not r.called and _torch_compute_ref(p) and not _is_alias_value(r):
-                # OPS = {"mm": torch.mm}; self.ops = [F.relu]: kept to be called later
+            if region == SETUP and not r.called and _torch_compute_ref(p):
+                # mm = torch.mm; OPS = {"mm": torch.mm}; self.act = F.relu: kept to be called
+                # later, maybe through a path no alias tracking follows (type(self).mm)
                 yield _line(r.node), (f"`{_spell(source, r.site.parent)}` keeps a PyTorch op to call later; "
                                       f"{_advice(p.split('.')[-1])}.")
                 break
-
-
-def _is_alias_value(ref: Ref) -> bool:
-    """`mm = torch.mm` or `self.act = F.relu`: tracked as an alias, judged where called."""
-    parent = ref.site.parent
-    if not isinstance(parent, (ast.Assign, ast.AnnAssign)) or parent.value is not ref.node:
-        return False
-    targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
-    return all(isinstance(t, ast.Name) or (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
-                                           and t.value.id in ("self", "cls")) for t in targets)
 
 
 def _forward_syntax(source: Source) -> Iterator[tuple[int | None, str]]:
@@ -667,7 +675,8 @@ _DISGUISE_PATHS = ("builtins.eval", "builtins.exec", "builtins.compile", "builti
                    "builtins.globals", "builtins.vars", "builtins.breakpoint", "importlib", "imp",
                    "runpy", "pkgutil", "zipimport", "pickle", "_pickle", "cPickle", "marshal", "dill",
                    "cloudpickle", "types.FunctionType", "types.CodeType", "types.LambdaType",
-                   "code", "codeop", "operator.attrgetter", "operator.methodcaller", "operator.matmul",
+                   "code", "codeop", "pydoc", "inspect.getattr_static", "inspect.getmembers",
+                   "operator.attrgetter", "operator.methodcaller", "operator.matmul",
                    "operator.imatmul", "operator.__matmul__")
 
 
@@ -679,6 +688,11 @@ def check_disguise(source: Source, settings: GuardSettings) -> Finding | None:
         what = _spell(source, node) if not isinstance(node, (ast.Import, ast.ImportFrom)) else f"import {path}"
         out.append(Finding("disguise", f"`{what}` hides which code runs; call Triton kernels and name "
                            "every helper directly.", _line(node), True, "disguised_op"))
+    for r in source.refs:   # functools.reduce(getattr, names, torch): getattr as a value
+        if not r.called and any(p in ("builtins.getattr", "builtins.setattr", "builtins.delattr") for p in r.paths):
+            out.append(Finding("disguise", f"`{_spell(source, r.site.parent)}` passes getattr around to look "
+                               "attributes up indirectly; name what you call directly.", _line(r.node), True,
+                               "disguised_op"))
     for path, node in source.imports:
         if path.endswith(".*") and path.split(".")[0] == "torch":
             out.append(Finding("disguise", f"`from {path[:-2]} import *` hides which torch ops are used; "
@@ -760,7 +774,8 @@ _TAMPER_PATHS = ("sys.modules", "sys._getframe", "sys._current_frames", "sys.set
                  "traceback.extract_stack", "os.putenv", "os.unsetenv", "os.environ.update",
                  "os.environ.setdefault", "os.environ.pop", "os.environ.clear", "os.environ.popitem",
                  "os.environ.__setitem__", "ctypes", "_ctypes", "cffi", "builtins.__dict__", "__builtin__",
-                 "tools", "agent", "krefine", "signal", "atexit", "resource", "torch.overrides",
+                 "tools", "agent", "krefine", "signal",
+                 "candidate",   # tools/worker.py registers the candidate itself under this name "atexit", "resource", "torch.overrides",
                  "torch.utils._python_dispatch", "torch._C._set_dispatch_mode")
 _TAMPER_IMPORTS = ("builtins",)
 _FRAME_ATTRS = _words("f_back f_globals f_locals f_builtins f_code tb_frame gi_frame cr_frame ag_frame "

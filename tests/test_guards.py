@@ -440,6 +440,11 @@ def test_try_except_returning_in_the_handler_is_rejected():
     assert "fallback" in rejected_by(src)
 
 
+def test_return_in_finally_swallowing_errors_is_rejected():
+    src = candidate(forward="try:\n    out = out + 0\nfinally:\n    return out")
+    assert "fallback" in rejected_by(src)
+
+
 def test_optional_import_at_module_level_is_fine():
     src = candidate(prelude="try:\n    from triton.language.extra import libdevice\n"
                             "except ImportError:\n    libdevice = None")

@@ -7,6 +7,11 @@ network, file writes outside the temp dir, non-Triton kernel toolkits, a file wi
 Triton kernel at all, and two flag-only hints (reduced precision, output caching).
 Each guard is a plain function in STATIC_GUARDS, never looked up by name.
 
+"The forward path" is every function body except `__init__`: helpers called from
+forward do its work as much as forward itself. Module level, class bodies and
+`__init__` are set-up, where torch may build and initialise weights. Top-level defs
+nothing refers to (a pasted reference `Model`, `get_inputs`) never run and are skipped.
+
 Not covered: what only shows when the code runs (whether a Triton kernel was
 launched, GPU time share, in-place input mutation, caching without a visible key):
 tools/evaluate.py and tools/worker.py check those. Static reading of Python can be
@@ -729,6 +734,11 @@ def check_fallback(source: Source, settings: GuardSettings) -> Finding | None:
             if _handler_does_work(h):
                 return Finding("fallback", f"the try/except at line {n.lineno} runs other code when the "
                                "kernel fails; remove it and let errors surface.", _line(h), True, "fallback")
+    for s in source.sites:   # `return` in `finally` swallows any exception: a handler in disguise
+        if isinstance(s.node, ast.Try) and s.region != DEAD and \
+                any(isinstance(x, ast.Return) for b in s.node.finalbody for x in ast.walk(b)):
+            return Finding("fallback", f"the `return` in the finally block of line {s.node.lineno} hides the "
+                           "kernel's errors; return after the try instead.", _line(s.node), True, "fallback")
     return None
 
 

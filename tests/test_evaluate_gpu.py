@@ -15,9 +15,10 @@ OK_SRC = (HERE / "problems" / "relu_ok.py").read_text()
 
 OOB_SRC = OK_SRC.replace("tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=m)",
                          "tl.store(y_ptr + offs + (1 << 40), tl.maximum(x, 0.0))")
+# an atomic in the loop: LLVM may delete a side-effect-free infinite loop
 HANG_SRC = OK_SRC.replace("    pid = tl.program_id(0)\n",
-                          "    pid = tl.program_id(0)\n    i = 0\n    while pid >= 0:\n        i += 1\n"
-                          "        pid = tl.program_id(0) + (i & 0)\n")
+                          "    pid = tl.program_id(0)\n    while pid >= 0:\n"
+                          "        tl.atomic_add(y_ptr, 0.0)\n")
 
 
 @pytest.fixture(scope="module")

@@ -116,3 +116,8 @@ def test_close_removes_the_temp_dir():
     d = w.workdir
     w.close()
     assert not d.exists()
+
+
+def test_gpu_index_maps_through_an_outer_cuda_visible_devices(monkeypatch, tmp_path):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    assert sandbox.worker_env(tmp_path, "cuda", 1)["CUDA_VISIBLE_DEVICES"] == "5"

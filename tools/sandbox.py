@@ -102,6 +102,8 @@ class WorkerProcess:
         if self.alive():
             try:
                 self.request({"op": "exit"}, timeout_s=5.0)
+                # a wrapper (ncu) writes its report after the worker exits: let it finish
+                self.wait_exit(120.0)
             except (WorkerDied, WorkerTimeout):
                 pass
             self.kill()
@@ -134,7 +136,9 @@ def worker_env(workdir: Path, device: str, gpu_index: int) -> dict[str, str]:
     elif device == "compile":   # compiles for a GPU target, runs nothing
         env["CUDA_VISIBLE_DEVICES"] = ""
     else:
-        env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
+        # gpu_index counts the GPUs the judge sees, which an outer CUDA_VISIBLE_DEVICES may narrow
+        visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+        env["CUDA_VISIBLE_DEVICES"] = visible[gpu_index] if gpu_index < len(visible) else str(gpu_index)
     return env
 
 

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The loop's and bench's GPU checks in one device call (issues 3 and 5): the replay
+# story on examples/relu.py with the time per round split by phase, then `krefine
+# bench` over KernelBench level-1 matmul problems with hand-written replayed candidates.
+#   bash benchmarks/gpu_loop_checks.sh OUT_DIR KERNELBENCH_DIR
+set -uo pipefail
+out=${1:?out dir}; kb=${2:?KernelBench checkout}
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+timeout 90 python3 -m pytest -q -p no:cacheprovider tests/test_evaluate_gpu.py -k hung 2>&1 | tail -3
+timeout 200 python3 -m agent.cli run examples/relu.py --model replay:examples/relu.replay.jsonl \
+  --candidates 1 --out "$out/run_relu" > "$out/run_relu.log" 2>&1; echo "run rc=$?"; tail -6 "$out/run_relu.log"
+python3 benchmarks/round_split.py "$out/run_relu" | tee "$out/round_split.txt"
+timeout 200 python3 -m agent.cli bench "$kb/KernelBench/level1" --filter '^(1|2|4|8)_' \
+  --model "replay:benchmarks/replays/{problem}.jsonl" --out "$out/bench" 2>&1 | tail -30 | tee "$out/bench.log"

@@ -6,9 +6,9 @@
 set -uo pipefail
 out=${1:?out dir}; kb=${2:?KernelBench checkout}
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-timeout 90 python3 -m pytest -q -p no:cacheprovider tests/test_evaluate_gpu.py -k hung 2>&1 | tail -3
-timeout 200 python3 -m agent.cli run examples/relu.py --model replay:examples/relu.replay.jsonl \
+timeout 45 python3 -m pytest -q -p no:cacheprovider tests/test_evaluate_gpu.py -k hung 2>&1 | tail -3
+timeout 100 python3 -m agent.cli run examples/relu.py --model replay:examples/relu.replay.jsonl \
   --candidates 1 --out "$out/run_relu" > "$out/run_relu.log" 2>&1; echo "run rc=$?"; tail -6 "$out/run_relu.log"
 python3 benchmarks/round_split.py "$out/run_relu" | tee "$out/round_split.txt"
-timeout 200 python3 -m agent.cli bench "$kb/KernelBench/level1" --filter '^(1|2|4|8)_' \
+timeout 120 python3 -m agent.cli bench "$kb/KernelBench/level1" --filter '^(1|2|4|8)_' \
   --model "replay:benchmarks/replays/{problem}.jsonl" --out "$out/bench" 2>&1 | tail -30 | tee "$out/bench.log"

@@ -230,6 +230,17 @@ def _test(run, worker, ref_model, seeds, dev) -> Status | None:
                      "kernel; the work must be done in Triton kernels")
             run.flag("no_triton_kernel")
             return Status.REJECTED
+        compute = reply.get("aten_compute") or {}
+        if compute:
+            ops = ", ".join(f"{k}×{v}" for k, v in sorted(compute.items(), key=lambda kv: -kv[1])[:5])
+            run.checks["aten_compute"] = compute
+            run.flag("library_ops")
+            msg = (f"the forward runs PyTorch compute ops ({ops}) besides its Triton kernels; "
+                   "do that work inside the kernels")
+            if not s.guards.allow_library_ops:
+                run.diag("guard:library_ops", msg)
+                return Status.REJECTED
+            run.diag("library_ops", msg)
         if reply.get("inputs_mutated"):
             idx = ", ".join(f"#{k}" for k in reply["inputs_mutated"])
             run.diag("input_mutated", f"forward modified input {idx} in place; inputs must be left unchanged")

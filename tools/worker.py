@@ -200,10 +200,12 @@ class Worker:
         before = [x.clone() if isinstance(x, torch.Tensor) else None for x in inputs]
         self.launches.clear()
         outs_all, kinds = [], []
-        for _ in range(2 if h.get("repeat") else 1):
+        aten_ops: dict[str, int] = {}
+        for call in range(2 if h.get("repeat") else 1):
             self._poison(h.get("poison", []))
             try:
-                out = self._forward(inputs)
+                with _poisoned_allocations(), _count_aten_compute(aten_ops, enabled=call == 0):
+                    out = self._forward(inputs)
             except BaseException as e:
                 return self.describe_error(e, "forward"), b""
             flat, kind = _flatten_output(out)
@@ -214,7 +216,8 @@ class Worker:
         specs, payload = channel.pack_tensors([t for t in outs_all if isinstance(t, torch.Tensor)])
         return {"ok": True, "structure": kinds, "outputs": specs,
                 "output_types": [_type_name(t) for t in outs_all],
-                "inputs_mutated": mutated, "launches": dict(self.launches)}, payload
+                "inputs_mutated": mutated, "launches": dict(self.launches),
+                "aten_compute": aten_ops}, payload
 
     def op_time(self, h: dict):
         from tools.timer import time_cuda
@@ -325,6 +328,52 @@ class Worker:
 
 
 # --- helpers (module level: no candidate-visible state) -------------------------------
+
+# aten ops that allocate, move, view or describe data; anything else in the forward is
+# library compute (an operator like `x * (x > 0)` that no static guard can see)
+_ATEN_DATA_OPS = frozenset("""
+empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_zeros ones
+ones_like new_ones full full_like new_full fill_ zero_ arange copy_ _to_copy to clone
+contiguous view _unsafe_view reshape _reshape_alias as_strided permute transpose t expand
+expand_as squeeze unsqueeze flatten unflatten slice select split split_with_sizes chunk
+narrow detach alias lift_fresh lift_fresh_copy _local_scalar_dense item resize_ set_
+view_as unbind movedim cat stack is_same_size sym_size sym_stride sym_numel
+sym_storage_offset stride size numel dim is_contiguous result_type _has_compatible_shallow_copy_type
+record_stream is_pinned _pin_memory pin_memory equal
+""".split())
+
+
+@__import__("contextlib").contextmanager
+def _count_aten_compute(counts: dict, enabled: bool):
+    """Count aten compute ops dispatched while the candidate's forward runs."""
+    if not enabled:
+        yield
+        return
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func.overloadpacket.__name__
+            if name not in _ATEN_DATA_OPS:
+                counts[f"aten.{name}"] = counts.get(f"aten.{name}", 0) + 1
+            return func(*args, **(kwargs or {}))
+
+    with _Count():
+        yield
+
+
+@__import__("contextlib").contextmanager
+def _poisoned_allocations():
+    """torch.empty & co. return NaN-filled memory (integers: their max) while on, so an
+    output the candidate never writes cannot read as a plausible answer."""
+    import torch
+    was, warn = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(was, warn_only=warn)
+
 
 def _private_network() -> str:
     """Enter a fresh network namespace (only loopback, down) if the kernel lets us."""

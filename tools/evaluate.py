@@ -219,6 +219,7 @@ def _test(run, worker, ref_model, seeds, dev) -> Status | None:
                 for k in _compile_specs(run, [failed]):
                     if not k.get("ok"):
                         reply = {**reply, "kind": "triton_compile", "message": k.get("message", ""),
+                                 "error_type": k.get("error_type", "CompilationError"),
                                  "line": k.get("line") or reply.get("line"),
                                  "source_line": k.get("source_line") or reply.get("source_line")}
             _error_diag(run, reply)

@@ -132,15 +132,10 @@ class Worker:
         from pathlib import Path
         path = Path(h["problem"])
         self.problem = exec_module(path, path.read_text(encoding="utf-8"))
-        self.cand_path = os.path.join(self.workdir, h["candidate"])
         t0 = time.perf_counter()
-        spec = importlib.util.spec_from_file_location("candidate", self.cand_path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["candidate"] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException as e:
-            return self.describe_error(e, "import"), b""
+        module = self._import_candidate(h["candidate"])
+        if isinstance(module, dict):
+            return module, b""
         cls = getattr(module, "ModelNew", None)
         if not isinstance(cls, type):
             return {"ok": False, "phase": "import", "error_type": "MissingModelNew",
@@ -153,6 +148,18 @@ class Worker:
             self.model.eval()
         jit_names = sorted(n for n, v in vars(module).items() if _is_jit(v))
         return {"ok": True, "import_s": time.perf_counter() - t0, "jit_functions": jit_names}, b""
+
+    def _import_candidate(self, name: str):
+        """The candidate as module `candidate`, or the error reply when importing fails."""
+        self.cand_path = os.path.join(self.workdir, name)
+        spec = importlib.util.spec_from_file_location("candidate", self.cand_path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["candidate"] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException as e:
+            return self.describe_error(e, "import")
+        return module
 
     def _inputs(self, seed: int):
         from tools.problem import make_inputs
@@ -284,14 +291,9 @@ class Worker:
         """compile mode: import the candidate (no interpreter) and compile each spec for
         a real GPU target. Runs in its own worker: Triton's interpreter leaves
         triton.language patched in the process that ran it, which breaks compilation."""
-        self.cand_path = os.path.join(self.workdir, h["candidate"])
-        spec = importlib.util.spec_from_file_location("candidate", self.cand_path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["candidate"] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException as e:
-            return self.describe_error(e, "import"), b""
+        module = self._import_candidate(h["candidate"])
+        if isinstance(module, dict):
+            return module, b""
         results = []
         for js in h["specs"]:
             fn = _find_kernel(module, js["name"])

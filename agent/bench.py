@@ -89,8 +89,8 @@ def main(args) -> int:
 # ---------------------------------------------------------------- options and discovery
 
 def parse_options(argv: list[str]) -> argparse.Namespace:
-    from agent.cli import _Parser  # usage errors are BadInput: one line, exit 2
-    p = _Parser(prog="krefine bench", description="run the loop over a suite of problems")
+    from agent.cli import UsageParser  # usage errors are BadInput: one line, exit 2
+    p = UsageParser(prog="krefine bench", description="run the loop over a suite of problems")
     p.add_argument("--filter", action="append", default=[], metavar="REGEX")
     p.add_argument("--out", default=None, metavar="DIR")
     p.add_argument("--config", default=None)

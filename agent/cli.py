@@ -25,15 +25,15 @@ COMMANDS = {
 }
 
 
-class _Parser(argparse.ArgumentParser):
+class UsageParser(argparse.ArgumentParser):
     def error(self, message: str):  # usage errors are bad input too: one line, exit 2
         raise BadInput("", f"{self.prog}: {message}")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="krefine", description="Turn a PyTorch module into fast, correct Triton kernels.")
+    p = UsageParser(prog="krefine", description="Turn a PyTorch module into fast, correct Triton kernels.")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=UsageParser)
 
     e = sub.add_parser("eval", help="judge one candidate against a problem")
     e.add_argument("problem")

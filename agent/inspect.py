@@ -8,7 +8,6 @@ Reads through agent/runstats.py only; writes nothing.
 """
 from __future__ import annotations
 
-from rich import box
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.syntax import Syntax

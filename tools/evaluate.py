@@ -84,7 +84,8 @@ def _judge(run: _Run, candidate_name: str, profile: bool) -> Status:
     if run.device == "cuda":
         if not torch.cuda.is_available():
             raise EvaluatorError("--device cuda but no CUDA device is visible")
-        ok, why = __import__("tools.gpuinfo", fromlist=["x"]).cuda_healthy(run.gpu_index)
+        from tools.gpuinfo import cuda_healthy
+        ok, why = cuda_healthy(run.gpu_index)
         if not ok:
             raise EvaluatorError(f"GPU {run.gpu_index} is not usable: {why}")
 
@@ -124,7 +125,6 @@ def _judge(run: _Run, candidate_name: str, profile: bool) -> Status:
 
 
 def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile) -> Status:
-    import torch
     s = run.settings
     t = time.monotonic()
     try:
@@ -194,7 +194,6 @@ def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile
 
 
 def _test(run, worker, ref_model, seeds, dev) -> Status | None:
-    import torch
     from tools.numerics import compare, tolerances
     s = run.settings
     comparisons = []

@@ -15,6 +15,7 @@ cross-checks (fresh secret inputs, host clock, its own reference). See README "S
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib.util
 import os
@@ -250,7 +251,7 @@ class Worker:
     def op_host_run(self, h: dict):
         """Back-to-back calls ended by a device sync; the judge times this whole request."""
         import torch
-        inputs = self._host_inputs = self._inputs(int(h["seed"]))
+        inputs = self._inputs(int(h["seed"]))
         torch.cuda.synchronize()
         for _ in range(int(h["iters"])):
             self._forward_nosync(inputs)
@@ -345,7 +346,7 @@ record_stream is_pinned _pin_memory pin_memory equal
 """.split())
 
 
-@__import__("contextlib").contextmanager
+@contextlib.contextmanager
 def _count_aten_compute(counts: dict, enabled: bool):
     """Count aten compute ops dispatched while the candidate's forward runs."""
     if not enabled:
@@ -364,7 +365,7 @@ def _count_aten_compute(counts: dict, enabled: bool):
         yield
 
 
-@__import__("contextlib").contextmanager
+@contextlib.contextmanager
 def _poisoned_allocations():
     """torch.empty & co. return NaN-filled memory (integers: their max) while on, so an
     output the candidate never writes cannot read as a plausible answer."""

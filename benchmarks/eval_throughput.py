@@ -40,6 +40,7 @@ def ours(problem_path: Path, cand_path: Path) -> dict:
     return {"wall_s": round(wall, 2), "verdict": v.status.value, "speedup_eager": v.speedup_eager,
             "speedup_compile": v.speedup_compile, "candidate_ms": cand.median_ms if cand else None,
             "phase_s": v.checks.get("phase_s"), "flags": list(v.flags),
+            "output_transfer": v.checks.get("output_transfer"),
             "diagnostics": [d.message[:200] for d in v.diagnostics]}
 
 
@@ -83,6 +84,9 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--only", default="", help="substring filter on problem names")
+    ap.add_argument("--repeat-on", default="", help="substring of the problem evaluated --repeat "
+                    "times (default: the first selected)")
+    ap.add_argument("--no-side-by-side", action="store_true", help="only the repeatability runs")
     args = ap.parse_args()
     import torch
     from tools.gpuinfo import gpu_state
@@ -91,9 +95,10 @@ def main() -> int:
     cands = ROOT / "benchmarks" / "candidates"
     results = {"gpu": gpu, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
                "pairs": [], "repeatability": None}
-    for prob, cand in PAIRS:
-        if args.only not in prob:
-            continue
+    selected = [(p, c) for p, c in PAIRS if args.only in p]
+    if not selected:
+        ap.error(f"--only {args.only!r} selects none of {[p for p, _ in PAIRS]}")
+    for prob, cand in ([] if args.no_side_by_side else selected):
         row = {"problem": prob, "candidate": cand}
         row["ours_cold"] = ours(problems / prob, cands / cand)
         row["ours_warm"] = ours(problems / prob, cands / cand)
@@ -108,14 +113,18 @@ def main() -> int:
         results["pairs"].append(row)
         args.out.write_text(json.dumps(results, indent=2))
     # repeatability: one candidate, N evaluations, spread of the speedup
-    prob, cand = PAIRS[0]
-    runs = [ours(problems / prob, cands / cand) for _ in range(args.repeat)]
+    prob, cand = next(((p, c) for p, c in selected if args.repeat_on in p), selected[0])
+    runs = []
+    for i in range(args.repeat):
+        runs.append(ours(problems / prob, cands / cand))
+        print(f"repeat {i + 1}/{args.repeat}: {json.dumps(runs[-1])}", flush=True)
     sp = [r["speedup_eager"] for r in runs if r["speedup_eager"]]
     results["repeatability"] = {
         "problem": prob, "speedups": sp,
         "median": statistics.median(sp) if sp else None,
         "min": min(sp) if sp else None, "max": max(sp) if sp else None,
         "rel_spread": (max(sp) - min(sp)) / statistics.median(sp) if sp else None,
+        "candidate_ms": [r["candidate_ms"] for r in runs],
         "wall_s": [r["wall_s"] for r in runs]}
     args.out.write_text(json.dumps(results, indent=2))
     print("\n| problem | ours cold s | ours warm s | KB cold s | KB warm s | ours speedup | KB speedup |")

@@ -1,17 +1,35 @@
 #!/usr/bin/env bash
-# The evaluator's GPU checks in one device call (issue 2): GPU tests, the GPU-only and
-# correct red-team cases on CUDA, `krefine eval` with the profile step (ncu when
-# present) on a KernelBench problem, and the throughput/repeatability benchmark.
-#   bash benchmarks/gpu_eval_checks.sh OUT_DIR KERNELBENCH_DIR
+# The evaluator's GPU checks (issues 2 and 4), in stages that each fit one device call:
+#   bash benchmarks/gpu_eval_checks.sh OUT_DIR KERNELBENCH_DIR STAGE...
+# tests      evaluator GPU tests (output transfer, hang / illegal address, timer, profile)
+# ncu        `krefine eval` with ncu on KernelBench problems beside an independent ncu run
+# throughput ours vs KernelBench's eval_kernel_against_ref, cold and warm
+# repeat     one candidate evaluated 5 times: spread of its speedup
+# redteam    every red-team case judged on the GPU
 set -uo pipefail
-out=${1:?out dir}; kb=${2:?KernelBench checkout}
+out=${1:?out dir}; kb=${2:?KernelBench checkout}; shift 2
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 nvidia-smi -L | tee "$out/gpu.txt"
-timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_evaluate_gpu.py tests/test_exploits.py \
-  -k "test_evaluate_gpu or (cuda and (illegal_address or library_time_share or tf32 or ok_ or cache or stream or deferred or hang or oob or empty or nan))" \
-  2>&1 | tee "$out/gpu_tests.log" | tail -25
-timeout 120 python3 -m agent.cli eval "$kb/KernelBench/level1/19_ReLU.py" benchmarks/candidates/kb_19_relu.py --json \
-  > "$out/eval_relu.json" 2> "$out/eval_relu.err"; echo "eval rc=$?"; tail -3 "$out/eval_relu.err"
-python3 -c "import json,sys; v=json.load(open('$out/eval_relu.json')); print(v['verdict'], v['speedup'], v['checks'].get('phase_s'), v['checks'].get('ncu')); print((v.get('bottleneck') or {}).get('summary'))"
-timeout 330 python3 benchmarks/eval_throughput.py --kb "$kb" --out "$out/eval_throughput.json" --repeat 5 2>&1 \
-  | grep -v "^\[Profiling\]\|^Using PyTorch" | tee "$out/bench.log" | tail -20
+for stage in "$@"; do
+  echo "== $stage"
+  case $stage in
+    tests)
+      timeout 300 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_evaluate_transfer.py \
+        tests/test_evaluate_gpu.py 2>&1 | tee "$out/gpu_tests.log" | tail -15 ;;
+    ncu)
+      timeout 400 python3 benchmarks/ncu_agreement.py --kb "$kb" --out "$out/ncu_agreement.json" 2>&1 \
+        | grep -v "^\[Profiling\]\|^Using PyTorch" | tee "$out/ncu_agreement.log" | tail -12
+      timeout 120 python3 -m agent.cli eval "$kb/KernelBench/level1/1_Square_matrix_multiplication_.py" \
+        benchmarks/candidates/kb_1_matmul.py 2>&1 | tee "$out/eval_matmul.txt" | tail -12 ;;
+    throughput)
+      timeout 560 python3 benchmarks/eval_throughput.py --kb "$kb" --out "$out/eval_throughput.json" \
+        --repeat 0 2>&1 | grep -v "^\[Profiling\]\|^Using PyTorch" | tee "$out/throughput.log" | tail -8 ;;
+    repeat)
+      timeout 400 python3 benchmarks/eval_throughput.py --kb "$kb" --out "$out/repeat.json" \
+        --repeat 5 --only Square --no-side-by-side 2>&1 | tee "$out/repeat.log" | tail -4 ;;
+    redteam)
+      timeout 560 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_exploits.py 2>&1 \
+        | tee "$out/redteam.log" | tail -15 ;;
+    *) echo "unknown stage $stage" >&2; exit 2 ;;
+  esac
+done

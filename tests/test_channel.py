@@ -63,3 +63,55 @@ def test_tensor_spec_larger_than_payload_is_rejected():
 def test_non_dtype_name_is_rejected():
     with pytest.raises(channel.ProtocolError):
         channel.unpack_tensors([{"dtype": "nn", "shape": [1], "nbytes": 4}], b"\0" * 4)
+
+
+# --- outputs through a staging buffer (tools/cudaipc.py; a CPU tensor stands in here) ---
+
+def _buffer(n=4096):
+    return torch.zeros(n, dtype=torch.uint8)
+
+
+def test_staged_tensors_round_trip_bit_exact():
+    from tools import cudaipc
+    buf = _buffer()
+    outs = [torch.randn(3, 5), torch.arange(7, dtype=torch.int64), torch.randn(4).t(), torch.empty(0)]
+    specs = cudaipc.stage(outs, buf)
+    got = channel.unpack_tensors(specs, b"", staged=buf)
+    assert all(torch.equal(g, o) and g.dtype == o.dtype for g, o in zip(got, outs))
+
+
+def test_staged_copy_is_the_judges_own():
+    from tools import cudaipc
+    buf = _buffer()
+    specs = cudaipc.stage([torch.ones(8)], buf)
+    got = channel.unpack_tensors(specs, b"", staged=buf)[0]
+    buf.fill_(0)  # the worker writing the buffer afterwards
+    assert torch.equal(got, torch.ones(8))
+
+
+def test_outputs_that_do_not_fit_are_not_staged():
+    from tools import cudaipc
+    assert cudaipc.stage([torch.ones(2000)], _buffer(4096)) is None
+
+
+@pytest.mark.parametrize("at", [4096, 4000, -256, 128, True, "0", 1.0])
+def test_staged_offset_outside_or_misaligned_is_rejected(at):
+    with pytest.raises(channel.ProtocolError):
+        channel.unpack_tensors([{"dtype": "float32", "shape": [64], "nbytes": 256, "staged": at}],
+                               b"", staged=_buffer())
+
+
+def test_staged_spec_without_a_buffer_is_rejected():
+    with pytest.raises(channel.ProtocolError):
+        channel.unpack_tensors([{"dtype": "float32", "shape": [4], "nbytes": 16, "staged": 0}], b"")
+
+
+def test_negative_dimension_is_rejected():
+    with pytest.raises(channel.ProtocolError):
+        channel.unpack_tensors([{"dtype": "float32", "shape": [-1, -1], "nbytes": 4}], b"\0" * 4)
+
+
+def test_staging_layout_aligns_every_tensor():
+    from tools import cudaipc
+    assert cudaipc.layout([1, 256, 257, 0, 5]) == [0, 256, 512, 1024, 1024]
+    assert cudaipc.span([1, 256, 257, 0, 5]) == 1280

@@ -113,8 +113,12 @@ def pack_tensors(tensors) -> tuple[list[dict], list]:
     return specs, views
 
 
-def unpack_tensors(specs: list[dict], payload, device: str = "cpu"):
-    """Rebuild plain tensors from pack_tensors' output; raises ProtocolError on mismatch."""
+def unpack_tensors(specs: list[dict], payload, device: str = "cpu", staged=None):
+    """Rebuild plain tensors from pack_tensors' output; raises ProtocolError on mismatch.
+
+    A spec with "staged": OFFSET came through `staged`, the judge's own CUDA IPC buffer
+    (tools/cudaipc.py): its bytes are copied out of that buffer, after checking that
+    they lie inside it."""
     import torch
     if isinstance(payload, list):
         payload = bytearray(b"".join(bytes(memoryview(v).cast("B")) for v in payload))
@@ -129,10 +133,17 @@ def unpack_tensors(specs: list[dict], payload, device: str = "cpu"):
             raise ProtocolError(f"bad tensor spec {s!r}") from None
         if not isinstance(dtype, torch.dtype):
             raise ProtocolError(f"bad dtype {s['dtype']!r}")
+        if any(d < 0 for d in shape):
+            raise ProtocolError(f"negative dimension in shape {shape}")
         numel = 1
         for d in shape:
             numel *= d
-        if nbytes != numel * dtype.itemsize or offset + nbytes > len(payload):
+        if nbytes != numel * dtype.itemsize:
+            raise ProtocolError("tensor bytes do not match their spec")
+        if "staged" in s:
+            out.append(_from_staging(s["staged"], nbytes, dtype, shape, staged).to(device))
+            continue
+        if offset + nbytes > len(payload):
             raise ProtocolError("tensor bytes do not match their spec")
         t = (torch.frombuffer(payload, dtype=torch.uint8, count=nbytes, offset=offset)
              .view(dtype).reshape(shape) if nbytes else torch.empty(shape, dtype=dtype))
@@ -141,3 +152,17 @@ def unpack_tensors(specs: list[dict], payload, device: str = "cpu"):
     if offset != len(payload):
         raise ProtocolError("trailing bytes after tensors")
     return out
+
+
+def _from_staging(at, nbytes: int, dtype, shape: list[int], staged):
+    """A judge-owned copy of `nbytes` at offset `at` of the staging buffer."""
+    import torch
+    from tools.cudaipc import ALIGN
+    if staged is None:
+        raise ProtocolError("a staged tensor, but no staging buffer was offered")
+    if type(at) is not int or at < 0 or at % ALIGN or at + nbytes > staged.numel():
+        raise ProtocolError(f"staged tensor at {at!r} (+{nbytes} bytes) lies outside the "
+                            f"{staged.numel()}-byte staging buffer")
+    if not nbytes:
+        return torch.empty(shape, dtype=dtype, device=staged.device)
+    return staged[at:at + nbytes].view(dtype).reshape(shape).clone()

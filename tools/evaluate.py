@@ -47,6 +47,7 @@ class _Run:
     speedup_eager: float | None = None
     speedup_compile: float | None = None
     bottleneck: dict | None = None
+    staging: object = None          # tools.cudaipc.Staging while a worker may map it
 
     def diag(self, kind: str, message: str, line: int | None = None, source_line: str | None = None):
         if line and not source_line:
@@ -122,6 +123,9 @@ def _judge(run: _Run, candidate_name: str, profile: bool) -> Status:
     finally:
         run.checks["worker_output"] = worker.output()
         worker.close()
+        if run.staging is not None:   # only now: the worker that mapped it is gone
+            run.staging.free()
+            run.staging = None
 
 
 def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile) -> Status:
@@ -141,6 +145,8 @@ def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile
         if not hello.get("ok"):
             raise EvaluatorError(f"worker set-up failed: {hello.get('message')}")
         run.checks["sandbox"] = hello.get("enforced", {})
+        first_ref = _reference(ref_model, run.problem.module, seeds[0], dev)
+        _offer_staging(run, worker, first_ref)   # before any candidate code runs
         try:
             loaded, _ = worker.request({"op": "load", "problem": str(run.problem.path),
                                         "candidate": candidate_name,
@@ -160,7 +166,7 @@ def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile
     # 4) test: fresh secret inputs per trial; the first call also JIT-compiles
     t = time.monotonic()
     try:
-        status = _test(run, worker, ref_model, seeds, dev)
+        status = _test(run, worker, ref_model, seeds, dev, first_ref)
     finally:
         run.phase_s["test"] = time.monotonic() - t
     if status is not None:
@@ -193,17 +199,18 @@ def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile
     return status or Status.CORRECT
 
 
-def _test(run, worker, ref_model, seeds, dev) -> Status | None:
+def _test(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | None:
     from tools.numerics import compare, tolerances
     s = run.settings
     comparisons = []
     for i, seed in enumerate(seeds):
-        ref = _reference(ref_model, run.problem.module, seed, dev)
+        ref = first_ref if i == 0 else _reference(ref_model, run.problem.module, seed, dev)
         poison = [{"dtype": str(r.dtype).removeprefix("torch."), "shape": list(r.shape)} for r in ref]
         timeout = s.test.compile_timeout_s if i == 0 else s.test.run_timeout_s
         try:
             reply, payload = worker.request({"op": "trial", "seed": seed, "poison": poison,
-                                             "repeat": i == 0}, timeout)
+                                             "repeat": i == 0, "staged": _staged(run) is not None},
+                                            timeout)
         except sandbox.WorkerTimeout:
             run.diag("timeout", f"trial {i + 1}: forward did not finish within {timeout:g} s "
                      "(infinite loop, deadlock or a hung kernel)")
@@ -246,7 +253,7 @@ def _test(run, worker, ref_model, seeds, dev) -> Status | None:
             run.diag("input_mutated", f"forward modified input {idx} in place; inputs must be left unchanged")
             return Status.INCORRECT
         try:
-            outs = channel.unpack_tensors(reply.get("outputs", []), payload, dev)
+            outs = channel.unpack_tensors(reply.get("outputs", []), payload, dev, _staged(run))
         except channel.ProtocolError as e:
             run.diag("protocol", f"the worker sent malformed outputs: {e}")
             run.flag("tampering")
@@ -289,6 +296,54 @@ def _test(run, worker, ref_model, seeds, dev) -> Status | None:
     atol, rtol, rel = tolerances(ref[0].dtype, s.test)
     run.checks["tolerance"] = {"atol": atol, "rtol": rtol, "rel_l2": rel, "dtype": str(ref[0].dtype)}
     return None
+
+
+def _offer_staging(run: _Run, worker, ref: list) -> None:
+    """On cuda, give the worker a judge-owned CUDA IPC buffer for its outputs (two
+    calls' worth: a trial's repeated call) when IPC works here and memory allows;
+    otherwise outputs come through the pipe. checks["output_transfer"] says which."""
+    if run.device != "cuda":
+        run.checks["output_transfer"] = "pipe"
+        return
+    if run.settings.test.output_transfer == "pipe":
+        run.checks["output_transfer"] = "pipe (output_transfer = \"pipe\")"
+        return
+    import torch
+    from tools import cudaipc
+    need = cudaipc.span([r.numel() * r.element_size() for r in ref if hasattr(r, "numel")] * 2)
+    free, _ = torch.cuda.mem_get_info(run.gpu_index)
+    if need == 0 or 3 * need > free:  # the buffer, the judge's copies, room for the worker
+        run.checks["output_transfer"] = (f"pipe (a {need >> 20} MiB staging buffer would leave too "
+                                         f"little of the {free >> 20} MiB free)" if need else "pipe")
+        return
+    try:
+        run.staging = cudaipc.Staging(need, run.gpu_index)
+        head = run.staging.tensor[:512]
+        head.copy_(torch.arange(512, device=head.device).remainder(256).to(torch.uint8))
+        torch.cuda.synchronize(run.gpu_index)
+    except cudaipc.IpcError as e:
+        run.checks["output_transfer"] = f"pipe (CUDA IPC unavailable: {str(e)[:200]})"
+        return   # the buffer, if any, is freed after the worker is gone
+    try:
+        reply, _ = worker.request({"op": "staging", "handle": run.staging.handle.hex(), "nbytes": need},
+                                  run.settings.test.run_timeout_s)
+    except (sandbox.WorkerTimeout, sandbox.WorkerDied) as e:  # no candidate code has run yet
+        raise EvaluatorError(f"the worker failed while mapping the CUDA IPC buffer ({e}); "
+                             "set [eval] output_transfer = \"pipe\" to avoid IPC") from None
+    back = run.staging.tensor[256:512].tolist()
+    if reply.get("ok") and reply.get("probe") == list(range(256)) and back == list(range(255, -1, -1)):
+        run.checks["output_transfer"] = "cuda_ipc"
+        return
+    # not used, but freed only after the worker is gone (it may have mapped it)
+    run.checks["output_transfer"] = ("pipe (CUDA IPC probe failed: "
+                                     f"{reply.get('message') or 'pattern mismatch'}"[:200] + ")")
+
+
+def _staged(run: _Run):
+    """The staging buffer's bytes while outputs travel through it, else None."""
+    if run.staging is None or run.checks.get("output_transfer") != "cuda_ipc":
+        return None
+    return run.staging.tensor
 
 
 def _reference(ref_model, mod, seed: int, dev: str) -> list:
@@ -368,7 +423,8 @@ def _time(run, worker, ref_model, seed, dev) -> Status | None:
             try:
                 reply, payload = worker.request({"op": "time", "seed": seed, "warmup": warm,
                                                  "iters": ts.iters_per_round,
-                                                 "return_output": r == ts.rounds - 1},
+                                                 "return_output": r == ts.rounds - 1,
+                                                 "staged": _staged(run) is not None},
                                                 s.test.run_timeout_s)
             except sandbox.WorkerTimeout:
                 run.diag("timeout", f"timing round {r + 1} did not finish within {s.test.run_timeout_s:g} s")
@@ -391,7 +447,12 @@ def _time(run, worker, ref_model, seed, dev) -> Status | None:
                                                 name="krefine.compile")
         # the outputs of timed calls are checked too (deferred or skipped work shows here)
         ref = _reference(ref_model, run.problem.module, seed, dev)
-        outs = channel.unpack_tensors(reply.get("outputs", []), payload, dev)
+        try:
+            outs = channel.unpack_tensors(reply.get("outputs", []), payload, dev, _staged(run))
+        except channel.ProtocolError as e:
+            run.diag("protocol", f"the worker sent malformed outputs of a timed call: {e}")
+            run.flag("tampering")
+            return Status.REJECTED
         for o, r in zip(outs, ref):
             atol, rtol, rel = tolerances(r.dtype, s.test)
             cmp = compare(o, r, atol=atol, rtol=rtol, rel_l2_limit=rel) if o.shape == r.shape else None

@@ -110,6 +110,7 @@ class TestSettings:
     max_file_mib: int = 512             # RLIMIT_FSIZE in the worker
     cpu_memory_gib: float = 16.0        # RLIMIT_AS in the worker on --device cpu (0: none)
     gpu_cross_compile: bool = True      # on cpu, also compile launched kernels for sm_90
+    output_transfer: typing.Literal["auto", "pipe"] = "auto"  # cuda outputs: CUDA IPC where it works
 
     def validate(self) -> str | None:
         if self.trials < 1:

@@ -24,7 +24,7 @@ import sys
 import time
 import traceback
 
-from tools import channel
+from tools import channel, cudaipc
 
 # executables the worker may start: Triton's toolchain and its library lookup
 _ALLOWED_EXES = {"ptxas", "ptxas-blackwell", "ldconfig", "gcc", "cc", "clang", "g++",
@@ -46,6 +46,7 @@ class Worker:
         self.problem = None
         self.device = "cpu"
         self.cand_path = ""
+        self.staging = None          # cudaipc.Mapped: the judge's buffer for outputs
 
     # 1) lock down ------------------------------------------------------------------
     def lock_down(self, setup: dict) -> dict:
@@ -221,11 +222,29 @@ class Worker:
             outs_all.extend(flat)
         mutated = [i for i, (a, b) in enumerate(zip(inputs, before))
                    if b is not None and not _same(a, b)]
-        specs, payload = channel.pack_tensors([t for t in outs_all if isinstance(t, torch.Tensor)])
+        specs, payload = self._pack([t for t in outs_all if isinstance(t, torch.Tensor)], h)
         return {"ok": True, "structure": kinds, "outputs": specs,
                 "output_types": [_type_name(t) for t in outs_all],
                 "inputs_mutated": mutated, "launches": dict(self.launches),
                 "aten_compute": aten_ops}, payload
+
+    def _pack(self, tensors, h: dict):
+        """Outputs into the judge's staging buffer when offered and they fit, else bytes."""
+        if h.get("staged") and self.staging is not None:
+            specs = cudaipc.stage(tensors, self.staging.tensor)
+            if specs is not None:
+                return specs, b""
+        return channel.pack_tensors(tensors)
+
+    def op_staging(self, h: dict):
+        """Map the judge's CUDA IPC staging buffer; prove it both ways with a pattern."""
+        import torch
+        self.staging = cudaipc.Mapped(bytes.fromhex(h["handle"]), int(h["nbytes"]))
+        buf = self.staging.tensor
+        seen = buf[:256].tolist()
+        buf[256:512].copy_(torch.arange(255, -1, -1, dtype=torch.uint8, device=buf.device))
+        torch.cuda.synchronize()
+        return {"ok": True, "probe": seen}, b""
 
     def op_time(self, h: dict):
         from tools.timer import time_cuda
@@ -238,7 +257,7 @@ class Worker:
         samples = time_cuda(call, warmup=int(h["warmup"]), iters=int(h["iters"]),
                             name=NVTX_RANGE)
         flat, _ = _flatten_output(last[0])
-        specs, payload = channel.pack_tensors(flat) if h.get("return_output") else ([], b"")
+        specs, payload = self._pack(flat, h) if h.get("return_output") else ([], b"")
         return {"ok": True, "samples_ms": samples, "outputs": specs,
                 "launches": sum(self.launches.values()),
                 "calls": int(h["warmup"]) + int(h["iters"])}, payload

@@ -30,11 +30,16 @@ PAIRS = [  # (KernelBench level1 file, our candidate)
 ]
 
 
-def ours(problem_path: Path, cand_path: Path) -> dict:
+def ours(problem_path: Path, cand_path: Path, transfer: str = "auto") -> dict:
+    import dataclasses
     from tools.evaluate import evaluate
     from tools.problem import load_problem
+    from tools.settings import EvalSettings
+    s = EvalSettings()
+    s = dataclasses.replace(s, test=dataclasses.replace(s.test, output_transfer=transfer))
     t = time.perf_counter()
-    v = evaluate(load_problem(problem_path), cand_path.read_text(), device="cuda", profile=False)
+    v = evaluate(load_problem(problem_path), cand_path.read_text(), device="cuda", settings=s,
+                 profile=False)
     wall = time.perf_counter() - t
     cand = v.timing.get("candidate")
     return {"wall_s": round(wall, 2), "verdict": v.status.value, "speedup_eager": v.speedup_eager,
@@ -87,6 +92,8 @@ def main() -> int:
     ap.add_argument("--repeat-on", default="", help="substring of the problem evaluated --repeat "
                     "times (default: the first selected)")
     ap.add_argument("--no-side-by-side", action="store_true", help="only the repeatability runs")
+    ap.add_argument("--compare-transfer", action="store_true", help="per selected problem: a warm-up "
+                    "evaluation, then one with outputs through the pipe and one through CUDA IPC")
     args = ap.parse_args()
     import torch
     from tools.gpuinfo import gpu_state
@@ -112,6 +119,15 @@ def main() -> int:
                 print(json.dumps({label: row[label]}), flush=True)
         results["pairs"].append(row)
         args.out.write_text(json.dumps(results, indent=2))
+    if args.compare_transfer:
+        results["transfer"] = []
+        for prob, cand in selected:
+            ours(problems / prob, cands / cand)  # warm-up: torch.compile, allocator, caches
+            row = {"problem": prob, "pipe": ours(problems / prob, cands / cand, "pipe"),
+                   "auto": ours(problems / prob, cands / cand, "auto")}
+            print(json.dumps(row), flush=True)
+            results["transfer"].append(row)
+            args.out.write_text(json.dumps(results, indent=2))
     # repeatability: one candidate, N evaluations, spread of the speedup
     prob, cand = next(((p, c) for p, c in selected if args.repeat_on in p), selected[0])
     runs = []

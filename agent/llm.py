@@ -114,7 +114,8 @@ class TransformersBackend:
             self.device = "cuda" if torch.cuda.is_available() else "cpu"
         on_cpu = self.device == "cpu"
         # 2) what: config only, so a too-large model on CPU is refused before any download
-        hf_config = self._call(AutoConfig.from_pretrained, self.spec)
+        self._hub_kwargs = _hub_kwargs(self.spec)
+        hf_config = self._call(AutoConfig.from_pretrained, self.spec, **self._hub_kwargs)
         if on_cpu:
             with torch.device("meta"):
                 shell = self._call(AutoModelForCausalLM.from_config, hf_config)
@@ -127,7 +128,7 @@ class TransformersBackend:
         # 3) tokenizer, weights
         self._load_tokenizer()
         dtype = torch.float32 if on_cpu else getattr(torch, self.config.dtype)
-        kwargs = {_dtype_keyword(): dtype}
+        kwargs = {_dtype_keyword(): dtype, **self._hub_kwargs}
         spread = not on_cpu and self.device == "cuda" and self.config.device_map and _has_accelerate()
         if spread:
             kwargs["device_map"] = self.config.device_map
@@ -217,7 +218,8 @@ class TransformersBackend:
     def _load_tokenizer(self) -> None:
         if self.tokenizer is None:
             from transformers import AutoTokenizer
-            self.tokenizer = self._call(AutoTokenizer.from_pretrained, self.spec)
+            self.tokenizer = self._call(AutoTokenizer.from_pretrained, self.spec,
+                                        **getattr(self, "_hub_kwargs", {}))
 
     def _call(self, fn, *args, **kwargs):
         """Run one loading step; any failure means this backend cannot serve."""
@@ -231,6 +233,37 @@ class TransformersBackend:
         except Exception as e:  # hub, safetensors, CUDA: whatever it is, the backend is unusable
             first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
             raise BackendUnavailable(self.spec, f"cannot load: {type(e).__name__}: {first}") from e
+
+
+def _hub_kwargs(spec: str, timeout_s: float = 5.0) -> dict:
+    """from_pretrained's extra arguments for `spec`: {} when it is a local directory or
+    the hub answers; local_files_only when the hub is unreachable but the model is
+    cached. Unreachable and not cached: BackendUnavailable at once, instead of
+    huggingface_hub's ~30 s of retries."""
+    import socket
+    from urllib.parse import urlparse
+    local = spec.startswith(("/", "./", "../", "~")) or Path(spec).expanduser().is_dir()
+    if local or os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false"):
+        return {}
+    if any(os.environ.get(k) for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy",
+                                       "ALL_PROXY", "all_proxy")):
+        return {}   # a direct connection says nothing about the hub behind a proxy
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host = endpoint.hostname or "huggingface.co"
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+        return {}
+    except OSError as e:
+        unreachable = f"{host}:{port} is unreachable ({e.strerror or e})"
+    try:
+        from huggingface_hub import try_to_load_from_cache
+        cached = isinstance(try_to_load_from_cache(spec, "config.json"), str)
+    except Exception:  # an id the hub library rejects is not cached either
+        cached = False
+    if cached:
+        return {"local_files_only": True}
+    raise BackendUnavailable(spec, f"not in the local Hugging Face cache and {unreachable}")
 
 
 def _dtype_keyword() -> str:

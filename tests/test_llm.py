@@ -98,6 +98,41 @@ def test_a_model_too_large_for_cpu_is_refused_without_a_gpu(tiny_llama_dir):
     assert backend.model is None
 
 
+@pytest.fixture
+def hub_unreachable(monkeypatch):
+    """The hub endpoint is a closed local port (refused at once); no proxy, not offline."""
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    for k in ("HF_HUB_OFFLINE", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy",
+              "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(k, raising=False)
+
+
+def test_an_uncached_hub_id_with_the_hub_unreachable_fails_in_one_line(hub_unreachable):
+    backend = make_backend("krefine-tests/not-a-model", AgentConfig())
+    with pytest.raises(BackendUnavailable, match="not in the local Hugging Face cache and "
+                                                 "127.0.0.1:9 is unreachable") as e:
+        backend.load()
+    assert "\n" not in str(e.value) and backend.model is None
+
+
+def test_a_cached_hub_id_with_the_hub_unreachable_loads_from_the_cache(hub_unreachable, monkeypatch, tmp_path):
+    import huggingface_hub.constants
+    from agent.llm import _hub_kwargs
+    snap = tmp_path / "models--org--cached" / "snapshots" / "abc123"
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text("{}")
+    (tmp_path / "models--org--cached" / "refs").mkdir()
+    (tmp_path / "models--org--cached" / "refs" / "main").write_text("abc123")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    assert _hub_kwargs("org/cached") == {"local_files_only": True}
+
+
+def test_behind_a_proxy_the_hub_is_not_probed_directly(hub_unreachable, monkeypatch):
+    from agent.llm import _hub_kwargs
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    assert _hub_kwargs("krefine-tests/not-a-model") == {}
+
+
 # -- replay ----------------------------------------------------------------------------
 
 def write_jsonl(path, records) -> str:

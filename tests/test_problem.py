@@ -144,3 +144,41 @@ def test_every_kernelbench_problem_loads_unchanged(level):
         except BadInput as e:
             failures.append(str(e))
     assert not failures, failures
+
+
+def test_model_without_forward_is_bad_input(tmp_path):
+    src = GOOD.replace("    def forward(self, x):\n        return torch.relu(x)\n", "    pass\n")
+    assert src != GOOD
+    assert "defines no forward" in fault(write(tmp_path, src))
+
+
+# --- faults of the problem's own code that show only when the judge runs it ----------
+
+OK_CANDIDATE = (HERE / "problems" / "relu_ok.py").read_text()
+
+
+def judge_fault(path) -> str:
+    from tools.evaluate import evaluate
+    with pytest.raises(BadInput) as e:
+        evaluate(load_problem(path), OK_CANDIDATE, device="cpu", profile=False)
+    msg = str(e.value)
+    assert "\n" not in msg and str(path) in msg
+    return msg
+
+
+def test_model_constructor_raising_is_bad_input(tmp_path):
+    src = GOOD.replace("        super().__init__()\n", "        super().__init__()\n        raise ValueError('no weights')\n")
+    assert src != GOOD
+    assert "Model(*get_init_inputs()) raised ValueError: no weights" in judge_fault(write(tmp_path, src))
+
+
+def test_reference_forward_raising_is_bad_input(tmp_path):
+    src = GOOD.replace("return torch.relu(x)", "raise RuntimeError('broken reference')")
+    assert "raised RuntimeError: broken reference" in judge_fault(write(tmp_path, src))
+
+
+@pytest.mark.parametrize("ret, shown", [("3.0", "float"), ("[x.relu(), 1]", "list of Tensor, int"),
+                                        ("None", "NoneType"), ("()", "tuple of nothing")])
+def test_reference_forward_returning_no_tensor_is_bad_input(tmp_path, ret, shown):
+    src = GOOD.replace("return torch.relu(x)", f"return {ret}")
+    assert f"Model.forward returned {shown}; expected a tensor" in judge_fault(write(tmp_path, src))

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from tools import channel, sandbox
-from tools.errors import EvaluatorError
+from tools.errors import BadInput, EvaluatorError
 from tools.problem import Problem, build_model, make_inputs
 from tools.settings import EvalSettings
 from tools.verdict import Diagnostic, Status, Timing, Verdict
@@ -109,7 +109,10 @@ def _judge(run: _Run, candidate_name: str, profile: bool) -> Status:
     mod = run.problem.module
     if run.device == "cuda":
         torch.cuda.set_device(run.gpu_index)
-    ref_model = build_model(mod.Model, mod, s.test.init_seed, dev)
+    try:
+        ref_model = build_model(mod.Model, mod, s.test.init_seed, dev)
+    except Exception as e:
+        _problem_fault(run, e, "Model(*get_init_inputs())")
     ref_model.eval()
     seeds = [secrets.randbelow(2**31 - 1) for _ in range(s.test.trials)]
     run.checks.update(trials=s.test.trials, init_seed=s.test.init_seed, trial_seeds="secret")
@@ -267,6 +270,13 @@ def _test(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | None:
             want = f"{len(ref)} torch.Tensor" if len(ref) > 1 else "exactly one torch.Tensor"
             run.diag("output_type", f"forward returned {structure[0] if structure else '?'} ({got}); expected {want}")
             return Status.INCORRECT
+        want_dev = "cpu" if run.device == "cpu" else "cuda"
+        devices = reply.get("output_devices") or []
+        wrong = [d for d in devices if str(d).split(":")[0] != want_dev]
+        if wrong or len(devices) != len(types):
+            run.diag("device", f"forward returned a tensor on {wrong[0] if wrong else '?'}; outputs must be "
+                     f"on {want_dev}, where the inputs are (compute on the GPU, do not copy results elsewhere)")
+            return Status.INCORRECT
         for call in range(calls):
             got = outs[call * len(ref):(call + 1) * len(ref)]
             for k, (o, r) in enumerate(zip(got, ref)):
@@ -347,12 +357,33 @@ def _staged(run: _Run):
 
 
 def _reference(ref_model, mod, seed: int, dev: str) -> list:
+    """The problem's own Model on the trial inputs of `seed`; its faults are BadInput."""
     import torch
-    with torch.no_grad():
-        out = ref_model(*make_inputs(mod, seed, dev))
-    if dev.startswith("cuda"):
-        torch.cuda.synchronize()
-    return list(out) if isinstance(out, (tuple, list)) else [out]
+    path = getattr(mod, "__file__", None) or "problem"
+    try:
+        with torch.no_grad():
+            out = ref_model(*make_inputs(mod, seed, dev))
+        if dev.startswith("cuda"):
+            torch.cuda.synchronize()
+    except Exception as e:
+        _problem_fault(None, e, "the reference Model.forward(*get_inputs())", path)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+        got = type(out).__name__ if not isinstance(out, (tuple, list)) else \
+            f"{type(out).__name__} of {', '.join(sorted({type(o).__name__ for o in outs})) or 'nothing'}"
+        raise BadInput(path, f"Model.forward returned {got}; expected a tensor or a tuple of tensors")
+    return outs
+
+
+def _problem_fault(run, e: Exception, what: str, path=None):
+    """The problem's own code failed in the judge: bad input (exit 2), except running out
+    of memory, which is this machine's limit (exit 3)."""
+    import torch
+    path = path or (run.problem.path if run is not None else "problem")
+    msg = " ".join(str(e).split())[:300]
+    if isinstance(e, getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)):
+        raise EvaluatorError(f"{path}: {what} ran out of memory: {msg}") from None
+    raise BadInput(path, f"{what} raised {type(e).__name__}: {msg}") from None
 
 
 def _gpu_compile(run, worker) -> Status | None:

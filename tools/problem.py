@@ -123,6 +123,8 @@ def load_problem(path: str | Path) -> Problem:
     model_cls = getattr(mod, "Model", None)
     if not (isinstance(model_cls, type) and issubclass(model_cls, nn.Module)):
         raise BadInput(p, "Model is not a torch.nn.Module subclass")
+    if model_cls.forward is nn.Module.forward:
+        raise BadInput(p, "Model defines no forward()")
     for fname in ("get_inputs", "get_init_inputs"):
         fn = getattr(mod, fname)
         if not callable(fn):

@@ -225,6 +225,7 @@ class Worker:
         specs, payload = self._pack([t for t in outs_all if isinstance(t, torch.Tensor)], h)
         return {"ok": True, "structure": kinds, "outputs": specs,
                 "output_types": [_type_name(t) for t in outs_all],
+                "output_devices": [str(t.device) for t in outs_all if isinstance(t, torch.Tensor)],
                 "inputs_mutated": mutated, "launches": dict(self.launches),
                 "aten_compute": aten_ops}, payload
 

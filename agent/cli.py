@@ -25,6 +25,18 @@ COMMANDS = {
 }
 
 
+def _finite(text: str) -> float:
+    """argparse type: a finite number ("nan" and "inf" parse as floats but mean nothing here)."""
+    import math
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
 class UsageParser(argparse.ArgumentParser):
     def error(self, message: str):  # usage errors are bad input too: one line, exit 2
         raise BadInput("", f"{self.prog}: {message}")
@@ -41,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--device", choices=("cuda", "cpu"), default=None,
                    help="default: cuda if present, else cpu (Triton interpreter, no timing)")
     e.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
-    e.add_argument("--min-speedup", type=float, default=None, metavar="X",
+    e.add_argument("--min-speedup", type=_finite, default=None, metavar="X",
                    help="exit 1 unless correct and at least X times faster than eager")
     e.add_argument("--config", default=None, help="agent.toml to read [eval] [timing] [guards] from")
     e.add_argument("--no-profile", action="store_true", help="skip the bottleneck profile step")
@@ -53,8 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--model", default=None, help="ID | PATH | openai:URL | replay:FILE")
     r.add_argument("--max-iterations", type=int, default=None, metavar="N")
     r.add_argument("--candidates", type=int, default=None, metavar="N")
-    r.add_argument("--target-speedup", type=float, default=None, metavar="X")
-    r.add_argument("--time-budget", type=float, default=None, metavar="SECONDS")
+    r.add_argument("--target-speedup", type=_finite, default=None, metavar="X")
+    r.add_argument("--time-budget", type=_finite, default=None, metavar="SECONDS")
     r.add_argument("--device", choices=("cuda", "cpu"), default=None)
     r.add_argument("--out", default=None, metavar="DIR")
 

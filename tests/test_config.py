@@ -117,3 +117,10 @@ def test_override_of_unknown_table_is_bad_input():
 def test_without_the_repo_agent_toml_the_defaults_still_load(tmp_path, monkeypatch):
     monkeypatch.setattr("agent.config.DEFAULT_CONFIG", tmp_path / "absent.toml")
     assert load_config(overrides={"budget.max_rounds": 2}).budget.max_rounds == 2
+
+
+@pytest.mark.parametrize("literal", ["nan", "inf", "-inf"])
+def test_a_non_finite_number_in_the_file_is_bad_input(tmp_path, literal):
+    path = _write(tmp_path, f"[budget]\ntarget_speedup = {literal}\n")
+    with pytest.raises(BadInput, match="expected a finite number"):
+        load_config(path)

@@ -34,6 +34,14 @@ def test_a_missing_problem_file_exits_2_with_one_line(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_non_finite_number_flag_exits_2_with_one_line(tmp_path, tiny, value):
+    r = cli("run", str(tiny), "--model", "replay:x.jsonl", f"--target-speedup={value}",
+            "--out", str(tmp_path / "run"))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "finite" in r.stderr and not (tmp_path / "run").exists()
+
+
 def test_out_refuses_a_directory_that_is_not_empty(tmp_path, tiny):
     out = tmp_path / "run"
     out.mkdir()

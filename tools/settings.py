@@ -79,6 +79,8 @@ def _coerce(hint, value, where: str):
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise SettingsError(f"{where}: expected a number, got {value!r}")
+        if value != value or value in (float("inf"), float("-inf")):
+            raise SettingsError(f"{where}: expected a finite number, got {value!r}")
         return float(value)
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):

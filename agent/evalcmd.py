@@ -37,8 +37,9 @@ def main(args) -> int:
     # 2) judge
     if not args.json:
         print(f"krefine: judging {args.candidate} against {problem.name} on {device} ...", file=sys.stderr)
+    say = None if args.json else (lambda what: print(f"krefine: {what} ...", file=sys.stderr, flush=True))
     verdict = evaluate(problem, source, device=device, settings=config.eval,
-                       profile=not args.no_profile, gpu_index=args.gpu)
+                       profile=not args.no_profile, gpu_index=args.gpu, progress=say)
 
     # 3) report
     if args.json:

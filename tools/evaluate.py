@@ -48,6 +48,11 @@ class _Run:
     speedup_compile: float | None = None
     bottleneck: dict | None = None
     staging: object = None          # tools.cudaipc.Staging while a worker may map it
+    progress: object = None         # callable(str) told when each phase starts, or None
+
+    def say(self, what: str) -> None:
+        if self.progress is not None:
+            self.progress(what)
 
     def diag(self, kind: str, message: str, line: int | None = None, source_line: str | None = None):
         if line and not source_line:
@@ -62,10 +67,12 @@ class _Run:
 
 def evaluate(problem: Problem, candidate_src: str, *, device: str | None = None,
              settings: EvalSettings = EvalSettings(), candidate_name: str = "candidate.py",
-             profile: bool = True, gpu_index: int = 0) -> Verdict:
-    """Judge `candidate_src` against `problem`. Only the evaluator's own faults raise."""
+             profile: bool = True, gpu_index: int = 0, progress=None) -> Verdict:
+    """Judge `candidate_src` against `problem`. Only the evaluator's own faults raise.
+    `progress(text)`, when given, hears each phase as it starts (for a CLI's stderr)."""
     t0 = time.monotonic()
     run = _Run(problem, candidate_src, device or default_device(), gpu_index, settings)
+    run.progress = progress
     status = _judge(run, candidate_name, profile)
     run.checks["phase_s"] = {k: round(v, 4) for k, v in run.phase_s.items()}
     verdict = Verdict(
@@ -133,6 +140,7 @@ def _judge(run: _Run, candidate_name: str, profile: bool) -> Status:
 
 def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile) -> Status:
     s = run.settings
+    run.say("compile: fresh sandboxed worker, import the candidate, build ModelNew")
     t = time.monotonic()
     try:
         try:
@@ -167,6 +175,9 @@ def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile
             loaded.get("kind") == "triton_compile" else Status.RUNTIME_ERROR
 
     # 4) test: fresh secret inputs per trial; the first call also JIT-compiles
+    run.say(f"test: {len(seeds)} trials on fresh inputs" + (" (the first one JIT-compiles the kernels)"
+                                                              if run.device == "cuda" else
+                                                              " in Triton's interpreter"))
     t = time.monotonic()
     try:
         status = _test(run, worker, ref_model, seeds, dev, first_ref)
@@ -178,6 +189,7 @@ def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile
     # 5) on cpu: compile every launched kernel for sm_90 too (GPU-only errors, registers)
     if run.device == "cpu":
         if s.test.gpu_cross_compile:
+            run.say("compile: every launched kernel for sm_90, in a clean worker")
             t = time.monotonic()
             status = _gpu_compile(run, worker)
             run.phase_s["gpu_compile"] = time.monotonic() - t
@@ -187,6 +199,9 @@ def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile
         return Status.CORRECT
 
     # 6) time, interleaved with the baselines; 7) profile and runtime guards
+    ts = s.timing
+    run.say(f"time: {ts.rounds} rounds x {ts.iters_per_round} calls of the candidate and eager"
+            + (" and torch.compile" if ts.compile_baseline else "") + ", interleaved")
     t = time.monotonic()
     try:
         status = _time(run, worker, ref_model, seeds[0], dev)
@@ -194,6 +209,7 @@ def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile
         run.phase_s["time"] = time.monotonic() - t
     if status is not None:
         return status
+    run.say("profile: kernel breakdown" + (" and bottleneck summary" if profile else ""))
     t = time.monotonic()
     try:
         status = _profile(run, worker, ref_model, seeds[0], dev, profile)
@@ -558,6 +574,8 @@ def _profile(run, worker, ref_model, seed, dev, profile: bool) -> Status | None:
             return Status.REJECTED
         run.diag("library_ops", msg)
     if profile:
+        if profiler.find_ncu():
+            run.say("profile: Nsight Compute pass in a second worker")
         ncu_rows = _ncu_pass(run, seed) if profiler.find_ncu() else []
         run.checks["ncu"] = (f"{len(ncu_rows)} kernel launches profiled" if ncu_rows else
                              "ran, no kernel profiled" if profiler.find_ncu() else "not run (ncu absent)")

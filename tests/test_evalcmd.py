@@ -1,0 +1,71 @@
+"""`krefine eval` as a user runs it: exit statuses, the one JSON object, progress on stderr."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from run_fixtures import cli
+
+HERE = Path(__file__).parent
+PROBLEM = str(HERE / "problems" / "relu.py")
+OK = str(HERE / "problems" / "relu_ok.py")
+
+
+@pytest.fixture(scope="module")
+def wrong(tmp_path_factory):
+    src = Path(OK).read_text().replace("tl.maximum(x, 0.0)", "tl.maximum(x, 0.0) * 2.0")
+    assert src != Path(OK).read_text()
+    path = tmp_path_factory.mktemp("cand") / "double.py"
+    path.write_text(src)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def json_correct():
+    return cli("eval", PROBLEM, OK, "--device", "cpu", "--json")
+
+
+def test_correct_candidate_exits_0_and_says_so(tmp_path):
+    r = cli("eval", PROBLEM, OK, "--device", "cpu")
+    assert r.returncode == 0 and r.stdout.startswith("verdict: correct")
+
+
+def test_progress_names_each_phase_on_stderr(tmp_path):
+    r = cli("eval", PROBLEM, OK, "--device", "cpu")
+    phases = [ln.split(":")[1].strip() for ln in r.stderr.splitlines() if ln.startswith("krefine: ")]
+    assert ["compile", "test", "compile"] == [p for p in phases if p in ("compile", "test")]
+
+
+def test_json_is_one_schema_1_object_with_the_design_fields(json_correct):
+    assert json_correct.returncode == 0
+    v = json.loads(json_correct.stdout)
+    assert v["schema"] == 1 and v["verdict"] == "correct" and v["correct"] is True
+    assert v["speedup"] == {"eager": None, "compile": None}
+    assert {"timing_ms", "checks", "diagnostics", "flags", "feedback", "device"} <= set(v)
+
+
+def test_json_keeps_stderr_free_of_progress(json_correct):
+    assert "krefine: test" not in json_correct.stderr
+
+
+def test_wrong_candidate_exits_1_with_the_diff(wrong):
+    r = cli("eval", PROBLEM, wrong, "--device", "cpu", "--json")
+    v = json.loads(r.stdout)
+    assert r.returncode == 1 and v["verdict"] == "incorrect"
+    assert any(d["kind"] == "mismatch" for d in v["diagnostics"]) and "diff:constant_factor" in v["flags"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["/nonexistent/problem.py", OK], "/nonexistent/problem.py"),
+    ([PROBLEM, "/nonexistent/cand.py"], "/nonexistent/cand.py"),
+    ([PROBLEM, OK, "--device", "tpu"], "invalid choice"),
+    ([PROBLEM, OK, "--device", "cpu", "--min-speedup", "1.5"], "needs --device cuda"),
+    ([PROBLEM, OK, "--min-speedup=-2"], "must be positive"),
+    ([PROBLEM], "required"),
+])
+def test_bad_input_exits_2_with_one_line(args, needle):
+    r = cli("eval", *args)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert needle in r.stderr and "Traceback" not in r.stderr and r.stdout == ""

@@ -101,6 +101,7 @@ class TransformersBackend:
         self.tokenizer = None
         self._eos_ids: list[int] = []
         self._lock = threading.Lock()       # one generate at a time on one model
+        self._hub: dict | None = None       # from_pretrained's hub arguments, once probed
 
     def load(self) -> None:
         """Load tokenizer and weights, once; BackendUnavailable when that cannot work."""
@@ -114,8 +115,7 @@ class TransformersBackend:
             self.device = "cuda" if torch.cuda.is_available() else "cpu"
         on_cpu = self.device == "cpu"
         # 2) what: config only, so a too-large model on CPU is refused before any download
-        self._hub_kwargs = _hub_kwargs(self.spec)
-        hf_config = self._call(AutoConfig.from_pretrained, self.spec, **self._hub_kwargs)
+        hf_config = self._call(AutoConfig.from_pretrained, self.spec, **self._hub_args())
         if on_cpu:
             with torch.device("meta"):
                 shell = self._call(AutoModelForCausalLM.from_config, hf_config)
@@ -128,7 +128,7 @@ class TransformersBackend:
         # 3) tokenizer, weights
         self._load_tokenizer()
         dtype = torch.float32 if on_cpu else getattr(torch, self.config.dtype)
-        kwargs = {_dtype_keyword(): dtype, **self._hub_kwargs}
+        kwargs = {_dtype_keyword(): dtype, **self._hub_args()}
         spread = not on_cpu and self.device == "cuda" and self.config.device_map and _has_accelerate()
         if spread:
             kwargs["device_map"] = self.config.device_map
@@ -218,13 +218,18 @@ class TransformersBackend:
     def _load_tokenizer(self) -> None:
         if self.tokenizer is None:
             from transformers import AutoTokenizer
-            self.tokenizer = self._call(AutoTokenizer.from_pretrained, self.spec,
-                                        **getattr(self, "_hub_kwargs", {}))
+            self.tokenizer = self._call(AutoTokenizer.from_pretrained, self.spec, **self._hub_args())
+
+    def _hub_args(self) -> dict:
+        """_hub_kwargs(spec), probed once, whichever loading step comes first."""
+        if self._hub is None:
+            self._hub = _hub_kwargs(self.spec)
+        return self._hub
 
     def _call(self, fn, *args, **kwargs):
         """Run one loading step; any failure means this backend cannot serve."""
         # a path that is not there would otherwise be tried as a hub id, slowly
-        if self.spec.startswith(("/", "./", "../", "~")) and not Path(self.spec).expanduser().is_dir():
+        if _looks_local(self.spec) and not Path(self.spec).expanduser().is_dir():
             raise BackendUnavailable(self.spec, "no such model directory")
         try:
             return fn(*args, **kwargs)
@@ -235,6 +240,11 @@ class TransformersBackend:
             raise BackendUnavailable(self.spec, f"cannot load: {type(e).__name__}: {first}") from e
 
 
+def _looks_local(spec: str) -> bool:
+    """A spec written as a path: never tried as a hub id."""
+    return spec.startswith(("/", "./", "../", "~"))
+
+
 def _hub_kwargs(spec: str, timeout_s: float = 5.0) -> dict:
     """from_pretrained's extra arguments for `spec`: {} when it is a local directory or
     the hub answers; local_files_only when the hub is unreachable but the model is
@@ -242,7 +252,7 @@ def _hub_kwargs(spec: str, timeout_s: float = 5.0) -> dict:
     huggingface_hub's ~30 s of retries."""
     import socket
     from urllib.parse import urlparse
-    local = spec.startswith(("/", "./", "../", "~")) or Path(spec).expanduser().is_dir()
+    local = _looks_local(spec) or Path(spec).expanduser().is_dir()
     if local or os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false"):
         return {}
     if any(os.environ.get(k) for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy",

@@ -35,9 +35,9 @@ def main(args) -> int:
         raise BadInput("", "--min-speedup needs --device cuda: nothing is timed on cpu")
 
     # 2) judge
-    if not args.json:
-        print(f"krefine: judging {args.candidate} against {problem.name} on {device} ...", file=sys.stderr)
     say = None if args.json else (lambda what: print(f"krefine: {what} ...", file=sys.stderr, flush=True))
+    if say:
+        say(f"judging {args.candidate} against {problem.name} on {device}")
     verdict = evaluate(problem, source, device=device, settings=config.eval,
                        profile=not args.no_profile, gpu_index=args.gpu, progress=say)
 

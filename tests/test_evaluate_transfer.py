@@ -57,3 +57,49 @@ def test_wrong_output_is_caught_through_the_ipc_buffer(relu):
 def test_pipe_setting_turns_ipc_off(relu):
     v = evaluate(relu, OK_SRC, device="cuda", settings=_fast("pipe"), profile=False)
     assert v.status is Status.CORRECT and v.checks["output_transfer"].startswith("pipe")
+
+
+# --- the judge's side of the IPC offer, with the driver and the worker stood in for -----
+
+class _FakeStaging:
+    def __init__(self, nbytes, device_index):
+        import torch
+        self.tensor, self.handle, self.freed = torch.zeros(nbytes, dtype=torch.uint8), b"\0" * 64, False
+
+    def free(self):
+        self.freed = True
+
+
+class _FakeWorker:
+    def __init__(self, run, honest=True):
+        self.run, self.honest = run, honest
+
+    def request(self, header, timeout_s):
+        import torch
+        buf = self.run.staging.tensor
+        seen = buf[:256].tolist()
+        if self.honest:
+            buf[256:512].copy_(torch.arange(255, -1, -1, dtype=torch.uint8))
+        return {"ok": True, "probe": seen}, b""
+
+
+def _offer(monkeypatch, relu, honest):
+    import torch
+    from tools import cudaipc, evaluate as ev
+    monkeypatch.setattr(cudaipc, "Staging", _FakeStaging)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda i=0: (1 << 34, 1 << 34))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    run = ev._Run(relu, OK_SRC, "cuda", 0, _fast())
+    ev._offer_staging(run, _FakeWorker(run, honest), [torch.zeros(16, 1000)])
+    return run
+
+
+def test_a_proven_ipc_buffer_carries_the_outputs(monkeypatch, relu):
+    run = _offer(monkeypatch, relu, honest=True)
+    assert run.checks["output_transfer"] == "cuda_ipc" and run.staged is run.staging.tensor
+
+
+def test_a_failed_probe_keeps_the_pipe_and_the_buffer_until_the_worker_is_gone(monkeypatch, relu):
+    run = _offer(monkeypatch, relu, honest=False)
+    assert run.checks["output_transfer"].startswith("pipe (CUDA IPC probe failed")
+    assert run.staged is None and run.staging is not None and not run.staging.freed

@@ -44,9 +44,7 @@ def _driver():
     lib.cuMemFree_v2.argtypes = [u64]
     lib.cuIpcGetMemHandle.argtypes = [ctypes.POINTER(_Handle), u64]
     lib.cuIpcOpenMemHandle_v2.argtypes = [ctypes.POINTER(u64), _Handle, ctypes.c_uint]
-    lib.cuIpcCloseMemHandle.argtypes = [u64]
-    for name in ("cuMemAlloc_v2", "cuMemFree_v2", "cuIpcGetMemHandle", "cuIpcOpenMemHandle_v2",
-                 "cuIpcCloseMemHandle"):
+    for name in ("cuMemAlloc_v2", "cuMemFree_v2", "cuIpcGetMemHandle", "cuIpcOpenMemHandle_v2"):
         getattr(lib, name).restype = ctypes.c_int
     return lib
 
@@ -86,7 +84,7 @@ class Staging:
         _current_context(device_index)
         ptr = ctypes.c_uint64(0)
         _check(lib.cuMemAlloc_v2(ctypes.byref(ptr), nbytes), f"cuMemAlloc({nbytes} bytes)")
-        self.ptr, self.nbytes, self.device_index = ptr.value, nbytes, device_index
+        self.ptr, self.device_index = ptr.value, device_index
         handle = _Handle()
         try:
             _check(lib.cuIpcGetMemHandle(ctypes.byref(handle), self.ptr), "cuIpcGetMemHandle")
@@ -115,8 +113,11 @@ class Mapped:
         _current_context(device_index)
         ptr, h = ctypes.c_uint64(0), _Handle.from_buffer_copy(handle)
         _check(lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), h, _LAZY_PEER_ACCESS), "cuIpcOpenMemHandle")
-        self.ptr, self.nbytes = ptr.value, nbytes
-        self.tensor = _as_tensor(self.ptr, nbytes, device_index)
+        self.tensor = _as_tensor(ptr.value, nbytes, device_index)  # unmapped when the worker exits
+
+
+def _padded(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
 
 
 def layout(nbytes: list[int]) -> list[int]:
@@ -124,13 +125,13 @@ def layout(nbytes: list[int]) -> list[int]:
     offsets, at = [], 0
     for n in nbytes:
         offsets.append(at)
-        at += -(-n // ALIGN) * ALIGN
+        at += _padded(n)
     return offsets
 
 
 def span(nbytes: list[int]) -> int:
     """Bytes a staging buffer needs to hold tensors of these sizes (layout's end)."""
-    return sum(-(-n // ALIGN) * ALIGN for n in nbytes)
+    return sum(_padded(n) for n in nbytes)
 
 
 def stage(tensors, buffer) -> list[dict] | None:

@@ -48,6 +48,7 @@ class _Run:
     speedup_compile: float | None = None
     bottleneck: dict | None = None
     staging: object = None          # tools.cudaipc.Staging while a worker may map it
+    staged: object = None           # its bytes (a uint8 tensor) once the probe proved IPC works
     progress: object = None         # callable(str) told when each phase starts, or None
 
     def say(self, what: str) -> None:
@@ -71,8 +72,8 @@ def evaluate(problem: Problem, candidate_src: str, *, device: str | None = None,
     """Judge `candidate_src` against `problem`. Only the evaluator's own faults raise.
     `progress(text)`, when given, hears each phase as it starts (for a CLI's stderr)."""
     t0 = time.monotonic()
-    run = _Run(problem, candidate_src, device or default_device(), gpu_index, settings)
-    run.progress = progress
+    run = _Run(problem, candidate_src, device or default_device(), gpu_index, settings,
+               progress=progress)
     status = _judge(run, candidate_name, profile)
     run.checks["phase_s"] = {k: round(v, 4) for k, v in run.phase_s.items()}
     verdict = Verdict(
@@ -119,7 +120,7 @@ def _judge(run: _Run, candidate_name: str, profile: bool) -> Status:
     try:
         ref_model = build_model(mod.Model, mod, s.test.init_seed, dev)
     except Exception as e:
-        _problem_fault(run, e, "Model(*get_init_inputs())")
+        _problem_fault(run.problem.path, e, "Model(*get_init_inputs())")
     ref_model.eval()
     seeds = [secrets.randbelow(2**31 - 1) for _ in range(s.test.trials)]
     run.checks.update(trials=s.test.trials, init_seed=s.test.init_seed, trial_seeds="secret")
@@ -134,6 +135,7 @@ def _judge(run: _Run, candidate_name: str, profile: bool) -> Status:
         run.checks["worker_output"] = worker.output()
         worker.close()
         if run.staging is not None:   # only now: the worker that mapped it is gone
+            run.staged = None
             run.staging.free()
             run.staging = None
 
@@ -228,7 +230,7 @@ def _test(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | None:
         timeout = s.test.compile_timeout_s if i == 0 else s.test.run_timeout_s
         try:
             reply, payload = worker.request({"op": "trial", "seed": seed, "poison": poison,
-                                             "repeat": i == 0, "staged": _staged(run) is not None},
+                                             "repeat": i == 0, "staged": run.staged is not None},
                                             timeout)
         except sandbox.WorkerTimeout:
             run.diag("timeout", f"trial {i + 1}: forward did not finish within {timeout:g} s "
@@ -272,7 +274,7 @@ def _test(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | None:
             run.diag("input_mutated", f"forward modified input {idx} in place; inputs must be left unchanged")
             return Status.INCORRECT
         try:
-            outs = channel.unpack_tensors(reply.get("outputs", []), payload, dev, _staged(run))
+            outs = channel.unpack_tensors(reply.get("outputs", []), payload, dev, run.staged)
         except channel.ProtocolError as e:
             run.diag("protocol", f"the worker sent malformed outputs: {e}")
             run.flag("tampering")
@@ -336,7 +338,7 @@ def _offer_staging(run: _Run, worker, ref: list) -> None:
         return
     import torch
     from tools import cudaipc
-    need = cudaipc.span([r.numel() * r.element_size() for r in ref if hasattr(r, "numel")] * 2)
+    need = cudaipc.span([r.numel() * r.element_size() for r in ref] * 2)
     free, _ = torch.cuda.mem_get_info(run.gpu_index)
     if need == 0 or 3 * need > free:  # the buffer, the judge's copies, room for the worker
         run.checks["output_transfer"] = (f"pipe (a {need >> 20} MiB staging buffer would leave too "
@@ -359,17 +361,11 @@ def _offer_staging(run: _Run, worker, ref: list) -> None:
     back = run.staging.tensor[256:512].tolist()
     if reply.get("ok") and reply.get("probe") == list(range(256)) and back == list(range(255, -1, -1)):
         run.checks["output_transfer"] = "cuda_ipc"
+        run.staged = run.staging.tensor
         return
     # not used, but freed only after the worker is gone (it may have mapped it)
     run.checks["output_transfer"] = ("pipe (CUDA IPC probe failed: "
                                      f"{reply.get('message') or 'pattern mismatch'}"[:200] + ")")
-
-
-def _staged(run: _Run):
-    """The staging buffer's bytes while outputs travel through it, else None."""
-    if run.staging is None or run.checks.get("output_transfer") != "cuda_ipc":
-        return None
-    return run.staging.tensor
 
 
 def _reference(ref_model, mod, seed: int, dev: str) -> list:
@@ -382,7 +378,7 @@ def _reference(ref_model, mod, seed: int, dev: str) -> list:
         if dev.startswith("cuda"):
             torch.cuda.synchronize()
     except Exception as e:
-        _problem_fault(None, e, "the reference Model.forward(*get_inputs())", path)
+        _problem_fault(path, e, "the reference Model.forward(*get_inputs())")
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
         got = type(out).__name__ if not isinstance(out, (tuple, list)) else \
@@ -391,15 +387,14 @@ def _reference(ref_model, mod, seed: int, dev: str) -> list:
     return outs
 
 
-def _problem_fault(run, e: Exception, what: str, path=None):
+def _problem_fault(path, e: Exception, what: str):
     """The problem's own code failed in the judge: bad input (exit 2), except running out
     of memory, which is this machine's limit (exit 3)."""
     import torch
-    path = path or (run.problem.path if run is not None else "problem")
-    msg = " ".join(str(e).split())[:300]
+    from tools.problem import describe_fault
     if isinstance(e, getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)):
-        raise EvaluatorError(f"{path}: {what} ran out of memory: {msg}") from None
-    raise BadInput(path, f"{what} raised {type(e).__name__}: {msg}") from None
+        raise EvaluatorError(f"{path}: {what} ran out of memory: {describe_fault(e)}") from None
+    raise BadInput(path, f"{what} raised {describe_fault(e)}") from None
 
 
 def _gpu_compile(run, worker) -> Status | None:
@@ -471,7 +466,7 @@ def _time(run, worker, ref_model, seed, dev) -> Status | None:
                 reply, payload = worker.request({"op": "time", "seed": seed, "warmup": warm,
                                                  "iters": ts.iters_per_round,
                                                  "return_output": r == ts.rounds - 1,
-                                                 "staged": _staged(run) is not None},
+                                                 "staged": run.staged is not None},
                                                 s.test.run_timeout_s)
             except sandbox.WorkerTimeout:
                 run.diag("timeout", f"timing round {r + 1} did not finish within {s.test.run_timeout_s:g} s")
@@ -495,7 +490,7 @@ def _time(run, worker, ref_model, seed, dev) -> Status | None:
         # the outputs of timed calls are checked too (deferred or skipped work shows here)
         ref = _reference(ref_model, run.problem.module, seed, dev)
         try:
-            outs = channel.unpack_tensors(reply.get("outputs", []), payload, dev, _staged(run))
+            outs = channel.unpack_tensors(reply.get("outputs", []), payload, dev, run.staged)
         except channel.ProtocolError as e:
             run.diag("protocol", f"the worker sent malformed outputs of a timed call: {e}")
             run.flag("tampering")

@@ -95,7 +95,7 @@ def split_init(init: Any) -> tuple[list, dict]:
     return list(init), {}
 
 
-def _fault(e: BaseException) -> str:
+def describe_fault(e: BaseException) -> str:
     msg = " ".join(str(e).split())
     return f"{type(e).__name__}: {msg[:200]}" if msg else type(e).__name__
 
@@ -119,7 +119,7 @@ def load_problem(path: str | Path) -> Problem:
     except BaseException as e:
         if isinstance(e, KeyboardInterrupt):
             raise
-        raise BadInput(p, f"problem file raised at import: {_fault(e)}") from None
+        raise BadInput(p, f"problem file raised at import: {describe_fault(e)}") from None
     model_cls = getattr(mod, "Model", None)
     if not (isinstance(model_cls, type) and issubclass(model_cls, nn.Module)):
         raise BadInput(p, "Model is not a torch.nn.Module subclass")
@@ -162,7 +162,7 @@ def _call(p: Path, fn, name: str):
     except SystemExit:
         raise BadInput(p, f"{name}() called exit()") from None
     except Exception as e:
-        raise BadInput(p, f"{name}() raised {_fault(e)}") from None
+        raise BadInput(p, f"{name}() raised {describe_fault(e)}") from None
 
 
 def _check_arity(p: Path, fn, args: list, kwargs: dict, what: str) -> None:

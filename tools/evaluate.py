@@ -3,9 +3,11 @@
 This process (the judge) computes the reference with the problem's own Model and the
 same seeds and init order as KernelBench, and compares what the candidate's worker
 hands back; candidate code never runs here (tools/worker.py, tools/sandbox.py). Inputs
-come from a per-evaluation secret seed, so a candidate cannot precompute answers. The
-eager and torch.compile baselines are timed here, interleaved with the candidate's
-rounds in the worker, with the same timer (tools/timer.py).
+come from a secret seed per judge session, so a candidate cannot precompute answers.
+The eager and torch.compile baselines are timed here, interleaved with the candidate's
+rounds in the worker, with the same timer (tools/timer.py). What a session shares
+between candidates (reference, baselines, fork servers, the GPU lock) is
+tools/judge.py's; `evaluate()` is a session of one candidate.
 
 Not covered here: what the guards look for (tools/guards.py), how numbers are compared
 (tools/numerics.py), bottleneck analysis (tools/profiler.py).
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 
 from tools import channel, sandbox
 from tools.errors import BadInput, EvaluatorError
-from tools.problem import Problem, build_model, make_inputs
+from tools.problem import Problem, make_inputs
 from tools.settings import EvalSettings
 from tools.verdict import Diagnostic, Status, Timing, Verdict
 
@@ -37,6 +39,7 @@ class _Run:
     device: str
     gpu_index: int
     settings: EvalSettings
+    judge: object = None            # tools.judge.Judge: what this candidate shares with others
     diagnostics: list[Diagnostic] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
     checks: dict = field(default_factory=dict)
@@ -69,12 +72,39 @@ class _Run:
 def evaluate(problem: Problem, candidate_src: str, *, device: str | None = None,
              settings: EvalSettings = EvalSettings(), candidate_name: str = "candidate.py",
              profile: bool = True, gpu_index: int = 0, progress=None) -> Verdict:
-    """Judge `candidate_src` against `problem`. Only the evaluator's own faults raise.
-    `progress(text)`, when given, hears each phase as it starts (for a CLI's stderr)."""
+    """Judge `candidate_src` against `problem` in a session of its own (tools/judge.py).
+    Only the evaluator's own faults raise. `progress(text)`, when given, hears each
+    phase as it starts (for a CLI's stderr)."""
+    from tools.judge import Judge
+    # a static reject or a syntax error needs no session (no fork server, no CUDA)
+    quick = _static_verdict(candidate_src, candidate_name, settings, device or default_device(), gpu_index)
+    if quick is not None:
+        return quick
+    with Judge(problem, device=device, gpu_index=gpu_index, settings=settings) as judge:
+        return judge.judge(candidate_src, candidate_name=candidate_name, profile=profile,
+                           progress=progress)
+
+
+def _static_verdict(src: str, candidate_name: str, settings: EvalSettings, device: str,
+                    gpu_index: int) -> Verdict | None:
+    """The verdict of a candidate the syntax check or a static guard refuses, else None."""
     t0 = time.monotonic()
-    run = _Run(problem, candidate_src, device or default_device(), gpu_index, settings,
+    run = _Run(None, src, device, gpu_index, settings, None)
+    status = _static_checks(run, candidate_name)
+    return None if status is None else _verdict(run, status, t0)
+
+
+def judge_in(judge, candidate_src: str, *, candidate_name: str = "candidate.py",
+             profile: bool = True, progress=None) -> Verdict:
+    """Judge one candidate in `judge`'s session (tools/judge.Judge.judge calls this)."""
+    t0 = time.monotonic()
+    run = _Run(judge.problem, candidate_src, judge.device, judge.gpu_index, judge.settings, judge,
                progress=progress)
     status = _judge(run, candidate_name, profile)
+    return _verdict(run, status, t0)
+
+
+def _verdict(run: "_Run", status: Status, t0: float) -> Verdict:
     run.checks["phase_s"] = {k: round(v, 4) for k, v in run.phase_s.items()}
     verdict = Verdict(
         status=status, diagnostics=tuple(run.diagnostics), flags=tuple(run.flags),
@@ -86,49 +116,46 @@ def evaluate(problem: Problem, candidate_src: str, *, device: str | None = None,
     return dataclasses.replace(verdict, feedback=feedback_for(verdict))
 
 
-def _judge(run: _Run, candidate_name: str, profile: bool) -> Status:
-    import torch
-    s = run.settings
+def _static_checks(run: _Run, candidate_name: str) -> Status | None:
+    """1) guard: parse and static checks, before torch, CUDA or any candidate code."""
     run.device_info = {"type": run.device}
-    if run.device == "cuda":
-        if not torch.cuda.is_available():
-            raise EvaluatorError("--device cuda but no CUDA device is visible")
-        from tools.gpuinfo import cuda_healthy
-        ok, why = cuda_healthy(run.gpu_index)
-        if not ok:
-            raise EvaluatorError(f"GPU {run.gpu_index} is not usable: {why}")
-
-    # 1) guard: parse and static checks, before any candidate code runs anywhere
     try:
         compile(run.src, candidate_name, "exec")
     except SyntaxError as e:
         run.diag("syntax_error", f"SyntaxError: {e.msg}", e.lineno)
         return Status.COMPILE_ERROR
     from tools.guards import run_static_guards
-    findings = run_static_guards(run.src, s.guards)
+    findings = run_static_guards(run.src, run.settings.guards)
     for f in findings:
         run.flag(f.flag)
         run.diag(f"guard:{f.guard}", f.message, f.line)
     if any(f.reject for f in findings):
         return Status.REJECTED
+    return None
 
-    # 2) reference, in the judge: KernelBench's seeds and init order
-    dev = f"cuda:{run.gpu_index}" if run.device == "cuda" else "cpu"
-    mod = run.problem.module
-    if run.device == "cuda":
-        torch.cuda.set_device(run.gpu_index)
-    try:
-        ref_model = build_model(mod.Model, mod, s.test.init_seed, dev)
-    except Exception as e:
-        _problem_fault(run.problem.path, e, "Model(*get_init_inputs())")
-    ref_model.eval()
-    seeds = [secrets.randbelow(2**31 - 1) for _ in range(s.test.trials)]
+
+def _judge(run: _Run, candidate_name: str, profile: bool) -> Status:
+    s = run.settings
+    status = _static_checks(run, candidate_name)
+    if status is not None:
+        return status
+    judge = run.judge
+    judge.check_device()
+
+    # 2) reference, in the judge: KernelBench's seeds and init order (once per session)
+    dev = judge.dev
+    ref_model = judge.reference_model()
+    seeds = judge.seeds
+    judge.reference(seeds[0])   # cached: sizes the staging buffer and the GPU holds
+    judge.start_baseline()
     run.checks.update(trials=s.test.trials, init_seed=s.test.init_seed, trial_seeds="secret")
 
-    # 3) compile: a fresh worker imports the candidate, builds ModelNew, first forward JITs
+    # 3) compile: a fresh worker imports the candidate, builds ModelNew, JITs its kernels
     worker = sandbox.start_worker(run.src, device=run.device, gpu_index=run.gpu_index,
                                   max_output_bytes=s.test.max_output_kib << 10,
-                                  candidate_name=candidate_name)
+                                  candidate_name=candidate_name,
+                                  forkserver=judge.forkserver(run.device))
+    run.checks["worker_start"] = "forked" if judge.forkserver(run.device) is not None else "spawned"
     try:
         return _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile)
     finally:
@@ -141,6 +168,17 @@ def _judge(run: _Run, candidate_name: str, profile: bool) -> Status:
 
 
 def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile) -> Status:
+    judge = run.judge
+    with judge.compile_slots, judge.compile_hold():
+        status, first_ref = _compile_phase(run, worker, seeds, candidate_name)
+    if status is not None:
+        return status
+    with judge.gpu.exclusive():
+        return _gpu_phases(run, worker, ref_model, seeds, dev, first_ref, profile)
+
+
+def _compile_phase(run, worker, seeds, candidate_name) -> tuple[Status | None, list]:
+    """Set-up, import, ModelNew, and (cuda) every kernel JIT-compiled without running."""
     s = run.settings
     run.say("compile: fresh sandboxed worker, import the candidate, build ModelNew")
     t = time.monotonic()
@@ -158,7 +196,7 @@ def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile
         if not hello.get("ok"):
             raise EvaluatorError(f"worker set-up failed: {hello.get('message')}")
         run.checks["sandbox"] = hello.get("enforced", {})
-        first_ref = _reference(ref_model, run.problem.module, seeds[0], dev)
+        first_ref = run.judge.reference(seeds[0])
         _offer_staging(run, worker, first_ref)   # before any candidate code runs
         try:
             loaded, _ = worker.request({"op": "load", "problem": str(run.problem.path),
@@ -166,20 +204,49 @@ def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile
                                         "init_seed": s.test.init_seed}, s.test.compile_timeout_s)
         except sandbox.WorkerTimeout as e:
             run.diag("timeout", f"importing and constructing ModelNew took too long: {e}")
-            return Status.TIMEOUT
+            return Status.TIMEOUT, first_ref
         except sandbox.WorkerDied:
-            return _died(run, worker, "import")
+            return _died(run, worker, "import"), first_ref
+        if not loaded.get("ok"):
+            _error_diag(run, loaded)
+            return (Status.COMPILE_ERROR if loaded.get("phase") in ("import", "construct") or
+                    loaded.get("kind") == "triton_compile" else Status.RUNTIME_ERROR), first_ref
+        if run.device == "cuda":
+            status = _warm(run, worker)
+            if status is not None:
+                return status, first_ref
     finally:
         run.phase_s["compile"] = time.monotonic() - t
-    if not loaded.get("ok"):
-        _error_diag(run, loaded)
-        return Status.COMPILE_ERROR if loaded.get("phase") in ("import", "construct") or \
-            loaded.get("kind") == "triton_compile" else Status.RUNTIME_ERROR
+    return None, first_ref
 
-    # 4) test: fresh secret inputs per trial; the first call also JIT-compiles
-    run.say(f"test: {len(seeds)} trials on fresh inputs" + (" (the first one JIT-compiles the kernels)"
-                                                              if run.device == "cuda" else
-                                                              " in Triton's interpreter"))
+
+def _warm(run, worker) -> Status | None:
+    """JIT-compile the forward's kernels without launching them (Triton's warmup path),
+    outside the exclusive hold on the GPU. A Triton compile error is the verdict; any
+    other failure here is left for the trials to find and report."""
+    try:
+        reply, _ = worker.request({"op": "warm", "seed": secrets.randbelow(2**31 - 1)},
+                                  run.settings.test.compile_timeout_s)
+    except sandbox.WorkerTimeout as e:
+        run.diag("timeout", f"compiling the forward's kernels took too long: {e}")
+        return Status.TIMEOUT
+    except sandbox.WorkerDied:
+        return _died(run, worker, "kernel compilation")
+    run.checks["warm"] = {"compiled": reply.get("compiled", 0), "s": reply.get("s")}
+    if not reply.get("ok") and reply.get("kind") == "triton_compile":
+        _error_diag(run, reply)
+        return Status.COMPILE_ERROR
+    if not reply.get("ok"):
+        run.checks["warm"]["left_to_trials"] = f"{reply.get('error_type')}: {str(reply.get('message'))[:200]}"
+    return None
+
+
+def _gpu_phases(run, worker, ref_model, seeds, dev, first_ref, profile) -> Status:
+    """4) test, 5) sm_90 compile on cpu, 6) time, 7) profile: one candidate at a time."""
+    s = run.settings
+    # 4) test: fresh secret inputs per trial
+    run.say(f"test: {len(seeds)} trials on fresh inputs" + ("" if run.device == "cuda" else
+                                                            " in Triton's interpreter"))
     t = time.monotonic()
     try:
         status = _test(run, worker, ref_model, seeds, dev, first_ref)
@@ -225,7 +292,7 @@ def _test(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | None:
     s = run.settings
     comparisons = []
     for i, seed in enumerate(seeds):
-        ref = first_ref if i == 0 else _reference(ref_model, run.problem.module, seed, dev)
+        ref = first_ref if i == 0 else run.judge.reference(seed)
         poison = [{"dtype": str(r.dtype).removeprefix("torch."), "shape": list(r.shape)} for r in ref]
         timeout = s.test.compile_timeout_s if i == 0 else s.test.run_timeout_s
         try:
@@ -368,7 +435,7 @@ def _offer_staging(run: _Run, worker, ref: list) -> None:
                                      f"{reply.get('message') or 'pattern mismatch'}"[:200] + ")")
 
 
-def _reference(ref_model, mod, seed: int, dev: str) -> list:
+def compute_reference(ref_model, mod, seed: int, dev: str) -> list:
     """The problem's own Model on the trial inputs of `seed`; its faults are BadInput."""
     import torch
     path = getattr(mod, "__file__", None) or "problem"
@@ -378,7 +445,7 @@ def _reference(ref_model, mod, seed: int, dev: str) -> list:
         if dev.startswith("cuda"):
             torch.cuda.synchronize()
     except Exception as e:
-        _problem_fault(path, e, "the reference Model.forward(*get_inputs())")
+        problem_fault(path, e, "the reference Model.forward(*get_inputs())")
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
         got = type(out).__name__ if not isinstance(out, (tuple, list)) else \
@@ -387,7 +454,7 @@ def _reference(ref_model, mod, seed: int, dev: str) -> list:
     return outs
 
 
-def _problem_fault(path, e: Exception, what: str):
+def problem_fault(path, e: Exception, what: str):
     """The problem's own code failed in the judge: bad input (exit 2), except running out
     of memory, which is this machine's limit (exit 3)."""
     import torch
@@ -422,7 +489,8 @@ def _compile_specs(run, specs: list[dict]) -> list[dict]:
     if not specs:
         return []
     s = run.settings.test
-    w = sandbox.start_worker(run.src, device="compile", max_output_bytes=s.max_output_kib << 10)
+    w = sandbox.start_worker(run.src, device="compile", max_output_bytes=s.max_output_kib << 10,
+                             forkserver=run.judge.forkserver("compile"))
     try:
         w.request({"op": "setup", "device": "compile", "max_file_mib": s.max_file_mib,
                    "address_space_gib": s.cpu_memory_gib}, s.compile_timeout_s)
@@ -449,13 +517,11 @@ def _time(run, worker, ref_model, seed, dev) -> Status | None:
     eager = lambda: ref_model(*inputs)  # noqa: E731
     compiled = None
     if ts.compile_baseline:
-        try:
-            cmodel = torch.compile(ref_model)
-            with torch.no_grad():
-                cmodel(*inputs)
+        cmodel, error = run.judge.compiled_baseline()   # compiled once per session
+        if cmodel is not None:
             compiled = lambda: cmodel(*inputs)  # noqa: E731
-        except Exception as e:  # torch.compile cannot handle some models: report, don't fail
-            run.checks["compile_baseline_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        else:
+            run.checks["compile_baseline_error"] = error
     run.device_info = {"type": "cuda", **gpu_state(run.gpu_index), "before_timing": True}
     samples = {"eager": [], "candidate": [], "compile": []}
     with torch.no_grad():
@@ -488,7 +554,7 @@ def _time(run, worker, ref_model, seed, dev) -> Status | None:
                 samples["compile"] += time_cuda(compiled, warmup=warm, iters=ts.iters_per_round,
                                                 name="krefine.compile")
         # the outputs of timed calls are checked too (deferred or skipped work shows here)
-        ref = _reference(ref_model, run.problem.module, seed, dev)
+        ref = run.judge.reference(seed)
         try:
             outs = channel.unpack_tensors(reply.get("outputs", []), payload, dev, run.staged)
         except channel.ProtocolError as e:

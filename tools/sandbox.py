@@ -37,7 +37,7 @@ class WorkerTimeout(Exception):
 
 @dataclass
 class WorkerProcess:
-    proc: subprocess.Popen
+    proc: subprocess.Popen          # or tools.forkserver.ForkedProcess (same methods used)
     workdir: Path
     cmd_fd: int
     res_fd: int
@@ -144,8 +144,10 @@ def worker_env(workdir: Path, device: str, gpu_index: int) -> dict[str, str]:
 
 def start_worker(candidate_src: str, *, device: str, gpu_index: int = 0,
                  max_output_bytes: int = 64 << 10, wrapper: tuple[str, ...] = (),
-                 candidate_name: str = "candidate.py") -> WorkerProcess:
-    """Write the candidate into a fresh temp dir and start a worker there."""
+                 candidate_name: str = "candidate.py", forkserver=None) -> WorkerProcess:
+    """Write the candidate into a fresh temp dir and start a worker there: forked from
+    `forkserver` (tools/forkserver.py, torch already imported) when one is given and
+    no wrapper is, else a new interpreter. Either way a fresh process, never reused."""
     workdir = Path(tempfile.mkdtemp(prefix="krefine-worker-"))
     (workdir / "tmp").mkdir()
     (workdir / "triton-cache").mkdir()
@@ -156,13 +158,25 @@ def start_worker(candidate_src: str, *, device: str, gpu_index: int = 0,
     # the judge keeps its own write end open on the result pipe, so a worker exit shows
     # up as "not alive" in channel.recv rather than as an EOF race
     res_fd = os.open(res_path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+    env = worker_env(workdir, device, gpu_index)
+    if forkserver is not None and not wrapper:
+        from tools.forkserver import ForkServerError
+        try:
+            proc = forkserver.fork(workdir=str(workdir), cmd=str(cmd_path), res=str(res_path), env=env)
+        except ForkServerError as e:
+            os.close(res_fd)
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise EvaluatorError(f"could not fork a worker: {e}") from None
+        cmd_fd = _open_writer(cmd_path, proc, timeout_s=120.0)
+        return WorkerProcess(proc=proc, workdir=workdir, cmd_fd=cmd_fd, res_fd=res_fd,
+                             max_output_bytes=max_output_bytes)
     stdout = open(workdir / ".stdout", "wb")
     stderr = open(workdir / ".stderr", "wb")
     try:
         proc = subprocess.Popen(
             [*wrapper, sys.executable, "-m", "tools.worker", str(cmd_path), str(res_path)],
             cwd=workdir,                              # temp cwd: the candidate's files stay here
-            env=worker_env(workdir, device, gpu_index),  # scrubbed: no keys, no user paths
+            env=env,                                  # scrubbed: no keys, no user paths
             stdin=subprocess.DEVNULL,                 # no stdin
             stdout=stdout, stderr=stderr,             # captured to files, read back capped
             close_fds=True,                           # inherits no descriptor of the judge
@@ -191,3 +205,18 @@ def _open_writer(path: Path, proc: subprocess.Popen, timeout_s: float) -> int:
             if proc.poll() is not None or time.monotonic() > deadline:
                 return os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)  # requests then fail as WorkerDied
             time.sleep(0.01)
+
+
+def start_forkserver(device: str, gpu_index: int = 0):
+    """A fork server for workers of `device` ("cuda", "cpu" or "compile"), started with
+    the worker environment (scrubbed, its own temp dir); None where fork servers cannot
+    work here (no pidfd), so callers spawn each worker instead."""
+    from tools.forkserver import ForkServer, ForkServerError
+    home = Path(tempfile.mkdtemp(prefix="krefine-forkserver-"))
+    (home / "tmp").mkdir()
+    (home / "triton-cache").mkdir()
+    try:
+        return ForkServer(device, worker_env(home, device, gpu_index), log_path=str(home / ".stderr"))
+    except ForkServerError:
+        shutil.rmtree(home, ignore_errors=True)
+        return None

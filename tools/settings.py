@@ -113,12 +113,16 @@ class TestSettings:
     cpu_memory_gib: float = 16.0        # RLIMIT_AS in the worker on --device cpu (0: none)
     gpu_cross_compile: bool = True      # on cpu, also compile launched kernels for sm_90
     output_transfer: typing.Literal["auto", "pipe"] = "auto"  # cuda outputs: CUDA IPC where it works
+    parallel_compile: int = 4           # candidates in their compile phase at once (tools/judge.py)
+    profile: typing.Literal["refined", "all", "none"] = "refined"  # who gets the bottleneck summary
 
     def validate(self) -> str | None:
         if self.trials < 1:
             return "trials must be at least 1"
         if min(self.compile_timeout_s, self.run_timeout_s) <= 0:
             return "timeouts must be positive"
+        if self.parallel_compile < 1:
+            return "parallel_compile must be at least 1"
         return None
 
 

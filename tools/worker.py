@@ -47,6 +47,8 @@ class Worker:
         self.device = "cpu"
         self.cand_path = ""
         self.staging = None          # cudaipc.Mapped: the judge's buffer for outputs
+        self.compile_only = False    # op_warm: Triton launches compile but do not run
+        self.compiled = 0
 
     # 1) lock down ------------------------------------------------------------------
     def lock_down(self, setup: dict) -> dict:
@@ -74,12 +76,28 @@ class Worker:
 
         def wrap(orig):
             def run(fn, *args, grid, warmup, **kwargs):
+                if worker.compile_only:
+                    worker.compiled += 1
+                    return orig(fn, *args, grid=grid, warmup=True, **kwargs)
                 if not warmup:
                     worker._note_launch(fn, args, kwargs)
                 return orig(fn, *args, grid=grid, warmup=warmup, **kwargs)
             return run
 
         JITFunction.run = wrap(JITFunction.run)
+        try:
+            from triton.runtime.autotuner import Autotuner
+
+            def autotune_run(orig):
+                def run(tuner, *args, **kwargs):
+                    if worker.compile_only:   # compile every config; benchmark none, cache none
+                        kwargs.pop("warmup", None)
+                        return tuner.warmup(*args, **kwargs)
+                    return orig(tuner, *args, **kwargs)
+                return run
+            Autotuner.run = autotune_run(Autotuner.run)
+        except ImportError:
+            pass
         try:
             from triton.runtime.interpreter import InterpretedFunction
             InterpretedFunction.run = wrap(InterpretedFunction.run)
@@ -277,6 +295,25 @@ class Worker:
             self._forward_nosync(inputs)
         torch.cuda.synchronize()
         return {"ok": True}, b""
+
+    def op_warm(self, h: dict):
+        """JIT-compile the kernels one forward launches, launching none (cuda only).
+        Values do not matter here (the kernels never run); the first trial judges."""
+        import torch
+        inputs = self._inputs(int(h["seed"]))
+        t0 = time.perf_counter()
+        self.compile_only, self.compiled = True, 0
+        try:
+            with torch.no_grad():
+                self.model(*inputs)
+            torch.cuda.synchronize()
+        except BaseException as e:
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            return {**self.describe_error(e, "forward"), "compiled": self.compiled}, b""
+        finally:
+            self.compile_only = False
+        return {"ok": True, "compiled": self.compiled, "s": round(time.perf_counter() - t0, 3)}, b""
 
     def op_ping(self, h: dict):
         return {"ok": True}, b""
@@ -638,11 +675,16 @@ def _compile_for_gpu(spec, arch: int) -> dict:
                 "line": line, "source_line": src_line}
 
 
-def main() -> None:
+def run_worker(cmd_path: str, res_path: str) -> None:
+    """Serve the judge over the two named pipes of tools/sandbox.py (spawned or forked)."""
     # named pipes, not inherited descriptors, so the worker can run under a wrapper (ncu)
-    cmd_fd = os.open(sys.argv[1], os.O_RDONLY | os.O_CLOEXEC)
-    res_fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CLOEXEC)
+    cmd_fd = os.open(cmd_path, os.O_RDONLY | os.O_CLOEXEC)
+    res_fd = os.open(res_path, os.O_WRONLY | os.O_CLOEXEC)
     Worker(cmd_fd, res_fd).serve()
+
+
+def main() -> None:
+    run_worker(sys.argv[1], sys.argv[2])
 
 
 if __name__ == "__main__":

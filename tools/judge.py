@@ -1,0 +1,242 @@
+"""The persistent judge: one problem on one device, judged for many candidates.
+
+A `Judge` keeps for its whole session what every candidate shares, so each candidate
+pays only for its own work:
+
+- the reference model, built once with KernelBench's seeds and init order, the
+  session's secret trial seeds, and the reference outputs of those trials (kept while
+  they fit the memory budget, else recomputed when needed);
+- the eager baseline and the torch.compile baseline, compiled once (in the background,
+  from the first candidate that passes the guards); both are still timed interleaved
+  with every candidate (tools/evaluate.py);
+- a fork server per worker kind (tools/forkserver.py): torch and triton imported, no
+  CUDA context. Each candidate still gets a fresh worker, never reused.
+
+Static guards and syntax checks run first, before any of that is touched. The compile
+phase (fork, import, ModelNew, Triton JIT) of several candidates proceeds in parallel
+(`[eval] parallel_compile` at once, a shared hold on the GPU); trials, timing and
+profiling hold the GPU exclusively, one candidate at a time, so no candidate is timed
+beside another's work. `judge()` may be called from many threads at once.
+
+Does not decide verdicts: tools/evaluate.py's phases do, given this session's state.
+"""
+from __future__ import annotations
+
+import contextlib
+import secrets
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from tools.errors import EvaluatorError
+from tools.settings import EvalSettings
+
+_REF_CACHE_SHARE = 0.25      # of free GPU memory (or 1 GiB on cpu) the cached references may take
+
+
+class GpuLock:
+    """Shared holds (compile phases) or one exclusive hold (trials, timing, profiling).
+    Writers are preferred: a waiting exclusive hold stops new shared ones."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+        self._waiting = 0
+
+    @contextlib.contextmanager
+    def shared(self):
+        with self._cond:
+            self._cond.wait_for(lambda: not self._exclusive and not self._waiting)
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._shared -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self):
+        with self._cond:
+            self._waiting += 1
+            self._cond.wait_for(lambda: not self._exclusive and self._shared == 0)
+            self._waiting -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
+class Judge:
+    """See the module docstring. Use as a context manager, or call close()."""
+
+    def __init__(self, problem, *, device: str | None = None, gpu_index: int = 0,
+                 settings: EvalSettings = EvalSettings(), use_forkserver: bool = True):
+        from tools.evaluate import default_device
+        self.problem = problem
+        self.device = device or default_device()
+        self.gpu_index = gpu_index
+        self.settings = settings
+        self.gpu = GpuLock()
+        self.compile_slots = threading.Semaphore(max(1, settings.test.parallel_compile))
+        self.seeds = [secrets.randbelow(2**31 - 1) for _ in range(settings.test.trials)]
+        self.dev = f"cuda:{gpu_index}" if self.device == "cuda" else "cpu"
+        self.judged = 0
+        self._lock = threading.Lock()
+        self._use_forkserver = use_forkserver
+        self._forkservers: dict[str, object] = {}
+        self._ref_model = None
+        self._refs: dict[int, list] = {}
+        self._ref_cache_ok: bool | None = None
+        self._healthy = False
+        self._baseline_thread: threading.Thread | None = None
+        self._compiled = None
+        self._compiled_error: str | None = None
+        self._closed = False
+        if use_forkserver:   # start the main one now: it imports torch while we do other work
+            self.forkserver(self.device)
+
+    def __enter__(self) -> "Judge":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- what candidates share -----------------------------------------------------
+    def forkserver(self, kind: str):
+        """The fork server for workers of `kind` (cuda, cpu, compile), or None (spawn)."""
+        if not self._use_forkserver:
+            return None
+        with self._lock:
+            if kind not in self._forkservers:
+                from tools.sandbox import start_forkserver
+                self._forkservers[kind] = start_forkserver(kind, self.gpu_index)
+            return self._forkservers[kind]
+
+    def check_device(self) -> None:
+        """Once per session (and again after a candidate crashed or hung: evaluate._health)."""
+        if self.device != "cuda" or self._healthy:
+            return
+        import torch
+        if not torch.cuda.is_available():
+            raise EvaluatorError("--device cuda but no CUDA device is visible")
+        from tools.gpuinfo import cuda_healthy
+        ok, why = cuda_healthy(self.gpu_index)
+        if not ok:
+            raise EvaluatorError(f"GPU {self.gpu_index} is not usable: {why}")
+        self._healthy = True
+
+    def reference_model(self):
+        with self._lock:
+            if self._ref_model is None:
+                import torch
+                from tools.evaluate import problem_fault
+                from tools.problem import build_model
+                if self.device == "cuda":
+                    torch.cuda.set_device(self.gpu_index)
+                try:
+                    model = build_model(self.problem.module.Model, self.problem.module,
+                                        self.settings.test.init_seed, self.dev)
+                except Exception as e:
+                    problem_fault(self.problem.path, e, "Model(*get_init_inputs())")
+                model.eval()
+                self._ref_model = model
+            return self._ref_model
+
+    def compile_hold(self):
+        """The GPU hold of a compile phase: shared, unless one trial's outputs are large
+        enough that parallel workers (each with its inputs, outputs and IPC staging
+        buffer) could exhaust GPU memory; then exclusive, one candidate at a time."""
+        return self.gpu.exclusive() if self._ref_cache_ok is False else self.gpu.shared()
+
+    def reference(self, seed: int) -> list:
+        """The reference outputs for `seed` (cached for the session while they fit)."""
+        from tools.evaluate import compute_reference
+        got = self._refs.get(seed)
+        if got is not None:
+            return got
+        out = compute_reference(self.reference_model(), self.problem.module, seed, self.dev)
+        with self._lock:
+            if self._ref_cache_ok is None:
+                self._ref_cache_ok = self._fits(sum(o.numel() * o.element_size() for o in out))
+            if self._ref_cache_ok:
+                self._refs[seed] = out
+        return out
+
+    def _fits(self, nbytes_per_trial: int) -> bool:
+        total = nbytes_per_trial * len(self.seeds)
+        if self.device != "cuda":
+            return total <= 1 << 30
+        import torch
+        free, _ = torch.cuda.mem_get_info(self.gpu_index)
+        return total <= _REF_CACHE_SHARE * free
+
+    def start_baseline(self) -> None:
+        """Compile the torch.compile baseline in the background, once (cuda only)."""
+        if self.device != "cuda" or not self.settings.timing.compile_baseline:
+            return
+        with self._lock:
+            if self._baseline_thread is None:
+                self._baseline_thread = threading.Thread(target=self._compile_baseline,
+                                                         name="krefine-compile-baseline", daemon=True)
+                self._baseline_thread.start()
+
+    def _compile_baseline(self) -> None:
+        import torch
+        from tools.problem import make_inputs
+        try:
+            torch.cuda.set_device(self.gpu_index)
+            cmodel = torch.compile(self.reference_model())
+            with torch.no_grad():
+                cmodel(*make_inputs(self.problem.module, self.seeds[0], self.dev))
+            torch.cuda.synchronize(self.gpu_index)
+            self._compiled = cmodel
+        except Exception as e:  # torch.compile cannot handle some models: report, don't fail
+            self._compiled_error = f"{type(e).__name__}: {str(e)[:300]}"
+
+    def compiled_baseline(self):
+        """(the compiled model or None, its error or None); waits for the compile."""
+        self.start_baseline()
+        if self._baseline_thread is not None:
+            self._baseline_thread.join()
+        return self._compiled, self._compiled_error
+
+    # --- judging -------------------------------------------------------------------
+    def judge(self, candidate_src: str, *, candidate_name: str = "candidate.py",
+              profile: bool = True, progress=None):
+        """One Verdict for one candidate (thread-safe; see tools/evaluate.judge_in)."""
+        if self._closed:
+            raise EvaluatorError("this judge is closed")
+        from tools.evaluate import judge_in
+        verdict = judge_in(self, candidate_src, candidate_name=candidate_name, profile=profile,
+                           progress=progress)
+        with self._lock:
+            self.judged += 1
+        return verdict
+
+    def judge_many(self, sources: list[tuple[str, str]], *, profile: bool = True,
+                   progress=None, on_verdict=None) -> list:
+        """Verdicts for [(name, src), ...] in order, judged concurrently so compile phases
+        overlap; `on_verdict(index, verdict)` hears each one as it is ready."""
+        width = max(1, min(len(sources), self.settings.test.parallel_compile + 1))
+
+        def one(i: int):
+            name, src = sources[i]
+            v = self.judge(src, candidate_name=name, profile=profile, progress=progress)
+            if on_verdict is not None:
+                on_verdict(i, v)
+            return v
+        with ThreadPoolExecutor(max_workers=width, thread_name_prefix="krefine-judge") as pool:
+            return list(pool.map(one, range(len(sources))))
+
+    def close(self) -> None:
+        self._closed = True
+        with self._lock:
+            servers, self._forkservers = list(self._forkservers.values()), {}
+        for fs in servers:
+            if fs is not None:
+                fs.close()
+        self._refs.clear()

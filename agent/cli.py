@@ -47,12 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = p.add_subparsers(dest="command", required=True, parser_class=UsageParser)
 
-    e = sub.add_parser("eval", help="judge one candidate against a problem")
+    e = sub.add_parser("eval", help="judge candidates against a problem (one verdict each)")
     e.add_argument("problem")
-    e.add_argument("candidate")
+    e.add_argument("candidates", nargs="+", metavar="candidate",
+                   help="one or more candidate files, judged in one session (JSON lines with --json)")
     e.add_argument("--device", choices=("cuda", "cpu"), default=None,
                    help="default: cuda if present, else cpu (Triton interpreter, no timing)")
-    e.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
+    e.add_argument("--json", action="store_true", help="print each verdict as one JSON object per line")
     e.add_argument("--min-speedup", type=_finite, default=None, metavar="X",
                    help="exit 1 unless correct and at least X times faster than eager")
     e.add_argument("--config", default=None, help="agent.toml to read [eval] [timing] [guards] from")

@@ -1,7 +1,11 @@
-"""`krefine eval PROBLEM CANDIDATE`: judge one candidate and print the verdict.
+"""`krefine eval PROBLEM CANDIDATE [CANDIDATE ...]`: judge candidates, print their verdicts.
 
-Exit statuses (DESIGN.md): 0 correct (and at least --min-speedup when given), 1
-evaluated but not correct / not fast enough, 2 bad input, 3 evaluator failure.
+Several candidates share one judge session (tools/judge.py): the reference, the
+baselines and the warm worker pool are made once, and compile phases overlap.
+
+Exit statuses (DESIGN.md): 0 correct (and at least --min-speedup when given; with
+several candidates, every one), 1 evaluated but not correct / not fast enough, 2 bad
+input, 3 evaluator failure.
 """
 from __future__ import annotations
 
@@ -15,12 +19,13 @@ from tools.verdict import Verdict
 def main(args) -> int:
     from agent.config import load_config
     from tools.evaluate import default_device, evaluate
+    from tools.judge import Judge
     from tools.problem import load_candidate, load_problem
 
     # 1) inputs: every fault here is one line and exit 2, before any work starts
     config = load_config(args.config)
     problem = load_problem(args.problem)
-    source = load_candidate(args.candidate)
+    sources = [(path, load_candidate(path)) for path in args.candidates]
     if args.min_speedup is not None and args.min_speedup <= 0:
         raise BadInput("", f"--min-speedup must be positive, got {args.min_speedup:g}")
     device = args.device or default_device()
@@ -33,22 +38,48 @@ def main(args) -> int:
             raise BadInput("", "--device cuda but no CUDA device is visible (use --device cpu)")
     if args.min_speedup is not None and device == "cpu":
         raise BadInput("", "--min-speedup needs --device cuda: nothing is timed on cpu")
+    profile = not args.no_profile and config.eval.test.profile != "none"
 
-    # 2) judge
+    # 2) judge: one candidate in a session of its own; several in one shared session
     say = None if args.json else (lambda what: print(f"krefine: {what} ...", file=sys.stderr, flush=True))
-    if say:
-        say(f"judging {args.candidate} against {problem.name} on {device}")
-    verdict = evaluate(problem, source, device=device, settings=config.eval,
-                       profile=not args.no_profile, gpu_index=args.gpu, progress=say)
-
-    # 3) report
-    if args.json:
-        print(json.dumps(verdict.to_json(), indent=None, default=str))
+    if len(sources) == 1:
+        path, src = sources[0]
+        if say:
+            say(f"judging {path} against {problem.name} on {device}")
+        verdicts = [evaluate(problem, src, device=device, settings=config.eval, profile=profile,
+                             gpu_index=args.gpu, progress=say)]
+        _report(args, path, verdicts[0], many=False)
     else:
-        print(render(verdict))
-    ok = verdict.correct and (args.min_speedup is None or
-                              (verdict.speedup_eager or 0.0) >= args.min_speedup)
+        if say:
+            say(f"judging {len(sources)} candidates against {problem.name} on {device} in one session")
+        ready: dict[int, Verdict] = {}
+        printed = [0]
+
+        def heard(i: int, v: Verdict) -> None:  # print in input order, as soon as possible
+            ready[i] = v
+            while printed[0] in ready:
+                _report(args, sources[printed[0]][0], ready[printed[0]], many=True)
+                printed[0] += 1
+        with Judge(problem, device=device, gpu_index=args.gpu, settings=config.eval) as judge:
+            verdicts = judge.judge_many([(f"candidate{i}.py", src) for i, (_, src) in enumerate(sources)],
+                                        profile=profile, on_verdict=heard)
+
+    # 3) exit status: 0 only when every candidate is correct (and fast enough)
+    ok = all(v.correct and (args.min_speedup is None or (v.speedup_eager or 0.0) >= args.min_speedup)
+             for v in verdicts)
     return EXIT_OK if ok else EXIT_FAIL
+
+
+def _report(args, path: str, verdict: Verdict, *, many: bool) -> None:
+    if args.json:
+        doc = verdict.to_json()
+        if many:
+            doc = {"candidate": str(path), **doc}
+        print(json.dumps(doc, indent=None, default=str), flush=True)
+    else:
+        if many:
+            print(f"== {path}")
+        print(render(verdict), flush=True)
 
 
 def render(v: Verdict) -> str:

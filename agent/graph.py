@@ -32,7 +32,6 @@ from agent.prompting import render_initial, render_refine
 from agent.rundir import RunDir, candidate_id
 from agent.state import (CandidateRecord, EvalTask, RunState, Spent, assign_slots,
                          best_candidate, choose_parents, stop_reason)
-from tools.evaluate import evaluate as tools_evaluate
 from tools.jsonio import append_jsonl, read_json, read_jsonl, write_json
 from tools.verdict import Diagnostic, Status, Verdict
 
@@ -71,7 +70,9 @@ class LoopContext:
     """Run-scoped things the nodes use but the checkpoint must not hold.
 
     The model, the evaluator and the prompt functions are fields so tests can stand
-    in for them; the defaults are the real ones.
+    in for them; the defaults are the real ones. `judges` (tools.judge.JudgePool) is the
+    real evaluator: one persistent judge per GPU for this run's problem. A stand-in
+    `evaluate` callable, when given, is used instead, one evaluation per GPU at a time.
     """
     rundir: RunDir
     problem: Any                     # tools.problem.Problem
@@ -82,7 +83,8 @@ class LoopContext:
     gpus: GpuPool = field(default_factory=lambda: GpuPool(1))
     wall_offset_s: float = 0.0       # wall time spent by earlier sessions of this run
     started_s: float = field(default_factory=time.monotonic)
-    evaluate: Callable[..., Verdict] = tools_evaluate
+    judges: Any = None               # tools.judge.JudgePool (the runner makes and closes it)
+    evaluate: Callable[..., Verdict] | None = None
     render_initial: Callable[[str], str] = render_initial
     render_refine: Callable[..., str] = render_refine
     extract_code: Callable[[str], str | None] = extract_code
@@ -90,6 +92,15 @@ class LoopContext:
 
     def wall_s(self) -> float:
         return self.wall_offset_s + (time.monotonic() - self.started_s)
+
+    @property
+    def profile_policy(self) -> str:
+        return self.config.eval.test.profile
+
+    @property
+    def concurrency(self) -> int:
+        """Candidates of a round judged at once: compile phases overlap in a judge."""
+        return self.judges.concurrency if self.evaluate is None and self.judges is not None else self.gpus.size
 
     @property
     def timed(self) -> bool:
@@ -112,11 +123,18 @@ def generate(state: RunState, runtime: Runtime[LoopContext]) -> dict:
     recorded = {r["candidate"]: r for r in read_jsonl(rd.completions_jsonl)}
     traced = {e["candidate"] for e in rd.events() if e["node"] == "generate"}
     new: dict[str, CandidateRecord] = {}
+    refreshed: dict[str, CandidateRecord] = {}   # parents that got their summary just now
     exhausted = False
     index = 0
     for parent, count in slots:
         ids = [candidate_id(round_, index + i) for i in range(count)]
         index += count
+        if parent is not None:
+            profiled = ensure_profiled(ctx, parent)   # its feedback is about to be used
+            if profiled is not None and parent in state["candidates"]:
+                refreshed[parent] = dict(state["candidates"][parent],
+                                         bottleneck=bottleneck_label(profiled.bottleneck),
+                                         roofline_fraction=(profiled.bottleneck or {}).get("roofline_fraction"))
         prompt = _prompt(ctx, parent)
         reused = []
         for cid in ids:  # a kill mid-round leaves a prefix of the round recorded
@@ -143,8 +161,32 @@ def generate(state: RunState, runtime: Runtime[LoopContext]) -> dict:
     tokens = sum(r["tokens"]["prompt"] + r["tokens"]["completion"] for r in new.values())
     spent = dict(state["spent"], tokens=state["spent"]["tokens"] + tokens,
                  rounds=state["spent"]["rounds"] + (1 if new else 0))
-    return {"round": round_ if new else state["round"], "candidates": new, "pending": list(new),
+    return {"round": round_ if new else state["round"], "candidates": {**refreshed, **new}, "pending": list(new),
             "replay_exhausted": exhausted, "spent": spent}
+
+
+def ensure_profiled(ctx: LoopContext, cid: str) -> Verdict | None:
+    """[eval] profile = "refined": give a correct candidate its bottleneck summary once
+    its feedback is about to be used (a parent, the final best), not at evaluation."""
+    rd = ctx.rundir
+    if ctx.profile_policy != "refined" or not ctx.timed or ctx.judges is None or ctx.evaluate is not None \
+            or not rd.eval(cid).exists():
+        return None
+    verdict = Verdict.from_json(read_json(rd.eval(cid)))
+    if not verdict.correct or verdict.bottleneck is not None or "profile_refined" in verdict.checks.get("phase_s", {}):
+        return None
+    t0 = time.monotonic()
+    src = rd.candidate_src(cid)
+    profiled = ctx.judges.add_bottleneck(src.read_text(encoding="utf-8"), verdict, candidate_name=src.name)
+    write_json(rd.eval(cid), profiled.to_json())
+    rd.append_event(iteration=int(cid.split("-c")[0].lstrip("r")), candidate=cid, node="profile",
+                    status="refined" if profiled.bottleneck else "refine_failed",
+                    duration_s=time.monotonic() - t0,
+                    metrics={"bottleneck": bottleneck_label(profiled.bottleneck),
+                             "roofline_fraction": (profiled.bottleneck or {}).get("roofline_fraction")},
+                    error=None if profiled.bottleneck else profiled.checks.get("profile_error"),
+                    artifacts={"eval": rd.eval(cid)})
+    return profiled
 
 
 def _prompt(ctx: LoopContext, parent: str | None) -> str:
@@ -207,12 +249,16 @@ def evaluate(task: EvalTask, runtime: Runtime[LoopContext]) -> dict:
         verdict = Verdict.from_json(read_json(rd.eval(cid)))
     elif not record["has_code"]:
         verdict = no_code_verdict(rd.completion(cid).read_text(encoding="utf-8"), record["finish_reason"])
+    elif ctx.evaluate is None:
+        src = rd.candidate_src(cid)
+        verdict = ctx.judges.judge(src.read_text(encoding="utf-8"), candidate_name=src.name,
+                                   profile=ctx.profile_policy == "all")
     else:
         with ctx.gpus.lease() as gpu:
             src = rd.candidate_src(cid)
             verdict = ctx.evaluate(ctx.problem, src.read_text(encoding="utf-8"), device=ctx.device,
-                                   settings=ctx.config.eval, candidate_name=src.name, profile=True,
-                                   gpu_index=gpu)
+                                   settings=ctx.config.eval, candidate_name=src.name,
+                                   profile=ctx.profile_policy != "none", gpu_index=gpu)
     # 2) the verdict first, then the trace events that point at it
     if not rd.eval(cid).exists():
         write_json(rd.eval(cid), verdict.to_json())
@@ -310,6 +356,8 @@ def decide(state: RunState, runtime: Runtime[LoopContext]) -> dict:
                                  "spent": dict(spent)},
                         artifacts={"best": rd.best} if best else {})  # not again when re-run after a kill
     if reason is not None:
+        if best is not None:
+            ensure_profiled(ctx, best)   # the final best gets its summary whatever the policy
         rd.write_summary(make_summary(dict(state, **update), ctx.timed))
     ctx.progress.decided(dict(state, **update))
     return update
@@ -351,7 +399,7 @@ def build_graph(checkpointer) -> Any:
 
 def run_graph(graph, ctx: LoopContext, thread_id: str, initial: RunState | None) -> RunState:
     """Run (initial given) or resume (None) to the end; checkpoints are synced every step."""
-    config = {"configurable": {"thread_id": thread_id}, "max_concurrency": ctx.gpus.size,
+    config = {"configurable": {"thread_id": thread_id}, "max_concurrency": ctx.concurrency,
               "recursion_limit": 10_000}
     graph.invoke(initial, config, context=ctx, durability="sync")
     return graph.get_state(config).values

@@ -31,6 +31,7 @@ from agent.rundir import RunDir
 from agent.state import initial_state
 from tools.errors import EXIT_FAIL, EXIT_OK, BadInput, EvaluatorError
 from tools.jsonio import read_json, read_jsonl, write_json
+from tools.judge import JudgePool
 from tools.problem import load_problem
 from tools.settings import SettingsError, build
 
@@ -103,8 +104,10 @@ def _drive(rd: RunDir, problem, config: AgentConfig, backend, device: str, progr
         initial = None if before else initial_state(str(problem.path))
         if before and not before.get("stop_reason"):
             rd.summary.unlink(missing_ok=True)  # left by a session that failed; the run goes on
+        gpus = evaluation_slots(device)
         ctx = LoopContext(rundir=rd, problem=problem, config=config, backend=backend, device=device,
-                          progress=progress, gpus=evaluation_slots(device),
+                          progress=progress, gpus=gpus,
+                          judges=JudgePool(problem, device=device, gpu_count=gpus.size, settings=config.eval),
                           wall_offset_s=(before.get("spent") or {}).get("wall_s", 0.0) if before else 0.0)
         if before:
             progress.resumed(before)
@@ -121,6 +124,8 @@ def _drive(rd: RunDir, problem, config: AgentConfig, backend, device: str, progr
         except BaseException:
             progress.close()
             raise
+        finally:
+            ctx.judges.close()
     summary = make_summary(state, device == "cuda")
     rd.write_summary(summary)
     summary = rd.read_summary()

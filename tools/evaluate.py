@@ -14,6 +14,7 @@ Not covered here: what the guards look for (tools/guards.py), how numbers are co
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import secrets
 import time
@@ -151,13 +152,22 @@ def _judge(run: _Run, candidate_name: str, profile: bool) -> Status:
     run.checks.update(trials=s.test.trials, init_seed=s.test.init_seed, trial_seeds="secret")
 
     # 3) compile: a fresh worker imports the candidate, builds ModelNew, JITs its kernels
-    worker = sandbox.start_worker(run.src, device=run.device, gpu_index=run.gpu_index,
-                                  max_output_bytes=s.test.max_output_kib << 10,
-                                  candidate_name=candidate_name,
-                                  forkserver=judge.forkserver(run.device))
-    run.checks["worker_start"] = "forked" if judge.forkserver(run.device) is not None else "spawned"
-    try:
+    with _fresh_worker(run, candidate_name) as worker:
         return _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile)
+
+
+@contextlib.contextmanager
+def _fresh_worker(run: _Run, candidate_name: str):
+    """A new worker for this candidate (forked when the session has a fork server);
+    afterwards its output is kept, it is killed, and only then is the IPC buffer freed."""
+    judge = run.judge
+    server = judge.forkserver(run.device)
+    worker = sandbox.start_worker(run.src, device=run.device, gpu_index=run.gpu_index,
+                                  max_output_bytes=run.settings.test.max_output_kib << 10,
+                                  candidate_name=candidate_name, forkserver=server)
+    run.checks["worker_start"] = "forked" if server is not None else "spawned"
+    try:
+        yield worker
     finally:
         run.checks["worker_output"] = worker.output()
         worker.close()
@@ -165,6 +175,38 @@ def _judge(run: _Run, candidate_name: str, profile: bool) -> Status:
             run.staged = None
             run.staging.free()
             run.staging = None
+
+
+def profile_in(judge, candidate_src: str, verdict: Verdict, *, candidate_name: str = "candidate.py") -> Verdict:
+    """The profile step alone (torch.profiler breakdown, ncu pass, bottleneck summary)
+    for a correct candidate `judge` timed earlier without it; the verdict otherwise
+    stays as it was (status, timing, speedups). Only the evaluator's faults raise."""
+    if not verdict.correct or judge.device != "cuda" or verdict.bottleneck is not None:
+        return verdict
+    run = _Run(judge.problem, candidate_src, judge.device, judge.gpu_index, judge.settings, judge)
+    run.timing, run.device_info = dict(verdict.timing), dict(verdict.device)
+    run.checks = {k: v for k, v in verdict.checks.items() if k == "host_check"}
+    judge.check_device()
+    ref_model = judge.reference_model()
+    t = time.monotonic()
+    with _fresh_worker(run, candidate_name) as worker:
+        with judge.compile_slots, judge.compile_hold():
+            status, _ = _compile_phase(run, worker, judge.seeds, candidate_name)
+        if status is None:
+            with judge.gpu.exclusive():
+                _profile(run, worker, ref_model, judge.seeds[0], judge.dev, True)
+    checks = dict(verdict.checks)
+    checks["phase_s"] = {**checks.get("phase_s", {}), "profile_refined": round(time.monotonic() - t, 4)}
+    for k in ("ncu", "ncu_error", "profile_error"):
+        if k in run.checks:
+            checks[k] = run.checks[k]
+    if run.bottleneck is None:
+        checks.setdefault("profile_error", "; ".join(d.message for d in run.diagnostics)[:300] or "no summary")
+        return dataclasses.replace(verdict, checks=checks)
+    kernels = verdict.kernels + tuple(k for k in run.kernels if k not in verdict.kernels)
+    profiled = dataclasses.replace(verdict, bottleneck=run.bottleneck, checks=checks, kernels=kernels)
+    from tools.feedback import feedback_for
+    return dataclasses.replace(profiled, feedback=feedback_for(profiled))
 
 
 def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile) -> Status:

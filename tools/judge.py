@@ -70,6 +70,17 @@ class GpuLock:
                 self._cond.notify_all()
 
 
+_GPU_LOCKS: dict[str, GpuLock] = {}
+_GPU_LOCKS_LOCK = threading.Lock()
+
+
+def gpu_lock(dev: str) -> GpuLock:
+    """The process's one lock per device: judges of different problems on one GPU
+    (krefine bench runs several in one process) never time beside each other either."""
+    with _GPU_LOCKS_LOCK:
+        return _GPU_LOCKS.setdefault(dev, GpuLock())
+
+
 class Judge:
     """See the module docstring. Use as a context manager, or call close()."""
 
@@ -80,10 +91,12 @@ class Judge:
         self.device = device or default_device()
         self.gpu_index = gpu_index
         self.settings = settings
-        self.gpu = GpuLock()
+        self.dev = f"cuda:{gpu_index}" if self.device == "cuda" else "cpu"
+        # nothing is timed on cpu: candidates there share nothing that needs holding
+        self.gpu = gpu_lock(self.dev) if self.device == "cuda" else GpuLock()
         self.compile_slots = threading.Semaphore(max(1, settings.test.parallel_compile))
         self.seeds = [secrets.randbelow(2**31 - 1) for _ in range(settings.test.trials)]
-        self.dev = f"cuda:{gpu_index}" if self.device == "cuda" else "cpu"
+        self.in_flight = 0
         self.judged = 0
         self._lock = threading.Lock()
         self._use_forkserver = use_forkserver
@@ -211,11 +224,23 @@ class Judge:
         if self._closed:
             raise EvaluatorError("this judge is closed")
         from tools.evaluate import judge_in
-        verdict = judge_in(self, candidate_src, candidate_name=candidate_name, profile=profile,
-                           progress=progress)
         with self._lock:
-            self.judged += 1
+            self.in_flight += 1
+        try:
+            verdict = judge_in(self, candidate_src, candidate_name=candidate_name, profile=profile,
+                               progress=progress)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+                self.judged += 1
         return verdict
+
+    def add_bottleneck(self, candidate_src: str, verdict, *, candidate_name: str = "candidate.py"):
+        """`verdict` (a correct one judged here without a summary) with the bottleneck
+        summary added: the profile step on its own, for a candidate whose feedback will
+        be used ([eval] profile = "refined")."""
+        from tools.evaluate import profile_in
+        return profile_in(self, candidate_src, verdict, candidate_name=candidate_name)
 
     def judge_many(self, sources: list[tuple[str, str]], *, profile: bool = True,
                    progress=None, on_verdict=None) -> list:
@@ -240,3 +265,50 @@ class Judge:
             if fs is not None:
                 fs.close()
         self._refs.clear()
+
+
+class JudgePool:
+    """One Judge per GPU for one problem (one on cpu), made on first use; a candidate
+    goes to the judge with the fewest candidates in flight."""
+
+    def __init__(self, problem, *, device: str, gpu_count: int, settings: EvalSettings):
+        self.problem, self.device, self.settings = problem, device, settings
+        self.size = max(1, gpu_count) if device == "cuda" else 1
+        self._judges: list[Judge] = []
+        self._lock = threading.Lock()
+
+    def _pick(self) -> Judge:
+        with self._lock:
+            if len(self._judges) < self.size and all(j.in_flight for j in self._judges):
+                self._judges.append(Judge(self.problem, device=self.device,
+                                          gpu_index=len(self._judges), settings=self.settings))
+            judge = min(self._judges, key=lambda j: j.in_flight)
+            judge.in_flight += 1   # claimed now, so the next pick sees it busy
+            return judge
+
+    def judge(self, candidate_src: str, *, candidate_name: str = "candidate.py", profile: bool = True):
+        judge = self._pick()
+        try:
+            return judge.judge(candidate_src, candidate_name=candidate_name, profile=profile)
+        finally:
+            with judge._lock:
+                judge.in_flight -= 1
+
+    def add_bottleneck(self, candidate_src: str, verdict, *, candidate_name: str = "candidate.py"):
+        judge = self._pick()
+        try:
+            return judge.add_bottleneck(candidate_src, verdict, candidate_name=candidate_name)
+        finally:
+            with judge._lock:
+                judge.in_flight -= 1
+
+    @property
+    def concurrency(self) -> int:
+        """How many candidates the loop should hand over at once."""
+        return self.size * (self.settings.test.parallel_compile + 1)
+
+    def close(self) -> None:
+        with self._lock:
+            judges, self._judges = self._judges, []
+        for j in judges:
+            j.close()

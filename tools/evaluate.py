@@ -238,6 +238,7 @@ def _compile_phase(run, worker, seeds, candidate_name) -> tuple[Status | None, l
         if not hello.get("ok"):
             raise EvaluatorError(f"worker set-up failed: {hello.get('message')}")
         run.checks["sandbox"] = hello.get("enforced", {})
+        run.checks["worker_pid"] = hello.get("pid")
         first_ref = run.judge.reference(seeds[0])
         _offer_staging(run, worker, first_ref)   # before any candidate code runs
         try:

@@ -200,6 +200,8 @@ def _child(req: dict) -> None:
         os.chdir(workdir)                             # temp cwd: the candidate's files stay here
         os.environ.clear()
         os.environ.update(req["env"])                 # the worker environment the judge chose
+        import tempfile
+        tempfile.tempdir = None                       # re-read TMPDIR: the server's may be cached
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         from tools.worker import run_worker
@@ -227,7 +229,8 @@ def serve(sock_fd: int, mode: str) -> None:
     import torch  # noqa: F401
     import triton  # noqa: F401
     import triton.language  # noqa: F401
-    from tools import channel, cudaipc, problem, worker  # noqa: F401
+    from tools import channel, cudaipc, problem, profiler, timer, worker  # noqa: F401
+    _warm_lazy_imports()
     children: set[int] = set()
     sock.sendall(json.dumps({"ready": True, "pid": os.getpid(), "mode": mode}).encode())
     # 2) one request at a time until the judge closes its end
@@ -259,6 +262,20 @@ def serve(sock_fd: int, mode: str) -> None:
                 os.killpg(pid, signal.SIGKILL)
             except OSError:
                 pass
+
+
+def _warm_lazy_imports() -> None:
+    """What each worker's first trial would otherwise import lazily, on CPU tensors only
+    (no CUDA here): the first TorchDispatchMode use (the aten-op counter of every
+    trial) pulls in torch's subclass machinery, ~1.5 s per fresh process."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Noop(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+    with _Noop():
+        (torch.ones(2) + 1).sum()
 
 
 def _wait(pid: int, timeout_s: float) -> int | None:

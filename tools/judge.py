@@ -202,6 +202,10 @@ class Judge:
         from tools.problem import make_inputs
         try:
             torch.cuda.set_device(self.gpu_index)
+            import torch._inductor.config as inductor_config
+            # one small graph: compiling in this process beats starting a pool of
+            # compile workers, each of which imports torch again (~4 s on the GPU image)
+            inductor_config.compile_threads = 1
             cmodel = torch.compile(self.reference_model())
             with torch.no_grad():
                 cmodel(*make_inputs(self.problem.module, self.seeds[0], self.dev))

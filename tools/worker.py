@@ -78,7 +78,13 @@ class Worker:
             def run(fn, *args, grid, warmup, **kwargs):
                 if worker.compile_only:
                     worker.compiled += 1
-                    return orig(fn, *args, grid=grid, warmup=True, **kwargs)
+                    kernel = orig(fn, *args, grid=grid, warmup=True, **kwargs)
+                    # load it and build its launcher now (Triton 3.6 compiles a C launcher
+                    # per signature with gcc at the first launch), not under the GPU hold
+                    init = getattr(kernel, "_init_handles", None)
+                    if callable(init):
+                        init()
+                    return kernel
                 if not warmup:
                     worker._note_launch(fn, args, kwargs)
                 return orig(fn, *args, grid=grid, warmup=warmup, **kwargs)

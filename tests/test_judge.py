@@ -1,0 +1,77 @@
+"""The persistent judge (tools/judge.py) and its fork server (tools/forkserver.py), on CPU."""
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tools import sandbox
+from tools.judge import GpuLock, Judge
+from tools.problem import load_problem
+from tools.verdict import Status
+
+EXPLOITS = Path(__file__).parent / "exploits"
+
+
+def _case(name: str) -> str:
+    return (EXPLOITS / f"{name}.py").read_text()
+
+
+@pytest.fixture(scope="module")
+def softmax():
+    return load_problem(EXPLOITS / "problems" / "softmax.py")
+
+
+def test_a_forked_worker_answers_and_its_exit_status_is_reported():
+    server = sandbox.start_forkserver("cpu")
+    try:
+        w = sandbox.start_worker("x = 1\n", device="cpu", forkserver=server)
+        hello, _ = w.request({"op": "setup", "device": "cpu", "max_file_mib": 16, "address_space_gib": 0}, 60)
+        w.kill()
+        assert hello["ok"] and w.returncode == -9
+    finally:
+        server.close()
+
+
+def test_exclusive_hold_waits_for_shared_holds_to_end():
+    lock, seen = GpuLock(), []
+    with lock.shared():
+        t = threading.Thread(target=lambda: lock.exclusive().__enter__() or seen.append(time.monotonic()))
+        t.start()
+        time.sleep(0.2)
+        released = time.monotonic()
+    t.join(5)
+    assert seen and seen[0] >= released
+
+
+def test_judge_many_returns_verdicts_in_input_order(softmax):
+    srcs = [("a.py", _case("ok_softmax")), ("b.py", _case("syntax_error")), ("c.py", _case("no_triton_kernel"))]
+    with Judge(softmax, device="cpu") as judge:
+        got = [v.status for v in judge.judge_many(srcs)]
+    assert got == [Status.CORRECT, Status.COMPILE_ERROR, Status.REJECTED]
+
+
+def test_every_candidate_of_a_session_gets_its_own_forked_worker(softmax):
+    with Judge(softmax, device="cpu") as judge:
+        checks = [judge.judge(_case("ok_softmax")).checks for _ in range(2)]
+    assert {c["worker_start"] for c in checks} == {"forked"}
+    assert checks[0]["worker_pid"] != checks[1]["worker_pid"]
+
+
+def test_a_static_reject_starts_no_session(softmax, monkeypatch):
+    from tools import evaluate as ev
+
+    def no_session(*a, **k):
+        raise AssertionError("a session was started for a statically rejected candidate")
+    monkeypatch.setattr("tools.judge.Judge.__init__", no_session)
+    v = ev.evaluate(softmax, _case("torch_matmul"), device="cpu")
+    assert v.status is Status.REJECTED and v.duration_s < 0.5
+
+
+def test_a_session_reuses_its_secret_seeds_for_every_candidate(softmax):
+    with Judge(softmax, device="cpu") as judge:
+        seeds = list(judge.seeds)
+        judge.judge(_case("ok_softmax"))
+        assert judge.seeds == seeds and len(set(seeds)) == len(seeds)

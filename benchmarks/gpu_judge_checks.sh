@@ -19,7 +19,7 @@ for stage in "$@"; do
         --json 2>&1 | tee "$out/smoke.jsonl" | cut -c1-400 ;;
     small)
       timeout 560 python3 benchmarks/judge_throughput.py --kb "$kb" --out "$out/small.json" --before .before \
-        --before-only gate --only gate,softmax,matmul 2>&1 | tee "$out/small.log" | cut -c1-600 ;;
+        --before-only gate --only ${ONLY:-gate,softmax,matmul} 2>&1 | tee "$out/small.log" | cut -c1-600 ;;
     large)
       timeout 560 python3 benchmarks/judge_throughput.py --kb "$kb" --out "$out/large.json" \
         --only kb_19_relu,kb_1_matmul --stages session,standalone,kb 2>&1 | tee "$out/large.log" | cut -c1-600 ;;

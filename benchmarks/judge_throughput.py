@@ -110,7 +110,7 @@ def kb_one(kb: Path, prob: Path, cand: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kb", type=Path, default=None)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", default=None)
     ap.add_argument("--before", type=Path, default=None, help="an older checkout for standalone before/after")
     ap.add_argument("--before-only", default="", help="comma-separated case names --before applies to")
     ap.add_argument("--only", default="", help="comma-separated case names")
@@ -121,6 +121,8 @@ def main() -> None:
     if args.kb_one:
         print(json.dumps(kb_one(*map(Path, args.kb_one))))
         return
+    if args.out is None:
+        ap.error("--out is required")
     stages = set(args.stages.split(","))
     results: dict = {"cases": {}}
     for name, prob, cands in cases(args.kb):

@@ -107,7 +107,11 @@ _ALLOWED_TORCH = _words("""
 """)
 _ALLOWED_TORCH_PREFIXES = ("torch.nn.init.", "torch.nn.Module.__init__", "torch.nn.modules.utils.",
                            "torch.autograd.Function.", "torch.library.", "torch.cuda.nvtx.",
-                           "torch._inductor.runtime.", "torch.cuda.amp.", "torch.amp.")
+                           "torch._inductor.runtime.", "torch.cuda.amp.", "torch.amp.",
+                           # torch <= 2.2's paths of the same runtime modules (launch grids, jit
+                           # helpers): absent from supported torch, so their import fails and
+                           # the feedback names the new path (tools/dialect.py)
+                           "torch._inductor.triton_heuristics.", "torch._inductor.triton_helpers.")
 
 # Tensor methods (and torch functions) that compute; views, casts and copies are not here
 _COMPUTE_NAMES = _words("""
@@ -594,6 +598,25 @@ def _work_msg(source: Source, node: ast.AST, site: Site, name: str) -> tuple[int
                          f"the work; {_advice(name)}.")
 
 
+_EXTERN_KERNELS = "torch._inductor.select_algorithm.extern_kernels"
+_EXTERN_ADVICE = {
+    "mm": "write the matmul as a @triton.jit kernel that loads BLOCK_M x BLOCK_K and BLOCK_K x BLOCK_N "
+          "tiles and accumulates tl.dot(a, b) in fp32 over K",
+    "convolution": "write the convolution as a @triton.jit kernel: an implicit GEMM accumulating tl.dot "
+                   "over tiles of (input channels x kernel window)",
+}
+_EXTERN_ADVICE.update(addmm=_EXTERN_ADVICE["mm"] + ", adding the bias in the same kernel",
+                      bmm=_EXTERN_ADVICE["mm"] + ", one batch per program along a grid axis",
+                      baddbmm=_EXTERN_ADVICE["mm"] + ", one batch per program, adding the input in the same kernel")
+
+
+def _extern_msg(source: Source, node: ast.AST, site: Site, name: str) -> tuple[int | None, str]:
+    """KernelBook's torch.compile output hands matmuls and convolutions to cuBLAS/cuDNN."""
+    advice = _EXTERN_ADVICE.get(name, _advice(name))
+    return _line(node), (f"`{_spell(source, node)}` in `{_fn_name(site)}` runs extern_kernels.{name}, a "
+                         f"library kernel (cuBLAS/cuDNN), not Triton; {advice}.")
+
+
 def _torch_refs(source: Source) -> Iterator[tuple[int | None, str]]:
     for r in source.refs:
         region = r.site.region
@@ -610,7 +633,10 @@ def _torch_refs(source: Source) -> Iterator[tuple[int | None, str]]:
             if p.startswith("torch.ops.") and p.split(".")[2:3] and p.split(".")[2] in source.op_namespaces:
                 continue   # torch.ops.mylib.op: the file's own custom op, whose body is checked itself
             if region in (FORWARD, JIT) and ((r.called and not _torch_allowed(p)) or _torch_compute_ref(p)):
-                yield _work_msg(source, r.node, r.site, p.split(".")[-1])
+                if _under(p, (_EXTERN_KERNELS,)):
+                    yield _extern_msg(source, r.site.parent if r.called else r.node, r.site, p.split(".")[-1])
+                else:
+                    yield _work_msg(source, r.node, r.site, p.split(".")[-1])
                 break
             if region == SETUP and not r.called and _torch_compute_ref(p):
                 # mm = torch.mm; OPS = {"mm": torch.mm}; self.act = F.relu: kept to be called

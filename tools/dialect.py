@@ -1,0 +1,438 @@
+"""KernelBook's dialect: what torch.compile output of the torch 2.5 era needs at run time,
+and what to tell the model when such a candidate fails.
+
+KernelLLM learned from KernelBook: Inductor's generated code (torch 2.5), rewritten as a
+ModelNew. That code imports `grid` from triton_heuristics (gone since torch 2.7),
+`_cuda_getCurrentRawStream` (absent from CPU builds), allocates with
+`empty_strided_cuda`, pins device 0, and calls libdevice (absent from Triton's
+interpreter). Two parts:
+
+1. `install(device)`: the worker calls it once before the candidate is imported. It
+   gives triton_heuristics back its launch-grid helpers (tools/inductor_grid.py: grid,
+   split_scan_grid, grid_combo_kernels, cooperative_reduction_grid, as torch 2.6 had
+   them) when that module is first imported; on cpu it
+   maps the CUDA helpers to the CPU (empty_strided_cuda allocates on the CPU,
+   get_raw_stream returns a dummy stream 0, _DeviceGuard and set_device do nothing,
+   reinterpret_tensor refuses views outside their buffer) and installs libdevice for
+   the interpreter (tools/interp_libdevice.py). On cuda the CUDA helpers stay as they
+   are: the worker sees one GPU, index 0. Module attributes only; the candidate's text is
+   never changed, so its line numbers stay its own. None of this computes on tensors.
+2. `explain(...)`: a pure function from a failed verdict's facts (the candidate source,
+   its diagnostics, the problem's shapes) to extra diagnostics naming the dialect's
+   usual faults: an import of a name this torch no longer has, `xnumel` hard-coded for
+   other shapes, a failing `assert_size_stride`, a class named `<Name>New` instead of
+   ModelNew, a `reinterpret_tensor` view outside its buffer.
+
+Not covered: Inductor's runtime (CachingAutotuner, async_compile) and extern_kernels,
+which stay library ops under tools/guards.py's policy.
+"""
+from __future__ import annotations
+
+import ast
+import importlib.abc
+import math
+import re
+import sys
+from dataclasses import dataclass
+
+from tools.verdict import Diagnostic, Status
+
+_HEURISTICS = "torch._inductor.runtime.triton_heuristics"
+
+
+# --- 1) install ----------------------------------------------------------------------
+
+def install(device: str) -> None:
+    """Provide KernelBook-era names in this (worker) process; `device` is the worker's:
+    "cuda", "cpu" (Triton's interpreter) or "compile" (compiles kernels, runs nothing)."""
+    import torch
+    if device == "cpu":
+        _cuda_helpers_on_cpu(torch)
+        from tools import interp_libdevice
+        interp_libdevice.install()
+    elif not hasattr(torch._C, "_cuda_getCurrentRawStream"):   # a CPU-only build compiling for sm_90
+        torch._C._cuda_getCurrentRawStream = _dummy_stream
+    module = sys.modules.get(_HEURISTICS)
+    if module is not None:
+        _add_grid_helpers(module)
+    elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+        # importing triton_heuristics costs ~1.5 s: only candidates that import it pay
+        sys.meta_path.insert(0, _AfterImport(_HEURISTICS, _add_grid_helpers))
+
+
+def _add_grid_helpers(module) -> None:
+    from tools import inductor_grid
+    for fn in (inductor_grid.grid, inductor_grid.split_scan_grid, inductor_grid.grid_combo_kernels,
+               inductor_grid.cooperative_reduction_grid, inductor_grid.maybe_cooperative_reduction_grid):
+        if not hasattr(module, fn.__name__):
+            setattr(module, fn.__name__, fn)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs `then(module)` right after `name` is first imported, before the importer
+    sees it (so `from M import grid` finds what `then` added)."""
+
+    def __init__(self, name: str, then):
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(fullname, path, target) if finder is not self and find else None
+            if spec is not None and spec.loader is not None:
+                spec.loader = _ThenLoader(spec.loader, self.then)
+                return spec
+        return None
+
+
+class _ThenLoader(importlib.abc.Loader):
+    def __init__(self, loader, then):
+        self._loader, self._then = loader, then
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        self._then(module)
+
+    def __getattr__(self, name):   # get_source & co., for tracebacks and inspect
+        return getattr(self._loader, name)
+
+
+def _cuda_helpers_on_cpu(torch) -> None:
+    guards = torch._C._dynamo.guards
+    torch._C._cuda_getCurrentRawStream = _dummy_stream
+    torch.cuda._DeviceGuard = _NoDeviceGuard
+    torch.cuda.set_device = _no_set_device
+    guards._empty_strided_cuda = _empty_strided_host
+    if not getattr(guards._reinterpret_tensor, "_krefine_checked", False):
+        guards._reinterpret_tensor = _checked_reinterpret(guards._reinterpret_tensor)
+
+
+def _dummy_stream(device_index: int = 0) -> int:
+    """get_raw_stream(i) on cpu: there is no stream; Triton's interpreter ignores it."""
+    return 0
+
+
+class _NoDeviceGuard:
+    """torch.cuda._DeviceGuard(i) on cpu: nothing to switch."""
+
+    def __init__(self, index: int = 0):
+        self.idx = index
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _no_set_device(device) -> None:
+    """torch.cuda.set_device(i) on cpu: the CPU is the only device."""
+
+
+def _empty_strided_host(size, stride, dtype):
+    """empty_strided_cuda on cpu. torch.empty_strided (not the C++ fast path) so the
+    worker's trials can fill fresh memory with NaN."""
+    import torch
+    return torch.empty_strided(size, stride, dtype=dtype, device="cpu")
+
+
+def _checked_reinterpret(native):
+    """reinterpret_tensor that refuses a view reaching outside its tensor's storage (on
+    the GPU such a view reads other memory; in the interpreter, other host memory)."""
+    def reinterpret_tensor(base, size, stride, offset_increment):
+        offset = base.storage_offset() + offset_increment
+        have = base.untyped_storage().nbytes() // base.element_size()
+        need = offset + _span(size, stride)
+        if offset < 0 or need > have:
+            raise IndexError(
+                f"reinterpret_tensor(size={tuple(size)}, stride={tuple(stride)}, offset={offset_increment}) "
+                f"needs {need} elements but its tensor (size {tuple(base.shape)}, stride {tuple(base.stride())}) "
+                f"has storage for {have}: the view is out of bounds")
+        return native(base, size, stride, offset_increment)
+    reinterpret_tensor._krefine_checked = True
+    return reinterpret_tensor
+
+
+# --- 2) explain ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Shapes:
+    """The problem's tensors as the candidate sees them (from a meta-device run)."""
+    inputs: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]   # (size, stride) of each tensor input
+    outputs: tuple[tuple[int, ...], ...]
+
+    def sizes(self) -> set[int]:
+        """Every element count a kernel over these tensors may loop over: the product
+        of each run of adjacent dimensions (a whole tensor, a row, a column, ...)."""
+        found = {1}
+        for shape in [s for s, _ in self.inputs] + list(self.outputs):
+            for i in range(len(shape)):
+                for j in range(i + 1, len(shape) + 1):
+                    found.add(math.prod(shape[i:j]))
+        return found
+
+    def describe(self) -> str:
+        parts = [f"input {i} has size {_tup(s)}: {math.prod(s)} elements" for i, (s, _) in enumerate(self.inputs)]
+        parts += [f"the output has size {_tup(s)}" if len(self.outputs) == 1 else f"output {i} has size {_tup(s)}"
+                  for i, s in enumerate(self.outputs)]
+        return "; ".join(parts)
+
+
+def problem_shapes(module) -> Shapes:
+    """Input sizes and strides, and output sizes, of a problem module, computed on the
+    meta device (no memory, no compute, no random numbers drawn)."""
+    import torch
+    from tools.problem import split_init
+    inputs, outputs = (), ()
+    try:
+        with torch.device("meta"):
+            values = list(module.get_inputs())
+            inputs = tuple((tuple(v.shape), tuple(v.stride())) for v in values if isinstance(v, torch.Tensor))
+            args, kwargs = split_init(module.get_init_inputs())
+            with torch.no_grad():
+                out = module.Model(*args, **kwargs)(*values)
+        outs = out if isinstance(out, (tuple, list)) else [out]
+        outputs = tuple(tuple(o.shape) for o in outs if isinstance(o, torch.Tensor))
+    except Exception:   # an op without a meta kernel: explain from what is known
+        pass
+    return Shapes(inputs, outputs)
+
+
+def explain(src: str, status: Status, diagnostics, problem=None) -> tuple[Diagnostic, ...]:
+    """Diagnostics naming the KernelBook-dialect cause of a failed verdict, to go before
+    the raw ones; () when none applies. `problem` (a tools.problem.Problem) gives the
+    shapes the size checks compare with."""
+    if status in (Status.CORRECT, Status.REJECTED) or not diagnostics:
+        return ()
+    try:
+        tree = ast.parse(src)
+    except (SyntaxError, ValueError, RecursionError):
+        return ()
+    facts = _Facts(src, tree, problem, tuple(diagnostics), status)
+    found = []
+    for check in _CHECKS:
+        try:
+            d = check(facts)
+        except Exception:   # a hint must never turn a verdict into an evaluator failure
+            continue
+        if d is not None:
+            found.append(d)
+    return tuple(found[:2])
+
+
+class _Facts:
+    def __init__(self, src, tree, problem, diagnostics, status):
+        self.src, self.tree, self.problem, self.diagnostics, self.status = src, tree, problem, diagnostics, status
+        self._shapes = None
+
+    @property
+    def shapes(self) -> Shapes | None:
+        if self._shapes is None and self.problem is not None:
+            self._shapes = problem_shapes(self.problem.module)
+        return self._shapes
+
+    def calls(self, name: str):
+        """Calls of a plain name (`assert_size_stride(...)`) in document order."""
+        return sorted((n for n in ast.walk(self.tree) if isinstance(n, ast.Call)
+                       and isinstance(n.func, ast.Name) and n.func.id == name), key=lambda n: n.lineno)
+
+    def jit_functions(self):
+        for n in self.tree.body:
+            if isinstance(n, ast.FunctionDef) and any(
+                    "jit" in ast.unparse(d) or "autotune" in ast.unparse(d) for d in n.decorator_list):
+                yield n
+
+
+def _tup(values) -> str:
+    values = tuple(values)
+    return f"({values[0]},)" if len(values) == 1 else str(values)
+
+
+def _literal(node):
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def _versions() -> str:
+    got = [f"{m} {getattr(sys.modules[m], '__version__', '?')}" for m in ("torch", "triton") if m in sys.modules]
+    return " / ".join(got) or "the installed torch"
+
+
+def _diag(f: _Facts, kind: str, message: str, line: int | None) -> Diagnostic:
+    lines = f.src.splitlines()
+    text = lines[line - 1].strip() if line and 0 < line <= len(lines) else None
+    return Diagnostic(f"dialect:{kind}", message, line, text)
+
+
+def _missing_model_new(f: _Facts) -> Diagnostic | None:
+    if not any("MissingModelNew" in d.message or "defines no ModelNew" in d.message for d in f.diagnostics):
+        return None
+    classes = [n for n in f.tree.body if isinstance(n, ast.ClassDef)]
+    named = [c for c in classes if c.name.endswith("New")] or \
+        [c for c in classes if any(isinstance(b, ast.FunctionDef) and b.name == "forward" for b in c.body)]
+    if named:
+        c = named[0]
+        return _diag(f, "missing_model_new", f"the file defines class {c.name}, but the evaluator loads ModelNew: "
+                     f"rename class {c.name} to ModelNew (keep its __init__ arguments and forward)", c.lineno)
+    return _diag(f, "missing_model_new", "the file defines no ModelNew class: add class ModelNew(nn.Module) with "
+                 "the reference Model's __init__ arguments, whose forward takes the inputs and launches the kernels",
+                 None)
+
+
+# names KernelLLM imports that moved or went away, and what to write instead
+_MOVED_MODULES = {
+    "torch._inductor.triton_heuristics": "import it from torch._inductor.runtime.triton_heuristics",
+    "torch._inductor.triton_helpers": "import it from torch._inductor.runtime.triton_helpers",
+    "triton.language.libdevice": "use `from torch._inductor.runtime.triton_helpers import libdevice`",
+    "triton.language.math.libdevice": "use `from torch._inductor.runtime.triton_helpers import libdevice`",
+}
+_NAME_ADVICE = {
+    "get_raw_stream": "write `from torch._C import _cuda_getCurrentRawStream as get_raw_stream`",
+    "libdevice": "write `from torch._inductor.runtime.triton_helpers import libdevice`",
+    "AttrsDescriptor": "drop it: kernels here are plain @triton.jit functions, without Inductor's decorators",
+    "instance_descriptor": "drop it: kernels here are plain @triton.jit functions, without Inductor's decorators",
+}
+_GRID_ADVICE = "launch with a grid tuple instead: kernel[(triton.cdiv(xnumel, XBLOCK),)](...)"
+_IMPORT_FAULTS = (
+    (re.compile(r"cannot import name '(\w+)' from '([\w.]+)'"), lambda m: (m.group(2), m.group(1))),
+    (re.compile(r"No module named '([\w.]+)'"), lambda m: (m.group(1), None)),
+    (re.compile(r"module '([\w.]+)' has no attribute '(\w+)'"), lambda m: (m.group(1), m.group(2))),
+)
+
+
+def _removed_import(f: _Facts) -> Diagnostic | None:
+    for d in f.diagnostics:
+        for pattern, parts in _IMPORT_FAULTS:
+            m = pattern.search(d.message)
+            if m is None:
+                continue
+            module, name = parts(m)
+            if module.split(".")[0] not in ("torch", "triton"):
+                continue
+            what = f"`{module}.{name}`" if name else f"module {module}"
+            msg = f"{what} does not exist in the installed {_versions()} (KernelBook's code came from torch 2.5)"
+            return _diag(f, "removed_import", f"{msg}; {_import_advice(module, name)}", d.line)
+    return None
+
+
+def _import_advice(module: str, name: str | None) -> str:
+    if name is None:
+        return _MOVED_MODULES.get(module, "remove the import and write what it provided in this file")
+    if name in _NAME_ADVICE:
+        return _NAME_ADVICE[name]
+    if module.startswith("triton.language") or module.endswith("libdevice"):
+        import triton.language as tl
+        from triton.language.extra import libdevice
+        if hasattr(libdevice, name):
+            return f"use libdevice.{name}(x) (`from torch._inductor.runtime.triton_helpers import libdevice`)"
+        if hasattr(tl, name):
+            return f"use tl.{name}"
+        return f"compute {name} from tl.* operations"
+    if module.endswith("triton_heuristics") and "grid" in name:
+        return _GRID_ADVICE
+    return "remove the import and write what it provided in this file"
+
+
+_ASSERT_DIM = re.compile(r"expected size (\d+)==(\d+), stride (-?\d+)==(-?\d+) at dim=(\d+)")
+_ASSERT_NDIM = re.compile(r"wrong number of dimensions\s*(\d+)")
+
+
+def _failed_size_assert(f: _Facts) -> Diagnostic | None:
+    for d in f.diagnostics:
+        dims, ndim = _ASSERT_DIM.findall(d.message), _ASSERT_NDIM.search(d.message)
+        call = next((c for c in f.calls("assert_size_stride") if c.lineno == d.line), None)
+        if not (dims or ndim) or call is None or len(call.args) < 3:
+            continue
+        arg = ast.unparse(call.args[0])
+        want = f"size {_tup(_literal(call.args[1]) or ())}, stride {_tup(_literal(call.args[2]) or ())}"
+        if dims:
+            dims = sorted(dims, key=lambda g: int(g[4]))
+            got = f"size {_tup(int(g[0]) for g in dims)}, stride {_tup(int(g[2]) for g in dims)}"
+        else:
+            got = f"{ndim.group(1)} dimensions"
+        shapes = f.shapes.describe() if f.shapes else "see get_inputs()"
+        return _diag(f, "assert_size_stride",
+                     f"assert_size_stride({arg}, ...) fails: {arg} has {got} here, but the code was written for "
+                     f"{want}. Write call() and its kernels for this problem's shapes ({shapes}): the asserted "
+                     "sizes, the empty_strided_cuda sizes, xnumel/rnumel, grid(...) and the numel arguments", d.line)
+    return None
+
+
+_NUMEL = re.compile(r"^[xyzr]\d*_?numel$")
+
+
+def _hardcoded_size(f: _Facts) -> Diagnostic | None:
+    if f.status not in (Status.INCORRECT, Status.RUNTIME_ERROR) or _failed_size_assert(f) is not None:
+        return None   # that message already says to rewrite the sizes
+    fixed = []   # (value, line, what it is): `xnumel = 4257` in a kernel, `grid(4257)` in call()
+    for fn in f.jit_functions():
+        for stmt in fn.body[:8]:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                    and _NUMEL.match(stmt.targets[0].id) and isinstance(_literal(stmt.value), int):
+                name = stmt.targets[0].id
+                fixed.append((_literal(stmt.value), stmt.lineno, f"{name} = {_literal(stmt.value)} is hard-coded in "
+                              f"{fn.name}", f"set {name}, the grid(...) size and the numel arguments in call()"))
+    for call in f.calls("grid"):
+        for value in (_literal(a) for a in call.args):
+            if isinstance(value, int):
+                fixed.append((value, call.lineno, f"{ast.unparse(call)} launches for {value} elements",
+                              "size the grid, xnumel and the numel arguments"))
+    shapes = f.shapes if fixed else None
+    if shapes is None or not shapes.inputs:
+        return None
+    possible = shapes.sizes()
+    for value, line, what, fix in fixed:
+        if value not in possible:
+            return _diag(f, "hardcoded_size", f"{what}, but no size of this problem's tensors is {value} "
+                         f"({shapes.describe()}): it was written for other shapes; {fix} from this "
+                         "problem's sizes", line)
+    return None
+
+
+_ALLOCATORS = ("empty_strided_cuda", "empty_strided_cpu", "empty_strided")
+
+
+def _span(size, stride) -> int:
+    """Elements from a view's first to its last element, inclusive (0 when empty)."""
+    return 1 + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else 0
+
+
+def _view_out_of_bounds(f: _Facts) -> Diagnostic | None:
+    """A reinterpret_tensor whose literal size and strides reach past the buffer it
+    views, the buffer's extent known from its allocation or assert_size_stride."""
+    if f.status not in (Status.INCORRECT, Status.RUNTIME_ERROR) or \
+            any("view is out of bounds" in d.message for d in f.diagnostics):
+        return None   # the worker's own check said it already
+    bound = {id(n.value): n.targets[0].id for n in ast.walk(f.tree) if isinstance(n, ast.Assign)
+             and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)}
+    storage: dict[str, tuple[int, int, int]] = {}   # name -> (extent, offset, line it was made)
+    calls = [c for name in (*_ALLOCATORS, "assert_size_stride", "reinterpret_tensor") for c in f.calls(name)]
+    for call in sorted(calls, key=lambda c: (c.lineno, c.col_offset)):
+        kind, args = call.func.id, [_literal(a) for a in call.args]
+        target = bound.get(id(call))
+        if kind in _ALLOCATORS and len(args) >= 2 and target and isinstance(args[0], tuple):
+            storage[target] = (_span(args[0], args[1]), 0, call.lineno)
+        elif kind == "assert_size_stride" and len(args) >= 3 and isinstance(call.args[0], ast.Name):
+            storage.setdefault(call.args[0].id, (_span(args[1], args[2]), 0, call.lineno))
+        elif kind == "reinterpret_tensor" and len(args) >= 4 and isinstance(call.args[0], ast.Name) \
+                and call.args[0].id in storage and isinstance(args[1], tuple) and isinstance(args[3], int):
+            base = call.args[0].id
+            extent, offset, made = storage[base]
+            need = offset + args[3] + _span(args[1], args[2])
+            if need > extent:
+                return _diag(f, "view_out_of_bounds", f"{ast.unparse(call)} reaches element {need - 1} of {base}'s "
+                             f"buffer, which holds {extent} elements (line {made}): the view is out of bounds; "
+                             "make its size, strides and offset fit the buffer", call.lineno)
+            if target:
+                storage[target] = (extent, offset + args[3], made)
+    return None
+
+
+_CHECKS = (_missing_model_new, _removed_import, _failed_size_assert, _hardcoded_size, _view_out_of_bounds)

@@ -199,7 +199,19 @@ def kernel_resources(jit_functions, profile: GpuProfile | None = None) -> list[d
     return out
 
 
-def find_ptxas() -> str | None:
+def find_ptxas(arch: str = "sm_90a") -> str | None:
+    """The ptxas Triton itself runs for `arch`, else Triton's bundled ptxas, else PATH's.
+
+    Triton bundles two ptxas and picks one per target (get_ptxas: the newer CUDA's
+    `ptxas-blackwell` serves sm_100+ in 3.6 and sm_90+ in 3.9); it writes the PTX
+    `.version` that ptxas supports, so another ptxas may reject the PTX as too new.
+    """
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+        m = re.match(r"sm_(\d+)", arch)
+        return get_ptxas(int(m.group(1)) if m else 90).path
+    except Exception:  # no NVIDIA backend, or a Triton without get_ptxas / that binary
+        pass
     try:
         import triton
         bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
@@ -223,12 +235,12 @@ def ptxas_resources(ptx: str, arch: str | None = None, *, timeout_s: float = 60.
     compare; spill store/load bytes are given as ptxas reports them. A PTX that ptxas
     rejects returns {"error": ...}: it is the candidate's fault, not ours.
     """
-    ptxas = find_ptxas()
-    if ptxas is None:
-        return {"error": "ptxas not found"}
     if arch is None:
         m = re.search(r"^\s*\.target\s+(sm_\w+)", ptx, re.MULTILINE)
         arch = m.group(1) if m else "sm_90a"
+    ptxas = find_ptxas(arch)
+    if ptxas is None:
+        return {"error": "ptxas not found"}
     with tempfile.TemporaryDirectory(prefix="krefine-ptxas-") as d:
         src = Path(d, "k.ptx")
         src.write_text(ptx)

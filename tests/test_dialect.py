@@ -90,7 +90,7 @@ def test_kernelbook_candidate_is_correct_on_gpu_unchanged(name):
 
 
 @pytest.mark.parametrize("name", ["missing_model_new", "removed_module_import", "hardcoded_xnumel",
-                                  "failing_size_assert", "view_out_of_bounds"])
+                                  "failing_size_assert", "view_out_of_bounds", "strided_output_view"])
 def test_faulty_candidate_gets_its_stated_verdict(name):
     verdict = _judge(name)
     assert verdict.status is _read(name)[2], verdict.feedback
@@ -114,13 +114,18 @@ def test_hard_coded_xnumel_is_named_with_the_problems_element_count():
 def test_failing_assert_size_stride_names_the_argument_and_both_sizes():
     first = _judge("failing_size_assert").diagnostics[0]
     assert first.kind == "dialect:assert_size_stride"
-    assert "arg0_1 has size (16, 40), stride (40, 1)" in first.message
+    assert "arg0_1 (input 0) has size (16, 40), stride (40, 1)" in first.message
     assert "written for size (4, 33), stride (33, 1)" in first.message
 
 
 def test_out_of_bounds_view_is_refused_on_cpu_at_its_line():
     diag = _judge("view_out_of_bounds").diagnostics[0]
     assert "the view is out of bounds" in diag.message and "reinterpret_tensor(buf0" in (diag.source_line or "")
+
+
+def test_output_view_with_non_row_major_strides_is_named_when_values_are_wrong():
+    diag = _judge("strided_output_view").diagnostics[0]
+    assert diag.kind == "dialect:strided_view" and "strides (1, 16), not the row-major (40, 1)" in diag.message
 
 
 def test_dialect_feedback_comes_before_the_raw_error():

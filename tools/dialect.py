@@ -21,7 +21,8 @@ interpreter). Two parts:
    its diagnostics, the problem's shapes) to extra diagnostics naming the dialect's
    usual faults: an import of a name this torch no longer has, `xnumel` hard-coded for
    other shapes, a failing `assert_size_stride`, a class named `<Name>New` instead of
-   ModelNew, a `reinterpret_tensor` view outside its buffer.
+   ModelNew, a `reinterpret_tensor` view outside its buffer or returned with strides
+   that are not row-major.
 
 Not covered: Inductor's runtime (CachingAutotuner, async_compile) and extern_kernels,
 which stay library ops under tools/guards.py's policy.
@@ -324,7 +325,7 @@ def _removed_import(f: _Facts) -> Diagnostic | None:
 
 def _import_advice(module: str, name: str | None) -> str:
     if name is None:
-        return _MOVED_MODULES.get(module, "remove the import and write what it provided in this file")
+        return _MOVED_MODULES.get(module, "remove it and write what it provided in this file")
     if name in _NAME_ADVICE:
         return _NAME_ADVICE[name]
     if module.startswith("triton.language") or module.endswith("libdevice"):
@@ -337,7 +338,7 @@ def _import_advice(module: str, name: str | None) -> str:
         return f"compute {name} from tl.* operations"
     if module.endswith("triton_heuristics") and "grid" in name:
         return _GRID_ADVICE
-    return "remove the import and write what it provided in this file"
+    return "remove it and write what it provided in this file"
 
 
 _ASSERT_DIM = re.compile(r"expected size (\d+)==(\d+), stride (-?\d+)==(-?\d+) at dim=(\d+)")
@@ -350,16 +351,20 @@ def _failed_size_assert(f: _Facts) -> Diagnostic | None:
         call = next((c for c in f.calls("assert_size_stride") if c.lineno == d.line), None)
         if not (dims or ndim) or call is None or len(call.args) < 3:
             continue
-        arg = ast.unparse(call.args[0])
+        name = arg = ast.unparse(call.args[0])
         want = f"size {_tup(_literal(call.args[1]) or ())}, stride {_tup(_literal(call.args[2]) or ())}"
+        shapes = f.shapes.describe() if f.shapes else "see get_inputs()"
         if dims:
             dims = sorted(dims, key=lambda g: int(g[4]))
-            got = f"size {_tup(int(g[0]) for g in dims)}, stride {_tup(int(g[2]) for g in dims)}"
+            size = tuple(int(g[0]) for g in dims)
+            got = f"size {_tup(size)}, stride {_tup(int(g[2]) for g in dims)}"
+            which = [i for i, (s, _) in enumerate(f.shapes.inputs) if s == size] if f.shapes else []
+            if len(which) == 1:
+                arg = f"{arg} (input {which[0]})"
         else:
             got = f"{ndim.group(1)} dimensions"
-        shapes = f.shapes.describe() if f.shapes else "see get_inputs()"
         return _diag(f, "assert_size_stride",
-                     f"assert_size_stride({arg}, ...) fails: {arg} has {got} here, but the code was written for "
+                     f"assert_size_stride({name}, ...) fails: {arg} has {got} here, but the code was written for "
                      f"{want}. Write call() and its kernels for this problem's shapes ({shapes}): the asserted "
                      "sizes, the empty_strided_cuda sizes, xnumel/rnumel, grid(...) and the numel arguments", d.line)
     return None
@@ -435,4 +440,28 @@ def _view_out_of_bounds(f: _Facts) -> Diagnostic | None:
     return None
 
 
-_CHECKS = (_missing_model_new, _removed_import, _failed_size_assert, _hardcoded_size, _view_out_of_bounds)
+def _strided_output_view(f: _Facts) -> Diagnostic | None:
+    """Wrong values, and call() returns a reinterpret_tensor whose strides are not the
+    row-major strides of its size: its elements are read in an order the kernel may not
+    have written them in."""
+    if f.status is not Status.INCORRECT or not any(d.kind == "mismatch" for d in f.diagnostics):
+        return None
+    calls = [n for fn in f.tree.body if isinstance(fn, ast.FunctionDef) and fn.name == "call"
+             for ret in ast.walk(fn) if isinstance(ret, ast.Return) and ret.value is not None
+             for n in ast.walk(ret.value) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+             and n.func.id == "reinterpret_tensor" and len(n.args) >= 3]
+    for call in calls:
+        size, stride = _literal(call.args[1]), _literal(call.args[2])
+        if not (isinstance(size, tuple) and isinstance(stride, tuple)) or len(size) != len(stride):
+            continue
+        row_major = tuple(math.prod(size[i + 1:]) for i in range(len(size)))
+        if any(n > 1 and s != r for n, s, r in zip(size, stride, row_major)):
+            return _diag(f, "strided_view", f"call() returns {ast.unparse(call)}: strides {_tup(stride)}, not "
+                         f"the row-major {_tup(row_major)} of size {_tup(size)}, so the output's elements are read "
+                         "in another order than a row-major kernel writes them; give the view the strides the "
+                         "kernel stored the buffer with", call.lineno)
+    return None
+
+
+_CHECKS = (_missing_model_new, _removed_import, _failed_size_assert, _hardcoded_size, _view_out_of_bounds,
+           _strided_output_view)

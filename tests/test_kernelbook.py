@@ -1,0 +1,297 @@
+"""tools/kernelbook.py: Inductor output -> KernelBook-format candidates, and the corpus.
+
+Converter tests run on recorded Inductor output (tests/fixtures/inductor/): cpu_*.py were
+written by this torch's Inductor for cpu tensors with its Triton backend (`python -m
+tools.kernelbook capture PROBLEM --device cpu --out FILE`), gpu_*.py and torch25_*.py are
+hand-written in the shape of torch 2.11's and torch 2.5's CUDA output. Each starts with a
+`# kernelbook-capture:` line (argument sources, recorded launch configs).
+
+The corpus candidates (tests/dialect/candidates_gpu/, unpacked from the GPU run of
+benchmarks/kernelbook_corpus.py) are judged on cpu; each docstring says the verdict it
+must get ("expect: correct" or "expect: rejected extern_kernels.OP").
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from tools.kernelbook import HEADER, Capture, convert, read_capture, seed_in_subprocess
+from tools.problem import load_problem
+from tools.verdict import Status
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "inductor"
+PROBLEMS = ROOT / "tests" / "dialect" / "problems"
+CORPUS = ROOT / "tests" / "dialect" / "candidates_gpu"
+# fixture -> the corpus problem it was compiled from
+FIXTURE_PROBLEM = {"cpu_relu_odd": "relu_odd", "cpu_transpose_add": "transpose_add",
+                   "cpu_long_row_sum": "long_row_sum", "cpu_row_max_odd": "row_max_odd",
+                   "cpu_layernorm": "layernorm", "cpu_linear_relu": "linear_relu",
+                   "cpu_buffer_scale": "buffer_scale", "cpu_leaky_relu_mul": "leaky_relu_mul",
+                   "gpu_linear_relu": "linear_relu", "gpu_long_softmax": "long_softmax",
+                   "torch25_row_sum": "row_sum"}
+
+
+@lru_cache(maxsize=None)
+def _problem(name: str):
+    return load_problem(PROBLEMS / f"{name}.py")
+
+
+def _text(fixture: str) -> str:
+    return (FIXTURES / f"{fixture}.py").read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=None)
+def _convert(fixture: str) -> str:
+    return convert(_problem(FIXTURE_PROBLEM[fixture]), read_capture(_text(fixture)))
+
+
+def _launch(src: str, kernel: str) -> str:
+    return next(line.strip() for line in src.splitlines() if line.strip().startswith(kernel + "[grid("))
+
+
+def _fn(src: str, name: str) -> ast.FunctionDef:
+    return next(n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+# --- the dialect's shape ----------------------------------------------------------------
+
+def test_every_fixture_has_a_problem_and_converts():
+    assert {p.stem for p in FIXTURES.glob("*.py")} == set(FIXTURE_PROBLEM)
+    for fixture in FIXTURE_PROBLEM:
+        assert "class ModelNew(nn.Module):" in _convert(fixture), fixture
+
+
+def test_candidate_opens_with_kernelbooks_header():
+    assert _convert("cpu_relu_odd").startswith(HEADER)
+
+
+def test_kernel_bodies_are_inductors_own_lines_with_hard_coded_numels():
+    src, text = _convert("cpu_long_row_sum"), _text("cpu_long_row_sum")
+    body = text[text.index("@triton.jit\ndef triton_red_fused_sum_0"):text.index("''', device_str=")]
+    assert body.rstrip() in src
+    assert "    xnumel = 8\n    r0_numel = 12000\n" in src
+
+
+def test_heuristics_decorators_and_the_async_wrapper_are_gone():
+    src = _convert("gpu_long_softmax")
+    for gone in ("triton_heuristics.reduction", "async_compile", ".run(", "stream=", "Runner", "set_driver_to"):
+        assert gone not in src, gone
+    assert src.count("@triton.jit\ndef ") == 1
+
+
+def test_pointwise_launch_takes_the_first_config_of_inductors_heuristics():
+    assert _launch(_convert("cpu_relu_odd"), "triton_poi_fused_relu_0") == \
+        "triton_poi_fused_relu_0[grid(4257)](arg0_1, buf0, 4257, XBLOCK=256, num_warps=4, num_stages=1)"
+
+
+def test_a_recorded_autotuner_config_wins_over_the_heuristics():
+    assert "XBLOCK=128, num_warps=4, num_stages=1" in _launch(_convert("gpu_linear_relu"), "triton_poi_fused_addmm_relu_0")
+
+
+def test_looped_reduction_launch_sets_its_r0_block():
+    assert _launch(_convert("cpu_long_row_sum"), "triton_red_fused_sum_0").endswith(
+        "(arg0_1, buf0, 8, 12000, XBLOCK=1, R0_BLOCK=2048, num_warps=16, num_stages=1)")
+
+
+def test_persistent_reduction_launch_leaves_r0_block_to_the_body():
+    src = _convert("cpu_row_max_odd")
+    assert "R0_BLOCK: tl.constexpr = 128" in src
+    assert _launch(src, "triton_per_fused_amax_0").endswith("XBLOCK=1, num_warps=2, num_stages=1)")
+
+
+def test_two_dimensional_grid_names_ynumel_first_like_the_kernel():
+    assert _launch(_convert("cpu_transpose_add"), "triton_poi_fused_add_t_0") == \
+        ("triton_poi_fused_add_t_0[grid(96, 80)](arg1_1, arg0_1, buf0, 96, 80, XBLOCK=32, YBLOCK=32, "
+         "num_warps=4, num_stages=1)")
+
+
+def test_torch25_launch_keeps_its_grid_and_passes_no_constexpr_the_kernel_lacks():
+    assert _launch(_convert("torch25_row_sum"), "triton_per_fused_sum_0") == \
+        "triton_per_fused_sum_0[grid(64)](arg0_1, buf0, 64, 256, num_warps=2, num_stages=1)"
+
+
+def test_call_runs_under_one_device_guard_with_one_raw_stream():
+    call = _fn(_convert("gpu_linear_relu"), "call")
+    guard = next(s for s in call.body if isinstance(s, ast.With))
+    assert ast.unparse(guard.items[0].context_expr) == "torch.cuda._DeviceGuard(0)"
+    assert ast.unparse(guard.body[0]) == "torch.cuda.set_device(0)"
+    assert ast.unparse(call).count("get_raw_stream(0)") == 1
+    assert isinstance(call.body[-1], ast.Return)
+
+
+def test_cpu_allocations_become_empty_strided_cuda():
+    src = _convert("cpu_relu_odd")
+    assert "empty_strided_cpu" not in src and "buf0 = empty_strided_cuda((33, 129), (129, 1), torch.float32)" in src
+
+
+def test_assert_size_stride_loses_the_argument_name_kernelbook_lacks():
+    assert "assert_size_stride(arg0_1, (33, 129), (129, 1))\n" in _convert("cpu_relu_odd")
+
+
+def test_extern_kernels_is_imported_only_when_call_uses_it():
+    assert "from torch._inductor.select_algorithm import extern_kernels" in _convert("gpu_linear_relu")
+    assert "extern_kernels" not in _convert("cpu_relu_odd")
+
+
+def test_model_new_passes_buffers_parameters_and_inputs_in_calls_order():
+    forward = ast.unparse(_fn(_convert("cpu_buffer_scale"), "forward"))
+    assert "arg0_1 = self.w\n    arg1_1 = input_0\n    arg2_1 = self.c\n" \
+           "    output = call([arg0_1, arg1_1, arg2_1])\n    return output[0]" in forward
+
+
+def test_model_new_is_built_by_models_own_init():
+    src = _convert("cpu_layernorm")
+    model = next(n for n in ast.parse(_problem("layernorm").source).body if isinstance(n, ast.ClassDef))
+    model_init = next(f for f in model.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+    assert ast.dump(_fn(src, "__init__")) == ast.dump(model_init)
+
+
+def test_model_new_brings_the_definitions_its_init_needs_and_no_others(tmp_path):
+    problem = tmp_path / "helpers.py"
+    problem.write_text(
+        "import math\nimport torch\nimport torch.nn as nn\n\nSCALE = math.sqrt(2.0)\nUNUSED = 3\n\n\n"
+        "def width(n):\n    return n * 1\n\n\n"
+        "class Model(nn.Module):\n    def __init__(self, n):\n        super(Model, self).__init__()\n"
+        "        self.s = SCALE * width(n)\n\n    def forward(self, x):\n        return torch.relu(x)\n\n\n"
+        "def get_inputs():\n    return [torch.randn(33, 129)]\n\n\ndef get_init_inputs():\n    return [4]\n")
+    src = convert(load_problem(problem), read_capture(_text("cpu_relu_odd")))
+    assert "import math\nSCALE = math.sqrt(2.0)\ndef width(n):" in src
+    assert "UNUSED" not in src and "super(ModelNew, self).__init__()" in src
+
+
+def test_conversion_is_deterministic():
+    for fixture in FIXTURE_PROBLEM:
+        _convert.cache_clear()
+        first = _convert(fixture)
+        _convert.cache_clear()
+        assert _convert(fixture) == first, fixture
+
+
+def test_argument_sources_are_inferred_when_shapes_tell_them_apart():
+    bare = read_capture(_text("cpu_linear_relu").partition("\n")[2])
+    assert bare.arg_sources is None
+    assert convert(_problem("linear_relu"), bare) == _convert("cpu_linear_relu")
+
+
+def test_ambiguous_argument_sources_are_an_error_not_a_guess():
+    bare = read_capture(_text("cpu_leaky_relu_mul").partition("\n")[2])
+    with pytest.raises(ValueError, match="cannot tell which tensor arg0_1 is"):
+        convert(_problem("leaky_relu_mul"), bare)
+
+
+def test_a_source_model_does_not_have_is_an_error():
+    capture = dataclasses.replace(read_capture(_text("cpu_relu_odd")), arg_sources=("param:weight",))
+    with pytest.raises(ValueError, match="'param:weight' is not an input, parameter or buffer"):
+        convert(_problem("relu_odd"), capture)
+
+
+# (fixture, edit of its code, what the one-line error must name)
+UNSUPPORTED = {
+    "template kernel": ("cpu_relu_odd", ("@triton_heuristics.pointwise(", "@triton_heuristics.template("),
+                        "unsupported heuristic triton_heuristics.template"),
+    "aten fallback": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.sort.default(arg0_1)\n"),
+                      "call(): unsupported statement: buf9 = torch.ops.aten.sort.default(arg0_1)"),
+    "C++ kernel": ("cpu_relu_odd", ("async_compile.wait(globals())", "cpp_fused_0 = async_compile.cpp_pybinding(['x'], '')"),
+                   "async_compile.cpp_pybinding (cpp_fused_0)"),
+    "graph partition": ("cpu_relu_odd", ("class Runner:", "def partition_0(args):\n    pass\n\nclass Runner:"),
+                        "graph partitions are not supported (partition_0)"),
+    "two outputs": ("cpu_relu_odd", ("return (buf0, )", "return (buf0, buf0, )"), "call() returns 2 values"),
+    "split constexpr": ("cpu_long_row_sum", ("R0_BLOCK : tl.constexpr):", "R0_BLOCK : tl.constexpr, RSPLIT : tl.constexpr):"),
+                        "unsupported constexpr parameter(s) RSPLIT"),
+    "overflow grid": ("cpu_relu_odd", ("'grid_type': 'Grid1D'", "'grid_type': 'Grid2DWithYZOverflow'"),
+                      "unsupported grid type Grid2DWithYZOverflow"),
+    "not python": ("cpu_relu_odd", ("class Runner:", "class Runner"), "Inductor output is not valid Python"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNSUPPORTED))
+def test_unsupported_inductor_output_is_a_one_line_error_naming_it(case):
+    fixture, (old, new), message = UNSUPPORTED[case]
+    text = _text(fixture)
+    assert old in text
+    with pytest.raises(ValueError) as info:
+        convert(_problem(FIXTURE_PROBLEM[fixture]), read_capture(text.replace(old, new, 1)))
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_model_subclassing_a_layer_is_an_error(tmp_path):
+    problem = tmp_path / "sub.py"
+    problem.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.ReLU):\n    pass\n\n\n"
+        "def get_inputs():\n    return [torch.randn(33, 129)]\n\n\ndef get_init_inputs():\n    return []\n")
+    with pytest.raises(ValueError, match="Model subclasses nn.ReLU, not nn.Module"):
+        convert(load_problem(problem), read_capture(_text("cpu_relu_odd")))
+
+
+# --- torch.compile on cpu (Inductor's Triton backend) ------------------------------------
+
+@pytest.mark.slow
+def test_cpu_capture_records_inductors_triton_and_which_tensor_each_argument_is(tmp_path):
+    out = tmp_path / "capture.py"
+    done = subprocess.run([sys.executable, "-m", "tools.kernelbook", "capture", str(PROBLEMS / "buffer_scale.py"),
+                           "--device", "cpu", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    capture = read_capture(out.read_text())
+    assert capture.arg_sources == ("buffer:w", "input:0", "param:c")
+    assert "= async_compile.triton('triton_poi_fused_add_mul_0'" in capture.code
+
+
+@pytest.mark.slow
+def test_a_seed_that_cannot_be_made_is_a_one_line_value_error(tmp_path):
+    problem = tmp_path / "two_outputs.py"
+    problem.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+        "        return x + 1, x * 2\n\n\ndef get_inputs():\n    return [torch.randn(8)]\n\n\n"
+        "def get_init_inputs():\n    return []\n")
+    with pytest.raises(ValueError, match="^Model.forward returns tuple; only one tensor is supported$") as info:
+        seed_in_subprocess(problem, "cpu", timeout_s=300)
+    assert "\n" not in str(info.value)
+
+
+# --- converted candidates judged on cpu ---------------------------------------------------
+
+def _judge(problem: str, src: str):
+    from tools import settings as cfg
+    from tools.evaluate import evaluate
+    test = dataclasses.replace(cfg.TestSettings(), trials=2)
+    return evaluate(_problem(problem), src, device="cpu", settings=cfg.EvalSettings(test=test), profile=False)
+
+
+@pytest.mark.slow
+def test_converted_torch25_reduction_is_judged_correct_on_cpu():
+    verdict = _judge("row_sum", _convert("torch25_row_sum"))
+    assert verdict.status is Status.CORRECT, verdict.feedback
+
+
+def test_converted_linear_is_rejected_naming_the_library_matmul():
+    verdict = _judge("linear_relu", _convert("gpu_linear_relu"))
+    assert verdict.status is Status.REJECTED
+    assert any("extern_kernels.mm" in d.message for d in verdict.diagnostics)
+
+
+def _corpus() -> list[Path]:
+    return sorted(CORPUS.glob("*.py")) if CORPUS.is_dir() else []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", _corpus() or [pytest.param(None, marks=pytest.mark.skip(
+    reason="no corpus candidates yet: run benchmarks/kernelbook_corpus.py on a GPU, then --unpack"))],
+    ids=lambda p: p.stem if p else "none")
+def test_corpus_candidate_gets_the_verdict_its_docstring_states(path):
+    src = path.read_text(encoding="utf-8")
+    expect = re.search(r"^expect: (correct|rejected (extern_kernels\.\w+))$", src, re.M)
+    assert expect, f"{path.name}: no 'expect:' line in its docstring"
+    verdict = _judge(path.stem, src)
+    if expect.group(1) == "correct":
+        assert verdict.status is Status.CORRECT, verdict.feedback
+    else:
+        assert verdict.status is Status.REJECTED, verdict.feedback
+        assert any(expect.group(2) in d.message for d in verdict.diagnostics), verdict.feedback

@@ -93,7 +93,8 @@ def test_pointwise_launch_takes_the_first_config_of_inductors_heuristics():
 
 
 def test_a_recorded_autotuner_config_wins_over_the_heuristics():
-    assert "XBLOCK=128, num_warps=4, num_stages=1" in _launch(_convert("gpu_linear_relu"), "triton_poi_fused_addmm_relu_0")
+    launch = _launch(_convert("gpu_linear_relu"), "triton_poi_fused_addmm_relu_0")
+    assert "XBLOCK=128, num_warps=4, num_stages=1" in launch
 
 
 def test_looped_reduction_launch_sets_its_r0_block():
@@ -199,12 +200,14 @@ UNSUPPORTED = {
                         "unsupported heuristic triton_heuristics.template"),
     "aten fallback": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.sort.default(arg0_1)\n"),
                       "call(): unsupported statement: buf9 = torch.ops.aten.sort.default(arg0_1)"),
-    "C++ kernel": ("cpu_relu_odd", ("async_compile.wait(globals())", "cpp_fused_0 = async_compile.cpp_pybinding(['x'], '')"),
+    "C++ kernel": ("cpu_relu_odd", ("async_compile.wait(globals())",
+                                    "cpp_fused_0 = async_compile.cpp_pybinding(['x'], '')"),
                    "async_compile.cpp_pybinding (cpp_fused_0)"),
     "graph partition": ("cpu_relu_odd", ("class Runner:", "def partition_0(args):\n    pass\n\nclass Runner:"),
                         "graph partitions are not supported (partition_0)"),
     "two outputs": ("cpu_relu_odd", ("return (buf0, )", "return (buf0, buf0, )"), "call() returns 2 values"),
-    "split constexpr": ("cpu_long_row_sum", ("R0_BLOCK : tl.constexpr):", "R0_BLOCK : tl.constexpr, RSPLIT : tl.constexpr):"),
+    "split constexpr": ("cpu_long_row_sum",
+                        ("R0_BLOCK : tl.constexpr):", "R0_BLOCK : tl.constexpr, RSPLIT : tl.constexpr):"),
                         "unsupported constexpr parameter(s) RSPLIT"),
     "overflow grid": ("cpu_relu_odd", ("'grid_type': 'Grid1D'", "'grid_type': 'Grid2DWithYZOverflow'"),
                       "unsupported grid type Grid2DWithYZOverflow"),

@@ -16,10 +16,8 @@ dialect the model was trained on:
     made in the same order from the same seed) whose forward passes parameters,
     buffers and inputs to call() in Inductor's argument order.
 
-`capture` runs torch.compile on a problem (the user's trusted module) and records what
-the code alone does not say: which module tensor each call() argument is, and the
-chosen configs. On cpu, Inductor's Triton backend is used (cpu_backend="triton" under
-TRITON_INTERPRET=1; the backend hash is taken for sm_90 since no GPU driver is there).
+What the code alone does not say (which module tensor each call() argument is, the
+configs the autotuner chose) comes with it in a `Capture` (tools/inductor_capture.py).
 `seed_candidate` = capture + convert; `python -m tools.kernelbook seed PROBLEM
 --device D` runs it in its own process (the agent never compiles in its own).
 
@@ -35,8 +33,10 @@ import ast
 import re
 import sys
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
+from tools.inductor_capture import Capture, capture, capture_text, read_capture
 
 HEADER = """\
 import torch
@@ -60,17 +60,8 @@ BLOCK_PARAMS = ("XBLOCK", "YBLOCK", "ZBLOCK", "R0_BLOCK", "R1_BLOCK", "RBLOCK")
 GRID_NUMELS = {"Grid1D": ("xnumel",), "Grid2D": ("ynumel", "xnumel"), "Grid3D": ("znumel", "ynumel", "xnumel")}
 HEURISTICS = ("pointwise", "reduction", "persistent_reduction")
 _ALLOC = ("empty_strided_cuda", "empty_strided_cpu")
-_KEEP_CALLS = ("extern_kernels", "reinterpret_tensor")
-
-
-@dataclass(frozen=True)
-class Capture:
-    """torch.compile's output for one problem, plus what the code alone does not say."""
-    code: str                                   # the output module run_and_get_code returns
-    arg_sources: tuple[str, ...] | None = None  # per call() argument: "input:0" | "param:ln.weight" | "buffer:w"
-    launch_configs: dict[str, dict[str, int]] = field(default_factory=dict)  # kernel -> autotuner's choice
-    device: str = "cuda"
-    torch_version: str = ""
+_DEVICE_GUARD = r"torch\.\w+\._DeviceGuard\(\d+\)"
+_SET_DRIVER = r"triton_helpers\.set_driver_to_(gpu|cpu)\(\)"
 
 
 @dataclass(frozen=True)
@@ -119,8 +110,8 @@ def _read_wrapper(tree: ast.Module) -> tuple[dict[str, _Kernel], ast.FunctionDef
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             continue
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _dotted(node.value.func).startswith("async_compile."):
-            kind = _dotted(node.value.func).split(".", 1)[1]
+        if isinstance(node, ast.Assign) and _call_name(node).startswith("async_compile."):
+            kind = _call_name(node).split(".", 1)[1]
             if kind != "triton":
                 raise ValueError(f"unsupported kernel kind async_compile.{kind} ({_target(node)})")
             kernel = _read_kernel(node)
@@ -168,7 +159,7 @@ def _read_kernel(node: ast.Assign) -> _Kernel:
     for stmt in ktree.body:
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             continue
-        if isinstance(stmt, ast.Expr) and re.fullmatch(r"triton_helpers\.set_driver_to_(gpu|cpu)\(\)", ast.unparse(stmt)):
+        if isinstance(stmt, ast.Expr) and re.fullmatch(_SET_DRIVER, ast.unparse(stmt)):
             continue
         if not isinstance(stmt, ast.FunctionDef) or not stmt.decorator_list \
                 or _dotted(stmt.decorator_list[-1]) != "triton.jit":
@@ -246,7 +237,7 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, _Kernel],
         text = ast.unparse(stmt)
         if ret is not None:
             raise ValueError(f"call(): statement after its return: {_short(stmt)}")
-        if isinstance(stmt, ast.With) and re.fullmatch(r"torch\.\w+\._DeviceGuard\(\d+\)", ast.unparse(stmt.items[0].context_expr)):
+        if isinstance(stmt, ast.With) and re.fullmatch(_DEVICE_GUARD, ast.unparse(stmt.items[0].context_expr)):
             stmts = stmt.body + stmts            # the device guard is written again around the body
         elif isinstance(stmt, ast.Return):
             ret = stmt
@@ -261,16 +252,15 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, _Kernel],
             if not stream_done:
                 body.append(ast.parse("get_raw_stream(0)").body[0])
                 stream_done = True
-        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and _dotted(stmt.value.func).endswith(".run") \
-                and _dotted(stmt.value.func)[:-4] in kernels:
-            body.append(_launch(stmt.value, kernels[_dotted(stmt.value.func)[:-4]], recorded))
+        elif isinstance(stmt, ast.Expr) and _call_name(stmt).endswith(".run") and _call_name(stmt)[:-4] in kernels:
+            body.append(_launch(stmt.value, kernels[_call_name(stmt)[:-4]], recorded))
         elif isinstance(stmt, ast.Assign) and _call_name(stmt) in _ALLOC:
             stmt.value.func = ast.Name("empty_strided_cuda", ast.Load())
             body.append(stmt)
         elif isinstance(stmt, ast.Delete) or (isinstance(stmt, ast.Assign) and _plain_value(stmt.value)):
             body.append(stmt)
-        elif isinstance(stmt, ast.Expr) and _dotted(getattr(stmt.value, "func", None)).startswith("extern_kernels."):
-            externs.add(_dotted(stmt.value.func))
+        elif isinstance(stmt, ast.Expr) and _call_name(stmt).startswith("extern_kernels."):
+            externs.add(_call_name(stmt))
             body.append(stmt)
         else:
             raise ValueError(f"call(): unsupported statement: {_short(stmt)}")
@@ -442,130 +432,11 @@ def _needed_definitions(src: str, tree: ast.Module, init: ast.FunctionDef) -> st
                      for n in tree.body if id(n) in need)
 
 
-# ---------------------------------------------------------------- capture and seed
-
-INIT_SEED = 42          # tools/settings.py's default init_seed: the judge builds Model the same way
-CAPTURE_LINE = "# kernelbook-capture: "
-
-
-def capture(problem, device: str) -> Capture:
-    """torch.compile `problem`'s Model on `device` and record its Inductor output.
-
-    cuda: the compiled forward runs once, so the autotuner's chosen configs are read
-    off the loaded kernels. cpu: Inductor's Triton backend writes the code and nothing
-    of it runs (configs come from the heuristics at conversion). A graph break or a
-    forward not returning one tensor is a ValueError.
-    """
-    import contextlib
-    from unittest import mock
-
-    import torch
-    from torch._inductor.compile_fx import compile_fx
-    from torch._inductor.graph import GraphLowering
-    from torch._inductor.utils import fresh_cache
-
-    from tools.problem import build_model, make_inputs
-    # 1) the model and inputs as the judge builds them
-    model = build_model(problem.module.Model, problem.module, INIT_SEED, device)
-    inputs = make_inputs(problem.module, INIT_SEED, device)
-    # 2) compile through a backend that sees the graph's inputs (real tensors, in call() order)
-    graph_inputs: list[list] = []
-
-    def backend(gm, example_inputs):
-        graph_inputs.append(list(example_inputs))
-        compiled = compile_fx(gm, example_inputs)
-        return compiled if device != "cpu" else gm.forward   # cpu: codegen only, run eagerly
-
-    codes: list[str] = []
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(fresh_cache())
-        stack.enter_context(mock.patch.object(GraphLowering, "save_output_code", codes.append))
-        if device == "cpu":
-            stack.enter_context(_cpu_triton())
-        torch._dynamo.reset()
-        try:
-            with torch.no_grad():
-                out = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
-        except Exception as e:
-            raise ValueError(f"torch.compile failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
-    if len(codes) != 1 or len(graph_inputs) != 1:
-        raise ValueError(f"torch.compile produced {len(codes)} output modules; expected one graph")
-    if not isinstance(out, torch.Tensor):
-        raise ValueError(f"Model.forward returns {type(out).__name__}; only one tensor is supported")
-    # 3) name each graph input by what it is in the problem
-    names = {id(t): f"input:{i}" for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
-    names.update({id(t): f"param:{n}" for n, t in model.named_parameters()})
-    names.update({id(t): f"buffer:{n}" for n, t in model.named_buffers()})
-    sources = []
-    for i, t in enumerate(graph_inputs[0]):
-        if id(t) not in names:
-            raise ValueError(f"graph input {i} is neither an input nor a parameter or buffer of Model")
-        sources.append(names[id(t)])
-    return Capture(code=codes[0], arg_sources=tuple(sources), device=device, torch_version=torch.__version__,
-                   launch_configs=_chosen_configs(codes[0]) if device != "cpu" else {})
-
-
-def _cpu_triton():
-    """Inductor's Triton backend for cpu tensors, its kernels loaded by Triton's
-    interpreter (nothing compiles for a cpu target). Its cache key asks Triton's active
-    driver for a target, and there is none without a GPU: answer sm_90's backend."""
-    import contextlib
-    import functools
-    import os
-    from unittest import mock
-
-    import torch
-    import torch.utils._triton as torch_triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler.compiler import make_backend
-
-    stack = contextlib.ExitStack()
-    stack.enter_context(mock.patch.dict(os.environ, {"TRITON_INTERPRET": "1"}))
-    stack.enter_context(torch._inductor.config.patch(cpu_backend="triton"))
-    stack.enter_context(mock.patch.object(torch_triton, "triton_backend",
-                                          functools.cache(lambda: make_backend(GPUTarget("cuda", 90, 32)))))
-    return stack
-
-
-def _chosen_configs(code: str) -> dict[str, dict[str, int]]:
-    """Each kernel's config as the autotuner left it in the loaded wrapper module (one
-    launcher per kernel once it has run); kernels it did not settle are left out."""
-    from torch._inductor.codecache import PyCodeCache
-    names = re.findall(r"^(\w+) = async_compile\.triton\(", code, re.M)
-    modules = [*PyCodeCache.modules, *PyCodeCache.modules_no_attr.values()]
-    module = next((m for m in reversed(modules) if names and all(hasattr(m, n) for n in names)), None)
-    chosen = {}
-    for n in names if module is not None else ():
-        launchers = getattr(getattr(module, n), "launchers", None) or []
-        if len(launchers) == 1 and getattr(launchers[0], "config", None) is not None:
-            cfg = launchers[0].config
-            chosen[n] = {**{k: int(v) for k, v in cfg.kwargs.items()},
-                         "num_warps": int(cfg.num_warps), "num_stages": int(cfg.num_stages)}
-    return chosen
-
+# ---------------------------------------------------------------- the seed
 
 def seed_candidate(problem, device: str) -> str:
     """The Inductor seed: torch.compile's kernels for `problem` in KernelBook format."""
     return convert(problem, capture(problem, device))
-
-
-def capture_text(cap: Capture) -> str:
-    """A capture as one Python file: the Inductor code under a one-line JSON header."""
-    import json
-    meta = {"arg_sources": list(cap.arg_sources or ()), "launch_configs": cap.launch_configs,
-            "device": cap.device, "torch": cap.torch_version}
-    return CAPTURE_LINE + json.dumps(meta, sort_keys=True) + "\n" + cap.code
-
-
-def read_capture(text: str) -> Capture:
-    import json
-    first, _, rest = text.partition("\n")
-    if not first.startswith(CAPTURE_LINE):
-        return Capture(code=text)      # bare Inductor output: sources inferred, configs static
-    meta = json.loads(first[len(CAPTURE_LINE):])
-    return Capture(code=rest, arg_sources=tuple(meta.get("arg_sources") or ()) or None,
-                   launch_configs=meta.get("launch_configs") or {}, device=meta.get("device", "cuda"),
-                   torch_version=meta.get("torch", ""))
 
 
 def seed_in_subprocess(problem_path: str | Path, device: str, timeout_s: float) -> str:

@@ -97,8 +97,12 @@ class SearchConfig:
     strategy: Literal["greedy", "beam"] = "greedy"  # greedy: refine the best; beam: the top beam_width
     beam_width: int = 2
     repair_failed: bool = True          # a failed candidate may be refined from its own feedback
+    seed: Literal["none", "inductor"] = "none"  # inductor: round 0 is torch.compile's kernels in KernelBook format
+    seed_timeout_s: float = 600.0       # torch.compile of the problem for the seed (its own process)
 
     def validate(self) -> str | None:
+        if self.seed_timeout_s <= 0:
+            return "seed_timeout_s must be positive"
         return "beam_width must be at least 1" if self.beam_width < 1 else None
 
 

@@ -6,6 +6,7 @@ once per run with the run directory's SQLite checkpointer. Every artifact is wri
 through agent/rundir.py, and each node is idempotent on disk, so `krefine resume` can
 re-run whichever node a kill interrupted without losing or re-judging a candidate:
 
+  seed       ([search] seed = "inductor") reuses candidates/r00-c00.py, or a recorded failure
   generate   reuses completions already in completions.jsonl for this round's ids
   evaluate   reuses evals/<id>.json when it exists
   decide     only rewrites best.py / summary.json from state
@@ -30,8 +31,8 @@ from agent.extract import extract_code
 from agent.llm import ReplayExhausted
 from agent.prompting import render_initial, render_refine
 from agent.rundir import RunDir, candidate_id
-from agent.state import (CandidateRecord, EvalTask, RunState, Spent, assign_slots,
-                         best_candidate, choose_parents, stop_reason)
+from agent.state import (ORIGIN_MODEL, ORIGIN_SEED, CandidateRecord, EvalTask, RunState, Spent,
+                         assign_slots, best_candidate, by_model, choose_parents, stop_reason)
 from tools.jsonio import append_jsonl, read_json, read_jsonl, write_json
 from tools.verdict import Diagnostic, Status, Verdict
 
@@ -85,6 +86,7 @@ class LoopContext:
     started_s: float = field(default_factory=time.monotonic)
     judges: Any = None               # tools.judge.JudgePool (the runner makes and closes it)
     evaluate: Callable[..., Verdict] | None = None
+    make_seed: Callable[[Any, str], str] | None = None   # (problem, device) -> seed source; None: the real one
     render_initial: Callable[[str], str] = render_initial
     render_refine: Callable[..., str] = render_refine
     extract_code: Callable[[str], str | None] = extract_code
@@ -105,6 +107,54 @@ class LoopContext:
     @property
     def timed(self) -> bool:
         return self.device == "cuda"
+
+
+# ---------------------------------------------------------------- seed (round 0)
+
+def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
+    """[search] seed = "inductor": torch.compile's Triton for the problem, in KernelBook
+    format, as round 0's one candidate. Judged like any other and a parent like any
+    other, but not the model's: never the run's best, never counted in its figures.
+    A seed that cannot be made is traced (status seed_failed) and round 1 starts."""
+    ctx = runtime.context
+    rd = ctx.rundir
+    cid = candidate_id(0, 0)
+    if ctx.config.search.seed != "inductor" or cid in state["candidates"]:
+        return {"pending": []}
+    # 1) idempotent: a seed written, or a failure traced, by a killed session is kept
+    traced = any(e["node"] == "generate" and e["iteration"] == 0 for e in rd.events())
+    t0 = time.monotonic()
+    code, error = None, None
+    if rd.candidate_src(cid).exists():
+        code = rd.candidate_src(cid).read_text(encoding="utf-8")
+    elif not traced:
+        try:
+            code = (ctx.make_seed or _inductor_seed(ctx.config.search.seed_timeout_s))(ctx.problem, ctx.device)
+        except ValueError as e:
+            error = f"no Inductor seed: {e}"
+        if code is not None:
+            rd.write_text(rd.candidate_src(cid), code)
+    # 2) the trace marks it as not model-written
+    if not traced:
+        rd.append_event(iteration=0, candidate=cid if code is not None else None, node="generate",
+                        status="ok" if code is not None else "seed_failed", duration_s=time.monotonic() - t0,
+                        metrics={"origin": ORIGIN_SEED, "parent": None, "prompt_tokens": 0, "completion_tokens": 0},
+                        error=error, artifacts={"candidate": rd.candidate_src(cid)} if code is not None else {})
+    if code is None:
+        return {"pending": []}
+    record = CandidateRecord(id=cid, round=0, index=0, parent=None, has_code=True, finish_reason=None,
+                             status="pending", correct=False, speedup={"eager": None, "compile": None},
+                             flags=[], bottleneck=None, roofline_fraction=None,
+                             tokens={"prompt": 0, "completion": 0}, origin=ORIGIN_SEED)
+    ctx.progress.generated(record)
+    return {"candidates": {cid: record}, "pending": [cid]}
+
+
+def _inductor_seed(timeout_s: float) -> Callable[[Any, str], str]:
+    def make(problem, device: str) -> str:
+        from tools.kernelbook import seed_in_subprocess
+        return seed_in_subprocess(problem.path, device, timeout_s)
+    return make
 
 
 # ---------------------------------------------------------------- generate
@@ -221,14 +271,15 @@ def _write_candidate(ctx: LoopContext, cid: str, round_: int, parent: str | None
                              has_code=code is not None, finish_reason=got.get("finish_reason"),
                              status="pending", correct=False, speedup={"eager": None, "compile": None},
                              flags=[], bottleneck=None, roofline_fraction=None,
-                             tokens={"prompt": got["prompt_tokens"], "completion": got["completion_tokens"]})
+                             tokens={"prompt": got["prompt_tokens"], "completion": got["completion_tokens"]},
+                             origin=ORIGIN_MODEL)
     if not traced:
         artifacts = {"prompt": rd.prompt(cid), "completion": rd.completion(cid)}
         if code is not None:
             artifacts["candidate"] = rd.candidate_src(cid)
         rd.append_event(iteration=round_, candidate=cid, node="generate",
                         status="ok" if code is not None else "no_code", duration_s=call_s,
-                        metrics={"parent": parent, "prompt_tokens": got["prompt_tokens"],
+                        metrics={"origin": ORIGIN_MODEL, "parent": parent, "prompt_tokens": got["prompt_tokens"],
                                  "completion_tokens": got["completion_tokens"],
                                  "finish_reason": got.get("finish_reason")},
                         artifacts=artifacts)
@@ -336,7 +387,7 @@ def decide(state: RunState, runtime: Runtime[LoopContext]) -> dict:
     if best is not None and best != state["best"]:
         rd.write_text(rd.best, rd.candidate_src(best).read_text(encoding="utf-8"))
     # 2) budget spent
-    judged = sum(1 for r in records if r["status"] != "pending")
+    judged = sum(1 for r in records if r["status"] != "pending" and by_model(r))
     spent = Spent(rounds=state["spent"]["rounds"], candidates=judged,
                   tokens=state["spent"]["tokens"], wall_s=round(ctx.wall_s(), 3))
     # 3) stop or loop
@@ -366,13 +417,23 @@ def decide(state: RunState, runtime: Runtime[LoopContext]) -> dict:
 def make_summary(state: RunState, timed: bool) -> dict:
     """summary.json's body (RunDir.write_summary adds the schema)."""
     best = state["candidates"].get(state["best"]) if state["best"] else None
+    seeded = state["candidates"].get(candidate_id(0, 0))   # round 0: the Inductor seed, if any
     return {"stop_reason": state["stop_reason"], "solved": state["stop_reason"] == "target_reached",
             "best": {"candidate": best["id"], "speedup": dict(best["speedup"])} if best else None,
             "candidates_evaluated": state["spent"]["candidates"], "rounds": state["spent"]["rounds"],
-            "budget_spent": dict(state["spent"]), "timed": timed}
+            "budget_spent": dict(state["spent"]), "timed": timed,
+            "seed": {"candidate": seeded["id"], "status": seeded["status"], "speedup": dict(seeded["speedup"])}
+            if seeded else None}
 
 
 # ---------------------------------------------------------------- routers and wiring
+
+def route_seeded(state: RunState) -> list[Send] | Literal["generate"]:
+    """The seed to evaluate (then decide), or straight on to round 1 without one."""
+    if not state["pending"]:
+        return "generate"
+    return [Send("evaluate", EvalTask(candidate=state["candidates"][cid])) for cid in state["pending"]]
+
 
 def route_generated(state: RunState) -> list[Send] | Literal["decide"]:
     """Fan the round's candidates out to evaluate; straight to decide when there are none."""
@@ -387,10 +448,12 @@ def route_decided(state: RunState) -> Literal["generate", "__end__"]:
 
 def build_graph(checkpointer) -> Any:
     builder = StateGraph(RunState, context_schema=LoopContext)
+    builder.add_node("seed", seed)
     builder.add_node("generate", generate)
     builder.add_node("evaluate", evaluate, input_schema=EvalTask)
     builder.add_node("decide", decide)
-    builder.add_edge(START, "generate")
+    builder.add_edge(START, "seed")
+    builder.add_conditional_edges("seed", route_seeded, ["evaluate", "generate"])
     builder.add_conditional_edges("generate", route_generated, ["evaluate", "decide"])
     builder.add_edge("evaluate", "decide")
     builder.add_conditional_edges("decide", route_decided, ["generate", END])

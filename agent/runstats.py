@@ -36,10 +36,15 @@ class Candidate:
     verdict: dict | None            # evals/<id>.json as written (schema 1)
     prompt_tokens: int
     completion_tokens: int
+    origin: str = "model"           # "inductor_seed": round 0's torch.compile seed, not the model's
 
     @property
     def correct(self) -> bool:
         return self.status == "correct"
+
+    @property
+    def by_model(self) -> bool:
+        return self.origin == "model"
 
     @property
     def feedback(self) -> str:
@@ -131,7 +136,8 @@ def load_run(path: str | Path) -> Run:
             status=verdict.get("verdict", "pending") if verdict else "pending",
             speedup={b: speedup.get(b) for b in BASELINES}, verdict=verdict,
             prompt_tokens=int(metrics.get("prompt_tokens") or 0),
-            completion_tokens=int(metrics.get("completion_tokens") or 0))
+            completion_tokens=int(metrics.get("completion_tokens") or 0),
+            origin=metrics.get("origin") or "model")
     return Run(dir=rd, meta=_json(rd.meta) if rd.meta.exists() else {},
                summary=_json(rd.summary) if rd.summary.exists() else None, events=events,
                candidates=candidates)
@@ -250,11 +256,11 @@ class ProblemResult:
     speedup_compile: float | None
     candidates: int                 # candidates evaluated
     rounds: int
-    solved_at: int | None           # candidates spent through the round that solved it
+    solved_at: int | None           # model candidates spent through the round that solved it
     n_round1: int                   # round-1 samples judged ... (pass@k, i.i.d. samples)
     c_round1: int                   # ... and how many were correct
-    n_all: int                      # all candidates judged ... (pass@k over the whole run)
-    c_all: int
+    n_all: int                      # all model candidates judged ... (pass@k over the whole run)
+    c_all: int                      # (an Inductor seed is neither: it is not a sample of the model)
     tokens: int
     wall_s: float | None
     error: str | None = None        # set when the loop could not run the problem
@@ -271,8 +277,10 @@ def problem_result(run: Run, problem: str | None = None) -> ProblemResult:
     s = run.summary or {}
     best_id = run.best_id
     best = run.candidates.get(best_id) if best_id else None
+    if best is not None and not best.by_model:   # the loop never names a seed best; a figure must not either
+        best_id, best, s = None, None, {k: v for k, v in s.items() if k not in ("best", "solved")}
     speedup = (s.get("best") or {}).get("speedup") or (best.speedup if best else {})
-    judged = [c for c in run.candidates.values() if c.verdict is not None]
+    judged = [c for c in run.candidates.values() if c.verdict is not None and c.by_model]
     first = [c for c in judged if c.round == 1]
     solved_at = None
     if s.get("solved") and best is not None:

@@ -36,11 +36,22 @@ class CandidateRecord(TypedDict):
     bottleneck: str | None           # one short label from the verdict's profile, if any
     roofline_fraction: float | None
     tokens: dict[str, int]           # {"prompt": n, "completion": n}
+    origin: str                      # "model", or "inductor_seed" for round 0's torch.compile seed
+
+
+ORIGIN_MODEL = "model"
+ORIGIN_SEED = "inductor_seed"
+
+
+def by_model(record: CandidateRecord) -> bool:
+    """Written by the model: what the run's best, its target and its figures count.
+    Records from before the field existed were all the model's."""
+    return record.get("origin", ORIGIN_MODEL) == ORIGIN_MODEL
 
 
 class Spent(TypedDict):
-    rounds: int                      # rounds that produced at least one candidate
-    candidates: int                  # candidates judged
+    rounds: int                      # rounds that produced at least one model candidate
+    candidates: int                  # model candidates judged (an Inductor seed is not one)
     tokens: int                      # prompt + completion tokens over all candidates
     wall_s: float                    # wall-clock seconds, summed over resumed sessions
 
@@ -89,7 +100,8 @@ def rank_correct(records: list[CandidateRecord], baseline: str) -> list[Candidat
 
 
 def best_candidate(records: list[CandidateRecord], baseline: str) -> str | None:
-    ranked = rank_correct(records, baseline)
+    """The run's best: a correct candidate the model wrote (a seed is only a parent)."""
+    ranked = rank_correct([r for r in records if by_model(r)], baseline)
     return ranked[0]["id"] if ranked else None
 
 
@@ -107,7 +119,8 @@ def choose_parents(records: list[CandidateRecord], *, strategy: str, beam_width:
     """The candidates the next round refines; [None] means a fresh first-turn prompt.
 
     greedy refines the best so far; beam the top `beam_width` by (correct, speedup).
-    Before any candidate is correct, failed ones are repaired from their own feedback
+    An Inductor seed (round 0) is a candidate like the others here. Before any
+    candidate is correct, failed ones are repaired from their own feedback
     when `repair_failed`, otherwise the round starts again from the original module.
     """
     width = 1 if strategy == "greedy" else max(1, beam_width)

@@ -129,7 +129,8 @@ class Problem:
 
 
 def loop_run(tmp_path: Path, texts: list[str], *, device: str = "cuda", gpus: int = 1,
-             wall_offset_s: float = 0.0, evaluator=None, prepare=None, **overrides) -> tuple[dict, RunDir, ScriptedBackend, ScriptedEvaluator]:
+             wall_offset_s: float = 0.0, evaluator=None, prepare=None, make_seed=None,
+             **overrides) -> tuple[dict, RunDir, ScriptedBackend, ScriptedEvaluator]:
     """Run the real graph to its end with scripted model + evaluator; returns final state."""
     rd = RunDir(tmp_path / "run").create()
     if prepare is not None:
@@ -141,7 +142,8 @@ def loop_run(tmp_path: Path, texts: list[str], *, device: str = "cuda", gpus: in
     ctx = LoopContext(rundir=rd, problem=Problem(problem_path, "tiny", TINY_PROBLEM), config=config,
                       backend=backend, device=device, evaluate=evaluator, render_initial=render_initial,
                       render_refine=render_refine, extract_code=extract, replay_exhausted_error=Exhausted,
-                      progress=QuietProgress(), gpus=GpuPool(gpus), wall_offset_s=wall_offset_s)
+                      progress=QuietProgress(), gpus=GpuPool(gpus), wall_offset_s=wall_offset_s,
+                      make_seed=make_seed)
     with _checkpointer(rd) as saver:
         state = run_graph(build_graph(saver), ctx, "t", initial_state(str(problem_path)))
     return state, rd, backend, evaluator

@@ -16,7 +16,8 @@ logic. Layout:
   report.html           written by `krefine report`
 
 Candidate ids are `r<round:02d>-c<index:02d>`, rounds counted from 1, so lexical order
-is generation order.
+is generation order. Round 0 holds at most `r00-c00`, the Inductor seed ([search] seed =
+"inductor"): its generate event's metrics carry "origin": "inductor_seed".
 """
 from __future__ import annotations
 

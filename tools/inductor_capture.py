@@ -49,9 +49,9 @@ def capture(problem, device: str) -> Capture:
     from unittest import mock
 
     import torch
+    from torch._inductor import utils as inductor_utils
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.graph import GraphLowering
-    from torch._inductor.utils import fresh_cache
 
     from tools.problem import build_model, make_inputs
     # 1) the model and inputs as the judge builds them
@@ -67,7 +67,9 @@ def capture(problem, device: str) -> Capture:
 
     codes: list[str] = []
     with contextlib.ExitStack() as stack:
-        stack.enter_context(fresh_cache())
+        # a cache hit would skip codegen, and with it save_output_code (torch < 2.7: fresh_inductor_cache)
+        fresh = getattr(inductor_utils, "fresh_cache", None) or inductor_utils.fresh_inductor_cache
+        stack.enter_context(fresh())
         stack.enter_context(mock.patch.object(GraphLowering, "save_output_code", codes.append))
         if device == "cpu":
             stack.enter_context(_cpu_triton())
@@ -81,16 +83,14 @@ def capture(problem, device: str) -> Capture:
         raise ValueError(f"torch.compile produced {len(codes)} output modules; expected one graph")
     if not isinstance(out, torch.Tensor):
         raise ValueError(f"Model.forward returns {type(out).__name__}; only one tensor is supported")
-    # 3) name each graph input by what it is in the problem
+    # 3) name each graph input by what it is in the problem; a tensor dynamo passed as a
+    #    copy leaves the sources unrecorded, for convert to infer from shapes (or refuse)
     names = {id(t): f"input:{i}" for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
     names.update({id(t): f"param:{n}" for n, t in model.named_parameters()})
     names.update({id(t): f"buffer:{n}" for n, t in model.named_buffers()})
-    sources = []
-    for i, t in enumerate(graph_inputs[0]):
-        if id(t) not in names:
-            raise ValueError(f"graph input {i} is neither an input nor a parameter or buffer of Model")
-        sources.append(names[id(t)])
-    return Capture(code=codes[0], arg_sources=tuple(sources), device=device, torch_version=torch.__version__,
+    sources = [names.get(id(t)) for t in graph_inputs[0]]
+    return Capture(code=codes[0], arg_sources=None if None in sources else tuple(sources), device=device,
+                   torch_version=torch.__version__,
                    launch_configs=_chosen_configs(codes[0]) if device != "cpu" else {})
 
 
@@ -121,14 +121,14 @@ def _chosen_configs(code: str) -> dict[str, dict[str, int]]:
     launcher per kernel once it has run); kernels it did not settle are left out."""
     from torch._inductor.codecache import PyCodeCache
     names = re.findall(r"^(\w+) = async_compile\.triton\(", code, re.M)
-    modules = [*PyCodeCache.modules, *PyCodeCache.modules_no_attr.values()]
+    modules = [*PyCodeCache.modules, *getattr(PyCodeCache, "modules_no_attr", {}).values()]
     module = next((m for m in reversed(modules) if names and all(hasattr(m, n) for n in names)), None)
     chosen = {}
     for n in names if module is not None else ():
         launchers = getattr(getattr(module, n), "launchers", None) or []
         if len(launchers) == 1 and getattr(launchers[0], "config", None) is not None:
             cfg = launchers[0].config
-            chosen[n] = {**{k: int(v) for k, v in cfg.kwargs.items()},
+            chosen[n] = {**{k: v for k, v in cfg.kwargs.items() if isinstance(v, int)},
                          "num_warps": int(cfg.num_warps), "num_stages": int(cfg.num_stages)}
     return chosen
 

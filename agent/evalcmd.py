@@ -13,6 +13,7 @@ import json
 import sys
 
 from tools.errors import EXIT_FAIL, EXIT_OK, BadInput
+from tools.speedup import clears
 from tools.verdict import Verdict
 
 
@@ -64,8 +65,9 @@ def main(args) -> int:
             verdicts = judge.judge_many([(f"candidate{i}.py", src) for i, (_, src) in enumerate(sources)],
                                         profile=profile, on_verdict=heard)
 
-    # 3) exit status: 0 only when every candidate is correct (and fast enough)
-    ok = all(v.correct and (args.min_speedup is None or (v.speedup_eager or 0.0) >= args.min_speedup)
+    # 3) exit status: 0 only when every candidate is correct (and fast enough: the low end
+    #    of its speedup interval over eager above --min-speedup, tools/speedup.py)
+    ok = all(v.correct and (args.min_speedup is None or clears(v.speedup_interval.get("eager"), args.min_speedup))
              for v in verdicts)
     return EXIT_OK if ok else EXIT_FAIL
 
@@ -90,9 +92,16 @@ def render(v: Verdict) -> str:
         eager, comp = v.timing.get("eager"), v.timing.get("compile")
         lines.append(f"time:    candidate {cand.median_ms:.4f} ms (p20-p80 {cand.p20_ms:.4f}-{cand.p80_ms:.4f}, n={cand.n})")
         if eager is not None:
-            lines.append(f"         eager     {eager.median_ms:.4f} ms   speedup {_x(v.speedup_eager)}")
+            lines.append(f"         eager     {eager.median_ms:.4f} ms   speedup {_x(v.speedup_eager)}"
+                         + _interval(v.speedup_interval.get("eager")))
         if comp is not None:
-            lines.append(f"         compile   {comp.median_ms:.4f} ms   speedup {_x(v.speedup_compile)}")
+            lines.append(f"         compile   {comp.median_ms:.4f} ms   speedup {_x(v.speedup_compile)}"
+                         + _interval(v.speedup_interval.get("compile")))
+        measure = v.checks.get("timing_measure")
+        if measure and measure != "per_call":
+            per_call = v.checks.get("timing_per_call_ms", {}).get("candidate")
+            lines.append(f"         measure {measure} ({v.checks.get('timing_reps')} calls per sample)"
+                         + (f"; one call with a device sync: {per_call:.4f} ms" if per_call else ""))
         gpu = v.device.get("name") or v.device.get("nvml_name")
         if gpu:
             lines.append(f"gpu:     {gpu}, SM {v.device.get('sm_clock_mhz', '?')} MHz, "
@@ -124,3 +133,10 @@ def render(v: Verdict) -> str:
 
 def _x(s: float | None) -> str:
     return f"{s:.2f}x" if s is not None else "n/a"
+
+
+def _interval(iv: dict | None) -> str:
+    """ ' [0.97-1.04, undecided]': the speedup's interval over rounds and the decision vs 1x."""
+    if not iv:
+        return ""
+    return f"  [{iv['low']:.2f}-{iv['high']:.2f}, {iv.get('faster', '?').replace('_', ' ')}]"

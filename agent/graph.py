@@ -144,6 +144,7 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
         return {"pending": []}
     record = CandidateRecord(id=cid, round=0, index=0, parent=None, has_code=True, finish_reason=None,
                              status="pending", correct=False, speedup={"eager": None, "compile": None},
+                             speedup_low={"eager": None, "compile": None},
                              flags=[], bottleneck=None, roofline_fraction=None,
                              tokens={"prompt": 0, "completion": 0}, origin=ORIGIN_SEED)
     ctx.progress.generated(record)
@@ -270,6 +271,7 @@ def _write_candidate(ctx: LoopContext, cid: str, round_: int, parent: str | None
     record = CandidateRecord(id=cid, round=round_, index=int(cid.split("-c")[1]), parent=parent,
                              has_code=code is not None, finish_reason=got.get("finish_reason"),
                              status="pending", correct=False, speedup={"eager": None, "compile": None},
+                             speedup_low={"eager": None, "compile": None},
                              flags=[], bottleneck=None, roofline_fraction=None,
                              tokens={"prompt": got["prompt_tokens"], "completion": got["completion_tokens"]},
                              origin=ORIGIN_MODEL)
@@ -316,6 +318,7 @@ def evaluate(task: EvalTask, runtime: Runtime[LoopContext]) -> dict:
     _trace_phases(rd, record, verdict)
     judged = dict(record, status=verdict.status.value, correct=verdict.correct,
                   speedup={"eager": verdict.speedup_eager, "compile": verdict.speedup_compile},
+                  speedup_low={b: (verdict.speedup_interval.get(b) or {}).get("low") for b in ("eager", "compile")},
                   flags=list(verdict.flags), bottleneck=bottleneck_label(verdict.bottleneck),
                   roofline_fraction=(verdict.bottleneck or {}).get("roofline_fraction"))
     ctx.progress.evaluated(judged, verdict)

@@ -32,6 +32,7 @@ class CandidateRecord(TypedDict):
     status: str                      # "pending" until judged, then a verdict status
     correct: bool
     speedup: dict[str, float | None]  # {"eager": x, "compile": y}; null on cpu
+    speedup_low: dict[str, float | None]  # low ends of those speedups' intervals (tools/speedup.py); null: untimed or untrusted
     flags: list[str]
     bottleneck: str | None           # one short label from the verdict's profile, if any
     roofline_fraction: float | None
@@ -145,13 +146,19 @@ def assign_slots(parents: list[str | None], n: int) -> list[tuple[str | None, in
 # ---------------------------------------------------------------- stopping
 
 def target_met(record: CandidateRecord, *, baseline: str, target_speedup: float, timed: bool) -> bool:
-    """Correct and at least `target_speedup` times faster; untimed (cpu): correct is enough."""
+    """Correct and faster than `target_speedup` by the spread-aware rule: the low end of
+    the speedup's interval over interleaved rounds lies above it (tools/speedup.py), not
+    merely the ratio of medians. Untimed (cpu): correct is enough. Records written
+    before intervals existed carry only the point speedup, which then decides."""
     if not record["correct"]:
         return False
     if not timed:
         return True
-    value = record["speedup"].get(baseline)
-    return value is not None and value >= target_speedup
+    if "speedup_low" not in record:
+        value = record["speedup"].get(baseline)
+        return value is not None and value >= target_speedup
+    low = record["speedup_low"].get(baseline)
+    return low is not None and low > target_speedup
 
 
 def stop_reason(state: RunState, *, best: CandidateRecord | None, baseline: str,

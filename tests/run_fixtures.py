@@ -82,10 +82,13 @@ class ScriptedBackend:
         return len(text.split())
 
 
-def judged(status: str, speedup: float | None = None, roofline: float | None = None) -> str:
-    """A candidate the stand-in evaluator will judge `status` (at `speedup` vs eager)."""
+def judged(status: str, speedup: float | None = None, roofline: float | None = None,
+           low: float | None = None) -> str:
+    """A candidate the stand-in evaluator will judge `status` (at `speedup` vs eager, the
+    low end of its interval `low`, by default the speedup itself)."""
     tail = f" {speedup}" if speedup is not None else ""
     tail += f" roofline={roofline}" if roofline is not None else ""
+    tail += f" low={low}" if low is not None else ""
     return f"```python\n# judge: {status}{tail}\nclass ModelNew: pass\n```"
 
 
@@ -97,14 +100,17 @@ class ScriptedEvaluator:
     def __call__(self, problem, src: str, *, device, settings, candidate_name, profile, gpu_index) -> Verdict:
         candidate_name = candidate_name.removesuffix(".py")
         self.calls.append(candidate_name)
-        m = re.search(r"# judge: (\w+)(?: ([\d.]+))?(?: roofline=([\d.]+))?", src)
+        m = re.search(r"# judge: (\w+)(?: ([\d.]+))?(?: roofline=([\d.]+))?(?: low=([\d.]+))?", src)
         status = Status(m.group(1))
         speedup = float(m.group(2)) if m.group(2) else None
         roofline = {"class": "memory-bound", "roofline_fraction": float(m.group(3))} if m.group(3) else None
+        low = float(m.group(4)) if m.group(4) else speedup
+        interval = {b: {"ratio": speedup, "low": low, "high": speedup + (speedup - low), "rounds": 5,
+                        "method": "rounds_log_t"} for b in ("eager", "compile")} if speedup else {}
         diags = () if status is Status.CORRECT else (Diagnostic(kind="scripted", message=f"scripted {status.value}"),)
         phases = {"compile": 0.01, "test": 0.02, **({"time": 0.03, "profile": 0.04} if speedup else {})}
         return Verdict(status=status, diagnostics=diags, speedup_eager=speedup, speedup_compile=speedup,
-                       checks={"phase_s": phases}, bottleneck=roofline,
+                       speedup_interval=interval, checks={"phase_s": phases}, bottleneck=roofline,
                        feedback=f"feedback of {candidate_name}: {status.value}")
 
 

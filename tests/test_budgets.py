@@ -19,6 +19,14 @@ def test_stops_when_a_correct_candidate_meets_the_target(tmp_path):
     assert (s["stop_reason"], s["solved"], s["best"]["candidate"], s["rounds"]) == ("target_reached", True, "r02-c00", 2)
 
 
+def test_a_speedup_whose_interval_reaches_below_the_target_does_not_end_the_run(tmp_path):
+    # 1.6x clears 1.5 by its ratio of medians, but the rounds' interval reaches 1.45
+    state, rd, _, _ = loop_run(tmp_path, [judged("correct", 1.6, low=1.45), judged("correct", 1.7, low=1.55)],
+                               **{"budget.candidates_per_round": 1})
+    s = _summary(rd)
+    assert (s["stop_reason"], s["best"]["candidate"], s["rounds"]) == ("target_reached", "r02-c00", 2)
+
+
 def test_target_can_be_measured_against_torch_compile(tmp_path):
     # the scripted evaluator reports the same figure for both baselines; only the
     # baseline named in the config may end the run

@@ -74,3 +74,34 @@ def test_profile_reports_triton_share_of_gpu_time(relu):
     v = evaluate(relu, OK_SRC, device="cuda", profile=True)
     assert v.status is Status.CORRECT
     assert v.checks["time_shares"]["triton"] > 0.5
+
+
+def _timing(**kw):
+    import dataclasses
+    from tools.settings import EvalSettings
+    s = EvalSettings()
+    return dataclasses.replace(s, timing=dataclasses.replace(s.timing, **kw))
+
+
+def test_a_short_forward_is_compared_by_graph_replay_with_an_interval(relu):
+    v = evaluate(relu, OK_SRC, device="cuda", profile=False)
+    assert v.status is Status.CORRECT, v.diagnostics
+    assert v.checks["timing_measure"] == "cuda_graph" and v.checks["timing_reps"] > 1
+    iv = v.speedup_interval["eager"]
+    assert iv["low"] <= v.speedup_eager <= iv["high"] and iv["rounds"] == 5
+    # per-call figures are kept beside the measure the speedup used, and are larger
+    assert v.checks["timing_per_call_ms"]["candidate"] > v.timing["candidate"].median_ms
+
+
+def test_a_forward_that_cannot_be_captured_is_compared_by_batched_calls(relu):
+    syncing = OK_SRC.replace("        return y\n", "        torch.cuda.synchronize()\n        return y\n", 1)
+    assert syncing != OK_SRC
+    v = evaluate(relu, syncing, device="cuda", profile=False)
+    assert v.status is Status.CORRECT, v.diagnostics
+    assert v.checks["timing_measure"] == "batched" and "candidate" in v.checks["graph_capture_failed"]
+
+
+def test_the_per_call_measure_can_be_forced(relu):
+    v = evaluate(relu, OK_SRC, device="cuda", settings=_timing(measure="per_call"), profile=False)
+    assert v.checks["timing_measure"] == "per_call"
+    assert v.timing["candidate"].median_ms == pytest.approx(v.checks["timing_per_call_ms"]["candidate"])

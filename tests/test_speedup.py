@@ -127,3 +127,14 @@ def test_unequal_round_counts_are_refused():
 def test_a_sample_that_is_not_a_positive_finite_time_is_refused(bad):
     with pytest.raises(ValueError):
         estimate_speedup([[1.0, bad], [1.0, 1.0]], [[1.0, 1.0], [1.0, 1.0]])
+
+
+def test_a_verdict_interval_clears_a_threshold_below_its_low_end():
+    from tools.speedup import clears
+    iv = estimate_speedup([[1.0, 1.0]] * 5, [[2.0, 2.02]] * 4 + [[2.02, 2.0]]).to_json()
+    assert clears(iv, 1.5) and not clears(iv, 2.5)
+
+
+def test_no_interval_never_clears_a_threshold():
+    from tools.speedup import clears
+    assert not clears(None, 0.1) and not clears({}, 0.1)

@@ -17,6 +17,10 @@ _LEAD = {
 }
 
 
+# short forwards are timed without launch and sync overhead (tools/timer.py)
+_MEASURE = {"cuda_graph": "CUDA-graph replays", "batched": "back-to-back calls"}
+
+
 def feedback_for(v: Verdict, max_chars: int = 1200) -> str:
     lines = [_LEAD[v.status]]
     for d in v.diagnostics[:3]:
@@ -25,7 +29,8 @@ def feedback_for(v: Verdict, max_chars: int = 1200) -> str:
         lines.append(f"- {d.message.strip()}{where}")
     cand = v.timing.get("candidate") if v.timing else None
     if v.correct and cand is not None:
-        parts = [f"{cand.median_ms:.4f} ms"]
+        measure = v.checks.get("timing_measure")
+        parts = [f"{cand.median_ms:.4f} ms" + (f" per call in {_MEASURE[measure]}" if measure in _MEASURE else "")]
         if v.speedup_eager is not None:
             parts.append(f"{v.speedup_eager:.2f}x vs eager")
         if v.speedup_compile is not None:

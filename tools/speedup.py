@@ -64,6 +64,11 @@ class SpeedupEstimate:
         return {"ratio": self.ratio, "low": self.low, "high": self.high,
                 "rounds": self.rounds, "method": self.method}
 
+    @classmethod
+    def from_json(cls, doc: dict) -> "SpeedupEstimate":
+        return cls(ratio=float(doc["ratio"]), low=float(doc["low"]), high=float(doc["high"]),
+                   rounds=int(doc["rounds"]), method=str(doc["method"]))
+
 
 class Decision(str, Enum):
     FASTER = "faster"            # the whole interval lies above the threshold
@@ -121,6 +126,15 @@ def decide(estimate: SpeedupEstimate, threshold: float) -> Decision:
 
 def faster(estimate: SpeedupEstimate, threshold: float) -> bool:
     return decide(estimate, threshold) is Decision.FASTER
+
+
+def clears(interval: dict | None, threshold: float) -> bool:
+    """Does a verdict's speedup interval (its JSON form, Verdict.speedup_interval[b])
+    show the candidate faster than `threshold` x? No interval (untimed, or timing not
+    trusted) never does."""
+    if not interval:
+        return False
+    return faster(SpeedupEstimate.from_json(interval), threshold)
 
 
 def t_quantile(p: float, df: int) -> float:

@@ -101,19 +101,61 @@ def time_cuda_graph(fn: Callable[[], object], *, warmup: int, iters: int,
                     reps_per_graph: int, device=None,
                     name: str = "krefine.timed_graph") -> list[float]:
     """Ms per call of `iters` replays of one CUDA graph holding `reps_per_graph` calls of
-    fn, each replay after an L2 flush (warm L2 within a replay), one event pair each.
+    fn, each replay after an L2 flush (warm L2 within a replay), one event pair each:
+    capture_cuda_graph, then CapturedGraph.time. Raises CaptureUnsupported."""
+    graph = capture_cuda_graph(fn, warmup=warmup, reps_per_graph=reps_per_graph, device=device)
+    try:
+        return graph.time(iters, name=name)
+    finally:
+        graph.close()
+
+
+class CapturedGraph:
+    """One CUDA graph of `reps` calls of a callable, replayed for timing as often as
+    wanted (interleaved rounds capture once). fn's return value lives in the graph's
+    memory, so the last one it returned during capture holds the last replay's result."""
+
+    def __init__(self, graph, stream, device, reps: int, flush):
+        self.graph, self.stream, self.device, self.reps, self._flush = graph, stream, device, reps, flush
+
+    def time(self, iters: int, *, name: str = "krefine.timed_graph") -> list[float]:
+        """Ms per call of `iters` replays, each after an L2 flush, one event pair each."""
+        import torch
+        with torch.cuda.stream(self.stream):
+            starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+            ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+            with nvtx_range(name):
+                for i in range(iters):
+                    self._flush.zero_()
+                    starts[i].record(self.stream)
+                    self.graph.replay()
+                    ends[i].record(self.stream)
+                torch.cuda.synchronize(self.device)
+        return [s.elapsed_time(e) / self.reps for s, e in zip(starts, ends)]
+
+    def close(self) -> None:
+        """Release the graph and its memory pool."""
+        import torch
+        torch.cuda.synchronize(self.device)
+        self.graph.reset()
+        self.graph = None
+
+
+def capture_cuda_graph(fn: Callable[[], object], *, warmup: int, reps_per_graph: int,
+                       device=None) -> CapturedGraph:
+    """Warm fn up and capture `reps_per_graph` calls of it into one CUDA graph.
 
     Like triton.testing.do_bench_cudagraph: warm-up, capture and replays on a side
     stream (capture is not allowed on the default stream, and the warm-up there does
     the lazy work, cuBLAS handles and workspaces, Triton JIT, that capture forbids);
     garbage collection is off during capture (a Triton kernel's finalizer unloading its
-    module invalidates a capture). fn's return value lives in the graph's memory, so the
-    last one it returned during capture holds the last replay's result afterwards.
-    Capture mode "thread_local": unsafe calls fail only on the capturing thread, so a
-    judge thread compiling in the background is not broken by the capture.
+    module invalidates a capture). Capture mode "thread_local": unsafe calls fail only
+    on the capturing thread, so a judge thread compiling in the background is not
+    broken by the capture.
     Raises CaptureUnsupported. Work fn launches on a stream it does not fork from the
     current one runs once during capture and is not replayed: only a graph with no
-    node at all is caught here, partial escapes are the static guards' job.
+    node at all is caught here; the judge compares the replay time with the forward's
+    profiled kernel time for partial escapes (tools/time_phase.py).
     """
     import torch
     device = torch.device(device or "cuda")
@@ -126,16 +168,7 @@ def time_cuda_graph(fn: Callable[[], object], *, warmup: int, iters: int,
         torch.cuda.synchronize(device)
         graph = _capture(fn, reps_per_graph, side, device)
         graph.replay()   # untimed: the first launch uploads the graph
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-        with nvtx_range(name):
-            for i in range(iters):
-                flush.zero_()
-                starts[i].record(side)
-                graph.replay()
-                ends[i].record(side)
-            torch.cuda.synchronize(device)
-    return [s.elapsed_time(e) / reps_per_graph for s, e in zip(starts, ends)]
+    return CapturedGraph(graph, side, device, reps_per_graph, flush)
 
 
 def _capture(fn, reps: int, stream, device):

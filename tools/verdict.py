@@ -79,6 +79,9 @@ class Verdict:
     timing: dict[str, Timing | None] = field(default_factory=dict)  # candidate, eager, compile
     speedup_eager: float | None = None
     speedup_compile: float | None = None
+    # per baseline: tools/speedup.py's estimate {ratio, low, high, rounds, method} and
+    # "faster" (its decision against 1.0); empty when untimed or the timing is untrusted
+    speedup_interval: dict[str, dict] = field(default_factory=dict)
     device: dict[str, Any] = field(default_factory=dict)
     feedback: str = ""
     kernels: tuple[dict, ...] = ()        # per compiled Triton kernel: name, regs, spills, ...
@@ -95,6 +98,7 @@ class Verdict:
             "verdict": self.status.value,
             "correct": self.correct,
             "speedup": {"eager": self.speedup_eager, "compile": self.speedup_compile},
+            "speedup_interval": self.speedup_interval,
             "timing_ms": {k: (v.to_json() if v is not None else None)
                           for k, v in (self.timing or {}).items()},
             "checks": self.checks,
@@ -125,6 +129,7 @@ class Verdict:
             timing={k: timing(v) for k, v in doc.get("timing_ms", {}).items()},
             speedup_eager=doc.get("speedup", {}).get("eager"),
             speedup_compile=doc.get("speedup", {}).get("compile"),
+            speedup_interval=doc.get("speedup_interval") or {},
             device=doc.get("device", {}),
             feedback=doc.get("feedback", ""),
             kernels=tuple(doc.get("kernels", [])),

@@ -49,6 +49,7 @@ class Worker:
         self.staging = None          # cudaipc.Mapped: the judge's buffer for outputs
         self.compile_only = False    # op_warm: Triton launches compile but do not run
         self.compiled = 0
+        self._graph = None           # op_time's cuda_graph: (key, CapturedGraph, last output box, inputs)
 
     # 1) lock down ------------------------------------------------------------------
     def lock_down(self, setup: dict) -> dict:
@@ -274,20 +275,75 @@ class Worker:
         return {"ok": True, "probe": seen}, b""
 
     def op_time(self, h: dict):
-        from tools.timer import time_cuda
-        inputs = self._inputs(int(h["seed"]))
-        last = [None]
-
-        def call():
-            last[0] = self._forward_nosync(inputs)
+        """One round of the candidate's timing with the measure the judge asked for
+        (tools/timer.py): per_call, batched (`reps` calls per sample) or cuda_graph (one
+        graph of `reps` calls, captured on the first request and replayed by later ones,
+        so its inputs and outputs stay alive here between rounds)."""
+        from tools import timer
+        measure = h.get("measure", "per_call")
+        seed, warmup, iters, reps = int(h["seed"]), int(h["warmup"]), int(h["iters"]), int(h.get("reps", 1))
         self.launches.clear()
-        samples = time_cuda(call, warmup=int(h["warmup"]), iters=int(h["iters"]),
-                            name=NVTX_RANGE)
+        if measure == "cuda_graph":
+            reply = self._time_graph(seed, warmup, iters, reps)
+            if not reply.get("ok") or "capture_error" in reply:
+                return reply, b""
+            last = self._graph[2]
+        else:
+            inputs = self._inputs(seed)
+            last = [None]
+
+            def call():
+                last[0] = self._forward_nosync(inputs)
+            if measure == "batched":
+                samples = timer.time_cuda_batched(call, warmup=warmup, iters=iters, calls_per_sample=reps,
+                                                  name=NVTX_RANGE)
+                calls = warmup + iters * reps
+            else:
+                samples = timer.time_cuda(call, warmup=warmup, iters=iters, name=NVTX_RANGE)
+                calls = warmup + iters
+            reply = {"ok": True, "samples_ms": samples, "launches": sum(self.launches.values()),
+                     "calls": calls}
         flat, _ = _flatten_output(last[0])
         specs, payload = self._pack(flat, h) if h.get("return_output") else ([], b"")
-        return {"ok": True, "samples_ms": samples, "outputs": specs,
-                "launches": sum(self.launches.values()),
-                "calls": int(h["warmup"]) + int(h["iters"])}, payload
+        return {**reply, "outputs": specs}, payload
+
+    def _time_graph(self, seed: int, warmup: int, iters: int, reps: int) -> dict:
+        """Replays of the candidate's graph; captured (with its launches counted) on the
+        first call for this seed and reps. A capture that fails is a fact for the judge
+        (it times every callable another way), not the candidate's error."""
+        from tools import timer
+        key = (seed, reps)
+        calls = 0
+        if self._graph is None or self._graph[0] != key:
+            self._drop_graph()
+            inputs = self._inputs(seed)
+            last = [None]
+
+            def call():
+                last[0] = self._forward_nosync(inputs)
+            try:
+                graph = timer.capture_cuda_graph(call, warmup=warmup, reps_per_graph=reps)
+            except timer.CaptureUnsupported as e:
+                return {"ok": True, "capture_error": _short(str(e), 500),
+                        "launches": sum(self.launches.values()), "calls": warmup + reps}
+            self._graph = (key, graph, last, inputs)
+            calls = warmup + reps   # each captured call must have launched a Triton kernel
+        samples = self._graph[1].time(iters, name=NVTX_RANGE)
+        return {"ok": True, "samples_ms": samples, "launches": sum(self.launches.values()), "calls": calls}
+
+    def _drop_graph(self) -> None:
+        if self._graph is not None:
+            self._graph[1].close()
+            self._graph = None
+
+    def op_estimate(self, h: dict):
+        """Rough ms per call of the forward (batched, after a warm-up): sizes `reps`."""
+        from tools.timer import estimate_call_ms
+        inputs = self._inputs(int(h["seed"]))
+        self.launches.clear()
+        ms = estimate_call_ms(lambda: self._forward_nosync(inputs), calls=int(h.get("calls", 5)))
+        return {"ok": True, "call_ms": ms, "launches": sum(self.launches.values()),
+                "calls": 1 + int(h.get("calls", 5))}, b""
 
     def _forward_nosync(self, inputs):
         import torch

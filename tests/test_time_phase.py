@@ -1,0 +1,70 @@
+"""The time phase's arithmetic on CPU (tools/evaluate.py): speedups and their intervals
+from interleaved rounds, the host-clock fallback, and the graph-escape cross-check.
+The GPU side (measures actually chosen and timed) is in tests/test_evaluate_gpu.py."""
+from __future__ import annotations
+
+from tools.evaluate import _graph_escape_check, _Run, _speedups
+from tools.settings import EvalSettings
+from tools.verdict import Timing
+
+
+def _run(measure: str = "cuda_graph", host_cand_ms: float = 0.01) -> _Run:
+    run = _Run(None, "", "cuda", 0, EvalSettings())
+    run.checks.update(timing_measure=measure, timing_per_call_ms={"candidate": 0.03, "eager": 0.06, "compile": 0.045},
+                      host_check={"candidate_ms_per_call": host_cand_ms, "eager_ms_per_call": 0.02})
+    return run
+
+
+# candidate twice as fast as eager in every round, 1.5x as fast as compile
+ROUNDS = {"eager": [[0.020, 0.0201], [0.0202, 0.0199], [0.020, 0.0201], [0.0201, 0.020], [0.020, 0.020]],
+          "candidate": [[0.010, 0.01005], [0.0101, 0.00995], [0.010, 0.01], [0.01005, 0.01], [0.01, 0.01]],
+          "compile": [[0.015, 0.015], [0.0151, 0.0149], [0.015, 0.015], [0.015, 0.0151], [0.015, 0.015]]}
+
+
+def test_speedups_and_intervals_come_from_the_rounds():
+    run = _run()
+    _speedups(run, ROUNDS)
+    iv = run.speedup_interval["eager"]
+    assert abs(run.speedup_eager - 2.0) < 0.02 and iv["low"] < run.speedup_eager < iv["high"]
+    assert iv["faster"] == "faster" and iv["rounds"] == 5
+    assert abs(run.speedup_compile - 1.5) < 0.02
+
+
+def test_a_host_clock_far_slower_than_the_events_drops_the_interval():
+    run = _run(host_cand_ms=1.0)
+    _speedups(run, ROUNDS)
+    assert "timer_mismatch" in run.flags and run.speedup_interval == {}
+    assert run.speedup_eager == 0.02 / 1.0 and run.speedup_compile is None
+
+
+def test_a_graph_replay_shorter_than_its_profiled_kernels_falls_back_to_per_call_speedups():
+    run = _run()
+    _speedups(run, ROUNDS)
+    _graph_escape_check(run, [{"name": "k", "total_us": 40.0}])   # 0.04 ms of kernels, 0.01 ms replay
+    assert "timer_mismatch" in run.flags and run.speedup_interval == {}
+    assert run.speedup_eager == 0.06 / 0.03 and run.speedup_compile == 0.045 / 0.03
+
+
+def test_a_graph_replay_as_long_as_its_kernels_keeps_its_speedups():
+    run = _run()
+    _speedups(run, ROUNDS)
+    before = run.speedup_eager
+    _graph_escape_check(run, [{"name": "k", "total_us": 9.0}])
+    assert "timer_mismatch" not in run.flags and run.speedup_eager == before and run.speedup_interval
+
+
+def test_the_escape_check_only_applies_to_graph_replay():
+    run = _run(measure="per_call")
+    run.timing = {"candidate": Timing.from_samples([0.01, 0.01])}
+    _graph_escape_check(run, [{"name": "k", "total_us": 40.0}])
+    assert "timer_mismatch" not in run.flags and "graph_vs_kernels" not in run.checks
+
+
+def test_the_speedup_interval_survives_the_verdict_json_round_trip():
+    from tools.verdict import Status, Verdict
+    run = _run()
+    _speedups(run, ROUNDS)
+    v = Verdict(status=Status.CORRECT, speedup_eager=run.speedup_eager, speedup_interval=run.speedup_interval)
+    doc = v.to_json()
+    assert doc["speedup_interval"]["eager"]["faster"] == "faster"
+    assert Verdict.from_json(doc).speedup_interval == run.speedup_interval

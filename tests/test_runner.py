@@ -193,3 +193,43 @@ def test_story_on_a_gpu_refines_the_slow_kernel_with_its_timing_into_the_fast_on
     assert "Speedup:" in rd.prompt("r04-c00").read_text()  # step 3's timing went into step 4's prompt
     s = rd.read_summary()
     assert (s["stop_reason"], s["best"]["candidate"]) == ("target_reached", "r04-c00")
+
+
+# ---------------------------------------------------------------- the KernelBook-format story
+
+@pytest.fixture(scope="module")
+def kernelbook_story(tmp_path_factory):
+    """examples/relu.py with examples/relu.kernelbook.replay.jsonl: KernelBook-format
+    completions (a hard-coded xnumel, then the right one), one per round, on CPU."""
+    tmp = tmp_path_factory.mktemp("kbstory")
+    r = cli("run", "examples/relu.py", "--model", "replay:examples/relu.kernelbook.replay.jsonl",
+            "--device", "cpu", "--candidates", "1", "--config", str(fast_config(tmp)), "--out", str(tmp / "run"))
+    return r, RunDir(tmp / "run")
+
+
+@pytest.mark.slow
+def test_kernelbook_story_is_solved_by_its_second_candidate_unchanged(kernelbook_story):
+    r, rd = kernelbook_story
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = rd.read_summary()
+    assert (s["stop_reason"], s["best"]["candidate"]) == ("target_reached", "r02-c00")
+    assert "from torch._inductor.runtime.triton_heuristics import grid" in rd.best.read_text()
+
+
+@pytest.mark.slow
+def test_kernelbook_story_feeds_the_hard_coded_xnumel_back_with_the_problems_size(kernelbook_story):
+    _, rd = kernelbook_story
+    assert read_json(rd.eval("r01-c00"))["verdict"] == "incorrect"
+    prompt = rd.prompt("r02-c00").read_text()
+    assert "xnumel = 256 is hard-coded" in prompt and "4194303 elements" in prompt
+
+
+@pytest.mark.gpu
+def test_kernelbook_story_on_a_gpu_reaches_the_target_with_the_converted_kernel(tmp_path):
+    r = cli("run", "examples/relu.py", "--model", "replay:examples/relu.kernelbook.replay.jsonl",
+            "--device", "cuda", "--candidates", "1", "--out", str(tmp_path / "run"))
+    rd = RunDir(tmp_path / "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert read_json(rd.eval("r01-c00"))["verdict"] == "incorrect"
+    s = rd.read_summary()
+    assert (s["stop_reason"], s["best"]["candidate"]) == ("target_reached", "r02-c00")

@@ -116,6 +116,8 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated case names")
     ap.add_argument("--stages", default="session,standalone,kb", help="session,standalone,kb,repeat")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--kb-modes", default="fresh,session", help="fresh,session: KernelBench in a fresh "
+                    "process per candidate and/or one process for a problem's candidates")
     ap.add_argument("--kb-one", nargs=3, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.kb_one:
@@ -141,11 +143,14 @@ def main() -> None:
                                if k in ("correct", "rejected")}
             print(name, "standalone", json.dumps({k: r[k] for k in ("standalone", "before") if k in r}), flush=True)
         if "kb" in stages and args.kb is not None:
-            r["kb_fresh"] = {k: kb_fresh(args.kb, prob, c) for k, c in cands if k == "correct"}
-            t = time.perf_counter()
-            got = {k: kb_one(args.kb, prob, c) for k, c in cands if k != "rejected"}
-            r["kb_session"] = {"per_candidate_s": round((time.perf_counter() - t) / len(got), 3), "runs": got}
-            print(name, "kb", json.dumps({k: r[k] for k in ("kb_fresh", "kb_session")}), flush=True)
+            modes = set(args.kb_modes.split(","))
+            if "fresh" in modes:
+                r["kb_fresh"] = {k: kb_fresh(args.kb, prob, c) for k, c in cands if k == "correct"}
+            if "session" in modes:
+                t = time.perf_counter()
+                got = {k: kb_one(args.kb, prob, c) for k, c in cands if k != "rejected"}
+                r["kb_session"] = {"per_candidate_s": round((time.perf_counter() - t) / len(got), 3), "runs": got}
+            print(name, "kb", json.dumps({k: r[k] for k in ("kb_fresh", "kb_session") if k in r}), flush=True)
         if "repeat" in stages:
             runs = [standalone(prob, dict(cands)["correct"], ROOT) for _ in range(args.repeat)]
             sp = [x["speedup"][0] for x in runs if x.get("speedup") and x["speedup"][0]]
@@ -155,6 +160,42 @@ def main() -> None:
                            "spread_compile": spread(spc), "measures": [x.get("measure") for x in runs]}
             print(name, "repeat", json.dumps(r["repeat"]), flush=True)
         Path(args.out).write_text(json.dumps(results, indent=1))
+    print_tables(results)
+
+
+def print_tables(results: dict) -> None:
+    """Markdown: per-candidate wall by kind and way of judging, KernelBench beside it."""
+    print("\n| case | kind | verdict | session s | batch s/cand | standalone s | KB fresh s | KB session s | "
+          "session / KB fresh | measure | speedup eager / compile |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, r in results["cases"].items():
+        sess, alone = r.get("session", {}), r.get("standalone", {})
+        kb_f, kb_s = r.get("kb_fresh", {}), (r.get("kb_session") or {}).get("runs", {})
+        for kind in KINDS:
+            row = sess.get(kind)
+            if row is None and kind not in alone:
+                continue
+            row = row or {}
+            kbw = (kb_f.get(kind) or {}).get("wall_s")
+            sw = row.get("wall_s")
+            sp = row.get("speedup") or [None, None]
+            print(f"| {name} | {kind} | {row.get('verdict', '-')} | {_f(sw)} | "
+                  f"{_f((sess.get('batch') or {}).get('per_candidate_s')) if kind == 'correct' else ''} | "
+                  f"{_f((alone.get(kind) or {}).get('wall_s'))} | {_f(kbw)} | {_f((kb_s.get(kind) or {}).get('wall_s'))} | "
+                  f"{_f(sw / kbw) if sw and kbw else '-'} | {row.get('measure') or '-'} | "
+                  f"{_f(sp[0])} / {_f(sp[1])} |")
+        if "before" in r:
+            for kind, b in r["before"].items():
+                print(f"| {name} (before) | {kind} | {b.get('verdict', '-')} | | | {_f(b.get('wall_s'))} | | | | | |")
+        if "repeat" in r:
+            rep = r["repeat"]
+            print(f"| {name} (repeat x{len(rep['speedup_eager'])}) | correct | | | | | | | | "
+                  f"{','.join(sorted(set(str(m) for m in rep['measures'])))} | spread {_f(rep['spread_eager'])} / "
+                  f"{_f(rep['spread_compile'])} |")
+
+
+def _f(x) -> str:
+    return f"{x:.3g}" if isinstance(x, (int, float)) else "-"
 
 
 if __name__ == "__main__":

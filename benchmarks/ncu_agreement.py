@@ -6,7 +6,12 @@ the same candidate: our own small runner script, our own ncu command line and a 
 csv parse (not tools/profiler.py's ncu_command or parse_ncu_csv). Prints both sets of
 figures and their ratios; writes everything to --out as JSON.
 
-  python benchmarks/ncu_agreement.py --kb .kb --out $OUT/ncu_agreement.json
+  python benchmarks/ncu_agreement.py --kb .kb --out $OUT/ncu_agreement.json \
+      [--pairs 19_ReLU.py:kb_19_relu.py,examples/relu.py:benchmarks/throughput/gate_correct.py]
+
+Also compares the verdict's timed figure (timing_ms.candidate.median, in the measure the
+verdict names) with the independent ncu kernel time (issue 9, P2: within 5% for
+single-kernel candidates of 20 us or more).
 """
 from __future__ import annotations
 
@@ -89,7 +94,10 @@ def ours(problem: Path, candidate: Path) -> dict:
             "kernel_roofline_fraction": b.get("kernel_roofline_fraction"),
             "time_ms": b.get("time_ms"), "gpu_busy_us": b.get("gpu_busy_us"),
             "ncu": b.get("ncu"), "sources": b.get("sources"),
-            "kernels": b.get("kernels"), "speedup_eager": v.speedup_eager}
+            "kernels": b.get("kernels"), "speedup_eager": v.speedup_eager,
+            "timed_ms": v.timing["candidate"].median_ms if v.timing.get("candidate") else None,
+            "measure": v.checks.get("timing_measure"),
+            "per_call_ms": (v.checks.get("timing_per_call_ms") or {}).get("candidate")}
 
 
 def _ratio(a, b):
@@ -112,8 +120,10 @@ def main() -> int:
     results = {"gpu": gpu_state(0), "date": time.strftime("%Y-%m-%d"), "ncu": ncu, "pairs": []}
     for pair in args.pairs.split(","):
         prob, cand = pair.split(":")
-        problem = args.kb / "KernelBench" / "level1" / prob
-        candidate = ROOT / "benchmarks" / "candidates" / cand
+        # a path with a "/" is relative to the checkout; a bare name is a KernelBench level-1
+        # problem and a benchmarks/candidates file
+        problem = ROOT / prob if "/" in prob else args.kb / "KernelBench" / "level1" / prob
+        candidate = ROOT / cand if "/" in cand else ROOT / "benchmarks" / "candidates" / cand
         row = {"problem": prob, "candidate": cand, "ours": ours(problem, candidate)}
         print(json.dumps(row["ours"]), flush=True)
         row["independent"] = independent_ncu(problem, candidate, ncu)
@@ -124,6 +134,9 @@ def main() -> int:
             "ncu_duration_ours_over_independent": _ratio(on.get("duration_us"), i["duration_us"]),
             "profiler_busy_over_independent_ncu": _ratio(o.get("gpu_busy_us"), i["duration_us"]),
             "dram_bytes_ours_over_independent": _ratio(on.get("dram_bytes"), i["dram_bytes"]),
+            # the verdict's timed figure (its measure) against ncu's kernel time
+            "timed_over_independent_ncu": _ratio(o["timed_ms"] * 1e3 if o.get("timed_ms") else None,
+                                                 i["duration_us"]),
             "dram_pct_ours_minus_independent": (round(on["dram_pct"] - i["dram_pct"], 1)
                                                 if on.get("dram_pct") is not None and i["dram_pct"] is not None
                                                 else None)}
@@ -131,14 +144,16 @@ def main() -> int:
         results["pairs"].append(row)
         args.out.write_text(json.dumps(results, indent=2))
     print("\n| problem | ncu in verdict | class | verdict ncu µs | independent ncu µs | profiler µs "
-          "| DRAM % verdict / indep. | DRAM bytes verdict / indep. |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| DRAM % verdict / indep. | DRAM bytes verdict / indep. | timed µs (measure) | timed / ncu |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results["pairs"]:
         o, i = r["ours"], r["independent"]
         on = o.get("ncu") or {}
         print(f"| {r['problem']} | {o['ncu_check']} | {o['class']} | {_f(on.get('duration_us'))} | "
               f"{_f(i['duration_us'])} | {_f(o.get('gpu_busy_us'))} | {_f(on.get('dram_pct'))} / "
-              f"{_f(i['dram_pct'])} | {_f(on.get('dram_bytes'))} / {_f(i['dram_bytes'])} |")
+              f"{_f(i['dram_pct'])} | {_f(on.get('dram_bytes'))} / {_f(i['dram_bytes'])} | "
+              f"{_f(o['timed_ms'] * 1e3 if o.get('timed_ms') else None)} ({o.get('measure')}) | "
+              f"{_f(r['agreement']['timed_over_independent_ncu'])} |")
         print(f"  summary: {o['summary']}")
     return 0
 

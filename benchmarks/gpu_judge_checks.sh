@@ -1,40 +1,67 @@
 #!/usr/bin/env bash
-# The persistent judge's GPU checks (issue 9), in stages that each fit one device call:
+# The GPU checks of issues 9 and 10, in stages that each fit one device call:
 #   bash benchmarks/gpu_judge_checks.sh OUT_DIR KERNELBENCH_DIR STAGE...
+# Device set-up (carry .whl, .kb, .before): the stage `setup` installs the wheels of
+# ../shared/device/wheels.sh into /tmp/site; every later stage finds them on PYTHONPATH.
 # smoke      krefine eval of the four gate candidates in one session (JSON lines)
-# small      P1 on the small problems: session, batch, standalone (+ before), KernelBench
-# large      P1 on KernelBench level-1 problems of real size
-# repeat     P2: one candidate judged 5 times in 5 processes, per small problem
-# tests      evaluator GPU tests (transfer, hang, illegal address, timer, profile, judge)
-# redteam-a / redteam-b   the red-team suite on the GPU, in two halves
+# gputests   evaluator, timer, judge, transfer, dialect and story GPU tests
+# small      P1 on the small problems: session, batch, standalone (+ .before for gate), KernelBench
+# large      P1 on KernelBench level-1 problems of real size (KernelBench in fresh processes)
+# repeat     P2: one candidate judged 5 times in 5 processes, per problem
+# ncu        P2: the verdict's timed figure against an independent ncu run (single-kernel candidates)
+# redteam    the red-team suite on the GPU (one judge session per problem)
+# corpus     issue 10: build the KernelBook corpus on the GPU, unpack it, judge it on the GPU
+# seeded     issue 10: krefine run with the Inductor seed and the KernelBook replay
+# loop       rounds per minute of the replayed story, this checkout and .before
 set -uo pipefail
 out=${1:?out dir}; kb=${2:?KernelBench checkout}; shift 2
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
+# stages are each cut at their own limit; what they wrote under $out stays
+run() { local limit=$1; shift; timeout "$limit" "$@"; echo "   -> exit $? after $SECONDS s"; }
 nvidia-smi -L | tee "$out/gpu.txt"
 for stage in "$@"; do
-  echo "== $stage $(date +%T)"
+  echo "== $stage $(date +%T) ($SECONDS s)"
   case $stage in
+    setup)
+      [ -d /tmp/site/langgraph ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+        --upgrade --target /tmp/site .whl/*.whl 2>&1 | tail -2
+      python3 -c "import langgraph, pydantic, nvtx, torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" ;;
     smoke)
-      timeout 240 python3 -m agent.cli eval examples/relu.py benchmarks/throughput/gate_{correct,incorrect,compile_error,rejected}.py \
-        --json 2>&1 | tee "$out/smoke.jsonl" | cut -c1-400 ;;
+      run 240 python3 -m agent.cli eval examples/relu.py benchmarks/throughput/gate_{correct,incorrect,compile_error,rejected}.py \
+        --json 2>&1 | tee "$out/smoke.jsonl" | cut -c1-300 ;;
+    gputests)
+      run 420 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_evaluate_gpu.py tests/test_timer.py \
+        tests/test_judge.py tests/test_evaluate_transfer.py tests/test_dialect.py tests/test_runner.py 2>&1 \
+        | tee "$out/gpu_tests.log" | grep -E "passed|failed|FAILED|Error" | tail -15 ;;
     small)
-      timeout 560 python3 benchmarks/judge_throughput.py --kb "$kb" --out "$out/small.json" --before .before \
-        --before-only gate --only ${ONLY:-gate,softmax,matmul} 2>&1 | tee "$out/small.log" | cut -c1-600 ;;
+      run 560 python3 benchmarks/judge_throughput.py --kb "$kb" --out "$out/small.json" --before .before \
+        --before-only gate --only "${ONLY:-gate,softmax,matmul}" 2>&1 | tee "$out/small.log" | cut -c1-400 ;;
     large)
-      timeout 560 python3 benchmarks/judge_throughput.py --kb "$kb" --out "$out/large.json" \
-        --only kb_19_relu,kb_1_matmul --stages session,standalone,kb 2>&1 | tee "$out/large.log" | cut -c1-600 ;;
+      run 560 python3 benchmarks/judge_throughput.py --kb "$kb" --out "$out/large.json" --kb-modes fresh \
+        --only kb_19_relu,kb_1_matmul --stages session,standalone,kb 2>&1 | tee "$out/large.log" | cut -c1-400 ;;
     repeat)
-      timeout 560 python3 benchmarks/judge_throughput.py --out "$out/repeat.json" --stages repeat \
-        --only gate,matmul 2>&1 | tee "$out/repeat.log" | cut -c1-600 ;;
-    tests)
-      timeout 400 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_evaluate_transfer.py \
-        tests/test_evaluate_gpu.py tests/test_judge.py 2>&1 | tee "$out/gpu_tests.log" | tail -15 ;;
-    redteam-a)
-      timeout 560 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_exploits.py -k "not (ok_ or t or s)" 2>&1 \
-        | tee "$out/redteam_a.log" | tail -8 ;;
-    redteam-b)
-      timeout 560 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_exploits.py -k "ok_ or t or s" 2>&1 \
-        | tee "$out/redteam_b.log" | tail -8 ;;
+      run 400 python3 benchmarks/judge_throughput.py --out "$out/repeat.json" --stages repeat \
+        --only "${ONLY:-gate,softmax,matmul}" 2>&1 | tee "$out/repeat.log" | cut -c1-400 ;;
+    ncu)
+      run 400 python3 benchmarks/ncu_agreement.py --kb "$kb" --out "$out/ncu.json" --pairs \
+        benchmarks/throughput/relu_4096.py:benchmarks/candidates/kb_19_relu.py,benchmarks/throughput/relu_8192.py:benchmarks/candidates/kb_19_relu.py,1_Square_matrix_multiplication_.py:kb_1_matmul.py \
+        2>&1 | tee "$out/ncu.log" | cut -c1-400 ;;
+    redteam)
+      run 560 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_exploits.py 2>&1 \
+        | tee "$out/redteam.log" | grep -E "passed|failed|FAILED|Error" | tail -15 ;;
+    corpus)
+      run 420 python3 benchmarks/kernelbook_corpus.py --out "$out" 2>&1 | tee "$out/corpus.log" | grep -vE "Warning|warn" | tail -22
+      python3 benchmarks/kernelbook_corpus.py --unpack "$out/kernelbook_corpus.json" --dest tests/dialect/candidates_gpu >/dev/null
+      run 300 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_kernelbook.py 2>&1 \
+        | tee "$out/corpus_tests.log" | grep -E "passed|failed|FAILED|Error" | tail -15 ;;
+    seeded)
+      printf '[search]\nseed = "inductor"\n' > /tmp/seeded.toml
+      run 300 python3 -m agent.cli run examples/relu.py --config /tmp/seeded.toml --candidates 1 \
+        --model replay:examples/relu.kernelbook.replay.jsonl --out /tmp/seeded_run 2>&1 | tee "$out/seeded.log" | tail -12
+      cp /tmp/seeded_run/summary.json "$out/seeded_summary.json"; cp /tmp/seeded_run/trace.jsonl "$out/seeded_trace.jsonl" ;;
+    loop)
+      run 400 python3 benchmarks/loop_rate.py --out "$out/loop.json" --before .before 2>&1 | tee "$out/loop.log" | tail -8 ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac
 done
+echo "== done $(date +%T) ($SECONDS s)"

@@ -77,7 +77,8 @@ def session(prob: Path, cands: list[tuple[str, Path]]) -> dict:
 
 
 def standalone(prob: Path, cand: Path, code_root: Path) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(code_root))
+    # the root's own agent/ and tools/ first; the rest of the path (installed wheels) after it
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(code_root), os.environ.get("PYTHONPATH")))))
     t = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "agent.cli", "eval", str(prob), str(cand), "--json", "--no-profile"],
                        capture_output=True, text=True, env=env, cwd=code_root, timeout=600)

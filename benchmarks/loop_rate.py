@@ -32,7 +32,8 @@ def one_run(code_root: Path, problem: Path, replay: Path, candidates: int, devic
         out = Path(d) / "run"
         cmd = [sys.executable, "-m", "agent.cli", "run", str(problem), "--model", f"replay:{replay}",
                "--candidates", str(candidates), "--device", device, "--out", str(out)]
-        env = dict(os.environ, PYTHONPATH=str(code_root))
+        # the root's own agent/ and tools/ first; the rest of the path (installed wheels) after it
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(code_root), os.environ.get("PYTHONPATH")))))
         t = time.perf_counter()
         p = subprocess.run(cmd, capture_output=True, text=True, cwd=code_root, env=env, timeout=900)
         wall = time.perf_counter() - t
@@ -44,7 +45,7 @@ def one_run(code_root: Path, problem: Path, replay: Path, candidates: int, devic
         rounds = s.get("rounds") or 0
         split = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "round_split.py"), str(out)],
                                capture_output=True, text=True, cwd=ROOT,
-                               env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                               env=dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))))
         return {**row, "rounds": rounds, "candidates": s.get("candidates_evaluated"),
                 "stop_reason": s.get("stop_reason"), "best": s.get("best"),
                 "rounds_per_min": round(60.0 * rounds / wall, 2) if wall > 0 else None,

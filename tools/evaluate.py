@@ -584,7 +584,9 @@ def _time(run, worker, ref_model, seed, dev) -> Status | None:
         run.checks["timing_per_call_ms"] = per_call_ms
         measure, reps = "per_call", 1
         # b) short forwards: the in-region sync would decide the ratio; measure without it
-        if ts.measure != "per_call" and (ts.measure != "auto" or min(per_call_ms.values()) < ts.per_call_min_ms):
+        short = timer.choose_measure(min(per_call_ms.values()), graph_ok=True,
+                                     per_call_min_ms=ts.per_call_min_ms) != "per_call"
+        if ts.measure != "per_call" and (ts.measure != "auto" or short):
             graphs: list = []
             try:
                 measure, reps, judged, status = _short_measure(run, worker, seed, baselines, graphs)
@@ -702,10 +704,10 @@ def _short_measure(run, worker, seed, baselines: dict, graphs: list):
     if not probe.get("ok"):
         _error_diag(run, probe)
         return "per_call", 1, {}, Status.RUNTIME_ERROR
-    if _skipped_work(run, probe, "the CUDA graph capture"):
-        return "per_call", 1, {}, Status.REJECTED
     if "capture_error" in probe:
         failures["candidate"] = probe["capture_error"]
+    elif _skipped_work(run, probe, "the CUDA graph capture"):
+        return "per_call", 1, {}, Status.REJECTED
     timers = {}
     for k, fn in baselines.items():
         if failures:
@@ -720,6 +722,12 @@ def _short_measure(run, worker, seed, baselines: dict, graphs: list):
         run.checks["graph_capture_failed"] = failures
         return "batched", reps, batched, None
     return "cuda_graph", reps, timers, None
+
+
+def _median_ratio(baseline: Timing | None, candidate: Timing) -> float | None:
+    if baseline is None or not candidate.median_ms > 0:
+        return None
+    return baseline.median_ms / candidate.median_ms
 
 
 def _skipped_work(run, reply: dict, what: str) -> bool:
@@ -763,11 +771,16 @@ def _speedups(run, rounds: dict) -> None:
     intervals = {}
     for b in ("eager", "compile"):
         if rounds.get(b):
-            est = estimate_speedup(rounds["candidate"], rounds[b], confidence=ts.confidence)
+            try:
+                est = estimate_speedup(rounds["candidate"], rounds[b], confidence=ts.confidence)
+            except ValueError as e:   # a sample that is not a positive time: no interval
+                run.checks.setdefault("speedup_interval_error", {})[b] = str(e)
+                continue
             intervals[b] = {**est.to_json(), "faster": decide(est, 1.0).value}
     run.speedup_interval = intervals
-    run.speedup_eager = intervals["eager"]["ratio"]
-    run.speedup_compile = intervals["compile"]["ratio"] if "compile" in intervals else None
+    run.speedup_eager, run.speedup_compile = (
+        intervals[b]["ratio"] if b in intervals else _median_ratio(run.timing.get(b), run.timing["candidate"])
+        for b in ("eager", "compile"))
     host = run.checks["host_check"]
     cand_per_call = run.checks["timing_per_call_ms"]["candidate"]
     if host["candidate_ms_per_call"] > ts.host_check_ratio * cand_per_call + ts.host_check_slack_ms:

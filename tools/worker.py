@@ -324,8 +324,9 @@ class Worker:
             try:
                 graph = timer.capture_cuda_graph(call, warmup=warmup, reps_per_graph=reps)
             except timer.CaptureUnsupported as e:
-                return {"ok": True, "capture_error": _short(str(e), 500),
-                        "launches": sum(self.launches.values()), "calls": warmup + reps}
+                # no launch count: a capture that failed mid-call launched fewer kernels than
+                # calls were made, which is not skipped work
+                return {"ok": True, "capture_error": _short(str(e), 500)}
             self._graph = (key, graph, last, inputs)
             calls = warmup + reps   # each captured call must have launched a Triton kernel
         samples = self._graph[1].time(iters, name=NVTX_RANGE)

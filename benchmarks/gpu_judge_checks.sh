@@ -30,8 +30,8 @@ for stage in "$@"; do
       run 240 python3 -m agent.cli eval examples/relu.py benchmarks/throughput/gate_{correct,incorrect,compile_error,rejected}.py \
         --json 2>&1 | tee "$out/smoke.jsonl" | cut -c1-300 ;;
     gputests)
-      run 420 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_evaluate_gpu.py tests/test_timer.py \
-        tests/test_judge.py tests/test_evaluate_transfer.py tests/test_dialect.py tests/test_runner.py 2>&1 \
+      run "${LIMIT:-420}" python3 -m pytest -q -p no:cacheprovider -m gpu ${TESTS:-tests/test_evaluate_gpu.py tests/test_timer.py \
+        tests/test_judge.py tests/test_evaluate_transfer.py tests/test_dialect.py tests/test_runner.py} 2>&1 \
         | tee "$out/gpu_tests.log" | grep -E "passed|failed|FAILED|Error" | tail -15 ;;
     small)
       run 560 python3 benchmarks/judge_throughput.py --kb "$kb" --out "$out/small.json" --before .before \

@@ -68,3 +68,56 @@ def test_the_speedup_interval_survives_the_verdict_json_round_trip():
     doc = v.to_json()
     assert doc["speedup_interval"]["eager"]["faster"] == "faster"
     assert Verdict.from_json(doc).speedup_interval == run.speedup_interval
+
+
+class _FakeGraph:
+    def __init__(self, ms: float):
+        self.ms, self.closed = ms, False
+
+    def time(self, iters: int, *, name: str = "") -> list[float]:
+        return [self.ms] * iters
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _FakeWorker:
+    """Answers the time phase's requests like a worker whose forward takes 0.01 ms."""
+    def __init__(self, capture_error: str | None = None):
+        self.capture_error, self.requests = capture_error, []
+
+    def request(self, header: dict, timeout_s: float):
+        self.requests.append(header)
+        if header["op"] == "estimate":
+            return {"ok": True, "call_ms": 0.01, "launches": 6, "calls": 6}, b""
+        if header.get("measure") == "cuda_graph" and self.capture_error:
+            return {"ok": True, "capture_error": self.capture_error}, b""
+        return {"ok": True, "samples_ms": [0.01] * int(header["iters"]), "launches": 10**6, "calls": 1}, b""
+
+
+def _short(monkeypatch, worker):
+    from tools import evaluate, timer
+    monkeypatch.setattr(timer, "estimate_call_ms", lambda fn, **kw: 0.02)
+    monkeypatch.setattr(timer, "capture_cuda_graph", lambda fn, **kw: _FakeGraph(0.02))
+    monkeypatch.setattr(timer, "time_cuda_batched", lambda fn, *, iters, **kw: [0.03] * iters)
+    monkeypatch.setattr(evaluate, "_recheck_timed_outputs", lambda *a: None)
+    run = _run()
+    run.judge = type("J", (), {"dev": "cuda:0"})()
+    graphs: list = []
+    measure, reps, timers, status = evaluate._short_measure(run, worker, 1, {"eager": None, "compile": None}, graphs)
+    rounds, status2 = evaluate._timed_rounds(run, worker, 1, measure, reps, timers)
+    return run, measure, reps, rounds, graphs, status or status2
+
+
+def test_graph_rounds_give_every_callable_the_same_samples_per_round(monkeypatch):
+    run, measure, reps, rounds, graphs, status = _short(monkeypatch, _FakeWorker())
+    iters = run.settings.timing.iters_per_round
+    assert status is None and measure == "cuda_graph" and reps == 100   # 1 ms / 0.01 ms, the fastest
+    assert {k: [len(r) for r in v] for k, v in rounds.items()} == {k: [iters] * 5 for k in rounds}
+
+
+def test_a_candidate_that_cannot_be_captured_puts_every_callable_on_batched_calls(monkeypatch):
+    run, measure, _, rounds, graphs, status = _short(monkeypatch, _FakeWorker(capture_error="sync in capture"))
+    assert status is None and measure == "batched" and graphs == []
+    assert run.checks["graph_capture_failed"] == {"candidate": "sync in capture"}
+    assert rounds["eager"][0] == [0.03] * run.settings.timing.iters_per_round

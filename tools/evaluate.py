@@ -717,7 +717,7 @@ def _short_measure(run, worker, seed, baselines: dict, graphs: list):
         except timer.CaptureUnsupported as e:
             failures[k] = str(e)[:300]
             break
-        timers[k] = graphs[-1].time
+        timers[k] = lambda warm, g=graphs[-1], k=k: g.time(ts.iters_per_round, name=f"krefine.{k}")
     if failures:
         run.checks["graph_capture_failed"] = failures
         return "batched", reps, batched, None

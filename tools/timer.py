@@ -236,6 +236,31 @@ def _recover(graph, pool, stream, device) -> None:
             pass       # torch had ended it: the failure came after that step
         torch._C._cuda_releasePool(index, pool)
     torch.cuda.synchronize(device)
+    _reset_cuda_generators(device)
+
+
+def _reset_cuda_generators(device) -> None:
+    """torch's capture_end raises before the default CUDA generators' capture epilogue,
+    so after a failed capture they stay in capture mode and the next random op outside
+    a capture fails ("Offset increment outside graph capture encountered unexpectedly";
+    seen on torch 2.11). Each gets a fresh copy of its own state (same seed and offset,
+    no capture); RuntimeError if random numbers still cannot be drawn."""
+    import torch
+    for gen in torch.cuda.default_generators:
+        try:
+            gen.graphsafe_set_state(gen.clone_state())
+        except (AttributeError, RuntimeError):
+            fresh = torch.Generator(device=gen.device)
+            fresh.manual_seed(gen.initial_seed())
+            try:
+                gen.graphsafe_set_state(fresh)
+            except (AttributeError, RuntimeError):
+                pass
+    try:
+        torch.empty(4, device=device).normal_()
+        torch.cuda.synchronize(device)
+    except RuntimeError as e:
+        raise RuntimeError(f"the CUDA random generator is unusable after a failed graph capture: {e}") from e
 
 
 def estimate_call_ms(fn: Callable[[], object], *, calls: int = 5, device=None) -> float:

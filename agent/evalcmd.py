@@ -13,7 +13,7 @@ import json
 import sys
 
 from tools.errors import EXIT_FAIL, EXIT_OK, BadInput
-from tools.speedup import clears
+from tools.perf.speedup import clears
 from tools.verdict import Verdict
 
 
@@ -66,7 +66,7 @@ def main(args) -> int:
                                         profile=profile, on_verdict=heard)
 
     # 3) exit status: 0 only when every candidate is correct (and fast enough: the low end
-    #    of its speedup interval over eager above --min-speedup, tools/speedup.py)
+    #    of its speedup interval over eager above --min-speedup, tools/perf/speedup.py)
     ok = all(v.correct and (args.min_speedup is None or clears(v.speedup_interval.get("eager"), args.min_speedup))
              for v in verdicts)
     return EXIT_OK if ok else EXIT_FAIL
@@ -122,7 +122,7 @@ def render(v: Verdict) -> str:
             lines.append(f"    {d.source_line}")
     if v.bottleneck:
         try:
-            from tools.profiler import describe
+            from tools.perf.bottleneck import describe
             lines.append("bottleneck: " + describe(v.bottleneck))
         except (ImportError, AttributeError, KeyError, TypeError):
             lines.append(f"bottleneck: {v.bottleneck.get('class', '?')}")

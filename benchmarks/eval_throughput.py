@@ -96,7 +96,7 @@ def main() -> int:
                     "evaluation, then one with outputs through the pipe and one through CUDA IPC")
     args = ap.parse_args()
     import torch
-    from tools.gpuinfo import gpu_state
+    from tools.perf.gpuinfo import gpu_state
     gpu = gpu_state(0)
     problems = args.kb / "KernelBench" / "level1"
     cands = ROOT / "benchmarks" / "candidates"

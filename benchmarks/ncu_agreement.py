@@ -3,7 +3,7 @@
 For each (problem, candidate) pair: one `tools.evaluate.evaluate(..., profile=True)` (the
 verdict's ncu pass, torch.profiler breakdown and summary), then an independent ncu run of
 the same candidate: our own small runner script, our own ncu command line and a plain
-csv parse (not tools/profiler.py's ncu_command or parse_ncu_csv). Prints both sets of
+csv parse (not tools/perf/ncu.py's ncu_command or parse_ncu_csv). Prints both sets of
 figures and their ratios; writes everything to --out as JSON.
 
   python benchmarks/ncu_agreement.py --kb .kb --out $OUT/ncu_agreement.json
@@ -103,8 +103,8 @@ def main() -> int:
     ap.add_argument("--pairs", default="19_ReLU.py:kb_19_relu.py,1_Square_matrix_multiplication_.py:kb_1_matmul.py",
                     help="comma-separated PROBLEM:CANDIDATE (level1 file : benchmarks/candidates file)")
     args = ap.parse_args()
-    from tools.gpuinfo import gpu_state
-    from tools.profiler import find_ncu
+    from tools.perf.gpuinfo import gpu_state
+    from tools.perf.ncu import find_ncu
     ncu = find_ncu()
     if ncu is None:
         print("ncu not found", file=sys.stderr)

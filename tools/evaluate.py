@@ -5,12 +5,12 @@ same seeds and init order as KernelBench, and compares what the candidate's work
 hands back; candidate code never runs here (tools/worker.py, tools/sandbox.py). Inputs
 come from a secret seed per judge session, so a candidate cannot precompute answers.
 The eager and torch.compile baselines are timed here, interleaved with the candidate's
-rounds in the worker, with the same timer (tools/timer.py). What a session shares
+rounds in the worker, with the same timer (tools/perf/timer.py). What a session shares
 between candidates (reference, baselines, fork servers, the GPU lock) is
 tools/judge.py's; `evaluate()` is a session of one candidate.
 
 Not covered here: what the guards look for (tools/guards.py), how numbers are compared
-(tools/numerics.py), bottleneck analysis (tools/profiler.py).
+(tools/numerics.py), bottleneck analysis (tools/perf/).
 """
 from __future__ import annotations
 
@@ -557,11 +557,11 @@ def _compile_specs(run, specs: list[dict]) -> list[dict]:
 def _time(run, worker, ref_model, seed, dev) -> Status | None:
     """6) time: candidate, eager and torch.compile in interleaved rounds, first per call
     (what one forward costs a user), then, for short forwards, with a measure free of
-    launch and sync overhead (tools/timer.py); the speedup and its interval come from
-    the measure chosen (tools/speedup.py)."""
+    launch and sync overhead (tools/perf/timer.py); the speedup and its interval come from
+    the measure chosen (tools/perf/speedup.py)."""
     import torch
-    from tools import timer
-    from tools.gpuinfo import gpu_state
+    from tools.perf import timer
+    from tools.perf.gpuinfo import gpu_state
     s, ts = run.settings, run.settings.timing
     inputs = make_inputs(run.problem.module, seed, dev)
     baselines = {"eager": lambda: ref_model(*inputs)}
@@ -668,7 +668,7 @@ def _short_measure(run, worker, seed, baselines: dict, graphs: list):
     replay when every callable can be captured, else batched calls; reps so that one
     sample lasts [timing] replay_target_ms for the fastest callable. The judge's graphs
     go into `graphs` for the caller to close."""
-    from tools import timer
+    from tools.perf import timer
     ts, s = run.settings.timing, run.settings
     try:
         reply, _ = worker.request({"op": "estimate", "seed": seed}, s.test.run_timeout_s)
@@ -737,7 +737,7 @@ def _skipped_work(run, reply: dict, what: str) -> bool:
 def _host_check(run, worker, seed, eager, cand_per_call_ms: float) -> Status | None:
     """The judge's own clock around back-to-back calls of the candidate, against the
     per-call event median (side-stream or deferred work the events missed)."""
-    from tools.timer import time_host
+    from tools.perf.timer import time_host
     s, ts = run.settings, run.settings.timing
     rtts = []
     for _ in range(5):  # the min: a first ping can wait behind the worker freeing GBs
@@ -756,7 +756,7 @@ def _host_check(run, worker, seed, eager, cand_per_call_ms: float) -> Status | N
 
 def _speedups(run, rounds: dict) -> None:
     """Timing figures, speedups with their intervals, and the timing flags."""
-    from tools.speedup import decide, estimate_speedup
+    from tools.perf.speedup import decide, estimate_speedup
     ts = run.settings.timing
     run.timing = {k: Timing.from_samples([x for r in v for x in r]) for k, v in rounds.items()}
     run.timing.setdefault("compile", None)
@@ -789,7 +789,7 @@ def _speedups(run, rounds: dict) -> None:
 
 def _profile(run, worker, ref_model, seed, dev, profile: bool) -> Status | None:
     """Runtime guard (GPU time share in Triton) and, when asked, the bottleneck summary."""
-    from tools import profiler
+    from tools.perf import ncu, profiler, summary
     s = run.settings
     try:
         reply, _ = worker.request({"op": "profile", "seed": seed, "iters": 3}, s.test.run_timeout_s)
@@ -817,13 +817,13 @@ def _profile(run, worker, ref_model, seed, dev, profile: bool) -> Status | None:
             return Status.REJECTED
         run.diag("library_ops", msg)
     if profile:
-        if profiler.find_ncu():
+        if ncu.find_ncu():
             run.say("profile: Nsight Compute pass in a second worker")
-        ncu_rows = _ncu_pass(run, seed) if profiler.find_ncu() else []
+        ncu_rows = _ncu_pass(run, seed) if ncu.find_ncu() else []
         run.checks["ncu"] = (f"{len(ncu_rows)} kernel launches profiled" if ncu_rows else
-                             "ran, no kernel profiled" if profiler.find_ncu() else "not run (ncu absent)")
+                             "ran, no kernel profiled" if ncu.find_ncu() else "not run (ncu absent)")
         try:
-            run.bottleneck = profiler.summarize_verdict(
+            run.bottleneck = summary.summarize_verdict(
                 run.problem, ref_model, seed, dev, run.timing, breakdown, run.kernels, run.device_info,
                 ncu_rows=ncu_rows, host_ms=run.checks.get("host_check", {}).get("candidate_ms_per_call"))
         except Exception as e:  # analysis must never turn a correct kernel into a failure
@@ -871,11 +871,11 @@ def _ncu_pass(run: _Run, seed: int) -> list[dict]:
     (ncu and torch.profiler both use CUPTI, so never in the same process)."""
     import tempfile
     from pathlib import Path
-    from tools import profiler
+    from tools.perf import ncu
     s = run.settings.test
     log = Path(tempfile.mkdtemp(prefix="krefine-ncu-")) / "ncu.csv"
     w = sandbox.start_worker(run.src, device=run.device, gpu_index=run.gpu_index,
-                             wrapper=tuple(profiler.ncu_command([], log_file=str(log))),
+                             wrapper=tuple(ncu.ncu_command([], log_file=str(log))),
                              max_output_bytes=s.max_output_kib << 10)
     try:
         w.request({"op": "setup", "device": "cuda", "max_file_mib": s.max_file_mib,
@@ -889,7 +889,7 @@ def _ncu_pass(run: _Run, seed: int) -> list[dict]:
     finally:
         w.close()
     try:
-        return profiler.parse_ncu_csv(log.read_text(errors="replace"))
+        return ncu.parse_ncu_csv(log.read_text(errors="replace"))
     except (OSError, ValueError) as e:
         run.checks["ncu_error"] = f"{type(e).__name__}: {str(e)[:300]}"
         return []
@@ -923,7 +923,7 @@ def _health(run: _Run, worker) -> None:
     """After a crash or hang: is the GPU still usable for the next candidate?"""
     if run.device != "cuda":
         return
-    from tools.gpuinfo import cuda_healthy
+    from tools.perf.gpuinfo import cuda_healthy
     ok, why = cuda_healthy(run.gpu_index)
     run.checks["gpu_healthy_after_failure"] = ok
     if not ok:

@@ -17,7 +17,7 @@ _LEAD = {
 }
 
 
-# short forwards are timed without launch and sync overhead (tools/timer.py)
+# short forwards are timed without launch and sync overhead (tools/perf/timer.py)
 _MEASURE = {"cuda_graph": "CUDA-graph replays", "batched": "back-to-back calls"}
 
 

@@ -229,7 +229,8 @@ def serve(sock_fd: int, mode: str) -> None:
     import torch  # noqa: F401
     import triton  # noqa: F401
     import triton.language  # noqa: F401
-    from tools import channel, cudaipc, problem, profiler, timer, worker  # noqa: F401
+    from tools import channel, cudaipc, problem, worker  # noqa: F401
+    from tools.perf import profiler, timer  # noqa: F401
     _warm_lazy_imports()
     children: set[int] = set()
     sock.sendall(json.dumps({"ready": True, "pid": os.getpid(), "mode": mode}).encode())

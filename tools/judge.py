@@ -136,7 +136,7 @@ class Judge:
         import torch
         if not torch.cuda.is_available():
             raise EvaluatorError("--device cuda but no CUDA device is visible")
-        from tools.gpuinfo import cuda_healthy
+        from tools.perf.gpuinfo import cuda_healthy
         ok, why = cuda_healthy(self.gpu_index)
         if not ok:
             raise EvaluatorError(f"GPU {self.gpu_index} is not usable: {why}")

@@ -138,11 +138,11 @@ class TimingSettings:
     host_check_ratio: float = 2.0       # flag when wall/call > ratio*median + slack
     host_check_slack_ms: float = 0.1
     roofline_floor_ratio: float = 0.8   # flag a time below this fraction of the roofline minimum
-    # the measure the speedup uses (tools/timer.py); per-call figures are always taken too
+    # the measure the speedup uses (tools/perf/timer.py); per-call figures are always taken too
     measure: typing.Literal["auto", "per_call", "cuda_graph", "batched"] = "auto"
     per_call_min_ms: float = 0.1        # auto: below this per-call median, graph replay (else batched)
     replay_target_ms: float = 1.0       # one graph replay / batched sample lasts at least this
-    confidence: float = 0.90            # two-sided confidence of the speedup interval (tools/speedup.py)
+    confidence: float = 0.90            # two-sided confidence of the speedup interval (tools/perf/speedup.py)
 
     def validate(self) -> str | None:
         if self.rounds < 1 or self.iters_per_round < 1:

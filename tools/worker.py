@@ -30,7 +30,7 @@ from tools import channel, cudaipc
 _ALLOWED_EXES = {"ptxas", "ptxas-blackwell", "ldconfig", "gcc", "cc", "clang", "g++",
                  "cuobjdump", "nvdisasm", "nvlink", "fatbinary", "uname", "nvcc"}
 _CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000
-NVTX_RANGE = "krefine.candidate"   # tools/profiler.py's ncu filter selects this name
+NVTX_RANGE = "krefine.candidate"   # tools/perf/ncu.py's ncu filter selects this name
 
 
 class Worker:
@@ -276,10 +276,10 @@ class Worker:
 
     def op_time(self, h: dict):
         """One round of the candidate's timing with the measure the judge asked for
-        (tools/timer.py): per_call, batched (`reps` calls per sample) or cuda_graph (one
+        (tools/perf/timer.py): per_call, batched (`reps` calls per sample) or cuda_graph (one
         graph of `reps` calls, captured on the first request and replayed by later ones,
         so its inputs and outputs stay alive here between rounds)."""
-        from tools import timer
+        from tools.perf import timer
         measure = h.get("measure", "per_call")
         seed, warmup, iters, reps = int(h["seed"]), int(h["warmup"]), int(h["iters"]), int(h.get("reps", 1))
         self.launches.clear()
@@ -311,7 +311,7 @@ class Worker:
         """Replays of the candidate's graph; captured (with its launches counted) on the
         first call for this seed and reps. A capture that fails is a fact for the judge
         (it times every callable another way), not the candidate's error."""
-        from tools import timer
+        from tools.perf import timer
         key = (seed, reps)
         calls = 0
         if self._graph is None or self._graph[0] != key:
@@ -338,7 +338,7 @@ class Worker:
 
     def op_estimate(self, h: dict):
         """Rough ms per call of the forward (batched, after a warm-up): sizes `reps`."""
-        from tools.timer import estimate_call_ms
+        from tools.perf.timer import estimate_call_ms
         inputs = self._inputs(int(h["seed"]))
         self.launches.clear()
         ms = estimate_call_ms(lambda: self._forward_nosync(inputs), calls=int(h.get("calls", 5)))
@@ -383,10 +383,10 @@ class Worker:
         return {"ok": True}, b""
 
     def op_profile(self, h: dict):
-        from tools import profiler
+        from tools.perf import profiler
         inputs = self._inputs(int(h["seed"]))
         names = set(self.launches) | set(self.jit_functions)
-        from tools.timer import nvtx_range
+        from tools.perf.timer import nvtx_range
         with nvtx_range(NVTX_RANGE):
             breakdown = profiler.kernel_breakdown(lambda: self._forward_nosync(inputs), (),
                                                   triton_names=names, iters=int(h.get("iters", 3)))
@@ -395,7 +395,7 @@ class Worker:
 
     def op_ncu_forward(self, h: dict):
         """Forwards inside the nvtx range that ncu --nvtx-include selects."""
-        from tools.timer import nvtx_range
+        from tools.perf.timer import nvtx_range
         import torch
         inputs = self._inputs(int(h["seed"]))
         self._forward(inputs)  # outside the range: JIT and allocator warm-up
@@ -717,7 +717,7 @@ def _compile_for_gpu(spec, arch: int) -> dict:
                 "num_stages": getattr(k.metadata, "num_stages", None),
                 "shared": getattr(k.metadata, "shared", None)}
         try:
-            from tools.profiler import ptxas_resources
+            from tools.perf.profiler import ptxas_resources
             info.update(ptxas_resources(k.asm["ptx"], arch=f"sm_{arch}a"))
         except Exception as e:  # resources are a nicety; the compile itself succeeded
             info["resources_error"] = _short(str(e), 300)

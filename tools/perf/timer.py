@@ -20,7 +20,7 @@ same measure, they are not interchangeable):
   sync at the end of the region (side-stream work still counted), one L2 flush per
   sample; launch and sync overhead amortized over N calls, warm L2 after the first.
 
-Does not decide anything about the figures (tools/speedup.py does the comparison).
+Does not decide anything about the figures (tools/perf/speedup.py does the comparison).
 """
 from __future__ import annotations
 

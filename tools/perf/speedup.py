@@ -2,7 +2,7 @@
 
 Covers the speedup estimate (baseline time / candidate time, > 1: the candidate is
 faster) with an interval, and the decision against a threshold. Does not cover timing
-(tools/timer.py), which measure was used, or the wiring into the verdict
+(tools/perf/timer.py), which measure was used, or the wiring into the verdict
 (tools/evaluate.py). Pure Python: no torch.
 
 Input: per-round samples (ms) of candidate and baseline, taken interleaved, so that

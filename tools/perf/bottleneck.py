@@ -1,152 +1,14 @@
-"""Roofline and bottleneck: the judge's reading of a profiled, correct candidate.
+"""The bottleneck class of a profiled, correct candidate, in words a small model can act on.
 
-Covers the least work a problem needs (`problem_cost`: FLOPs counted by torch's
-FlopCounterMode over the reference forward; bytes = inputs + outputs + parameters, each
-moved once, the least DRAM traffic any implementation needs; `refine_cost` folds in
-Nsight Compute's counters), how near a measured time comes to it (`roofline`), and the
-bottleneck class with evidence and hints a small model can act on (`classify`,
-`summarize`, `describe`). Runs in the judge, over the trusted reference model and the
-figures tools/profiler.py collected; never runs candidate code.
+Covers `classify` (launch-, memory-, compute- or latency-bound, first matching rule,
+with up to three pieces of evidence carrying figures and up to two hints) and
+`describe` (the 2-4 lines `krefine eval` prints and the refinement prompt carries).
+Reads figures others measured: the roofline (tools/perf/roofline.py), the kernels and
+ncu's summary as tools/perf/summary.py merges them. Measures nothing itself.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
-
-from tools.profiler import launch_counts, ncu_summary, occupancy, time_shares
-from tools.profiles import DEFAULT_CACHE, GpuProfile
-
-# torch dtype name -> the compute dtype whose peak bounds the problem. fp32 problems are
-# bounded by the CUDA-core peak, not tf32: KernelBench's fp32 tolerance (1e-4) is beyond
-# tf32 in general, so a correct fp32 kernel mostly runs on CUDA cores. `floor_ms` below
-# uses tf32 instead, as the lowest time any correct kernel could plausibly reach.
-_COMPUTE_DTYPE = {"float32": "fp32", "float": "fp32", "float64": "fp64", "double": "fp64",
-                  "bfloat16": "bf16", "float16": "fp16", "half": "fp16",
-                  "float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}
-_FASTEST_CORRECT = {"fp32": "tf32"}
-
-
-def compute_dtype(dtype: Any) -> str:
-    """"fp32" | "bf16" | "fp16" | "fp8" | "fp64" for a torch dtype or its name."""
-    name = str(dtype).removeprefix("torch.")
-    if name in ("fp32", "tf32", "bf16", "fp16", "fp8", "fp64"):
-        return name
-    return _COMPUTE_DTYPE.get(name, "fp32")
-
-
-def _tensors(obj) -> Iterable:
-    import torch
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (list, tuple)):
-        for o in obj:
-            yield from _tensors(o)
-    elif isinstance(obj, dict):
-        for o in obj.values():
-            yield from _tensors(o)
-
-
-def _nbytes(tensors) -> int:
-    seen, total = set(), 0
-    for t in tensors:
-        if t.device.type == "meta":   # no addresses: each meta tensor counts once
-            key = id(t)
-        else:                         # the same tensor passed twice is read once
-            key = (t.untyped_storage().data_ptr(), t.data_ptr(), tuple(t.shape))
-        if key in seen:
-            continue
-        seen.add(key)
-        total += t.numel() * t.element_size()
-    return total
-
-
-def problem_cost(model, inputs) -> dict:
-    """{"flops", "bytes", "dtype", "flops_source"} of one reference forward.
-
-    Works on any device, meta included (pass a model moved to "meta" and meta inputs to
-    cost a large problem for nothing). FlopCounterMode counts matmul, conv, attention and
-    their kin; elementwise and reduction work counts 0 (refine_cost fills that in from
-    ncu). The dtype is that of the largest floating input or parameter.
-    """
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    flops, source = None, "flop_counter"
-    try:
-        counter = FlopCounterMode(display=False)
-        with torch.no_grad(), counter:
-            out = model(*inputs)
-        flops = int(counter.get_total_flops())
-    except Exception:   # an op the counter cannot trace: bytes still bound the roofline
-        with torch.no_grad():
-            out = model(*inputs)
-        flops, source = 0, "unavailable"
-    params = list(model.parameters()) + list(model.buffers())
-    ins, outs = list(_tensors(list(inputs))), list(_tensors(out))
-    floats = [t for t in ins + params if t.is_floating_point()]
-    dtype = max(floats, key=lambda t: t.numel()).dtype if floats else torch.float32
-    return {"flops": flops,
-            "bytes": _nbytes(ins) + _nbytes(outs) + _nbytes(params),
-            "dtype": compute_dtype(dtype),
-            "flops_source": source}
-
-
-def refine_cost(cost: dict, ncu_rows: list[dict]) -> dict:
-    """The cost with ncu's counters folded in, when ncu ran.
-
-    FLOPs: ncu counts executed fp add/mul/fma on CUDA cores; it misses tensor-core work,
-    so its figure replaces torch's only when larger (torch counted 0 for elementwise
-    work). Bytes stay the problem's minimum (the floor is what any kernel must move);
-    ncu's DRAM bytes are kept beside it as `dram_bytes_measured` for the evidence.
-    """
-    flops_ncu = sum(r.get("flops") or 0 for r in ncu_rows)
-    dram = [r.get("dram_bytes_read", 0) + r.get("dram_bytes_write", 0) for r in ncu_rows
-            if r.get("dram_bytes_read") is not None]
-    out = dict(cost)
-    if flops_ncu > cost.get("flops", 0):
-        out["flops"], out["flops_source"] = int(flops_ncu), "ncu"
-    if dram:
-        out["dram_bytes_measured"] = int(sum(dram))
-    return out
-
-
-def roofline(cost: dict, time_ms: float | None, profile: GpuProfile, dtype: Any = None) -> dict:
-    """Which ceiling limits this problem on `profile`, and how near `time_ms` comes.
-
-    min_time = max(flops / peak, bytes / DRAM bandwidth); the larger term names the
-    limit. achieved_fraction = min_time / time_ms (1.0 = at the roofline; None when no
-    time). floor_ms is min_time at the fastest precision a correct kernel may use (tf32
-    for fp32), for the evaluator's "faster than physics" check.
-    """
-    dt = compute_dtype(dtype if dtype is not None else cost.get("dtype", "fp32"))
-    flops, nbytes = max(0, int(cost["flops"])), max(0, int(cost["bytes"]))
-    peak = profile.peak_tflops(dt)
-    mem_ms = nbytes / (profile.dram_gbps * 1e9) * 1e3
-    comp_ms = flops / (peak * 1e12) * 1e3
-    fast_ms = flops / (profile.peak_tflops(_FASTEST_CORRECT.get(dt, dt)) * 1e12) * 1e3
-    min_ms = max(mem_ms, comp_ms)
-    timed = time_ms is not None and time_ms > 0
-    return {
-        "limit": "compute" if comp_ms > mem_ms else "memory",
-        "dtype": dt,
-        "min_time_ms": min_ms,
-        "floor_ms": max(mem_ms, fast_ms),
-        "memory_time_ms": mem_ms,
-        "compute_time_ms": comp_ms,
-        "achieved_fraction": (min_ms / time_ms) if timed and min_ms > 0 else None,
-        "dram_gbps_achieved": nbytes / (time_ms * 1e-3) / 1e9 if timed else None,
-        "tflops_achieved": flops / (time_ms * 1e-3) / 1e12 if timed else None,
-        "arith_intensity": flops / nbytes if nbytes else None,
-        "ridge_intensity": peak * 1e12 / (profile.dram_gbps * 1e9),
-        "peak_tflops": peak,
-        "dram_gbps": profile.dram_gbps,
-        "flops": flops,
-        "bytes": nbytes,
-        "flops_source": cost.get("flops_source", "flop_counter"),
-        "dram_bytes_measured": cost.get("dram_bytes_measured"),
-    }
-
-
-# -- 4) classification --------------------------------------------------------------------
+from tools.perf.profiles import GpuProfile
 
 # Thresholds, each the point past which the named cause dominates:
 LAUNCH_HOST_RATIO = 2.0     # host time per forward > 2x the kernels' time: GPU idles > half
@@ -374,111 +236,12 @@ def _fmt_frac(f: float) -> str:
     return f"{f:.0%}" if f >= 0.1 else f"{f:.1%}"
 
 
-def _fmt_ms(ms: float) -> str:
-    return f"{ms:.3f} ms" if ms >= 0.1 else f"{ms * 1e3:.3g} us"
-
-
 def _dedupe(xs: list[str]) -> list[str]:
     return list(dict.fromkeys(xs))
 
 
-# -- 5) the bottleneck summary stored in Verdict.bottleneck ---------------------------------
-
-def merge_kernels(breakdown: list[dict], resources: list[dict], profile: GpuProfile,
-                  ncu_rows: list[dict] = ()) -> list[dict]:
-    """Breakdown rows joined with Triton's resources and ncu's launch figures by name,
-    with occupancy and waves (grid / (SMs x resident blocks per SM))."""
-    by_name: dict[str, list[dict]] = {}
-    for r in resources:
-        by_name.setdefault(r["name"], []).append(r)
-    ncu_by_name = {r["name"]: r for r in ncu_rows}
-    out = []
-    for row in breakdown:
-        k = dict(row)
-        if row["kind"] == "triton":
-            variants = by_name.get(row["name"]) or [r for n, rs in by_name.items()
-                                                    if row["name"].startswith(n + "_") for r in rs]
-            if variants:  # the variant whose register count CUPTI saw, else the first
-                v = next((v for v in variants if v.get("n_regs") == row.get("n_regs")), variants[0])
-                for key in ("n_spills", "num_warps", "num_stages", "tensor_cores"):
-                    k[key] = v.get(key)
-                k["n_regs"] = k.get("n_regs") or v.get("n_regs")
-                k["shared"] = k.get("shared") if k.get("shared") is not None else v.get("shared")
-                k["block_threads"] = k.get("block_threads") or v.get("num_warps", 0) * 32 or None
-        k.update(occupancy(k.get("n_regs"), k.get("block_threads"), k.get("shared"), profile))
-        if k.get("grid_blocks") and k.get("blocks_per_sm"):
-            k["waves"] = k["grid_blocks"] / (profile.sm_count * k["blocks_per_sm"])
-        n = ncu_by_name.get(row["name"])
-        if n is not None and n.get("waves") is not None and k.get("waves") is None:
-            k["waves"] = n["waves"]   # ncu rounds to 0.01: ours is finer when we have it
-        out.append(k)
-    return out
-
-
-def summarize(*, profile: GpuProfile, cost: dict, time_ms: float | None,
-              forward: dict | None = None, ncu_rows: list[dict] = (),
-              host_ms: float | None = None) -> dict:
-    """The `bottleneck` dict of a verdict.
-
-    profile: the GPU's ceilings (tools.profiles.gpu_profile); cost: problem_cost of the
-    reference; time_ms: the candidate's median (None on cpu); forward: the worker's
-    profile_forward result; ncu_rows: parse_ncu_csv of the ncu pass, if any; host_ms:
-    wall-clock ms per call of back-to-back calls (the judge's host check).
-    roofline_fraction is set whenever time_ms is (the loop's early stop reads it).
-    """
-    forward = forward or {}
-    breakdown = list(forward.get("kernels") or [])
-    # 1) cost and roofline, refined by ncu's counters when present
-    cost = refine_cost(cost, list(ncu_rows))
-    roof = roofline(cost, time_ms, profile)
-    # 2) kernels: breakdown + resources + ncu, hottest first
-    kernels = merge_kernels(breakdown, list(forward.get("resources") or []), profile, list(ncu_rows))
-    launches = launch_counts(kernels)
-    busy_us = sum(k["total_us"] for k in kernels) if kernels else None
-    ncu = ncu_summary(list(ncu_rows))
-    hot = kernels[0] if kernels else None
-    kernel_roof = roofline(cost, busy_us / 1e3, profile) if busy_us else None
-    # 3) classify (no GPU timing: only the static roofline can be said)
-    if time_ms is None:
-        verdict = {"class": f"{roof['limit']}-bound",
-                   "evidence": [f"no GPU timing: static estimate, {_intensity_text(roof)}"],
-                   "hints": [], "roofline_fraction": None}
-    else:
-        verdict = classify(profile=profile, roof=roof, time_ms=time_ms, launches=launches,
-                           gpu_busy_us=busy_us, host_us=host_ms * 1e3 if host_ms else None,
-                           hot=hot, ncu=ncu, kernel_roof=kernel_roof)
-    # 4) assemble; "summary" is describe()'s text, what feedback and prompts carry
-    keep = ("name", "kind", "calls", "total_us", "mean_us", "grid_blocks", "block_threads",
-            "n_regs", "n_spills", "shared", "num_warps", "num_stages", "tensor_cores",
-            "occupancy", "occupancy_limit", "waves")
-    bottleneck = {
-        **verdict,
-        "limit": roof["limit"],
-        "time_ms": time_ms,
-        "min_time_ms": roof["min_time_ms"],
-        # the same fraction over the kernels' own GPU time (no timer or launch overhead)
-        "kernel_roofline_fraction": kernel_roof["achieved_fraction"] if kernel_roof else None,
-        "gpu": profile.name,
-        "profile_source": "measured" if profile.measured else "datasheet",
-        "roofline": roof,
-        "launches": launches if kernels else None,
-        "time_shares": time_shares(kernels) if kernels else None,
-        "gpu_busy_us": busy_us,
-        "host_us": host_ms * 1e3 if host_ms else None,
-        "kernels": [{k: v for k, v in row.items() if k in keep} for row in kernels[:5]],
-        "ncu": ncu,
-        "sources": [s for s, on in (("torch.profiler", bool(kernels)),
-                                    ("triton", bool(forward.get("resources"))),
-                                    ("ncu", ncu is not None)) if on],
-    }
-    bottleneck["summary"] = describe(bottleneck)
-    return bottleneck
-
-
-def _intensity_text(roof: dict) -> str:
-    ai = roof.get("arith_intensity")
-    return (f"{ai:.1f} FLOP/byte vs the {roof['dtype']} ridge at {roof['ridge_intensity']:.0f}"
-            if ai is not None else "no bytes counted")
+def _fmt_ms(ms: float) -> str:
+    return f"{ms:.3f} ms" if ms >= 0.1 else f"{ms * 1e3:.3g} us"
 
 
 def describe(bottleneck: dict | None) -> str:
@@ -497,21 +260,3 @@ def describe(bottleneck: dict | None) -> str:
     for i, h in enumerate(b.get("hints") or []):
         lines.append(("Next: " if i == 0 else "Also: ") + h)
     return "\n".join(lines)
-
-
-def summarize_verdict(problem, ref_model, seed: int, dev: str, timing: dict, breakdown: list[dict],
-                      kernels: list[dict], device_info: dict | None = None, worker=None, *,
-                      ncu_rows: list[dict] = (), host_ms: float | None = None,
-                      cache_path=DEFAULT_CACHE) -> dict:
-    """tools/evaluate.py's call: cost the reference on the trial inputs of `seed`, pick the
-    GPU's profile, and summarize. `worker` is unused (the ncu pass is the sandbox's)."""
-    import torch
-
-    from tools.problem import make_inputs
-    from tools.profiles import gpu_profile
-    cost = problem_cost(ref_model, make_inputs(problem.module, seed, dev))
-    profile = gpu_profile(torch.device(dev).index or 0, cache_path=cache_path)
-    cand = (timing or {}).get("candidate")
-    return summarize(profile=profile, cost=cost, time_ms=cand.median_ms if cand else None,
-                     forward={"kernels": breakdown, "resources": kernels},
-                     ncu_rows=ncu_rows, host_ms=host_ms)

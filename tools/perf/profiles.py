@@ -4,7 +4,7 @@ Covers the frozen `GpuProfile`, loading profiles/*.toml (datasheet figures, one 
 GPU model), choosing one from the device name that pynvml / torch report, and, for a GPU
 no file names, `measured_profile`: ceilings measured on the device (a large copy, large
 matrix products), cached per GPU name in a JSON file so each GPU is measured once.
-Does not decide anything about a candidate: tools/profiler.py and tools/roofline.py do.
+Does not decide anything about a candidate: tools/perf/roofline.py and tools/perf/bottleneck.py do.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Callable
 from tools import jsonio
 from tools.settings import SettingsError, build
 
-PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
+PROFILES_DIR = Path(__file__).resolve().parents[2] / "profiles"
 DEFAULT_CACHE = Path.home() / ".cache" / "krefine" / "gpu_ceilings.json"
 CACHE_SCHEMA = 1
 

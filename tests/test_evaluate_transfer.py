@@ -85,7 +85,8 @@ class _FakeWorker:
 
 def _offer(monkeypatch, relu, honest):
     import torch
-    from tools import cudaipc, evaluate as ev
+    from tools import evaluate as ev
+    from tools.sandbox import cudaipc
     monkeypatch.setattr(cudaipc, "Staging", _FakeStaging)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda i=0: (1 << 34, 1 << 34))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)

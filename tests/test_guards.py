@@ -485,7 +485,7 @@ def test_importing_the_reference_model_is_rejected():
     "T = torch\nT.relu = None",
     'os.environ["TRITON_INTERPRET"] = "0"',
     "del torch.cuda.Event",
-    "import tools.worker",
+    "import tools.sandbox.worker",
     "from agent import graph",
     "import krefine",
     "import candidate",

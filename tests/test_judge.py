@@ -1,4 +1,4 @@
-"""The persistent judge (tools/judge.py) and its fork server (tools/forkserver.py), on CPU."""
+"""The persistent judge (tools/judge.py) and its fork server (tools/sandbox/forkserver.py), on CPU."""
 from __future__ import annotations
 
 import threading

@@ -2,7 +2,7 @@
 
 This process (the judge) computes the reference with the problem's own Model and the
 same seeds and init order as KernelBench, and compares what the candidate's worker
-hands back; candidate code never runs here (tools/worker.py, tools/sandbox.py). Inputs
+hands back; candidate code never runs here (tools/sandbox/worker.py, tools/sandbox/isolation.py). Inputs
 come from a secret seed per judge session, so a candidate cannot precompute answers.
 The eager and torch.compile baselines are timed here, interleaved with the candidate's
 rounds in the worker, with the same timer (tools/perf/timer.py). What a session shares
@@ -21,7 +21,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from tools import channel, sandbox
+from tools.sandbox import channel, isolation
 from tools.errors import BadInput, EvaluatorError
 from tools.problem import Problem, make_inputs
 from tools.settings import EvalSettings
@@ -53,7 +53,7 @@ class _Run:
     speedup_compile: float | None = None
     speedup_interval: dict = field(default_factory=dict)   # baseline -> speedup.SpeedupEstimate JSON + "faster"
     bottleneck: dict | None = None
-    staging: object = None          # tools.cudaipc.Staging while a worker may map it
+    staging: object = None          # tools.sandbox.cudaipc.Staging while a worker may map it
     staged: object = None           # its bytes (a uint8 tensor) once the probe proved IPC works
     progress: object = None         # callable(str) told when each phase starts, or None
 
@@ -166,9 +166,9 @@ def _fresh_worker(run: _Run, candidate_name: str):
     afterwards its output is kept, it is killed, and only then is the IPC buffer freed."""
     judge = run.judge
     server = judge.forkserver(run.device)
-    worker = sandbox.start_worker(run.src, device=run.device, gpu_index=run.gpu_index,
-                                  max_output_bytes=run.settings.test.max_output_kib << 10,
-                                  candidate_name=candidate_name, forkserver=server)
+    worker = isolation.start_worker(run.src, device=run.device, gpu_index=run.gpu_index,
+                                    max_output_bytes=run.settings.test.max_output_kib << 10,
+                                    candidate_name=candidate_name, forkserver=server)
     run.checks["worker_start"] = "forked" if server is not None else "spawned"
     try:
         yield worker
@@ -235,7 +235,7 @@ def _compile_phase(run, worker, seeds, candidate_name) -> tuple[Status | None, l
                 "max_file_mib": s.test.max_file_mib,
                 "address_space_gib": s.test.cpu_memory_gib if run.device == "cpu" else 0,
                 "gpu_cross_compile": s.test.gpu_cross_compile}, s.test.compile_timeout_s)
-        except (sandbox.WorkerTimeout, sandbox.WorkerDied) as e:
+        except (isolation.WorkerTimeout, isolation.WorkerDied) as e:
             # no candidate code has run yet: this is the evaluator's failure
             tail = worker.output().get("stderr", "")[-400:]
             raise EvaluatorError(f"the worker could not start ({e}): {tail}") from None
@@ -249,10 +249,10 @@ def _compile_phase(run, worker, seeds, candidate_name) -> tuple[Status | None, l
             loaded, _ = worker.request({"op": "load", "problem": str(run.problem.path),
                                         "candidate": candidate_name,
                                         "init_seed": s.test.init_seed}, s.test.compile_timeout_s)
-        except sandbox.WorkerTimeout as e:
+        except isolation.WorkerTimeout as e:
             run.diag("timeout", f"importing and constructing ModelNew took too long: {e}")
             return Status.TIMEOUT, first_ref
-        except sandbox.WorkerDied:
+        except isolation.WorkerDied:
             return _died(run, worker, "import"), first_ref
         if not loaded.get("ok"):
             _error_diag(run, loaded)
@@ -274,10 +274,10 @@ def _warm(run, worker) -> Status | None:
     try:
         reply, _ = worker.request({"op": "warm", "seed": secrets.randbelow(2**31 - 1)},
                                   run.settings.test.compile_timeout_s)
-    except sandbox.WorkerTimeout as e:
+    except isolation.WorkerTimeout as e:
         run.diag("timeout", f"compiling the forward's kernels took too long: {e}")
         return Status.TIMEOUT
-    except sandbox.WorkerDied:
+    except isolation.WorkerDied:
         return _died(run, worker, "kernel compilation")
     run.checks["warm"] = {"compiled": reply.get("compiled", 0), "s": reply.get("s")}
     if not reply.get("ok") and reply.get("kind") == "triton_compile":
@@ -346,12 +346,12 @@ def _test(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | None:
             reply, payload = worker.request({"op": "trial", "seed": seed, "poison": poison,
                                              "repeat": i == 0, "staged": run.staged is not None},
                                             timeout)
-        except sandbox.WorkerTimeout:
+        except isolation.WorkerTimeout:
             run.diag("timeout", f"trial {i + 1}: forward did not finish within {timeout:g} s "
                      "(infinite loop, deadlock or a hung kernel)")
             _health(run, worker)
             return Status.TIMEOUT
-        except sandbox.WorkerDied:
+        except isolation.WorkerDied:
             return _died(run, worker, f"trial {i + 1}")
         if not reply.get("ok"):
             failed = reply.get("failed_launch")
@@ -451,7 +451,7 @@ def _offer_staging(run: _Run, worker, ref: list) -> None:
         run.checks["output_transfer"] = "pipe (output_transfer = \"pipe\")"
         return
     import torch
-    from tools import cudaipc
+    from tools.sandbox import cudaipc
     need = cudaipc.span([r.numel() * r.element_size() for r in ref] * 2)
     free, _ = torch.cuda.mem_get_info(run.gpu_index)
     if need == 0 or 3 * need > free:  # the buffer, the judge's copies, room for the worker
@@ -469,7 +469,7 @@ def _offer_staging(run: _Run, worker, ref: list) -> None:
     try:
         reply, _ = worker.request({"op": "staging", "handle": run.staging.handle.hex(), "nbytes": need},
                                   run.settings.test.run_timeout_s)
-    except (sandbox.WorkerTimeout, sandbox.WorkerDied) as e:  # no candidate code has run yet
+    except (isolation.WorkerTimeout, isolation.WorkerDied) as e:  # no candidate code has run yet
         raise EvaluatorError(f"the worker failed while mapping the CUDA IPC buffer ({e}); "
                              "set [eval] output_transfer = \"pipe\" to avoid IPC") from None
     back = run.staging.tensor[256:512].tolist()
@@ -515,7 +515,7 @@ def _gpu_compile(run, worker) -> Status | None:
     """Compile every kernel the interpreter ran for sm_90, in a second, clean worker."""
     try:
         reply, _ = worker.request({"op": "specs"}, run.settings.test.run_timeout_s)
-    except (sandbox.WorkerTimeout, sandbox.WorkerDied) as e:
+    except (isolation.WorkerTimeout, isolation.WorkerDied) as e:
         run.diag("gpu_compile", f"could not collect the launched kernels: {e}")
         return None
     kernels = _compile_specs(run, reply.get("specs", []))
@@ -536,14 +536,14 @@ def _compile_specs(run, specs: list[dict]) -> list[dict]:
     if not specs:
         return []
     s = run.settings.test
-    w = sandbox.start_worker(run.src, device="compile", max_output_bytes=s.max_output_kib << 10,
-                             forkserver=run.judge.forkserver("compile"))
+    w = isolation.start_worker(run.src, device="compile", max_output_bytes=s.max_output_kib << 10,
+                               forkserver=run.judge.forkserver("compile"))
     try:
         w.request({"op": "setup", "device": "compile", "max_file_mib": s.max_file_mib,
                    "address_space_gib": s.cpu_memory_gib}, s.compile_timeout_s)
         reply, _ = w.request({"op": "compile", "candidate": "candidate.py", "specs": specs,
                               "arch": 90}, s.compile_timeout_s)
-    except (sandbox.WorkerTimeout, sandbox.WorkerDied) as e:
+    except (isolation.WorkerTimeout, isolation.WorkerDied) as e:
         run.checks["gpu_compile_error"] = str(e)
         return []
     finally:
@@ -623,11 +623,11 @@ def _timed_rounds(run, worker, seed, measure: str, reps: int, timers: dict) -> t
                                              "iters": ts.iters_per_round, "measure": measure, "reps": reps,
                                              "return_output": r == ts.rounds - 1,
                                              "staged": run.staged is not None}, s.test.run_timeout_s)
-        except sandbox.WorkerTimeout:
+        except isolation.WorkerTimeout:
             run.diag("timeout", f"timing round {r + 1} did not finish within {s.test.run_timeout_s:g} s")
             _health(run, worker)
             return rounds, Status.TIMEOUT
-        except sandbox.WorkerDied:
+        except isolation.WorkerDied:
             return rounds, _died(run, worker, f"timing round {r + 1}")
         if not reply.get("ok") or "capture_error" in reply:
             _error_diag(run, reply if not reply.get("ok") else
@@ -672,11 +672,11 @@ def _short_measure(run, worker, seed, baselines: dict, graphs: list):
     ts, s = run.settings.timing, run.settings
     try:
         reply, _ = worker.request({"op": "estimate", "seed": seed}, s.test.run_timeout_s)
-    except sandbox.WorkerTimeout:
+    except isolation.WorkerTimeout:
         run.diag("timeout", "estimating the candidate's time per call did not finish")
         _health(run, worker)
         return "per_call", 1, {}, Status.TIMEOUT
-    except sandbox.WorkerDied:
+    except isolation.WorkerDied:
         return "per_call", 1, {}, _died(run, worker, "timing")
     if not reply.get("ok"):
         _error_diag(run, reply)
@@ -693,11 +693,11 @@ def _short_measure(run, worker, seed, baselines: dict, graphs: list):
     try:
         probe, _ = worker.request({"op": "time", "seed": seed, "warmup": ts.warmup, "iters": 1,
                                    "measure": "cuda_graph", "reps": reps}, s.test.run_timeout_s)
-    except sandbox.WorkerTimeout:
+    except isolation.WorkerTimeout:
         run.diag("timeout", "capturing the candidate's forward in a CUDA graph did not finish")
         _health(run, worker)
         return "per_call", 1, {}, Status.TIMEOUT
-    except sandbox.WorkerDied:
+    except isolation.WorkerDied:
         return "per_call", 1, {}, _died(run, worker, "CUDA graph capture")
     if not probe.get("ok"):
         _error_diag(run, probe)
@@ -793,10 +793,10 @@ def _profile(run, worker, ref_model, seed, dev, profile: bool) -> Status | None:
     s = run.settings
     try:
         reply, _ = worker.request({"op": "profile", "seed": seed, "iters": 3}, s.test.run_timeout_s)
-    except sandbox.WorkerTimeout:
+    except isolation.WorkerTimeout:
         run.diag("timeout", "profiling the candidate did not finish")
         return Status.TIMEOUT
-    except sandbox.WorkerDied:
+    except isolation.WorkerDied:
         return _died(run, worker, "profiling")
     if not reply.get("ok"):
         _error_diag(run, reply)
@@ -874,16 +874,16 @@ def _ncu_pass(run: _Run, seed: int) -> list[dict]:
     from tools.perf import ncu
     s = run.settings.test
     log = Path(tempfile.mkdtemp(prefix="krefine-ncu-")) / "ncu.csv"
-    w = sandbox.start_worker(run.src, device=run.device, gpu_index=run.gpu_index,
-                             wrapper=tuple(ncu.ncu_command([], log_file=str(log))),
-                             max_output_bytes=s.max_output_kib << 10)
+    w = isolation.start_worker(run.src, device=run.device, gpu_index=run.gpu_index,
+                               wrapper=tuple(ncu.ncu_command([], log_file=str(log))),
+                               max_output_bytes=s.max_output_kib << 10)
     try:
         w.request({"op": "setup", "device": "cuda", "max_file_mib": s.max_file_mib,
                    "address_space_gib": 0, "network_isolation": False}, s.compile_timeout_s)
         w.request({"op": "load", "problem": str(run.problem.path), "candidate": "candidate.py",
                    "init_seed": s.init_seed}, s.compile_timeout_s)
         w.request({"op": "ncu_forward", "seed": seed, "iters": 1}, s.compile_timeout_s)
-    except (sandbox.WorkerTimeout, sandbox.WorkerDied) as e:
+    except (isolation.WorkerTimeout, isolation.WorkerDied) as e:
         run.checks["ncu_error"] = str(e)[:300]
         return []
     finally:

@@ -14,7 +14,7 @@ nothing refers to (a pasted reference `Model`, `get_inputs`) never run and are s
 
 Not covered: what only shows when the code runs (whether a Triton kernel was
 launched, GPU time share, in-place input mutation, caching without a visible key):
-tools/evaluate.py and tools/worker.py check those. Static reading of Python can be
+tools/evaluate.py and tools/sandbox/worker.py check those. Static reading of Python can be
 evaded by a determined author; the aim is the tricks models do produce, and to make
 every disguise (dynamic lookups, eval, frame walking) a reason to reject by itself.
 Source that does not parse gets no findings: the compile step reports it.
@@ -811,7 +811,7 @@ _TAMPER_PATHS = ("sys.modules", "sys._getframe", "sys._current_frames", "sys.set
                  "os.environ.setdefault", "os.environ.pop", "os.environ.clear", "os.environ.popitem",
                  "os.environ.__setitem__", "ctypes", "_ctypes", "cffi", "builtins.__dict__", "__builtin__",
                  "tools", "agent", "krefine", "signal",
-                 "candidate",   # tools/worker.py registers the candidate itself under this name "atexit", "resource", "torch.overrides",
+                 "candidate",   # tools/sandbox/worker.py registers the candidate itself under this name "atexit", "resource", "torch.overrides",
                  "torch.utils._python_dispatch", "torch._C._set_dispatch_mode")
 _TAMPER_IMPORTS = ("builtins",)
 _FRAME_ATTRS = _words("f_back f_globals f_locals f_builtins f_code tb_frame gi_frame cr_frame ag_frame "

@@ -9,7 +9,7 @@ pays only for its own work:
 - the eager baseline and the torch.compile baseline, compiled once (in the background,
   from the first candidate that passes the guards); both are still timed interleaved
   with every candidate (tools/evaluate.py);
-- a fork server per worker kind (tools/forkserver.py): torch and triton imported, no
+- a fork server per worker kind (tools/sandbox/forkserver.py): torch and triton imported, no
   CUDA context. Each candidate still gets a fresh worker, never reused.
 
 Static guards and syntax checks run first, before any of that is touched. The compile
@@ -125,7 +125,7 @@ class Judge:
             return None
         with self._lock:
             if kind not in self._forkservers:
-                from tools.sandbox import start_forkserver
+                from tools.sandbox.isolation import start_forkserver
                 self._forkservers[kind] = start_forkserver(kind, self.gpu_index)
             return self._forkservers[kind]
 

@@ -3,8 +3,8 @@
 A frame is MAGIC, the JSON header's length, the payload's length, the header, the
 payload (raw tensor bytes). Tensors travel as raw bytes described in the header
 (dtype, shape): the judge never unpickles anything a worker sent. Covers framing and
-tensor packing only; what the messages mean is tools/worker.py's and
-tools/evaluate.py's business. A worker (or candidate code in it) that writes garbage
+tensor packing only; what the messages mean is tools/sandbox/worker.py's and
+tools/judge/'s business. A worker (or candidate code in it) that writes garbage
 into the pipe produces a ProtocolError, never a forged value.
 """
 from __future__ import annotations
@@ -117,8 +117,8 @@ def unpack_tensors(specs: list[dict], payload, device: str = "cpu", staged=None)
     """Rebuild plain tensors from pack_tensors' output; raises ProtocolError on mismatch.
 
     A spec with "staged": OFFSET came through `staged`, the judge's own CUDA IPC buffer
-    (tools/cudaipc.py): its bytes are copied out of that buffer, after checking that
-    they lie inside it."""
+    (tools/sandbox/cudaipc.py): its bytes are copied out of that buffer, after checking
+    that they lie inside it."""
     import torch
     if isinstance(payload, list):
         payload = bytearray(b"".join(bytes(memoryview(v).cast("B")) for v in payload))
@@ -157,7 +157,7 @@ def unpack_tensors(specs: list[dict], payload, device: str = "cpu", staged=None)
 def _from_staging(at, nbytes: int, dtype, shape: list[int], staged):
     """A judge-owned copy of `nbytes` at offset `at` of the staging buffer."""
     import torch
-    from tools.cudaipc import ALIGN
+    from tools.sandbox.cudaipc import ALIGN
     if staged is None:
         raise ProtocolError("a staged tensor, but no staging buffer was offered")
     if type(at) is not int or at < 0 or at % ALIGN or at + nbytes > staged.numel():

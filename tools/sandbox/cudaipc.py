@@ -12,8 +12,8 @@ Why: moving a 6.4 GB output GPU -> host -> pipe -> host -> GPU took ~11 s per ou
 (BENCHMARKS.md, 19_ReLU); a device copy takes milliseconds. Whatever fails here (no
 driver symbol, IPC refused by the container, too little memory) leaves the pipe in use.
 
-Covers the driver calls and the byte layout; tools/evaluate.py decides when to use it,
-tools/channel.py's unpack_tensors reads the staged specs.
+Covers the driver calls and the byte layout; tools/judge/compile_phase.py decides when
+to use it, tools/sandbox/channel.py's unpack_tensors reads the staged specs.
 """
 from __future__ import annotations
 

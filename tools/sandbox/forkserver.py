@@ -2,8 +2,9 @@
 forks a fresh worker for each candidate, so a worker starts in milliseconds instead of
 paying Python + `import torch` (~4 s on the GPU image, BENCHMARKS.md "Evaluator").
 
-The judge starts it with the same isolation call as any worker (tools/sandbox.py:
-scrubbed environment, no stdin, own session) and talks to it over a Unix socket pair:
+The judge starts it with the same isolation call as any worker
+(tools/sandbox/isolation.py: scrubbed environment, no stdin, own session) and talks to
+it over a Unix socket pair:
 
   fork  {workdir, cmd, res, env}  -> the child's pid, and a pidfd for it (SCM_RIGHTS)
   wait  {pid, timeout_s}          -> the child's exit status once it has exited
@@ -11,15 +12,16 @@ scrubbed environment, no stdin, own session) and talks to it over a Unix socket 
 Each child is a new worker, never reused: it starts its own session (so the judge can
 kill its whole group), points stdin at /dev/null and stdout/stderr at files in its own
 temp dir, closes every other descriptor it inherited (the judge's socket among them),
-takes the worker environment the judge chose, and runs tools/worker.py's request loop,
-which locks it down before any candidate code runs. Nothing a child does reaches the
+takes the worker environment the judge chose, and runs tools/sandbox/worker.py's
+request loop, which locks it down before any candidate code runs. Nothing a child does reaches the
 server: they share only what fork copied.
 
 The server never initialises CUDA (a forked child of a process that did cannot use
 it), never runs candidate code, and exits, killing its children, when the judge's end
 of the socket closes. Does not decide anything about candidates.
 
-Not covered: workers under a wrapper (ncu) are started by tools/sandbox.py directly.
+Not covered: workers under a wrapper (ncu) are started by tools/sandbox/isolation.py
+directly.
 """
 from __future__ import annotations
 
@@ -59,7 +61,7 @@ class ForkServer:
         log = open(log_path, "wb")
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tools.forkserver", str(theirs.fileno()), mode],
+                [sys.executable, "-m", "tools.sandbox.forkserver", str(theirs.fileno()), mode],
                 env=env,                      # scrubbed by the caller (sandbox.worker_env)
                 stdin=subprocess.DEVNULL,     # no stdin
                 stdout=subprocess.DEVNULL,    # children redirect their own output to files
@@ -149,7 +151,7 @@ class ForkServer:
 
 
 class ForkedProcess:
-    """A forked worker, with the subset of subprocess.Popen that tools/sandbox.py uses."""
+    """A forked worker, with the subset of subprocess.Popen that isolation.py uses."""
 
     def __init__(self, server: ForkServer, pid: int, pidfd: int):
         self.server, self.pid, self._pidfd = server, pid, pidfd
@@ -204,7 +206,7 @@ def _child(req: dict) -> None:
         tempfile.tempdir = None                       # re-read TMPDIR: the server's may be cached
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        from tools.worker import run_worker
+        from tools.sandbox.worker import run_worker
         run_worker(req["cmd"], req["res"])
         code = 0
     except BaseException:  # noqa: BLE001 - report on the child's own stderr, then exit
@@ -229,7 +231,8 @@ def serve(sock_fd: int, mode: str) -> None:
     import torch  # noqa: F401
     import triton  # noqa: F401
     import triton.language  # noqa: F401
-    from tools import channel, cudaipc, problem, worker  # noqa: F401
+    from tools import problem  # noqa: F401
+    from tools.sandbox import channel, cudaipc, worker  # noqa: F401
     from tools.perf import profiler, timer  # noqa: F401
     _warm_lazy_imports()
     children: set[int] = set()

@@ -3,8 +3,9 @@
 One `start_worker` call makes a fresh temp dir (the candidate's cwd, HOME, TMPDIR and
 TRITON_CACHE_DIR), a scrubbed environment, no stdin, captured and capped output, its
 own process group (a timeout kills the whole group) and two named pipes for the
-framed protocol of tools/channel.py. The worker then locks itself down (rlimits,
-network namespace, audit hook: tools/worker.py). Does not judge anything.
+framed protocol of tools/sandbox/channel.py. The worker then locks itself down
+(rlimits, network namespace, audit hook: tools/sandbox/lockdown.py). Does not judge
+anything.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools import channel
+from tools.sandbox import channel
 from tools.errors import EvaluatorError
 
 # environment variables a worker may inherit (everything else is dropped)
@@ -37,7 +38,7 @@ class WorkerTimeout(Exception):
 
 @dataclass
 class WorkerProcess:
-    proc: subprocess.Popen          # or tools.forkserver.ForkedProcess (same methods used)
+    proc: subprocess.Popen          # or forkserver.ForkedProcess (same methods used)
     workdir: Path
     cmd_fd: int
     res_fd: int
@@ -146,8 +147,8 @@ def start_worker(candidate_src: str, *, device: str, gpu_index: int = 0,
                  max_output_bytes: int = 64 << 10, wrapper: tuple[str, ...] = (),
                  candidate_name: str = "candidate.py", forkserver=None) -> WorkerProcess:
     """Write the candidate into a fresh temp dir and start a worker there: forked from
-    `forkserver` (tools/forkserver.py, torch already imported) when one is given and
-    no wrapper is, else a new interpreter. Either way a fresh process, never reused."""
+    `forkserver` (tools/sandbox/forkserver.py, torch already imported) when one is given
+    and no wrapper is, else a new interpreter. Either way a fresh process, never reused."""
     workdir = Path(tempfile.mkdtemp(prefix="krefine-worker-"))
     (workdir / "tmp").mkdir()
     (workdir / "triton-cache").mkdir()
@@ -160,7 +161,7 @@ def start_worker(candidate_src: str, *, device: str, gpu_index: int = 0,
     res_fd = os.open(res_path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
     env = worker_env(workdir, device, gpu_index)
     if forkserver is not None and not wrapper:
-        from tools.forkserver import ForkServerError
+        from tools.sandbox.forkserver import ForkServerError
         try:
             proc = forkserver.fork(workdir=str(workdir), cmd=str(cmd_path), res=str(res_path), env=env)
         except ForkServerError as e:
@@ -174,7 +175,7 @@ def start_worker(candidate_src: str, *, device: str, gpu_index: int = 0,
     stderr = open(workdir / ".stderr", "wb")
     try:
         proc = subprocess.Popen(
-            [*wrapper, sys.executable, "-m", "tools.worker", str(cmd_path), str(res_path)],
+            [*wrapper, sys.executable, "-m", "tools.sandbox.worker", str(cmd_path), str(res_path)],
             cwd=workdir,                              # temp cwd: the candidate's files stay here
             env=env,                                  # scrubbed: no keys, no user paths
             stdin=subprocess.DEVNULL,                 # no stdin
@@ -211,7 +212,7 @@ def start_forkserver(device: str, gpu_index: int = 0):
     """A fork server for workers of `device` ("cuda", "cpu" or "compile"), started with
     the worker environment (scrubbed, its own temp dir); None where fork servers cannot
     work here (no pidfd), so callers spawn each worker instead."""
-    from tools.forkserver import ForkServer, ForkServerError
+    from tools.sandbox.forkserver import ForkServer, ForkServerError
     home = Path(tempfile.mkdtemp(prefix="krefine-forkserver-"))
     (home / "tmp").mkdir()
     (home / "triton-cache").mkdir()

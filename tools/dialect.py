@@ -25,7 +25,7 @@ interpreter). Two parts:
    that are not row-major.
 
 Not covered: Inductor's runtime (CachingAutotuner, async_compile) and extern_kernels,
-which stay library ops under tools/guards.py's policy.
+which stay library ops under tools/guards/'s policy.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ rounds in the worker, with the same timer (tools/perf/timer.py). What a session 
 between candidates (reference, baselines, fork servers, the GPU lock) is
 tools/judge.py's; `evaluate()` is a session of one candidate.
 
-Not covered here: what the guards look for (tools/guards.py), how numbers are compared
+Not covered here: what the guards look for (tools/guards/), how numbers are compared
 (tools/numerics.py), bottleneck analysis (tools/perf/).
 """
 from __future__ import annotations
@@ -129,7 +129,7 @@ def _static_checks(run: _Run, candidate_name: str) -> Status | None:
     except SyntaxError as e:
         run.diag("syntax_error", f"SyntaxError: {e.msg}", e.lineno)
         return Status.COMPILE_ERROR
-    from tools.guards import run_static_guards
+    from tools.guards.suite import run_static_guards
     findings = run_static_guards(run.src, run.settings.guards)
     for f in findings:
         run.flag(f.flag)

@@ -153,7 +153,7 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
 
 def _inductor_seed(timeout_s: float) -> Callable[[Any, str], str]:
     def make(problem, device: str) -> str:
-        from tools.kernelbook import seed_in_subprocess
+        from tools.dialect import seed_in_subprocess
         return seed_in_subprocess(problem.path, device, timeout_s)
     return make
 

@@ -109,7 +109,7 @@ def judge_in(judge, candidate_src: str, *, candidate_name: str = "candidate.py",
 
 def _verdict(run: "_Run", status: Status, t0: float) -> Verdict:
     run.checks["phase_s"] = {k: round(v, 4) for k, v in run.phase_s.items()}
-    from tools.dialect import explain   # KernelBook-dialect causes go first, for the model
+    from tools.dialect.causes import explain   # KernelBook-dialect causes go first, for the model
     verdict = Verdict(
         status=status, diagnostics=explain(run.src, status, run.diagnostics, run.problem) + tuple(run.diagnostics),
         flags=tuple(run.flags),

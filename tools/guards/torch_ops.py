@@ -51,7 +51,7 @@ _ALLOWED_TORCH_PREFIXES = ("torch.nn.init.", "torch.nn.Module.__init__", "torch.
                            "torch._inductor.runtime.", "torch.cuda.amp.", "torch.amp.",
                            # torch <= 2.2's paths of the same runtime modules (launch grids, jit
                            # helpers): absent from supported torch, so their import fails and
-                           # the feedback names the new path (tools/dialect.py)
+                           # the feedback names the new path (tools/dialect/causes.py)
                            "torch._inductor.triton_heuristics.", "torch._inductor.triton_helpers.")
 
 

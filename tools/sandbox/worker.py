@@ -119,8 +119,8 @@ class Worker(MeasureOps):
     def _import_candidate(self, name: str):
         """The candidate as module `candidate`, or the error reply when importing fails."""
         self.cand_path = os.path.join(self.workdir, name)
-        from tools import dialect
-        dialect.install(self.device)   # KernelBook's torch-2.5 names, before any candidate code
+        from tools.dialect.runtime import install
+        install(self.device)   # KernelBook's torch-2.5 names, before any candidate code
         spec = importlib.util.spec_from_file_location("candidate", self.cand_path)
         module = importlib.util.module_from_spec(spec)
         sys.modules["candidate"] = module

@@ -1,5 +1,5 @@
-"""torch.compile of a problem, recorded for tools/kernelbook.py: the Inductor output and
-what the code alone does not say.
+"""torch.compile of a problem, recorded for tools/dialect/kernelbook.py: the Inductor
+output and what the code alone does not say.
 
 `capture(problem, device)` compiles the problem's Model (the user's trusted module) with
 Inductor under no_grad, in one graph, and returns a `Capture`: the output module that
@@ -14,7 +14,7 @@ a target and there is none without a GPU, so sm_90's backend answers it.
 
 `capture_text` / `read_capture` keep a capture in one Python file: the Inductor code
 under a `# kernelbook-capture: {json}` line (tests/fixtures/inductor/ holds some).
-Converting is tools/kernelbook.py's job; nothing here rewrites code.
+Converting is tools/dialect/kernelbook.py's job; nothing here rewrites code.
 """
 from __future__ import annotations
 

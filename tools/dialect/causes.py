@@ -1,165 +1,24 @@
-"""KernelBook's dialect: what torch.compile output of the torch 2.5 era needs at run time,
-and what to tell the model when such a candidate fails.
+"""KernelBook's dialect in feedback: the usual causes when such a candidate fails.
 
-KernelLLM learned from KernelBook: Inductor's generated code (torch 2.5), rewritten as a
-ModelNew. That code imports `grid` from triton_heuristics (gone since torch 2.7),
-`_cuda_getCurrentRawStream` (absent from CPU builds), allocates with
-`empty_strided_cuda`, pins device 0, and calls libdevice (absent from Triton's
-interpreter). Two parts:
+`explain(...)` is a pure function from a failed verdict's facts (the candidate source,
+its diagnostics, the problem's shapes) to extra diagnostics naming the dialect's usual
+faults: an import of a name this torch no longer has, `xnumel` hard-coded for other
+shapes, a failing `assert_size_stride`, a class named `<Name>New` instead of ModelNew,
+a `reinterpret_tensor` view outside its buffer or returned with strides that are not
+row-major. The judge puts them before the raw diagnostics (tools/judge/).
 
-1. `install(device)`: the worker calls it once before the candidate is imported. It
-   gives triton_heuristics back its launch-grid helpers (tools/inductor_grid.py: grid,
-   split_scan_grid, grid_combo_kernels, cooperative_reduction_grid, as torch 2.6 had
-   them) when that module is first imported; on cpu it
-   maps the CUDA helpers to the CPU (empty_strided_cuda allocates on the CPU,
-   get_raw_stream returns a dummy stream 0, _DeviceGuard and set_device do nothing,
-   reinterpret_tensor refuses views outside their buffer) and installs libdevice for
-   the interpreter (tools/interp_libdevice.py). On cuda the CUDA helpers stay as they
-   are: the worker sees one GPU, index 0. Module attributes only; the candidate's text is
-   never changed, so its line numbers stay its own. None of this computes on tensors.
-2. `explain(...)`: a pure function from a failed verdict's facts (the candidate source,
-   its diagnostics, the problem's shapes) to extra diagnostics naming the dialect's
-   usual faults: an import of a name this torch no longer has, `xnumel` hard-coded for
-   other shapes, a failing `assert_size_stride`, a class named `<Name>New` instead of
-   ModelNew, a `reinterpret_tensor` view outside its buffer or returned with strides
-   that are not row-major.
-
-Not covered: Inductor's runtime (CachingAutotuner, async_compile) and extern_kernels,
-which stay library ops under tools/guards/'s policy.
+Not covered: making such code run (tools/dialect/runtime.py).
 """
 from __future__ import annotations
 
 import ast
-import importlib.abc
 import math
 import re
 import sys
 from dataclasses import dataclass
 
+from tools.dialect.runtime import span
 from tools.verdict import Diagnostic, Status
-
-_HEURISTICS = "torch._inductor.runtime.triton_heuristics"
-
-
-# --- 1) install ----------------------------------------------------------------------
-
-def install(device: str) -> None:
-    """Provide KernelBook-era names in this (worker) process; `device` is the worker's:
-    "cuda", "cpu" (Triton's interpreter) or "compile" (compiles kernels, runs nothing)."""
-    import torch
-    if device == "cpu":
-        _cuda_helpers_on_cpu(torch)
-        from tools import interp_libdevice
-        interp_libdevice.install()
-    elif not hasattr(torch._C, "_cuda_getCurrentRawStream"):   # a CPU-only build compiling for sm_90
-        torch._C._cuda_getCurrentRawStream = _dummy_stream
-    module = sys.modules.get(_HEURISTICS)
-    if module is not None:
-        _add_grid_helpers(module)
-    elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
-        # importing triton_heuristics costs ~1.5 s: only candidates that import it pay
-        sys.meta_path.insert(0, _AfterImport(_HEURISTICS, _add_grid_helpers))
-
-
-def _add_grid_helpers(module) -> None:
-    from tools import inductor_grid
-    for fn in (inductor_grid.grid, inductor_grid.split_scan_grid, inductor_grid.grid_combo_kernels,
-               inductor_grid.cooperative_reduction_grid, inductor_grid.maybe_cooperative_reduction_grid):
-        if not hasattr(module, fn.__name__):
-            setattr(module, fn.__name__, fn)
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs `then(module)` right after `name` is first imported, before the importer
-    sees it (so `from M import grid` finds what `then` added)."""
-
-    def __init__(self, name: str, then):
-        self.name, self.then = name, then
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != self.name:
-            return None
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            spec = find(fullname, path, target) if finder is not self and find else None
-            if spec is not None and spec.loader is not None:
-                spec.loader = _ThenLoader(spec.loader, self.then)
-                return spec
-        return None
-
-
-class _ThenLoader(importlib.abc.Loader):
-    def __init__(self, loader, then):
-        self._loader, self._then = loader, then
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        self._then(module)
-
-    def __getattr__(self, name):   # get_source & co., for tracebacks and inspect
-        return getattr(self._loader, name)
-
-
-def _cuda_helpers_on_cpu(torch) -> None:
-    guards = torch._C._dynamo.guards
-    torch._C._cuda_getCurrentRawStream = _dummy_stream
-    torch.cuda._DeviceGuard = _NoDeviceGuard
-    torch.cuda.set_device = _no_set_device
-    guards._empty_strided_cuda = _empty_strided_host
-    if not getattr(guards._reinterpret_tensor, "_krefine_checked", False):
-        guards._reinterpret_tensor = _checked_reinterpret(guards._reinterpret_tensor)
-
-
-def _dummy_stream(device_index: int = 0) -> int:
-    """get_raw_stream(i) on cpu: there is no stream; Triton's interpreter ignores it."""
-    return 0
-
-
-class _NoDeviceGuard:
-    """torch.cuda._DeviceGuard(i) on cpu: nothing to switch."""
-
-    def __init__(self, index: int = 0):
-        self.idx = index
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-def _no_set_device(device) -> None:
-    """torch.cuda.set_device(i) on cpu: the CPU is the only device."""
-
-
-def _empty_strided_host(size, stride, dtype):
-    """empty_strided_cuda on cpu. torch.empty_strided (not the C++ fast path) so the
-    worker's trials can fill fresh memory with NaN."""
-    import torch
-    return torch.empty_strided(size, stride, dtype=dtype, device="cpu")
-
-
-def _checked_reinterpret(native):
-    """reinterpret_tensor that refuses a view reaching outside its tensor's storage (on
-    the GPU such a view reads other memory; in the interpreter, other host memory)."""
-    def reinterpret_tensor(base, size, stride, offset_increment):
-        offset = base.storage_offset() + offset_increment
-        have = base.untyped_storage().nbytes() // base.element_size()
-        need = offset + _span(size, stride)
-        if offset < 0 or need > have:
-            raise IndexError(
-                f"reinterpret_tensor(size={tuple(size)}, stride={tuple(stride)}, offset={offset_increment}) "
-                f"needs {need} elements but its tensor (size {tuple(base.shape)}, stride {tuple(base.stride())}) "
-                f"has storage for {have}: the view is out of bounds")
-        return native(base, size, stride, offset_increment)
-    reinterpret_tensor._krefine_checked = True
-    return reinterpret_tensor
-
-
-# --- 2) explain ----------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Shapes:
@@ -294,13 +153,19 @@ _MOVED_MODULES = {
     "triton.language.libdevice": "use `from torch._inductor.runtime.triton_helpers import libdevice`",
     "triton.language.math.libdevice": "use `from torch._inductor.runtime.triton_helpers import libdevice`",
 }
+
+
 _NAME_ADVICE = {
     "get_raw_stream": "write `from torch._C import _cuda_getCurrentRawStream as get_raw_stream`",
     "libdevice": "write `from torch._inductor.runtime.triton_helpers import libdevice`",
     "AttrsDescriptor": "drop it: kernels here are plain @triton.jit functions, without Inductor's decorators",
     "instance_descriptor": "drop it: kernels here are plain @triton.jit functions, without Inductor's decorators",
 }
+
+
 _GRID_ADVICE = "launch with a grid tuple instead: kernel[(triton.cdiv(xnumel, XBLOCK),)](...)"
+
+
 _IMPORT_FAULTS = (
     (re.compile(r"cannot import name '(\w+)' from '([\w.]+)'"), lambda m: (m.group(2), m.group(1))),
     (re.compile(r"No module named '([\w.]+)'"), lambda m: (m.group(1), None)),
@@ -342,6 +207,8 @@ def _import_advice(module: str, name: str | None) -> str:
 
 
 _ASSERT_DIM = re.compile(r"expected size (\d+)==(\d+), stride (-?\d+)==(-?\d+) at dim=(\d+)")
+
+
 _ASSERT_NDIM = re.compile(r"wrong number of dimensions\s*(\d+)")
 
 
@@ -404,11 +271,6 @@ def _hardcoded_size(f: _Facts) -> Diagnostic | None:
 _ALLOCATORS = ("empty_strided_cuda", "empty_strided_cpu", "empty_strided")
 
 
-def _span(size, stride) -> int:
-    """Elements from a view's first to its last element, inclusive (0 when empty)."""
-    return 1 + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else 0
-
-
 def _view_out_of_bounds(f: _Facts) -> Diagnostic | None:
     """A reinterpret_tensor whose literal size and strides reach past the buffer it
     views, the buffer's extent known from its allocation or assert_size_stride."""
@@ -423,14 +285,14 @@ def _view_out_of_bounds(f: _Facts) -> Diagnostic | None:
         kind, args = call.func.id, [_literal(a) for a in call.args]
         target = bound.get(id(call))
         if kind in _ALLOCATORS and len(args) >= 2 and target and isinstance(args[0], tuple):
-            storage[target] = (_span(args[0], args[1]), 0, call.lineno)
+            storage[target] = (span(args[0], args[1]), 0, call.lineno)
         elif kind == "assert_size_stride" and len(args) >= 3 and isinstance(call.args[0], ast.Name):
-            storage.setdefault(call.args[0].id, (_span(args[1], args[2]), 0, call.lineno))
+            storage.setdefault(call.args[0].id, (span(args[1], args[2]), 0, call.lineno))
         elif kind == "reinterpret_tensor" and len(args) >= 4 and isinstance(call.args[0], ast.Name) \
                 and call.args[0].id in storage and isinstance(args[1], tuple) and isinstance(args[3], int):
             base = call.args[0].id
             extent, offset, made = storage[base]
-            need = offset + args[3] + _span(args[1], args[2])
+            need = offset + args[3] + span(args[1], args[2])
             if need > extent:
                 return _diag(f, "view_out_of_bounds", f"{ast.unparse(call)} reaches element {need - 1} of {base}'s "
                              f"buffer, which holds {extent} elements (line {made}): the view is out of bounds; "

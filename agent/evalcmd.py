@@ -1,6 +1,6 @@
 """`krefine eval PROBLEM CANDIDATE [CANDIDATE ...]`: judge candidates, print their verdicts.
 
-Several candidates share one judge session (tools/judge.py): the reference, the
+Several candidates share one judge session (tools/judge/service.py): the reference, the
 baselines and the warm worker pool are made once, and compile phases overlap.
 
 Exit statuses (DESIGN.md): 0 correct (and at least --min-speedup when given; with
@@ -19,8 +19,7 @@ from tools.verdict import Verdict
 
 def main(args) -> int:
     from agent.config import load_config
-    from tools.evaluate import default_device, evaluate
-    from tools.judge import Judge
+    from tools.judge import Judge, default_device, evaluate
     from tools.problem import load_candidate, load_problem
 
     # 1) inputs: every fault here is one line and exit 2, before any work starts

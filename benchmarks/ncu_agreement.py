@@ -1,6 +1,6 @@
 """Does `krefine eval`'s bottleneck summary agree with Nsight Compute? (issue 4, GPU)
 
-For each (problem, candidate) pair: one `tools.evaluate.evaluate(..., profile=True)` (the
+For each (problem, candidate) pair: one `tools.judge.evaluate(..., profile=True)` (the
 verdict's ncu pass, torch.profiler breakdown and summary), then an independent ncu run of
 the same candidate: our own small runner script, our own ncu command line and a plain
 csv parse (not tools/perf/ncu.py's ncu_command or parse_ncu_csv). Prints both sets of
@@ -76,7 +76,7 @@ def independent_ncu(problem: Path, candidate: Path, ncu: str) -> dict:
 
 
 def ours(problem: Path, candidate: Path) -> dict:
-    from tools.evaluate import evaluate
+    from tools.judge import evaluate
     from tools.problem import load_problem
     t = time.perf_counter()
     v = evaluate(load_problem(problem), candidate.read_text(), device="cuda", profile=True)

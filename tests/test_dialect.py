@@ -50,7 +50,7 @@ def _problem(name: str):
 @lru_cache(maxsize=None)
 def _judge(name: str, device: str = "cpu"):
     from tools import settings as cfg
-    from tools.evaluate import evaluate
+    from tools.judge import evaluate
     src, problem, _ = _read(name)
     test = dataclasses.replace(cfg.TestSettings(), trials=2)
     timing = dataclasses.replace(cfg.TimingSettings(), warmup=2, rounds=2, iters_per_round=5, compile_baseline=False)

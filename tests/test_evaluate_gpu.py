@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.evaluate import evaluate
+from tools.judge import evaluate
 from tools.problem import load_problem
 from tools.verdict import Status
 

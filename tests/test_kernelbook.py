@@ -263,7 +263,7 @@ def test_a_seed_that_cannot_be_made_is_a_one_line_value_error(tmp_path):
 
 def _judge(problem: str, src: str):
     from tools import settings as cfg
-    from tools.evaluate import evaluate
+    from tools.judge import evaluate
     test = dataclasses.replace(cfg.TestSettings(), trials=2)
     return evaluate(_problem(problem), src, device="cpu", settings=cfg.EvalSettings(test=test), profile=False)
 

@@ -1,15 +1,18 @@
-"""The time phase's arithmetic on CPU (tools/evaluate.py): speedups and their intervals
-from interleaved rounds, the host-clock fallback, and the graph-escape cross-check.
-The GPU side (measures actually chosen and timed) is in tests/test_evaluate_gpu.py."""
+"""The time phase's arithmetic on CPU (tools/judge/time_phase.py): speedups and their
+intervals from interleaved rounds, the host-clock fallback, and the graph-escape
+cross-check. The GPU side (measures actually chosen and timed) is in
+tests/test_evaluate_gpu.py."""
 from __future__ import annotations
 
-from tools.evaluate import _graph_escape_check, _Run, _speedups
+from tools.judge.profiling import _graph_escape_check
+from tools.judge.record import Run
+from tools.judge.time_phase import _speedups
 from tools.settings import EvalSettings
 from tools.verdict import Timing
 
 
-def _run(measure: str = "cuda_graph", host_cand_ms: float = 0.01) -> _Run:
-    run = _Run(None, "", "cuda", 0, EvalSettings())
+def _run(measure: str = "cuda_graph", host_cand_ms: float = 0.01) -> Run:
+    run = Run(None, "", "cuda", 0, EvalSettings())
     run.checks.update(timing_measure=measure, timing_per_call_ms={"candidate": 0.03, "eager": 0.06, "compile": 0.045},
                       host_check={"candidate_ms_per_call": host_cand_ms, "eager_ms_per_call": 0.02})
     return run

@@ -113,7 +113,7 @@ class TestSettings:
     cpu_memory_gib: float = 16.0        # RLIMIT_AS in the worker on --device cpu (0: none)
     gpu_cross_compile: bool = True      # on cpu, also compile launched kernels for sm_90
     output_transfer: typing.Literal["auto", "pipe"] = "auto"  # cuda outputs: CUDA IPC where it works
-    parallel_compile: int = 4           # candidates in their compile phase at once (tools/judge.py)
+    parallel_compile: int = 4           # candidates in their compile phase at once (tools/judge/)
     profile: typing.Literal["refined", "all", "none"] = "refined"  # who gets the bottleneck summary
 
     def validate(self) -> str | None:

@@ -3,7 +3,7 @@
 Covers the speedup estimate (baseline time / candidate time, > 1: the candidate is
 faster) with an interval, and the decision against a threshold. Does not cover timing
 (tools/perf/timer.py), which measure was used, or the wiring into the verdict
-(tools/evaluate.py). Pure Python: no torch.
+(tools/judge/time_phase.py). Pure Python: no torch.
 
 Input: per-round samples (ms) of candidate and baseline, taken interleaved, so that
 what drifts between rounds (clocks, temperature, a neighbour on the machine) moves

@@ -155,7 +155,7 @@ def capture_cuda_graph(fn: Callable[[], object], *, warmup: int, reps_per_graph:
     Raises CaptureUnsupported. Work fn launches on a stream it does not fork from the
     current one runs once during capture and is not replayed: only a graph with no
     node at all is caught here; the judge compares the replay time with the forward's
-    profiled kernel time for partial escapes (tools/time_phase.py).
+    profiled kernel time for partial escapes (tools/judge/profiling.py).
     """
     import torch
     device = torch.device(device or "cuda")

@@ -8,9 +8,9 @@ pays only for its own work:
   they fit the memory budget, else recomputed when needed);
 - the eager baseline and the torch.compile baseline, compiled once (in the background,
   from the first candidate that passes the guards); both are still timed interleaved
-  with every candidate (tools/evaluate.py);
-- a fork server per worker kind (tools/sandbox/forkserver.py): torch and triton imported, no
-  CUDA context. Each candidate still gets a fresh worker, never reused.
+  with every candidate (tools/judge/time_phase.py);
+- a fork server per worker kind (tools/sandbox/forkserver.py): torch and triton
+  imported, no CUDA context. Each candidate still gets a fresh worker, never reused.
 
 Static guards and syntax checks run first, before any of that is touched. The compile
 phase (fork, import, ModelNew, Triton JIT) of several candidates proceeds in parallel
@@ -18,7 +18,8 @@ phase (fork, import, ModelNew, Triton JIT) of several candidates proceeds in par
 profiling hold the GPU exclusively, one candidate at a time, so no candidate is timed
 beside another's work. `judge()` may be called from many threads at once.
 
-Does not decide verdicts: tools/evaluate.py's phases do, given this session's state.
+`evaluate()` is a session of one candidate. Does not decide verdicts:
+tools/judge/pipeline.py's steps do, given this session's state.
 """
 from __future__ import annotations
 
@@ -28,7 +29,12 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from tools.errors import EvaluatorError
+from tools.judge.pipeline import judge_in, profile_in
+from tools.judge.reference import compute_reference, default_device, problem_fault
+from tools.judge.static import static_verdict
+from tools.problem import Problem
 from tools.settings import EvalSettings
+from tools.verdict import Verdict
 
 _REF_CACHE_SHARE = 0.25      # of free GPU memory (or 1 GiB on cpu) the cached references may take
 
@@ -86,7 +92,6 @@ class Judge:
 
     def __init__(self, problem, *, device: str | None = None, gpu_index: int = 0,
                  settings: EvalSettings = EvalSettings(), use_forkserver: bool = True):
-        from tools.evaluate import default_device
         self.problem = problem
         self.device = device or default_device()
         self.gpu_index = gpu_index
@@ -130,7 +135,7 @@ class Judge:
             return self._forkservers[kind]
 
     def check_device(self) -> None:
-        """Once per session (and again after a candidate crashed or hung: evaluate._health)."""
+        """Once per session (and again after a candidate crashed or hung: record.health)."""
         if self.device != "cuda" or self._healthy:
             return
         import torch
@@ -146,7 +151,6 @@ class Judge:
         with self._lock:
             if self._ref_model is None:
                 import torch
-                from tools.evaluate import problem_fault
                 from tools.problem import build_model
                 if self.device == "cuda":
                     torch.cuda.set_device(self.gpu_index)
@@ -167,7 +171,6 @@ class Judge:
 
     def reference(self, seed: int) -> list:
         """The reference outputs for `seed` (cached for the session while they fit)."""
-        from tools.evaluate import compute_reference
         got = self._refs.get(seed)
         if got is not None:
             return got
@@ -224,10 +227,9 @@ class Judge:
     # --- judging -------------------------------------------------------------------
     def judge(self, candidate_src: str, *, candidate_name: str = "candidate.py",
               profile: bool = True, progress=None):
-        """One Verdict for one candidate (thread-safe; see tools/evaluate.judge_in)."""
+        """One Verdict for one candidate (thread-safe; see pipeline.judge_in)."""
         if self._closed:
             raise EvaluatorError("this judge is closed")
-        from tools.evaluate import judge_in
         with self._lock:
             self.in_flight += 1
         try:
@@ -243,7 +245,6 @@ class Judge:
         """`verdict` (a correct one judged here without a summary) with the bottleneck
         summary added: the profile step on its own, for a candidate whose feedback will
         be used ([eval] profile = "refined")."""
-        from tools.evaluate import profile_in
         return profile_in(self, candidate_src, verdict, candidate_name=candidate_name)
 
     def judge_many(self, sources: list[tuple[str, str]], *, profile: bool = True,
@@ -316,3 +317,18 @@ class JudgePool:
             judges, self._judges = self._judges, []
         for j in judges:
             j.close()
+
+
+def evaluate(problem: Problem, candidate_src: str, *, device: str | None = None,
+             settings: EvalSettings = EvalSettings(), candidate_name: str = "candidate.py",
+             profile: bool = True, gpu_index: int = 0, progress=None) -> Verdict:
+    """Judge `candidate_src` against `problem` in a session of its own (a Judge).
+    Only the evaluator's own faults raise. `progress(text)`, when given, hears each
+    phase as it starts (for a CLI's stderr)."""
+    # a static reject or a syntax error needs no session (no fork server, no CUDA)
+    quick = static_verdict(candidate_src, candidate_name, settings, device or default_device(), gpu_index)
+    if quick is not None:
+        return quick
+    with Judge(problem, device=device, gpu_index=gpu_index, settings=settings) as judge:
+        return judge.judge(candidate_src, candidate_name=candidate_name, profile=profile,
+                           progress=progress)

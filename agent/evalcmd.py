@@ -1,6 +1,6 @@
 """`krefine eval PROBLEM CANDIDATE [CANDIDATE ...]`: judge candidates, print their verdicts.
 
-Several candidates share one judge session (tools/judge.py): the reference, the
+Several candidates share one judge session (tools/judge/service.py): the reference, the
 baselines and the warm worker pool are made once, and compile phases overlap.
 
 Exit statuses (DESIGN.md): 0 correct (and at least --min-speedup when given; with
@@ -13,14 +13,13 @@ import json
 import sys
 
 from tools.errors import EXIT_FAIL, EXIT_OK, BadInput
-from tools.speedup import clears
+from tools.perf.speedup import clears
 from tools.verdict import Verdict
 
 
 def main(args) -> int:
     from agent.config import load_config
-    from tools.evaluate import default_device, evaluate
-    from tools.judge import Judge
+    from tools.judge import Judge, default_device, evaluate
     from tools.problem import load_candidate, load_problem
 
     # 1) inputs: every fault here is one line and exit 2, before any work starts
@@ -66,7 +65,7 @@ def main(args) -> int:
                                         profile=profile, on_verdict=heard)
 
     # 3) exit status: 0 only when every candidate is correct (and fast enough: the low end
-    #    of its speedup interval over eager above --min-speedup, tools/speedup.py)
+    #    of its speedup interval over eager above --min-speedup, tools/perf/speedup.py)
     ok = all(v.correct and (args.min_speedup is None or clears(v.speedup_interval.get("eager"), args.min_speedup))
              for v in verdicts)
     return EXIT_OK if ok else EXIT_FAIL
@@ -122,7 +121,7 @@ def render(v: Verdict) -> str:
             lines.append(f"    {d.source_line}")
     if v.bottleneck:
         try:
-            from tools.profiler import describe
+            from tools.perf.bottleneck import describe
             lines.append("bottleneck: " + describe(v.bottleneck))
         except (ImportError, AttributeError, KeyError, TypeError):
             lines.append(f"bottleneck: {v.bottleneck.get('class', '?')}")

@@ -12,7 +12,7 @@ re-run whichever node a kill interrupted without losing or re-judging a candidat
   decide     only rewrites best.py / summary.json from state
 
 Does not choose parents or stop reasons (agent/state.py), load models or problems
-(agent/runner.py), or run candidate code (tools/evaluate.py does, in its worker).
+(agent/runner.py), or run candidate code (tools/judge/ does, in its worker).
 """
 from __future__ import annotations
 
@@ -153,7 +153,7 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
 
 def _inductor_seed(timeout_s: float) -> Callable[[Any, str], str]:
     def make(problem, device: str) -> str:
-        from tools.kernelbook import seed_in_subprocess
+        from tools.dialect import seed_in_subprocess
         return seed_in_subprocess(problem.path, device, timeout_s)
     return make
 

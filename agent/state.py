@@ -32,7 +32,7 @@ class CandidateRecord(TypedDict):
     status: str                      # "pending" until judged, then a verdict status
     correct: bool
     speedup: dict[str, float | None]  # {"eager": x, "compile": y}; null on cpu
-    speedup_low: dict[str, float | None]  # low ends of those speedups' intervals (tools/speedup.py); null: untimed or untrusted
+    speedup_low: dict[str, float | None]  # low ends of those speedups' intervals (tools/perf/speedup.py); null: untimed or untrusted
     flags: list[str]
     bottleneck: str | None           # one short label from the verdict's profile, if any
     roofline_fraction: float | None
@@ -147,7 +147,7 @@ def assign_slots(parents: list[str | None], n: int) -> list[tuple[str | None, in
 
 def target_met(record: CandidateRecord, *, baseline: str, target_speedup: float, timed: bool) -> bool:
     """Correct and faster than `target_speedup` by the spread-aware rule: the low end of
-    the speedup's interval over interleaved rounds lies above it (tools/speedup.py), not
+    the speedup's interval over interleaved rounds lies above it (tools/perf/speedup.py), not
     merely the ratio of medians. Untimed (cpu): correct is enough. Records written
     before intervals existed carry only the point speedup, which then decides."""
     if not record["correct"]:

@@ -1,7 +1,7 @@
 """Evaluator throughput and repeatability on the GPU, beside KernelBench's evaluator.
 
 For each (KernelBench problem, hand-written Triton candidate) pair: wall time of one
-`tools.evaluate.evaluate` call, cold (first in this process) and warm (second), and the
+`tools.judge.evaluate` call, cold (first in this process) and warm (second), and the
 same for KernelBench's `eval_kernel_against_ref` (+ its reference timing) when a
 KernelBench `src/` is given. Then one candidate evaluated N times: the spread of its
 speedup. Results go to --out as JSON and are printed as a Markdown table.
@@ -32,7 +32,7 @@ PAIRS = [  # (KernelBench level1 file, our candidate)
 
 def ours(problem_path: Path, cand_path: Path, transfer: str = "auto") -> dict:
     import dataclasses
-    from tools.evaluate import evaluate
+    from tools.judge import evaluate
     from tools.problem import load_problem
     from tools.settings import EvalSettings
     s = EvalSettings()
@@ -96,7 +96,7 @@ def main() -> int:
                     "evaluation, then one with outputs through the pipe and one through CUDA IPC")
     args = ap.parse_args()
     import torch
-    from tools.gpuinfo import gpu_state
+    from tools.perf.gpuinfo import gpu_state
     gpu = gpu_state(0)
     problems = args.kb / "KernelBench" / "level1"
     cands = ROOT / "benchmarks" / "candidates"

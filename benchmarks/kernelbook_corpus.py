@@ -5,9 +5,9 @@ GPU step, one bundle file:
   python3 benchmarks/kernelbook_corpus.py --problems tests/dialect/problems --out DIR [--only a,b]
   (--device cpu: the same path as a dry run in Triton's interpreter, configs from the heuristics)
 
-For every problem: torch.compile its Model on cuda (tools.kernelbook.capture: the Inductor
+For every problem: torch.compile its Model on cuda (tools.dialect.capture: the Inductor
 code, which module tensor each call() argument is, the configs the autotuner chose),
-convert it (tools.kernelbook.convert), then a quick in-process sanity check: the
+convert it (tools.dialect.convert), then a quick in-process sanity check: the
 candidate imports (KernelBook's torch-2.5 names provided by tools.dialect.install) and
 its ModelNew, built like the judge builds it, matches Model on one input (fp32 1e-4).
 Writes DIR/kernelbook_corpus.json: {problem: {"candidate", "inductor", "capture", "torch",
@@ -43,7 +43,7 @@ def build(problems_dir: Path, out_dir: Path, only: set[str], device: str) -> int
     import triton
 
     from tools import dialect
-    from tools.kernelbook import capture, capture_text, convert
+    from tools.dialect import capture, capture_text, convert
     from tools.problem import load_problem
     dialect.install(device)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -122,7 +122,7 @@ def docstring(name: str, e: dict) -> str:
         "launch configs from Inductor's heuristics"
     text = (f"Produced by benchmarks/kernelbook_corpus.py: torch.compile of the problem's Model on "
             f"{e.get('gpu')} (torch {e.get('torch')}, triton {e.get('triton')}), converted by "
-            f"tools/kernelbook.py with {configs}; its ModelNew matched Model there, in-process.")
+            f"tools/dialect/kernelbook.py with {configs}; its ModelNew matched Model there, in-process.")
     return (f'"""KernelBook-format candidate for tests/dialect/problems/{name}.py (not model-written).\n\n'
             + textwrap.fill(text, 88) + f'\n\nexpect: {expect}\n"""\n')
 

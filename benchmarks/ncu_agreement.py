@@ -1,9 +1,9 @@
 """Does `krefine eval`'s bottleneck summary agree with Nsight Compute? (issue 4, GPU)
 
-For each (problem, candidate) pair: one `tools.evaluate.evaluate(..., profile=True)` (the
+For each (problem, candidate) pair: one `tools.judge.evaluate(..., profile=True)` (the
 verdict's ncu pass, torch.profiler breakdown and summary), then an independent ncu run of
 the same candidate: our own small runner script, our own ncu command line and a plain
-csv parse (not tools/profiler.py's ncu_command or parse_ncu_csv). Prints both sets of
+csv parse (not tools/perf/ncu.py's ncu_command or parse_ncu_csv). Prints both sets of
 figures and their ratios; writes everything to --out as JSON.
 
   python benchmarks/ncu_agreement.py --kb .kb --out $OUT/ncu_agreement.json \
@@ -81,7 +81,7 @@ def independent_ncu(problem: Path, candidate: Path, ncu: str) -> dict:
 
 
 def ours(problem: Path, candidate: Path) -> dict:
-    from tools.evaluate import evaluate
+    from tools.judge import evaluate
     from tools.problem import load_problem
     t = time.perf_counter()
     v = evaluate(load_problem(problem), candidate.read_text(), device="cuda", profile=True)
@@ -111,8 +111,8 @@ def main() -> int:
     ap.add_argument("--pairs", default="19_ReLU.py:kb_19_relu.py,1_Square_matrix_multiplication_.py:kb_1_matmul.py",
                     help="comma-separated PROBLEM:CANDIDATE (level1 file : benchmarks/candidates file)")
     args = ap.parse_args()
-    from tools.gpuinfo import gpu_state
-    from tools.profiler import find_ncu
+    from tools.perf.gpuinfo import gpu_state
+    from tools.perf.ncu import find_ncu
     ncu = find_ncu()
     if ncu is None:
         print("ncu not found", file=sys.stderr)

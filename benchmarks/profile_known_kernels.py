@@ -1,6 +1,6 @@
 """Profile kernels of known character on the GPU: classes, roofline fractions, overhead.
 
-For every case in tests/fixtures/profiler/known_kernels.py: time it (tools/timer.py),
+For every case in tests/fixtures/profiler/known_kernels.py: time it (tools/perf/timer.py),
 profile one forward in-process (torch.profiler breakdown + Triton resources), cost the
 reference, summarize without ncu; then run it again under Nsight Compute in a child
 process (the way the sandbox wraps a worker) and summarize with the counters. Records
@@ -35,7 +35,7 @@ def child(case_name: str, nvtx_name: str, profile_step: bool = False) -> None:
     case.forward(*inputs)
     torch.cuda.synchronize()
     if profile_step:
-        from tools import profiler
+        from tools.perf import profiler
         took = []
         for _ in range(2):   # the first pays CUPTI / Kineto start-up, the second does not
             t = time.perf_counter()
@@ -52,10 +52,10 @@ def child(case_name: str, nvtx_name: str, profile_step: bool = False) -> None:
 def run_ncu(case: str, out: Path) -> dict:
     """The case's child under `ncu_command`, as the sandbox wraps a worker; one retry in
     the plainest form so a flag this ncu refuses still leaves a record."""
-    from tools import profiler
+    from tools.perf.ncu import ncu_command
     log = out / f"ncu_{case}.csv"
-    cmd = profiler.ncu_command([sys.executable, str(Path(__file__).resolve()), "--child", case],
-                               log_file=str(log))
+    cmd = ncu_command([sys.executable, str(Path(__file__).resolve()), "--child", case],
+                      log_file=str(log))
     res = _ncu_once(cmd, log)
     if res["rc"] != 0 or not res["rows"]:
         plain = [c for c in cmd if c not in ("--print-units", "base")]
@@ -66,14 +66,14 @@ def run_ncu(case: str, out: Path) -> dict:
 
 
 def _ncu_once(cmd: list[str], log: Path) -> dict:
-    from tools import profiler
+    from tools.perf.ncu import parse_ncu_csv
     t = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     wall = time.perf_counter() - t
     text = log.read_text() if log.exists() else ""
-    rows = profiler.parse_ncu_csv(text)
+    rows = parse_ncu_csv(text)
     if not rows and '"Kernel Name"' in p.stdout:   # --log-file ignored: the report went to stdout
-        rows = profiler.parse_ncu_csv(p.stdout)
+        rows = parse_ncu_csv(p.stdout)
     return {"cmd": cmd, "rc": p.returncode, "wall_s": wall, "rows": rows, "log_bytes": len(text),
             "stdout_tail": p.stdout[-1500:], "stderr_tail": p.stderr[-1500:]}
 
@@ -105,20 +105,21 @@ def main() -> None:
     import torch
     import triton
     from known_kernels import CASES
-    from tools import profiler, roofline as rl
-    from tools.profiles import device_properties, gpu_profile, measure_ceilings, profile_for
-    from tools.timer import time_cuda, time_host
+    from tools.perf import profiler, roofline as rl, summary
+    from tools.perf.ncu import find_ncu
+    from tools.perf.profiles import device_properties, gpu_profile, measure_ceilings, profile_for
+    from tools.perf.timer import time_cuda, time_host
 
     out = Path(a.out)
     (out / "raw").mkdir(parents=True, exist_ok=True)
     names = [c for c in a.cases.split(",") if c] or list(CASES)
     dev = torch.cuda.get_device_name(0)
     profile = gpu_profile(0, cache_path=out / "ceilings.json")
-    ncu = None if a.no_ncu else profiler.find_ncu()
+    ncu = None if a.no_ncu else find_ncu()
     env = {"gpu": dev, "torch": torch.__version__, "triton": triton.__version__,
            "profile": profile.name, "known_profile": profile_for(dev) is not None, "ncu": ncu,
            "date": time.strftime("%Y-%m-%d"), "props": device_properties(0)}
-    import importlib.util   # tools/timer.py's nvtx_range needs the `nvtx` package
+    import importlib.util   # tools/perf/timer.py's nvtx_range needs the `nvtx` package
     env["nvtx_package"] = importlib.util.find_spec("nvtx") is not None
     if ncu:
         env["ncu_version"] = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip()[-120:]
@@ -163,16 +164,16 @@ def main() -> None:
             # 4) cost and summary without ncu
             cost = rl.problem_cost(ref, inputs)
             r["cost"] = cost
-            b = rl.summarize(profile=profile, cost=cost, time_ms=r["time_ms"], forward=fw,
-                             host_ms=r["host_ms"])
+            b = summary.summarize(profile=profile, cost=cost, time_ms=r["time_ms"], forward=fw,
+                                  host_ms=r["host_ms"])
             r["bottleneck"] = b
             # 5) under ncu, as the sandbox would wrap the worker
             if ncu:
                 n = run_ncu(name, out / "raw")
                 r["ncu_run"] = {k: v for k, v in n.items() if k != "rows"}
                 r["ncu_rows"] = n["rows"]
-                r["bottleneck_ncu"] = rl.summarize(profile=profile, cost=cost, time_ms=r["time_ms"],
-                                                   forward=fw, ncu_rows=n["rows"], host_ms=r["host_ms"])
+                r["bottleneck_ncu"] = summary.summarize(profile=profile, cost=cost, time_ms=r["time_ms"],
+                                                        forward=fw, ncu_rows=n["rows"], host_ms=r["host_ms"])
         except Exception as e:  # record and go on: one broken case must not cost the run
             import traceback
             r["error"] = traceback.format_exc()[-3000:]

@@ -6,7 +6,7 @@ import os
 import pytest
 import torch
 
-from tools import channel
+from tools.sandbox import channel
 
 
 def pipe_roundtrip(header, payload=b""):
@@ -65,14 +65,14 @@ def test_non_dtype_name_is_rejected():
         channel.unpack_tensors([{"dtype": "nn", "shape": [1], "nbytes": 4}], b"\0" * 4)
 
 
-# --- outputs through a staging buffer (tools/cudaipc.py; a CPU tensor stands in here) ---
+# --- outputs through a staging buffer (tools/sandbox/cudaipc.py; a CPU tensor stands in) ---
 
 def _buffer(n=4096):
     return torch.zeros(n, dtype=torch.uint8)
 
 
 def test_staged_tensors_round_trip_bit_exact():
-    from tools import cudaipc
+    from tools.sandbox import cudaipc
     buf = _buffer()
     outs = [torch.randn(3, 5), torch.arange(7, dtype=torch.int64), torch.randn(4).t(), torch.empty(0)]
     specs = cudaipc.stage(outs, buf)
@@ -81,7 +81,7 @@ def test_staged_tensors_round_trip_bit_exact():
 
 
 def test_staged_copy_is_the_judges_own():
-    from tools import cudaipc
+    from tools.sandbox import cudaipc
     buf = _buffer()
     specs = cudaipc.stage([torch.ones(8)], buf)
     got = channel.unpack_tensors(specs, b"", staged=buf)[0]
@@ -90,7 +90,7 @@ def test_staged_copy_is_the_judges_own():
 
 
 def test_outputs_that_do_not_fit_are_not_staged():
-    from tools import cudaipc
+    from tools.sandbox import cudaipc
     assert cudaipc.stage([torch.ones(2000)], _buffer(4096)) is None
 
 
@@ -112,6 +112,6 @@ def test_negative_dimension_is_rejected():
 
 
 def test_staging_layout_aligns_every_tensor():
-    from tools import cudaipc
+    from tools.sandbox import cudaipc
     assert cudaipc.layout([1, 256, 257, 0, 5]) == [0, 256, 512, 1024, 1024]
     assert cudaipc.span([1, 256, 257, 0, 5]) == 1280

@@ -1,5 +1,6 @@
-"""KernelBook's dialect (tools/dialect.py, inductor_grid.py, interp_libdevice.py): torch-2.5-era
-Inductor code runs unchanged, and its usual failures get feedback naming the cause.
+"""KernelBook's dialect (tools/dialect/: runtime, causes, inductor_grid, interp_libdevice):
+torch-2.5-era Inductor code runs unchanged, and its usual failures get feedback naming
+the cause.
 
 Candidates under tests/dialect/candidates/ are hand-written in KernelBook's format, each
 with a docstring saying what it is and the verdict it must get (constants PROBLEM, a
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import dialect, inductor_grid
+from tools.dialect import causes, inductor_grid, runtime
 from tools.guards import run_static_guards
 from tools.settings import GuardSettings
 from tools.verdict import Diagnostic, Status
@@ -49,7 +50,7 @@ def _problem(name: str):
 @lru_cache(maxsize=None)
 def _judge(name: str, device: str = "cpu"):
     from tools import settings as cfg
-    from tools.evaluate import evaluate
+    from tools.judge import evaluate
     src, problem, _ = _read(name)
     test = dataclasses.replace(cfg.TestSettings(), trials=2)
     timing = dataclasses.replace(cfg.TimingSettings(), warmup=2, rounds=2, iters_per_round=5, compile_baseline=False)
@@ -136,7 +137,7 @@ def test_dialect_feedback_comes_before_the_raw_error():
 # --- explain(), on recorded diagnostics (no evaluation) -------------------------------
 
 def _explain(src: str, message: str, status=Status.COMPILE_ERROR, line=None, problem=None):
-    return dialect.explain(src, status, (Diagnostic("import_error", message, line),), problem)
+    return causes.explain(src, status, (Diagnostic("import_error", message, line),), problem)
 
 
 def test_explain_says_what_to_import_instead_of_a_removed_name():
@@ -159,13 +160,13 @@ def test_explain_adds_nothing_to_a_correct_verdict():
 
 def test_explain_finds_an_out_of_bounds_view_from_the_source_when_the_gpu_just_gave_wrong_values():
     src = _read("view_out_of_bounds")[0]
-    got = dialect.explain(src, Status.INCORRECT, (Diagnostic("mismatch", "trial 1: wrong values"),))
+    got = causes.explain(src, Status.INCORRECT, (Diagnostic("mismatch", "trial 1: wrong values"),))
     assert got[0].kind == "dialect:view_out_of_bounds" and "holds 640 elements" in got[0].message
 
 
 def test_sizes_of_the_problem_are_not_reported_as_hard_coded():
     src = _read("ok_gelu_grid")[0]
-    got = dialect.explain(src, Status.INCORRECT, (Diagnostic("mismatch", "wrong values"),), _problem("gelu"))
+    got = causes.explain(src, Status.INCORRECT, (Diagnostic("mismatch", "wrong values"),), _problem("gelu"))
     assert not any(d.kind == "dialect:hardcoded_size" for d in got)
 
 
@@ -174,8 +175,8 @@ def test_problem_shapes_come_from_the_meta_device_without_drawing_random_numbers
     torch.manual_seed(0)
     expected = torch.rand(1)
     torch.manual_seed(0)
-    shapes = dialect.problem_shapes(_problem("layernorm_relu").module)
-    assert shapes == dialect.Shapes(inputs=(((8, 32), (32, 1)),), outputs=((8, 32),))
+    shapes = causes.problem_shapes(_problem("layernorm_relu").module)
+    assert shapes == causes.Shapes(inputs=(((8, 32), (32, 1)),), outputs=((8, 32),))
     assert torch.equal(torch.rand(1), expected)
 
 
@@ -224,8 +225,8 @@ def test_sequential_combo_grid_lays_kernels_end_to_end():
 def test_install_gives_triton_heuristics_grid_only_when_a_candidate_imports_it():
     out = _run("""
         import sys
-        from tools import dialect, inductor_grid
-        dialect.install("cuda")
+        from tools.dialect import runtime
+        runtime.install("cuda")
         before = "torch._inductor.runtime.triton_heuristics" in sys.modules
         from torch._inductor.runtime.triton_heuristics import grid, split_scan_grid, grid_combo_kernels
         print(before, grid(4257)({"XBLOCK": 256}))
@@ -236,8 +237,8 @@ def test_install_gives_triton_heuristics_grid_only_when_a_candidate_imports_it()
 def test_install_on_cpu_maps_the_cuda_helpers_to_the_cpu():
     out = _run("""
         import torch
-        from tools import dialect, inductor_grid
-        dialect.install("cpu")
+        from tools.dialect import runtime
+        runtime.install("cpu")
         from torch._C import _cuda_getCurrentRawStream as get_raw_stream
         empty_strided_cuda = torch._C._dynamo.guards._empty_strided_cuda
         with torch.cuda._DeviceGuard(0):
@@ -253,7 +254,7 @@ def test_empty_strided_cuda_on_cpu_is_poisoned_like_torch_empty_in_trials():
     was = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True, warn_only=True)
     try:
-        assert dialect._empty_strided_host((4, 4), (4, 1), torch.float32).isnan().all()
+        assert runtime._empty_strided_host((4, 4), (4, 1), torch.float32).isnan().all()
     finally:
         torch.use_deterministic_algorithms(was)
 
@@ -261,13 +262,13 @@ def test_empty_strided_cuda_on_cpu_is_poisoned_like_torch_empty_in_trials():
 def test_checked_reinterpret_tensor_allows_views_inside_the_buffer():
     import torch
     base = torch.arange(12.0)
-    view = dialect._checked_reinterpret(torch._C._dynamo.guards._reinterpret_tensor)(base, (3, 2), (4, 1), 1)
+    view = runtime._checked_reinterpret(torch._C._dynamo.guards._reinterpret_tensor)(base, (3, 2), (4, 1), 1)
     assert view.tolist() == [[1.0, 2.0], [5.0, 6.0], [9.0, 10.0]]
 
 
 def test_checked_reinterpret_tensor_refuses_a_view_past_the_buffer():
     import torch
-    check = dialect._checked_reinterpret(torch._C._dynamo.guards._reinterpret_tensor)
+    check = runtime._checked_reinterpret(torch._C._dynamo.guards._reinterpret_tensor)
     with pytest.raises(IndexError, match="needs 14 elements .* storage for 12"):
         check(torch.arange(12.0), (3, 2), (4, 1), 4)
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.evaluate import evaluate
+from tools.judge import evaluate
 from tools.problem import load_problem
 from tools.verdict import Status
 
@@ -55,7 +55,7 @@ def test_hung_kernel_times_out_and_next_candidate_is_judged_normally(relu):
 
 def test_timer_counts_work_left_on_a_side_stream():
     import torch
-    from tools.timer import time_cuda
+    from tools.perf.timer import time_cuda
     a = torch.randn(4096, 4096, device="cuda")
     side = torch.cuda.Stream()
 

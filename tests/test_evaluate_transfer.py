@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tools import settings as cfg
-from tools.evaluate import evaluate
+from tools.judge import evaluate
 from tools.problem import load_problem
 from tools.verdict import Status
 
@@ -85,12 +85,13 @@ class _FakeWorker:
 
 def _offer(monkeypatch, relu, honest):
     import torch
-    from tools import cudaipc, evaluate as ev
+    from tools.judge import compile_phase, record
+    from tools.sandbox import cudaipc
     monkeypatch.setattr(cudaipc, "Staging", _FakeStaging)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda i=0: (1 << 34, 1 << 34))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
-    run = ev._Run(relu, OK_SRC, "cuda", 0, _fast())
-    ev._offer_staging(run, _FakeWorker(run, honest), [torch.zeros(16, 1000)])
+    run = record.Run(relu, OK_SRC, "cuda", 0, _fast())
+    compile_phase._offer_staging(run, _FakeWorker(run, honest), [torch.zeros(16, 1000)])
     return run
 
 

@@ -1,4 +1,4 @@
-"""Static guards (tools/guards.py): what each one rejects, flags, and leaves alone.
+"""Static guards (tools/guards/): what each one rejects, flags, and leaves alone.
 
 Most tests start from one clean Triton candidate and change one line, so a test fails
 only for the property its name states. tests/test_exploits.py runs whole candidates
@@ -6,6 +6,8 @@ through the evaluator; this file checks the guards alone, in milliseconds.
 """
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import textwrap
 
 import pytest
@@ -485,7 +487,7 @@ def test_importing_the_reference_model_is_rejected():
     "T = torch\nT.relu = None",
     'os.environ["TRITON_INTERPRET"] = "0"',
     "del torch.cuda.Event",
-    "import tools.worker",
+    "import tools.sandbox.worker",
     "from agent import graph",
     "import krefine",
     "import candidate",
@@ -696,8 +698,9 @@ def test_every_guard_in_the_tuple_runs_and_fires_on_its_trigger():
         assert fired, f"{guard.__name__} fired on no trigger"
 
 
-def test_every_check_function_in_the_module_is_in_the_tuple():
-    defined = {v for k, v in vars(guards).items() if k.startswith("check_") and callable(v)}
+def test_every_check_function_in_the_guard_modules_is_in_the_tuple():
+    modules = [importlib.import_module(f"tools.guards.{m.name}") for m in pkgutil.iter_modules(guards.__path__)]
+    defined = {v for mod in modules for k, v in vars(mod).items() if k.startswith("check_") and callable(v)}
     assert defined == set(STATIC_GUARDS)
 
 

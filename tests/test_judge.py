@@ -1,4 +1,5 @@
-"""The persistent judge (tools/judge.py) and its fork server (tools/forkserver.py), on CPU."""
+"""The persistent judge (tools/judge/service.py) and its fork server (tools/sandbox/forkserver.py),
+on CPU."""
 from __future__ import annotations
 
 import threading
@@ -61,12 +62,12 @@ def test_every_candidate_of_a_session_gets_its_own_forked_worker(softmax):
 
 
 def test_a_static_reject_starts_no_session(softmax, monkeypatch):
-    from tools import evaluate as ev
+    from tools.judge import evaluate
 
     def no_session(*a, **k):
         raise AssertionError("a session was started for a statically rejected candidate")
-    monkeypatch.setattr("tools.judge.Judge.__init__", no_session)
-    v = ev.evaluate(softmax, _case("torch_matmul"), device="cpu")
+    monkeypatch.setattr("tools.judge.service.Judge.__init__", no_session)
+    v = evaluate(softmax, _case("torch_matmul"), device="cpu")
     assert v.status is Status.REJECTED and v.duration_s < 0.5
 
 

@@ -1,8 +1,8 @@
-"""tools/kernelbook.py: Inductor output -> KernelBook-format candidates, and the corpus.
+"""tools/dialect/kernelbook.py: Inductor output -> KernelBook-format candidates, and the corpus.
 
 Converter tests run on recorded Inductor output (tests/fixtures/inductor/): cpu_*.py were
 written by this torch's Inductor for cpu tensors with its Triton backend (`python -m
-tools.kernelbook capture PROBLEM --device cpu --out FILE`), gpu_*.py and torch25_*.py are
+tools.dialect capture PROBLEM --device cpu --out FILE`), gpu_*.py and torch25_*.py are
 hand-written in the shape of torch 2.11's and torch 2.5's CUDA output. Each starts with a
 `# kernelbook-capture:` line (argument sources, recorded launch configs).
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.kernelbook import HEADER, Capture, convert, read_capture, seed_in_subprocess
+from tools.dialect import HEADER, Capture, convert, read_capture, seed_in_subprocess
 from tools.problem import load_problem
 from tools.verdict import Status
 
@@ -239,7 +239,7 @@ def test_model_subclassing_a_layer_is_an_error(tmp_path):
 @pytest.mark.slow
 def test_cpu_capture_records_inductors_triton_and_which_tensor_each_argument_is(tmp_path):
     out = tmp_path / "capture.py"
-    done = subprocess.run([sys.executable, "-m", "tools.kernelbook", "capture", str(PROBLEMS / "buffer_scale.py"),
+    done = subprocess.run([sys.executable, "-m", "tools.dialect", "capture", str(PROBLEMS / "buffer_scale.py"),
                            "--device", "cpu", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     capture = read_capture(out.read_text())
@@ -263,7 +263,7 @@ def test_a_seed_that_cannot_be_made_is_a_one_line_value_error(tmp_path):
 
 def _judge(problem: str, src: str):
     from tools import settings as cfg
-    from tools.evaluate import evaluate
+    from tools.judge import evaluate
     test = dataclasses.replace(cfg.TestSettings(), trials=2)
     return evaluate(_problem(problem), src, device="cpu", settings=cfg.EvalSettings(test=test), profile=False)
 

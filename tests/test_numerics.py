@@ -1,4 +1,4 @@
-"""tools/numerics.py: the element + norm rule, and the tags saying how an output is wrong.
+"""tools/judge/numerics.py (and mismatch.py): the element + norm rule, and the tags saying how an output is wrong.
 
 Each test builds the wrong output a buggy kernel would produce (unwritten tail, missing
 scale, swapped strides, tf32 compute, ...) from a seeded reference on the CPU.
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tools import numerics
-from tools.numerics import compare, tolerances
+from tools.judge import mismatch, numerics
+from tools.judge.numerics import compare, tolerances
 from tools import settings
 
 FP32 = dict(atol=1e-4, rtol=1e-4, rel_l2_limit=1e-3)
@@ -282,9 +282,10 @@ def test_to_json_is_strict_json():
         json.dumps(compare(out, ref, **FP32).to_json(), allow_nan=False)
 
 
-def test_numerics_imports_only_torch_and_stdlib():
-    tree = ast.parse(Path(numerics.__file__).read_text())
-    runtime = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    roots = {(a.name if isinstance(n, ast.Import) else n.module or "").split(".")[0]
-             for n in runtime for a in n.names}
-    assert roots <= {"__future__", "torch", "itertools", "math", "dataclasses", "typing"}
+def test_numerics_imports_only_torch_the_stdlib_and_its_mismatch_module():
+    for module in (numerics, mismatch):
+        tree = ast.parse(Path(module.__file__).read_text())
+        runtime = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        names = {a.name if isinstance(n, ast.Import) else n.module or "" for n in runtime for a in n.names}
+        roots = {name.split(".")[0] for name in names - {"tools.judge.mismatch"}}
+        assert roots <= {"__future__", "torch", "itertools", "math", "dataclasses", "typing"}, module.__name__

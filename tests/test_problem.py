@@ -180,7 +180,7 @@ OK_CANDIDATE = (HERE / "problems" / "relu_ok.py").read_text()
 
 
 def judge_fault(path) -> str:
-    from tools.evaluate import evaluate
+    from tools.judge import evaluate
     with pytest.raises(BadInput) as e:
         evaluate(load_problem(path), OK_CANDIDATE, device="cpu", profile=False)
     msg = str(e.value)

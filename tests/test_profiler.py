@@ -1,5 +1,5 @@
-"""tools/profiler.py and tools/roofline.py: breakdown, resources, ncu parsing, roofline,
-classification. CPU tests read outputs recorded on an H100 (tests/fixtures/profiler/);
+"""tools/perf/ (profiler, ncu, roofline, bottleneck, summary): breakdown, resources, ncu
+parsing, roofline, classification. CPU tests read outputs recorded on an H100 (tests/fixtures/profiler/);
 GPU tests (marked gpu) check that kernels of known character get their class."""
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tools import profiler
-from tools import roofline as rl
-from tools.profiles import profile_for
+from tools.perf import bottleneck, profiler, summary
+from tools.perf import roofline as rl
+from tools.perf.ncu import ncu_command, parse_ncu_csv
+from tools.perf.profiles import profile_for
 
 FIX = Path(__file__).parent / "fixtures" / "profiler"
 H100 = profile_for("NVIDIA H100 80GB HBM3")
@@ -23,9 +24,9 @@ def _kernel(name, us, grid, *, threads=128, regs=16, kind="triton", calls=1, sha
 
 
 def _summary(cost, time_ms, kernels, host_ms=None, resources=(), ncu_rows=()):
-    return rl.summarize(profile=H100, cost=cost, time_ms=time_ms, host_ms=host_ms,
-                        forward={"kernels": kernels, "resources": list(resources)},
-                        ncu_rows=list(ncu_rows))
+    return summary.summarize(profile=H100, cost=cost, time_ms=time_ms, host_ms=host_ms,
+                             forward={"kernels": kernels, "resources": list(resources)},
+                             ncu_rows=list(ncu_rows))
 
 
 # -- kernel kinds and shares -----------------------------------------------------------
@@ -279,13 +280,13 @@ def test_hints_are_at_most_two_and_evidence_at_most_three():
 
 def test_describe_gives_two_to_four_short_lines():
     b = _summary({"flops": 0, "bytes": 64 << 20}, 0.115, [_kernel("row_sum", 110, 8)], host_ms=0.02)
-    lines = rl.describe(b).splitlines()
+    lines = bottleneck.describe(b).splitlines()
     assert 2 <= len(lines) <= 4 and lines[0].startswith("Bottleneck: latency-bound")
-    assert b["summary"] == rl.describe(b)
+    assert b["summary"] == bottleneck.describe(b)
 
 
 def test_describe_of_no_bottleneck_is_empty():
-    assert rl.describe(None) == ""
+    assert bottleneck.describe(None) == ""
 
 
 def test_bottleneck_is_json_serialisable():
@@ -293,16 +294,16 @@ def test_bottleneck_is_json_serialisable():
     assert json.loads(json.dumps(b)) == b
 
 
-def test_judge_side_names_are_importable_from_profiler():
-    from tools.profiler import classify, describe, problem_cost, roofline, summarize
-    assert (classify, describe, problem_cost, roofline, summarize) == \
-        (rl.classify, rl.describe, rl.problem_cost, rl.roofline, rl.summarize)
+def test_judge_side_names_are_importable_from_the_perf_room():
+    from tools.perf import classify, describe, problem_cost, summarize
+    assert (classify, describe, problem_cost, summarize) == \
+        (bottleneck.classify, bottleneck.describe, rl.problem_cost, summary.summarize)
 
 
 # -- ncu command --------------------------------------------------------------------------
 
 def test_ncu_command_never_locks_clocks_and_filters_by_nvtx_push_pop_range():
-    cmd = profiler.ncu_command(["python", "w.py"], ncu="/x/ncu", log_file="/t/log.csv")
+    cmd = ncu_command(["python", "w.py"], ncu="/x/ncu", log_file="/t/log.csv")
     assert cmd[0] == "/x/ncu" and cmd[-2:] == ["python", "w.py"]
     assert cmd[cmd.index("--clock-control") + 1] == "none"
     assert cmd[cmd.index("--nvtx-include") + 1] == "krefine.candidate/"
@@ -315,11 +316,11 @@ def test_ncu_command_never_locks_clocks_and_filters_by_nvtx_push_pop_range():
 def test_nvtx_range_with_a_slash_is_refused_since_ncu_cannot_select_it():
     # recorded on the H200: "krefine/candidate/" profiled no kernel (ncu_no_kernels.log)
     with pytest.raises(ValueError, match="krefine.candidate"):
-        profiler.ncu_command(["python"], nvtx_range="krefine/candidate")
+        ncu_command(["python"], nvtx_range="krefine/candidate")
 
 
 def test_parse_ncu_csv_of_text_without_a_report_is_empty():
-    assert profiler.parse_ncu_csv("==PROF== Disconnected\nhello\n") == []
+    assert parse_ncu_csv("==PROF== Disconnected\nhello\n") == []
 
 
 # -- outputs recorded on an H200 (tests/fixtures/profiler/h200/, see cases.json) -----------
@@ -335,14 +336,14 @@ def _recorded_breakdown(case):
 
 
 def _recorded_ncu(case):
-    return profiler.parse_ncu_csv((REC / f"ncu_{case}.csv").read_text())
+    return parse_ncu_csv((REC / f"ncu_{case}.csv").read_text())
 
 
 def _recorded_summary(case, with_ncu):
     rec = RECORDED[case]
-    return rl.summarize(profile=H200, cost=rec["cost"], time_ms=rec["time_ms"], host_ms=rec["host_ms"],
-                        forward={"kernels": _recorded_breakdown(case), "resources": rec["resources"]},
-                        ncu_rows=_recorded_ncu(case) if with_ncu else ())
+    return summary.summarize(profile=H200, cost=rec["cost"], time_ms=rec["time_ms"], host_ms=rec["host_ms"],
+                             forward={"kernels": _recorded_breakdown(case), "resources": rec["resources"]},
+                             ncu_rows=_recorded_ncu(case) if with_ncu else ())
 
 
 def test_recorded_trace_sorts_chain_kernels_into_three_triton_one_library_one_memory():
@@ -386,7 +387,7 @@ def test_recorded_ncu_profiles_only_kernels_not_memcpys_in_the_range():
 
 
 def test_recorded_ncu_log_with_no_kernels_parses_to_nothing():
-    assert profiler.parse_ncu_csv((REC / "ncu_no_kernels.log").read_text()) == []
+    assert parse_ncu_csv((REC / "ncu_no_kernels.log").read_text()) == []
 
 
 def test_recorded_profiler_and_ncu_agree_on_kernel_time():
@@ -429,8 +430,8 @@ def test_recorded_fp32_fma_matmul_is_told_to_use_tensor_cores():
 def _bottleneck_on_gpu(case_name):
     sys.path.insert(0, str(FIX))
     from known_kernels import CASES
-    from tools.profiles import gpu_profile
-    from tools.timer import time_cuda, time_host
+    from tools.perf.profiles import gpu_profile
+    from tools.perf.timer import time_cuda, time_host
     case = CASES[case_name]
     inputs = case.make_inputs("cuda")
     fwd = lambda: case.forward(*inputs)  # noqa: E731
@@ -438,30 +439,30 @@ def _bottleneck_on_gpu(case_name):
     forward = profiler.profile_forward(case.forward, inputs, triton_names=case.triton_names,
                                        jit_functions=case.jit_functions)
     cost = rl.problem_cost(case.reference().cuda(), inputs)
-    return rl.summarize(profile=gpu_profile(0), cost=cost, time_ms=times[len(times) // 2],
-                        forward=forward, host_ms=time_host(fwd, iters=20))
+    return summary.summarize(profile=gpu_profile(0), cost=cost, time_ms=times[len(times) // 2],
+                             forward=forward, host_ms=time_host(fwd, iters=20))
 
 
 @pytest.mark.gpu
 def test_large_copy_is_memory_bound_on_gpu():
     b = _bottleneck_on_gpu("copy")
-    assert b["class"] == "memory-bound", rl.describe(b)
+    assert b["class"] == "memory-bound", bottleneck.describe(b)
 
 
 @pytest.mark.gpu
 def test_large_bf16_dot_is_compute_bound_on_gpu():
     b = _bottleneck_on_gpu("matmul_bf16")
-    assert b["class"] == "compute-bound", rl.describe(b)
+    assert b["class"] == "compute-bound", bottleneck.describe(b)
     assert b["kernels"][0]["tensor_cores"] is True
 
 
 @pytest.mark.gpu
 def test_tiny_elementwise_is_launch_bound_on_gpu():
     b = _bottleneck_on_gpu("tiny")
-    assert b["class"] == "launch-bound", rl.describe(b)
+    assert b["class"] == "launch-bound", bottleneck.describe(b)
 
 
 @pytest.mark.gpu
 def test_one_program_per_row_is_latency_bound_on_gpu():
     b = _bottleneck_on_gpu("small_grid")
-    assert b["class"] == "latency-bound", rl.describe(b)
+    assert b["class"] == "latency-bound", bottleneck.describe(b)

@@ -1,4 +1,4 @@
-"""profiles/*.toml and tools/profiles.py: loading, choosing by GPU name, measured ceilings."""
+"""profiles/*.toml and tools/perf/profiles.py: loading, choosing by GPU name, measured ceilings."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ import tomllib
 
 import pytest
 
-from tools.profiles import PROFILES_DIR, GpuProfile, load_profiles, measured_profile, profile_for
+from tools.perf.profiles import PROFILES_DIR, GpuProfile, load_profiles, measured_profile, profile_for
 from tools.settings import SettingsError
 
 # Names as pynvml / torch.cuda.get_device_name report them.

@@ -2,7 +2,7 @@
 
 Loop tests run the real graph with a scripted model and evaluator (tests/run_fixtures.py)
 and a stand-in seed maker; the last test runs `krefine run` on cpu with a replay model,
-where the seed is made for real (tools/kernelbook.py in its own process) and judged.
+where the seed is made for real (tools/dialect/kernelbook.py in its own process) and judged.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from agent.runstats import fast_p, load_run, mean_pass_at_k, problem_result
 from run_fixtures import REPO, cli, fast_config, judged, loop_run, write_replay
 from tools.errors import BadInput
 from tools.jsonio import read_json, read_jsonl
-from tools.kernelbook import HEADER
+from tools.dialect import HEADER
 
 SEEDED = {"search.seed": "inductor", "budget.candidates_per_round": 2}
 

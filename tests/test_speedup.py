@@ -1,4 +1,4 @@
-"""The spread-aware speedup decision (tools/speedup.py) on synthetic interleaved rounds."""
+"""The spread-aware speedup decision (tools/perf/speedup.py) on synthetic interleaved rounds."""
 from __future__ import annotations
 
 import math
@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from tools.speedup import (METHOD_ONE_ROUND, METHOD_ROUNDS, Decision, SpeedupEstimate, decide,
-                           estimate_speedup, faster, t_quantile)
+from tools.perf.speedup import (METHOD_ONE_ROUND, METHOD_ROUNDS, Decision, SpeedupEstimate, decide,
+                                estimate_speedup, faster, t_quantile)
 
 
 def _rounds(rng: random.Random, *, n_rounds: int, median_ms: float, round_sd: float,
@@ -130,11 +130,11 @@ def test_a_sample_that_is_not_a_positive_finite_time_is_refused(bad):
 
 
 def test_a_verdict_interval_clears_a_threshold_below_its_low_end():
-    from tools.speedup import clears
+    from tools.perf.speedup import clears
     iv = estimate_speedup([[1.0, 1.0]] * 5, [[2.0, 2.02]] * 4 + [[2.02, 2.0]]).to_json()
     assert clears(iv, 1.5) and not clears(iv, 2.5)
 
 
 def test_no_interval_never_clears_a_threshold():
-    from tools.speedup import clears
+    from tools.perf.speedup import clears
     assert not clears(None, 0.1) and not clears({}, 0.1)

@@ -1,15 +1,18 @@
-"""The time phase's arithmetic on CPU (tools/evaluate.py): speedups and their intervals
-from interleaved rounds, the host-clock fallback, and the graph-escape cross-check.
-The GPU side (measures actually chosen and timed) is in tests/test_evaluate_gpu.py."""
+"""The time phase's arithmetic on CPU (tools/judge/time_phase.py): speedups and their
+intervals from interleaved rounds, the host-clock fallback, and the graph-escape
+cross-check. The GPU side (measures actually chosen and timed) is in
+tests/test_evaluate_gpu.py."""
 from __future__ import annotations
 
-from tools.evaluate import _graph_escape_check, _Run, _speedups
+from tools.judge.profiling import _graph_escape_check
+from tools.judge.record import Run
+from tools.judge.time_phase import _speedups
 from tools.settings import EvalSettings
 from tools.verdict import Timing
 
 
-def _run(measure: str = "cuda_graph", host_cand_ms: float = 0.01) -> _Run:
-    run = _Run(None, "", "cuda", 0, EvalSettings())
+def _run(measure: str = "cuda_graph", host_cand_ms: float = 0.01) -> Run:
+    run = Run(None, "", "cuda", 0, EvalSettings())
     run.checks.update(timing_measure=measure, timing_per_call_ms={"candidate": 0.03, "eager": 0.06, "compile": 0.045},
                       host_check={"candidate_ms_per_call": host_cand_ms, "eager_ms_per_call": 0.02})
     return run
@@ -96,16 +99,17 @@ class _FakeWorker:
 
 
 def _short(monkeypatch, worker):
-    from tools import evaluate, timer
+    from tools.judge import time_phase
+    from tools.perf import timer
     monkeypatch.setattr(timer, "estimate_call_ms", lambda fn, **kw: 0.02)
     monkeypatch.setattr(timer, "capture_cuda_graph", lambda fn, **kw: _FakeGraph(0.02))
     monkeypatch.setattr(timer, "time_cuda_batched", lambda fn, *, iters, **kw: [0.03] * iters)
-    monkeypatch.setattr(evaluate, "_recheck_timed_outputs", lambda *a: None)
+    monkeypatch.setattr(time_phase, "recheck_timed_outputs", lambda *a: None)
     run = _run()
     run.judge = type("J", (), {"dev": "cuda:0"})()
     graphs: list = []
-    measure, reps, timers, status = evaluate._short_measure(run, worker, 1, {"eager": None, "compile": None}, graphs)
-    rounds, status2 = evaluate._timed_rounds(run, worker, 1, measure, reps, timers)
+    measure, reps, timers, status = time_phase._short_measure(run, worker, 1, {"eager": None, "compile": None}, graphs)
+    rounds, status2 = time_phase._timed_rounds(run, worker, 1, measure, reps, timers)
     return run, measure, reps, rounds, graphs, status or status2
 
 

@@ -1,4 +1,4 @@
-"""The timer's measures (tools/timer.py): the choice of measure and the reps arithmetic
+"""The timer's measures (tools/perf/timer.py): the choice of measure and the reps arithmetic
 on CPU; per-call, batched and CUDA-graph timing on a GPU (marked gpu)."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import statistics
 
 import pytest
 
-from tools.timer import (MAX_REPS, PER_CALL_MIN_MS, REPLAY_TARGET_MS, choose_measure,
-                         reps_for)
+from tools.perf.timer import (MAX_REPS, PER_CALL_MIN_MS, REPLAY_TARGET_MS, choose_measure,
+                              reps_for)
 
 
 def test_per_call_is_kept_at_the_threshold():
@@ -57,7 +57,7 @@ def tiny_add():
 
 @pytest.mark.gpu
 def test_graph_replay_per_call_time_is_below_per_call_time_for_a_tiny_add(tiny_add):
-    from tools.timer import estimate_call_ms, time_cuda, time_cuda_graph
+    from tools.perf.timer import estimate_call_ms, time_cuda, time_cuda_graph
     per_call = statistics.median(time_cuda(tiny_add, warmup=5, iters=20))
     reps = reps_for(estimate_call_ms(tiny_add, calls=20))
     graph = statistics.median(time_cuda_graph(tiny_add, warmup=5, iters=20, reps_per_graph=reps))
@@ -66,7 +66,7 @@ def test_graph_replay_per_call_time_is_below_per_call_time_for_a_tiny_add(tiny_a
 
 @pytest.mark.gpu
 def test_batched_per_call_time_is_below_per_call_time_for_a_tiny_add(tiny_add):
-    from tools.timer import time_cuda, time_cuda_batched
+    from tools.perf.timer import time_cuda, time_cuda_batched
     per_call = statistics.median(time_cuda(tiny_add, warmup=5, iters=20))
     batched = statistics.median(time_cuda_batched(tiny_add, warmup=5, iters=20, calls_per_sample=100))
     assert batched < per_call
@@ -75,7 +75,7 @@ def test_batched_per_call_time_is_below_per_call_time_for_a_tiny_add(tiny_add):
 @pytest.mark.gpu
 def test_batched_timer_counts_work_left_on_a_side_stream():
     import torch
-    from tools.timer import time_cuda_batched
+    from tools.perf.timer import time_cuda_batched
     a = torch.randn(4096, 4096, device="cuda")
     side = torch.cuda.Stream()
 
@@ -103,7 +103,7 @@ def _syncing(x):
 @pytest.mark.gpu
 def test_a_forward_that_synchronizes_cannot_be_graph_timed():
     import torch
-    from tools.timer import CaptureUnsupported, time_cuda_graph
+    from tools.perf.timer import CaptureUnsupported, time_cuda_graph
     fn = _syncing(torch.randn(1024, device="cuda"))
     with pytest.raises(CaptureUnsupported):
         time_cuda_graph(fn, warmup=2, iters=3, reps_per_graph=4)
@@ -112,7 +112,7 @@ def test_a_forward_that_synchronizes_cannot_be_graph_timed():
 @pytest.mark.gpu
 def test_a_forward_that_reads_a_value_on_the_host_cannot_be_graph_timed():
     import torch
-    from tools.timer import CaptureUnsupported, time_cuda_graph
+    from tools.perf.timer import CaptureUnsupported, time_cuda_graph
     x = torch.randn(1024, device="cuda")
     with pytest.raises(CaptureUnsupported):
         time_cuda_graph(lambda: x * x.sum().item(), warmup=2, iters=3, reps_per_graph=4)
@@ -121,7 +121,7 @@ def test_a_forward_that_reads_a_value_on_the_host_cannot_be_graph_timed():
 @pytest.mark.gpu
 def test_a_forward_whose_work_all_runs_on_an_unjoined_stream_cannot_be_graph_timed():
     import torch
-    from tools.timer import CaptureUnsupported, time_cuda_graph
+    from tools.perf.timer import CaptureUnsupported, time_cuda_graph
     x, side = torch.randn(1024, device="cuda"), torch.cuda.Stream()
 
     def fn():
@@ -135,7 +135,7 @@ def test_a_forward_whose_work_all_runs_on_an_unjoined_stream_cannot_be_graph_tim
 def test_the_device_computes_and_syncs_after_a_failed_capture():
     """A capture left underway would make this .item() (a sync) fail on this thread."""
     import torch
-    from tools.timer import CaptureUnsupported, time_cuda_graph
+    from tools.perf.timer import CaptureUnsupported, time_cuda_graph
     x = torch.arange(1024, device="cuda", dtype=torch.float32)
     with pytest.raises(CaptureUnsupported):
         time_cuda_graph(_syncing(x), warmup=2, iters=3, reps_per_graph=4)
@@ -145,7 +145,7 @@ def test_the_device_computes_and_syncs_after_a_failed_capture():
 @pytest.mark.gpu
 def test_a_good_forward_is_graph_timed_after_a_failed_capture():
     import torch
-    from tools.timer import CaptureUnsupported, time_cuda_graph
+    from tools.perf.timer import CaptureUnsupported, time_cuda_graph
     x = torch.randn(1024, device="cuda")
     with pytest.raises(CaptureUnsupported):
         time_cuda_graph(_syncing(x), warmup=2, iters=3, reps_per_graph=4)
@@ -159,7 +159,7 @@ def test_a_failed_capture_leaves_no_allocator_capture_pool_underway():
     used on other streams forever: a block recorded on a side stream is then never
     reused, and reserved memory grows with every such free."""
     import torch
-    from tools.timer import CaptureUnsupported, time_cuda_graph
+    from tools.perf.timer import CaptureUnsupported, time_cuda_graph
     x = torch.randn(1024, device="cuda")
     with pytest.raises(CaptureUnsupported):
         time_cuda_graph(_syncing(x), warmup=2, iters=3, reps_per_graph=4)
@@ -177,7 +177,7 @@ def test_a_failed_capture_leaves_no_allocator_capture_pool_underway():
 @pytest.mark.gpu
 def test_the_last_output_of_a_graph_timed_forward_holds_the_last_replays_result():
     import torch
-    from tools.timer import time_cuda_graph
+    from tools.perf.timer import time_cuda_graph
     x = torch.zeros(1024, device="cuda")
     last = [None]
 

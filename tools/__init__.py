@@ -1,5 +1,11 @@
 """krefine's evaluator: problem loading, the sandboxed worker, compile/test/time, guards.
 
+Rooms: judge/ (the session and the steps that decide a Verdict), sandbox/ (the worker
+where candidate code runs, its fork server, the channel to it), guards/ (static
+guards, one module per family), perf/ (timer, speedup, profiling, roofline, GPU
+profiles), dialect/ (KernelBook's dialect and the Inductor seed). At this level only
+what every room and the agent share: errors, settings, verdict, problem, jsonio.
+
 Nothing under tools/ imports langgraph: this package must run on a GPU box that has
 only torch and triton (plus the standard library, pynvml and nvtx when present).
 """

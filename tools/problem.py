@@ -3,7 +3,7 @@
 A problem file defines `class Model(nn.Module)`, `get_inputs()` and
 `get_init_inputs()` (a flat list, or KernelBook's `[args, kwargs]`). It is the user's
 own trusted code and runs in the judge. A candidate file must define `ModelNew`; here
-it is only read and parsed, never executed (that happens in tools/worker.py).
+it is only read and parsed, never executed (that happens in tools/sandbox/worker.py).
 Loading validates on the meta device, so a problem with 8 GiB inputs loads in
 milliseconds. Does not generate real inputs: see `make_inputs`.
 """

@@ -113,7 +113,7 @@ class TestSettings:
     cpu_memory_gib: float = 16.0        # RLIMIT_AS in the worker on --device cpu (0: none)
     gpu_cross_compile: bool = True      # on cpu, also compile launched kernels for sm_90
     output_transfer: typing.Literal["auto", "pipe"] = "auto"  # cuda outputs: CUDA IPC where it works
-    parallel_compile: int = 4           # candidates in their compile phase at once (tools/judge.py)
+    parallel_compile: int = 4           # candidates in their compile phase at once (tools/judge/)
     profile: typing.Literal["refined", "all", "none"] = "refined"  # who gets the bottleneck summary
 
     def validate(self) -> str | None:
@@ -138,11 +138,11 @@ class TimingSettings:
     host_check_ratio: float = 2.0       # flag when wall/call > ratio*median + slack
     host_check_slack_ms: float = 0.1
     roofline_floor_ratio: float = 0.8   # flag a time below this fraction of the roofline minimum
-    # the measure the speedup uses (tools/timer.py); per-call figures are always taken too
+    # the measure the speedup uses (tools/perf/timer.py); per-call figures are always taken too
     measure: typing.Literal["auto", "per_call", "cuda_graph", "batched"] = "auto"
     per_call_min_ms: float = 1.0        # auto: below this per-call median, graph replay (else batched)
     replay_target_ms: float = 1.0       # one graph replay / batched sample lasts at least this
-    confidence: float = 0.90            # two-sided confidence of the speedup interval (tools/speedup.py)
+    confidence: float = 0.90            # two-sided confidence of the speedup interval (tools/perf/speedup.py)
 
     def validate(self) -> str | None:
         if self.rounds < 1 or self.iters_per_round < 1:

@@ -2,7 +2,7 @@
 
 Covers the Status enum, Diagnostic, Timing and Verdict types and their schema-1 JSON
 form (DESIGN.md, `krefine eval --json`). Untrusted work returns a Verdict; only the
-evaluator's own bugs raise. Does not decide anything: tools/evaluate.py does.
+evaluator's own bugs raise. Does not decide anything: tools/judge/ does.
 """
 from __future__ import annotations
 
@@ -79,13 +79,13 @@ class Verdict:
     timing: dict[str, Timing | None] = field(default_factory=dict)  # candidate, eager, compile
     speedup_eager: float | None = None
     speedup_compile: float | None = None
-    # per baseline: tools/speedup.py's estimate {ratio, low, high, rounds, method} and
+    # per baseline: tools/perf/speedup.py's estimate {ratio, low, high, rounds, method} and
     # "faster" (its decision against 1.0); empty when untimed or the timing is untrusted
     speedup_interval: dict[str, dict] = field(default_factory=dict)
     device: dict[str, Any] = field(default_factory=dict)
     feedback: str = ""
     kernels: tuple[dict, ...] = ()        # per compiled Triton kernel: name, regs, spills, ...
-    bottleneck: dict[str, Any] | None = None  # tools/profiler.py's summary, when profiled
+    bottleneck: dict[str, Any] | None = None  # tools/perf/summary.py's summary, when profiled
     duration_s: float = 0.0
 
     @property

@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from tools import dialect  # noqa: E402
+from tools.dialect import runtime  # noqa: E402
 
-dialect.install("cpu")
+runtime.install("cpu")
 warnings.simplefilter("ignore")   # NumPy's notes on NaN/inf inputs, which are checked on purpose
 
 import triton  # noqa: E402

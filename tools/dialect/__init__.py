@@ -1,0 +1,19 @@
+"""The dialect room: KernelBook's dialect, the torch-2.5-era Inductor code KernelLLM writes.
+
+runtime.py makes such code run unchanged (`install`, in the worker, with
+inductor_grid.py's launch grids and interp_libdevice.py's libdevice for Triton's
+interpreter); causes.py names its usual faults in feedback (`explain`). kernelbook.py
+rewrites torch.compile's output in the dialect (`convert`, with inductor_wrapper.py
+reading Inductor's wrapper, kernelbook_model.py building ModelNew and
+inductor_capture.py recording the compile), for the Inductor seed of a run;
+`python -m tools.dialect seed PROBLEM --device D` (__main__.py) prints one.
+
+This file only re-exports; modules under tools/ import the concrete submodules.
+"""
+from tools.dialect.causes import Shapes, explain, problem_shapes
+from tools.dialect.inductor_capture import Capture, capture, capture_text, read_capture
+from tools.dialect.kernelbook import HEADER, convert, seed_candidate, seed_in_subprocess
+from tools.dialect.runtime import install
+
+__all__ = ["HEADER", "Capture", "Shapes", "capture", "capture_text", "convert", "explain", "install",
+           "problem_shapes", "read_capture", "seed_candidate", "seed_in_subprocess"]

@@ -1,0 +1,55 @@
+"""`python -m tools.dialect`: the KernelBook conversion from the command line.
+
+  python -m tools.dialect seed PROBLEM --device D [--out FILE]
+  python -m tools.dialect capture PROBLEM --device D --out FILE   (Inductor code + header)
+  python -m tools.dialect convert PROBLEM CAPTURE [--out FILE]
+
+`seed` is what tools/dialect/kernelbook.py's `seed_in_subprocess` runs: a fault prints
+one line `kernelbook: <reason>` on stderr (exit 1; a bad problem file, exit 2). The
+conversion itself is tools/dialect/kernelbook.py's.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tools.dialect.inductor_capture import capture, capture_text, read_capture
+from tools.dialect.kernelbook import convert, seed_candidate
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m tools.dialect seed PROBLEM --device D [--out FILE]
+       python -m tools.dialect capture PROBLEM --device D --out FILE   (Inductor code + header)
+       python -m tools.dialect convert PROBLEM CAPTURE [--out FILE]"""
+    from tools.errors import BadInput
+    from tools.problem import load_problem
+    ap = argparse.ArgumentParser(prog="python -m tools.dialect")
+    ap.add_argument("command", choices=("seed", "capture", "convert"))
+    ap.add_argument("problem")
+    ap.add_argument("capture_file", nargs="?")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--out")
+    args = ap.parse_args(argv)
+    try:
+        problem = load_problem(args.problem)
+        if args.command == "convert":
+            if not args.capture_file:
+                raise ValueError("convert needs a CAPTURE file")
+            text = convert(problem, read_capture(Path(args.capture_file).read_text(encoding="utf-8")))
+        elif args.command == "capture":
+            text = capture_text(capture(problem, args.device))
+        else:
+            text = seed_candidate(problem, args.device)
+    except (ValueError, BadInput) as e:
+        print(f"kernelbook: {e}", file=sys.stderr)
+        return 2 if isinstance(e, BadInput) else 1
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

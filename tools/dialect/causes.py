@@ -1,0 +1,329 @@
+"""KernelBook's dialect in feedback: the usual causes when such a candidate fails.
+
+`explain(...)` is a pure function from a failed verdict's facts (the candidate source,
+its diagnostics, the problem's shapes) to extra diagnostics naming the dialect's usual
+faults: an import of a name this torch no longer has, `xnumel` hard-coded for other
+shapes, a failing `assert_size_stride`, a class named `<Name>New` instead of ModelNew,
+a `reinterpret_tensor` view outside its buffer or returned with strides that are not
+row-major. The judge puts them before the raw diagnostics (tools/judge/).
+
+Not covered: making such code run (tools/dialect/runtime.py).
+"""
+from __future__ import annotations
+
+import ast
+import math
+import re
+import sys
+from dataclasses import dataclass
+
+from tools.dialect.runtime import span
+from tools.verdict import Diagnostic, Status
+
+@dataclass(frozen=True)
+class Shapes:
+    """The problem's tensors as the candidate sees them (from a meta-device run)."""
+    inputs: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]   # (size, stride) of each tensor input
+    outputs: tuple[tuple[int, ...], ...]
+
+    def sizes(self) -> set[int]:
+        """Every element count a kernel over these tensors may loop over: the product
+        of each run of adjacent dimensions (a whole tensor, a row, a column, ...)."""
+        found = {1}
+        for shape in [s for s, _ in self.inputs] + list(self.outputs):
+            for i in range(len(shape)):
+                for j in range(i + 1, len(shape) + 1):
+                    found.add(math.prod(shape[i:j]))
+        return found
+
+    def describe(self) -> str:
+        parts = [f"input {i} has size {_tup(s)}: {math.prod(s)} elements" for i, (s, _) in enumerate(self.inputs)]
+        parts += [f"the output has size {_tup(s)}" if len(self.outputs) == 1 else f"output {i} has size {_tup(s)}"
+                  for i, s in enumerate(self.outputs)]
+        return "; ".join(parts)
+
+
+def problem_shapes(module) -> Shapes:
+    """Input sizes and strides, and output sizes, of a problem module, computed on the
+    meta device (no memory, no compute, no random numbers drawn)."""
+    import torch
+    from tools.problem import split_init
+    inputs, outputs = (), ()
+    try:
+        with torch.device("meta"):
+            values = list(module.get_inputs())
+            inputs = tuple((tuple(v.shape), tuple(v.stride())) for v in values if isinstance(v, torch.Tensor))
+            args, kwargs = split_init(module.get_init_inputs())
+            with torch.no_grad():
+                out = module.Model(*args, **kwargs)(*values)
+        outs = out if isinstance(out, (tuple, list)) else [out]
+        outputs = tuple(tuple(o.shape) for o in outs if isinstance(o, torch.Tensor))
+    except Exception:   # an op without a meta kernel: explain from what is known
+        pass
+    return Shapes(inputs, outputs)
+
+
+def explain(src: str, status: Status, diagnostics, problem=None) -> tuple[Diagnostic, ...]:
+    """Diagnostics naming the KernelBook-dialect cause of a failed verdict, to go before
+    the raw ones; () when none applies. `problem` (a tools.problem.Problem) gives the
+    shapes the size checks compare with."""
+    if status in (Status.CORRECT, Status.REJECTED) or not diagnostics:
+        return ()
+    try:
+        tree = ast.parse(src)
+    except (SyntaxError, ValueError, RecursionError):
+        return ()
+    facts = _Facts(src, tree, problem, tuple(diagnostics), status)
+    found = []
+    for check in _CHECKS:
+        try:
+            d = check(facts)
+        except Exception:   # a hint must never turn a verdict into an evaluator failure
+            continue
+        if d is not None:
+            found.append(d)
+    return tuple(found[:2])
+
+
+class _Facts:
+    def __init__(self, src, tree, problem, diagnostics, status):
+        self.src, self.tree, self.problem, self.diagnostics, self.status = src, tree, problem, diagnostics, status
+        self._shapes = None
+
+    @property
+    def shapes(self) -> Shapes | None:
+        if self._shapes is None and self.problem is not None:
+            self._shapes = problem_shapes(self.problem.module)
+        return self._shapes
+
+    def calls(self, name: str):
+        """Calls of a plain name (`assert_size_stride(...)`) in document order."""
+        return sorted((n for n in ast.walk(self.tree) if isinstance(n, ast.Call)
+                       and isinstance(n.func, ast.Name) and n.func.id == name), key=lambda n: n.lineno)
+
+    def jit_functions(self):
+        for n in self.tree.body:
+            if isinstance(n, ast.FunctionDef) and any(
+                    "jit" in ast.unparse(d) or "autotune" in ast.unparse(d) for d in n.decorator_list):
+                yield n
+
+
+def _tup(values) -> str:
+    values = tuple(values)
+    return f"({values[0]},)" if len(values) == 1 else str(values)
+
+
+def _literal(node):
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def _versions() -> str:
+    got = [f"{m} {getattr(sys.modules[m], '__version__', '?')}" for m in ("torch", "triton") if m in sys.modules]
+    return " / ".join(got) or "the installed torch"
+
+
+def _diag(f: _Facts, kind: str, message: str, line: int | None) -> Diagnostic:
+    lines = f.src.splitlines()
+    text = lines[line - 1].strip() if line and 0 < line <= len(lines) else None
+    return Diagnostic(f"dialect:{kind}", message, line, text)
+
+
+def _missing_model_new(f: _Facts) -> Diagnostic | None:
+    if not any("MissingModelNew" in d.message or "defines no ModelNew" in d.message for d in f.diagnostics):
+        return None
+    classes = [n for n in f.tree.body if isinstance(n, ast.ClassDef)]
+    named = [c for c in classes if c.name.endswith("New")] or \
+        [c for c in classes if any(isinstance(b, ast.FunctionDef) and b.name == "forward" for b in c.body)]
+    if named:
+        c = named[0]
+        return _diag(f, "missing_model_new", f"the file defines class {c.name}, but the evaluator loads ModelNew: "
+                     f"rename class {c.name} to ModelNew (keep its __init__ arguments and forward)", c.lineno)
+    return _diag(f, "missing_model_new", "the file defines no ModelNew class: add class ModelNew(nn.Module) with "
+                 "the reference Model's __init__ arguments, whose forward takes the inputs and launches the kernels",
+                 None)
+
+
+# names KernelLLM imports that moved or went away, and what to write instead
+_MOVED_MODULES = {
+    "torch._inductor.triton_heuristics": "import it from torch._inductor.runtime.triton_heuristics",
+    "torch._inductor.triton_helpers": "import it from torch._inductor.runtime.triton_helpers",
+    "triton.language.libdevice": "use `from torch._inductor.runtime.triton_helpers import libdevice`",
+    "triton.language.math.libdevice": "use `from torch._inductor.runtime.triton_helpers import libdevice`",
+}
+
+
+_NAME_ADVICE = {
+    "get_raw_stream": "write `from torch._C import _cuda_getCurrentRawStream as get_raw_stream`",
+    "libdevice": "write `from torch._inductor.runtime.triton_helpers import libdevice`",
+    "AttrsDescriptor": "drop it: kernels here are plain @triton.jit functions, without Inductor's decorators",
+    "instance_descriptor": "drop it: kernels here are plain @triton.jit functions, without Inductor's decorators",
+}
+
+
+_GRID_ADVICE = "launch with a grid tuple instead: kernel[(triton.cdiv(xnumel, XBLOCK),)](...)"
+
+
+_IMPORT_FAULTS = (
+    (re.compile(r"cannot import name '(\w+)' from '([\w.]+)'"), lambda m: (m.group(2), m.group(1))),
+    (re.compile(r"No module named '([\w.]+)'"), lambda m: (m.group(1), None)),
+    (re.compile(r"module '([\w.]+)' has no attribute '(\w+)'"), lambda m: (m.group(1), m.group(2))),
+)
+
+
+def _removed_import(f: _Facts) -> Diagnostic | None:
+    for d in f.diagnostics:
+        for pattern, parts in _IMPORT_FAULTS:
+            m = pattern.search(d.message)
+            if m is None:
+                continue
+            module, name = parts(m)
+            if module.split(".")[0] not in ("torch", "triton"):
+                continue
+            what = f"`{module}.{name}`" if name else f"module {module}"
+            msg = f"{what} does not exist in the installed {_versions()} (KernelBook's code came from torch 2.5)"
+            return _diag(f, "removed_import", f"{msg}; {_import_advice(module, name)}", d.line)
+    return None
+
+
+def _import_advice(module: str, name: str | None) -> str:
+    if name is None:
+        return _MOVED_MODULES.get(module, "remove it and write what it provided in this file")
+    if name in _NAME_ADVICE:
+        return _NAME_ADVICE[name]
+    if module.startswith("triton.language") or module.endswith("libdevice"):
+        import triton.language as tl
+        from triton.language.extra import libdevice
+        if hasattr(libdevice, name):
+            return f"use libdevice.{name}(x) (`from torch._inductor.runtime.triton_helpers import libdevice`)"
+        if hasattr(tl, name):
+            return f"use tl.{name}"
+        return f"compute {name} from tl.* operations"
+    if module.endswith("triton_heuristics") and "grid" in name:
+        return _GRID_ADVICE
+    return "remove it and write what it provided in this file"
+
+
+_ASSERT_DIM = re.compile(r"expected size (\d+)==(\d+), stride (-?\d+)==(-?\d+) at dim=(\d+)")
+
+
+_ASSERT_NDIM = re.compile(r"wrong number of dimensions\s*(\d+)")
+
+
+def _failed_size_assert(f: _Facts) -> Diagnostic | None:
+    for d in f.diagnostics:
+        dims, ndim = _ASSERT_DIM.findall(d.message), _ASSERT_NDIM.search(d.message)
+        call = next((c for c in f.calls("assert_size_stride") if c.lineno == d.line), None)
+        if not (dims or ndim) or call is None or len(call.args) < 3:
+            continue
+        name = arg = ast.unparse(call.args[0])
+        want = f"size {_tup(_literal(call.args[1]) or ())}, stride {_tup(_literal(call.args[2]) or ())}"
+        shapes = f.shapes.describe() if f.shapes else "see get_inputs()"
+        if dims:
+            dims = sorted(dims, key=lambda g: int(g[4]))
+            size = tuple(int(g[0]) for g in dims)
+            got = f"size {_tup(size)}, stride {_tup(int(g[2]) for g in dims)}"
+            which = [i for i, (s, _) in enumerate(f.shapes.inputs) if s == size] if f.shapes else []
+            if len(which) == 1:
+                arg = f"{arg} (input {which[0]})"
+        else:
+            got = f"{ndim.group(1)} dimensions"
+        return _diag(f, "assert_size_stride",
+                     f"assert_size_stride({name}, ...) fails: {arg} has {got} here, but the code was written for "
+                     f"{want}. Write call() and its kernels for this problem's shapes ({shapes}): the asserted "
+                     "sizes, the empty_strided_cuda sizes, xnumel/rnumel, grid(...) and the numel arguments", d.line)
+    return None
+
+
+_NUMEL = re.compile(r"^[xyzr]\d*_?numel$")
+
+
+def _hardcoded_size(f: _Facts) -> Diagnostic | None:
+    if f.status not in (Status.INCORRECT, Status.RUNTIME_ERROR) or _failed_size_assert(f) is not None:
+        return None   # that message already says to rewrite the sizes
+    fixed = []   # (value, line, what it is): `xnumel = 4257` in a kernel, `grid(4257)` in call()
+    for fn in f.jit_functions():
+        for stmt in fn.body[:8]:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                    and _NUMEL.match(stmt.targets[0].id) and isinstance(_literal(stmt.value), int):
+                name = stmt.targets[0].id
+                fixed.append((_literal(stmt.value), stmt.lineno, f"{name} = {_literal(stmt.value)} is hard-coded in "
+                              f"{fn.name}", f"set {name}, the grid(...) size and the numel arguments in call()"))
+    for call in f.calls("grid"):
+        for value in (_literal(a) for a in call.args):
+            if isinstance(value, int):
+                fixed.append((value, call.lineno, f"{ast.unparse(call)} launches for {value} elements",
+                              "size the grid, xnumel and the numel arguments"))
+    shapes = f.shapes if fixed else None
+    if shapes is None or not shapes.inputs:
+        return None
+    possible = shapes.sizes()
+    for value, line, what, fix in fixed:
+        if value not in possible:
+            return _diag(f, "hardcoded_size", f"{what}, but no size of this problem's tensors is {value} "
+                         f"({shapes.describe()}): it was written for other shapes; {fix} from this "
+                         "problem's sizes", line)
+    return None
+
+
+_ALLOCATORS = ("empty_strided_cuda", "empty_strided_cpu", "empty_strided")
+
+
+def _view_out_of_bounds(f: _Facts) -> Diagnostic | None:
+    """A reinterpret_tensor whose literal size and strides reach past the buffer it
+    views, the buffer's extent known from its allocation or assert_size_stride."""
+    if f.status not in (Status.INCORRECT, Status.RUNTIME_ERROR) or \
+            any("view is out of bounds" in d.message for d in f.diagnostics):
+        return None   # the worker's own check said it already
+    bound = {id(n.value): n.targets[0].id for n in ast.walk(f.tree) if isinstance(n, ast.Assign)
+             and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)}
+    storage: dict[str, tuple[int, int, int]] = {}   # name -> (extent, offset, line it was made)
+    calls = [c for name in (*_ALLOCATORS, "assert_size_stride", "reinterpret_tensor") for c in f.calls(name)]
+    for call in sorted(calls, key=lambda c: (c.lineno, c.col_offset)):
+        kind, args = call.func.id, [_literal(a) for a in call.args]
+        target = bound.get(id(call))
+        if kind in _ALLOCATORS and len(args) >= 2 and target and isinstance(args[0], tuple):
+            storage[target] = (span(args[0], args[1]), 0, call.lineno)
+        elif kind == "assert_size_stride" and len(args) >= 3 and isinstance(call.args[0], ast.Name):
+            storage.setdefault(call.args[0].id, (span(args[1], args[2]), 0, call.lineno))
+        elif kind == "reinterpret_tensor" and len(args) >= 4 and isinstance(call.args[0], ast.Name) \
+                and call.args[0].id in storage and isinstance(args[1], tuple) and isinstance(args[3], int):
+            base = call.args[0].id
+            extent, offset, made = storage[base]
+            need = offset + args[3] + span(args[1], args[2])
+            if need > extent:
+                return _diag(f, "view_out_of_bounds", f"{ast.unparse(call)} reaches element {need - 1} of {base}'s "
+                             f"buffer, which holds {extent} elements (line {made}): the view is out of bounds; "
+                             "make its size, strides and offset fit the buffer", call.lineno)
+            if target:
+                storage[target] = (extent, offset + args[3], made)
+    return None
+
+
+def _strided_output_view(f: _Facts) -> Diagnostic | None:
+    """Wrong values, and call() returns a reinterpret_tensor whose strides are not the
+    row-major strides of its size: its elements are read in an order the kernel may not
+    have written them in."""
+    if f.status is not Status.INCORRECT or not any(d.kind == "mismatch" for d in f.diagnostics):
+        return None
+    calls = [n for fn in f.tree.body if isinstance(fn, ast.FunctionDef) and fn.name == "call"
+             for ret in ast.walk(fn) if isinstance(ret, ast.Return) and ret.value is not None
+             for n in ast.walk(ret.value) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+             and n.func.id == "reinterpret_tensor" and len(n.args) >= 3]
+    for call in calls:
+        size, stride = _literal(call.args[1]), _literal(call.args[2])
+        if not (isinstance(size, tuple) and isinstance(stride, tuple)) or len(size) != len(stride):
+            continue
+        row_major = tuple(math.prod(size[i + 1:]) for i in range(len(size)))
+        if any(n > 1 and s != r for n, s, r in zip(size, stride, row_major)):
+            return _diag(f, "strided_view", f"call() returns {ast.unparse(call)}: strides {_tup(stride)}, not "
+                         f"the row-major {_tup(row_major)} of size {_tup(size)}, so the output's elements are read "
+                         "in another order than a row-major kernel writes them; give the view the strides the "
+                         "kernel stored the buffer with", call.lineno)
+    return None
+
+
+_CHECKS = (_missing_model_new, _removed_import, _failed_size_assert, _hardcoded_size, _view_out_of_bounds,
+           _strided_output_view)

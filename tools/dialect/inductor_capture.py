@@ -1,0 +1,150 @@
+"""torch.compile of a problem, recorded for tools/dialect/kernelbook.py: the Inductor
+output and what the code alone does not say.
+
+`capture(problem, device)` compiles the problem's Model (the user's trusted module) with
+Inductor under no_grad, in one graph, and returns a `Capture`: the output module that
+run_and_get_code would return, which module tensor each call() argument is (the graph's
+example inputs are the model's own parameters, buffers and the inputs, matched by
+identity), and on cuda the launch config the autotuner settled on for each kernel.
+
+On cpu, Inductor's Triton backend writes the kernels (cpu_backend="triton"; they load
+in Triton's interpreter) and nothing of the compiled code runs: the configs then come
+from the heuristics at conversion. Inductor's cache key asks Triton's active driver for
+a target and there is none without a GPU, so sm_90's backend answers it.
+
+`capture_text` / `read_capture` keep a capture in one Python file: the Inductor code
+under a `# kernelbook-capture: {json}` line (tests/fixtures/inductor/ holds some).
+Converting is tools/dialect/kernelbook.py's job; nothing here rewrites code.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Capture:
+    """torch.compile's output for one problem, plus what the code alone does not say."""
+    code: str                                   # the output module run_and_get_code returns
+    arg_sources: tuple[str, ...] | None = None  # per call() argument: "input:0" | "param:ln.weight" | "buffer:w"
+    launch_configs: dict[str, dict[str, int]] = field(default_factory=dict)  # kernel -> autotuner's choice
+    device: str = "cuda"
+    torch_version: str = ""
+
+
+BUILD_SEED = 42         # weights and inputs to compile with; their values do not change the code
+CAPTURE_LINE = "# kernelbook-capture: "
+
+
+def capture(problem, device: str) -> Capture:
+    """torch.compile `problem`'s Model on `device` and record its Inductor output.
+
+    cuda: the compiled forward runs once, so the autotuner's chosen configs are read
+    off the loaded kernels. cpu: Inductor's Triton backend writes the code and nothing
+    of it runs (configs come from the heuristics at conversion). A graph break or a
+    forward not returning one tensor is a ValueError.
+    """
+    import contextlib
+    from unittest import mock
+
+    import torch
+    from torch._inductor import utils as inductor_utils
+    from torch._inductor.compile_fx import compile_fx
+    from torch._inductor.graph import GraphLowering
+
+    from tools.problem import build_model, make_inputs
+    # 1) the model and inputs as the judge builds them
+    model = build_model(problem.module.Model, problem.module, BUILD_SEED, device)
+    inputs = make_inputs(problem.module, BUILD_SEED, device)
+    # 2) compile through a backend that sees the graph's inputs (real tensors, in call() order)
+    graph_inputs: list[list] = []
+
+    def backend(gm, example_inputs):
+        graph_inputs.append(list(example_inputs))
+        compiled = compile_fx(gm, example_inputs)
+        return compiled if device != "cpu" else gm.forward   # cpu: codegen only, run eagerly
+
+    codes: list[str] = []
+    with contextlib.ExitStack() as stack:
+        # a cache hit would skip codegen, and with it save_output_code (torch < 2.7: fresh_inductor_cache)
+        fresh = getattr(inductor_utils, "fresh_cache", None) or inductor_utils.fresh_inductor_cache
+        stack.enter_context(fresh())
+        stack.enter_context(mock.patch.object(GraphLowering, "save_output_code", codes.append))
+        if device == "cpu":
+            stack.enter_context(_cpu_triton())
+        torch._dynamo.reset()
+        try:
+            with torch.no_grad():
+                out = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
+        except Exception as e:
+            raise ValueError(f"torch.compile failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
+    if len(codes) != 1 or len(graph_inputs) != 1:
+        raise ValueError(f"torch.compile produced {len(codes)} output modules; expected one graph")
+    if not isinstance(out, torch.Tensor):
+        raise ValueError(f"Model.forward returns {type(out).__name__}; only one tensor is supported")
+    # 3) name each graph input by what it is in the problem; a tensor dynamo passed as a
+    #    copy leaves the sources unrecorded, for convert to infer from shapes (or refuse)
+    names = {id(t): f"input:{i}" for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
+    names.update({id(t): f"param:{n}" for n, t in model.named_parameters()})
+    names.update({id(t): f"buffer:{n}" for n, t in model.named_buffers()})
+    sources = [names.get(id(t)) for t in graph_inputs[0]]
+    return Capture(code=codes[0], arg_sources=None if None in sources else tuple(sources), device=device,
+                   torch_version=torch.__version__,
+                   launch_configs=_chosen_configs(codes[0]) if device != "cpu" else {})
+
+
+def _cpu_triton():
+    """Inductor's Triton backend for cpu tensors, its kernels loaded by Triton's
+    interpreter (nothing compiles for a cpu target). Its cache key asks Triton's active
+    driver for a target, and there is none without a GPU: answer sm_90's backend."""
+    import contextlib
+    import functools
+    import os
+    from unittest import mock
+
+    import torch
+    import torch.utils._triton as torch_triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(mock.patch.dict(os.environ, {"TRITON_INTERPRET": "1"}))
+    stack.enter_context(torch._inductor.config.patch(cpu_backend="triton"))
+    stack.enter_context(mock.patch.object(torch_triton, "triton_backend",
+                                          functools.cache(lambda: make_backend(GPUTarget("cuda", 90, 32)))))
+    return stack
+
+
+def _chosen_configs(code: str) -> dict[str, dict[str, int]]:
+    """Each kernel's config as the autotuner left it in the loaded wrapper module (one
+    launcher per kernel once it has run); kernels it did not settle are left out."""
+    from torch._inductor.codecache import PyCodeCache
+    names = re.findall(r"^(\w+) = async_compile\.triton\(", code, re.M)
+    modules = [*PyCodeCache.modules, *getattr(PyCodeCache, "modules_no_attr", {}).values()]
+    module = next((m for m in reversed(modules) if names and all(hasattr(m, n) for n in names)), None)
+    chosen = {}
+    for n in names if module is not None else ():
+        launchers = getattr(getattr(module, n), "launchers", None) or []
+        if len(launchers) == 1 and getattr(launchers[0], "config", None) is not None:
+            cfg = launchers[0].config
+            chosen[n] = {**{k: v for k, v in cfg.kwargs.items() if isinstance(v, int)},
+                         "num_warps": int(cfg.num_warps), "num_stages": int(cfg.num_stages)}
+    return chosen
+
+
+def capture_text(cap: Capture) -> str:
+    """A capture as one Python file: the Inductor code under a one-line JSON header."""
+    meta = {"arg_sources": list(cap.arg_sources or ()), "launch_configs": cap.launch_configs,
+            "device": cap.device, "torch": cap.torch_version}
+    return CAPTURE_LINE + json.dumps(meta, sort_keys=True) + "\n" + cap.code
+
+
+def read_capture(text: str) -> Capture:
+    first, _, rest = text.partition("\n")
+    if not first.startswith(CAPTURE_LINE):
+        return Capture(code=text)      # bare Inductor output: sources inferred, configs static
+    meta = json.loads(first[len(CAPTURE_LINE):])
+    return Capture(code=rest, arg_sources=tuple(meta.get("arg_sources") or ()) or None,
+                   launch_configs=meta.get("launch_configs") or {}, device=meta.get("device", "cuda"),
+                   torch_version=meta.get("torch", ""))

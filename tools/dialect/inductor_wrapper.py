@@ -1,0 +1,173 @@
+"""Inductor's wrapper module as tools/dialect/kernelbook.py reads it: its kernels.
+
+Covers finding each `async_compile.triton(...)` kernel and `call()` in the module
+torch.compile wrote (refusing, with a ValueError naming the construct, every wrapper
+statement not known to be boilerplate), reading a kernel's source, heuristic, grid type
+and launch-time constexprs (`Kernel`), and the first config Inductor's own heuristics
+give it (`static_config`, when the autotuner recorded none); plus the small AST
+helpers the conversion shares. Rewrites nothing: tools/dialect/kernelbook.py does.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+# launch-time constexprs a config may set, in the order KernelBook's launches name them
+BLOCK_PARAMS = ("XBLOCK", "YBLOCK", "ZBLOCK", "R0_BLOCK", "R1_BLOCK", "RBLOCK")
+
+
+# grid_type -> the numel parameters grid() takes, in KernelBook's order (grid(ynumel, xnumel))
+GRID_NUMELS = {"Grid1D": ("xnumel",), "Grid2D": ("ynumel", "xnumel"), "Grid3D": ("znumel", "ynumel", "xnumel")}
+
+
+HEURISTICS = ("pointwise", "reduction", "persistent_reduction")
+
+
+_SET_DRIVER = r"triton_helpers\.set_driver_to_(gpu|cpu)\(\)"
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    heuristic: str                 # pointwise | reduction | persistent_reduction
+    jit_sources: tuple[str, ...]   # the kernel and any @triton.jit helpers its source defines
+    params: tuple[str, ...]        # runtime parameters, in order
+    constexprs: tuple[str, ...]    # constexpr parameters set at launch
+    grid_type: str
+    decorator: ast.Call            # the heuristics call, for the static config
+
+
+def read_wrapper(tree: ast.Module) -> tuple[dict[str, Kernel], ast.FunctionDef]:
+    kernels: dict[str, Kernel] = {}
+    call_fn = None
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.Assign) and call_name(node).startswith("async_compile."):
+            kind = call_name(node).split(".", 1)[1]
+            if kind != "triton":
+                raise ValueError(f"unsupported kernel kind async_compile.{kind} ({_target(node)})")
+            kernel = _read_kernel(node)
+            kernels[kernel.name] = kernel
+        elif isinstance(node, ast.ClassDef) and node.name == "Runner":
+            call_fn = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "call"), None)
+        elif isinstance(node, ast.FunctionDef) and node.name == "call":
+            call_fn = node
+        elif isinstance(node, ast.FunctionDef) and node.name.startswith("partition_"):
+            raise ValueError(f"graph partitions are not supported ({node.name})")
+        elif not _wrapper_boilerplate(node):
+            raise ValueError(f"unsupported wrapper statement: {short_code(node)}")
+    if call_fn is None:
+        raise ValueError("no call() function in the Inductor output")
+    if not kernels:
+        raise ValueError("the Inductor output has no Triton kernel")
+    return kernels, call_fn
+
+
+def _wrapper_boilerplate(node: ast.stmt) -> bool:
+    """Module-level lines of the wrapper that KernelBook's header replaces or drops."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        value = ast.unparse(node.value)
+        return (value.startswith(("torch._C.", "torch.ops.", "torch._C._", "AsyncCompile(", "Runner(", "runner."))
+                or node.targets[0].id in ("aten", "inductor_ops", "_quantized", "align"))
+    if isinstance(node, ast.Expr):
+        return ast.unparse(node.value) == "async_compile.wait(globals())" or isinstance(node.value, ast.Constant)
+    if isinstance(node, ast.Delete):
+        return ast.unparse(node) == "del async_compile"
+    if isinstance(node, ast.FunctionDef):
+        return node.name in ("get_raw_stream", "get_args", "benchmark_compiled_module")
+    if isinstance(node, ast.If):
+        return ast.unparse(node.test) == "__name__ == '__main__'"
+    return False
+
+
+def _read_kernel(node: ast.Assign) -> Kernel:
+    call = node.value
+    if len(call.args) < 2 or not all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in call.args[:2]):
+        raise ValueError(f"async_compile.triton without literal name and source ({_target(node)})")
+    name, src = call.args[0].value, call.args[1].value
+    ktree = ast.parse(src)
+    lines = src.splitlines()
+    jit_sources, main = [], None
+    for stmt in ktree.body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(stmt, ast.Expr) and re.fullmatch(_SET_DRIVER, ast.unparse(stmt)):
+            continue
+        if not isinstance(stmt, ast.FunctionDef) or not stmt.decorator_list \
+                or dotted(stmt.decorator_list[-1]) != "triton.jit":
+            raise ValueError(f"kernel {name}: unsupported statement in its source: {short_code(stmt)}")
+        jit = stmt.decorator_list[-1]
+        jit_sources.append("\n".join(lines[jit.lineno - 1: stmt.end_lineno]))
+        if stmt.name == name:
+            main = stmt
+        elif len(stmt.decorator_list) > 1:
+            raise ValueError(f"kernel {name}: a second decorated kernel {stmt.name} in its source")
+    if main is None:
+        raise ValueError(f"kernel {name}: its source defines no function of that name")
+    if len(main.decorator_list) != 2 or not isinstance(main.decorator_list[0], ast.Call):
+        raise ValueError(f"kernel {name}: expected one heuristics decorator above @triton.jit")
+    deco = main.decorator_list[0]
+    heuristic = dotted(deco.func).rpartition(".")[2]
+    if not dotted(deco.func).startswith("triton_heuristics.") or heuristic not in HEURISTICS:
+        raise ValueError(f"kernel {name}: unsupported heuristic {dotted(deco.func)}")
+    grid_type = _grid_type(deco)
+    if grid_type not in GRID_NUMELS:
+        raise ValueError(f"kernel {name}: unsupported grid type {grid_type}")
+    params, constexprs = [], []
+    for a in main.args.args:
+        (constexprs if a.annotation is not None and "constexpr" in ast.unparse(a.annotation) else params).append(a.arg)
+    unknown = [c for c in constexprs if c not in BLOCK_PARAMS]
+    if unknown:
+        raise ValueError(f"kernel {name}: unsupported constexpr parameter(s) {', '.join(unknown)}")
+    return Kernel(name=name, heuristic=heuristic, jit_sources=tuple(jit_sources), params=tuple(params),
+                  constexprs=tuple(constexprs), grid_type=grid_type, decorator=deco)
+
+
+def _grid_type(deco: ast.Call) -> str:
+    """inductor_meta's grid_type (the dict also holds sets and enums: not a literal)."""
+    meta = next((k.value for k in deco.keywords if k.arg == "inductor_meta"), None)
+    m = re.search(r"'grid_type':\s*'(\w+)'", ast.unparse(meta)) if meta is not None else None
+    return m.group(1) if m else "Grid1D"
+
+
+def static_config(kernel: Kernel) -> dict[str, int]:
+    """The first config Inductor's heuristics list for this kernel (what it launches
+    when there is nothing to autotune; with several, the autotuner would benchmark)."""
+    from torch._inductor.runtime import hints, triton_heuristics
+    deco = ast.Call(func=kernel.decorator.func, args=kernel.decorator.args,
+                    keywords=[*kernel.decorator.keywords, ast.keyword("return_configs", ast.Constant(True))])
+    expr = ast.fix_missing_locations(ast.Expression(deco))
+    scope = {"triton_heuristics": triton_heuristics, "__file__": f"{kernel.name}.py",
+             **{n: getattr(hints, n) for n in ("AutotuneHint", "ReductionHint", "TileHint", "DeviceProperties")}}
+    try:
+        configs = eval(compile(expr, kernel.name, "eval"), scope)  # Inductor's own decorator arguments
+    except Exception as e:
+        raise ValueError(f"kernel {kernel.name}: its heuristics gave no config ({type(e).__name__}: {e})") from None
+    if not configs:
+        raise ValueError(f"kernel {kernel.name}: its heuristics gave no config")
+    first = configs[0]
+    return {**first.kwargs, "num_warps": first.num_warps, "num_stages": first.num_stages}
+
+
+def dotted(node) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = dotted(node.value)
+        return f"{base}.{node.attr}" if base else ""
+    return ""
+
+
+def call_name(stmt: ast.stmt) -> str:
+    value = getattr(stmt, "value", None)
+    return dotted(value.func) if isinstance(value, ast.Call) else ""
+
+
+def _target(node: ast.Assign) -> str:
+    return ast.unparse(node.targets[0])
+
+
+def short_code(node: ast.AST) -> str:
+    return " ".join(ast.unparse(node).split())[:100]

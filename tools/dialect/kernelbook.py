@@ -1,0 +1,218 @@
+"""Inductor's Triton output rewritten in KernelBook format, and the Inductor seed of a run.
+
+KernelLLM was fine-tuned on KernelBook: PyTorch modules paired with the code
+torch.compile wrote for them (torch 2.5 era), as a `ModelNew`. Current Inductor writes
+the same kernels in a different wrapper (heuristics decorators, an async_compile
+module, `kernel.run(..., stream=...)`). `convert` turns that wrapper back into the
+dialect the model was trained on:
+
+  * the header KernelBook pairs open with (HEADER);
+  * each kernel as a plain `@triton.jit` function, its body byte for byte as Inductor
+    wrote it (hard-coded xnumel / r0_numel, persistent R0_BLOCK constants);
+  * `call(args)` launching `kernel[grid(numels)](..., XBLOCK=.., num_warps=..,
+    num_stages=..)` with the launch config the autotuner chose (recorded in the
+    Capture) or, when none was recorded, the first config of Inductor's own heuristics;
+  * `ModelNew(nn.Module)` built by Model's own __init__ (so it owns the same parameters,
+    made in the same order from the same seed) whose forward passes parameters,
+    buffers and inputs to call() in Inductor's argument order
+    (tools/dialect/kernelbook_model.py).
+
+What the code alone does not say (which module tensor each call() argument is, the
+configs the autotuner chose) comes with it in a `Capture`
+(tools/dialect/inductor_capture.py); the wrapper's kernels are read by
+tools/dialect/inductor_wrapper.py. `seed_candidate` = capture + convert; `python -m
+tools.dialect seed PROBLEM --device D` (tools/dialect/__main__.py) runs it in its own
+process (the agent never compiles in its own).
+
+Not covered (ValueError naming the construct, never a guessed candidate): graph
+breaks, template / cooperative / split-scan / combo kernels, graph partitions, aten
+fallbacks and other wrapper statements not listed in `_rewrite_call`, models whose
+forward returns anything but one tensor.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+from tools.dialect.inductor_capture import Capture, capture
+from tools.dialect.inductor_wrapper import (BLOCK_PARAMS, GRID_NUMELS, Kernel, call_name, dotted, read_wrapper,
+                                            short_code, static_config)
+from tools.dialect.kernelbook_model import check_sources, infer_sources, meta_model, model_new
+
+HEADER = """\
+import torch
+import triton
+import triton.language as tl
+from torch._inductor.runtime.triton_heuristics import grid
+from torch._C import _cuda_getCurrentRawStream as get_raw_stream
+from torch._inductor.runtime import triton_helpers
+from torch._inductor.runtime.triton_helpers import libdevice, math as tl_math
+import torch.nn as nn
+assert_size_stride = torch._C._dynamo.guards.assert_size_stride
+empty_strided_cuda = torch._C._dynamo.guards._empty_strided_cuda
+reinterpret_tensor = torch._C._dynamo.guards._reinterpret_tensor
+"""
+
+
+# KernelBook's files import extern_kernels right after torch, only when they use it
+EXTERN_IMPORT = "from torch._inductor.select_algorithm import extern_kernels\n"
+
+
+_ALLOC = ("empty_strided_cuda", "empty_strided_cpu")
+
+
+_DEVICE_GUARD = r"torch\.\w+\._DeviceGuard\(\d+\)"
+
+
+def convert(problem, capture: Capture) -> str:
+    """KernelBook-format candidate source for `problem` (tools.problem.Problem)."""
+    # 1) the wrapper module: kernels and call()
+    try:
+        tree = ast.parse(capture.code)
+    except SyntaxError as e:
+        raise ValueError(f"Inductor output is not valid Python: {e.msg} (line {e.lineno})") from None
+    kernels, call_fn = read_wrapper(tree)
+    # 2) which module tensor each call() argument is
+    arg_names = _call_arg_names(call_fn)
+    model, inputs = meta_model(problem)
+    sources = capture.arg_sources or infer_sources(call_fn, arg_names, model, inputs)
+    if len(sources) != len(arg_names):
+        raise ValueError(f"call() takes {len(arg_names)} arguments but {len(sources)} sources were recorded")
+    check_sources(sources, model, len(inputs))
+    # 3) call() in KernelBook's shape, each launch with its config
+    call_src, externs = _rewrite_call(call_fn, kernels, capture.launch_configs)
+    # 4) ModelNew from Model's own __init__
+    prelude, model_src = model_new(problem.source, arg_names, sources, len(inputs))
+    header = HEADER if not externs else HEADER.replace("import torch\n", "import torch\n" + EXTERN_IMPORT, 1)
+    jit = [s for k in kernels.values() for s in k.jit_sources]
+    parts = [header + prelude] + list(dict.fromkeys(jit)) + [call_src, model_src]
+    out = "\n\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n"
+    compile(out, "<kernelbook candidate>", "exec")  # our own bug if this fails
+    return out
+
+
+def _call_arg_names(call_fn: ast.FunctionDef) -> list[str]:
+    for stmt in call_fn.body:
+        if isinstance(stmt, ast.Assign) and ast.unparse(stmt.value) == "args":
+            target = stmt.targets[0]
+            elts = target.elts if isinstance(target, ast.Tuple) else [target]
+            return [e.id for e in elts]
+    raise ValueError("call() does not unpack its args")
+
+
+def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
+                  recorded: dict[str, dict[str, int]]) -> tuple[str, set[str]]:
+    """call(args) as KernelBook writes it; also the extern_kernels ops it uses."""
+    pre, body, ret, externs = [], [], None, set()
+    stream_done = False
+    stmts = list(call_fn.body)
+    while stmts:
+        stmt = stmts.pop(0)
+        text = ast.unparse(stmt)
+        if ret is not None:
+            raise ValueError(f"call(): statement after its return: {short_code(stmt)}")
+        if isinstance(stmt, ast.With) and re.fullmatch(_DEVICE_GUARD, ast.unparse(stmt.items[0].context_expr)):
+            stmts = stmt.body + stmts            # the device guard is written again around the body
+        elif isinstance(stmt, ast.Return):
+            ret = stmt
+        elif text == "args.clear()" or (isinstance(stmt, ast.Assign) and ast.unparse(stmt.value) == "args"):
+            pre.append(stmt)
+        elif call_name(stmt) == "assert_size_stride":
+            stmt.value.args = stmt.value.args[:3]   # KernelBook's form has no argument name
+            pre.append(stmt)
+        elif call_name(stmt) == "assert_alignment" or re.fullmatch(r"torch\.\w+\.set_device\(\d+\)", text):
+            continue
+        elif isinstance(stmt, ast.Assign) and call_name(stmt) == "get_raw_stream":
+            if not stream_done:
+                body.append(ast.parse("get_raw_stream(0)").body[0])
+                stream_done = True
+        elif isinstance(stmt, ast.Expr) and call_name(stmt).endswith(".run") and call_name(stmt)[:-4] in kernels:
+            body.append(_launch(stmt.value, kernels[call_name(stmt)[:-4]], recorded))
+        elif isinstance(stmt, ast.Assign) and call_name(stmt) in _ALLOC:
+            stmt.value.func = ast.Name("empty_strided_cuda", ast.Load())
+            body.append(stmt)
+        elif isinstance(stmt, ast.Delete) or (isinstance(stmt, ast.Assign) and _plain_value(stmt.value)):
+            body.append(stmt)
+        elif isinstance(stmt, ast.Expr) and call_name(stmt).startswith("extern_kernels."):
+            externs.add(call_name(stmt))
+            body.append(stmt)
+        else:
+            raise ValueError(f"call(): unsupported statement: {short_code(stmt)}")
+    if ret is None:
+        raise ValueError("call() has no return")
+    n_out = len(ret.value.elts) if isinstance(ret.value, ast.Tuple) else -1
+    if n_out != 1:
+        raise ValueError(f"call() returns {n_out if n_out >= 0 else 'a non-tuple of'} values; "
+                         "only a forward returning one tensor is supported")
+    guard = ast.With(items=[ast.withitem(ast.parse("torch.cuda._DeviceGuard(0)", mode="eval").body)],
+                     body=[ast.parse("torch.cuda.set_device(0)").body[0], *body])
+    fn = ast.parse("def call(args):\n    pass").body[0]
+    fn.body = [*pre, guard, ret]
+    return ast.unparse(ast.fix_missing_locations(fn)), externs
+
+
+def _launch(run: ast.Call, kernel: Kernel, recorded: dict[str, dict[str, int]]) -> ast.Expr:
+    """kernel.run(a, b, n, stream=s) -> kernel[grid(n)](a, b, n, XBLOCK=.., num_warps=.., num_stages=..)"""
+    extra = [k.arg for k in run.keywords if k.arg not in ("stream", "grid")]
+    if extra or any(isinstance(a, ast.Starred) for a in run.args):
+        raise ValueError(f"launch of {kernel.name}: unsupported arguments {', '.join(map(str, extra)) or '*args'}")
+    if len(run.args) != len(kernel.params):
+        raise ValueError(f"launch of {kernel.name}: {len(run.args)} arguments for {len(kernel.params)} parameters")
+    old_grid = next((k.value for k in run.keywords if k.arg == "grid"), None)
+    if isinstance(old_grid, ast.Call) and dotted(old_grid.func) == "grid":
+        numels = old_grid.args          # torch <= 2.6 wrote the grid at the launch
+    elif old_grid is not None:
+        raise ValueError(f"launch of {kernel.name}: unsupported grid {ast.unparse(old_grid)}")
+    else:
+        numels = []
+        for p in GRID_NUMELS[kernel.grid_type]:
+            if p not in kernel.params:
+                raise ValueError(f"launch of {kernel.name}: {kernel.grid_type} needs a {p} parameter")
+            numels.append(run.args[kernel.params.index(p)])
+    config = recorded.get(kernel.name) or static_config(kernel)
+    missing = [c for c in kernel.constexprs if c not in config]
+    if missing:
+        raise ValueError(f"launch of {kernel.name}: its config sets no {', '.join(missing)}")
+    keywords = [ast.keyword(c, ast.Constant(int(config[c]))) for c in sorted(kernel.constexprs, key=BLOCK_PARAMS.index)]
+    keywords += [ast.keyword(k, ast.Constant(int(config[k]))) for k in ("num_warps", "num_stages")]
+    target = ast.Subscript(value=ast.Name(kernel.name, ast.Load()),
+                           slice=ast.Call(func=ast.Name("grid", ast.Load()), args=numels, keywords=[]), ctx=ast.Load())
+    return ast.Expr(ast.Call(func=target, args=run.args, keywords=keywords))
+
+
+def _plain_value(node: ast.expr) -> bool:
+    """`buf1 = buf0` and `buf2 = reinterpret_tensor(buf0, ...)`: aliases, no compute."""
+    return isinstance(node, ast.Name) or (isinstance(node, ast.Call) and dotted(node.func) == "reinterpret_tensor")
+
+
+def seed_candidate(problem, device: str) -> str:
+    """The Inductor seed: torch.compile's kernels for `problem` in KernelBook format."""
+    return convert(problem, capture(problem, device))
+
+
+def seed_in_subprocess(problem_path: str | Path, device: str, timeout_s: float) -> str:
+    """seed_candidate in a fresh `python -m tools.dialect seed` process (compiling the
+    problem loads torch.compile and, on cuda, a CUDA context: not in the agent's own
+    process). ValueError with the child's one-line reason when it fails."""
+    import os
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="krefine-seed-") as tmp:
+        out = Path(tmp) / "seed.py"
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "tools.dialect", "seed", str(problem_path), "--device", device,
+                 "--out", str(out)],
+                cwd=Path(__file__).resolve().parents[2],     # the repo root: tools/ importable
+                env=dict(os.environ),                         # inherited: the agent's own environment
+                stdin=subprocess.DEVNULL,                     # never waits on input
+                capture_output=True, text=True,               # stderr's last line is the reason
+                timeout=timeout_s)                            # torch.compile of a hung problem
+        except subprocess.TimeoutExpired:
+            raise ValueError(f"seed: torch.compile took longer than {timeout_s:.0f} s") from None
+        if proc.returncode != 0 or not out.exists():
+            lines = [ln for ln in proc.stderr.splitlines() if ln.strip()] or [f"exit status {proc.returncode}"]
+            raise ValueError(lines[-1].removeprefix("kernelbook: "))
+        return out.read_text(encoding="utf-8")

@@ -1,0 +1,113 @@
+"""The two flag-only guards: reduced precision and output caching.
+
+`check_reduced_precision` flags fp16/bf16/tf32 math (an fp32 problem computed so will
+miss its 1e-4 tolerance); `check_caching` flags a forward that keeps results between
+calls (returns state held on self or in a global, looks inputs up in such a store,
+keys it by shape or pointer, or is wrapped in functools.cache). Neither rejects: fresh
+inputs per trial make a cache fail anyway, and precision shows in the comparison.
+"""
+from __future__ import annotations
+
+import ast
+
+from tools.guards.names import resolve, words
+from tools.guards.regions import DEAD, FORWARD, Site
+from tools.guards.source import Finding, Source, line_of, path_hits, spell
+from tools.settings import GuardSettings
+
+_HALF_PATHS = ("torch.float16", "torch.half", "torch.bfloat16", "torch.float8*", "triton.language.float16",
+               "triton.language.bfloat16", "triton.language.float8*", "torch.autocast", "torch.cuda.amp",
+               "torch.amp")
+
+
+def check_reduced_precision(source: Source, settings: GuardSettings) -> Finding | None:
+    """Flag only: fp16/bf16/tf32 math; an fp32 problem computed so will miss 1e-4."""
+    def flag(node, what):
+        return Finding("reduced_precision", f"`{what}` computes in reduced precision (fp16/bf16/tf32); for an "
+                       "fp32 problem keep fp32 math or the 1e-4 tolerance will fail.", line_of(node), False,
+                       "reduced_precision")
+    for path, node in path_hits(source, _HALF_PATHS, with_imports=False, skip_dead=True):
+        return flag(node, spell(source, node))
+    for s in source.sites:
+        n = s.node
+        if s.region == DEAD:
+            continue
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("half", "bfloat16"):
+            return flag(n, spell(source, n))
+        if isinstance(n, ast.keyword) and ((n.arg == "input_precision" and isinstance(n.value, ast.Constant)
+                                            and str(n.value.value).startswith("tf32"))
+                                           or (n.arg == "allow_tf32" and isinstance(n.value, ast.Constant)
+                                               and n.value.value is True)):
+            return flag(n.value, spell(source, n.value))
+    return None
+
+
+_KEY_ATTRS = words("data_ptr shape size stride _version untyped_storage storage_offset")
+
+
+def check_caching(source: Source, settings: GuardSettings) -> Finding | None:
+    """Flag only: forward keeps results between calls: returns state held on self or in
+    a global, looks inputs up in such a store (`key in self.cache`), keys it by shape or
+    pointer, or is wrapped in functools.cache. Fresh inputs per trial make it fail anyway."""
+    by_func: dict[int, list[Site]] = {}
+    for s in source.sites:
+        if s.region == FORWARD and s.func is not None:
+            by_func.setdefault(id(s.func), []).append(s)
+        if isinstance(s.node, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.region != DEAD:
+            for d in s.node.decorator_list:
+                for p in resolve(d.func if isinstance(d, ast.Call) else d, source.aliases, source.self_attrs, frozenset()):
+                    if p in ("functools.lru_cache", "functools.cache"):
+                        return _caching(d, "@" + p.split(".")[-1])
+    for sites in by_func.values():
+        globals_ = {x for s in sites if isinstance(s.node, ast.Global) for x in s.node.names}
+        held = lambda e: _persistent(e, globals_, source.module_names)  # noqa: E731
+        keyed = lambda e: any((isinstance(x, ast.Attribute) and x.attr in _KEY_ATTRS) or  # noqa: E731
+                              (isinstance(x, ast.Call) and isinstance(x.func, ast.Name) and x.func.id in ("id", "hash"))
+                              for x in ast.walk(e))
+        stores = any(isinstance(s.node, (ast.Attribute, ast.Subscript, ast.Name)) and
+                     isinstance(s.node.ctx, ast.Store) and held(s.node) for s in sites)
+        # locals that alias held state: prev = self.ready if ... else ...
+        aliases = {t.id for s in sites if isinstance(s.node, ast.Assign) and _branches_held(s.node.value, held)
+                   for t in s.node.targets if isinstance(t, ast.Name)}
+        for s in sites:
+            n = s.node
+            if isinstance(n, ast.Return) and n.value is not None and (
+                    held(n.value) or (isinstance(n.value, ast.Name) and n.value.id in aliases)):
+                return _caching(n, spell(source, n))
+            if isinstance(n, ast.Compare):
+                sides = [n.left, *n.comparators]
+                if any(isinstance(op, (ast.In, ast.NotIn)) for op in n.ops) and held(n.comparators[-1]):
+                    return _caching(n, spell(source, n))
+                if stores and any(held(x) for x in sides) and any(keyed(x) for x in sides):
+                    return _caching(n, spell(source, n))
+            if isinstance(n, ast.Subscript) and held(n.value) and keyed(n.slice):
+                return _caching(n, spell(source, n))
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and held(n.func.value) and \
+                    n.func.attr in ("get", "setdefault", "__setitem__", "__getitem__") and n.args and keyed(n.args[0]):
+                return _caching(n, spell(source, n))
+    return None
+
+
+def _branches_held(expr: ast.AST, held) -> bool:
+    """Is `expr`, or one branch of it (x if c else y, a or b), held state?"""
+    if isinstance(expr, ast.IfExp):
+        return _branches_held(expr.body, held) or _branches_held(expr.orelse, held)
+    if isinstance(expr, ast.BoolOp):
+        return any(_branches_held(v, held) for v in expr.values)
+    return held(expr)
+
+
+def _persistent(expr: ast.AST, globals_: set[str], module_names: frozenset[str]) -> bool:
+    """Does `expr` name state that outlives the call: self.x, self.x[k], a global?"""
+    if isinstance(expr, ast.Name):
+        return expr.id in globals_
+    while isinstance(expr, (ast.Attribute, ast.Subscript)):
+        expr = expr.value
+        if isinstance(expr, ast.Name):
+            return expr.id in ("self", "cls") or expr.id in globals_ or expr.id in module_names
+    return False
+
+
+def _caching(node, what) -> Finding:
+    return Finding("caching", f"`{what}` keeps results between forward calls; recompute the output from "
+                   "the inputs on every call.", line_of(node), False, "caching")

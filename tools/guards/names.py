@@ -1,0 +1,177 @@
+"""Reading names in a candidate's AST: every dotted path a chain of names can stand for.
+
+Covers resolving `torch.nn.functional.relu`, `F.relu` and `getattr(torch, "mm")` to full
+paths through imports and aliases (`x = torch.mm`, `self.f = F.relu`, class-level
+bindings, aliases of aliases), the builtins the guards watch when nothing shadows them
+at module level, and two readings of a path: an nn compute layer, a Triton jit
+decorator. Used to build a Source (tools/guards/source.py); finds nothing by itself.
+"""
+from __future__ import annotations
+
+import ast
+from types import MappingProxyType
+from typing import Iterator
+
+
+def words(s: str) -> frozenset[str]:
+    return frozenset(s.split())
+
+
+WATCHED_BUILTINS = words("eval exec compile __import__ getattr setattr delattr open globals vars "
+                         "locals breakpoint type id hash")
+
+
+JIT_DECORATORS = words("jit autotune heuristics")
+
+
+# a torch.nn attribute that is a container or init helper, not a compute layer
+_NN_CONTAINERS = words("Module ModuleList ModuleDict Parameter ParameterList ParameterDict Buffer")
+
+
+def _chain(node: ast.AST) -> tuple[ast.AST, list[str]] | None:
+    """(root, [attr, ...]) for `a.b.c` and `getattr(a, "b")`; None for anything else."""
+    parts: list[str] = []
+    while True:
+        if isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        elif literal_getattr(node):
+            parts.append(node.args[1].value)
+            node = node.args[0]
+        elif isinstance(node, ast.Name):
+            return node, parts[::-1]
+        else:
+            return None
+
+
+def literal_getattr(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str))
+
+
+def resolve(node: ast.AST, aliases, self_attrs, unbound: frozenset[str]) -> tuple[str, ...]:
+    return tuple(_via_torch(p) for p in _resolve_raw(node, aliases, self_attrs, unbound))
+
+
+def _via_torch(path: str) -> str:
+    """`triton.testing.torch.relu` is torch.relu: modules re-export what they import."""
+    parts = path.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i] == "torch":
+            return ".".join(parts[i:])
+    return path
+
+
+def _resolve_raw(node: ast.AST, aliases, self_attrs, unbound: frozenset[str]) -> tuple[str, ...]:
+    got = _chain(node)
+    if got is None:
+        return ()
+    root, parts = got
+    if root.id in ("self", "cls") and parts and parts[0] in self_attrs:
+        return tuple(".".join([p, *parts[1:]]) for p in self_attrs[parts[0]])
+    if root.id in aliases:
+        return tuple(".".join([p, *parts]) for p in aliases[root.id])
+    if root.id in unbound and root.id in WATCHED_BUILTINS:
+        return (".".join(["builtins", root.id, *parts]),)
+    return ()
+
+
+def module_bindings(tree: ast.Module) -> set[str]:
+    """Names bound at module level (not inside defs or classes). Only these shadow a
+    builtin everywhere: a parameter named `open` somewhere must not blind the guards
+    to open() elsewhere."""
+    names, todo = set(), list(tree.body)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            names.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in n.names)
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(n))
+    return names
+
+
+def collect_aliases(tree: ast.Module, unbound: frozenset[str]):
+    aliases: dict[str, set[str]] = {}
+    self_attrs: dict[str, set[str]] = {}
+    imports: list[tuple[str, ast.AST]] = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            for a in n.names:
+                imports.append((a.name, n))
+                if a.asname:
+                    aliases.setdefault(a.asname, set()).add(a.name)
+                else:
+                    top = a.name.split(".")[0]
+                    aliases.setdefault(top, set()).add(top)
+        elif isinstance(n, ast.ImportFrom):
+            mod = "." * n.level + (n.module or "")
+            for a in n.names:
+                full = f"{mod}.{a.name}" if mod else a.name
+                imports.append((full, n))
+                if a.name != "*":
+                    aliases.setdefault(a.asname or a.name, set()).add(full)
+    pairs = []   # (target, value) of simple bindings: x = torch.mm, self.f = F.relu
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                pairs.extend(_unpack(t, n.value))
+        elif isinstance(n, (ast.AnnAssign, ast.NamedExpr)) and n.value is not None:
+            pairs.extend(_unpack(n.target, n.value))
+    for _ in range(4):   # aliases of aliases
+        changed = False
+        for target, value in pairs:
+            paths = resolve(value, aliases, self_attrs, unbound)
+            if not paths:
+                continue
+            if isinstance(target, ast.Name):
+                table, key = aliases, target.id
+            elif (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                  and target.value.id in ("self", "cls")):
+                table, key = self_attrs, target.attr
+            else:
+                continue
+            before = len(table.get(key, ()))
+            table.setdefault(key, set()).update(paths)
+            changed |= len(table[key]) != before
+        if not changed:
+            break
+    # class-level `act = torch.relu` is reached through self.act
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for stmt in cls.body:
+            if isinstance(stmt, ast.Assign):
+                for t in stmt.targets:
+                    if isinstance(t, ast.Name):
+                        paths = resolve(stmt.value, aliases, self_attrs, unbound)
+                        if paths:
+                            self_attrs.setdefault(t.id, set()).update(paths)
+    freeze = lambda d: MappingProxyType({k: tuple(sorted(v)) for k, v in d.items()})  # noqa: E731
+    return freeze(aliases), freeze(self_attrs), tuple(imports)
+
+
+def _unpack(target: ast.AST, value: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
+            and len(target.elts) == len(value.elts):
+        for t, v in zip(target.elts, value.elts):
+            yield from _unpack(t, v)
+    else:
+        yield target, value
+
+
+def is_layer(path: str) -> bool:
+    parts = path.split(".")
+    return (path.startswith("torch.nn.") and parts[-1][:1].isupper()
+            and parts[-1] not in _NN_CONTAINERS and "init" not in parts)
+
+
+def is_jit(fn: ast.AST, aliases, self_attrs, unbound) -> bool:
+    for d in getattr(fn, "decorator_list", ()):
+        target = d.func if isinstance(d, ast.Call) else d
+        for p in resolve(target, aliases, self_attrs, unbound):
+            if p.startswith("triton.") and p.split(".")[-1] in JIT_DECORATORS:
+                return True
+    return False

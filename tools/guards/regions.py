@@ -1,0 +1,169 @@
+"""Where each node of a candidate sits: what runs per forward call, once, or never.
+
+"The forward path" is every function body except `__init__`: helpers called from
+forward do its work as much as forward itself. Module level, class bodies and
+`__init__` are set-up, where torch may build and initialise weights; an autograd
+backward nobody calls is set-up too. @triton.jit bodies are their own region. Top-level
+defs nothing refers to (a pasted reference `Model`, `get_inputs`) never run and are
+skipped. Also which names and self attributes hold torch.nn compute modules. Used to
+build a Source (tools/guards/source.py); finds nothing by itself.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from tools.guards.names import is_jit, is_layer, resolve
+
+# where a node sits: what runs per forward call, what runs once, what never runs
+SETUP, FORWARD, JIT, DEAD = "setup", "forward", "jit", "dead"
+
+
+@dataclass(frozen=True)
+class Site:
+    node: ast.AST
+    parent: ast.AST | None
+    region: str
+    func: ast.AST | None          # innermost def or lambda
+    cls: ast.ClassDef | None      # innermost class
+
+
+def _dead_defs(tree: ast.Module) -> set[int]:
+    """Top-level defs nothing refers to (a pasted reference Model, get_inputs): their
+    bodies never run, so torch code in them does no work. Referencing one by name, by
+    string (getattr, globals) or decorating it keeps it alive."""
+    loads: dict[str, list[ast.AST]] = {}
+    strings = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            loads.setdefault(n.id, []).append(n)
+        elif isinstance(n, ast.Attribute):
+            loads.setdefault(n.attr, []).append(n)
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+            strings.add(n.value)
+    dead = set()
+    for d in tree.body:
+        if not isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if d.name == "ModelNew" or d.decorator_list or d.name in strings:
+            continue
+        if isinstance(d, ast.ClassDef) and d.keywords:
+            continue
+        inside = {id(x) for x in ast.walk(d)}
+        if all(id(x) in inside for x in loads.get(d.name, ())):
+            dead.add(id(d))
+    return dead
+
+
+def walk_regions(tree: ast.Module, aliases, self_attrs, unbound) -> list[Site]:
+    dead = _dead_defs(tree)
+    backward_used = any(isinstance(n, ast.Attribute) and n.attr == "backward" and isinstance(n.ctx, ast.Load)
+                        for n in ast.walk(tree))
+    sites: list[Site] = []
+    stack: list[tuple[ast.AST, ast.AST | None, str, ast.AST | None, ast.ClassDef | None, bool]] = \
+        [(s, tree, SETUP, None, None, False) for s in reversed(tree.body)]
+    while stack:
+        node, parent, region, func, cls, dead_cls = stack.pop()
+        sites.append(Site(node, parent, region, func, cls))
+        children: list[tuple[ast.AST, str, ast.AST | None, ast.ClassDef | None, bool]] = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if region in (JIT, DEAD):
+                inner = region
+            elif is_jit(node, aliases, self_attrs, unbound):
+                inner = JIT
+            elif id(node) in dead or dead_cls:
+                inner = DEAD
+            elif isinstance(parent, ast.ClassDef) and node.name == "__init__":
+                inner = SETUP
+            elif (isinstance(parent, ast.ClassDef) and node.name == "backward" and not backward_used
+                  and any("autograd" in p for b in parent.bases
+                          for p in resolve(b, aliases, self_attrs, unbound))):
+                inner = SETUP   # autograd backward: not on the evaluated forward path
+            else:
+                inner = FORWARD
+            children += [(d, region, func, cls, False) for d in node.decorator_list]
+            children += [(node.args, inner, node, cls, False)]
+            children += [(s, inner, node, cls, False) for s in node.body]
+            if node.returns is not None:
+                children.append((node.returns, region, func, cls, False))
+        elif isinstance(node, ast.Lambda):
+            inner = region if region in (JIT, DEAD) else FORWARD
+            children = [(c, inner, node, cls, False) for c in ast.iter_child_nodes(node)]
+        elif isinstance(node, ast.ClassDef):
+            is_dead = id(node) in dead
+            children = [(c, region, func, cls, False) for c in (*node.decorator_list, *node.bases, *node.keywords)]
+            children += [(s, region, func, node, is_dead) for s in node.body]
+        else:
+            children = [(c, region, func, cls, False) for c in ast.iter_child_nodes(node)]
+        for c, r, f, k, dc in reversed(children):
+            stack.append((c, node, r, f, k, dc))
+    return sites
+
+
+def library_holders(tree: ast.Module, sites, aliases, self_attrs, unbound) -> frozenset[str]:
+    """Names and self attributes holding torch.nn compute modules (nn.Conv2d(...), a
+    Sequential or ModuleList of them), and loop variables running over them."""
+    def holds_layer(expr: ast.AST) -> bool:
+        # nn.Conv2d(...), nn.ModuleList([...]), [nn.Linear(...) for ...]; not
+        # nn.Parameter(nn.Linear(...).weight), which keeps only a weight
+        if isinstance(expr, ast.Call):
+            paths = resolve(expr.func, aliases, self_attrs, unbound)
+            if any(is_layer(p) for p in paths):
+                return True
+            container = any(p.split(".")[-1] in ("ModuleList", "ModuleDict") for p in paths) or \
+                (isinstance(expr.func, ast.Name) and expr.func.id in ("list", "tuple", "dict"))
+            return container and any(holds_layer(a) for a in (*expr.args, *(k.value for k in expr.keywords)))
+        if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):
+            return any(holds_layer(e) for e in expr.elts)
+        if isinstance(expr, ast.Dict):
+            return any(holds_layer(v) for v in expr.values)
+        if isinstance(expr, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            return holds_layer(expr.elt)
+        if isinstance(expr, ast.DictComp):
+            return holds_layer(expr.value)
+        if isinstance(expr, ast.IfExp):
+            return holds_layer(expr.body) or holds_layer(expr.orelse)
+        return False
+    found: set[str] = set()
+    for s in sites:
+        n = s.node
+        if isinstance(n, ast.Assign) and holds_layer(n.value):
+            for t in n.targets:
+                for leaf in ast.walk(t):
+                    if isinstance(leaf, ast.Name) and isinstance(leaf.ctx, ast.Store):
+                        found.add(leaf.id)
+                    elif isinstance(leaf, ast.Attribute) and isinstance(leaf.ctx, ast.Store):
+                        found.add("self." + leaf.attr)
+        elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+              and n.func.attr in ("add_module", "register_module") and len(n.args) >= 2
+              and isinstance(n.args[0], ast.Constant) and holds_layer(n.args[1])):
+            found.add(f"self.{n.args[0].value}")
+        elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr"
+              and len(n.args) >= 3 and isinstance(n.args[1], ast.Constant) and holds_layer(n.args[2])):
+            found.add(f"self.{n.args[1].value}")
+    for _ in range(2):   # `for layer in self.layers:` and `blk = self.blocks[0]`
+        for s in sites:
+            n = s.node
+            if isinstance(n, (ast.For, ast.comprehension)) and _mentions(n.iter, found):
+                found.update(x.id for x in ast.walk(n.target) if isinstance(x, ast.Name))
+            elif isinstance(n, ast.Assign) and isinstance(n.value, (ast.Subscript, ast.Attribute, ast.Name)) \
+                    and _mentions(n.value, found, shallow=True):
+                found.update(t.id for t in n.targets if isinstance(t, ast.Name))
+    return frozenset(found)
+
+
+def holder(node: ast.AST) -> str | None:
+    """'self.X' for self.X, 'name' for a bare name: how library_holders spells holders."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+        return "self." + node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return None
+
+
+def _mentions(expr: ast.AST, holders: set[str] | frozenset[str], shallow: bool = False) -> bool:
+    if shallow:
+        while isinstance(expr, ast.Subscript):
+            expr = expr.value
+        return holder(expr) in holders
+    return any(holder(x) in holders for x in ast.walk(expr))

@@ -1,0 +1,128 @@
+"""The guards on tampering and disguise: `check_disguise`, `check_monkeypatch`.
+
+Rejects lookups the guards cannot read (eval/exec, getattr with a computed name on
+torch or on a module holding nn layers, __dict__, star imports from torch, pickles,
+importlib) and tampering with torch, triton, the timer, sys, os, builtins or the
+harness itself (assignments, setattr, frame walking, gc object walks, ctypes, dispatch
+interception, aten registrations). Not covered: tampering that only shows at run time,
+inside the worker's own process (README "Sandbox").
+"""
+from __future__ import annotations
+
+import ast
+
+from tools.guards.names import literal_getattr, resolve, words
+from tools.guards.regions import holder
+from tools.guards.source import Finding, Source, first, line_of, path_hits, spell, under
+from tools.settings import GuardSettings
+
+_DISGUISE_PATHS = ("builtins.eval", "builtins.exec", "builtins.compile", "builtins.__import__",
+                   "builtins.globals", "builtins.vars", "builtins.breakpoint", "importlib", "imp",
+                   "runpy", "pkgutil", "zipimport", "pickle", "_pickle", "cPickle", "marshal", "dill",
+                   "cloudpickle", "types.FunctionType", "types.CodeType", "types.LambdaType",
+                   "code", "codeop", "pydoc", "inspect.getattr_static", "inspect.getmembers",
+                   "operator.attrgetter", "operator.methodcaller", "operator.matmul",
+                   "operator.imatmul", "operator.__matmul__")
+
+
+def check_disguise(source: Source, settings: GuardSettings) -> Finding | None:
+    """Lookups the guards cannot read: eval/exec, getattr with a computed name on torch
+    (or on a module holding nn layers), __dict__, star imports from torch, pickles."""
+    out = []
+    for path, node in path_hits(source, _DISGUISE_PATHS):
+        what = spell(source, node) if not isinstance(node, (ast.Import, ast.ImportFrom)) else f"import {path}"
+        out.append(Finding("disguise", f"`{what}` hides which code runs; call Triton kernels and name "
+                           "every helper directly.", line_of(node), True, "disguised_op"))
+    for r in source.refs:   # functools.reduce(getattr, names, torch): getattr as a value
+        if not r.called and any(p in ("builtins.getattr", "builtins.setattr", "builtins.delattr") for p in r.paths):
+            out.append(Finding("disguise", f"`{spell(source, r.site.parent)}` passes getattr around to look "
+                               "attributes up indirectly; name what you call directly.", line_of(r.node), True,
+                               "disguised_op"))
+    for path, node in source.imports:
+        if path.endswith(".*") and path.split(".")[0] == "torch":
+            out.append(Finding("disguise", f"`from {path[:-2]} import *` hides which torch ops are used; "
+                               "import names explicitly.", line_of(node), True, "disguised_op"))
+    for s in source.sites:
+        n = s.node
+        if isinstance(n, ast.Attribute) and n.attr in ("__dict__", "__getattribute__", "__getattr__"):
+            out.append(Finding("disguise", f"`{spell(source, n)}` looks attributes up by string; name "
+                               "what you call directly.", line_of(n), True, "disguised_op"))
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "getattr" \
+                and len(n.args) >= 2 and not literal_getattr(n):
+            obj = n.args[0]
+            on_self = (holder(obj) or "").split(".")[0] in ("self", "cls")
+            if on_self and not source.library_names:
+                continue   # getattr(self, f"w{i}"): a parameter of the candidate's own module
+            out.append(Finding("disguise", f"`{spell(source, n)}` picks an attribute by a computed name; "
+                               "name the function you call directly.", line_of(n), True, "disguised_op"))
+    return first(out)
+
+
+_PROTECTED_ROOTS = words("torch triton time sys builtins os tools agent krefine numpy math "
+                         "random gc inspect importlib signal threading")
+
+
+TAMPER_PATHS = ("sys.modules", "sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile",
+                "sys.addaudithook", "inspect.stack", "inspect.currentframe",
+                "inspect.getouterframes", "inspect.getinnerframes", "inspect.trace", "inspect.getframeinfo",
+                "gc.get_objects", "gc.get_referrers", "gc.get_referents", "traceback.walk_stack",
+                "traceback.extract_stack", "os.putenv", "os.unsetenv", "os.environ.update",
+                "os.environ.setdefault", "os.environ.pop", "os.environ.clear", "os.environ.popitem",
+                "os.environ.__setitem__", "ctypes", "_ctypes", "cffi", "builtins.__dict__", "__builtin__",
+                "tools", "agent", "krefine", "signal",
+                "candidate",   # tools/sandbox/worker.py registers the candidate itself under this name "atexit", "resource", "torch.overrides",
+                "torch.utils._python_dispatch", "torch._C._set_dispatch_mode")
+
+
+_TAMPER_IMPORTS = ("builtins",)
+
+
+_FRAME_ATTRS = words("f_back f_globals f_locals f_builtins f_code tb_frame gi_frame cr_frame ag_frame "
+                     "__globals__ __code__ __closure__ __subclasses__ __bases__ __base__ __mro__ "
+                     "__builtins__ __torch_function__ __torch_dispatch__ __setattr__ __delattr__")
+
+
+def check_monkeypatch(source: Source, settings: GuardSettings) -> Finding | None:
+    """Assigning into torch/triton/time/sys/os/builtins/the harness, setattr on them,
+    frame walking, gc object walks, ctypes, dispatch interception, aten overrides."""
+    out = []
+
+    def add(node, what):
+        out.append(Finding("monkeypatch", f"`{what}` tampers with torch, the timer or the harness; "
+                           "leave them unchanged.", line_of(node), True, "monkeypatch"))
+
+    for path, node in path_hits(source, TAMPER_PATHS):
+        add(node, spell(source, node) if not isinstance(node, (ast.Import, ast.ImportFrom)) else f"import {path}")
+    for path, node in source.imports:
+        if under(path, _TAMPER_IMPORTS):
+            add(node, f"import {path}")
+    for s in source.sites:
+        n = s.node
+        if isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            paths = resolve(n.value, source.aliases, source.self_attrs, frozenset())
+            if any(p.split(".")[0] in _PROTECTED_ROOTS for p in paths):
+                add(n, spell(source, n))
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("setattr", "delattr") and n.args:
+            obj = n.args[0]
+            paths = resolve(obj, source.aliases, source.self_attrs, frozenset())
+            if any(p.split(".")[0] in _PROTECTED_ROOTS for p in paths) or \
+                    (isinstance(obj, ast.Call) and isinstance(obj.func, ast.Name) and obj.func.id == "type") or \
+                    (isinstance(obj, ast.Attribute) and obj.attr == "__class__"):
+                add(n, spell(source, n))
+        elif isinstance(n, ast.Attribute) and n.attr in _FRAME_ATTRS:
+            if n.attr in ("__setattr__", "__delattr__") and isinstance(n.value, ast.Call) \
+                    and isinstance(n.value.func, ast.Name) and n.value.func.id == "super":
+                continue   # super().__setattr__ inside an nn.Module
+            add(n, spell(source, n))
+        elif isinstance(n, ast.Name) and n.id == "__builtins__":
+            add(n, n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in ("__torch_function__",
+                                                                                   "__torch_dispatch__"):
+            add(n, f"def {n.name}")
+    for r in source.refs:   # torch.library registrations on aten ops replace PyTorch itself
+        if r.called and any(p.startswith("torch.library.") for p in r.paths):
+            call = r.site.parent
+            if any(isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith(("aten", "prims"))
+                   for a in (*call.args, *(k.value for k in call.keywords))):
+                add(call, spell(source, call))
+    return first(out)

@@ -1,0 +1,16 @@
+"""The judge room: one Verdict per candidate, computed where candidate code never runs.
+
+service.py is the session (Judge: one problem on one device, shared by many
+candidates; JudgePool: one Judge per GPU; GpuLock; `evaluate`, a session of one
+candidate). pipeline.py runs a candidate's steps (`judge_in`, `profile_in`): static.py
+(guards), reference.py (the problem's own Model), compile_phase.py, trials.py (with
+numerics.py and mismatch.py comparing outputs), time_phase.py and profiling.py, all
+writing into a Run (record.py), which ends as a Verdict with feedback.py's text.
+
+This file only re-exports; modules under tools/ import the concrete submodules.
+"""
+from tools.judge.pipeline import judge_in, profile_in
+from tools.judge.reference import default_device
+from tools.judge.service import GpuLock, Judge, JudgePool, evaluate
+
+__all__ = ["GpuLock", "Judge", "JudgePool", "default_device", "evaluate", "judge_in", "profile_in"]

@@ -1,0 +1,168 @@
+"""Step 3) compile, in a fresh worker: set-up, import, ModelNew, and each kernel's JIT.
+
+Covers the worker's set-up (its lock-down; a worker that cannot start is the
+evaluator's fault), the offer of a judge-owned CUDA IPC buffer for outputs (before any
+candidate code runs; else the pipe), importing the candidate and building ModelNew, on
+cuda compiling the forward's kernels without launching them, and step 5) on cpu:
+every kernel the interpreter ran compiled for sm_90 in a second, clean worker (GPU-only
+compile errors, registers, spills). Runs outside the exclusive GPU hold.
+"""
+from __future__ import annotations
+
+import secrets
+import time
+
+from tools.errors import EvaluatorError
+from tools.judge.record import Run, died, error_diag
+from tools.sandbox import isolation
+from tools.verdict import Status
+
+
+def compile_phase(run, worker, seeds, candidate_name) -> tuple[Status | None, list]:
+    """Set-up, import, ModelNew, and (cuda) every kernel JIT-compiled without running."""
+    s = run.settings
+    run.say("compile: fresh sandboxed worker, import the candidate, build ModelNew")
+    t = time.monotonic()
+    try:
+        try:
+            hello, _ = worker.request({
+                "op": "setup", "device": "cpu" if run.device == "cpu" else "cuda",
+                "max_file_mib": s.test.max_file_mib,
+                "address_space_gib": s.test.cpu_memory_gib if run.device == "cpu" else 0,
+                "gpu_cross_compile": s.test.gpu_cross_compile}, s.test.compile_timeout_s)
+        except (isolation.WorkerTimeout, isolation.WorkerDied) as e:
+            # no candidate code has run yet: this is the evaluator's failure
+            tail = worker.output().get("stderr", "")[-400:]
+            raise EvaluatorError(f"the worker could not start ({e}): {tail}") from None
+        if not hello.get("ok"):
+            raise EvaluatorError(f"worker set-up failed: {hello.get('message')}")
+        run.checks["sandbox"] = hello.get("enforced", {})
+        run.checks["worker_pid"] = hello.get("pid")
+        first_ref = run.judge.reference(seeds[0])
+        _offer_staging(run, worker, first_ref)   # before any candidate code runs
+        try:
+            loaded, _ = worker.request({"op": "load", "problem": str(run.problem.path),
+                                        "candidate": candidate_name,
+                                        "init_seed": s.test.init_seed}, s.test.compile_timeout_s)
+        except isolation.WorkerTimeout as e:
+            run.diag("timeout", f"importing and constructing ModelNew took too long: {e}")
+            return Status.TIMEOUT, first_ref
+        except isolation.WorkerDied:
+            return died(run, worker, "import"), first_ref
+        if not loaded.get("ok"):
+            error_diag(run, loaded)
+            return (Status.COMPILE_ERROR if loaded.get("phase") in ("import", "construct") or
+                    loaded.get("kind") == "triton_compile" else Status.RUNTIME_ERROR), first_ref
+        if run.device == "cuda":
+            status = _warm(run, worker)
+            if status is not None:
+                return status, first_ref
+    finally:
+        run.phase_s["compile"] = time.monotonic() - t
+    return None, first_ref
+
+
+def _warm(run, worker) -> Status | None:
+    """JIT-compile the forward's kernels without launching them (Triton's warmup path),
+    outside the exclusive hold on the GPU. A Triton compile error is the verdict; any
+    other failure here is left for the trials to find and report."""
+    try:
+        reply, _ = worker.request({"op": "warm", "seed": secrets.randbelow(2**31 - 1)},
+                                  run.settings.test.compile_timeout_s)
+    except isolation.WorkerTimeout as e:
+        run.diag("timeout", f"compiling the forward's kernels took too long: {e}")
+        return Status.TIMEOUT
+    except isolation.WorkerDied:
+        return died(run, worker, "kernel compilation")
+    run.checks["warm"] = {"compiled": reply.get("compiled", 0), "s": reply.get("s")}
+    if not reply.get("ok") and reply.get("kind") == "triton_compile":
+        error_diag(run, reply)
+        return Status.COMPILE_ERROR
+    if not reply.get("ok"):
+        run.checks["warm"]["left_to_trials"] = f"{reply.get('error_type')}: {str(reply.get('message'))[:200]}"
+    return None
+
+
+def _offer_staging(run: Run, worker, ref: list) -> None:
+    """On cuda, give the worker a judge-owned CUDA IPC buffer for its outputs (two
+    calls' worth: a trial's repeated call) when IPC works here and memory allows;
+    otherwise outputs come through the pipe. checks["output_transfer"] says which."""
+    if run.device != "cuda":
+        run.checks["output_transfer"] = "pipe"
+        return
+    if run.settings.test.output_transfer == "pipe":
+        run.checks["output_transfer"] = "pipe (output_transfer = \"pipe\")"
+        return
+    import torch
+    from tools.sandbox import cudaipc
+    need = cudaipc.span([r.numel() * r.element_size() for r in ref] * 2)
+    free, _ = torch.cuda.mem_get_info(run.gpu_index)
+    if need == 0 or 3 * need > free:  # the buffer, the judge's copies, room for the worker
+        run.checks["output_transfer"] = (f"pipe (a {need >> 20} MiB staging buffer would leave too "
+                                         f"little of the {free >> 20} MiB free)" if need else "pipe")
+        return
+    try:
+        run.staging = cudaipc.Staging(need, run.gpu_index)
+        head = run.staging.tensor[:512]
+        head.copy_(torch.arange(512, device=head.device).remainder(256).to(torch.uint8))
+        torch.cuda.synchronize(run.gpu_index)
+    except cudaipc.IpcError as e:
+        run.checks["output_transfer"] = f"pipe (CUDA IPC unavailable: {str(e)[:200]})"
+        return   # the buffer, if any, is freed after the worker is gone
+    try:
+        reply, _ = worker.request({"op": "staging", "handle": run.staging.handle.hex(), "nbytes": need},
+                                  run.settings.test.run_timeout_s)
+    except (isolation.WorkerTimeout, isolation.WorkerDied) as e:  # no candidate code has run yet
+        raise EvaluatorError(f"the worker failed while mapping the CUDA IPC buffer ({e}); "
+                             "set [eval] output_transfer = \"pipe\" to avoid IPC") from None
+    back = run.staging.tensor[256:512].tolist()
+    if reply.get("ok") and reply.get("probe") == list(range(256)) and back == list(range(255, -1, -1)):
+        run.checks["output_transfer"] = "cuda_ipc"
+        run.staged = run.staging.tensor
+        return
+    # not used, but freed only after the worker is gone (it may have mapped it)
+    run.checks["output_transfer"] = ("pipe (CUDA IPC probe failed: "
+                                     f"{reply.get('message') or 'pattern mismatch'}"[:200] + ")")
+
+
+def gpu_compile(run, worker) -> Status | None:
+    """Compile every kernel the interpreter ran for sm_90, in a second, clean worker."""
+    try:
+        reply, _ = worker.request({"op": "specs"}, run.settings.test.run_timeout_s)
+    except (isolation.WorkerTimeout, isolation.WorkerDied) as e:
+        run.diag("gpu_compile", f"could not collect the launched kernels: {e}")
+        return None
+    kernels = compile_specs(run, reply.get("specs", []))
+    for k in kernels:
+        run.kernels.append(k)
+        if not k.get("ok"):
+            run.diag("triton_compile", f"kernel {k.get('name')} runs in the interpreter but does not "
+                     f"compile for sm_90: {k.get('message', '')[:600]}", k.get("line"), k.get("source_line"))
+            return Status.COMPILE_ERROR
+        if k.get("spills"):
+            run.flag("register_spills")
+    return None
+
+
+def compile_specs(run, specs: list[dict]) -> list[dict]:
+    """sm_90 compile results for `specs`, from a fresh worker that never ran the
+    interpreter (it leaves triton.language patched). [] when it could not run."""
+    if not specs:
+        return []
+    s = run.settings.test
+    w = isolation.start_worker(run.src, device="compile", max_output_bytes=s.max_output_kib << 10,
+                               forkserver=run.judge.forkserver("compile"))
+    try:
+        w.request({"op": "setup", "device": "compile", "max_file_mib": s.max_file_mib,
+                   "address_space_gib": s.cpu_memory_gib}, s.compile_timeout_s)
+        reply, _ = w.request({"op": "compile", "candidate": "candidate.py", "specs": specs,
+                              "arch": 90}, s.compile_timeout_s)
+    except (isolation.WorkerTimeout, isolation.WorkerDied) as e:
+        run.checks["gpu_compile_error"] = str(e)
+        return []
+    finally:
+        w.close()
+    if not reply.get("ok"):
+        run.checks["gpu_compile_error"] = reply.get("message", "")[:500]
+        return []
+    return reply.get("kernels", [])

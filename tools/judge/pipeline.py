@@ -1,0 +1,170 @@
+"""Judge one candidate: guard -> compile -> test -> time -> profile, into one Verdict.
+
+This process (the judge) computes the reference with the problem's own Model and the
+same seeds and init order as KernelBench, and compares what the candidate's worker
+hands back; candidate code never runs here (tools/sandbox/). Inputs come from a secret
+seed per judge session, so a candidate cannot precompute answers. `judge_in` runs the
+numbered steps, each in a module of its own: 1) guard (static.py), 2) reference
+(reference.py, once per session), 3) compile (compile_phase.py), 4) test (trials.py),
+5) on cpu the sm_90 compile (compile_phase.py), 6) time (time_phase.py), 7) profile
+(profiling.py); what they find goes into a Run (record.py). `profile_in` is step 7
+alone. What a session shares between candidates (reference, baselines, fork servers,
+the GPU lock) is tools/judge/service.py's.
+
+Not covered here: what the guards look for (tools/guards/), how numbers are compared
+(tools/judge/numerics.py), bottleneck analysis (tools/perf/).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+
+from tools.judge.compile_phase import compile_phase, gpu_compile
+from tools.judge.profiling import profile_candidate
+from tools.judge.record import Run, to_verdict
+from tools.judge.static import static_checks
+from tools.judge.time_phase import time_candidate
+from tools.judge.trials import run_trials
+from tools.sandbox import isolation
+from tools.verdict import Status, Verdict
+
+
+def judge_in(judge, candidate_src: str, *, candidate_name: str = "candidate.py",
+             profile: bool = True, progress=None) -> Verdict:
+    """Judge one candidate in `judge`'s session (service.Judge.judge calls this)."""
+    t0 = time.monotonic()
+    run = Run(judge.problem, candidate_src, judge.device, judge.gpu_index, judge.settings, judge,
+              progress=progress)
+    status = _judge(run, candidate_name, profile)
+    return to_verdict(run, status, t0)
+
+
+def _judge(run: Run, candidate_name: str, profile: bool) -> Status:
+    s = run.settings
+    status = static_checks(run, candidate_name)
+    if status is not None:
+        return status
+    judge = run.judge
+    judge.check_device()
+
+    # 2) reference, in the judge: KernelBench's seeds and init order (once per session)
+    dev = judge.dev
+    ref_model = judge.reference_model()
+    seeds = judge.seeds
+    judge.reference(seeds[0])   # cached: sizes the staging buffer and the GPU holds
+    judge.start_baseline()
+    run.checks.update(trials=s.test.trials, init_seed=s.test.init_seed, trial_seeds="secret")
+
+    # 3) compile: a fresh worker imports the candidate, builds ModelNew, JITs its kernels
+    with _fresh_worker(run, candidate_name) as worker:
+        return _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile)
+
+
+@contextlib.contextmanager
+def _fresh_worker(run: Run, candidate_name: str):
+    """A new worker for this candidate (forked when the session has a fork server);
+    afterwards its output is kept, it is killed, and only then is the IPC buffer freed."""
+    judge = run.judge
+    server = judge.forkserver(run.device)
+    worker = isolation.start_worker(run.src, device=run.device, gpu_index=run.gpu_index,
+                                    max_output_bytes=run.settings.test.max_output_kib << 10,
+                                    candidate_name=candidate_name, forkserver=server)
+    run.checks["worker_start"] = "forked" if server is not None else "spawned"
+    try:
+        yield worker
+    finally:
+        run.checks["worker_output"] = worker.output()
+        worker.close()
+        if run.staging is not None:   # only now: the worker that mapped it is gone
+            run.staged = None
+            run.staging.free()
+            run.staging = None
+
+
+def profile_in(judge, candidate_src: str, verdict: Verdict, *, candidate_name: str = "candidate.py") -> Verdict:
+    """The profile step alone (torch.profiler breakdown, ncu pass, bottleneck summary)
+    for a correct candidate `judge` timed earlier without it; the verdict otherwise
+    stays as it was (status, timing, speedups). Only the evaluator's faults raise."""
+    if not verdict.correct or judge.device != "cuda" or verdict.bottleneck is not None:
+        return verdict
+    run = Run(judge.problem, candidate_src, judge.device, judge.gpu_index, judge.settings, judge)
+    run.timing, run.device_info = dict(verdict.timing), dict(verdict.device)
+    run.checks = {k: v for k, v in verdict.checks.items() if k == "host_check"}
+    judge.check_device()
+    ref_model = judge.reference_model()
+    t = time.monotonic()
+    with _fresh_worker(run, candidate_name) as worker:
+        with judge.compile_slots, judge.compile_hold():
+            status, _ = compile_phase(run, worker, judge.seeds, candidate_name)
+        if status is None:
+            with judge.gpu.exclusive():
+                profile_candidate(run, worker, ref_model, judge.seeds[0], judge.dev, True)
+    checks = dict(verdict.checks)
+    checks["phase_s"] = {**checks.get("phase_s", {}), "profile_refined": round(time.monotonic() - t, 4)}
+    for k in ("ncu", "ncu_error", "profile_error"):
+        if k in run.checks:
+            checks[k] = run.checks[k]
+    if run.bottleneck is None:
+        checks.setdefault("profile_error", "; ".join(d.message for d in run.diagnostics)[:300] or "no summary")
+        return dataclasses.replace(verdict, checks=checks)
+    kernels = verdict.kernels + tuple(k for k in run.kernels if k not in verdict.kernels)
+    profiled = dataclasses.replace(verdict, bottleneck=run.bottleneck, checks=checks, kernels=kernels)
+    from tools.judge.feedback import feedback_for
+    return dataclasses.replace(profiled, feedback=feedback_for(profiled))
+
+
+def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile) -> Status:
+    judge = run.judge
+    with judge.compile_slots, judge.compile_hold():
+        status, first_ref = compile_phase(run, worker, seeds, candidate_name)
+    if status is not None:
+        return status
+    with judge.gpu.exclusive():
+        return _gpu_phases(run, worker, ref_model, seeds, dev, first_ref, profile)
+
+
+def _gpu_phases(run, worker, ref_model, seeds, dev, first_ref, profile) -> Status:
+    """4) test, 5) sm_90 compile on cpu, 6) time, 7) profile: one candidate at a time."""
+    s = run.settings
+    # 4) test: fresh secret inputs per trial
+    run.say(f"test: {len(seeds)} trials on fresh inputs" + ("" if run.device == "cuda" else
+                                                            " in Triton's interpreter"))
+    t = time.monotonic()
+    try:
+        status = run_trials(run, worker, ref_model, seeds, dev, first_ref)
+    finally:
+        run.phase_s["test"] = time.monotonic() - t
+    if status is not None:
+        return status
+
+    # 5) on cpu: compile every launched kernel for sm_90 too (GPU-only errors, registers)
+    if run.device == "cpu":
+        if s.test.gpu_cross_compile:
+            run.say("compile: every launched kernel for sm_90, in a clean worker")
+            t = time.monotonic()
+            status = gpu_compile(run, worker)
+            run.phase_s["gpu_compile"] = time.monotonic() - t
+            if status is not None:
+                return status
+        run.checks["timing"] = "skipped: --device cpu runs Triton's interpreter"
+        return Status.CORRECT
+
+    # 6) time, interleaved with the baselines; 7) profile and runtime guards
+    ts = s.timing
+    run.say(f"time: {ts.rounds} rounds x {ts.iters_per_round} calls of the candidate and eager"
+            + (" and torch.compile" if ts.compile_baseline else "") + ", interleaved")
+    t = time.monotonic()
+    try:
+        status = time_candidate(run, worker, ref_model, seeds[0], dev)
+    finally:
+        run.phase_s["time"] = time.monotonic() - t
+    if status is not None:
+        return status
+    run.say("profile: kernel breakdown" + (" and bottleneck summary" if profile else ""))
+    t = time.monotonic()
+    try:
+        status = profile_candidate(run, worker, ref_model, seeds[0], dev, profile)
+    finally:
+        run.phase_s["profile"] = time.monotonic() - t
+    return status or Status.CORRECT

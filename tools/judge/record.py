@@ -1,0 +1,103 @@
+"""What one evaluation has found so far, and the Verdict it ends as.
+
+Covers `Run` (diagnostics, flags, checks, timing, speedups, kernels, bottleneck: mutable
+while the steps judge, frozen at the end by `to_verdict`, which puts the KernelBook
+dialect's causes first and adds the feedback text), and how the steps turn a worker's
+fault into diagnostics: `error_diag` (an error reply), `died` (the worker exited) and
+`health` (after a crash or hang: is the GPU still usable?). Decides no status itself.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+
+from tools.errors import EvaluatorError
+from tools.problem import Problem
+from tools.settings import EvalSettings
+from tools.verdict import Diagnostic, Status, Verdict
+
+
+@dataclass
+class Run:
+    """What one evaluation has found so far (mutable while judging, frozen at the end)."""
+    problem: Problem
+    src: str
+    device: str
+    gpu_index: int
+    settings: EvalSettings
+    judge: object = None            # service.Judge: what this candidate shares with others
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    checks: dict = field(default_factory=dict)
+    timing: dict = field(default_factory=dict)
+    kernels: list = field(default_factory=list)
+    phase_s: dict = field(default_factory=dict)
+    device_info: dict = field(default_factory=dict)
+    speedup_eager: float | None = None
+    speedup_compile: float | None = None
+    speedup_interval: dict = field(default_factory=dict)   # baseline -> speedup.SpeedupEstimate JSON + "faster"
+    bottleneck: dict | None = None
+    staging: object = None          # tools.sandbox.cudaipc.Staging while a worker may map it
+    staged: object = None           # its bytes (a uint8 tensor) once the probe proved IPC works
+    progress: object = None         # callable(str) told when each phase starts, or None
+
+    def say(self, what: str) -> None:
+        if self.progress is not None:
+            self.progress(what)
+
+    def diag(self, kind: str, message: str, line: int | None = None, source_line: str | None = None):
+        if line and not source_line:
+            lines = self.src.splitlines()
+            source_line = lines[line - 1].strip() if 0 < line <= len(lines) else None
+        self.diagnostics.append(Diagnostic(kind, message, line, source_line))
+
+    def flag(self, name: str) -> None:
+        if name not in self.flags:
+            self.flags.append(name)
+
+
+def to_verdict(run: "Run", status: Status, t0: float) -> Verdict:
+    run.checks["phase_s"] = {k: round(v, 4) for k, v in run.phase_s.items()}
+    from tools.dialect.causes import explain   # KernelBook-dialect causes go first, for the model
+    verdict = Verdict(
+        status=status, diagnostics=explain(run.src, status, run.diagnostics, run.problem) + tuple(run.diagnostics),
+        flags=tuple(run.flags),
+        checks=run.checks, timing=run.timing, speedup_eager=run.speedup_eager,
+        speedup_compile=run.speedup_compile, speedup_interval=run.speedup_interval, device=run.device_info,
+        kernels=tuple(run.kernels), bottleneck=run.bottleneck,
+        duration_s=round(time.monotonic() - t0, 3))
+    from tools.judge.feedback import feedback_for
+    return dataclasses.replace(verdict, feedback=feedback_for(verdict))
+
+
+def error_diag(run: Run, reply: dict) -> None:
+    kind = {"triton_compile": "triton_compile", "syntax": "syntax_error"}.get(reply.get("kind"), None)
+    phase = reply.get("phase", "?")
+    if kind is None:
+        kind = {"import": "import_error", "construct": "construct_error"}.get(phase, "runtime_error")
+    msg = f"{reply.get('error_type', 'Error')}: {reply.get('message', '')}".strip()
+    run.diag(kind, f"during {phase}: {msg[:1500]}", reply.get("line"), reply.get("source_line"))
+    if reply.get("traceback"):
+        run.checks["traceback"] = reply["traceback"]
+
+
+def died(run: Run, worker, during: str) -> Status:
+    code = worker.returncode
+    how = f"signal {-code}" if code is not None and code < 0 else f"status {code}"
+    tail = worker.output().get("stderr", "").strip().splitlines()[-3:]
+    run.diag("worker_died", f"the candidate's process exited ({how}) during {during} without "
+             f"reporting results" + (f"; stderr: {' | '.join(tail)[:500]}" if tail else ""))
+    health(run, worker)
+    return Status.RUNTIME_ERROR
+
+
+def health(run: Run, worker) -> None:
+    """After a crash or hang: is the GPU still usable for the next candidate?"""
+    if run.device != "cuda":
+        return
+    from tools.perf.gpuinfo import cuda_healthy
+    ok, why = cuda_healthy(run.gpu_index)
+    run.checks["gpu_healthy_after_failure"] = ok
+    if not ok:
+        raise EvaluatorError(f"GPU {run.gpu_index} unusable after the candidate failed: {why}")

@@ -1,0 +1,334 @@
+"""The persistent judge: one problem on one device, judged for many candidates.
+
+A `Judge` keeps for its whole session what every candidate shares, so each candidate
+pays only for its own work:
+
+- the reference model, built once with KernelBench's seeds and init order, the
+  session's secret trial seeds, and the reference outputs of those trials (kept while
+  they fit the memory budget, else recomputed when needed);
+- the eager baseline and the torch.compile baseline, compiled once (in the background,
+  from the first candidate that passes the guards); both are still timed interleaved
+  with every candidate (tools/judge/time_phase.py);
+- a fork server per worker kind (tools/sandbox/forkserver.py): torch and triton
+  imported, no CUDA context. Each candidate still gets a fresh worker, never reused.
+
+Static guards and syntax checks run first, before any of that is touched. The compile
+phase (fork, import, ModelNew, Triton JIT) of several candidates proceeds in parallel
+(`[eval] parallel_compile` at once, a shared hold on the GPU); trials, timing and
+profiling hold the GPU exclusively, one candidate at a time, so no candidate is timed
+beside another's work. `judge()` may be called from many threads at once.
+
+`evaluate()` is a session of one candidate. Does not decide verdicts:
+tools/judge/pipeline.py's steps do, given this session's state.
+"""
+from __future__ import annotations
+
+import contextlib
+import secrets
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from tools.errors import EvaluatorError
+from tools.judge.pipeline import judge_in, profile_in
+from tools.judge.reference import compute_reference, default_device, problem_fault
+from tools.judge.static import static_verdict
+from tools.problem import Problem
+from tools.settings import EvalSettings
+from tools.verdict import Verdict
+
+_REF_CACHE_SHARE = 0.25      # of free GPU memory (or 1 GiB on cpu) the cached references may take
+
+
+class GpuLock:
+    """Shared holds (compile phases) or one exclusive hold (trials, timing, profiling).
+    Writers are preferred: a waiting exclusive hold stops new shared ones."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+        self._waiting = 0
+
+    @contextlib.contextmanager
+    def shared(self):
+        with self._cond:
+            self._cond.wait_for(lambda: not self._exclusive and not self._waiting)
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._shared -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self):
+        with self._cond:
+            self._waiting += 1
+            self._cond.wait_for(lambda: not self._exclusive and self._shared == 0)
+            self._waiting -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
+_GPU_LOCKS: dict[str, GpuLock] = {}
+_GPU_LOCKS_LOCK = threading.Lock()
+
+
+def gpu_lock(dev: str) -> GpuLock:
+    """The process's one lock per device: judges of different problems on one GPU
+    (krefine bench runs several in one process) never time beside each other either."""
+    with _GPU_LOCKS_LOCK:
+        return _GPU_LOCKS.setdefault(dev, GpuLock())
+
+
+class Judge:
+    """See the module docstring. Use as a context manager, or call close()."""
+
+    def __init__(self, problem, *, device: str | None = None, gpu_index: int = 0,
+                 settings: EvalSettings = EvalSettings(), use_forkserver: bool = True):
+        self.problem = problem
+        self.device = device or default_device()
+        self.gpu_index = gpu_index
+        self.settings = settings
+        self.dev = f"cuda:{gpu_index}" if self.device == "cuda" else "cpu"
+        # nothing is timed on cpu: candidates there share nothing that needs holding
+        self.gpu = gpu_lock(self.dev) if self.device == "cuda" else GpuLock()
+        self.compile_slots = threading.Semaphore(max(1, settings.test.parallel_compile))
+        self.seeds = [secrets.randbelow(2**31 - 1) for _ in range(settings.test.trials)]
+        self.in_flight = 0
+        self.judged = 0
+        self._lock = threading.Lock()
+        self._use_forkserver = use_forkserver
+        self._forkservers: dict[str, object] = {}
+        self._ref_model = None
+        self._refs: dict[int, list] = {}
+        self._ref_cache_ok: bool | None = None
+        self._healthy = False
+        self._baseline_thread: threading.Thread | None = None
+        self._compiled = None
+        self._compiled_error: str | None = None
+        self._closed = False
+        if use_forkserver:   # start the main one now: it imports torch while we do other work
+            self.forkserver(self.device)
+
+    def __enter__(self) -> "Judge":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- what candidates share -----------------------------------------------------
+    def forkserver(self, kind: str):
+        """The fork server for workers of `kind` (cuda, cpu, compile), or None (spawn)."""
+        if not self._use_forkserver:
+            return None
+        with self._lock:
+            if kind not in self._forkservers:
+                from tools.sandbox.isolation import start_forkserver
+                self._forkservers[kind] = start_forkserver(kind, self.gpu_index)
+            return self._forkservers[kind]
+
+    def check_device(self) -> None:
+        """Once per session (and again after a candidate crashed or hung: record.health)."""
+        if self.device != "cuda" or self._healthy:
+            return
+        import torch
+        if not torch.cuda.is_available():
+            raise EvaluatorError("--device cuda but no CUDA device is visible")
+        from tools.perf.gpuinfo import cuda_healthy
+        ok, why = cuda_healthy(self.gpu_index)
+        if not ok:
+            raise EvaluatorError(f"GPU {self.gpu_index} is not usable: {why}")
+        self._healthy = True
+
+    def reference_model(self):
+        with self._lock:
+            if self._ref_model is None:
+                import torch
+                from tools.problem import build_model
+                if self.device == "cuda":
+                    torch.cuda.set_device(self.gpu_index)
+                try:
+                    model = build_model(self.problem.module.Model, self.problem.module,
+                                        self.settings.test.init_seed, self.dev)
+                except Exception as e:
+                    problem_fault(self.problem.path, e, "Model(*get_init_inputs())")
+                model.eval()
+                self._ref_model = model
+            return self._ref_model
+
+    def compile_hold(self):
+        """The GPU hold of a compile phase: shared, unless one trial's outputs are large
+        enough that parallel workers (each with its inputs, outputs and IPC staging
+        buffer) could exhaust GPU memory; then exclusive, one candidate at a time."""
+        return self.gpu.exclusive() if self._ref_cache_ok is False else self.gpu.shared()
+
+    def reference(self, seed: int) -> list:
+        """The reference outputs for `seed` (cached for the session while they fit)."""
+        got = self._refs.get(seed)
+        if got is not None:
+            return got
+        out = compute_reference(self.reference_model(), self.problem.module, seed, self.dev)
+        with self._lock:
+            if self._ref_cache_ok is None:
+                self._ref_cache_ok = self._fits(sum(o.numel() * o.element_size() for o in out))
+            if self._ref_cache_ok:
+                self._refs[seed] = out
+        return out
+
+    def _fits(self, nbytes_per_trial: int) -> bool:
+        total = nbytes_per_trial * len(self.seeds)
+        if self.device != "cuda":
+            return total <= 1 << 30
+        import torch
+        free, _ = torch.cuda.mem_get_info(self.gpu_index)
+        return total <= _REF_CACHE_SHARE * free
+
+    def start_baseline(self) -> None:
+        """Compile the torch.compile baseline in the background, once (cuda only)."""
+        if self.device != "cuda" or not self.settings.timing.compile_baseline:
+            return
+        with self._lock:
+            if self._baseline_thread is None:
+                self._baseline_thread = threading.Thread(target=self._compile_baseline,
+                                                         name="krefine-compile-baseline", daemon=True)
+                self._baseline_thread.start()
+
+    def _compile_baseline(self) -> None:
+        import torch
+        from tools.problem import make_inputs
+        try:
+            torch.cuda.set_device(self.gpu_index)
+            import torch._inductor.config as inductor_config
+            # one small graph: compiling in this process beats starting a pool of
+            # compile workers, each of which imports torch again (~4 s on the GPU image)
+            inductor_config.compile_threads = 1
+            cmodel = torch.compile(self.reference_model())
+            with torch.no_grad():
+                cmodel(*make_inputs(self.problem.module, self.seeds[0], self.dev))
+            torch.cuda.synchronize(self.gpu_index)
+            self._compiled = cmodel
+        except Exception as e:  # torch.compile cannot handle some models: report, don't fail
+            self._compiled_error = f"{type(e).__name__}: {str(e)[:300]}"
+
+    def compiled_baseline(self):
+        """(the compiled model or None, its error or None); waits for the compile."""
+        self.start_baseline()
+        if self._baseline_thread is not None:
+            self._baseline_thread.join()
+        return self._compiled, self._compiled_error
+
+    # --- judging -------------------------------------------------------------------
+    def judge(self, candidate_src: str, *, candidate_name: str = "candidate.py",
+              profile: bool = True, progress=None):
+        """One Verdict for one candidate (thread-safe; see pipeline.judge_in)."""
+        if self._closed:
+            raise EvaluatorError("this judge is closed")
+        with self._lock:
+            self.in_flight += 1
+        try:
+            verdict = judge_in(self, candidate_src, candidate_name=candidate_name, profile=profile,
+                               progress=progress)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+                self.judged += 1
+        return verdict
+
+    def add_bottleneck(self, candidate_src: str, verdict, *, candidate_name: str = "candidate.py"):
+        """`verdict` (a correct one judged here without a summary) with the bottleneck
+        summary added: the profile step on its own, for a candidate whose feedback will
+        be used ([eval] profile = "refined")."""
+        return profile_in(self, candidate_src, verdict, candidate_name=candidate_name)
+
+    def judge_many(self, sources: list[tuple[str, str]], *, profile: bool = True,
+                   progress=None, on_verdict=None) -> list:
+        """Verdicts for [(name, src), ...] in order, judged concurrently so compile phases
+        overlap; `on_verdict(index, verdict)` hears each one as it is ready."""
+        width = max(1, min(len(sources), self.settings.test.parallel_compile + 1))
+
+        def one(i: int):
+            name, src = sources[i]
+            v = self.judge(src, candidate_name=name, profile=profile, progress=progress)
+            if on_verdict is not None:
+                on_verdict(i, v)
+            return v
+        with ThreadPoolExecutor(max_workers=width, thread_name_prefix="krefine-judge") as pool:
+            return list(pool.map(one, range(len(sources))))
+
+    def close(self) -> None:
+        self._closed = True
+        with self._lock:
+            servers, self._forkservers = list(self._forkservers.values()), {}
+        for fs in servers:
+            if fs is not None:
+                fs.close()
+        self._refs.clear()
+
+
+class JudgePool:
+    """One Judge per GPU for one problem (one on cpu), made on first use; a candidate
+    goes to the judge with the fewest candidates in flight."""
+
+    def __init__(self, problem, *, device: str, gpu_count: int, settings: EvalSettings):
+        self.problem, self.device, self.settings = problem, device, settings
+        self.size = max(1, gpu_count) if device == "cuda" else 1
+        self._judges: list[Judge] = []
+        self._lock = threading.Lock()
+
+    def _pick(self) -> Judge:
+        with self._lock:
+            if len(self._judges) < self.size and all(j.in_flight for j in self._judges):
+                self._judges.append(Judge(self.problem, device=self.device,
+                                          gpu_index=len(self._judges), settings=self.settings))
+            judge = min(self._judges, key=lambda j: j.in_flight)
+            judge.in_flight += 1   # claimed now, so the next pick sees it busy
+            return judge
+
+    def judge(self, candidate_src: str, *, candidate_name: str = "candidate.py", profile: bool = True):
+        judge = self._pick()
+        try:
+            return judge.judge(candidate_src, candidate_name=candidate_name, profile=profile)
+        finally:
+            with judge._lock:
+                judge.in_flight -= 1
+
+    def add_bottleneck(self, candidate_src: str, verdict, *, candidate_name: str = "candidate.py"):
+        judge = self._pick()
+        try:
+            return judge.add_bottleneck(candidate_src, verdict, candidate_name=candidate_name)
+        finally:
+            with judge._lock:
+                judge.in_flight -= 1
+
+    @property
+    def concurrency(self) -> int:
+        """How many candidates the loop should hand over at once."""
+        return self.size * (self.settings.test.parallel_compile + 1)
+
+    def close(self) -> None:
+        with self._lock:
+            judges, self._judges = self._judges, []
+        for j in judges:
+            j.close()
+
+
+def evaluate(problem: Problem, candidate_src: str, *, device: str | None = None,
+             settings: EvalSettings = EvalSettings(), candidate_name: str = "candidate.py",
+             profile: bool = True, gpu_index: int = 0, progress=None) -> Verdict:
+    """Judge `candidate_src` against `problem` in a session of its own (a Judge).
+    Only the evaluator's own faults raise. `progress(text)`, when given, hears each
+    phase as it starts (for a CLI's stderr)."""
+    # a static reject or a syntax error needs no session (no fork server, no CUDA)
+    quick = static_verdict(candidate_src, candidate_name, settings, device or default_device(), gpu_index)
+    if quick is not None:
+        return quick
+    with Judge(problem, device=device, gpu_index=gpu_index, settings=settings) as judge:
+        return judge.judge(candidate_src, candidate_name=candidate_name, profile=profile,
+                           progress=progress)

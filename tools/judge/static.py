@@ -1,0 +1,40 @@
+"""Step 1) guard: parse and static checks, before torch, CUDA or any candidate code.
+
+A syntax error is a compile error; a static guard's rejecting finding (tools/guards/)
+rejects the candidate, and every finding becomes a flag and a diagnostic. A candidate
+refused here needs no session at all (`static_verdict`: no fork server, no CUDA).
+"""
+from __future__ import annotations
+
+import time
+
+from tools.judge.record import Run, to_verdict
+from tools.settings import EvalSettings
+from tools.verdict import Status, Verdict
+
+
+def static_verdict(src: str, candidate_name: str, settings: EvalSettings, device: str,
+                   gpu_index: int) -> Verdict | None:
+    """The verdict of a candidate the syntax check or a static guard refuses, else None."""
+    t0 = time.monotonic()
+    run = Run(None, src, device, gpu_index, settings, None)
+    status = static_checks(run, candidate_name)
+    return None if status is None else to_verdict(run, status, t0)
+
+
+def static_checks(run: Run, candidate_name: str) -> Status | None:
+    """1) guard: parse and static checks, before torch, CUDA or any candidate code."""
+    run.device_info = {"type": run.device}
+    try:
+        compile(run.src, candidate_name, "exec")
+    except SyntaxError as e:
+        run.diag("syntax_error", f"SyntaxError: {e.msg}", e.lineno)
+        return Status.COMPILE_ERROR
+    from tools.guards.suite import run_static_guards
+    findings = run_static_guards(run.src, run.settings.guards)
+    for f in findings:
+        run.flag(f.flag)
+        run.diag(f"guard:{f.guard}", f.message, f.line)
+    if any(f.reject for f in findings):
+        return Status.REJECTED
+    return None

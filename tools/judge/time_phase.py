@@ -1,0 +1,244 @@
+"""Step 6) time: candidate, eager and torch.compile, interleaved, and the speedups.
+
+Covers the per-call rounds (what one forward costs a user), for short forwards a second
+measure free of launch and sync overhead (CUDA-graph replays where all three can be
+captured, else batched calls: tools/perf/timer.py), the judge's own host clock around
+the candidate's calls, and the speedups with their intervals and flags
+(tools/perf/speedup.py). The candidate is timed in its worker, the baselines here,
+with the same timer; a timed call that skipped its kernels is rejected.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+from tools.judge.record import died, error_diag, health
+from tools.judge.trials import recheck_timed_outputs
+from tools.problem import make_inputs
+from tools.sandbox import isolation
+from tools.verdict import Status, Timing
+
+
+def time_candidate(run, worker, ref_model, seed, dev) -> Status | None:
+    """6) time: candidate, eager and torch.compile in interleaved rounds, first per call
+    (what one forward costs a user), then, for short forwards, with a measure free of
+    launch and sync overhead (tools/perf/timer.py); the speedup and its interval come from
+    the measure chosen (tools/perf/speedup.py)."""
+    import torch
+    from tools.perf import timer
+    from tools.perf.gpuinfo import gpu_state
+    s, ts = run.settings, run.settings.timing
+    inputs = make_inputs(run.problem.module, seed, dev)
+    baselines = {"eager": lambda: ref_model(*inputs)}
+    if ts.compile_baseline:
+        cmodel, error = run.judge.compiled_baseline()   # compiled once per session
+        if cmodel is not None:
+            baselines["compile"] = lambda: cmodel(*inputs)
+        else:
+            run.checks["compile_baseline_error"] = error
+    run.device_info = {"type": "cuda", **gpu_state(run.gpu_index), "before_timing": True}
+    with torch.no_grad():
+        # a) per call, every time
+        per_call = {k: lambda warm, fn=fn: timer.time_cuda(fn, warmup=warm, iters=ts.iters_per_round,
+                                                         name=f"krefine.{k}")
+                    for k, fn in baselines.items()}
+        rounds, status = _timed_rounds(run, worker, seed, "per_call", 1, per_call)
+        if status is not None:
+            return status
+        per_call_ms = {k: statistics.median(x for r in v for x in r) for k, v in rounds.items()}
+        run.checks["timing_per_call_ms"] = per_call_ms
+        measure, reps = "per_call", 1
+        # b) short forwards: the in-region sync would decide the ratio; measure without it
+        short = timer.choose_measure(min(per_call_ms.values()), graph_ok=True,
+                                     per_call_min_ms=ts.per_call_min_ms) != "per_call"
+        if ts.measure != "per_call" and (ts.measure != "auto" or short):
+            graphs: list = []
+            try:
+                measure, reps, judged, status = _short_measure(run, worker, seed, baselines, graphs)
+                if status is None:
+                    rounds, status = _timed_rounds(run, worker, seed, measure, reps, judged)
+            finally:
+                for g in graphs:
+                    g.close()
+            if status is not None:
+                return status
+        run.checks.update(timing_measure=measure, timing_reps=reps)
+        status = _host_check(run, worker, seed, baselines["eager"], per_call_ms["candidate"])
+        if status is not None:
+            return status
+    after = gpu_state(run.gpu_index)
+    run.device_info["after_timing"] = {k: after.get(k) for k in ("sm_clock_mhz", "mem_clock_mhz",
+                                                                   "temperature_c", "power_w",
+                                                                   "throttle_reasons")}
+    _speedups(run, rounds)
+    return None
+
+
+def _timed_rounds(run, worker, seed, measure: str, reps: int, timers: dict) -> tuple[dict, Status | None]:
+    """Interleaved rounds (eager, candidate, compile) of one measure: per-round ms
+    samples per callable. `timers[name](warmup)` times a baseline here; the candidate is
+    timed in its worker. The outputs of the last round's calls are checked again."""
+    s, ts = run.settings, run.settings.timing
+    rounds: dict[str, list[list[float]]] = {"eager": [], "candidate": []}
+    rounds.update({k: [] for k in timers if k != "eager"})
+    payload, reply = b"", {}
+    for r in range(ts.rounds):
+        warm = ts.warmup if r == 0 else 2
+        rounds["eager"].append(timers["eager"](warm))
+        try:
+            reply, payload = worker.request({"op": "time", "seed": seed, "warmup": warm,
+                                             "iters": ts.iters_per_round, "measure": measure, "reps": reps,
+                                             "return_output": r == ts.rounds - 1,
+                                             "staged": run.staged is not None}, s.test.run_timeout_s)
+        except isolation.WorkerTimeout:
+            run.diag("timeout", f"timing round {r + 1} did not finish within {s.test.run_timeout_s:g} s")
+            health(run, worker)
+            return rounds, Status.TIMEOUT
+        except isolation.WorkerDied:
+            return rounds, died(run, worker, f"timing round {r + 1}")
+        if not reply.get("ok") or "capture_error" in reply:
+            error_diag(run, reply if not reply.get("ok") else
+                       {"phase": "timing", "error_type": "CaptureFailed", "message": reply["capture_error"]})
+            return rounds, Status.RUNTIME_ERROR
+        rounds["candidate"].append([float(x) for x in reply["samples_ms"]])
+        if _skipped_work(run, reply, f"timing round {r + 1}"):
+            return rounds, Status.REJECTED
+        for k in timers:
+            if k != "eager":
+                rounds[k].append(timers[k](warm))
+    return rounds, recheck_timed_outputs(run, reply, payload, seed)
+
+
+def _short_measure(run, worker, seed, baselines: dict, graphs: list):
+    """(measure, reps, timers, status) for a forward too short to time per call: graph
+    replay when every callable can be captured, else batched calls; reps so that one
+    sample lasts [timing] replay_target_ms for the fastest callable. The judge's graphs
+    go into `graphs` for the caller to close."""
+    from tools.perf import timer
+    ts, s = run.settings.timing, run.settings
+    try:
+        reply, _ = worker.request({"op": "estimate", "seed": seed}, s.test.run_timeout_s)
+    except isolation.WorkerTimeout:
+        run.diag("timeout", "estimating the candidate's time per call did not finish")
+        health(run, worker)
+        return "per_call", 1, {}, Status.TIMEOUT
+    except isolation.WorkerDied:
+        return "per_call", 1, {}, died(run, worker, "timing")
+    if not reply.get("ok"):
+        error_diag(run, reply)
+        return "per_call", 1, {}, Status.RUNTIME_ERROR
+    estimates = [float(reply["call_ms"])] + [timer.estimate_call_ms(fn) for fn in baselines.values()]
+    reps = timer.reps_for(min(estimates), target_ms=ts.replay_target_ms)
+    batched = {k: lambda warm, fn=fn: timer.time_cuda_batched(fn, warmup=warm, iters=ts.iters_per_round,
+                                                              calls_per_sample=reps, name=f"krefine.{k}")
+               for k, fn in baselines.items()}
+    if ts.measure == "batched":
+        return "batched", reps, batched, None
+    failures = {}
+    # the candidate's graph is captured by its first round; probe it now, before ours
+    try:
+        probe, _ = worker.request({"op": "time", "seed": seed, "warmup": ts.warmup, "iters": 1,
+                                   "measure": "cuda_graph", "reps": reps}, s.test.run_timeout_s)
+    except isolation.WorkerTimeout:
+        run.diag("timeout", "capturing the candidate's forward in a CUDA graph did not finish")
+        health(run, worker)
+        return "per_call", 1, {}, Status.TIMEOUT
+    except isolation.WorkerDied:
+        return "per_call", 1, {}, died(run, worker, "CUDA graph capture")
+    if not probe.get("ok"):
+        error_diag(run, probe)
+        return "per_call", 1, {}, Status.RUNTIME_ERROR
+    if "capture_error" in probe:
+        failures["candidate"] = probe["capture_error"]
+    elif _skipped_work(run, probe, "the CUDA graph capture"):
+        return "per_call", 1, {}, Status.REJECTED
+    timers = {}
+    for k, fn in baselines.items():
+        if failures:
+            break
+        try:
+            graphs.append(timer.capture_cuda_graph(fn, warmup=2, reps_per_graph=reps, device=run.judge.dev))
+        except timer.CaptureUnsupported as e:
+            failures[k] = str(e)[:300]
+            break
+        timers[k] = lambda warm, g=graphs[-1], k=k: g.time(ts.iters_per_round, name=f"krefine.{k}")
+    if failures:
+        run.checks["graph_capture_failed"] = failures
+        return "batched", reps, batched, None
+    return "cuda_graph", reps, timers, None
+
+
+def _median_ratio(baseline: Timing | None, candidate: Timing) -> float | None:
+    if baseline is None or not candidate.median_ms > 0:
+        return None
+    return baseline.median_ms / candidate.median_ms
+
+
+def _skipped_work(run, reply: dict, what: str) -> bool:
+    """Fewer Triton launches than calls in a timed request: the candidate skipped its
+    kernels on inputs it had seen (the verdict is then rejected)."""
+    if not run.settings.guards.require_triton_launch or reply.get("launches", 0) >= reply.get("calls", 0):
+        return False
+    run.diag("guard:skipped_work", f"{what}: {reply.get('launches', 0)} Triton launches in "
+             f"{reply.get('calls')} timed calls: the forward skips its kernels when it sees the "
+             "same inputs again (a result cache?)")
+    run.flag("caching")
+    return True
+
+
+def _host_check(run, worker, seed, eager, cand_per_call_ms: float) -> Status | None:
+    """The judge's own clock around back-to-back calls of the candidate, against the
+    per-call event median (side-stream or deferred work the events missed)."""
+    from tools.perf.timer import time_host
+    s, ts = run.settings, run.settings.timing
+    rtts = []
+    for _ in range(5):  # the min: a first ping can wait behind the worker freeing GBs
+        t = time.perf_counter()
+        worker.request({"op": "ping"}, s.test.run_timeout_s)
+        rtts.append((time.perf_counter() - t) * 1e3)
+    rtt_ms = min(rtts)
+    t = time.perf_counter()
+    worker.request({"op": "host_run", "seed": seed, "iters": ts.host_check_iters}, s.test.run_timeout_s)
+    cand_host = max(0.0, (time.perf_counter() - t) * 1e3 - rtt_ms) / ts.host_check_iters
+    eager_host = time_host(eager, iters=ts.host_check_iters)
+    run.checks["host_check"] = {"candidate_ms_per_call": cand_host, "eager_ms_per_call": eager_host,
+                                "rtt_ms": rtt_ms, "iters": ts.host_check_iters}
+    return None
+
+
+def _speedups(run, rounds: dict) -> None:
+    """Timing figures, speedups with their intervals, and the timing flags."""
+    from tools.perf.speedup import decide, estimate_speedup
+    ts = run.settings.timing
+    run.timing = {k: Timing.from_samples([x for r in v for x in r]) for k, v in rounds.items()}
+    run.timing.setdefault("compile", None)
+    intervals = {}
+    for b in ("eager", "compile"):
+        if rounds.get(b):
+            try:
+                est = estimate_speedup(rounds["candidate"], rounds[b], confidence=ts.confidence)
+            except ValueError as e:   # a sample that is not a positive time: no interval
+                run.checks.setdefault("speedup_interval_error", {})[b] = str(e)
+                continue
+            intervals[b] = {**est.to_json(), "faster": decide(est, 1.0).value}
+    run.speedup_interval = intervals
+    run.speedup_eager, run.speedup_compile = (
+        intervals[b]["ratio"] if b in intervals else _median_ratio(run.timing.get(b), run.timing["candidate"])
+        for b in ("eager", "compile"))
+    host = run.checks["host_check"]
+    cand_per_call = run.checks["timing_per_call_ms"]["candidate"]
+    if host["candidate_ms_per_call"] > ts.host_check_ratio * cand_per_call + ts.host_check_slack_ms:
+        # events missed work (side stream, deferred launch): trust the judge's own clock
+        run.flag("timer_mismatch")
+        run.diag("timer_mismatch", f"CUDA events say {cand_per_call:.4f} ms per call but the judge's clock "
+                 f"says {host['candidate_ms_per_call']:.4f} ms; speedup computed from host times instead")
+        cand_host = host["candidate_ms_per_call"]
+        run.speedup_eager = host["eager_ms_per_call"] / cand_host if cand_host > 0 else None
+        run.speedup_compile = None
+        run.speedup_interval = {}
+    if run.speedup_eager is not None and run.speedup_eager > ts.excessive_speedup:
+        run.flag("excessive_speedup")
+        run.diag("excessive_speedup", f"{run.speedup_eager:.1f}x faster than eager is above the "
+                 f"{ts.excessive_speedup:g}x plausibility threshold: flagged, not trusted")
+    if run.timing["candidate"].spread > 0.2:
+        run.flag("noisy_timing")

@@ -1,0 +1,140 @@
+"""Step 4) test: the candidate's outputs on fresh secret inputs against the reference.
+
+Covers every trial (a repeated call in the first), the runtime guards a trial shows (a
+Triton kernel launched, no PyTorch compute ops, inputs unmutated), the outputs' type,
+device, shape and dtype, the numeric comparison (tools/judge/numerics.py) and its
+diagnosis; `recheck_timed_outputs` checks the outputs of timed calls the same way.
+"""
+from __future__ import annotations
+
+from tools.judge.compile_phase import compile_specs
+from tools.judge.record import died, error_diag, health
+from tools.sandbox import channel, isolation
+from tools.verdict import Status
+
+
+def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | None:
+    from tools.judge.numerics import compare, tolerances
+    s = run.settings
+    comparisons = []
+    for i, seed in enumerate(seeds):
+        ref = first_ref if i == 0 else run.judge.reference(seed)
+        poison = [{"dtype": str(r.dtype).removeprefix("torch."), "shape": list(r.shape)} for r in ref]
+        timeout = s.test.compile_timeout_s if i == 0 else s.test.run_timeout_s
+        try:
+            reply, payload = worker.request({"op": "trial", "seed": seed, "poison": poison,
+                                             "repeat": i == 0, "staged": run.staged is not None},
+                                            timeout)
+        except isolation.WorkerTimeout:
+            run.diag("timeout", f"trial {i + 1}: forward did not finish within {timeout:g} s "
+                     "(infinite loop, deadlock or a hung kernel)")
+            health(run, worker)
+            return Status.TIMEOUT
+        except isolation.WorkerDied:
+            return died(run, worker, f"trial {i + 1}")
+        if not reply.get("ok"):
+            failed = reply.get("failed_launch")
+            if failed and reply.get("kind") != "triton_compile":
+                # the interpreter reports GPU compile errors as runtime errors: ask a compiler
+                for k in compile_specs(run, [failed]):
+                    if not k.get("ok"):
+                        reply = {**reply, "kind": "triton_compile", "message": k.get("message", ""),
+                                 "error_type": k.get("error_type", "CompilationError"),
+                                 "line": k.get("line") or reply.get("line"),
+                                 "source_line": k.get("source_line") or reply.get("source_line")}
+            error_diag(run, reply)
+            return Status.COMPILE_ERROR if reply.get("kind") == "triton_compile" else Status.RUNTIME_ERROR
+        launches = reply.get("launches", {})
+        run.checks.setdefault("triton_launches", launches)
+        if s.guards.require_triton_launch and sum(launches.values()) == 0:
+            run.diag("guard:no_triton_launch", f"trial {i + 1}: forward launched no @triton.jit "
+                     "kernel; the work must be done in Triton kernels")
+            run.flag("no_triton_kernel")
+            return Status.REJECTED
+        compute = reply.get("aten_compute") or {}
+        if compute:
+            ops = ", ".join(f"{k}×{v}" for k, v in sorted(compute.items(), key=lambda kv: -kv[1])[:5])
+            run.checks["aten_compute"] = compute
+            run.flag("library_ops")
+            msg = (f"the forward runs PyTorch compute ops ({ops}) besides its Triton kernels; "
+                   "do that work inside the kernels")
+            if not s.guards.allow_library_ops:
+                run.diag("guard:library_ops", msg)
+                return Status.REJECTED
+            run.diag("library_ops", msg)
+        if reply.get("inputs_mutated"):
+            idx = ", ".join(f"#{k}" for k in reply["inputs_mutated"])
+            run.diag("input_mutated", f"forward modified input {idx} in place; inputs must be left unchanged")
+            return Status.INCORRECT
+        try:
+            outs = channel.unpack_tensors(reply.get("outputs", []), payload, dev, run.staged)
+        except channel.ProtocolError as e:
+            run.diag("protocol", f"the worker sent malformed outputs: {e}")
+            run.flag("tampering")
+            return Status.REJECTED
+        calls = 2 if i == 0 else 1
+        types = reply.get("output_types", [])
+        structure = reply.get("structure", [])
+        ok_types = [n == "torch.Tensor" for n in types]
+        if not all(ok_types) or len(types) != calls * len(ref):
+            got = ", ".join(sorted(set(types))) or "nothing"
+            want = f"{len(ref)} torch.Tensor" if len(ref) > 1 else "exactly one torch.Tensor"
+            run.diag("output_type", f"forward returned {structure[0] if structure else '?'} ({got}); expected {want}")
+            return Status.INCORRECT
+        want_dev = "cpu" if run.device == "cpu" else "cuda"
+        devices = reply.get("output_devices") or []
+        wrong = [d for d in devices if str(d).split(":")[0] != want_dev]
+        if wrong or len(devices) != len(types):
+            run.diag("device", f"forward returned a tensor on {wrong[0] if wrong else '?'}; outputs must be "
+                     f"on {want_dev}, where the inputs are (compute on the GPU, do not copy results elsewhere)")
+            return Status.INCORRECT
+        for call in range(calls):
+            got = outs[call * len(ref):(call + 1) * len(ref)]
+            for k, (o, r) in enumerate(zip(got, ref)):
+                where = f"trial {i + 1}" + (", repeated call" if call else "") + (f", output {k}" if len(ref) > 1 else "")
+                if o.shape != r.shape:
+                    run.diag("shape", f"{where}: output shape {tuple(o.shape)}, expected {tuple(r.shape)}")
+                    return Status.INCORRECT
+                if o.dtype != r.dtype:
+                    run.diag("dtype", f"{where}: output dtype {o.dtype}, expected {r.dtype}")
+                    return Status.INCORRECT
+                atol, rtol, rel = tolerances(r.dtype, s.test)
+                cmp = compare(o, r, atol=atol, rtol=rtol, rel_l2_limit=rel)
+                comparisons.append({"trial": i + 1, "call": call + 1, "output": k, **cmp.to_json()})
+                if not cmp.ok:
+                    run.checks["comparisons"] = comparisons
+                    msg = cmp.describe()
+                    if call == 1:
+                        msg = "the first call was right but a repeated call with the same inputs was not " \
+                              "(state kept between calls?): " + msg
+                    run.diag("mismatch", f"{where}: {msg}")
+                    for p in cmp.patterns:
+                        run.flag(f"diff:{p.split(':')[0]}")
+                    return Status.INCORRECT
+    run.checks["comparisons"] = comparisons
+    run.checks["inputs_unmutated"] = True
+    run.checks["repeat_consistent"] = True
+    atol, rtol, rel = tolerances(ref[0].dtype, s.test)
+    run.checks["tolerance"] = {"atol": atol, "rtol": rtol, "rel_l2": rel, "dtype": str(ref[0].dtype)}
+    return None
+
+
+def recheck_timed_outputs(run, reply: dict, payload: bytes, seed: int) -> Status | None:
+    """The outputs of timed calls are checked too (deferred or skipped work shows here)."""
+    from tools.judge.numerics import compare, tolerances
+    ref = run.judge.reference(seed)
+    try:
+        outs = channel.unpack_tensors(reply.get("outputs", []), payload, run.judge.dev, run.staged)
+    except channel.ProtocolError as e:
+        run.diag("protocol", f"the worker sent malformed outputs of a timed call: {e}")
+        run.flag("tampering")
+        return Status.REJECTED
+    for o, r in zip(outs, ref):
+        atol, rtol, rel = tolerances(r.dtype, run.settings.test)
+        cmp = compare(o, r, atol=atol, rtol=rtol, rel_l2_limit=rel) if o.shape == r.shape else None
+        if cmp is None or not cmp.ok:
+            run.diag("mismatch", "the output of a timed call is wrong although the test calls were right "
+                     "(work skipped or deferred under timing?): " + (cmp.describe() if cmp else "shape differs"))
+            return Status.INCORRECT
+    run.checks["timed_outputs_rechecked"] = True
+    return None

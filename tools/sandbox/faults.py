@@ -1,0 +1,76 @@
+"""Where a candidate's exception points: its line in the candidate file, and that line.
+
+Covers the innermost traceback frame inside the candidate (following the chain of
+causes), the `def` line Triton numbers a kernel's lines from, a CompilationError's
+kernel-relative line mapped to the file, and `short` for capping long texts. The
+worker's error replies (tools/sandbox/worker.py) and its sm_90 compiles
+(tools/sandbox/launches.py) use them. Reads the candidate's file; judges nothing.
+"""
+from __future__ import annotations
+
+import os
+
+
+def short(s: str, n: int) -> str:
+    return s if len(s) <= n else s[: n // 2] + "\n...\n" + s[-n // 2:]
+
+
+def candidate_line(e: BaseException, cand_path: str) -> tuple[int | None, str | None]:
+    """Innermost traceback frame inside the candidate file, following the chain of
+    causes (the interpreter wraps a kernel's error in its own InterpreterError)."""
+    line, seen = None, set()
+    target = os.path.realpath(cand_path or "")
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        found = None
+        if isinstance(e, SyntaxError) and e.filename and os.path.realpath(e.filename) == target:
+            found = e.lineno
+        tb = e.__traceback__
+        while tb is not None:
+            if cand_path and os.path.realpath(tb.tb_frame.f_code.co_filename) == target:
+                found = tb.tb_lineno
+            tb = tb.tb_next
+        line = found or line
+        e = e.__cause__ or e.__context__
+    return line, source_line(cand_path, line)
+
+
+def source_line(path: str, line: int | None) -> str | None:
+    if not line or not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        return lines[line - 1].strip() if 0 < line <= len(lines) else None
+    except OSError:
+        return None
+
+
+def def_line(py_fn) -> int | None:
+    """Line of `def` in the file: Triton numbers a kernel's lines from its def, after
+    the decorators, while inspect starts at the first decorator."""
+    import inspect
+    try:
+        lines, start = inspect.getsourcelines(py_fn)
+    except (OSError, TypeError):
+        return None
+    for i, text in enumerate(lines):
+        if text.lstrip().startswith("def "):
+            return start + i
+    return None
+
+
+def triton_error_line(e, cand_path: str):
+    """Map a CompilationError's function-relative line to a line of the candidate file."""
+    rel = getattr(getattr(e, "node", None), "lineno", None)
+    tb, fn_line = e.__traceback__, None
+    while tb is not None:
+        obj = tb.tb_frame.f_locals.get("fn")
+        py_fn = getattr(obj, "fn", None)
+        if callable(py_fn) and getattr(py_fn, "__code__", None) is not None:
+            fn_line = def_line(py_fn) or fn_line
+        tb = tb.tb_next
+    if rel is None or fn_line is None:
+        return None
+    line = fn_line + rel - 1
+    return line, source_line(cand_path, line)

@@ -1,0 +1,223 @@
+"""The isolation call: start a worker process for one candidate and talk to it.
+
+One `start_worker` call makes a fresh temp dir (the candidate's cwd, HOME, TMPDIR and
+TRITON_CACHE_DIR), a scrubbed environment, no stdin, captured and capped output, its
+own process group (a timeout kills the whole group) and two named pipes for the
+framed protocol of tools/sandbox/channel.py. The worker then locks itself down
+(rlimits, network namespace, audit hook: tools/sandbox/lockdown.py). Does not judge
+anything.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tools.sandbox import channel
+from tools.errors import EvaluatorError
+
+# environment variables a worker may inherit (everything else is dropped)
+_KEEP_ENV = ("PATH", "LD_LIBRARY_PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH",
+             "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH", "TRITON_CUDART_PATH")
+_KEEP_PREFIXES = ("NCCL_", "TORCH_SYMM_MEM_", "NVSHMEM_")  # multicast-off settings on shared hosts
+
+
+class WorkerDied(Exception):
+    """The worker exited or broke the protocol before answering."""
+
+
+class WorkerTimeout(Exception):
+    """The worker did not answer within the request's timeout (it has been killed)."""
+
+
+@dataclass
+class WorkerProcess:
+    proc: subprocess.Popen          # or forkserver.ForkedProcess (same methods used)
+    workdir: Path
+    cmd_fd: int
+    res_fd: int
+    max_output_bytes: int
+    started_s: float = field(default_factory=time.monotonic)
+    killed_for_timeout: bool = False
+
+    def request(self, header: dict, timeout_s: float) -> tuple[dict, bytes]:
+        """Send one request and wait for its answer (kill the group on timeout)."""
+        try:
+            channel.send(self.cmd_fd, header)
+            return channel.recv(self.res_fd, timeout_s, alive=self.alive)
+        except channel.ChannelTimeout:
+            self.kill()
+            self.killed_for_timeout = True
+            raise WorkerTimeout(f"no answer to {header.get('op')} within {timeout_s:g} s") from None
+        except (channel.ProtocolError, BrokenPipeError, OSError) as e:
+            self.wait_exit(2.0)
+            raise WorkerDied(str(e)) from None
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_exit(self, timeout_s: float) -> int | None:
+        try:
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.wait_exit(10.0)
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.poll()
+
+    def output(self) -> dict[str, str]:
+        """The worker's stdout/stderr, each cut to max_output_bytes (head and tail)."""
+        out = {}
+        for name in ("stdout", "stderr"):
+            path = self.workdir / f".{name}"
+            try:
+                size = path.stat().st_size
+                with open(path, "rb") as f:
+                    if size <= self.max_output_bytes:
+                        data = f.read()
+                    else:
+                        half = self.max_output_bytes // 2
+                        head = f.read(half)
+                        f.seek(size - half)
+                        data = head + f"\n[... {size - 2 * half} bytes cut ...]\n".encode() + f.read()
+                out[name] = data.decode("utf-8", "replace")
+            except OSError:
+                out[name] = ""
+        return out
+
+    def close(self, keep_dir: bool = False) -> None:
+        if self.alive():
+            try:
+                self.request({"op": "exit"}, timeout_s=5.0)
+                # a wrapper (ncu) writes its report after the worker exits: let it finish
+                self.wait_exit(120.0)
+            except (WorkerDied, WorkerTimeout):
+                pass
+            self.kill()
+        else:
+            self.kill()  # stragglers in the group
+        for fd in (self.cmd_fd, self.res_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if not keep_dir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def worker_env(workdir: Path, device: str, gpu_index: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k in _KEEP_ENV or k.startswith(_KEEP_PREFIXES)}
+    env.update(
+        HOME=str(workdir),                                   # ~/.triton, ~/.nv land in the temp dir
+        TMPDIR=str(workdir / "tmp"),
+        TRITON_CACHE_DIR=str(workdir / "triton-cache"),      # no kernel cache shared between candidates
+        PYTHONPATH=os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)),
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONUNBUFFERED="1",
+        PYTHONHASHSEED="0",
+    )
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    elif device == "compile":   # compiles for a GPU target, runs nothing
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    else:
+        # gpu_index counts the GPUs the judge sees, which an outer CUDA_VISIBLE_DEVICES may narrow
+        visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+        env["CUDA_VISIBLE_DEVICES"] = visible[gpu_index] if gpu_index < len(visible) else str(gpu_index)
+    return env
+
+
+def start_worker(candidate_src: str, *, device: str, gpu_index: int = 0,
+                 max_output_bytes: int = 64 << 10, wrapper: tuple[str, ...] = (),
+                 candidate_name: str = "candidate.py", forkserver=None) -> WorkerProcess:
+    """Write the candidate into a fresh temp dir and start a worker there: forked from
+    `forkserver` (tools/sandbox/forkserver.py, torch already imported) when one is given
+    and no wrapper is, else a new interpreter. Either way a fresh process, never reused."""
+    workdir = Path(tempfile.mkdtemp(prefix="krefine-worker-"))
+    (workdir / "tmp").mkdir()
+    (workdir / "triton-cache").mkdir()
+    (workdir / candidate_name).write_text(candidate_src, encoding="utf-8")
+    cmd_path, res_path = workdir / ".cmd", workdir / ".res"
+    os.mkfifo(cmd_path, 0o600)
+    os.mkfifo(res_path, 0o600)
+    # the judge keeps its own write end open on the result pipe, so a worker exit shows
+    # up as "not alive" in channel.recv rather than as an EOF race
+    res_fd = os.open(res_path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+    env = worker_env(workdir, device, gpu_index)
+    if forkserver is not None and not wrapper:
+        from tools.sandbox.forkserver import ForkServerError
+        try:
+            proc = forkserver.fork(workdir=str(workdir), cmd=str(cmd_path), res=str(res_path), env=env)
+        except ForkServerError as e:
+            os.close(res_fd)
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise EvaluatorError(f"could not fork a worker: {e}") from None
+        cmd_fd = _open_writer(cmd_path, proc, timeout_s=120.0)
+        return WorkerProcess(proc=proc, workdir=workdir, cmd_fd=cmd_fd, res_fd=res_fd,
+                             max_output_bytes=max_output_bytes)
+    stdout = open(workdir / ".stdout", "wb")
+    stderr = open(workdir / ".stderr", "wb")
+    try:
+        proc = subprocess.Popen(
+            [*wrapper, sys.executable, "-m", "tools.sandbox.worker", str(cmd_path), str(res_path)],
+            cwd=workdir,                              # temp cwd: the candidate's files stay here
+            env=env,                                  # scrubbed: no keys, no user paths
+            stdin=subprocess.DEVNULL,                 # no stdin
+            stdout=stdout, stderr=stderr,             # captured to files, read back capped
+            close_fds=True,                           # inherits no descriptor of the judge
+            start_new_session=True,                   # own process group: killpg on timeout
+        )
+    except OSError as e:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise EvaluatorError(f"could not start a worker: {e}") from None
+    finally:
+        stdout.close()
+        stderr.close()
+    cmd_fd = _open_writer(cmd_path, proc, timeout_s=120.0)
+    return WorkerProcess(proc=proc, workdir=workdir, cmd_fd=cmd_fd, res_fd=res_fd,
+                         max_output_bytes=max_output_bytes)
+
+
+def _open_writer(path: Path, proc: subprocess.Popen, timeout_s: float) -> int:
+    """Open the command FIFO once the worker has opened its read end (or it died)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            os.set_blocking(fd, True)
+            return fd
+        except OSError:  # ENXIO: no reader yet
+            if proc.poll() is not None or time.monotonic() > deadline:
+                return os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)  # requests then fail as WorkerDied
+            time.sleep(0.01)
+
+
+def start_forkserver(device: str, gpu_index: int = 0):
+    """A fork server for workers of `device` ("cuda", "cpu" or "compile"), started with
+    the worker environment (scrubbed, its own temp dir); None where fork servers cannot
+    work here (no pidfd), so callers spawn each worker instead."""
+    from tools.sandbox.forkserver import ForkServer, ForkServerError
+    home = Path(tempfile.mkdtemp(prefix="krefine-forkserver-"))
+    (home / "tmp").mkdir()
+    (home / "triton-cache").mkdir()
+    try:
+        return ForkServer(device, worker_env(home, device, gpu_index), log_path=str(home / ".stderr"))
+    except ForkServerError:
+        shutil.rmtree(home, ignore_errors=True)
+        return None

@@ -1,0 +1,128 @@
+"""The worker's measuring requests: time, estimate, host_run, profile, ncu_forward.
+
+A mixin of tools/sandbox/worker.py's Worker, which answers a request `op` with its
+method `op_<op>`: each of these runs the candidate's forward as the judge asked and
+sends back figures (samples, call estimates, a kernel breakdown), never a verdict.
+They use the Worker's model, `_inputs`, `_forward`, `_pack` and launch counts. How to
+time is tools/perf/timer.py's, how to profile tools/perf/profiler.py's.
+"""
+from __future__ import annotations
+
+from tools.sandbox.faults import short
+from tools.sandbox.outputs import flatten_output
+
+NVTX_RANGE = "krefine.candidate"   # tools/perf/ncu.py's ncu filter selects this name
+
+
+class MeasureOps:
+    """Worker's op_time, op_estimate, op_host_run, op_profile and op_ncu_forward."""
+
+    def op_time(self, h: dict):
+        """One round of the candidate's timing with the measure the judge asked for
+        (tools/perf/timer.py): per_call, batched (`reps` calls per sample) or cuda_graph (one
+        graph of `reps` calls, captured on the first request and replayed by later ones,
+        so its inputs and outputs stay alive here between rounds)."""
+        from tools.perf import timer
+        measure = h.get("measure", "per_call")
+        seed, warmup, iters, reps = int(h["seed"]), int(h["warmup"]), int(h["iters"]), int(h.get("reps", 1))
+        self.launches.clear()
+        if measure == "cuda_graph":
+            reply = self._time_graph(seed, warmup, iters, reps)
+            if not reply.get("ok") or "capture_error" in reply:
+                return reply, b""
+            last = self._graph[2]
+        else:
+            inputs = self._inputs(seed)
+            last = [None]
+
+            def call():
+                last[0] = self._forward_nosync(inputs)
+            if measure == "batched":
+                samples = timer.time_cuda_batched(call, warmup=warmup, iters=iters, calls_per_sample=reps,
+                                                  name=NVTX_RANGE)
+                calls = warmup + iters * reps
+            else:
+                samples = timer.time_cuda(call, warmup=warmup, iters=iters, name=NVTX_RANGE)
+                calls = warmup + iters
+            reply = {"ok": True, "samples_ms": samples, "launches": sum(self.launches.values()),
+                     "calls": calls}
+        flat, _ = flatten_output(last[0])
+        specs, payload = self._pack(flat, h) if h.get("return_output") else ([], b"")
+        return {**reply, "outputs": specs}, payload
+
+    def _time_graph(self, seed: int, warmup: int, iters: int, reps: int) -> dict:
+        """Replays of the candidate's graph; captured (with its launches counted) on the
+        first call for this seed and reps. A capture that fails is a fact for the judge
+        (it times every callable another way), not the candidate's error."""
+        from tools.perf import timer
+        key = (seed, reps)
+        calls = 0
+        if self._graph is None or self._graph[0] != key:
+            self._drop_graph()
+            inputs = self._inputs(seed)
+            last = [None]
+
+            def call():
+                last[0] = self._forward_nosync(inputs)
+            try:
+                graph = timer.capture_cuda_graph(call, warmup=warmup, reps_per_graph=reps)
+            except timer.CaptureUnsupported as e:
+                # no launch count: a capture that failed mid-call launched fewer kernels than
+                # calls were made, which is not skipped work
+                return {"ok": True, "capture_error": short(str(e), 500)}
+            self._graph = (key, graph, last, inputs)
+            calls = warmup + reps   # each captured call must have launched a Triton kernel
+        samples = self._graph[1].time(iters, name=NVTX_RANGE)
+        return {"ok": True, "samples_ms": samples, "launches": sum(self.launches.values()), "calls": calls}
+
+    def _drop_graph(self) -> None:
+        if self._graph is not None:
+            self._graph[1].close()
+            self._graph = None
+
+    def op_estimate(self, h: dict):
+        """Rough ms per call of the forward (batched, after a warm-up): sizes `reps`."""
+        from tools.perf.timer import estimate_call_ms
+        inputs = self._inputs(int(h["seed"]))
+        self.launches.clear()
+        ms = estimate_call_ms(lambda: self._forward_nosync(inputs), calls=int(h.get("calls", 5)))
+        return {"ok": True, "call_ms": ms, "launches": sum(self.launches.values()),
+                "calls": 1 + int(h.get("calls", 5))}, b""
+
+    def _forward_nosync(self, inputs):
+        import torch
+        with torch.no_grad():
+            return self.model(*inputs)
+
+    def op_host_run(self, h: dict):
+        """Back-to-back calls ended by a device sync; the judge times this whole request."""
+        import torch
+        inputs = self._inputs(int(h["seed"]))
+        torch.cuda.synchronize()
+        for _ in range(int(h["iters"])):
+            self._forward_nosync(inputs)
+        torch.cuda.synchronize()
+        return {"ok": True}, b""
+
+    def op_profile(self, h: dict):
+        from tools.perf import profiler
+        inputs = self._inputs(int(h["seed"]))
+        names = set(self.launches) | set(self.jit_functions)
+        from tools.perf.timer import nvtx_range
+        with nvtx_range(NVTX_RANGE):
+            breakdown = profiler.kernel_breakdown(lambda: self._forward_nosync(inputs), (),
+                                                  triton_names=names, iters=int(h.get("iters", 3)))
+        resources = profiler.kernel_resources(list(self.jit_functions.values()))
+        return {"ok": True, "breakdown": breakdown, "resources": resources}, b""
+
+    def op_ncu_forward(self, h: dict):
+        """Forwards inside the nvtx range that ncu --nvtx-include selects."""
+        from tools.perf.timer import nvtx_range
+        import torch
+        inputs = self._inputs(int(h["seed"]))
+        self._forward(inputs)  # outside the range: JIT and allocator warm-up
+        with nvtx_range(NVTX_RANGE):
+            for _ in range(int(h.get("iters", 1))):
+                self._forward_nosync(inputs)
+            torch.cuda.synchronize()
+        return {"ok": True}, b""

@@ -1,0 +1,298 @@
+"""The worker: the only process where candidate code runs.
+
+Started by tools/sandbox/isolation.py as `python -m tools.sandbox.worker CMD_FIFO
+RES_FIFO` in a fresh temp cwd with a scrubbed environment (or forked by
+tools/sandbox/forkserver.py). Before any candidate code runs it locks itself down
+(rlimits, a private network namespace where the OS allows, an audit hook refusing
+sockets, subprocesses other than Triton's toolchain, and writes outside its temp dir:
+tools/sandbox/lockdown.py), hooks Triton launches (tools/sandbox/launches.py), then
+answers the judge's requests one at a time: load, trial, time, host, profile,
+gpu_compile (the measuring ones: tools/sandbox/measure_ops.py). It sends back raw
+outputs and facts; it never decides a verdict, and nothing it prints is read as one.
+
+What this does NOT protect against: candidate code shares this process with the
+worker, so a determined candidate can tamper with anything here (the launch counter,
+the timer). Those tricks are the static guards' job (tools/guards/) and the judge's
+cross-checks (fresh secret inputs, host clock, its own reference). See README "Sandbox".
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+import traceback
+
+from tools.sandbox import channel, cudaipc
+from tools.sandbox.faults import candidate_line, short, triton_error_line
+from tools.sandbox.launches import compile_for_gpu, find_kernel, hook_launches, is_jit, launch_spec, spec_json
+from tools.sandbox.lockdown import lock_down
+from tools.sandbox.measure_ops import MeasureOps
+from tools.sandbox.outputs import count_aten_compute, flatten_output, poisoned_allocations, same, type_name
+
+
+class Worker(MeasureOps):
+    def __init__(self, cmd_fd: int, res_fd: int):
+        self.cmd_fd, self.res_fd = cmd_fd, res_fd
+        self.workdir = os.getcwd()
+        self.launches: dict[str, int] = {}
+        self.jit_functions: dict[str, object] = {}
+        self.specs: dict[tuple, tuple] = {}     # cpu: kernel specialisations for sm_90 compile
+        self.failed_launch: tuple | None = None
+        self.record_specs = False
+        self.model = None
+        self.problem = None
+        self.device = "cpu"
+        self.cand_path = ""
+        self.staging = None          # cudaipc.Mapped: the judge's buffer for outputs
+        self.compile_only = False    # op_warm: Triton launches compile but do not run
+        self.compiled = 0
+        self._graph = None           # op_time's cuda_graph: (key, CapturedGraph, last output box, inputs)
+
+    # 1) lock down: op_setup calls tools/sandbox/lockdown.py, then launches.py hooks the launches
+    def note_launch(self, fn, args, kwargs) -> None:
+        """Called by the launch hooks for every Triton launch the forward makes."""
+        name = getattr(fn, "__name__", "?")
+        self.launches[name] = self.launches.get(name, 0) + 1
+        self.jit_functions.setdefault(name, fn)
+        if self.record_specs:
+            spec = launch_spec(fn, args, kwargs)
+            if spec is not None:
+                self.specs.setdefault(spec[0], spec[1])
+                self.failed_launch = spec
+
+    # 2) requests -------------------------------------------------------------------
+    def serve(self) -> None:
+        while True:
+            header, _ = channel.recv(self.cmd_fd, timeout_s=None)
+            op = header.get("op")
+            if op == "exit":
+                self.reply({"ok": True})
+                return
+            handler = getattr(self, f"op_{op}", None)
+            if handler is None:
+                self.reply({"ok": False, "error_type": "ProtocolError", "message": f"unknown op {op!r}"})
+                continue
+            try:
+                reply, payload = handler(header)
+            except BaseException as e:  # candidate faults come back as facts, never raise here
+                if isinstance(e, KeyboardInterrupt):
+                    raise
+                reply, payload = self.describe_error(e, op), b""
+            self.reply(reply, payload)
+
+    def reply(self, header: dict, payload: bytes = b"") -> None:
+        channel.send(self.res_fd, header, payload)
+
+    def op_setup(self, h: dict):
+        enforced = lock_down(h, self.workdir)
+        import torch  # noqa: F401  (after the limits: import cost counts against them too)
+        self.record_specs = h["device"] == "cpu" and h.get("gpu_cross_compile", False)
+        self.device = h["device"]
+        if self.device != "compile":
+            hook_launches(self)
+        return {"ok": True, "enforced": enforced, "pid": os.getpid()}, b""
+
+    def op_load(self, h: dict):
+        from tools.problem import build_model, exec_module
+        import torch
+        from pathlib import Path
+        path = Path(h["problem"])
+        self.problem = exec_module(path, path.read_text(encoding="utf-8"))
+        t0 = time.perf_counter()
+        module = self._import_candidate(h["candidate"])
+        if isinstance(module, dict):
+            return module, b""
+        cls = getattr(module, "ModelNew", None)
+        if not isinstance(cls, type):
+            return {"ok": False, "phase": "import", "error_type": "MissingModelNew",
+                    "message": "the candidate defines no ModelNew class"}, b""
+        try:
+            self.model = build_model(cls, self.problem, int(h["init_seed"]), self.device)
+        except BaseException as e:
+            return self.describe_error(e, "construct"), b""
+        if isinstance(self.model, torch.nn.Module):
+            self.model.eval()
+        jit_names = sorted(n for n, v in vars(module).items() if is_jit(v))
+        return {"ok": True, "import_s": time.perf_counter() - t0, "jit_functions": jit_names}, b""
+
+    def _import_candidate(self, name: str):
+        """The candidate as module `candidate`, or the error reply when importing fails."""
+        self.cand_path = os.path.join(self.workdir, name)
+        from tools.dialect.runtime import install
+        install(self.device)   # KernelBook's torch-2.5 names, before any candidate code
+        spec = importlib.util.spec_from_file_location("candidate", self.cand_path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["candidate"] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException as e:
+            return self.describe_error(e, "import")
+        return module
+
+    def _inputs(self, seed: int):
+        from tools.problem import make_inputs
+        return make_inputs(self.problem, seed, self.device)
+
+    def _poison(self, specs: list[dict]) -> None:
+        """Fill freed allocator blocks of the output's size with NaN / a sentinel, so an
+        output buffer the candidate never writes cannot hold a plausible answer."""
+        import torch
+        held = []
+        for s in specs:
+            dtype = getattr(torch, s["dtype"])
+            t = torch.empty(s["shape"], dtype=dtype, device=self.device)
+            t.fill_(float("nan") if dtype.is_floating_point else -0x5EED)
+            held.append(t)
+        del held
+
+    def _forward(self, inputs):
+        import torch
+        with torch.no_grad():
+            out = self.model(*inputs)
+        if self.device != "cpu":
+            torch.cuda.synchronize()
+        return out
+
+    def _trial_inputs(self, seed: int):
+        """Fresh values written into the previous trial's tensors when shapes match, so a
+        candidate that caches results by input address or shape serves stale answers."""
+        import torch
+        fresh, prev = self._inputs(seed), getattr(self, "_trial_bufs", None)
+        if prev is not None and len(prev) == len(fresh) and all(
+                type(p) is type(f) and (not isinstance(f, torch.Tensor) or
+                                        (p.shape == f.shape and p.dtype == f.dtype and p.stride() == f.stride()))
+                for p, f in zip(prev, fresh)):
+            for p, f in zip(prev, fresh):
+                if isinstance(f, torch.Tensor):
+                    p.copy_(f)
+            fresh = [p if isinstance(p, torch.Tensor) else f for p, f in zip(prev, fresh)]
+        self._trial_bufs = fresh
+        return fresh
+
+    def op_trial(self, h: dict):
+        import torch
+        inputs = self._trial_inputs(int(h["seed"]))
+        before = [x.clone() if isinstance(x, torch.Tensor) else None for x in inputs]
+        self.launches.clear()
+        outs_all, kinds = [], []
+        aten_ops: dict[str, int] = {}
+        for call in range(2 if h.get("repeat") else 1):
+            self._poison(h.get("poison", []))
+            try:
+                with poisoned_allocations(), count_aten_compute(aten_ops, enabled=call == 0):
+                    out = self._forward(inputs)
+            except BaseException as e:
+                return self.describe_error(e, "forward"), b""
+            flat, kind = flatten_output(out)
+            kinds.append(kind)
+            outs_all.extend(flat)
+        mutated = [i for i, (a, b) in enumerate(zip(inputs, before))
+                   if b is not None and not same(a, b)]
+        specs, payload = self._pack([t for t in outs_all if isinstance(t, torch.Tensor)], h)
+        return {"ok": True, "structure": kinds, "outputs": specs,
+                "output_types": [type_name(t) for t in outs_all],
+                "output_devices": [str(t.device) for t in outs_all if isinstance(t, torch.Tensor)],
+                "inputs_mutated": mutated, "launches": dict(self.launches),
+                "aten_compute": aten_ops}, payload
+
+    def _pack(self, tensors, h: dict):
+        """Outputs into the judge's staging buffer when offered and they fit, else bytes."""
+        if h.get("staged") and self.staging is not None:
+            specs = cudaipc.stage(tensors, self.staging.tensor)
+            if specs is not None:
+                return specs, b""
+        return channel.pack_tensors(tensors)
+
+    def op_staging(self, h: dict):
+        """Map the judge's CUDA IPC staging buffer; prove it both ways with a pattern."""
+        import torch
+        self.staging = cudaipc.Mapped(bytes.fromhex(h["handle"]), int(h["nbytes"]))
+        buf = self.staging.tensor
+        seen = buf[:256].tolist()
+        buf[256:512].copy_(torch.arange(255, -1, -1, dtype=torch.uint8, device=buf.device))
+        torch.cuda.synchronize()
+        return {"ok": True, "probe": seen}, b""
+
+    def op_warm(self, h: dict):
+        """JIT-compile the kernels one forward launches, launching none (cuda only).
+        Values do not matter here (the kernels never run); the first trial judges."""
+        import torch
+        inputs = self._inputs(int(h["seed"]))
+        t0 = time.perf_counter()
+        self.compile_only, self.compiled = True, 0
+        try:
+            with torch.no_grad():
+                self.model(*inputs)
+            torch.cuda.synchronize()
+        except BaseException as e:
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            return {**self.describe_error(e, "forward"), "compiled": self.compiled}, b""
+        finally:
+            self.compile_only = False
+        return {"ok": True, "compiled": self.compiled, "s": round(time.perf_counter() - t0, 3)}, b""
+
+    def op_ping(self, h: dict):
+        return {"ok": True}, b""
+
+    def op_specs(self, h: dict):
+        """cpu: the launched kernels' specialisations, for a clean process to compile."""
+        return {"ok": True, "specs": [spec_json(v) for v in self.specs.values()]}, b""
+
+    def op_compile(self, h: dict):
+        """compile mode: import the candidate (no interpreter) and compile each spec for
+        a real GPU target. Runs in its own worker: Triton's interpreter leaves
+        triton.language patched in the process that ran it, which breaks compilation."""
+        module = self._import_candidate(h["candidate"])
+        if isinstance(module, dict):
+            return module, b""
+        results = []
+        for js in h["specs"]:
+            fn = find_kernel(module, js["name"])
+            if fn is None:
+                results.append({"ok": True, "name": js["name"], "skipped": "kernel not found at module level"})
+                continue
+            results.append(compile_for_gpu((fn, js["signature"], js["constexprs"], js["options"]),
+                                           int(h.get("arch", 90))))
+        return {"ok": True, "kernels": results}, b""
+
+    # 3) errors ---------------------------------------------------------------------
+    def describe_error(self, e: BaseException, phase: str) -> dict:
+        kind = "exception"
+        try:
+            from triton.compiler.errors import CompilationError
+            if isinstance(e, CompilationError):
+                kind = "triton_compile"
+        except ImportError:
+            pass
+        if isinstance(e, SyntaxError):
+            kind = "syntax"
+        line, src_line = candidate_line(e, self.cand_path)
+        info = {"ok": False, "phase": phase, "kind": kind, "error_type": type(e).__name__,
+                "message": short(str(e) or type(e).__name__, 2000), "line": line,
+                "source_line": src_line,
+                "traceback": short("".join(traceback.format_exception(e)), 6000)}
+        if kind == "triton_compile":
+            info["line"], info["source_line"] = triton_error_line(e, self.cand_path) or (line, src_line)
+        if phase == "forward" and self.record_specs and self.failed_launch is not None:
+            # the interpreter hides GPU compile errors: the judge compiles this launch for
+            # sm_90 in a clean worker and reports its error when there is one
+            info["failed_launch"] = spec_json(self.failed_launch[1])
+        return info
+
+
+def run_worker(cmd_path: str, res_path: str) -> None:
+    """Serve the judge over the two named pipes of tools/sandbox/isolation.py (spawned or forked)."""
+    # named pipes, not inherited descriptors, so the worker can run under a wrapper (ncu)
+    cmd_fd = os.open(cmd_path, os.O_RDONLY | os.O_CLOEXEC)
+    res_fd = os.open(res_path, os.O_WRONLY | os.O_CLOEXEC)
+    Worker(cmd_fd, res_fd).serve()
+
+
+def main() -> None:
+    run_worker(sys.argv[1], sys.argv[2])
+
+
+if __name__ == "__main__":
+    main()

@@ -498,6 +498,10 @@ def test_importing_the_reference_model_is_rejected():
     "frame = inspect.currentframe().f_back",
     "import signal",
     "b = __builtins__",
+    # regression: these three once fell into a comment in the tamper list
+    "import atexit\natexit.register(print)",
+    "import resource\nresource.setrlimit(resource.RLIMIT_FSIZE, (-1, -1))",
+    "from torch.overrides import TorchFunctionMode",
 ])
 def test_monkeypatching_and_harness_access_are_rejected(prelude):
     src = candidate(prelude="import time\nimport sys\nimport os\nimport gc\nimport inspect\n" + prelude)

@@ -69,8 +69,8 @@ TAMPER_PATHS = ("sys.modules", "sys._getframe", "sys._current_frames", "sys.sett
                 "traceback.extract_stack", "os.putenv", "os.unsetenv", "os.environ.update",
                 "os.environ.setdefault", "os.environ.pop", "os.environ.clear", "os.environ.popitem",
                 "os.environ.__setitem__", "ctypes", "_ctypes", "cffi", "builtins.__dict__", "__builtin__",
-                "tools", "agent", "krefine", "signal",
-                "candidate",   # tools/sandbox/worker.py registers the candidate itself under this name "atexit", "resource", "torch.overrides",
+                "tools", "agent", "krefine", "signal", "atexit", "resource", "torch.overrides",
+                "candidate",   # tools/sandbox/worker.py registers the candidate itself under this name
                 "torch.utils._python_dispatch", "torch._C._set_dispatch_mode")
 
 

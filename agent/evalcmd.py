@@ -10,6 +10,7 @@ input, 3 evaluator failure.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from tools.errors import EXIT_FAIL, EXIT_OK, BadInput
@@ -18,6 +19,27 @@ from tools.verdict import Verdict
 
 
 def main(args) -> int:
+    # 0) the workers' fork server imports torch and triton (~5 s on a GPU image) while this
+    #    process imports torch to load the problem: the two imports overlap
+    guess, early = _early_forkserver(args)
+    try:
+        return _main(args, guess, early)
+    finally:
+        if early is not None:
+            early.close()   # the session closed it already, unless no session was made
+
+
+def _early_forkserver(args):
+    """(the device a fork server was started for, the server) or (None, None). The
+    device is guessed without importing torch: --device, else cuda where an NVIDIA
+    device node exists and CUDA_VISIBLE_DEVICES does not hide every GPU."""
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1")
+    guess = args.device or ("cuda" if os.path.exists("/dev/nvidiactl") and not hidden else "cpu")
+    from tools.sandbox.isolation import start_forkserver
+    return guess, start_forkserver(guess, args.gpu)
+
+
+def _main(args, guess: str | None, early) -> int:
     from agent.config import load_config
     from tools.judge import Judge, default_device, evaluate
     from tools.problem import load_candidate, load_problem
@@ -39,6 +61,7 @@ def main(args) -> int:
     if args.min_speedup is not None and device == "cpu":
         raise BadInput("", "--min-speedup needs --device cuda: nothing is timed on cpu")
     profile = not args.no_profile and config.eval.test.profile != "none"
+    server = early if device == guess else None   # a wrong guess: the session starts its own
 
     # 2) judge: one candidate in a session of its own; several in one shared session
     say = None if args.json else (lambda what: print(f"krefine: {what} ...", file=sys.stderr, flush=True))
@@ -47,7 +70,7 @@ def main(args) -> int:
         if say:
             say(f"judging {path} against {problem.name} on {device}")
         verdicts = [evaluate(problem, src, device=device, settings=config.eval, profile=profile,
-                             gpu_index=args.gpu, progress=say)]
+                             gpu_index=args.gpu, progress=say, forkserver=server)]
         _report(args, path, verdicts[0], many=False)
     else:
         if say:
@@ -60,7 +83,8 @@ def main(args) -> int:
             while printed[0] in ready:
                 _report(args, sources[printed[0]][0], ready[printed[0]], many=True)
                 printed[0] += 1
-        with Judge(problem, device=device, gpu_index=args.gpu, settings=config.eval) as judge:
+        with Judge(problem, device=device, gpu_index=args.gpu, settings=config.eval,
+                   forkservers={device: server} if server is not None else None) as judge:
             verdicts = judge.judge_many([(f"candidate{i}.py", src) for i, (_, src) in enumerate(sources)],
                                         profile=profile, on_verdict=heard)
 

@@ -338,8 +338,8 @@ def no_code_verdict(completion: str, finish_reason: str | None) -> Verdict:
 
 
 # evaluator phases (verdict.checks["phase_s"]) in the order they run, and their trace node
-_PHASE_NODE = {"compile": "compile", "test": "test", "gpu_compile": "compile", "time": "profile",
-               "profile": "profile"}
+_PHASE_NODE = {"setup": "compile", "compile": "compile", "test": "test", "gpu_compile": "compile",
+               "time": "profile", "profile": "profile"}
 
 
 def _trace_phases(rd: RunDir, record: CandidateRecord, verdict: Verdict) -> None:

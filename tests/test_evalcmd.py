@@ -69,3 +69,25 @@ def test_bad_input_exits_2_with_one_line(args, needle):
     r = cli("eval", *args)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert needle in r.stderr and "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_the_session_uses_the_fork_server_started_before_the_problem_was_loaded(json_correct):
+    v = json.loads(json_correct.stdout)
+    # one cpu fork server served the session, and the verdict says when it was ready
+    assert set(k for k in v["checks"]["session_s"] if k.startswith("forkserver_")) == {"forkserver_cpu_ready_after"}
+    assert v["checks"]["worker_start"] == "forked" and "setup" in v["checks"]["phase_s"]
+
+
+def _forkservers() -> set[int]:
+    import subprocess
+    out = subprocess.run(["pgrep", "-f", "tools.sandbox.forkserver"], capture_output=True, text=True).stdout
+    return {int(x) for x in out.split()}
+
+
+def test_a_static_reject_leaves_no_fork_server_running(tmp_path):
+    before = _forkservers()
+    cand = tmp_path / "lib.py"
+    cand.write_text(Path(OK).read_text().replace("return y", "return torch.relu(x)"))
+    r = cli("eval", PROBLEM, str(cand), "--device", "cpu", "--json")
+    assert json.loads(r.stdout)["verdict"] == "rejected"
+    assert _forkservers() - before == set()

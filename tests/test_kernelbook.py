@@ -261,11 +261,14 @@ def test_a_seed_that_cannot_be_made_is_a_one_line_value_error(tmp_path):
 
 # --- converted candidates judged on cpu ---------------------------------------------------
 
-def _judge(problem: str, src: str):
+def _judge(problem: str, src: str, device: str = "cpu"):
     from tools import settings as cfg
     from tools.judge import evaluate
+    # the verdict is what is tested here, not the timing: two trials, short timing, no torch.compile
     test = dataclasses.replace(cfg.TestSettings(), trials=2)
-    return evaluate(_problem(problem), src, device="cpu", settings=cfg.EvalSettings(test=test), profile=False)
+    timing = dataclasses.replace(cfg.TimingSettings(), warmup=2, rounds=2, iters_per_round=5, compile_baseline=False)
+    return evaluate(_problem(problem), src, device=device, settings=cfg.EvalSettings(test=test, timing=timing),
+                    profile=False)
 
 
 @pytest.mark.slow
@@ -284,15 +287,23 @@ def _corpus() -> list[Path]:
     return sorted(CORPUS.glob("*.py")) if CORPUS.is_dir() else []
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("path", _corpus() or [pytest.param(None, marks=pytest.mark.skip(
-    reason="no corpus candidates yet: run benchmarks/kernelbook_corpus.py on a GPU, then --unpack"))],
-    ids=lambda p: p.stem if p else "none")
-def test_corpus_candidate_gets_the_verdict_its_docstring_states(path):
+def _corpus_params():
+    marks = [pytest.mark.skip(reason="no corpus candidates yet: run benchmarks/kernelbook_corpus.py "
+                                     "on a GPU, then --unpack")]
+    for device in ("cpu", "cuda"):
+        extra = [pytest.mark.gpu] if device == "cuda" else [pytest.mark.slow]
+        if not _corpus():
+            yield pytest.param(None, device, marks=marks + extra, id=f"none-{device}")
+        for path in _corpus():
+            yield pytest.param(path, device, marks=extra, id=f"{path.stem}-{device}")
+
+
+@pytest.mark.parametrize("path, device", list(_corpus_params()))
+def test_corpus_candidate_gets_the_verdict_its_docstring_states(path, device):
     src = path.read_text(encoding="utf-8")
     expect = re.search(r"^expect: (correct|rejected (extern_kernels\.\w+))$", src, re.M)
     assert expect, f"{path.name}: no 'expect:' line in its docstring"
-    verdict = _judge(path.stem, src)
+    verdict = _judge(path.stem, src, device)
     if expect.group(1) == "correct":
         assert verdict.status is Status.CORRECT, verdict.feedback
     else:

@@ -46,6 +46,7 @@ def _judge(run: Run, candidate_name: str, profile: bool) -> Status:
     if status is not None:
         return status
     judge = run.judge
+    t = time.monotonic()
     judge.check_device()
 
     # 2) reference, in the judge: KernelBench's seeds and init order (once per session)
@@ -58,6 +59,10 @@ def _judge(run: Run, candidate_name: str, profile: bool) -> Status:
 
     # 3) compile: a fresh worker imports the candidate, builds ModelNew, JITs its kernels
     with _fresh_worker(run, candidate_name) as worker:
+        # what this candidate waited for before its own work: the session's one-time
+        # costs (the first candidate pays them), the fork server, the fork
+        run.phase_s["setup"] = time.monotonic() - t
+        run.checks["session_s"] = judge.session_costs()
         return _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile)
 
 

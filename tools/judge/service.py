@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from tools.errors import EvaluatorError
@@ -91,7 +92,11 @@ class Judge:
     """See the module docstring. Use as a context manager, or call close()."""
 
     def __init__(self, problem, *, device: str | None = None, gpu_index: int = 0,
-                 settings: EvalSettings = EvalSettings(), use_forkserver: bool = True):
+                 settings: EvalSettings = EvalSettings(), use_forkserver: bool = True,
+                 forkservers: dict | None = None):
+        """`forkservers`: {kind: ForkServer} started earlier by the caller (krefine eval
+        starts one before it imports torch, so the two imports overlap); the judge owns
+        and closes them."""
         self.problem = problem
         self.device = device or default_device()
         self.gpu_index = gpu_index
@@ -105,7 +110,9 @@ class Judge:
         self.judged = 0
         self._lock = threading.Lock()
         self._use_forkserver = use_forkserver
-        self._forkservers: dict[str, object] = {}
+        self._forkservers: dict[str, object] = dict(forkservers or {})
+        # what the session paid once, in seconds (checks.session_s of every verdict)
+        self.setup_s: dict[str, float] = {}
         self._ref_model = None
         self._refs: dict[int, list] = {}
         self._ref_cache_ok: bool | None = None
@@ -142,9 +149,11 @@ class Judge:
         if not torch.cuda.is_available():
             raise EvaluatorError("--device cuda but no CUDA device is visible")
         from tools.perf.gpuinfo import cuda_healthy
+        t = time.monotonic()
         ok, why = cuda_healthy(self.gpu_index)
         if not ok:
             raise EvaluatorError(f"GPU {self.gpu_index} is not usable: {why}")
+        self.setup_s.setdefault("device_check", round(time.monotonic() - t, 3))
         self._healthy = True
 
     def reference_model(self):
@@ -152,6 +161,7 @@ class Judge:
             if self._ref_model is None:
                 import torch
                 from tools.problem import build_model
+                t = time.monotonic()
                 if self.device == "cuda":
                     torch.cuda.set_device(self.gpu_index)
                 try:
@@ -161,6 +171,7 @@ class Judge:
                     problem_fault(self.problem.path, e, "Model(*get_init_inputs())")
                 model.eval()
                 self._ref_model = model
+                self.setup_s["reference_model"] = round(time.monotonic() - t, 3)
             return self._ref_model
 
     def compile_hold(self):
@@ -174,8 +185,10 @@ class Judge:
         got = self._refs.get(seed)
         if got is not None:
             return got
+        t = time.monotonic()
         out = compute_reference(self.reference_model(), self.problem.module, seed, self.dev)
         with self._lock:
+            self.setup_s["references"] = round(self.setup_s.get("references", 0.0) + time.monotonic() - t, 3)
             if self._ref_cache_ok is None:
                 self._ref_cache_ok = self._fits(sum(o.numel() * o.element_size() for o in out))
             if self._ref_cache_ok:
@@ -203,6 +216,7 @@ class Judge:
     def _compile_baseline(self) -> None:
         import torch
         from tools.problem import make_inputs
+        t = time.monotonic()
         try:
             torch.cuda.set_device(self.gpu_index)
             import torch._inductor.config as inductor_config
@@ -216,6 +230,7 @@ class Judge:
             self._compiled = cmodel
         except Exception as e:  # torch.compile cannot handle some models: report, don't fail
             self._compiled_error = f"{type(e).__name__}: {str(e)[:300]}"
+        self.setup_s["compile_baseline"] = round(time.monotonic() - t, 3)
 
     def compiled_baseline(self):
         """(the compiled model or None, its error or None); waits for the compile."""
@@ -223,6 +238,15 @@ class Judge:
         if self._baseline_thread is not None:
             self._baseline_thread.join()
         return self._compiled, self._compiled_error
+
+    def session_costs(self) -> dict[str, float]:
+        """What the session has paid once so far (s): device check, reference model and
+        outputs, torch.compile baseline, and how long each fork server took to start."""
+        costs = dict(self.setup_s)
+        for kind, fs in list(self._forkservers.items()):
+            if getattr(fs, "ready_after_s", None) is not None:
+                costs[f"forkserver_{kind}_ready_after"] = fs.ready_after_s
+        return costs
 
     # --- judging -------------------------------------------------------------------
     def judge(self, candidate_src: str, *, candidate_name: str = "candidate.py",
@@ -321,14 +345,18 @@ class JudgePool:
 
 def evaluate(problem: Problem, candidate_src: str, *, device: str | None = None,
              settings: EvalSettings = EvalSettings(), candidate_name: str = "candidate.py",
-             profile: bool = True, gpu_index: int = 0, progress=None) -> Verdict:
+             profile: bool = True, gpu_index: int = 0, progress=None, forkserver=None) -> Verdict:
     """Judge `candidate_src` against `problem` in a session of its own (a Judge).
     Only the evaluator's own faults raise. `progress(text)`, when given, hears each
-    phase as it starts (for a CLI's stderr)."""
+    phase as it starts (for a CLI's stderr). `forkserver`: one for this device started
+    earlier by the caller; the session takes it over (the caller closes it only when
+    a static verdict made no session)."""
+    device = device or default_device()
     # a static reject or a syntax error needs no session (no fork server, no CUDA)
-    quick = static_verdict(candidate_src, candidate_name, settings, device or default_device(), gpu_index)
+    quick = static_verdict(candidate_src, candidate_name, settings, device, gpu_index)
     if quick is not None:
         return quick
-    with Judge(problem, device=device, gpu_index=gpu_index, settings=settings) as judge:
+    with Judge(problem, device=device, gpu_index=gpu_index, settings=settings,
+               forkservers={device: forkserver} if forkserver is not None else None) as judge:
         return judge.judge(candidate_src, candidate_name=candidate_name, profile=profile,
                            progress=progress)

@@ -76,6 +76,8 @@ class ForkServer:
             log.close()
         self._ready = None
         self._start_timeout_s = start_timeout_s
+        self._started = time.monotonic()
+        self.ready_after_s: float | None = None   # start -> ready (its imports), once known
 
     def wait_ready(self) -> None:
         """Block until the server has imported torch and triton (first use only)."""
@@ -88,6 +90,7 @@ class ForkServer:
                 try:
                     reply, _ = self._recv(self._start_timeout_s)
                     self._ready = True if reply.get("ready") else f"fork server not ready: {reply}"
+                    self.ready_after_s = round(time.monotonic() - self._started, 3)
                 except ForkServerError as e:
                     self._ready = str(e)
         if self._ready is not True:
@@ -118,13 +121,23 @@ class ForkServer:
             self._sock.close()          # the server kills its children and exits on EOF
         except OSError:
             pass
+        if self._ready is not True and self.proc.poll() is None:
+            # never used (e.g. krefine eval's early server after a static reject): it may
+            # still be importing torch and would see the EOF only afterwards
+            self._kill()
         try:
             self.proc.wait(10.0)
         except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            self._kill()
             self.proc.wait(10.0)
         import shutil
         shutil.rmtree(os.path.dirname(self._log_path), ignore_errors=True)
+
+    def _kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
 
     def _send(self, msg: dict) -> None:
         try:

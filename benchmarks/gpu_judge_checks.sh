@@ -40,8 +40,8 @@ for stage in "$@"; do
       run 560 python3 benchmarks/judge_throughput.py --kb "$kb" --out "$out/large.json" --kb-modes fresh \
         --only kb_19_relu,kb_1_matmul --stages session,standalone,kb 2>&1 | tee "$out/large.log" | cut -c1-400 ;;
     repeat)
-      run 400 python3 benchmarks/judge_throughput.py --out "$out/repeat.json" --stages repeat \
-        --only "${ONLY:-gate,softmax,matmul}" 2>&1 | tee "$out/repeat.log" | cut -c1-400 ;;
+      run 400 python3 benchmarks/judge_throughput.py --kb "$kb" --out "$out/repeat.json" --stages repeat \
+        --only "${ONLY:-gate,relu_8192,kb_1_matmul}" 2>&1 | tee "$out/repeat.log" | cut -c1-400 ;;
     ncu)
       run 400 python3 benchmarks/ncu_agreement.py --kb "$kb" --out "$out/ncu.json" --pairs \
         benchmarks/throughput/relu_4096.py:benchmarks/candidates/kb_19_relu.py,benchmarks/throughput/relu_8192.py:benchmarks/candidates/kb_19_relu.py,1_Square_matrix_multiplication_.py:kb_1_matmul.py \
@@ -58,7 +58,9 @@ for stage in "$@"; do
       printf '[search]\nseed = "inductor"\n' > /tmp/seeded.toml
       run 300 python3 -m agent.cli run examples/relu.py --config /tmp/seeded.toml --candidates 1 \
         --model replay:examples/relu.kernelbook.replay.jsonl --out /tmp/seeded_run 2>&1 | tee "$out/seeded.log" | tail -12
-      cp /tmp/seeded_run/summary.json "$out/seeded_summary.json"; cp /tmp/seeded_run/trace.jsonl "$out/seeded_trace.jsonl" ;;
+      cp /tmp/seeded_run/summary.json "$out/seeded_summary.json"; cp /tmp/seeded_run/trace.jsonl "$out/seeded_trace.jsonl"
+      run 200 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_runner.py -k kernelbook 2>&1 \
+        | tee "$out/kbstory.log" | grep -E "passed|failed|FAILED|Error" | tail -5 ;;
     loop)
       run 400 python3 benchmarks/loop_rate.py --out "$out/loop.json" --before .before 2>&1 | tee "$out/loop.log" | tail -8 ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;

@@ -41,10 +41,13 @@ KINDS = ("correct", "incorrect", "compile_error", "rejected")
 SMALL = [("gate", ROOT / "examples" / "relu.py"), ("softmax", ROOT / "examples" / "softmax.py"),
          ("matmul", T / "odd_matmul.py")]
 LARGE = [("kb_19_relu", "19_ReLU.py"), ("kb_1_matmul", "1_Square_matrix_multiplication_.py")]
+# mid-size single-kernel forwards (tens to hundreds of us): the hand-written ReLU candidate
+MID = [("relu_4096", T / "relu_4096.py"), ("relu_8192", T / "relu_8192.py")]
 
 
 def cases(kb: Path | None) -> list[tuple[str, Path, list[tuple[str, Path]]]]:
     out = [(name, prob, [(k, T / f"{name}_{k}.py") for k in KINDS]) for name, prob in SMALL]
+    out += [(name, prob, [("correct", ROOT / "benchmarks" / "candidates" / "kb_19_relu.py")]) for name, prob in MID]
     if kb is not None:
         for cand, kb_file in LARGE:
             out.append((cand, kb / "KernelBench" / "level1" / kb_file,
@@ -89,7 +92,10 @@ def standalone(prob: Path, cand: Path, code_root: Path) -> dict:
         return {"wall_s": round(wall, 2), "rc": p.returncode, "error": p.stderr[-300:]}
     return {"wall_s": round(wall, 2), "rc": p.returncode, "verdict": d["verdict"],
             "speedup": [d["speedup"]["eager"], d["speedup"]["compile"]],
-            "measure": d["checks"].get("timing_measure"), "phase_s": d["checks"].get("phase_s")}
+            "interval_eager": [(d.get("speedup_interval") or {}).get("eager", {}).get(k) for k in ("low", "high")],
+            "measure": d["checks"].get("timing_measure"), "phase_s": d["checks"].get("phase_s"),
+            "judge_s": d.get("duration_s"), "session_s": d["checks"].get("session_s"),
+            "timed_ms": ((d.get("timing_ms") or {}).get("candidate") or {}).get("median")}
 
 
 def kb_fresh(kb: Path, prob: Path, cand: Path) -> dict:
@@ -117,6 +123,7 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated case names")
     ap.add_argument("--stages", default="session,standalone,kb", help="session,standalone,kb,repeat")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--again", action="store_true", help="standalone: judge the correct candidate a second time")
     ap.add_argument("--kb-modes", default="fresh,session", help="fresh,session: KernelBench in a fresh "
                     "process per candidate and/or one process for a problem's candidates")
     ap.add_argument("--kb-one", nargs=3, default=None, help=argparse.SUPPRESS)
@@ -137,8 +144,8 @@ def main() -> None:
             print(name, "session", json.dumps(r["session"]), flush=True)
         if "standalone" in stages:
             r["standalone"] = {k: standalone(prob, c, ROOT) for k, c in cands if k in ("correct", "rejected")}
-            # again: the torch.compile baseline now comes from Inductor's on-disk caches
-            r["standalone"]["correct_again"] = standalone(prob, dict(cands)["correct"], ROOT)
+            if args.again:   # again: the torch.compile baseline now comes from Inductor's on-disk caches
+                r["standalone"]["correct_again"] = standalone(prob, dict(cands)["correct"], ROOT)
             if args.before is not None and (not args.before_only or name in args.before_only.split(",")):
                 r["before"] = {k: standalone(prob, c, args.before.resolve()) for k, c in cands
                                if k in ("correct", "rejected")}

@@ -38,13 +38,13 @@ for stage in "$@"; do
         --before-only gate --only "${ONLY:-gate,softmax,matmul}" 2>&1 | tee "$out/small.log" | cut -c1-400 ;;
     large)
       run 560 python3 benchmarks/judge_throughput.py --kb "$kb" --out "$out/large.json" --kb-modes fresh \
-        --only kb_19_relu,kb_1_matmul --stages session,standalone,kb 2>&1 | tee "$out/large.log" | cut -c1-400 ;;
+        --only "${LARGE:-kb_19_relu,kb_1_matmul}" --stages session,standalone,kb 2>&1 | tee "$out/large.log" | cut -c1-400 ;;
     repeat)
       run 400 python3 benchmarks/judge_throughput.py --kb "$kb" --out "$out/repeat.json" --stages repeat \
         --only "${ONLY:-gate,relu_8192,kb_1_matmul}" 2>&1 | tee "$out/repeat.log" | cut -c1-400 ;;
     ncu)
       run 400 python3 benchmarks/ncu_agreement.py --kb "$kb" --out "$out/ncu.json" --pairs \
-        benchmarks/throughput/relu_4096.py:benchmarks/candidates/kb_19_relu.py,benchmarks/throughput/relu_8192.py:benchmarks/candidates/kb_19_relu.py,1_Square_matrix_multiplication_.py:kb_1_matmul.py \
+        "${PAIRS:-benchmarks/throughput/relu_4096.py:benchmarks/candidates/kb_19_relu.py,benchmarks/throughput/relu_8192.py:benchmarks/candidates/kb_19_relu.py,1_Square_matrix_multiplication_.py:kb_1_matmul.py}" \
         2>&1 | tee "$out/ncu.log" | cut -c1-400 ;;
     redteam)
       run 560 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_exploits.py 2>&1 \

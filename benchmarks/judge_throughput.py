@@ -75,7 +75,14 @@ def session(prob: Path, cands: list[tuple[str, Path]]) -> dict:
         verdicts = judge.judge_many(batch, profile=False)
         res["batch"] = {"n": len(batch), "wall_s": round(time.perf_counter() - t, 2),
                         "per_candidate_s": round((time.perf_counter() - t) / len(batch), 3),
-                        "verdicts": [v.status.value for v in verdicts]}
+                        "verdicts": [v.status.value for v in verdicts],
+                        "phase_s": [v.checks.get("phase_s") for v in verdicts]}
+    # the standalone runs that follow are other processes: give them this one's GPU memory
+    import gc
+    import torch
+    del judge
+    gc.collect()
+    torch.cuda.empty_cache()
     return res
 
 

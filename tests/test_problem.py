@@ -119,6 +119,28 @@ def test_inputs_are_reproducible_from_seed():
     assert a[0].equal(b[0]) and not a[0].equal(c[0])
 
 
+def test_inputs_made_from_many_threads_at_once_match_their_seeds():
+    """A judge makes references for several candidates at once (regression: a shared
+    generator reseeded by another thread gave a reference on the wrong inputs)."""
+    import threading
+    import torch
+    mod = load_problem(HERE / "problems" / "relu.py").module
+    seeds = range(100, 106)
+    expected = {s: make_inputs(mod, s, "cpu")[0] for s in seeds}
+    wrong = []
+
+    def draw(seed: int) -> None:
+        for _ in range(100):
+            if not torch.equal(make_inputs(mod, seed, "cpu")[0], expected[seed]):
+                wrong.append(seed)
+    threads = [threading.Thread(target=draw, args=(s,)) for s in seeds]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
+
+
 def test_candidate_without_modelnew_is_bad_input(tmp_path):
     with pytest.raises(BadInput, match="no ModelNew"):
         load_candidate(write(tmp_path, "import torch\nclass Model: pass\n", "c.py"))

@@ -14,6 +14,7 @@ import hashlib
 import inspect
 import random
 import sys
+import threading
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,6 +190,12 @@ def _restore_rng(state) -> None:
 
 # --- real inputs, the way KernelBench makes them -------------------------------------
 
+# The generators set_seed seeds are process-wide, and a judge makes references for several
+# candidates from several threads at once: seeding and drawing must not interleave, or a
+# reference is computed on another seed's inputs and every candidate of the session fails.
+_SEEDED = threading.RLock()
+
+
 def set_seed(seed: int) -> None:
     """KernelBench's set_seed: torch CPU and CUDA generators (and Python's, for safety)."""
     import torch
@@ -215,16 +222,18 @@ def make_inputs(mod: types.ModuleType, seed: int, device: str) -> list:
 def build_model(cls, mod: types.ModuleType, seed: int, device: str):
     """KernelBench order: seed, init inputs, seed again, construct, move to device."""
     import torch
-    args, kwargs = make_init(mod, seed, device)
-    set_seed(seed)
-    with torch.no_grad():
-        model = cls(*args, **kwargs)
+    with _SEEDED:
+        args, kwargs = make_init(mod, seed, device)
+        set_seed(seed)
+        with torch.no_grad():
+            model = cls(*args, **kwargs)
     return model.to(device) if hasattr(model, "to") else model
 
 
 def _seeded(fn, seed: int):
-    set_seed(seed)
-    return fn()
+    with _SEEDED:
+        set_seed(seed)
+        return fn()
 
 
 def _to(x, device: str):

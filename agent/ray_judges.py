@@ -1,0 +1,385 @@
+"""Judging on a Ray cluster: long-lived judge actors shared by every problem of a bench.
+
+- `JudgeService` is the actor, one per GPU (`ray.remote` is applied by `JudgeFleet.start`,
+  so this module imports without Ray). It keeps one tools.judge.Judge per problem it has
+  judged (at most [bench] judge_cache; the oldest idle one is closed), so a problem's
+  reference, torch.compile baseline and fork servers are built once per judge. Candidates
+  run in the Judge's sandboxed workers: a candidate's fault is a verdict, not the actor's.
+- `JudgeFleet` (driver) hands each candidate to a live judge with a free slot, preferring
+  one that already holds its problem. When the actor dies under a candidate (kill -9, a
+  lost node), Ray restarts it and the candidate waits for another judge; one under which
+  judges died twice in a row gets a runtime_error verdict instead of a third try.
+- `RayJudgePool` is one problem's share of the fleet with tools.judge.JudgePool's
+  interface, so agent/graph.py's evaluate node writes verdicts and traces exactly as on
+  one host; it adds the trace event of a judge's death (node "evaluate", "judge_died").
+
+Does not join the cluster or decide how many judges there are (agent/ray_bench.py), and
+does not protect against a judge that hangs without dying (the Judge's own timeouts do).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import itertools
+import os
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tools.errors import EvaluatorError
+from tools.verdict import Diagnostic, Status, Verdict
+
+DEATHS_IN_A_ROW = 2          # judges a candidate may take down before it is a runtime_error
+_RETRY_UNAVAILABLE_S = 1.0   # between pings of an actor Ray reports as restarting
+_FLEETS = itertools.count()
+
+
+@dataclass(frozen=True)
+class ProblemRef:
+    """A problem as it travels to a judge: the file, and its text for nodes without it."""
+    name: str
+    path: str
+    source: str
+
+    @classmethod
+    def of(cls, problem) -> "ProblemRef":
+        return cls(problem.name, str(Path(problem.path).resolve()), problem.source)
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}-{hashlib.sha256(self.source.encode()).hexdigest()[:16]}"
+
+
+# ---------------------------------------------------------------- the actor
+
+class JudgeService:
+    """One judge actor: Judges by (problem, settings), reused across candidates."""
+
+    def __init__(self, device: str, cache_size: int):
+        import tools.evaluate  # noqa: F401  torch and the evaluator now, not under the first candidate
+        self.device, self.cache_size = device, cache_size
+        self.judged = 0
+        self._judges: OrderedDict[tuple, Any] = OrderedDict()
+        self._users: dict[tuple, int] = {}
+        self._gates: dict[tuple, threading.Lock] = {}
+        self._judging: dict[int, str] = {}
+        self._lock = threading.Lock()
+        self._files = Path(tempfile.mkdtemp(prefix="krefine-judge-"))
+
+    def info(self) -> dict:
+        import ray
+        with self._lock:
+            judging = sorted(self._judging.values())
+        return {"pid": os.getpid(), "node": ray.util.get_node_ip_address(), "gpus": ray.get_gpu_ids(),
+                "judging": judging, "judged": self.judged, "problems": self.problems()}
+
+    def problems(self) -> list[str]:
+        """The problems whose Judge this actor keeps, least recently used first."""
+        with self._lock:
+            return [key[0] for key in self._judges]
+
+    def judge(self, ref: ProblemRef, settings, src: str, candidate_name: str, profile: bool) -> Verdict:
+        with self._session(ref, settings, candidate_name) as judge:
+            verdict = judge.judge(src, candidate_name=candidate_name, profile=profile)
+        with self._lock:
+            self.judged += 1
+        return verdict
+
+    def add_bottleneck(self, ref: ProblemRef, settings, src: str, verdict: Verdict, candidate_name: str) -> Verdict:
+        with self._session(ref, settings, candidate_name) as judge:
+            return judge.add_bottleneck(src, verdict, candidate_name=candidate_name)
+
+    def forget(self, problem_key: str) -> None:
+        """A problem is finished: close its idle Judges now rather than when evicted."""
+        self._evict(lambda key: key[0] == problem_key)
+
+    @contextlib.contextmanager
+    def _session(self, ref: ProblemRef, settings, candidate_name: str):
+        from tools.judge import Judge
+        from tools.problem import load_problem
+        key = (ref.key, settings)
+        with self._lock:
+            gate = self._gates.setdefault(key, threading.Lock())
+            self._users[key] = self._users.get(key, 0) + 1
+            self._judging[threading.get_ident()] = f"{ref.name}/{candidate_name}"
+        try:
+            with gate:  # one thread builds a problem's Judge; the others wait and share it
+                judge = self._judges.get(key)
+                if judge is None:
+                    judge = Judge(load_problem(self._problem_file(ref)), device=self.device,
+                                  gpu_index=0,  # Ray's CUDA_VISIBLE_DEVICES shows this actor its GPU alone
+                                  settings=settings)
+            with self._lock:
+                self._judges[key] = judge
+                self._judges.move_to_end(key)
+            self._evict(lambda _: len(self._judges) > self.cache_size)
+            yield judge
+        finally:
+            with self._lock:
+                self._users[key] -= 1
+                self._judging.pop(threading.get_ident(), None)
+
+    def _evict(self, wanted: Callable[[tuple], bool]) -> None:
+        """Close the oldest idle Judges that `wanted` names; one still in use stays."""
+        closing = []
+        with self._lock:
+            for key in list(self._judges):
+                if self._users.get(key, 0) == 0 and wanted(key):
+                    closing.append(self._judges.pop(key))
+        for judge in closing:
+            judge.close()
+
+    def _problem_file(self, ref: ProblemRef) -> Path:
+        """The driver's file where this node has it unchanged, else a copy of its text."""
+        path = Path(ref.path)
+        with contextlib.suppress(OSError):
+            if path.read_text(encoding="utf-8") == ref.source:
+                return path
+        copy = self._files / ref.key / path.name   # the same file name, so the same problem name
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(ref.source, encoding="utf-8")
+        return copy
+
+
+# ---------------------------------------------------------------- the driver's side
+
+@dataclass
+class JudgeSlot:
+    """The driver's view of one judge actor."""
+    index: int
+    handle: Any
+    state: str = "starting"          # starting | live | restarting | gone
+    in_flight: int = 0
+    problems: set = field(default_factory=set)
+    pid: int | None = None
+    node: str | None = None
+    error: str | None = None
+
+    def describe(self) -> str:
+        return f"judge {self.index} (pid {self.pid} on {self.node})"
+
+
+class JudgeFleet:
+    """Every judge actor of the bench, and the candidates waiting for one."""
+
+    def __init__(self, handles: list, *, slots: int, say: Callable[[str], None] = lambda line: None):
+        self.judges = [JudgeSlot(i, h) for i, h in enumerate(handles)]
+        self.slots = slots           # candidates one judge takes at once (its compile phases overlap)
+        self.say = say
+        self.judged = 0
+        self.deaths = 0
+        self.started_s = time.monotonic()
+        self._cond = threading.Condition()
+        for j in self.judges:
+            self._watch(j)
+
+    @classmethod
+    def start(cls, n: int, *, device: str, resource: str, cache: int, slots: int,
+              say: Callable[[str], None] = lambda line: None) -> "JudgeFleet":
+        import ray
+        if resource == "GPU":
+            need = {"num_gpus": 1, "num_cpus": 0}
+        elif resource == "CPU":
+            need = {"num_cpus": 1}
+        else:
+            need = {"num_cpus": 0, "resources": {resource: 1}}
+        options = dict(max_restarts=-1,          # Ray brings a dead judge back (on another node if its own is gone)
+                       max_task_retries=0,       # ... but its candidate is re-queued here, so the death is traced
+                       max_concurrency=slots + 2, **need)  # + info and forget while every slot judges
+        actor = ray.remote(JudgeService)
+        fleet = next(_FLEETS)   # names unique per fleet: a killed fleet's names may not be free yet
+        return cls([actor.options(name=f"krefine-judge-{i}-{os.getpid()}-{fleet}", **options).remote(device, cache)
+                    for i in range(n)], slots=slots, say=say)
+
+    # --- liveness -------------------------------------------------------------------
+    def _watch(self, j: JudgeSlot) -> None:
+        """Ping a starting or restarting actor from a thread; it is live once it answers."""
+        def ping() -> None:
+            import ray
+            from ray.exceptions import ActorUnavailableError, RayActorError
+            while True:
+                try:
+                    info = ray.get(j.handle.info.remote())
+                except ActorUnavailableError:
+                    time.sleep(_RETRY_UNAVAILABLE_S)
+                    continue
+                except RayActorError as e:   # it cannot start (or restart) at all
+                    self._mark(j, "gone", error=_first_line(e))
+                    return
+                with self._cond:
+                    j.pid, j.node, j.problems = info["pid"], info["node"], set()
+                self._mark(j, "live")
+                return
+        threading.Thread(target=ping, name=f"krefine-judge-{j.index}-ping", daemon=True).start()
+
+    def _mark(self, j: JudgeSlot, state: str, error: str | None = None) -> None:
+        with self._cond:
+            before, j.state = j.state, state
+            j.error = error or j.error
+            self._cond.notify_all()
+        if before == "restarting" and state == "live":
+            self.say(f"ray: {j.describe()} is back")
+        elif state == "gone":
+            self.say(f"ray: judge {j.index} cannot start: {error}")
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Until one judge is live; EvaluatorError when none can start in time."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.live or self._all_gone(), timeout=timeout_s):
+                raise EvaluatorError(f"no judge actor started within {timeout_s:g} s: does the cluster have "
+                                     "the resource the judges ask for? ([bench] judge_resource)")
+            if self._all_gone():
+                raise EvaluatorError(f"no judge actor could start: {self.judges[0].error}")
+            self.started_s = time.monotonic()
+
+    @property
+    def live(self) -> int:
+        return sum(j.state == "live" for j in self.judges)
+
+    def _all_gone(self) -> bool:
+        return all(j.state == "gone" for j in self.judges)
+
+    def per_minute(self) -> float:
+        return self.judged / max(1e-9, (time.monotonic() - self.started_s) / 60)
+
+    # --- dispatch ---------------------------------------------------------------------
+    def _acquire(self, problem_key: str, avoid: set[int]) -> JudgeSlot:
+        """A live judge with a free slot: not one that died under this candidate while
+        another may yet take it; of those, one holding the problem, then the least busy."""
+        with self._cond:
+            while True:
+                if self._all_gone():
+                    raise EvaluatorError(f"every judge actor is gone: {self.judges[0].error}")
+                others = [j for j in self.judges if j.index not in avoid and j.state != "gone"]
+                pool = [j for j in (others or self.judges) if j.state == "live" and j.in_flight < self.slots]
+                if pool:
+                    j = min(pool, key=lambda j: (problem_key not in j.problems, j.in_flight, j.index))
+                    j.in_flight += 1
+                    j.problems.add(problem_key)   # now, so the problem's next candidate follows it here
+                    return j
+                self._cond.wait(timeout=1.0)
+
+    def run(self, problem_key: str, method: str, args: tuple, *, deaths_before: int,
+            on_death: Callable[[JudgeSlot, int, str], None]) -> tuple[Any, list[str]]:
+        """(the actor method's result, or None after DEATHS_IN_A_ROW deaths; the judges
+        that died under it). `deaths_before`: deaths a killed earlier driver recorded."""
+        from ray.exceptions import RayActorError
+        deaths, avoid, lost = deaths_before, set(), []
+        while deaths < DEATHS_IN_A_ROW:
+            j = self._acquire(problem_key, avoid)
+            try:
+                result = ray_result(getattr(j.handle, method).remote(*args))
+            except RayActorError as e:
+                deaths += 1
+                lost.append(j.describe())
+                avoid.add(j.index)
+                self._died(j)
+                on_death(j, deaths, _first_line(e))
+                continue
+            finally:
+                with self._cond:
+                    j.in_flight -= 1
+                    self._cond.notify_all()
+            with self._cond:
+                self.judged += method == "judge"
+            return result, lost
+        return None, lost
+
+    def _died(self, j: JudgeSlot) -> None:
+        with self._cond:
+            self.deaths += 1
+            first = j.state == "live"   # its other candidates fail too; one restart watch will do
+            if first:
+                j.state = "restarting"
+        if first:
+            self._watch(j)
+
+    def forget(self, problem_key: str) -> None:
+        for j in self.judges:
+            if problem_key in j.problems and j.state == "live":
+                j.handle.forget.remote(problem_key)   # fire and forget: a dead one forgot already
+
+    def close(self) -> None:
+        import ray
+        for j in self.judges:
+            with contextlib.suppress(Exception):
+                ray.kill(j.handle, no_restart=True)
+
+
+class RayJudgePool:
+    """One problem's judges, as tools.judge.JudgePool offers them to agent/graph.py."""
+
+    def __init__(self, fleet: JudgeFleet, problem, settings, rundir):
+        self.fleet, self.settings, self.rundir = fleet, settings, rundir
+        self.ref = ProblemRef.of(problem)
+
+    @property
+    def concurrency(self) -> int:
+        return len(self.fleet.judges) * self.fleet.slots
+
+    def judge(self, candidate_src: str, *, candidate_name: str = "candidate.py", profile: bool = True) -> Verdict:
+        verdict, lost = self._run("judge", (candidate_src, candidate_name, profile), candidate_name)
+        if verdict is not None:
+            return verdict
+        message = (f"judging this candidate took down its judge {len(lost)} times in a row "
+                   f"({'; '.join(lost) or 'in an earlier session'}); it is not tried again")
+        return Verdict(status=Status.RUNTIME_ERROR, diagnostics=(Diagnostic(kind="judge_died", message=message),),
+                       feedback=message, checks={"phase_s": {}, "judge_deaths": lost})
+
+    def add_bottleneck(self, candidate_src: str, verdict: Verdict, *, candidate_name: str = "candidate.py") -> Verdict:
+        profiled, lost = self._run("add_bottleneck", (candidate_src, verdict, candidate_name), candidate_name)
+        if profiled is not None:
+            return profiled
+        # marked as refined, so the next round does not send it to a third judge
+        checks = {**verdict.checks, "profile_error": f"the profile step took down {len(lost)} judges in a row",
+                  "phase_s": {**verdict.checks.get("phase_s", {}), "profile_refined": 0.0}}
+        return dataclasses.replace(verdict, checks=checks)
+
+    def close(self) -> None:
+        self.fleet.forget(self.ref.key)
+
+    def _run(self, method: str, args: tuple, candidate_name: str) -> tuple[Any, list[str]]:
+        cid = candidate_name.removesuffix(".py")
+        started = time.monotonic()
+
+        def on_death(j: JudgeSlot, deaths: int, error: str) -> None:
+            again = deaths < DEATHS_IN_A_ROW
+            self.rundir.append_event(
+                iteration=_round_of(cid), candidate=cid, node="evaluate", status="judge_died",
+                duration_s=time.monotonic() - started, error=error,
+                metrics={"step": method, "judge": j.index, "pid": j.pid, "host": j.node,
+                         "deaths_in_a_row": deaths, "requeued": again})
+            self.fleet.say(f"ray: {j.describe()} died judging {self.ref.name} {cid}: "
+                           + ("re-queued on another judge" if again else f"{deaths} deaths in a row, not tried again"))
+        # deaths a killed earlier driver recorded count too: a restart is no third chance
+        before = sum(1 for e in self.rundir.events() if e.get("node") == "evaluate" and e.get("candidate") == cid
+                     and e.get("status") == "judge_died" and (e.get("metrics") or {}).get("step") == method)
+        return self.fleet.run(self.ref.key, method, (self.ref, self.settings, *args),
+                              deaths_before=before, on_death=on_death)
+
+
+def ray_result(ref) -> Any:
+    """ray.get, with an exception the actor's own code raised (the evaluator's fault, a
+    model that cannot load) raised as itself, so the CLI reports it in one line as on one
+    host. A dead actor is still RayActorError."""
+    import ray
+    from ray.exceptions import RayTaskError
+    try:
+        return ray.get(ref)
+    except RayTaskError as e:
+        raise (e.cause if isinstance(e.cause, BaseException) else e) from None
+
+
+def _round_of(cid: str) -> int:
+    head = cid.split("-c")[0].lstrip("r")
+    return int(head) if head.isdigit() else 0
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:300]

@@ -114,6 +114,8 @@ def parse_options(argv: list[str]) -> argparse.Namespace:
     opts = p.parse_args(argv)
     if opts.ray is not None and not RAY_ADDRESS.match(opts.ray):
         raise BadInput("", f"krefine bench: --ray {opts.ray!r}: expected auto, local, HOST:PORT or ray://HOST:PORT")
+    if opts.ray is not None and opts.gpus is not None:
+        raise BadInput("", "krefine bench: --gpus counts this host's GPUs; on a Ray cluster set --set bench.judges=N")
     return opts
 
 

@@ -67,13 +67,13 @@ def joined(address: str, out: Path):
         yield ray.cluster_resources()
         return
     _check_reachable(address)
-    excludes = [".git", "runs", "*.sqlite", "**/__pycache__"]
+    excludes = ["runs", "*.sqlite", "**/__pycache__"]   # (Ray leaves .git out itself)
     with contextlib.suppress(ValueError):   # the results may be written inside the checkout
         excludes.append(str(out.resolve().relative_to(REPO_ROOT)))
     extra = {"include_dashboard": False} if address == "local" else {}
-    try:
+    try:   # Ray's faults raise; its notices (logging_level) would bury the bench's lines
         ray.init(address=address, runtime_env={"working_dir": str(REPO_ROOT), "excludes": excludes},
-                 log_to_driver=False, logging_level=logging.WARNING, **extra)
+                 log_to_driver=False, logging_level=logging.ERROR, **extra)
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise BadInput("", f"krefine bench: cannot join the Ray cluster at {address!r}: "
                            f"{' '.join(str(e).split())[:300]}") from None
@@ -84,14 +84,28 @@ def joined(address: str, out: Path):
 
 
 def _check_reachable(address: str) -> None:
-    if address in ("auto", "local"):
+    """A quick TCP connect to the head: ray.init would retry a dead one for minutes."""
+    target = _auto_address() if address == "auto" else address
+    if target in ("auto", "local"):
         return
-    host, _, port = address.removeprefix("ray://").rpartition(":")
+    host, _, port = target.removeprefix("ray://").rpartition(":")
     try:
         socket.create_connection((host, int(port)), timeout=_REACH_TIMEOUT_S).close()
     except OSError as e:
-        raise BadInput("", f"krefine bench: no Ray cluster answers at {address!r}: "
+        shown = repr(address) if target == address else \
+            f"{address!r} ({target}, from RAY_ADDRESS or the last `ray start`)"
+        raise BadInput("", f"krefine bench: no Ray cluster answers at {shown}: "
                            f"{e.strerror or type(e).__name__}") from None
+
+
+def _auto_address() -> str:
+    """What "auto" stands for (RAY_ADDRESS, else the address the last `ray start --head`
+    on this machine recorded), or "auto" where Ray has nothing recorded."""
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+        return canonicalize_bootstrap_address("auto") or "auto"
+    except Exception:   # Ray's private helper moved: ray.init resolves "auto" itself, only slower
+        return "auto"
 
 
 def make_plan(resources: dict, config, model_spec: str | None) -> Plan:
@@ -167,7 +181,8 @@ def run_jobs(jobs: list, address: str, config_path: str | None, model: str | Non
                         finished += 1
                         if error:
                             errors[job.run_dir] = error
-                        say(f"[{finished}/{len(jobs)}] {job.setting.label} {job.name}: {error or _outcome(job.run_dir)}")
+                        say(f"[{finished}/{len(jobs)}] {job.setting.label} {job.name}: "
+                            f"{error or _outcome(job.run_dir)}")
                     say(_status(fleet, finished, len(jobs)))
         except KeyboardInterrupt:
             # every finished candidate is on disk; stopping now is what a kill does, and

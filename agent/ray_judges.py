@@ -5,10 +5,12 @@
   judged (at most [bench] judge_cache; the oldest idle one is closed), so a problem's
   reference, torch.compile baseline and fork servers are built once per judge. Candidates
   run in the Judge's sandboxed workers: a candidate's fault is a verdict, not the actor's.
-- `JudgeFleet` (driver) hands each candidate to a live judge with a free slot, preferring
-  one that already holds its problem. When the actor dies under a candidate (kill -9, a
-  lost node), Ray restarts it and the candidate waits for another judge; one under which
-  judges died twice in a row gets a runtime_error verdict instead of a third try.
+- `JudgeFleet` (driver) gives each problem a home judge (the live one with the fewest
+  problems) and sends the problem's candidates there, so its session is built once;
+  judges share the suite by problems. When the actor dies under a candidate (kill -9, a
+  lost node), Ray restarts it, the candidate goes to another judge and the problem gets
+  a new home; a candidate under which judges died twice in a row gets a runtime_error
+  verdict instead of a third try.
 - `RayJudgePool` is one problem's share of the fleet with tools.judge.JudgePool's
   interface, so agent/graph.py's evaluate node writes verdicts and traces exactly as on
   one host; it adds the trace event of a judge's death (node "evaluate", "judge_died").
@@ -155,7 +157,7 @@ class JudgeSlot:
     handle: Any
     state: str = "starting"          # starting | live | restarting | gone
     in_flight: int = 0
-    problems: set = field(default_factory=set)
+    problems: set = field(default_factory=set)   # the problems whose home it is
     pid: int | None = None
     node: str | None = None
     error: str | None = None
@@ -174,6 +176,8 @@ class JudgeFleet:
         self.judged = 0
         self.deaths = 0
         self.started_s = time.monotonic()
+        self._closed = False
+        self._homes: dict[str, JudgeSlot] = {}
         self._cond = threading.Condition()
         for j in self.judges:
             self._watch(j)
@@ -202,17 +206,22 @@ class JudgeFleet:
         def ping() -> None:
             import ray
             from ray.exceptions import ActorUnavailableError, RayActorError
-            while True:
+            while not self._closed:   # closed: the driver is leaving, and a call now would start Ray anew
                 try:
                     info = ray.get(j.handle.info.remote())
                 except ActorUnavailableError:
                     time.sleep(_RETRY_UNAVAILABLE_S)
                     continue
                 except RayActorError as e:   # it cannot start (or restart) at all
-                    self._mark(j, "gone", error=_first_line(e))
+                    if not self._closed:
+                        self._mark(j, "gone", error=_first_line(e))
                     return
+                except Exception:
+                    if self._closed:          # Ray shut down under a ping still waiting
+                        return
+                    raise
                 with self._cond:
-                    j.pid, j.node, j.problems = info["pid"], info["node"], set()
+                    j.pid, j.node = info["pid"], info["node"]
                 self._mark(j, "live")
                 return
         threading.Thread(target=ping, name=f"krefine-judge-{j.index}-ping", daemon=True).start()
@@ -225,7 +234,7 @@ class JudgeFleet:
         if before == "restarting" and state == "live":
             self.say(f"ray: {j.describe()} is back")
         elif state == "gone":
-            self.say(f"ray: judge {j.index} cannot start: {error}")
+            self.say(f"ray: judge {j.index} is gone (Ray cannot start it): {error}")
 
     def wait_ready(self, timeout_s: float) -> None:
         """Until one judge is live; EvaluatorError when none can start in time."""
@@ -249,20 +258,39 @@ class JudgeFleet:
 
     # --- dispatch ---------------------------------------------------------------------
     def _acquire(self, problem_key: str, avoid: set[int]) -> JudgeSlot:
-        """A live judge with a free slot: not one that died under this candidate while
-        another may yet take it; of those, one holding the problem, then the least busy."""
+        """A slot on the problem's home judge; for a candidate whose judge died under it
+        (`avoid`), on any other live judge, the least busy."""
         with self._cond:
             while True:
                 if self._all_gone():
                     raise EvaluatorError(f"every judge actor is gone: {self.judges[0].error}")
-                others = [j for j in self.judges if j.index not in avoid and j.state != "gone"]
-                pool = [j for j in (others or self.judges) if j.state == "live" and j.in_flight < self.slots]
-                if pool:
-                    j = min(pool, key=lambda j: (problem_key not in j.problems, j.in_flight, j.index))
+                j = self._requeued(avoid) if avoid else self._home(problem_key)
+                if j is not None and j.in_flight < self.slots:
                     j.in_flight += 1
-                    j.problems.add(problem_key)   # now, so the problem's next candidate follows it here
                     return j
                 self._cond.wait(timeout=1.0)
+
+    def _home(self, problem_key: str) -> JudgeSlot | None:
+        """The problem's judge: kept while it lives (its session is there); a new one, the
+        live judge with the fewest problems, when it has none or its judge is down."""
+        home = self._homes.get(problem_key)
+        if home is not None and home.state == "live":
+            return home
+        live = [j for j in self.judges if j.state == "live"]
+        if not live:
+            return None
+        if home is not None:
+            home.problems.discard(problem_key)
+        home = min(live, key=lambda j: (len(j.problems), j.in_flight, j.index))
+        home.problems.add(problem_key)
+        self._homes[problem_key] = home
+        return home
+
+    def _requeued(self, avoid: set[int]) -> JudgeSlot | None:
+        """Not a judge that died under this candidate while another may yet take it."""
+        others = [j for j in self.judges if j.index not in avoid and j.state != "gone"]
+        free = [j for j in (others or self.judges) if j.state == "live" and j.in_flight < self.slots]
+        return min(free, key=lambda j: (j.in_flight, j.index)) if free else None
 
     def run(self, problem_key: str, method: str, args: tuple, *, deaths_before: int,
             on_death: Callable[[JudgeSlot, int, str], None]) -> tuple[Any, list[str]]:
@@ -300,12 +328,18 @@ class JudgeFleet:
             self._watch(j)
 
     def forget(self, problem_key: str) -> None:
-        for j in self.judges:
-            if problem_key in j.problems and j.state == "live":
-                j.handle.forget.remote(problem_key)   # fire and forget: a dead one forgot already
+        """The problem is finished: its home no longer counts it, every judge drops its session."""
+        with self._cond:
+            home = self._homes.pop(problem_key, None)
+            if home is not None:
+                home.problems.discard(problem_key)
+            live = [j for j in self.judges if j.state == "live"]
+        for j in live:
+            j.handle.forget.remote(problem_key)   # fire and forget: one without the session has nothing to do
 
     def close(self) -> None:
         import ray
+        self._closed = True
         for j in self.judges:
             with contextlib.suppress(Exception):
                 ray.kill(j.handle, no_restart=True)

@@ -25,7 +25,6 @@ import logging
 import os
 import socket
 import sys
-import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,26 +173,30 @@ def run_jobs(jobs: list, address: str, config_path: str | None, model: str | Non
                 running = {pool.submit(run_job, j, config_path, model, progress=False, services=services): j
                            for j in jobs}
                 finished = 0
-                while running:
-                    done, _ = wait(running, timeout=config.bench.progress_interval_s, return_when=FIRST_COMPLETED)
-                    for future in done:
-                        job, error = running.pop(future), future.result()
-                        finished += 1
-                        if error:
-                            errors[job.run_dir] = error
-                        say(f"[{finished}/{len(jobs)}] {job.setting.label} {job.name}: "
-                            f"{error or _outcome(job.run_dir)}")
-                    say(_status(fleet, finished, len(jobs)))
-        except KeyboardInterrupt:
-            # every finished candidate is on disk; stopping now is what a kill does, and
-            # the same command resumes (threads mid-candidate must not write a failed summary)
-            print(f"krefine: interrupted; run the same command again to resume from {out}", file=sys.stderr, flush=True)
-            os._exit(130)
+                try:
+                    while running:
+                        done, _ = wait(running, timeout=config.bench.progress_interval_s,
+                                       return_when=FIRST_COMPLETED)
+                        for future in done:
+                            job, error = running.pop(future), future.result()
+                            finished += 1
+                            if error:
+                                errors[job.run_dir] = error
+                            say(f"[{finished}/{len(jobs)}] {job.setting.label} {job.name}: "
+                                f"{error or _outcome(job.run_dir)}")
+                        say(_status(fleet, finished, len(jobs)))
+                except KeyboardInterrupt:
+                    # here, not after the pool's exit, which would wait for every problem: every
+                    # finished candidate is on disk, stopping now is what a kill does, and the same
+                    # command resumes (threads mid-candidate must not write a failed summary)
+                    print(f"krefine: interrupted; run the same command again to resume from {out}",
+                          file=sys.stderr, flush=True)
+                    os._exit(130)
         finally:
             fleet.close()
             if models is not None:
                 models.close()
-        say(f"ray: {fleet.judged} candidates judged in {(_elapsed_min(fleet)):.1f} min "
+        say(f"ray: {fleet.judged} candidates judged in {fleet.elapsed_min():.1f} min "
             f"({fleet.per_minute():.1f}/min) by {plan.judges} judge(s); {fleet.deaths} judge death(s)")
         return errors
 
@@ -201,10 +204,6 @@ def run_jobs(jobs: list, address: str, config_path: str | None, model: str | Non
 def _status(fleet, finished: int, total: int) -> str:
     return (f"ray: {finished}/{total} problems done · {fleet.per_minute():.1f} candidates/min · "
             f"{fleet.live}/{len(fleet.judges)} judges live")
-
-
-def _elapsed_min(fleet) -> float:
-    return (time.monotonic() - fleet.started_s) / 60
 
 
 def _on_device(job, device: str):

@@ -111,14 +111,15 @@ class JudgeService:
             self._judging[threading.get_ident()] = f"{ref.name}/{candidate_name}"
         try:
             with gate:  # one thread builds a problem's Judge; the others wait and share it
-                judge = self._judges.get(key)
+                with self._lock:
+                    judge = self._judges.get(key)
                 if judge is None:
                     judge = Judge(load_problem(self._problem_file(ref)), device=self.device,
                                   gpu_index=0,  # Ray's CUDA_VISIBLE_DEVICES shows this actor its GPU alone
                                   settings=settings)
-            with self._lock:
-                self._judges[key] = judge
-                self._judges.move_to_end(key)
+                with self._lock:
+                    self._judges[key] = judge
+                    self._judges.move_to_end(key)
             self._evict(lambda _: len(self._judges) > self.cache_size)
             yield judge
         finally:
@@ -253,8 +254,13 @@ class JudgeFleet:
     def _all_gone(self) -> bool:
         return all(j.state == "gone" for j in self.judges)
 
+    def elapsed_min(self) -> float:
+        """Since the first judge was ready."""
+        return (time.monotonic() - self.started_s) / 60
+
     def per_minute(self) -> float:
-        return self.judged / max(1e-9, (time.monotonic() - self.started_s) / 60)
+        """Candidates judged per minute since the first judge was ready."""
+        return self.judged / max(1e-9, self.elapsed_min())
 
     # --- dispatch ---------------------------------------------------------------------
     def _acquire(self, problem_key: str, avoid: set[int]) -> JudgeSlot:

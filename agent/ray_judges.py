@@ -1,10 +1,6 @@
-"""Judging on a Ray cluster: long-lived judge actors shared by every problem of a bench.
+"""Judging on a Ray cluster: the driver's side of the long-lived judge actors
+(agent/judge_actor.py's JudgeService, one per GPU) shared by every problem of a bench.
 
-- `JudgeService` is the actor, one per GPU (`ray.remote` is applied by `JudgeFleet.start`,
-  so this module imports without Ray). It keeps one tools.judge.Judge per problem it has
-  judged (at most [bench] judge_cache; the oldest idle one is closed), so a problem's
-  reference, torch.compile baseline and fork servers are built once per judge. Candidates
-  run in the Judge's sandboxed workers: a candidate's fault is a verdict, not the actor's.
 - `JudgeFleet` (driver) gives each problem a home judge (the live one with the fewest
   problems) and sends the problem's candidates there, so its session is built once;
   judges share the suite by problems. When the actor dies under a candidate (kill -9, a
@@ -15,24 +11,22 @@
   interface, so agent/graph.py's evaluate node writes verdicts and traces exactly as on
   one host; it adds the trace event of a judge's death (node "evaluate", "judge_died").
 
-Does not join the cluster or decide how many judges there are (agent/ray_bench.py), and
-does not protect against a judge that hangs without dying (the Judge's own timeouts do).
+Does not join the cluster or decide how many judges there are (agent/ray_bench.py), does
+not run on the nodes (agent/judge_actor.py), and does not protect against a judge that
+hangs without dying (the Judge's own timeouts do).
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import itertools
 import os
-import tempfile
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
+from agent.judge_actor import JudgeService, ProblemRef, ray_result
 from tools.errors import EvaluatorError
 from tools.verdict import Diagnostic, Status, Verdict
 
@@ -40,116 +34,6 @@ DEATHS_IN_A_ROW = 2          # judges a candidate may take down before it is a r
 _RETRY_UNAVAILABLE_S = 1.0   # between pings of an actor Ray reports as restarting
 _FLEETS = itertools.count()
 
-
-@dataclass(frozen=True)
-class ProblemRef:
-    """A problem as it travels to a judge: the file, and its text for nodes without it."""
-    name: str
-    path: str
-    source: str
-
-    @classmethod
-    def of(cls, problem) -> "ProblemRef":
-        return cls(problem.name, str(Path(problem.path).resolve()), problem.source)
-
-    @property
-    def key(self) -> str:
-        return f"{self.name}-{hashlib.sha256(self.source.encode()).hexdigest()[:16]}"
-
-
-# ---------------------------------------------------------------- the actor
-
-class JudgeService:
-    """One judge actor: Judges by (problem, settings), reused across candidates."""
-
-    def __init__(self, device: str, cache_size: int):
-        import tools.evaluate  # noqa: F401  torch and the evaluator now, not under the first candidate
-        self.device, self.cache_size = device, cache_size
-        self.judged = 0
-        self._judges: OrderedDict[tuple, Any] = OrderedDict()
-        self._users: dict[tuple, int] = {}
-        self._gates: dict[tuple, threading.Lock] = {}
-        self._judging: dict[int, str] = {}
-        self._lock = threading.Lock()
-        self._files = Path(tempfile.mkdtemp(prefix="krefine-judge-"))
-
-    def info(self) -> dict:
-        import ray
-        with self._lock:
-            judging = sorted(self._judging.values())
-        return {"pid": os.getpid(), "node": ray.util.get_node_ip_address(), "gpus": ray.get_gpu_ids(),
-                "judging": judging, "judged": self.judged, "problems": self.problems()}
-
-    def problems(self) -> list[str]:
-        """The problems whose Judge this actor keeps, least recently used first."""
-        with self._lock:
-            return [key[0] for key in self._judges]
-
-    def judge(self, ref: ProblemRef, settings, src: str, candidate_name: str, profile: bool) -> Verdict:
-        with self._session(ref, settings, candidate_name) as judge:
-            verdict = judge.judge(src, candidate_name=candidate_name, profile=profile)
-        with self._lock:
-            self.judged += 1
-        return verdict
-
-    def add_bottleneck(self, ref: ProblemRef, settings, src: str, verdict: Verdict, candidate_name: str) -> Verdict:
-        with self._session(ref, settings, candidate_name) as judge:
-            return judge.add_bottleneck(src, verdict, candidate_name=candidate_name)
-
-    def forget(self, problem_key: str) -> None:
-        """A problem is finished: close its idle Judges now rather than when evicted."""
-        self._evict(lambda key: key[0] == problem_key)
-
-    @contextlib.contextmanager
-    def _session(self, ref: ProblemRef, settings, candidate_name: str):
-        from tools.judge import Judge
-        from tools.problem import load_problem
-        key = (ref.key, settings)
-        with self._lock:
-            gate = self._gates.setdefault(key, threading.Lock())
-            self._users[key] = self._users.get(key, 0) + 1
-            self._judging[threading.get_ident()] = f"{ref.name}/{candidate_name}"
-        try:
-            with gate:  # one thread builds a problem's Judge; the others wait and share it
-                with self._lock:
-                    judge = self._judges.get(key)
-                if judge is None:
-                    judge = Judge(load_problem(self._problem_file(ref)), device=self.device,
-                                  gpu_index=0,  # Ray's CUDA_VISIBLE_DEVICES shows this actor its GPU alone
-                                  settings=settings)
-                with self._lock:
-                    self._judges[key] = judge
-                    self._judges.move_to_end(key)
-            self._evict(lambda _: len(self._judges) > self.cache_size)
-            yield judge
-        finally:
-            with self._lock:
-                self._users[key] -= 1
-                self._judging.pop(threading.get_ident(), None)
-
-    def _evict(self, wanted: Callable[[tuple], bool]) -> None:
-        """Close the oldest idle Judges that `wanted` names; one still in use stays."""
-        closing = []
-        with self._lock:
-            for key in list(self._judges):
-                if self._users.get(key, 0) == 0 and wanted(key):
-                    closing.append(self._judges.pop(key))
-        for judge in closing:
-            judge.close()
-
-    def _problem_file(self, ref: ProblemRef) -> Path:
-        """The driver's file where this node has it unchanged, else a copy of its text."""
-        path = Path(ref.path)
-        with contextlib.suppress(OSError):
-            if path.read_text(encoding="utf-8") == ref.source:
-                return path
-        copy = self._files / ref.key / path.name   # the same file name, so the same problem name
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        copy.write_text(ref.source, encoding="utf-8")
-        return copy
-
-
-# ---------------------------------------------------------------- the driver's side
 
 @dataclass
 class JudgeSlot:
@@ -401,18 +285,6 @@ class RayJudgePool:
                      and e.get("status") == "judge_died" and (e.get("metrics") or {}).get("step") == method)
         return self.fleet.run(self.ref.key, method, (self.ref, self.settings, *args),
                               deaths_before=before, on_death=on_death)
-
-
-def ray_result(ref) -> Any:
-    """ray.get, with an exception the actor's own code raised (the evaluator's fault, a
-    model that cannot load) raised as itself, so the CLI reports it in one line as on one
-    host. A dead actor is still RayActorError."""
-    import ray
-    from ray.exceptions import RayTaskError
-    try:
-        return ray.get(ref)
-    except RayTaskError as e:
-        raise (e.cause if isinstance(e.cause, BaseException) else e) from None
 
 
 def _round_of(cid: str) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from agent.ray_judges import ray_result
+from agent.judge_actor import crossing, ray_result
 from tools.errors import EvaluatorError
 
 
@@ -26,11 +26,13 @@ class ModelService:
         self.backend = TransformersBackend(spec, model_config)   # loaded by load(), or lazily by a restart's first call
 
     def load(self) -> str:
-        self.backend.load()   # BackendUnavailable travels to the driver as itself
+        with crossing():      # BackendUnavailable reaches the driver as a BadInput: one line, exit 2
+            self.backend.load()
         return self.backend.name
 
     def generate(self, prompt: str, n: int, sampling) -> list:
-        return self.backend.generate(prompt, n, sampling)
+        with crossing():
+            return self.backend.generate(prompt, n, sampling)
 
     def count_tokens(self, text: str) -> int:
         return self.backend.count_tokens(text)

@@ -3,8 +3,9 @@ against the single-host run of the same replay; a judge actor killed (kill -9) m
 a candidate under which two judges die; a driver killed and restarted with the same --out.
 
 The cluster is one per module, started here with two judge slots declared as the custom
-resource krefine_gpu (no GPU: Triton's interpreter judges); an in-process bench joins it
-through this process's connection, a subprocess driver through its address. Figures that
+resource krefine_gpu (no GPU: Triton's interpreter judges) and two more for the tests of
+the judge fleet on its own; an in-process bench joins it through this process's
+connection, a subprocess driver through its address. Figures that
 differ between any two runs (tokens, which count the numbers in feedback text, and wall
 time) are not compared; the suite table and every score are.
 """
@@ -54,8 +55,9 @@ def events(out: Path, problem: str) -> list[dict]:
 @pytest.fixture(scope="module")
 def cluster():
     ray = pytest.importorskip("ray")
-    ray.init(address="local", num_cpus=2, resources={"krefine_gpu": 2}, include_dashboard=False, logging_level="ERROR",
-             log_to_driver=False)
+    # krefine_gpu for the benches' judges, krefine_fleet for the fleet tests' own, which stay up all module long
+    ray.init(address="local", num_cpus=2, resources={"krefine_gpu": 2, "krefine_fleet": 2}, include_dashboard=False,
+             logging_level="ERROR", log_to_driver=False)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 
@@ -118,32 +120,50 @@ def test_the_killed_judges_candidate_gets_one_verdict_and_one_set_of_phase_event
     assert (phases, verdict["verdict"]) == (["compile", "test"], "correct")
 
 
-# ---------------------------------------------------------------- two deaths in a row
+# ---------------------------------------------------------------- the fleet on its own
 
-def test_a_candidate_under_which_two_judges_die_is_a_runtime_error(cluster, tmp_path):
-    import ray
-    from agent.ray_judges import JudgeFleet, RayJudgePool
+@pytest.fixture(scope="module")
+def fleet(cluster):
+    from agent.ray_judges import JudgeFleet
+    fleet = JudgeFleet.start(2, device="cpu", resource="krefine_fleet", cache=2, slots=2)
+    fleet.wait_ready(120)
+    yield fleet
+    fleet.close()
+
+
+def pool_for(fleet, problem: Path, rd_root: Path):
+    from agent.ray_judges import RayJudgePool
     from agent.rundir import RunDir
     from tools.problem import load_problem
-    rd = RunDir(tmp_path / "run").create()
-    fleet = JudgeFleet.start(2, device="cpu", resource="krefine_gpu", cache=2, slots=2)
-    try:
-        fleet.wait_ready(120)
-        pool = RayJudgePool(fleet, load_problem(PROBLEMS / f"{SLOW[0]}.py"), load_config(CONFIG).eval, rd)
-        src = json.loads((SUITE / "replays" / f"{SLOW[0]}.jsonl").read_text().splitlines()[0])["completion"]
-        src = src.split("```python\n")[1].split("```")[0]
-        got = {}
-        worker = threading.Thread(target=lambda: got.update(v=pool.judge(src, candidate_name=f"{SLOW[1]}.py")))
-        worker.start()
-        first = judge_running(ray, f"{SLOW[0]}/{SLOW[1]}.py")
-        os.kill(first, signal.SIGKILL)
-        os.kill(judge_running(ray, f"{SLOW[0]}/{SLOW[1]}.py", exclude={first}), signal.SIGKILL)
-        worker.join(timeout=120)
-    finally:
-        fleet.close()
+    return RayJudgePool(fleet, load_problem(problem), load_config(CONFIG).eval, RunDir(rd_root).create())
+
+
+def test_a_candidate_under_which_two_judges_die_is_a_runtime_error(fleet, tmp_path):
+    import ray
+    pool = pool_for(fleet, PROBLEMS / f"{SLOW[0]}.py", tmp_path / "run")
+    src = json.loads((SUITE / "replays" / f"{SLOW[0]}.jsonl").read_text().splitlines()[0])["completion"]
+    src = src.split("```python\n")[1].split("```")[0]
+    got = {}
+    worker = threading.Thread(target=lambda: got.update(v=pool.judge(src, candidate_name=f"{SLOW[1]}.py")))
+    worker.start()
+    first = judge_running(ray, f"{SLOW[0]}/{SLOW[1]}.py")
+    os.kill(first, signal.SIGKILL)
+    os.kill(judge_running(ray, f"{SLOW[0]}/{SLOW[1]}.py", exclude={first}), signal.SIGKILL)
+    worker.join(timeout=120)
     verdict = got["v"]
-    died = [e["metrics"]["requeued"] for e in rd.events() if e["node"] == "evaluate"]
+    died = [e["metrics"]["requeued"] for e in pool.rundir.events() if e["node"] == "evaluate"]
     assert (verdict.status.value, verdict.diagnostics[0].kind, died) == ("runtime_error", "judge_died", [True, False])
+
+
+def test_a_problems_own_fault_on_a_judge_reaches_the_driver_as_bad_input(fleet, tmp_path):
+    problem = tmp_path / "raises.py"
+    problem.write_text((PROBLEMS / "1_relu.py").read_text().replace(
+        "        return torch.relu(x)", "        if x.device.type != 'meta':\n            raise ValueError('boom')\n"
+                                       "        return torch.relu(x)"))
+    src = json.loads((SUITE / "replays" / "1_relu.jsonl").read_text().splitlines()[0])["completion"]
+    with pytest.raises(BadInput, match="boom"):
+        pool_for(fleet, problem, tmp_path / "run").judge(src.split("```python\n")[1].split("```")[0],
+                                                         candidate_name="r01-c00.py")
 
 
 # ---------------------------------------------------------------- a driver killed and restarted
@@ -255,7 +275,7 @@ def test_more_judges_than_the_cluster_has_wait_for_it_to_grow():
 
 def test_a_judge_actor_keeps_judge_cache_problems_and_closes_the_oldest(tmp_path):
     """JudgeService in this process (what the actor runs); syntax errors never reach a worker."""
-    from agent.ray_judges import JudgeService, ProblemRef
+    from agent.judge_actor import JudgeService, ProblemRef
     from tools.problem import load_problem
     service = JudgeService("cpu", cache_size=1)
     settings = load_config(CONFIG).eval

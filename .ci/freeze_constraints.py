@@ -1,12 +1,13 @@
 """Print constraints.txt: the installed version of every package in the dependency closure
-of pyproject's dependencies and its `test` extra, as `name==version` lines.
+of pyproject's dependencies and the extras README's test command installs (EXTRAS), as
+`name==version` lines.
 
 Run it in an environment made by README's test command *without* `-c constraints.txt`
 (so pip picks the newest releases), after the suite passed there:
 
     python .ci/freeze_constraints.py > constraints.txt
 
-Only what `.[test]` pulls in is listed (not pip freeze's whole environment), markers are
+Only what `.[test,ray]` pulls in is listed (not pip freeze's whole environment), markers are
 evaluated for this interpreter, and local version labels are dropped (torch 2.13.0+cpu is
 pinned as torch==2.13.0, which the CPU file and the CUDA wheel of that release both
 satisfy). It does not cover pip itself or the build backend pyproject names.
@@ -21,8 +22,9 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
+EXTRAS = ("test", "ray")    # what README's test command (and .ci/run) installs
 HEADER = """\
-# Tested versions of every package that `pip install torch==2.13.0 -e '.[test]'` installs
+# Tested versions of every package that `pip install torch==2.13.0 -e '.[test,ray]'` installs
 # (Python {py}, Linux {machine}, CPU build of torch). README's two set-up commands and
 # .ci/run install with `-c constraints.txt` so a fresh machine gets exactly these.
 # Made by `python .ci/freeze_constraints.py > constraints.txt` in an environment set up
@@ -67,7 +69,7 @@ def closure(roots: list[Requirement]) -> dict[str, md.Distribution]:
 def main() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     roots = [Requirement(r) for r in project["dependencies"]]
-    roots += [Requirement(r) for r in project["optional-dependencies"]["test"]]
+    roots += [Requirement(r) for extra in EXTRAS for r in project["optional-dependencies"][extra]]
     dists = closure(roots)
     print(HEADER.format(py=platform.python_version(), machine=platform.machine()))
     for name in sorted(dists):

@@ -6,6 +6,9 @@
   --model SPEC        as `krefine run --model`; "{problem}" in it becomes each problem's
                       name, e.g. replay:replays/{problem}.jsonl
   --device cuda|cpu   --gpus N: use only the first N GPUs
+  --ray [ADDRESS]     judge on a Ray cluster: auto (default: the running one), local,
+                      HOST:PORT or ray://HOST:PORT; [bench] ray_address, and the rest of
+                      [bench], in agent.toml (agent/ray_bench.py)
   --sweep TABLE.KEY=V1,V2,...   one suite pass per value (repeatable: every combination)
   --list              print the problems that would run, and stop
 
@@ -13,7 +16,8 @@ A problem is any .py file under SUITE_DIR that defines `class Model` (a KernelBe
 checkout's KernelBench/level1 works as it is). Each (setting, problem) gets its run
 directory OUT/<setting>/<problem>; one that has summary.json is skipped, one that was
 interrupted is resumed. With several GPUs, one worker process per GPU takes problems
-from a queue (CUDA_VISIBLE_DEVICES names its GPU); on cpu there is one, in-process.
+from a queue (CUDA_VISIBLE_DEVICES names its GPU); on cpu there is one, in-process. With
+--ray, judge actors on the cluster's GPUs serve problem loops that run in this process.
 
 Writes OUT/results.csv, OUT/results.json and OUT/bench.html (budget curves of every
 setting overlaid) and prints fast_p, pass@k and the budget curve. The figures come
@@ -37,6 +41,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from agent.config import RAY_ADDRESS
 from agent.runstats import (BASELINES, FAST_P_THRESHOLDS, PASS_K, ProblemResult, budget_curve,
                             fast_p, fmt_speedup, load_run, mean_pass_at_k, problem_result)
 from tools.errors import BadInput, EvaluatorError
@@ -73,11 +78,16 @@ def main(args) -> int:
     jobs = [Job(s, path, name, out / s.label / name) for s in settings for name, path in problems]
     # 2) run what is not finished yet, one worker per GPU
     todo = [j for j in jobs if not (j.run_dir / "summary.json").exists()]
+    address = ray_address(opts, settings[0])
     console = Console()
     console.print(f"bench: {len(problems)} problems x {len(settings)} setting(s); "
                   f"{len(jobs) - len(todo)} already done, {len(todo)} to run; results in {out}")
-    gpus = visible_gpus(_device(opts, settings[0]), opts.gpus)
-    errors = run_jobs(todo, gpus, opts.config, opts.model, console)
+    if address and todo:
+        from agent import ray_bench
+        errors = ray_bench.run_jobs(todo, address, opts.config, opts.model, console)
+    else:
+        gpus = visible_gpus(_device(opts, settings[0]), opts.gpus)
+        errors = run_jobs(todo, gpus, opts.config, opts.model, console)
     # 3) read every run dir back and report
     per_setting = [(s, [collect(j, errors.get(j.run_dir)) for j in jobs if j.setting == s]) for s in settings]
     write_results(out, suite, per_setting)
@@ -100,7 +110,13 @@ def parse_options(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--sweep", action="append", default=[], metavar="TABLE.KEY=V1,V2,...")
     p.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE", dest="overrides")
     p.add_argument("--list", action="store_true")
-    return p.parse_args(argv)
+    p.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS")
+    opts = p.parse_args(argv)
+    if opts.ray is not None and not RAY_ADDRESS.match(opts.ray):
+        raise BadInput("", f"krefine bench: --ray {opts.ray!r}: expected auto, local, HOST:PORT or ray://HOST:PORT")
+    if opts.ray is not None and opts.gpus is not None:
+        raise BadInput("", "krefine bench: --gpus counts this host's GPUs; on a Ray cluster set --set bench.judges=N")
+    return opts
 
 
 def find_problems(suite: Path, filters: list[str]) -> list[tuple[str, Path]]:
@@ -144,6 +160,19 @@ def make_settings(opts: argparse.Namespace) -> list[Setting]:
         return [Setting("default", fixed)]
     return [Setting(",".join(f"{k}={_label(v)}" for k, v in combo), {**fixed, **dict(combo)})
             for combo in itertools.product(*axes)]
+
+
+def ray_address(opts: argparse.Namespace, setting: Setting) -> str:
+    """The Ray cluster to judge on ("" = this host): --ray, else [bench] ray_address.
+    Without Ray installed, asking for one is one line and exit 2."""
+    if opts.ray is not None:
+        address, where = opts.ray, "--ray"
+    else:
+        address, where = _load_config(opts.config, setting.overrides).bench.ray_address, "[bench] ray_address"
+    if address:
+        from agent.ray_bench import require_ray
+        require_ray(where)
+    return address
 
 
 def visible_gpus(device: str, limit: int | None) -> list[str | None]:
@@ -209,16 +238,20 @@ def _worker(todo, results, config_path: str | None, model: str | None) -> None:
         results.put((job, run_job(job, config_path, model, progress=False)))
 
 
-def run_job(job: Job, config_path: str | None, model: str | None, *, progress: bool) -> str | None:
-    """Run (or resume) one problem; None when it ran, else a one-line reason."""
+def run_job(job: Job, config_path: str | None, model: str | None, *, progress: bool,
+            services=None) -> str | None:
+    """Run (or resume) one problem; None when it ran, else a one-line reason. `services`
+    (agent.runner.Services) are the shared judges and model of a bench on Ray."""
     from agent.runner import resume_run, run_problem
+    shared = {"services": services} if services is not None else {}
     try:
         if (job.run_dir / "run.json").exists():
-            resume_run(job.run_dir, progress=progress)
+            resume_run(job.run_dir, progress=progress, **shared)
         else:
             _clear_skeleton(job.run_dir)
             run_problem(job.problem, _load_config(config_path, job.setting.overrides), job.run_dir,
-                        model_spec=model.replace("{problem}", job.name) if model else None, progress=progress)
+                        model_spec=model.replace("{problem}", job.name) if model else None, progress=progress,
+                        **shared)
         return None
     except (BadInput, EvaluatorError) as e:
         return f"{'bad input' if isinstance(e, BadInput) else 'evaluator failed'}: {' '.join(str(e).split())}"

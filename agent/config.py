@@ -1,6 +1,6 @@
 """The agent's configuration: agent.toml loaded once into frozen, validated dataclasses.
 
-Covers the [model] [sampling] [budget] [search] [prompt] [run] tables, plus the
+Covers the [model] [sampling] [budget] [search] [prompt] [run] [bench] tables, plus the
 evaluator's [eval] [timing] [guards] tables through tools/settings.py, and CLI-style
 dotted overrides. Every dataclass goes through `tools.settings.build()`, so an unknown
 key or a wrong type is an error, never a silent default. The defaults here are the
@@ -12,6 +12,7 @@ by the variable named here) and does not decide anything about a run.
 from __future__ import annotations
 
 import copy
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,6 +127,34 @@ class RunConfig:
     device: Literal["cuda", "cpu"] | None = None  # None: cuda if present, else cpu
 
 
+# a Ray cluster's address as ray.init takes it: join the running one, start one here, or a head's GCS
+RAY_ADDRESS = re.compile(r"^(auto|local|(ray://)?[A-Za-z0-9_.\-]+:\d{1,5})$")
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """[bench]: where `krefine bench` judges a suite: this host's GPUs, or a Ray cluster."""
+    ray_address: str = ""               # "" = this host; "auto" | "local" | "HOST:PORT" | "ray://HOST:PORT" (--ray)
+    judges: int = 0                     # judge actors, one judge_resource unit each; 0 = as many as the cluster has
+    judge_resource: str = ""            # "" = "GPU" on cuda, "CPU" on cpu; or a custom resource (ray start --resources)
+    judge_cache: int = 4                # problems' judge sessions an actor keeps; the oldest idle one is closed
+    model_gpus: int = 1                 # model actors (one GPU each) for a transformers model; openai:/replay: need none
+    problems_in_flight: int = 0         # problem loops the driver runs at once; 0 = two per judge
+    start_timeout_s: float = 600.0      # for the first judge actor, and every model actor, to start
+    progress_interval_s: float = 30.0   # a status line this often: problems done, candidates/min, live judges
+
+    def validate(self) -> str | None:
+        if self.ray_address and not RAY_ADDRESS.match(self.ray_address):
+            return f"ray_address {self.ray_address!r}: expected auto, local, HOST:PORT or ray://HOST:PORT"
+        if self.judges < 0 or self.problems_in_flight < 0:
+            return "judges and problems_in_flight must not be negative"
+        if self.judge_cache < 1 or self.model_gpus < 1:
+            return "judge_cache and model_gpus must be at least 1"
+        if self.start_timeout_s <= 0 or self.progress_interval_s <= 0:
+            return "start_timeout_s and progress_interval_s must be positive"
+        return None
+
+
 @dataclass(frozen=True)
 class AgentConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -134,12 +163,13 @@ class AgentConfig:
     search: SearchConfig = field(default_factory=SearchConfig)
     prompt: PromptConfig = field(default_factory=PromptConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    bench: BenchConfig = field(default_factory=BenchConfig)
     eval: EvalSettings = field(default_factory=EvalSettings)
 
 
 # agent.toml table -> AgentConfig field and dataclass; [eval] [timing] [guards] go to tools/settings.py
 AGENT_TABLES = {"model": ModelConfig, "sampling": SamplingConfig, "budget": BudgetConfig,
-                "search": SearchConfig, "prompt": PromptConfig, "run": RunConfig}
+                "search": SearchConfig, "prompt": PromptConfig, "run": RunConfig, "bench": BenchConfig}
 EVAL_TABLES = ("eval", "timing", "guards")
 
 

@@ -4,7 +4,10 @@ This module is the contract between the loop that writes a run (agent/graph.py) 
 everything that reads one (inspect, report, export, bench, resume). It holds no loop
 logic. Layout:
 
-  trace.jsonl           one event per line (TRACE_FIELDS), appended + fsynced
+  trace.jsonl           one event per line (TRACE_FIELDS), appended + fsynced; node is one
+                        of NODES: the loop's steps, and "evaluate" for what befell the
+                        evaluator under a candidate (status "judge_died": krefine bench
+                        --ray lost the judge actor judging it and handed it to another)
   candidates/<id>.py    every candidate's extracted source
   prompts/<id>.txt      exact prompt text sent for that candidate
   completions/<id>.txt  raw model output for that candidate
@@ -30,7 +33,7 @@ from typing import Any, Iterator
 from tools.jsonio import append_jsonl, read_json, read_jsonl, write_json, write_text_atomic
 
 TRACE_SCHEMA = 1
-NODES = ("generate", "compile", "test", "profile", "decide")
+NODES = ("generate", "compile", "test", "profile", "decide", "evaluate")
 # every trace event carries exactly these keys
 TRACE_FIELDS = ("schema", "run_id", "ts", "iteration", "candidate", "node", "status",
                 "duration_s", "metrics", "error", "artifacts")

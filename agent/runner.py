@@ -4,7 +4,8 @@ Sets a run up and hands it to the graph (agent/graph.py): load the problem, reso
 the device, claim the run directory, load the model backend, write run.json, then run
 the loop with the SQLite checkpointer in the run directory. `resume` rebuilds the same
 pieces from run.json and continues from the last checkpoint; the replay backend is
-moved past the completions the run already consumed.
+moved past the completions the run already consumed. A caller that shares an evaluator
+or a model between runs (krefine bench --ray) passes them in as `Services`.
 
 Exit status (DESIGN.md): 0 solved, 1 budget spent without a solution, 2 bad input
 (BadInput, incl. a backend that cannot load), 3 evaluator failure (EvaluatorError).
@@ -17,8 +18,9 @@ import dataclasses
 import sqlite3
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -38,6 +40,13 @@ from tools.settings import SettingsError, build
 THREAD_ID = "krefine"  # one run per checkpoint.sqlite, so one thread
 
 
+@dataclass(frozen=True)
+class Services:
+    """What a run borrows instead of making its own (krefine bench --ray)."""
+    judges: Callable[..., Any]       # (problem, device, EvalSettings, RunDir) -> a pool with JudgePool's interface
+    backend: Any = None              # a loaded backend shared by every run; None: load the run's model spec
+
+
 def main(args) -> int:
     if args.command == "resume":
         summary = resume_run(args.run_dir)
@@ -53,7 +62,7 @@ def main(args) -> int:
 
 
 def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Path | None, *,
-                model_spec: str | None = None, progress: bool = True) -> dict:
+                model_spec: str | None = None, progress: bool = True, services: Services | None = None) -> dict:
     """Run the loop on one problem; returns summary.json's contents."""
     # 1) the problem and the device: bad input fails before anything is written
     problem = load_problem(problem_path)
@@ -64,7 +73,7 @@ def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Pa
     if rd.root.exists() and any(rd.root.iterdir()):
         raise BadInput(rd.root, "run directory exists and is not empty (use `krefine resume` or another --out)")
     # 3) the model: one line and exit 2 when it cannot load
-    backend = _load_backend(spec, config, skip=0)
+    backend = _load_backend(spec, config, skip=0, shared=services.backend if services else None)
     rd.create()
     write_json(rd.meta, {"schema": 1,
                          "problem": {"path": str(Path(problem.path).resolve()), "name": problem.name,
@@ -72,10 +81,10 @@ def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Pa
                          "config": dataclasses.asdict(config), "model": spec, "device": device,
                          "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     # 4) the loop
-    return _drive(rd, problem, config, backend, device, make_progress(progress))
+    return _drive(rd, problem, config, backend, device, make_progress(progress), services)
 
 
-def resume_run(run_dir: str | Path, *, progress: bool = True) -> dict:
+def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services | None = None) -> dict:
     """Continue an interrupted run from its checkpoint; a finished one just re-reports."""
     rd = RunDir(Path(run_dir))
     if not rd.meta.exists():
@@ -92,11 +101,12 @@ def resume_run(run_dir: str | Path, *, progress: bool = True) -> dict:
         raise BadInput(rd.meta, str(e)) from None
     # 2) the replay backend resumes after every completion already recorded
     consumed = sum(1 for _ in read_jsonl(rd.completions_jsonl))
-    backend = _load_backend(meta["model"], config, skip=consumed)
-    return _drive(rd, problem, config, backend, meta["device"], make_progress(progress))
+    backend = _load_backend(meta["model"], config, skip=consumed, shared=services.backend if services else None)
+    return _drive(rd, problem, config, backend, meta["device"], make_progress(progress), services)
 
 
-def _drive(rd: RunDir, problem, config: AgentConfig, backend, device: str, progress: Progress) -> dict:
+def _drive(rd: RunDir, problem, config: AgentConfig, backend, device: str, progress: Progress,
+           services: Services | None = None) -> dict:
     """Run the graph from its last checkpoint, or from the start when there is none."""
     with _checkpointer(rd) as saver:
         graph = build_graph(saver)
@@ -105,9 +115,10 @@ def _drive(rd: RunDir, problem, config: AgentConfig, backend, device: str, progr
         if before and not before.get("stop_reason"):
             rd.summary.unlink(missing_ok=True)  # left by a session that failed; the run goes on
         gpus = evaluation_slots(device)
+        judges = services.judges(problem, device, config.eval, rd) if services else \
+            JudgePool(problem, device=device, gpu_count=gpus.size, settings=config.eval)
         ctx = LoopContext(rundir=rd, problem=problem, config=config, backend=backend, device=device,
-                          progress=progress, gpus=gpus,
-                          judges=JudgePool(problem, device=device, gpu_count=gpus.size, settings=config.eval),
+                          progress=progress, gpus=gpus, judges=judges,
                           wall_offset_s=(before.get("spent") or {}).get("wall_s", 0.0) if before else 0.0)
         if before:
             progress.resumed(before)
@@ -149,8 +160,11 @@ def _checkpointer(rd: RunDir):
         conn.close()
 
 
-def _load_backend(spec: str, config: AgentConfig, *, skip: int) -> Any:
-    """The model backend; BackendUnavailable (a BadInput: one line, exit 2) when it cannot serve."""
+def _load_backend(spec: str, config: AgentConfig, *, skip: int, shared: Any = None) -> Any:
+    """The model backend; BackendUnavailable (a BadInput: one line, exit 2) when it cannot serve.
+    A `shared` backend (model actors serving every run of a bench) is used as it is."""
+    if shared is not None:
+        return shared
     backend = make_backend(spec, config)
     load = getattr(backend, "load", None)
     if load is not None:

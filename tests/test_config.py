@@ -124,3 +124,19 @@ def test_a_non_finite_number_in_the_file_is_bad_input(tmp_path, literal):
     path = _write(tmp_path, f"[budget]\ntarget_speedup = {literal}\n")
     with pytest.raises(BadInput, match="expected a finite number"):
         load_config(path)
+
+
+def test_unknown_bench_key_is_bad_input_naming_it(tmp_path):
+    with pytest.raises(BadInput, match=r"\[bench\]: unknown key\(s\) ray_adress"):
+        load_config(_write(tmp_path, '[bench]\nray_adress = "auto"\n'))
+
+
+@pytest.mark.parametrize("address", ["auto", "local", "10.0.0.1:6379", "head-node:6379", "ray://head:10001"])
+def test_ray_addresses_ray_init_takes_are_accepted(address):
+    assert load_config(overrides={"bench.ray_address": address}).bench.ray_address == address
+
+
+@pytest.mark.parametrize("address", ["head", "http://head:6379", "head:port", "auto "])
+def test_a_ray_address_that_does_not_parse_is_bad_input(address):
+    with pytest.raises(BadInput, match=r"\[bench\]: ray_address .*expected auto, local, HOST:PORT or ray://HOST:PORT"):
+        load_config(overrides={"bench.ray_address": address})

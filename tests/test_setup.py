@@ -27,8 +27,11 @@ def _pins() -> dict[str, str]:
 
 
 def _pyproject_requirements() -> list[Requirement]:
+    """pyproject's dependencies and those of every extra README's test command installs."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["test"]]
+    extras = re.search(r"-e '\.\[([\w,]+)\]'", _setup_commands()[1]).group(1).split(",")
+    return [Requirement(r) for r in project["dependencies"]] + \
+        [Requirement(r) for extra in extras for r in project["optional-dependencies"][extra]]
 
 
 def test_readme_setup_has_a_run_command_and_a_test_command_using_the_constraints():
@@ -41,6 +44,10 @@ def test_ci_run_runs_readme_test_command_verbatim():
     test = _setup_commands()[1]
     ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
     assert test in ci_lines
+
+
+def test_readme_test_command_installs_the_ray_extra_so_ci_runs_the_ray_tests():
+    assert "ray>=2.9" in [str(r) for r in _pyproject_requirements()]
 
 
 def test_constraints_pin_the_torch_that_readme_installs():

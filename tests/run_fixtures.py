@@ -164,7 +164,9 @@ def cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess
 
 def cli_env() -> dict:
     # tests never reach the network: a model id that is not cached fails at once
-    return {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
+    # this checkout first; the rest of PYTHONPATH stays (the GPU machine's carried wheels live there)
+    path = os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))
+    return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
 
 
 def fast_config(tmp_path: Path, **tables) -> Path:

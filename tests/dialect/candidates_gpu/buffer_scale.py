@@ -1,0 +1,67 @@
+"""KernelBook-format candidate for tests/dialect/problems/buffer_scale.py (not model-written).
+
+Produced by benchmarks/kernelbook_corpus.py: torch.compile of the problem's Model on
+NVIDIA H100 80GB HBM3 (torch 2.11.0+cu130, triton 3.6.0), converted by
+tools/dialect/kernelbook.py with launch configs from Inductor's heuristics; its ModelNew
+matched Model there, in-process.
+
+expect: correct
+"""
+import torch
+import triton
+import triton.language as tl
+from torch._inductor.runtime.triton_heuristics import grid
+from torch._C import _cuda_getCurrentRawStream as get_raw_stream
+from torch._inductor.runtime import triton_helpers
+from torch._inductor.runtime.triton_helpers import libdevice, math as tl_math
+import torch.nn as nn
+assert_size_stride = torch._C._dynamo.guards.assert_size_stride
+empty_strided_cuda = torch._C._dynamo.guards._empty_strided_cuda
+reinterpret_tensor = torch._C._dynamo.guards._reinterpret_tensor
+
+
+@triton.jit
+def triton_poi_fused_add_mul_0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+    xnumel = 3850
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = xindex < xnumel
+    x2 = xindex
+    x0 = (xindex % 77)
+    tmp0 = tl.load(in_ptr0 + (x2), xmask)
+    tmp1 = tl.load(in_ptr1 + (x0), xmask, eviction_policy='evict_last')
+    tmp3 = tl.load(in_ptr2 + (x0), xmask, eviction_policy='evict_last')
+    tmp2 = tmp0 * tmp1
+    tmp4 = tmp2 + tmp3
+    tl.store(out_ptr0 + (x2), tmp4, xmask)
+
+
+def call(args):
+    arg0_1, arg1_1, arg2_1 = args
+    args.clear()
+    assert_size_stride(arg0_1, (77,), (1,))
+    assert_size_stride(arg1_1, (50, 77), (77, 1))
+    assert_size_stride(arg2_1, (77,), (1,))
+    with torch.cuda._DeviceGuard(0):
+        torch.cuda.set_device(0)
+        buf0 = empty_strided_cuda((50, 77), (77, 1), torch.float32)
+        get_raw_stream(0)
+        triton_poi_fused_add_mul_0[grid(3850)](arg1_1, arg0_1, arg2_1, buf0, 3850, XBLOCK=256, num_warps=4, num_stages=1)
+        del arg0_1
+        del arg1_1
+        del arg2_1
+    return (buf0,)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.register_buffer('w', torch.linspace(-1.0, 1.0, features))
+        self.c = nn.Parameter(torch.randn(features))
+
+    def forward(self, input_0):
+        arg0_1 = self.w
+        arg1_1 = input_0
+        arg2_1 = self.c
+        output = call([arg0_1, arg1_1, arg2_1])
+        return output[0]

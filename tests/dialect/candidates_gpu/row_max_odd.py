@@ -1,0 +1,67 @@
+"""KernelBook-format candidate for tests/dialect/problems/row_max_odd.py (not model-written).
+
+Produced by benchmarks/kernelbook_corpus.py: torch.compile of the problem's Model on
+NVIDIA H100 80GB HBM3 (torch 2.11.0+cu130, triton 3.6.0), converted by
+tools/dialect/kernelbook.py with launch configs from Inductor's heuristics; its ModelNew
+matched Model there, in-process.
+
+expect: correct
+"""
+import torch
+import triton
+import triton.language as tl
+from torch._inductor.runtime.triton_heuristics import grid
+from torch._C import _cuda_getCurrentRawStream as get_raw_stream
+from torch._inductor.runtime import triton_helpers
+from torch._inductor.runtime.triton_helpers import libdevice, math as tl_math
+import torch.nn as nn
+assert_size_stride = torch._C._dynamo.guards.assert_size_stride
+empty_strided_cuda = torch._C._dynamo.guards._empty_strided_cuda
+reinterpret_tensor = torch._C._dynamo.guards._reinterpret_tensor
+
+
+@triton.jit
+def triton_per_fused_amax_0(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr):
+    xnumel = 6
+    r0_numel = 75
+    R0_BLOCK: tl.constexpr = 128
+    rnumel = r0_numel
+    RBLOCK: tl.constexpr = R0_BLOCK
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    xmask = xindex < xnumel
+    r0_index = tl.arange(0, R0_BLOCK)[None, :]
+    r0_offset = 0
+    r0_mask = r0_index < r0_numel
+    roffset = r0_offset
+    rindex = r0_index
+    r0_1 = r0_index
+    x0 = xindex
+    tmp0 = tl.load(in_ptr0 + (r0_1 + 75*x0), r0_mask & xmask, other=0.0)
+    tmp1 = tl.broadcast_to(tmp0, [XBLOCK, R0_BLOCK])
+    tmp3 = tl.where(r0_mask & xmask, tmp1, float("-inf"))
+    tmp4 = triton_helpers.max2(tmp3, 1)[:, None].to(tl.float32)
+    tl.store(out_ptr0 + (x0), tmp4, xmask)
+
+
+def call(args):
+    arg0_1, = args
+    args.clear()
+    assert_size_stride(arg0_1, (6, 75), (75, 1))
+    with torch.cuda._DeviceGuard(0):
+        torch.cuda.set_device(0)
+        buf0 = empty_strided_cuda((6,), (1,), torch.float32)
+        get_raw_stream(0)
+        triton_per_fused_amax_0[grid(6)](arg0_1, buf0, 6, 75, XBLOCK=1, num_warps=2, num_stages=1)
+        del arg0_1
+    return (buf0,)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, input_0):
+        arg0_1 = input_0
+        output = call([arg0_1])
+        return output[0]

@@ -1,0 +1,76 @@
+"""KernelBook-format candidate for tests/dialect/problems/softmax_rows.py (not model-written).
+
+Produced by benchmarks/kernelbook_corpus.py: torch.compile of the problem's Model on
+NVIDIA H100 80GB HBM3 (torch 2.11.0+cu130, triton 3.6.0), converted by
+tools/dialect/kernelbook.py with launch configs from Inductor's heuristics; its ModelNew
+matched Model there, in-process.
+
+expect: correct
+"""
+import torch
+import triton
+import triton.language as tl
+from torch._inductor.runtime.triton_heuristics import grid
+from torch._C import _cuda_getCurrentRawStream as get_raw_stream
+from torch._inductor.runtime import triton_helpers
+from torch._inductor.runtime.triton_helpers import libdevice, math as tl_math
+import torch.nn as nn
+assert_size_stride = torch._C._dynamo.guards.assert_size_stride
+empty_strided_cuda = torch._C._dynamo.guards._empty_strided_cuda
+reinterpret_tensor = torch._C._dynamo.guards._reinterpret_tensor
+
+
+@triton.jit
+def triton_per_fused__softmax_exp_prepare_softmax_online_sub_0(in_ptr0, out_ptr2, xnumel, r0_numel, XBLOCK : tl.constexpr):
+    xnumel = 5
+    r0_numel = 129
+    R0_BLOCK: tl.constexpr = 256
+    rnumel = r0_numel
+    RBLOCK: tl.constexpr = R0_BLOCK
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    xmask = xindex < xnumel
+    r0_index = tl.arange(0, R0_BLOCK)[None, :]
+    r0_offset = 0
+    r0_mask = r0_index < r0_numel
+    roffset = r0_offset
+    rindex = r0_index
+    r0_1 = r0_index
+    x0 = xindex
+    tmp0 = tl.load(in_ptr0 + (r0_1 + 129*x0), r0_mask & xmask, other=0.0)
+    tmp1 = tl.broadcast_to(tmp0, [XBLOCK, R0_BLOCK])
+    tmp3 = tl.broadcast_to(tmp1, [XBLOCK, R0_BLOCK])
+    tmp5 = tl.where(r0_mask & xmask, tmp3, float("-inf"))
+    tmp6 = triton_helpers.max2(tmp5, 1)[:, None].to(tl.float32)
+    tmp7 = tmp1 - tmp6
+    tmp8 = libdevice.exp(tmp7)
+    tmp9 = tl.broadcast_to(tmp8, [XBLOCK, R0_BLOCK])
+    tmp11 = tl.where(r0_mask & xmask, tmp9, 0)
+    tmp12 = tl.sum(tmp11, 1)[:, None].to(tl.float32)
+    tmp13 = tmp0 - tmp6
+    tmp14 = libdevice.exp(tmp13)
+    tmp15 = (tmp14 / tmp12)
+    tl.store(out_ptr2 + (r0_1 + 129*x0), tmp15, r0_mask & xmask)
+
+
+def call(args):
+    arg0_1, = args
+    args.clear()
+    assert_size_stride(arg0_1, (5, 129), (129, 1))
+    with torch.cuda._DeviceGuard(0):
+        torch.cuda.set_device(0)
+        buf2 = empty_strided_cuda((5, 129), (129, 1), torch.float32)
+        get_raw_stream(0)
+        triton_per_fused__softmax_exp_prepare_softmax_online_sub_0[grid(5)](arg0_1, buf2, 5, 129, XBLOCK=1, num_warps=2, num_stages=1)
+        del arg0_1
+    return (buf2,)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, input_0):
+        arg0_1 = input_0
+        output = call([arg0_1])
+        return output[0]

@@ -1,0 +1,56 @@
+"""KernelBook-format candidate for tests/dialect/problems/swish.py (not model-written).
+
+Produced by benchmarks/kernelbook_corpus.py: torch.compile of the problem's Model on
+NVIDIA H100 80GB HBM3 (torch 2.11.0+cu130, triton 3.6.0), converted by
+tools/dialect/kernelbook.py with launch configs from Inductor's heuristics; its ModelNew
+matched Model there, in-process.
+
+expect: correct
+"""
+import torch
+import triton
+import triton.language as tl
+from torch._inductor.runtime.triton_heuristics import grid
+from torch._C import _cuda_getCurrentRawStream as get_raw_stream
+from torch._inductor.runtime import triton_helpers
+from torch._inductor.runtime.triton_helpers import libdevice, math as tl_math
+import torch.nn as nn
+assert_size_stride = torch._C._dynamo.guards.assert_size_stride
+empty_strided_cuda = torch._C._dynamo.guards._empty_strided_cuda
+reinterpret_tensor = torch._C._dynamo.guards._reinterpret_tensor
+
+
+@triton.jit
+def triton_poi_fused_mul_sigmoid_0(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+    xnumel = 8000
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = xindex < xnumel
+    x0 = xindex
+    tmp0 = tl.load(in_ptr0 + (x0), xmask)
+    tmp1 = tl.sigmoid(tmp0)
+    tmp2 = tmp0 * tmp1
+    tl.store(out_ptr0 + (x0), tmp2, xmask)
+
+
+def call(args):
+    arg0_1, = args
+    args.clear()
+    assert_size_stride(arg0_1, (8, 1000), (1000, 1))
+    with torch.cuda._DeviceGuard(0):
+        torch.cuda.set_device(0)
+        buf0 = empty_strided_cuda((8, 1000), (1000, 1), torch.float32)
+        get_raw_stream(0)
+        triton_poi_fused_mul_sigmoid_0[grid(8000)](arg0_1, buf0, 8000, XBLOCK=256, num_warps=4, num_stages=1)
+        del arg0_1
+    return (buf0,)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, input_0):
+        arg0_1 = input_0
+        output = call([arg0_1])
+        return output[0]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.dialect import HEADER, Capture, convert, read_capture, seed_in_subprocess
+from tools.dialect import HEADER, convert, read_capture, seed_in_subprocess
 from tools.problem import load_problem
 from tools.verdict import Status
 

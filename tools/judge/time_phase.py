@@ -27,7 +27,7 @@ def time_candidate(run, worker, ref_model, seed, dev) -> Status | None:
     import torch
     from tools.perf import timer
     from tools.perf.gpuinfo import gpu_state
-    s, ts = run.settings, run.settings.timing
+    ts = run.settings.timing
     inputs = make_inputs(run.problem.module, seed, dev)
     baselines = {"eager": lambda: ref_model(*inputs)}
     if ts.compile_baseline:
@@ -78,27 +78,21 @@ def _timed_rounds(run, worker, seed, measure: str, reps: int, timers: dict) -> t
     """Interleaved rounds (eager, candidate, compile) of one measure: per-round ms
     samples per callable. `timers[name](warmup)` times a baseline here; the candidate is
     timed in its worker. The outputs of the last round's calls are checked again."""
-    s, ts = run.settings, run.settings.timing
+    ts = run.settings.timing
     rounds: dict[str, list[list[float]]] = {"eager": [], "candidate": []}
     rounds.update({k: [] for k in timers if k != "eager"})
     payload, reply = b"", {}
     for r in range(ts.rounds):
         warm = ts.warmup if r == 0 else 2
         rounds["eager"].append(timers["eager"](warm))
-        try:
-            reply, payload = worker.request({"op": "time", "seed": seed, "warmup": warm,
-                                             "iters": ts.iters_per_round, "measure": measure, "reps": reps,
-                                             "return_output": r == ts.rounds - 1,
-                                             "staged": run.staged is not None}, s.test.run_timeout_s)
-        except isolation.WorkerTimeout:
-            run.diag("timeout", f"timing round {r + 1} did not finish within {s.test.run_timeout_s:g} s")
-            health(run, worker)
-            return rounds, Status.TIMEOUT
-        except isolation.WorkerDied:
-            return rounds, died(run, worker, f"timing round {r + 1}")
-        if not reply.get("ok") or "capture_error" in reply:
-            error_diag(run, reply if not reply.get("ok") else
-                       {"phase": "timing", "error_type": "CaptureFailed", "message": reply["capture_error"]})
+        reply, payload, status = _ask(run, worker, {
+            "op": "time", "seed": seed, "warmup": warm, "iters": ts.iters_per_round, "measure": measure,
+            "reps": reps, "return_output": r == ts.rounds - 1, "staged": run.staged is not None},
+            f"timing round {r + 1}")
+        if status is not None:
+            return rounds, status
+        if "capture_error" in reply:   # its graph was captured by the probe: it cannot fail now
+            error_diag(run, {"phase": "timing", "error_type": "CaptureFailed", "message": reply["capture_error"]})
             return rounds, Status.RUNTIME_ERROR
         rounds["candidate"].append([float(x) for x in reply["samples_ms"]])
         if _skipped_work(run, reply, f"timing round {r + 1}"):
@@ -115,18 +109,11 @@ def _short_measure(run, worker, seed, baselines: dict, graphs: list):
     sample lasts [timing] replay_target_ms for the fastest callable. The judge's graphs
     go into `graphs` for the caller to close."""
     from tools.perf import timer
-    ts, s = run.settings.timing, run.settings
-    try:
-        reply, _ = worker.request({"op": "estimate", "seed": seed}, s.test.run_timeout_s)
-    except isolation.WorkerTimeout:
-        run.diag("timeout", "estimating the candidate's time per call did not finish")
-        health(run, worker)
-        return "per_call", 1, {}, Status.TIMEOUT
-    except isolation.WorkerDied:
-        return "per_call", 1, {}, died(run, worker, "timing")
-    if not reply.get("ok"):
-        error_diag(run, reply)
-        return "per_call", 1, {}, Status.RUNTIME_ERROR
+    ts = run.settings.timing
+    reply, _, status = _ask(run, worker, {"op": "estimate", "seed": seed},
+                            "estimating the candidate's time per call")
+    if status is not None:
+        return "per_call", 1, {}, status
     estimates = [float(reply["call_ms"])] + [timer.estimate_call_ms(fn) for fn in baselines.values()]
     reps = timer.reps_for(min(estimates), target_ms=ts.replay_target_ms)
     batched = {k: lambda warm, fn=fn: timer.time_cuda_batched(fn, warmup=warm, iters=ts.iters_per_round,
@@ -136,18 +123,11 @@ def _short_measure(run, worker, seed, baselines: dict, graphs: list):
         return "batched", reps, batched, None
     failures = {}
     # the candidate's graph is captured by its first round; probe it now, before ours
-    try:
-        probe, _ = worker.request({"op": "time", "seed": seed, "warmup": ts.warmup, "iters": 1,
-                                   "measure": "cuda_graph", "reps": reps}, s.test.run_timeout_s)
-    except isolation.WorkerTimeout:
-        run.diag("timeout", "capturing the candidate's forward in a CUDA graph did not finish")
-        health(run, worker)
-        return "per_call", 1, {}, Status.TIMEOUT
-    except isolation.WorkerDied:
-        return "per_call", 1, {}, died(run, worker, "CUDA graph capture")
-    if not probe.get("ok"):
-        error_diag(run, probe)
-        return "per_call", 1, {}, Status.RUNTIME_ERROR
+    probe, _, status = _ask(run, worker, {"op": "time", "seed": seed, "warmup": ts.warmup, "iters": 1,
+                                          "measure": "cuda_graph", "reps": reps},
+                            "capturing the candidate's forward in a CUDA graph")
+    if status is not None:
+        return "per_call", 1, {}, status
     if "capture_error" in probe:
         failures["candidate"] = probe["capture_error"]
     elif _skipped_work(run, probe, "the CUDA graph capture"):
@@ -166,6 +146,24 @@ def _short_measure(run, worker, seed, baselines: dict, graphs: list):
         run.checks["graph_capture_failed"] = failures
         return "batched", reps, batched, None
     return "cuda_graph", reps, timers, None
+
+
+def _ask(run, worker, header: dict, what: str) -> tuple[dict, bytes, Status | None]:
+    """One timing request: (reply, payload, None), or the verdict's status once `what`
+    timed out, killed the worker or raised in the candidate's code."""
+    timeout_s = run.settings.test.run_timeout_s
+    try:
+        reply, payload = worker.request(header, timeout_s)
+    except isolation.WorkerTimeout:
+        run.diag("timeout", f"{what} did not finish within {timeout_s:g} s")
+        health(run, worker)
+        return {}, b"", Status.TIMEOUT
+    except isolation.WorkerDied:
+        return {}, b"", died(run, worker, what)
+    if not reply.get("ok"):
+        error_diag(run, reply)
+        return reply, b"", Status.RUNTIME_ERROR
+    return reply, payload, None
 
 
 def _median_ratio(baseline: Timing | None, candidate: Timing) -> float | None:

@@ -8,10 +8,10 @@ time is tools/perf/timer.py's, how to profile tools/perf/profiler.py's.
 """
 from __future__ import annotations
 
+from tools.perf.ncu import NVTX_RANGE   # the range ncu's filter selects, around every timed forward
 from tools.sandbox.faults import short
 from tools.sandbox.outputs import flatten_output
 
-NVTX_RANGE = "krefine.candidate"   # tools/perf/ncu.py's ncu filter selects this name
 
 
 class MeasureOps:

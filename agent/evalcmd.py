@@ -30,8 +30,8 @@ def main(args) -> int:
 
 
 def _early_forkserver(args):
-    """(the device a fork server was started for, the server) or (None, None). The
-    device is guessed without importing torch: --device, else cuda where an NVIDIA
+    """(the device guessed, a fork server started for it or None where fork servers
+    cannot work). The guess imports no torch: --device, else cuda where an NVIDIA
     device node exists and CUDA_VISIBLE_DEVICES does not hide every GPU."""
     hidden = os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1")
     guess = args.device or ("cuda" if os.path.exists("/dev/nvidiactl") and not hidden else "cpu")
@@ -39,7 +39,7 @@ def _early_forkserver(args):
     return guess, start_forkserver(guess, args.gpu)
 
 
-def _main(args, guess: str | None, early) -> int:
+def _main(args, guess: str, early) -> int:
     from agent.config import load_config
     from tools.judge import Judge, default_device, evaluate
     from tools.problem import load_candidate, load_problem

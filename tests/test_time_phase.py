@@ -92,7 +92,7 @@ class _FakeWorker:
     def request(self, header: dict, timeout_s: float):
         self.requests.append(header)
         if header["op"] == "estimate":
-            return {"ok": True, "call_ms": 0.01, "launches": 6, "calls": 6}, b""
+            return {"ok": True, "call_ms": 0.01}, b""
         if header.get("measure") == "cuda_graph" and self.capture_error:
             return {"ok": True, "capture_error": self.capture_error}, b""
         return {"ok": True, "samples_ms": [0.01] * int(header["iters"]), "launches": 10**6, "calls": 1}, b""

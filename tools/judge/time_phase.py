@@ -63,9 +63,7 @@ def time_candidate(run, worker, ref_model, seed, dev) -> Status | None:
             if status is not None:
                 return status
         run.checks.update(timing_measure=measure, timing_reps=reps)
-        status = _host_check(run, worker, seed, baselines["eager"], per_call_ms["candidate"])
-        if status is not None:
-            return status
+        _host_check(run, worker, seed, baselines["eager"])
     after = gpu_state(run.gpu_index)
     run.device_info["after_timing"] = {k: after.get(k) for k in ("sm_clock_mhz", "mem_clock_mhz",
                                                                    "temperature_c", "power_w",
@@ -184,9 +182,10 @@ def _skipped_work(run, reply: dict, what: str) -> bool:
     return True
 
 
-def _host_check(run, worker, seed, eager, cand_per_call_ms: float) -> Status | None:
-    """The judge's own clock around back-to-back calls of the candidate, against the
-    per-call event median (side-stream or deferred work the events missed)."""
+def _host_check(run, worker, seed, eager) -> None:
+    """The judge's own clock around back-to-back calls of the candidate and of eager
+    (checks.host_check); _speedups compares it with the per-call event median
+    (side-stream or deferred work the events missed)."""
     from tools.perf.timer import time_host
     s, ts = run.settings, run.settings.timing
     rtts = []
@@ -201,7 +200,6 @@ def _host_check(run, worker, seed, eager, cand_per_call_ms: float) -> Status | N
     eager_host = time_host(eager, iters=ts.host_check_iters)
     run.checks["host_check"] = {"candidate_ms_per_call": cand_host, "eager_ms_per_call": eager_host,
                                 "rtt_ms": rtt_ms, "iters": ts.host_check_iters}
-    return None
 
 
 def _speedups(run, rounds: dict) -> None:

@@ -13,7 +13,6 @@ from tools.sandbox.faults import short
 from tools.sandbox.outputs import flatten_output
 
 
-
 class MeasureOps:
     """Worker's op_time, op_estimate, op_host_run, op_profile and op_ncu_forward."""
 
@@ -32,11 +31,7 @@ class MeasureOps:
                 return reply, b""
             last = self._graph[2]
         else:
-            inputs = self._inputs(seed)
-            last = [None]
-
-            def call():
-                last[0] = self._forward_nosync(inputs)
+            call, last, _ = self._timed_forward(seed)
             if measure == "batched":
                 samples = timer.time_cuda_batched(call, warmup=warmup, iters=iters, calls_per_sample=reps,
                                                   name=NVTX_RANGE)
@@ -59,11 +54,7 @@ class MeasureOps:
         calls = 0
         if self._graph is None or self._graph[0] != key:
             self._drop_graph()
-            inputs = self._inputs(seed)
-            last = [None]
-
-            def call():
-                last[0] = self._forward_nosync(inputs)
+            call, last, inputs = self._timed_forward(seed)
             try:
                 graph = timer.capture_cuda_graph(call, warmup=warmup, reps_per_graph=reps)
             except timer.CaptureUnsupported as e:
@@ -75,6 +66,16 @@ class MeasureOps:
         samples = self._graph[1].time(iters, name=NVTX_RANGE)
         return {"ok": True, "samples_ms": samples, "launches": sum(self.launches.values()), "calls": calls}
 
+    def _timed_forward(self, seed: int):
+        """(call, box, inputs): call() runs one forward on inputs from `seed` without a
+        sync and keeps its output in box[0], for the outputs of timed calls to be checked."""
+        inputs = self._inputs(seed)
+        last = [None]
+
+        def call():
+            last[0] = self._forward_nosync(inputs)
+        return call, last, inputs
+
     def _drop_graph(self) -> None:
         if self._graph is not None:
             self._graph[1].close()
@@ -84,10 +85,8 @@ class MeasureOps:
         """Rough ms per call of the forward (batched, after a warm-up): sizes `reps`."""
         from tools.perf.timer import estimate_call_ms
         inputs = self._inputs(int(h["seed"]))
-        self.launches.clear()
         ms = estimate_call_ms(lambda: self._forward_nosync(inputs), calls=int(h.get("calls", 5)))
-        return {"ok": True, "call_ms": ms, "launches": sum(self.launches.values()),
-                "calls": 1 + int(h.get("calls", 5))}, b""
+        return {"ok": True, "call_ms": ms}, b""
 
     def _forward_nosync(self, inputs):
         import torch

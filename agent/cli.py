@@ -22,6 +22,7 @@ COMMANDS = {
     "export": "agent.export",
     "bench": "agent.bench",
     "repl": "agent.repl",
+    "judge": "agent.judgecmd",
 }
 
 
@@ -59,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--config", default=None, help="agent.toml to read [eval] [timing] [guards] from")
     e.add_argument("--no-profile", action="store_true", help="skip the bottleneck profile step")
     e.add_argument("--gpu", type=int, default=0, help="GPU index")
+    e.add_argument("--keep-judge", type=_finite, default=None, metavar="SECONDS",
+                   help="judge in a service kept warm this long after the last eval, so the next "
+                        "eval is fast (default [eval] keep_judge_s, 300; 0: judge in this process)")
 
     r = sub.add_parser("run", help="run the refinement loop on a problem")
     r.add_argument("problem")
@@ -90,6 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="run the loop over a suite of problems")
     b.add_argument("suite_dir")
     b.add_argument("rest", nargs=argparse.REMAINDER)
+
+    j = sub.add_parser("judge", help="the judge services krefine eval keeps warm: status or stop")
+    j.add_argument("action", choices=("status", "stop"))
+    j.add_argument("--json", action="store_true", help="status: one JSON object per service")
 
     rl = sub.add_parser("repl", help="paste a module, stream KernelLLM's kernel")
     rl.add_argument("--model", default=None, help="ID | PATH | openai:URL | replay:FILE")

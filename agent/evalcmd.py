@@ -1,7 +1,11 @@
 """`krefine eval PROBLEM CANDIDATE [CANDIDATE ...]`: judge candidates, print their verdicts.
 
 Several candidates share one judge session (tools/judge/service.py): the reference, the
-baselines and the warm worker pool are made once, and compile phases overlap.
+baselines and the warm worker pool are made once, and compile phases overlap. By default
+the session lives in the judge service (tools/judge/daemon.py, started on first use,
+gone `--keep-judge` seconds after the last eval), so the next `krefine eval` of the same
+problem finds it warm and this process never imports torch; `--keep-judge 0` judges
+here, in a session of this process's own.
 
 Exit statuses (DESIGN.md): 0 correct (and at least --min-speedup when given; with
 several candidates, every one), 1 evaluated but not correct / not fast enough, 2 bad
@@ -19,33 +23,105 @@ from tools.verdict import Verdict
 
 
 def main(args) -> int:
+    from agent.config import load_config
+    config = load_config(args.config)
+    keep = _keep_s(args, config)
+    if keep > 0:
+        return _via_service(args, config, keep)
     # 0) the workers' fork server imports torch and triton (~5 s on a GPU image) while this
     #    process imports torch to load the problem: the two imports overlap
     guess, early = _early_forkserver(args)
     try:
-        return _main(args, guess, early)
+        return _main(args, config, guess, early)
     finally:
         if early is not None:
             early.close()   # the session closed it already, unless no session was made
+
+
+def _keep_s(args, config) -> float:
+    """The service's idle life: --keep-judge, else KREFINE_KEEP_JUDGE_S, else [eval] keep_judge_s."""
+    if args.keep_judge is not None:
+        keep = args.keep_judge
+    elif os.environ.get("KREFINE_KEEP_JUDGE_S"):
+        try:
+            keep = float(os.environ["KREFINE_KEEP_JUDGE_S"])
+        except ValueError:
+            raise BadInput("", f"KREFINE_KEEP_JUDGE_S must be a number of seconds, "
+                               f"got {os.environ['KREFINE_KEEP_JUDGE_S']!r}") from None
+    else:
+        keep = config.eval.test.keep_judge_s
+    if not 0 <= keep <= 86400:
+        raise BadInput("", f"--keep-judge must be between 0 and 86400 seconds, got {keep:g}")
+    return keep
+
+
+def _via_service(args, config, keep: float) -> int:
+    """Judge in the warm judge service (started if none answers); print as _main does."""
+    import dataclasses
+    from tools.judge import remote
+    from tools.judge.static import static_verdict
+    from tools.problem import load_candidate, read_problem
+    read_problem(args.problem)   # what needs no torch; the service loads it (exit 2 either way)
+    sources = [(path, load_candidate(path)) for path in args.candidates]
+    if args.min_speedup is not None and args.min_speedup <= 0:
+        raise BadInput("", f"--min-speedup must be positive, got {args.min_speedup:g}")
+    guess = args.device or _guess_device()
+    if args.min_speedup is not None and guess == "cpu":
+        raise BadInput("", "--min-speedup needs --device cuda: nothing is timed on cpu")
+    settings = {"eval": {k: v for k, v in dataclasses.asdict(config.eval.test).items() if k != "keep_judge_s"},
+                "timing": dataclasses.asdict(config.eval.timing), "guards": dataclasses.asdict(config.eval.guards)}
+    profile = not args.no_profile and config.eval.test.profile != "none"
+    say = None if args.json else (lambda what: print(f"krefine: {what} ...", file=sys.stderr, flush=True))
+    if say:
+        say(f"judging {len(sources)} candidate{'s' if len(sources) > 1 else ''} against "
+            f"{os.path.basename(args.problem)} in the judge service")
+    names = [f"candidate{i}.py" if len(sources) > 1 else "candidate.py" for i in range(len(sources))]
+    printed = [0]
+    ready: dict[int, Verdict | dict] = {}
+
+    def heard(i: int, verdict) -> None:   # print in input order, as soon as possible
+        ready[i] = verdict
+        while printed[0] in ready:
+            _report(args, sources[printed[0]][0], ready[printed[0]], many=len(sources) > 1)
+            printed[0] += 1
+    # a syntax error or a static guard's reject is decided here, before any service or torch
+    for i, (_, src) in enumerate(sources):
+        quick = static_verdict(src, names[i], config.eval, guess, args.gpu)
+        if quick is not None:
+            heard(i, quick)
+    rest = [i for i in range(len(sources)) if i not in ready]
+    if rest:
+        remote.evaluate(args.problem, [(names[i], sources[i][1]) for i in rest],
+                        device=guess, service_device=args.device or "auto", gpu_index=args.gpu,
+                        settings=settings, profile=profile, idle_s=keep, say=say,
+                        on_verdict=lambda j, doc: heard(rest[j], doc))
+    verdicts = [v if isinstance(v, Verdict) else Verdict.from_json(v) for v in (ready[i] for i in range(len(sources)))]
+    ok = all(v.correct and (args.min_speedup is None or clears(v.speedup_interval.get("eager"), args.min_speedup))
+             for v in verdicts)
+    return EXIT_OK if ok else EXIT_FAIL
+
+
+def _guess_device() -> str:
+    """cuda where an NVIDIA device node exists and CUDA_VISIBLE_DEVICES does not hide
+    every GPU, else cpu; imports no torch."""
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1")
+    return "cuda" if os.path.exists("/dev/nvidiactl") and not hidden else "cpu"
 
 
 def _early_forkserver(args):
     """(the device guessed, a fork server started for it or None where fork servers
     cannot work). The guess imports no torch: --device, else cuda where an NVIDIA
     device node exists and CUDA_VISIBLE_DEVICES does not hide every GPU."""
-    hidden = os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1")
-    guess = args.device or ("cuda" if os.path.exists("/dev/nvidiactl") and not hidden else "cpu")
+    guess = args.device or _guess_device()
     from tools.sandbox.isolation import start_forkserver
     return guess, start_forkserver(guess, args.gpu)
 
 
-def _main(args, guess: str, early) -> int:
-    from agent.config import load_config
+def _main(args, config, guess: str, early) -> int:
     from tools.judge import Judge, default_device, evaluate
     from tools.problem import load_candidate, load_problem
 
     # 1) inputs: every fault here is one line and exit 2, before any work starts
-    config = load_config(args.config)
     problem = load_problem(args.problem)
     sources = [(path, load_candidate(path)) for path in args.candidates]
     if args.min_speedup is not None and args.min_speedup <= 0:
@@ -95,9 +171,13 @@ def _main(args, guess: str, early) -> int:
     return EXIT_OK if ok else EXIT_FAIL
 
 
-def _report(args, path: str, verdict: Verdict, *, many: bool) -> None:
-    if args.json:
+def _report(args, path: str, verdict, *, many: bool) -> None:
+    """Print one verdict (a Verdict, or the service's verdict document, kept as sent)."""
+    if isinstance(verdict, dict):
+        doc, verdict = verdict, Verdict.from_json(verdict)
+    else:
         doc = verdict.to_json()
+    if args.json:
         if many:
             doc = {"candidate": str(path), **doc}
         print(json.dumps(doc, indent=None, default=str), flush=True)

@@ -7,6 +7,7 @@
 # repeat     one candidate evaluated 5 times: spread of its speedup
 # redteam    every red-team case judged on the GPU
 set -uo pipefail
+export KREFINE_KEEP_JUDGE_S=0   # krefine eval in fresh processes judges in-process; no judge service outlives a stage
 out=${1:?out dir}; kb=${2:?KernelBench checkout}; shift 2
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 nvidia-smi -L | tee "$out/gpu.txt"

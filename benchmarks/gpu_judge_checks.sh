@@ -13,7 +13,9 @@
 # corpus     issue 10: build the KernelBook corpus on the GPU, unpack it, judge it on the GPU
 # seeded     issue 10: krefine run with the Inductor seed and the KernelBook replay
 # loop       rounds per minute of the replayed story, this checkout and .before
+# timeline   standalone krefine eval mark by mark, the start-up pieces, KernelBench fresh
 set -uo pipefail
+export KREFINE_KEEP_JUDGE_S=0   # krefine eval in fresh processes judges in-process; no judge service outlives a stage
 out=${1:?out dir}; kb=${2:?KernelBench checkout}; shift 2
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
 # stages are each cut at their own limit; what they wrote under $out stays
@@ -63,6 +65,9 @@ for stage in "$@"; do
         | tee "$out/kbstory.log" | grep -E "passed|failed|FAILED|Error" | tail -5 ;;
     loop)
       run 400 python3 benchmarks/loop_rate.py --out "$out/loop.json" --before .before 2>&1 | tee "$out/loop.log" | tail -8 ;;
+    timeline)
+      run 400 python3 benchmarks/standalone_timeline.py --out "$out/timeline.json" --kb "$kb" --runs "${RUNS:-3}" \
+        --variants "${VARIANTS:-default,no_compile_baseline,rejected,service}" 2>&1 | tee "$out/timeline.log" ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac
 done

@@ -4,6 +4,7 @@
 # bench` over KernelBench level-1 matmul problems with hand-written replayed candidates.
 #   bash benchmarks/gpu_loop_checks.sh OUT_DIR KERNELBENCH_DIR
 set -uo pipefail
+export KREFINE_KEEP_JUDGE_S=0   # krefine eval in fresh processes judges in-process; no judge service outlives a stage
 out=${1:?out dir}; kb=${2:?KernelBench checkout}
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 timeout 45 python3 -m pytest -q -p no:cacheprovider tests/test_evaluate_gpu.py -k hung 2>&1 | tail -3

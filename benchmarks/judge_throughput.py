@@ -88,7 +88,10 @@ def session(prob: Path, cands: list[tuple[str, Path]]) -> dict:
 
 def standalone(prob: Path, cand: Path, code_root: Path) -> dict:
     # the root's own agent/ and tools/ first; the rest of the path (installed wheels) after it
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(code_root), os.environ.get("PYTHONPATH")))))
+    # KREFINE_KEEP_JUDGE_S=0: judged in the fresh process itself, no warm judge service
+    # (benchmarks/standalone_timeline.py measures the service)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(code_root), os.environ.get("PYTHONPATH")))),
+               KREFINE_KEEP_JUDGE_S="0")
     t = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "agent.cli", "eval", str(prob), str(cand), "--json", "--no-profile"],
                        capture_output=True, text=True, env=env, cwd=code_root, timeout=600)

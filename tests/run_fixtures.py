@@ -166,7 +166,10 @@ def cli_env() -> dict:
     # tests never reach the network: a model id that is not cached fails at once
     # this checkout first; the rest of PYTHONPATH stays (the GPU machine's carried wheels live there)
     path = os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))
-    return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
+    # krefine eval judges in its own process unless a test asks for the judge service
+    # (tests/test_judge_service.py): no service outlives a test
+    return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1",
+            "KREFINE_KEEP_JUDGE_S": "0"}
 
 
 def fast_config(tmp_path: Path, **tables) -> Path:

@@ -101,16 +101,23 @@ def describe_fault(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg[:200]}" if msg else type(e).__name__
 
 
+def read_problem(path: str | Path) -> tuple[Path, str]:
+    """The checks of a problem file that need no torch: readable Python that defines
+    Model, get_inputs and get_init_inputs (load_problem does the rest)."""
+    p, src, tree = read_python(path, "problem")
+    for name in ("Model", "get_inputs", "get_init_inputs"):
+        if not _defines(tree, name):
+            raise BadInput(p, f"problem defines no {name}")
+    return p, src
+
+
 def load_problem(path: str | Path) -> Problem:
     """Load and validate a problem file; every fault is a BadInput naming the file."""
     import torch
     from torch import nn
 
     # 1) read and parse
-    p, src, tree = read_python(path, "problem")
-    for name in ("Model", "get_inputs", "get_init_inputs"):
-        if not _defines(tree, name):
-            raise BadInput(p, f"problem defines no {name}")
+    p, src = read_problem(path)
 
     # 2) execute (the user's own module)
     try:

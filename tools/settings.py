@@ -115,6 +115,7 @@ class TestSettings:
     output_transfer: typing.Literal["auto", "pipe"] = "auto"  # cuda outputs: CUDA IPC where it works
     parallel_compile: int = 4           # candidates in their compile phase at once (tools/judge/)
     profile: typing.Literal["refined", "all", "none"] = "refined"  # who gets the bottleneck summary
+    keep_judge_s: float = 300.0         # krefine eval: the judge service's idle life (0: none)
 
     def validate(self) -> str | None:
         if self.trials < 1:
@@ -123,6 +124,8 @@ class TestSettings:
             return "timeouts must be positive"
         if self.parallel_compile < 1:
             return "parallel_compile must be at least 1"
+        if not 0 <= self.keep_judge_s <= 86400:
+            return "keep_judge_s must be between 0 and 86400 seconds"
         return None
 
 

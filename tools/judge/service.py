@@ -93,10 +93,12 @@ class Judge:
 
     def __init__(self, problem, *, device: str | None = None, gpu_index: int = 0,
                  settings: EvalSettings = EvalSettings(), use_forkserver: bool = True,
-                 forkservers: dict | None = None):
+                 forkservers: dict | None = None, share_forkservers: bool = False):
         """`forkservers`: {kind: ForkServer} started earlier by the caller (krefine eval
         starts one before it imports torch, so the two imports overlap); the judge owns
-        and closes them."""
+        and closes them, unless `share_forkservers`: then the dict itself is shared with
+        the caller (the judge service's sessions, tools/judge/daemon.py), servers the
+        judge starts go into it too, and the caller closes them."""
         self.problem = problem
         self.device = device or default_device()
         self.gpu_index = gpu_index
@@ -110,7 +112,8 @@ class Judge:
         self.judged = 0
         self._lock = threading.Lock()
         self._use_forkserver = use_forkserver
-        self._forkservers: dict[str, object] = dict(forkservers or {})
+        self._share_forkservers = share_forkservers and forkservers is not None
+        self._forkservers: dict[str, object] = forkservers if self._share_forkservers else dict(forkservers or {})
         # what the session paid once, in seconds (checks.session_s of every verdict)
         self.setup_s: dict[str, float] = {}
         self._ref_model = None
@@ -138,7 +141,9 @@ class Judge:
         with self._lock:
             if kind not in self._forkservers:
                 from tools.sandbox.isolation import start_forkserver
-                self._forkservers[kind] = start_forkserver(kind, self.gpu_index)
+                started = start_forkserver(kind, self.gpu_index)
+                if self._forkservers.setdefault(kind, started) is not started and started is not None:
+                    started.close()   # a judge sharing the dict started one meanwhile
             return self._forkservers[kind]
 
     def check_device(self) -> None:
@@ -289,7 +294,8 @@ class Judge:
     def close(self) -> None:
         self._closed = True
         with self._lock:
-            servers, self._forkservers = list(self._forkservers.values()), {}
+            servers = [] if self._share_forkservers else list(self._forkservers.values())
+            self._forkservers = {}
         for fs in servers:
             if fs is not None:
                 fs.close()

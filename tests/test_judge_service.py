@@ -1,0 +1,242 @@
+"""The judge service `krefine eval` keeps warm (tools/judge/daemon.py, remote.py), as a
+user meets it: the second eval reuses the session, rejects need no service, bad input
+is still exit 2, dead or outdated services are replaced, idle ones go away."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from run_fixtures import REPO, cli_env
+
+HERE = Path(__file__).parent
+PROBLEM = str(HERE / "problems" / "relu.py")
+OK = str(HERE / "problems" / "relu_ok.py")
+
+
+@pytest.fixture
+def svc():
+    """A private service directory (short: a socket path has ~100 bytes) and an env
+    that uses the service; every service in it is stopped afterwards."""
+    d = Path(tempfile.mkdtemp(prefix="kj", dir="/tmp")) / "s"
+    env = {**cli_env(), "KREFINE_JUDGE_DIR": str(d)}
+    env.pop("KREFINE_KEEP_JUDGE_S")
+    yield env, d
+    subprocess.run([sys.executable, "-m", "agent.cli", "judge", "stop"], env=env, cwd=REPO,
+                   capture_output=True, timeout=60)
+    _gone(d, timeout_s=20)
+    shutil.rmtree(d.parent, ignore_errors=True)
+
+
+def kcli(env, *args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "agent.cli", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def eval_json(env, *cands, keep="60", extra=()):
+    r = kcli(env, "eval", PROBLEM, *cands, "--device", "cpu", "--json", "--keep-judge", keep, *extra)
+    return r, [json.loads(ln) for ln in r.stdout.splitlines() if ln.startswith("{")]
+
+
+def _gone(d: Path, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not list(d.glob("*.sock")):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _service(doc: dict) -> dict:
+    return doc["checks"]["judge_service"]
+
+
+def test_a_second_eval_reuses_the_warm_session(svc):
+    env, _ = svc
+    r1, (v1,) = eval_json(env, OK)
+    r2, (v2,) = eval_json(env, OK)
+    assert (r1.returncode, r2.returncode) == (0, 0), r1.stderr + r2.stderr
+    assert v1["verdict"] == v2["verdict"] == "correct"
+    assert _service(v1)["started_now"] and not _service(v1)["reused_session"]
+    assert not _service(v2)["started_now"] and _service(v2)["reused_session"]
+    assert _service(v1)["pid"] == _service(v2)["pid"]
+
+
+def _fallback(tmp_path) -> str:
+    """A candidate whose forward returns torch.relu: a static guard rejects it."""
+    cand = tmp_path / "fallback.py"
+    cand.write_text(Path(OK).read_text().replace("def forward(self, x):",
+                                                 "def forward(self, x):\n        return torch.relu(x)", 1))
+    return str(cand)
+
+
+def test_a_static_reject_is_decided_without_starting_a_service(svc, tmp_path):
+    env, d = svc
+    r, (v,) = eval_json(env, _fallback(tmp_path))
+    assert r.returncode == 1 and v["verdict"] == "rejected", r.stderr
+    assert "judge_service" not in v["checks"]
+    assert not list(d.glob("*.sock"))
+
+
+def test_a_problem_failing_at_import_is_exit_2_in_one_line_and_the_service_lives_on(svc, tmp_path):
+    env, _ = svc
+    _, (first,) = eval_json(env, OK)
+    bad = tmp_path / "bad_problem.py"
+    bad.write_text(Path(PROBLEM).read_text() + "\nraise RuntimeError('boom at import')\n")
+    r = kcli(env, "eval", str(bad), OK, "--device", "cpu", "--json", "--keep-judge", "60")
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "bad_problem.py" in lines[0] and "boom at import" in lines[0], r.stderr
+    _, (after,) = eval_json(env, OK)
+    assert _service(after)["pid"] == _service(first)["pid"] and _service(after)["reused_session"]
+
+
+def test_several_candidates_come_back_in_order_with_rejects_decided_here(svc, tmp_path):
+    env, _ = svc
+    wrong = tmp_path / "double.py"
+    wrong.write_text(Path(OK).read_text().replace("tl.maximum(x, 0.0)", "tl.maximum(x, 0.0) * 2.0"))
+    rejected = _fallback(tmp_path)
+    r, docs = eval_json(env, OK, rejected, str(wrong))
+    assert r.returncode == 1, r.stderr
+    assert [d["candidate"] for d in docs] == [OK, rejected, str(wrong)]
+    assert [d["verdict"] for d in docs] == ["correct", "rejected", "incorrect"]
+    assert "judge_service" in docs[0]["checks"] and "judge_service" not in docs[1]["checks"]
+
+
+def test_judge_status_lists_the_service_and_stop_ends_it(svc):
+    env, d = svc
+    _, (v,) = eval_json(env, OK)
+    status = kcli(env, "judge", "status")
+    assert f"pid {_service(v)['pid']}" in status.stdout and "relu.py (1 judged)" in status.stdout, status.stdout
+    stop = kcli(env, "judge", "stop")
+    assert stop.returncode == 0 and "asked 1 judge service to stop" in stop.stdout
+    assert _gone(d, 20)
+    assert "no judge service is running" in kcli(env, "judge", "status").stdout
+
+
+def test_an_idle_service_exits_after_its_keep_time_and_cleans_up(svc):
+    env, d = svc
+    r, (v,) = eval_json(env, OK, keep="1")
+    assert r.returncode == 0 and _service(v)["started_now"]
+    assert _gone(d, 20), list(d.iterdir())
+    assert not list(d.iterdir())   # its lock and log went with it
+
+
+def test_a_killed_service_is_replaced_by_the_next_eval(svc):
+    env, _ = svc
+    _, (v1,) = eval_json(env, OK)
+    os.kill(_service(v1)["pid"], signal.SIGKILL)
+    r, (v2,) = eval_json(env, OK)
+    assert r.returncode == 0 and v2["verdict"] == "correct", r.stderr
+    assert _service(v2)["started_now"] and _service(v2)["pid"] != _service(v1)["pid"]
+
+
+def test_a_service_of_other_code_or_settings_is_asked_to_stop(svc):
+    env, d = svc
+    _, (v1,) = eval_json(env, OK)
+    old = list(d.glob("*.sock"))
+    # the key covers the environment that steers torch and triton (and tools/ sources)
+    _, (v2,) = eval_json({**env, "KREFINE_JUDGE_KEY_SALT": "other"}, OK)
+    assert _service(v2)["started_now"] and _service(v2)["pid"] != _service(v1)["pid"]
+    deadline = time.monotonic() + 20
+    while any(p.exists() for p in old) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(p.exists() for p in old)
+
+
+def test_two_first_evals_at_once_share_one_service(svc):
+    env, _ = svc
+    cmd = [sys.executable, "-m", "agent.cli", "eval", PROBLEM, OK, "--device", "cpu", "--json", "--keep-judge", "60"]
+    procs = [subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    docs = [json.loads(p.communicate(timeout=300)[0].strip().splitlines()[-1]) for p in procs]
+    assert [d["verdict"] for d in docs] == ["correct", "correct"]
+    assert _service(docs[0])["pid"] == _service(docs[1])["pid"]
+
+
+def test_a_client_gone_mid_eval_leaves_the_service_usable(svc):
+    env, _ = svc
+    p = subprocess.Popen([sys.executable, "-m", "agent.cli", "eval", PROBLEM, OK, "--device", "cpu",
+                          "--keep-judge", "60"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    for line in p.stderr:
+        if "compile:" in line:   # the service is judging this candidate now
+            p.send_signal(signal.SIGINT)
+            break
+    assert p.wait(timeout=60) == 130
+    r, (v,) = eval_json(env, OK)
+    assert r.returncode == 0 and v["verdict"] == "correct" and not _service(v)["started_now"], r.stderr
+
+
+def test_garbage_on_the_socket_gets_an_error_and_the_service_answers_the_next(svc):
+    env, d = svc
+    eval_json(env, OK)
+    (path,) = d.glob("*.sock")
+    for junk in (b"not json\n", b"[1, 2]\n", b'{"op": "format_disk"}\n'):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(str(path))
+        s.sendall(junk)
+        reply = json.loads(s.makefile().readline())
+        s.close()
+        assert reply["error"] == "bad_request"
+    assert "pid" in kcli(env, "judge", "status").stdout
+
+
+def test_the_service_keeps_at_most_two_problem_sessions(svc, tmp_path):
+    env, _ = svc
+    for i in range(3):
+        prob = tmp_path / f"relu_{i}.py"
+        prob.write_text(Path(PROBLEM).read_text() + f"\n# copy {i}\n")
+        r = kcli(env, "eval", str(prob), OK, "--device", "cpu", "--json", "--keep-judge", "60")
+        assert r.returncode == 0, r.stderr
+    (info,) = [json.loads(ln) for ln in kcli(env, "judge", "status", "--json").stdout.splitlines()]
+    assert [Path(s["problem"]).name for s in info["sessions"]] == ["relu_1.py", "relu_2.py"]
+
+
+@pytest.mark.parametrize("args, env_keep, needle", [
+    (("--keep-judge", "-1"), None, "--keep-judge must be between 0 and 86400"),
+    ((), "soon", "KREFINE_KEEP_JUDGE_S must be a number"),
+])
+def test_a_bad_keep_time_is_exit_2_in_one_line(svc, args, env_keep, needle):
+    env, d = svc
+    if env_keep is not None:
+        env = {**env, "KREFINE_KEEP_JUDGE_S": env_keep}
+    r = kcli(env, "eval", PROBLEM, OK, "--device", "cpu", *args)
+    assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not list(d.glob("*.sock"))
+
+
+def test_a_service_directory_others_can_enter_is_refused_with_exit_3(tmp_path):
+    d = tmp_path / "open"
+    d.mkdir(mode=0o755)
+    d.chmod(0o755)
+    env = {**cli_env(), "KREFINE_JUDGE_DIR": str(d)}
+    env.pop("KREFINE_KEEP_JUDGE_S")
+    r = kcli(env, "eval", PROBLEM, OK, "--device", "cpu", "--json", "--keep-judge", "60")
+    assert r.returncode == 3 and "not a private directory" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert not list(d.iterdir())
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_second_eval_is_timed_in_the_warm_session(svc):
+    env, _ = svc
+    docs = []
+    for _ in range(2):
+        r = kcli(env, "eval", str(REPO / "examples" / "relu.py"), str(REPO / "benchmarks" / "throughput" / "gate_correct.py"),
+                 "--json", "--no-profile", "--keep-judge", "60")
+        assert r.returncode == 0, r.stderr
+        docs.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    first, second = (_service(d) for d in docs)
+    assert first["started_now"] and second["reused_session"] and first["pid"] == second["pid"]
+    assert docs[1]["device"]["type"] == "cuda" and docs[1]["timing_ms"]["candidate"]["median"] > 0
+    assert docs[1]["speedup_interval"]["eager"]["low"] > 0

@@ -1,0 +1,319 @@
+"""The judge service: one process per (device, GPU) that outlives a `krefine eval`.
+
+A standalone `krefine eval` would otherwise pay, every time, what a judge session pays
+once: python and `import torch` twice (here and in the fork server), the CUDA context,
+the reference, the torch.compile baseline (BENCHMARKS.md, "Standalone krefine eval").
+The first `krefine eval` on a GPU starts this service (tools/judge/remote.py); it keeps
+the fork server and, per problem, the Judge session (tools/judge/service.py) for later
+invocations, and exits after `idle_s` seconds with no request (`[eval] keep_judge_s`).
+Each candidate still gets a fresh worker; isolation and verdicts are the Judge's, as in
+a session of `krefine run`.
+
+Protocol: a Unix stream socket in a directory only its user may enter (remote.py makes
+it), one JSON request line per connection, JSON reply lines:
+
+  {"op": "ping"}  -> {"ok": true, "pid", "protocol", "device", "gpu", "sessions", ...}
+  {"op": "stop"}  -> {"ok": true}; exits once no request is in flight
+  {"op": "eval", "problem": ABS_PATH, "candidates": [[name, src], ...],
+   "settings": {"eval": {...}, "timing": {...}, "guards": {...}}, "profile": bool,
+   "progress": bool, "keep_s": float}
+       -> {"progress": text}* , {"verdict": i, "doc": verdict json}* , {"done": true}
+          or {"error": "bad_input" | "evaluator" | "internal", "message": text}
+
+No op exposes the session's secret seeds or reference outputs. Does not decide
+verdicts; loads problems with tools/problem.py exactly as the in-process CLI does.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import socket
+import sys
+import threading
+import time
+
+PROTOCOL = 1
+MAX_REQUEST = 64 << 20      # one request line: candidate sources and settings
+MAX_SESSIONS = 2            # problems kept warm at once (each holds a reference and baselines)
+
+
+class Service:
+    def __init__(self, device: str, gpu_index: int, idle_s: float, forkservers: dict):
+        self.device, self.gpu_index, self.idle_s = device, gpu_index, idle_s
+        self.started = time.time()
+        self.forkservers = forkservers          # shared by every session; closed at exit
+        self.sessions: dict[tuple, dict] = {}   # key -> {"judge", "busy", "problem", "used"}
+        self.lock = threading.Lock()
+        self.active = 0
+        self.last = time.monotonic()
+        self.stopping = False
+        self.served = 0
+
+    # --- sessions ----------------------------------------------------------------
+    def session(self, path: str, settings) -> tuple[dict, bool]:
+        """The warm session for (problem file content, settings), made on first use;
+        (its entry, whether it existed). Its `busy` count is raised for the caller."""
+        from tools.errors import BadInput
+        try:
+            data = open(path, "rb").read()
+        except OSError as e:
+            raise BadInput(path, f"cannot read the problem: {e.strerror or e}") from None
+        key = (os.path.realpath(path), hashlib.sha256(data).hexdigest(), repr(settings))
+        with self.lock:
+            entry = self.sessions.pop(key, None)
+            made = entry is None
+            if made:   # others asking for it meanwhile wait for this thread to make it
+                entry = {"judge": None, "busy": 0, "problem": path, "ready": threading.Event(), "error": None}
+            self.sessions[key] = entry   # most recently used last
+            entry["busy"] += 1
+        if not made:
+            entry["ready"].wait()
+            if entry["error"] is not None:
+                self._release(entry)
+                raise entry["error"]
+            return entry, True
+        try:
+            from tools.judge.service import Judge
+            from tools.problem import load_problem
+            self._revive_forkservers()
+            entry["judge"] = Judge(load_problem(path), device=self.device, gpu_index=self.gpu_index,
+                                   settings=settings, forkservers=self.forkservers, share_forkservers=True)
+        except BaseException as e:
+            entry["error"] = e
+            with self.lock:
+                if self.sessions.get(key) is entry:
+                    del self.sessions[key]
+            self._release(entry)
+            raise
+        finally:
+            entry["ready"].set()
+        with self.lock:   # keep MAX_SESSIONS: close the least recently used idle ones
+            idle = [k for k, e in self.sessions.items() if e["busy"] == 0]
+            closing = [self.sessions.pop(k)["judge"] for k in idle[:max(0, len(self.sessions) - MAX_SESSIONS)]]
+        for j in closing:
+            j.close()
+        return entry, False
+
+    def _release(self, entry: dict) -> None:
+        with self.lock:
+            entry["busy"] -= 1
+
+    def drop(self, entry: dict) -> None:
+        """Forget a session whose judge failed (the next request makes a fresh one)."""
+        with self.lock:
+            for k, e in list(self.sessions.items()):
+                if e is entry:
+                    del self.sessions[k]
+        if entry["judge"] is not None:
+            entry["judge"].close()
+
+    def _revive_forkservers(self) -> None:
+        with self.lock:
+            for kind, fs in list(self.forkservers.items()):
+                if fs is None or not fs.alive():
+                    del self.forkservers[kind]
+                    if fs is not None:
+                        fs.close()
+
+    # --- requests ----------------------------------------------------------------
+    def handle(self, conn: socket.socket) -> None:
+        with self.lock:
+            self.active += 1
+        try:
+            with conn:
+                req = _read_request(conn)
+                if req is None:
+                    _send(conn, {"error": "bad_request", "message": "expected one JSON request line"})
+                    return
+                op = req.get("op")
+                if op == "ping":
+                    _send(conn, self.describe())
+                elif op == "stop":
+                    self.stopping = True
+                    _send(conn, {"ok": True})
+                elif op == "eval":
+                    self.evaluate(conn, req)
+                else:
+                    _send(conn, {"error": "bad_request", "message": f"unknown op {op!r}"})
+        except Exception as e:  # noqa: BLE001 - the service outlives one bad connection
+            print(f"krefine judge service: request failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        finally:
+            with self.lock:
+                self.active -= 1
+                self.last = time.monotonic()
+
+    def describe(self) -> dict:
+        with self.lock:
+            sessions = [{"problem": e["problem"], "busy": e["busy"],
+                         "judged": e["judge"].judged if e["judge"] is not None else 0}
+                        for e in self.sessions.values()]
+        return {"ok": True, "pid": os.getpid(), "protocol": PROTOCOL, "device": self.device,
+                "gpu": self.gpu_index, "started": self.started, "idle_s": self.idle_s,
+                "served": self.served, "active": self.active - 1, "sessions": sessions}
+
+    def evaluate(self, conn: socket.socket, req: dict) -> None:
+        from tools.errors import BadInput, EvaluatorError
+        from tools.settings import SettingsError, eval_settings_from_toml
+        out = _Sender(conn)
+        say = (lambda text: out.send({"progress": text})) if req.get("progress") else None
+        if req.get("keep_s") is not None:
+            self.idle_s = float(req["keep_s"])   # the newest client's wish
+        try:
+            settings = eval_settings_from_toml(req.get("settings") or {}, "request")
+            cands = [(str(n), str(s)) for n, s in req["candidates"]]
+            entry, reused = self.session(str(req["problem"]), settings)
+        except (BadInput, SettingsError) as e:
+            _send(conn, {"error": "bad_input", "message": str(e)})
+            return
+        except EvaluatorError as e:
+            _send(conn, {"error": "evaluator", "message": str(e)})
+            return
+        except (KeyError, TypeError, ValueError) as e:
+            _send(conn, {"error": "bad_request", "message": f"{type(e).__name__}: {e}"})
+            return
+        judge = entry["judge"]
+        service = {"pid": os.getpid(), "reused_session": reused,
+                   "age_s": round(time.time() - self.started, 1), "served_before": self.served}
+
+        def heard(i: int, verdict) -> None:
+            doc = verdict.to_json()
+            doc["checks"] = {**doc.get("checks", {}), "judge_service": service}
+            out.send({"verdict": i, "doc": doc})
+        try:
+            if say and not reused:
+                say(f"judge service: loaded {os.path.basename(req['problem'])} (reference, baselines)")
+            if len(cands) == 1:
+                name, src = cands[0]
+                heard(0, judge.judge(src, candidate_name=name, profile=bool(req.get("profile")), progress=say))
+            else:
+                judge.judge_many(cands, profile=bool(req.get("profile")), progress=say, on_verdict=heard)
+            self.served += len(cands)
+            out.send({"done": True})
+        except BadInput as e:
+            out.send({"error": "bad_input", "message": str(e)})
+        except EvaluatorError as e:
+            self.drop(entry)
+            out.send({"error": "evaluator", "message": str(e)})
+        finally:
+            self._release(entry)
+
+    def idle(self) -> bool:
+        with self.lock:
+            return self.active == 0 and time.monotonic() - self.last > self.idle_s
+
+    def close(self) -> None:
+        with self.lock:
+            judges = [e["judge"] for e in self.sessions.values()]
+            self.sessions.clear()
+            servers = list(self.forkservers.values())
+            self.forkservers.clear()
+        for j in judges:
+            j.close()
+        for fs in servers:
+            if fs is not None:
+                fs.close()
+
+
+def _read_request(conn: socket.socket) -> dict | None:
+    buf = bytearray()
+    while b"\n" not in buf:
+        chunk = conn.recv(1 << 20)
+        if not chunk:
+            break
+        buf += chunk
+        if len(buf) > MAX_REQUEST:
+            return None
+    try:
+        req = json.loads(bytes(buf).split(b"\n", 1)[0])
+    except ValueError:
+        return None
+    return req if isinstance(req, dict) else None
+
+
+def _send(conn: socket.socket, msg: dict) -> None:
+    conn.sendall(json.dumps(msg, default=str).encode() + b"\n")
+
+
+class _Sender:
+    """Reply lines to one client; once it has gone (Ctrl-C), the rest is dropped and the
+    judging finishes, so the session stays consistent for the next client."""
+
+    def __init__(self, conn: socket.socket):
+        self.conn, self.gone, self.lock = conn, False, threading.Lock()
+
+    def send(self, msg: dict) -> None:
+        with self.lock:
+            if self.gone:
+                return
+            try:
+                _send(self.conn, msg)
+            except OSError:
+                self.gone = True
+
+
+def serve(path: str, device: str, gpu_index: int, idle_s: float) -> int:
+    """Listen on `path` first (clients queue while torch imports), start the fork server
+    before importing torch, then answer requests until idle or stopped."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(path)
+    except OSError as e:
+        print(f"krefine judge service: {path}: {e} (another service has it)", file=sys.stderr)
+        return 0
+    os.chmod(path, 0o600)
+    sock.listen(64)
+    me = os.stat(path).st_ino
+    from tools.sandbox.isolation import start_forkserver
+    guess = device if device != "auto" else _guess_device()
+    early = start_forkserver(guess, gpu_index)
+    from tools.judge.reference import default_device
+    resolved = device if device != "auto" else default_device()
+    forkservers = {}
+    if early is not None and resolved == guess:
+        forkservers[resolved] = early
+    elif early is not None:
+        early.close()
+    svc = Service(resolved, gpu_index, idle_s, forkservers)
+    print(f"krefine judge service: pid {os.getpid()} on {resolved}:{gpu_index}, {path}", file=sys.stderr, flush=True)
+    sock.settimeout(0.5)
+    try:
+        while not (svc.stopping and svc.active == 0) and not svc.idle():
+            try:
+                conn, _ = sock.accept()
+            except TimeoutError:
+                continue
+            conn.settimeout(None)
+            threading.Thread(target=svc.handle, args=(conn,), daemon=True, name="krefine-service").start()
+    finally:
+        try:   # the socket (and its lock and log) are ours unless a newer service replaced it
+            if os.stat(path).st_ino == me:
+                os.unlink(path)
+                for extra in (".lock", ".log"):
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.splitext(path)[0] + extra)
+        except OSError:
+            pass
+        sock.close()
+        svc.close()
+    return 0
+
+
+def _guess_device() -> str:
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1")
+    return "cuda" if os.path.exists("/dev/nvidiactl") and not hidden else "cpu"
+
+
+if __name__ == "__main__":
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m tools.judge.daemon")
+    ap.add_argument("--socket", required=True)
+    ap.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
+    ap.add_argument("--gpu", type=int, default=0)
+    ap.add_argument("--idle", type=float, default=300.0)
+    a = ap.parse_args()
+    code = serve(a.socket, a.device, a.gpu, a.idle)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)   # no interpreter teardown of torch and CUDA: nothing is left to flush

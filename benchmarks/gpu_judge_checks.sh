@@ -14,6 +14,7 @@
 # seeded     issue 10: krefine run with the Inductor seed and the KernelBook replay
 # loop       rounds per minute of the replayed story, this checkout and .before
 # timeline   standalone krefine eval mark by mark, the start-up pieces, KernelBench fresh
+# cases      standalone krefine eval through the judge service per problem, beside KernelBench fresh
 set -uo pipefail
 export KREFINE_KEEP_JUDGE_S=0   # krefine eval in fresh processes judges in-process; no judge service outlives a stage
 out=${1:?out dir}; kb=${2:?KernelBench checkout}; shift 2
@@ -68,6 +69,9 @@ for stage in "$@"; do
     timeline)
       run 400 python3 benchmarks/standalone_timeline.py --out "$out/timeline.json" --kb "$kb" --runs "${RUNS:-3}" \
         --variants "${VARIANTS:-default,no_compile_baseline,rejected,service}" 2>&1 | tee "$out/timeline.log" ;;
+    cases)
+      run 560 python3 benchmarks/standalone_timeline.py --out "$out/cases.json" --kb "$kb" --runs "${RUNS:-2}" \
+        --variants cases --snippets "" --cases "${CASES:-gate,softmax,matmul,kb_1_matmul}" 2>&1 | tee "$out/cases.log" ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac
 done

@@ -41,7 +41,7 @@ for stage in "$@"; do
         --before-only gate --only "${ONLY:-gate,softmax,matmul}" 2>&1 | tee "$out/small.log" | cut -c1-400 ;;
     large)
       run 560 python3 benchmarks/judge_throughput.py --kb "$kb" --out "$out/large.json" --kb-modes fresh \
-        --only "${LARGE:-kb_19_relu,kb_1_matmul}" --stages session,standalone,kb 2>&1 | tee "$out/large.log" | cut -c1-400 ;;
+        --only "${LARGE:-kb_19_relu,kb_1_matmul}" --stages "${STAGES:-session,standalone,kb}" 2>&1 | tee "$out/large.log" | cut -c1-400 ;;
     repeat)
       run 400 python3 benchmarks/judge_throughput.py --kb "$kb" --out "$out/repeat.json" --stages repeat \
         --only "${ONLY:-gate,relu_8192,kb_1_matmul}" 2>&1 | tee "$out/repeat.log" | cut -c1-400 ;;

@@ -76,3 +76,38 @@ def test_a_session_reuses_its_secret_seeds_for_every_candidate(softmax):
         seeds = list(judge.seeds)
         judge.judge(_case("ok_softmax"))
         assert judge.seeds == seeds and len(set(seeds)) == len(seeds)
+
+
+def test_with_outputs_too_large_to_cache_each_candidate_holds_the_gpu_from_fork_to_teardown(softmax, monkeypatch):
+    """A worker left over from the candidate before would crowd the next one's IPC
+    staging buffer out (19_ReLU's batch fell back to the pipe: 71 s of trials)."""
+    from tools.sandbox import isolation
+    events, lock = [], threading.Lock()
+    real_start = isolation.start_worker
+
+    def start_worker(src, **kw):
+        w = real_start(src, **kw)
+        if kw.get("device") == "compile":   # a candidate's own sm_90 compile worker, cpu only
+            return w
+        name = kw.get("candidate_name")
+        with lock:
+            events.append(("start", name))
+        real_close = w.close
+
+        def close(*a, **k):
+            real_close(*a, **k)
+            with lock:
+                events.append(("closed", name))
+        w.close = close
+        return w
+    monkeypatch.setattr(isolation, "start_worker", start_worker)
+    monkeypatch.setattr(Judge, "_fits", lambda self, nbytes: False)
+    with Judge(softmax, device="cpu") as judge:
+        verdicts = judge.judge_many([(f"c{i}.py", _case("ok_softmax")) for i in range(3)])
+        assert judge.large_outputs()
+    assert [v.status for v in verdicts] == [Status.CORRECT] * 3
+    alive: dict[str, int] = {}
+    for kind, name in events:   # never workers of two candidates alive at once
+        alive[name] = alive.get(name, 0) + (1 if kind == "start" else -1)
+        assert len([n for n, k in alive.items() if k > 0]) <= 1, events
+    assert len(alive) == 3 and not any(alive.values())

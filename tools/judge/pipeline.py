@@ -57,13 +57,19 @@ def _judge(run: Run, candidate_name: str, profile: bool) -> Status:
     judge.start_baseline()
     run.checks.update(trials=s.test.trials, init_seed=s.test.init_seed, trial_seeds="secret")
 
-    # 3) compile: a fresh worker imports the candidate, builds ModelNew, JITs its kernels
-    with _fresh_worker(run, candidate_name) as worker:
-        # what this candidate waited for before its own work: the session's one-time
-        # costs (the first candidate pays them), the fork server, the fork
-        run.phase_s["setup"] = time.monotonic() - t
-        run.checks["session_s"] = judge.session_costs()
-        return _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile)
+    # 3) compile: a fresh worker imports the candidate, builds ModelNew, JITs its kernels.
+    #    Where a trial's outputs are too large to cache (service.Judge.compile_hold), one
+    #    candidate at a time holds the GPU from its fork until its worker is gone and its
+    #    IPC buffer freed: a worker left over from the candidate before would crowd this
+    #    one's staging buffer out, and 6 GB outputs through the pipe cost a minute
+    serial = judge.large_outputs()
+    with judge.gpu.exclusive() if serial else contextlib.nullcontext():
+        with _fresh_worker(run, candidate_name) as worker:
+            # what this candidate waited for before its own work: the session's one-time
+            # costs (the first candidate pays them), the fork server, the fork
+            run.phase_s["setup"] = time.monotonic() - t
+            run.checks["session_s"] = judge.session_costs()
+            return _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile, serial)
 
 
 @contextlib.contextmanager
@@ -119,13 +125,15 @@ def profile_in(judge, candidate_src: str, verdict: Verdict, *, candidate_name: s
     return dataclasses.replace(profiled, feedback=feedback_for(profiled))
 
 
-def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile) -> Status:
+def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile, serial) -> Status:
+    """Compile under a shared hold, then the GPU phases under an exclusive one; `serial`:
+    the caller holds the GPU exclusively for the whole candidate already."""
     judge = run.judge
-    with judge.compile_slots, judge.compile_hold():
+    with judge.compile_slots, judge.compile_hold() if not serial else contextlib.nullcontext():
         status, first_ref = compile_phase(run, worker, seeds, candidate_name)
     if status is not None:
         return status
-    with judge.gpu.exclusive():
+    with judge.gpu.exclusive() if not serial else contextlib.nullcontext():
         return _gpu_phases(run, worker, ref_model, seeds, dev, first_ref, profile)
 
 

@@ -183,7 +183,13 @@ class Judge:
         """The GPU hold of a compile phase: shared, unless one trial's outputs are large
         enough that parallel workers (each with its inputs, outputs and IPC staging
         buffer) could exhaust GPU memory; then exclusive, one candidate at a time."""
-        return self.gpu.exclusive() if self._ref_cache_ok is False else self.gpu.shared()
+        return self.gpu.exclusive() if self.large_outputs() else self.gpu.shared()
+
+    def large_outputs(self) -> bool:
+        """Whether a trial's reference outputs were too large to cache for the session
+        (known once the first reference is computed): then candidates take the GPU one
+        at a time, whole (tools/judge/pipeline.py)."""
+        return self._ref_cache_ok is False
 
     def reference(self, seed: int) -> list:
         """The reference outputs for `seed` (cached for the session while they fit)."""

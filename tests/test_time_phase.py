@@ -125,3 +125,52 @@ def test_a_candidate_that_cannot_be_captured_puts_every_callable_on_batched_call
     assert status is None and measure == "batched" and graphs == []
     assert run.checks["graph_capture_failed"] == {"candidate": "sync in capture"}
     assert rounds["eager"][0] == [0.03] * run.settings.timing.iters_per_round
+
+
+# --- more rounds while the interval is wide (P2: a long forward's speedup repeats) ---------
+
+def _fake_rounds(monkeypatch, *, noise: float, settings: EvalSettings = EvalSettings(), extend=None):
+    """_timed_rounds against a fake worker and fake baseline timers: eager 2.0 ms, the
+    candidate 1.0 ms, each round's candidate figure off by +-noise in turn."""
+    import itertools
+
+    from tools.judge import time_phase
+    run = Run(None, "", "cuda", 0, settings)
+    flip = itertools.cycle([1 + noise, 1 - noise])
+    asked, rechecked = [], []
+
+    def ask(run, worker, header, what):
+        asked.append(header)
+        return {"samples_ms": [next(flip)] * header["iters"]}, b"", None
+    monkeypatch.setattr(time_phase, "_ask", ask)
+    monkeypatch.setattr(time_phase, "_skipped_work", lambda run, reply, what: False)
+    monkeypatch.setattr(time_phase, "recheck_timed_outputs",
+                        lambda run, reply, payload, seed: rechecked.append(len(asked)))
+    timers = {"eager": lambda warm: [2.0] * run.settings.timing.iters_per_round}
+    kw = {} if extend is None else {"extend": extend}
+    rounds, status = time_phase._timed_rounds(run, None, 1, "per_call", 1, timers, **kw)
+    assert status is None and len(rounds["candidate"]) == len(rounds["eager"]) == len(asked)
+    returned = [i + 1 for i, h in enumerate(asked) if h["return_output"]]
+    assert returned == rechecked   # each batch's last round comes back and is checked again
+    return len(asked)
+
+
+def test_tight_rounds_stop_after_the_first_batch(monkeypatch):
+    n = _fake_rounds(monkeypatch, noise=0.001)
+    assert n == 5
+
+
+def test_wide_rounds_add_batches_up_to_max_rounds(monkeypatch):
+    n = _fake_rounds(monkeypatch, noise=0.2)
+    assert n == 25
+
+
+def test_no_extra_time_means_no_extra_rounds(monkeypatch):
+    from tools.settings import TimingSettings
+    n = _fake_rounds(monkeypatch, noise=0.2, settings=EvalSettings(timing=TimingSettings(max_extra_s=0.0)))
+    assert n == 5
+
+
+def test_rounds_of_a_measure_that_will_not_decide_are_not_extended(monkeypatch):
+    n = _fake_rounds(monkeypatch, noise=0.2, extend=lambda rounds: False)
+    assert n == 5

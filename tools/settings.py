@@ -146,10 +146,17 @@ class TimingSettings:
     per_call_min_ms: float = 1.0        # auto: below this per-call median, graph replay (else batched)
     replay_target_ms: float = 1.0       # one graph replay / batched sample lasts at least this
     confidence: float = 0.90            # two-sided confidence of the speedup interval (tools/perf/speedup.py)
+    # more rounds, `rounds` at a time, while the interval over eager is wider than this
+    # (high / low - 1), up to max_rounds and max_extra_s of extra timing
+    interval_target: float = 0.02
+    max_rounds: int = 25
+    max_extra_s: float = 6.0
 
     def validate(self) -> str | None:
         if self.rounds < 1 or self.iters_per_round < 1:
             return "rounds and iters_per_round must be at least 1"
+        if self.max_rounds < self.rounds or self.interval_target < 0 or self.max_extra_s < 0:
+            return "max_rounds must be at least rounds; interval_target and max_extra_s at least 0"
         if not 0 < self.confidence < 1:
             return "confidence must be between 0 and 1"
         if self.per_call_min_ms < 0 or self.replay_target_ms <= 0:

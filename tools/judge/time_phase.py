@@ -42,7 +42,10 @@ def time_candidate(run, worker, ref_model, seed, dev) -> Status | None:
         per_call = {k: lambda warm, fn=fn: timer.time_cuda(fn, warmup=warm, iters=ts.iters_per_round,
                                                          name=f"krefine.{k}")
                     for k, fn in baselines.items()}
-        rounds, status = _timed_rounds(run, worker, seed, "per_call", 1, per_call)
+        # more per-call rounds only where per-call will be the measure (a long forward)
+        long_forward = (lambda r: ts.measure == "per_call" or (ts.measure == "auto" and min(
+            statistics.median(x for rr in v for x in rr) for v in r.values()) >= ts.per_call_min_ms))
+        rounds, status = _timed_rounds(run, worker, seed, "per_call", 1, per_call, extend=long_forward)
         if status is not None:
             return status
         per_call_ms = {k: statistics.median(x for r in v for x in r) for k, v in rounds.items()}
@@ -62,7 +65,7 @@ def time_candidate(run, worker, ref_model, seed, dev) -> Status | None:
                     g.close()
             if status is not None:
                 return status
-        run.checks.update(timing_measure=measure, timing_reps=reps)
+        run.checks.update(timing_measure=measure, timing_reps=reps, timing_rounds=len(rounds["candidate"]))
         _host_check(run, worker, seed, baselines["eager"])
     after = gpu_state(run.gpu_index)
     run.device_info["after_timing"] = {k: after.get(k) for k in ("sm_clock_mhz", "mem_clock_mhz",
@@ -72,33 +75,68 @@ def time_candidate(run, worker, ref_model, seed, dev) -> Status | None:
     return None
 
 
-def _timed_rounds(run, worker, seed, measure: str, reps: int, timers: dict) -> tuple[dict, Status | None]:
+def _timed_rounds(run, worker, seed, measure: str, reps: int, timers: dict,
+                  extend=lambda rounds: True) -> tuple[dict, Status | None]:
     """Interleaved rounds (eager, candidate, compile) of one measure: per-round ms
     samples per callable. `timers[name](warmup)` times a baseline here; the candidate is
-    timed in its worker. The outputs of the last round's calls are checked again."""
+    timed in its worker. Rounds come in batches of [timing] rounds; another batch follows
+    while the speedup's interval over eager is wider than `interval_target`, up to
+    `max_rounds` and `max_extra_s` (a long forward's ratio moves between runs by its
+    estimation error, BENCHMARKS.md P2) and `extend(rounds)` allows. The outputs of each
+    batch's last round are checked again."""
     ts = run.settings.timing
     rounds: dict[str, list[list[float]]] = {"eager": [], "candidate": []}
     rounds.update({k: [] for k in timers if k != "eager"})
+    t0, first_s = time.monotonic(), None
+    while True:
+        t = time.monotonic()
+        status = _one_batch(run, worker, seed, measure, reps, timers, rounds)
+        batch_s = time.monotonic() - t
+        first_s = batch_s if first_s is None else first_s
+        extra_after_next_s = time.monotonic() - t0 - first_s + batch_s
+        if status is not None or not (extend(rounds) and _want_more(run, rounds, extra_after_next_s)):
+            return rounds, status
+
+
+def _one_batch(run, worker, seed, measure, reps, timers, rounds) -> Status | None:
+    ts = run.settings.timing
     payload, reply = b"", {}
+    first = not rounds["candidate"]
     for r in range(ts.rounds):
-        warm = ts.warmup if r == 0 else 2
+        warm = ts.warmup if first and r == 0 else 2
+        n = len(rounds["candidate"]) + 1
         rounds["eager"].append(timers["eager"](warm))
         reply, payload, status = _ask(run, worker, {
             "op": "time", "seed": seed, "warmup": warm, "iters": ts.iters_per_round, "measure": measure,
             "reps": reps, "return_output": r == ts.rounds - 1, "staged": run.staged is not None},
-            f"timing round {r + 1}")
+            f"timing round {n}")
         if status is not None:
-            return rounds, status
+            return status
         if "capture_error" in reply:   # its graph was captured by the probe: it cannot fail now
             error_diag(run, {"phase": "timing", "error_type": "CaptureFailed", "message": reply["capture_error"]})
-            return rounds, Status.RUNTIME_ERROR
+            return Status.RUNTIME_ERROR
         rounds["candidate"].append([float(x) for x in reply["samples_ms"]])
-        if _skipped_work(run, reply, f"timing round {r + 1}"):
-            return rounds, Status.REJECTED
+        if _skipped_work(run, reply, f"timing round {n}"):
+            return Status.REJECTED
         for k in timers:
             if k != "eager":
                 rounds[k].append(timers[k](warm))
-    return rounds, recheck_timed_outputs(run, reply, payload, seed)
+    return recheck_timed_outputs(run, reply, payload, seed)
+
+
+def _want_more(run, rounds: dict, extra_after_next_s: float) -> bool:
+    """Another batch of rounds: the interval over eager is still wider than the target,
+    and another batch stays within max_rounds and max_extra_s (the time beyond the
+    first batch, the next one included)."""
+    from tools.perf.speedup import estimate_speedup
+    ts = run.settings.timing
+    if len(rounds["candidate"]) + ts.rounds > ts.max_rounds or extra_after_next_s > ts.max_extra_s:
+        return False
+    try:
+        est = estimate_speedup(rounds["candidate"], rounds["eager"], confidence=ts.confidence)
+    except ValueError:
+        return False
+    return est.low > 0 and est.high / est.low - 1 > ts.interval_target
 
 
 def _short_measure(run, worker, seed, baselines: dict, graphs: list):

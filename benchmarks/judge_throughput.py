@@ -69,7 +69,8 @@ def session(prob: Path, cands: list[tuple[str, Path]]) -> dict:
             v = judge.judge(path.read_text(), profile=False)
             res[kind] = {"wall_s": round(time.perf_counter() - t, 3), "verdict": v.status.value,
                          "speedup": [v.speedup_eager, v.speedup_compile],
-                         "measure": v.checks.get("timing_measure"), "phase_s": v.checks.get("phase_s")}
+                         "measure": v.checks.get("timing_measure"), "phase_s": v.checks.get("phase_s"),
+                         "rounds": v.checks.get("timing_rounds"), "interval_eager": (v.speedup_interval or {}).get("eager")}
         batch = [(f"c{i}.py", p.read_text()) for i, (_, p) in enumerate(cands * 2)]
         t = time.perf_counter()
         verdicts = judge.judge_many(batch, profile=False)
@@ -104,6 +105,7 @@ def standalone(prob: Path, cand: Path, code_root: Path) -> dict:
             "speedup": [d["speedup"]["eager"], d["speedup"]["compile"]],
             "interval_eager": [(d.get("speedup_interval") or {}).get("eager", {}).get(k) for k in ("low", "high")],
             "measure": d["checks"].get("timing_measure"), "phase_s": d["checks"].get("phase_s"),
+            "rounds": d["checks"].get("timing_rounds"),
             "judge_s": d.get("duration_s"), "session_s": d["checks"].get("session_s"),
             "timed_ms": ((d.get("timing_ms") or {}).get("candidate") or {}).get("median")}
 

@@ -6,6 +6,8 @@ candidate). pipeline.py runs a candidate's steps (`judge_in`, `profile_in`): sta
 (guards), reference.py (the problem's own Model), compile_phase.py, trials.py (with
 numerics.py and mismatch.py comparing outputs), time_phase.py and profiling.py, all
 writing into a Run (record.py), which ends as a Verdict with feedback.py's text.
+daemon.py is the judge service (sessions kept warm between `krefine eval` invocations,
+over a Unix socket); remote.py is its client (find, start, ask, stop).
 
 This file only re-exports; modules under tools/ import the concrete submodules.
 """

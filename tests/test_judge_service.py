@@ -240,3 +240,36 @@ def test_on_the_gpu_the_second_eval_is_timed_in_the_warm_session(svc):
     assert first["started_now"] and second["reused_session"] and first["pid"] == second["pid"]
     assert docs[1]["device"]["type"] == "cuda" and docs[1]["timing_ms"]["candidate"]["median"] > 0
     assert docs[1]["speedup_interval"]["eager"]["low"] > 0
+
+
+def test_a_service_gone_before_answering_is_replaced_once(svc):
+    """A service that timed out idle just as a client connected answers nothing: the
+    client starts a fresh one and asks again."""
+    import threading
+    env, d = svc
+    path = subprocess.run([sys.executable, "-c", "from tools.judge import remote; print(remote.socket_path('cpu', 0))"],
+                          env=env, cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+    fake = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    fake.bind(path)
+    fake.listen(1)
+
+    def vanish():   # accept the client, then go away without a word, as an idle exit does
+        conn, _ = fake.accept()
+        conn.recv(1 << 16)
+        os.unlink(path)
+        conn.close()
+        fake.close()
+    t = threading.Thread(target=vanish, daemon=True)
+    t.start()
+    r, (v,) = eval_json(env, OK)
+    t.join(10)
+    assert r.returncode == 0 and v["verdict"] == "correct", r.stderr
+    assert _service(v)["started_now"]
+
+
+@pytest.mark.skipif(os.path.exists("/dev/nvidiactl"), reason="needs a machine without a GPU")
+def test_device_cuda_without_a_gpu_is_exit_2_through_the_service_too(svc):
+    env, _ = svc
+    r = kcli(env, "eval", PROBLEM, OK, "--device", "cuda", "--json", "--keep-judge", "60")
+    assert r.returncode == 2 and "no CUDA device is visible" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

@@ -9,10 +9,27 @@ writing into a Run (record.py), which ends as a Verdict with feedback.py's text.
 daemon.py is the judge service (sessions kept warm between `krefine eval` invocations,
 over a Unix socket); remote.py is its client (find, start, ask, stop).
 
-This file only re-exports; modules under tools/ import the concrete submodules.
+This file only re-exports, lazily; modules under tools/ import the concrete submodules.
 """
-from tools.judge.pipeline import judge_in, profile_in
-from tools.judge.reference import default_device
-from tools.judge.service import GpuLock, Judge, JudgePool, evaluate
+_EXPORTS = {
+    "GpuLock": "tools.judge.service",
+    "Judge": "tools.judge.service",
+    "JudgePool": "tools.judge.service",
+    "default_device": "tools.judge.reference",
+    "evaluate": "tools.judge.service",
+    "judge_in": "tools.judge.pipeline",
+    "profile_in": "tools.judge.pipeline",
+}
+__all__ = sorted(_EXPORTS)
 
-__all__ = ["GpuLock", "Judge", "JudgePool", "default_device", "evaluate", "judge_in", "profile_in"]
+
+def __getattr__(name: str):
+    """Import a re-exported name on first use: importing the package stays cheap (the
+    `krefine eval` client imports a few submodules, never the whole room)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

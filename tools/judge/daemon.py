@@ -77,6 +77,10 @@ class Service:
         try:
             from tools.judge.service import Judge
             from tools.problem import load_problem
+            if self.device == "cuda":
+                import torch
+                if not torch.cuda.is_available():
+                    raise BadInput("", "--device cuda but no CUDA device is visible (use --device cpu)")
             self._revive_forkservers()
             entry["judge"] = Judge(load_problem(path), device=self.device, gpu_index=self.gpu_index,
                                    settings=settings, forkservers=self.forkservers, share_forkservers=True)
@@ -183,7 +187,8 @@ class Service:
             out.send({"verdict": i, "doc": doc})
         try:
             if say and not reused:
-                say(f"judge service: loaded {os.path.basename(req['problem'])} (reference, baselines)")
+                say(f"judge service: a new session for {os.path.basename(req['problem'])} "
+                    "(reference, baselines; later evals reuse it)")
             if len(cands) == 1:
                 name, src = cands[0]
                 heard(0, judge.judge(src, candidate_name=name, profile=bool(req.get("profile")), progress=say))
@@ -193,9 +198,10 @@ class Service:
             out.send({"done": True})
         except BadInput as e:
             out.send({"error": "bad_input", "message": str(e)})
-        except EvaluatorError as e:
+        except Exception as e:  # noqa: BLE001 - the evaluator's failure or our bug: exit 3 there
             self.drop(entry)
-            out.send({"error": "evaluator", "message": str(e)})
+            kind = "evaluator" if isinstance(e, EvaluatorError) else "internal"
+            out.send({"error": kind, "message": str(e) if kind == "evaluator" else f"{type(e).__name__}: {e}"})
         finally:
             self._release(entry)
 
@@ -277,24 +283,31 @@ def serve(path: str, device: str, gpu_index: int, idle_s: float) -> int:
         early.close()
     svc = Service(resolved, gpu_index, idle_s, forkservers)
     print(f"krefine judge service: pid {os.getpid()} on {resolved}:{gpu_index}, {path}", file=sys.stderr, flush=True)
-    sock.settimeout(0.5)
+    def accept(timeout_s: float) -> bool:
+        sock.settimeout(timeout_s)
+        try:
+            conn, _ = sock.accept()
+        except TimeoutError:
+            return False
+        conn.settimeout(None)
+        threading.Thread(target=svc.handle, args=(conn,), daemon=True, name="krefine-service").start()
+        return True
     try:
         while not (svc.stopping and svc.active == 0) and not svc.idle():
-            try:
-                conn, _ = sock.accept()
-            except TimeoutError:
-                continue
-            conn.settimeout(None)
-            threading.Thread(target=svc.handle, args=(conn,), daemon=True, name="krefine-service").start()
+            accept(0.5)
     finally:
         try:   # the socket (and its lock and log) are ours unless a newer service replaced it
             if os.stat(path).st_ino == me:
-                os.unlink(path)
+                os.unlink(path)       # no new client finds us now ...
                 for extra in (".lock", ".log"):
                     with contextlib.suppress(OSError):
                         os.unlink(os.path.splitext(path)[0] + extra)
         except OSError:
             pass
+        while accept(0.05):          # ... and one that connected meanwhile is still served
+            pass
+        while svc.active:
+            time.sleep(0.05)
         sock.close()
         svc.close()
     return 0

@@ -218,10 +218,11 @@ def evaluate(problem: str, candidates: list[tuple[str, str]], *, device: str, gp
     """Verdict documents for `candidates` ([(name, src)]) from the service, started when
     needed; `say(text)` hears its progress, `on_verdict(i, doc)` each verdict as it comes.
     The service's bad-input answers raise BadInput, its failures EvaluatorError."""
-    sock, started = ensure(device, gpu_index, idle_s, say, service_device)
     docs: dict[int, dict] = {}
+    heard_any = [False]
 
     def heard(msg: dict) -> None:
+        heard_any[0] = True
         if "progress" in msg and say:
             say(msg["progress"])
         elif "verdict" in msg:
@@ -230,9 +231,18 @@ def evaluate(problem: str, candidates: list[tuple[str, str]], *, device: str, gp
             docs[int(msg["verdict"])] = doc
             if on_verdict is not None:
                 on_verdict(int(msg["verdict"]), doc)
-    last = ask(sock, {"op": "eval", "problem": os.path.abspath(problem), "candidates": candidates,
-                      "settings": settings, "profile": profile, "progress": say is not None,
-                      "keep_s": idle_s}, heard)
+    request = {"op": "eval", "problem": os.path.abspath(problem), "candidates": candidates,
+               "settings": settings, "profile": profile, "progress": say is not None, "keep_s": idle_s}
+    for attempt in (1, 2):
+        sock, started = ensure(device, gpu_index, idle_s, say, service_device)
+        try:
+            last = ask(sock, request, heard)
+            break
+        except (EvaluatorError, OSError):
+            # a service that went away between our connect and its accept (it had just
+            # timed out idle) answered nothing: ask a fresh one, once
+            if heard_any[0] or attempt == 2:
+                raise
     if last.get("error") == "bad_input":
         raise BadInput("", last.get("message", "bad input"))
     if "error" in last:

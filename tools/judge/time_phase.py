@@ -84,7 +84,6 @@ def _timed_rounds(run, worker, seed, measure: str, reps: int, timers: dict,
     `max_rounds` and `max_extra_s` (a long forward's ratio moves between runs by its
     estimation error, BENCHMARKS.md P2) and `extend(rounds)` allows. The outputs of each
     batch's last round are checked again."""
-    ts = run.settings.timing
     rounds: dict[str, list[list[float]]] = {"eager": [], "candidate": []}
     rounds.update({k: [] for k in timers if k != "eager"})
     t0, first_s = time.monotonic(), None

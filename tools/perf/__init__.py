@@ -7,23 +7,52 @@ measures ceilings of an unknown GPU). The profile step collects with profiler.py
 (Nsight Compute), and the judge reads the figures with roofline.py, bottleneck.py and
 summary.py. Nothing here decides a verdict (tools/judge/ does).
 
-This file only re-exports; modules under tools/ import the concrete submodules. The
+This file only re-exports, lazily; modules under tools/ import the concrete submodules. The
 `roofline` function is not re-exported: the name is its module's.
 """
-from tools.perf.bottleneck import classify, describe
-from tools.perf.gpuinfo import cuda_healthy, gpu_state
-from tools.perf.ncu import find_ncu, ncu_command, parse_ncu_csv
-from tools.perf.profiler import kernel_breakdown, kernel_resources, profile_forward, ptxas_resources, time_shares
-from tools.perf.profiles import GpuProfile, gpu_profile, load_profiles, profile_for
-from tools.perf.roofline import problem_cost, refine_cost
-from tools.perf.speedup import Decision, SpeedupEstimate, clears, decide, estimate_speedup
-from tools.perf.summary import summarize, summarize_verdict
-from tools.perf.timer import CaptureUnsupported, nvtx_range, time_cuda, time_cuda_batched, time_cuda_graph, time_host
+_EXPORTS = {
+    "CaptureUnsupported": "tools.perf.timer",
+    "Decision": "tools.perf.speedup",
+    "GpuProfile": "tools.perf.profiles",
+    "SpeedupEstimate": "tools.perf.speedup",
+    "classify": "tools.perf.bottleneck",
+    "clears": "tools.perf.speedup",
+    "cuda_healthy": "tools.perf.gpuinfo",
+    "decide": "tools.perf.speedup",
+    "describe": "tools.perf.bottleneck",
+    "estimate_speedup": "tools.perf.speedup",
+    "find_ncu": "tools.perf.ncu",
+    "gpu_profile": "tools.perf.profiles",
+    "gpu_state": "tools.perf.gpuinfo",
+    "kernel_breakdown": "tools.perf.profiler",
+    "kernel_resources": "tools.perf.profiler",
+    "load_profiles": "tools.perf.profiles",
+    "ncu_command": "tools.perf.ncu",
+    "nvtx_range": "tools.perf.timer",
+    "parse_ncu_csv": "tools.perf.ncu",
+    "problem_cost": "tools.perf.roofline",
+    "profile_for": "tools.perf.profiles",
+    "profile_forward": "tools.perf.profiler",
+    "ptxas_resources": "tools.perf.profiler",
+    "refine_cost": "tools.perf.roofline",
+    "summarize": "tools.perf.summary",
+    "summarize_verdict": "tools.perf.summary",
+    "time_cuda": "tools.perf.timer",
+    "time_cuda_batched": "tools.perf.timer",
+    "time_cuda_graph": "tools.perf.timer",
+    "time_host": "tools.perf.timer",
+    "time_shares": "tools.perf.profiler",
+}
+__all__ = sorted(_EXPORTS)
 
-__all__ = [
-    "CaptureUnsupported", "Decision", "GpuProfile", "SpeedupEstimate", "classify", "clears", "cuda_healthy",
-    "decide", "describe", "estimate_speedup", "find_ncu", "gpu_profile", "gpu_state", "kernel_breakdown",
-    "kernel_resources", "load_profiles", "ncu_command", "nvtx_range", "parse_ncu_csv", "problem_cost",
-    "profile_for", "profile_forward", "ptxas_resources", "refine_cost", "summarize", "summarize_verdict",
-    "time_cuda", "time_cuda_batched", "time_cuda_graph", "time_host", "time_shares",
-]
+
+def __getattr__(name: str):
+    """Import a re-exported name on first use: importing the package stays cheap (the
+    `krefine eval` client imports a few submodules, never the whole room)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -18,7 +18,6 @@ import os
 import sys
 
 from tools.errors import EXIT_FAIL, EXIT_OK, BadInput
-from tools.perf.speedup import clears
 from tools.verdict import Verdict
 
 
@@ -58,7 +57,6 @@ def _keep_s(args, config) -> float:
 def _via_service(args, config, keep: float) -> int:
     """Judge in the warm judge service (started if none answers); print as _main does."""
     import dataclasses
-    from tools.judge import remote
     from tools.judge.static import static_verdict
     from tools.problem import load_candidate, read_problem
     read_problem(args.problem)   # what needs no torch; the service loads it (exit 2 either way)
@@ -91,13 +89,22 @@ def _via_service(args, config, keep: float) -> int:
             heard(i, quick)
     rest = [i for i in range(len(sources)) if i not in ready]
     if rest:
+        from tools.judge import remote
         remote.evaluate(args.problem, [(names[i], sources[i][1]) for i in rest],
                         device=guess, service_device=args.device or "auto", gpu_index=args.gpu,
                         settings=settings, profile=profile, idle_s=keep, say=say,
                         on_verdict=lambda j, doc: heard(rest[j], doc))
     verdicts = [v if isinstance(v, Verdict) else Verdict.from_json(v) for v in (ready[i] for i in range(len(sources)))]
-    ok = all(v.correct and (args.min_speedup is None or clears(v.speedup_interval.get("eager"), args.min_speedup))
-             for v in verdicts)
+    return _exit_status(args, verdicts)
+
+
+def _exit_status(args, verdicts) -> int:
+    """0 only when every candidate is correct (and fast enough: the low end of its
+    speedup interval over eager above --min-speedup, tools/perf/speedup.py)."""
+    if args.min_speedup is None:
+        return EXIT_OK if all(v.correct for v in verdicts) else EXIT_FAIL
+    from tools.perf.speedup import clears
+    ok = all(v.correct and clears(v.speedup_interval.get("eager"), args.min_speedup) for v in verdicts)
     return EXIT_OK if ok else EXIT_FAIL
 
 
@@ -164,11 +171,8 @@ def _main(args, config, guess: str, early) -> int:
             verdicts = judge.judge_many([(f"candidate{i}.py", src) for i, (_, src) in enumerate(sources)],
                                         profile=profile, on_verdict=heard)
 
-    # 3) exit status: 0 only when every candidate is correct (and fast enough: the low end
-    #    of its speedup interval over eager above --min-speedup, tools/perf/speedup.py)
-    ok = all(v.correct and (args.min_speedup is None or clears(v.speedup_interval.get("eager"), args.min_speedup))
-             for v in verdicts)
-    return EXIT_OK if ok else EXIT_FAIL
+    # 3) exit status
+    return _exit_status(args, verdicts)
 
 
 def _report(args, path: str, verdict, *, many: bool) -> None:

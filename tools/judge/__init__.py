@@ -11,6 +11,8 @@ over a Unix socket); remote.py is its client (find, start, ask, stop).
 
 This file only re-exports, lazily; modules under tools/ import the concrete submodules.
 """
+from tools.lazy import reexport
+
 _EXPORTS = {
     "GpuLock": "tools.judge.service",
     "Judge": "tools.judge.service",
@@ -21,15 +23,4 @@ _EXPORTS = {
     "profile_in": "tools.judge.pipeline",
 }
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    """Import a re-exported name on first use: importing the package stays cheap (the
-    `krefine eval` client imports a few submodules, never the whole room)."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = reexport(__name__, _EXPORTS, globals())

@@ -10,6 +10,8 @@ summary.py. Nothing here decides a verdict (tools/judge/ does).
 This file only re-exports, lazily; modules under tools/ import the concrete submodules. The
 `roofline` function is not re-exported: the name is its module's.
 """
+from tools.lazy import reexport
+
 _EXPORTS = {
     "CaptureUnsupported": "tools.perf.timer",
     "Decision": "tools.perf.speedup",
@@ -44,15 +46,4 @@ _EXPORTS = {
     "time_shares": "tools.perf.profiler",
 }
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    """Import a re-exported name on first use: importing the package stays cheap (the
-    `krefine eval` client imports a few submodules, never the whole room)."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = reexport(__name__, _EXPORTS, globals())

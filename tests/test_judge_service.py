@@ -273,3 +273,17 @@ def test_device_cuda_without_a_gpu_is_exit_2_through_the_service_too(svc):
     r = kcli(env, "eval", PROBLEM, OK, "--device", "cuda", "--json", "--keep-judge", "60")
     assert r.returncode == 2 and "no CUDA device is visible" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_dead_fork_server_is_replaced_and_the_session_kept(svc):
+    env, _ = svc
+    _, (v1,) = eval_json(env, OK)
+    found = subprocess.run(["pgrep", "-P", str(_service(v1)["pid"]), "-f", "tools.sandbox.forkserver"],
+                           capture_output=True, text=True).stdout.split()
+    assert found
+    for pid in found:
+        os.kill(int(pid), signal.SIGKILL)
+    time.sleep(0.5)
+    r, (v2,) = eval_json(env, OK)
+    assert r.returncode == 0 and v2["verdict"] == "correct", r.stderr
+    assert _service(v2)["reused_session"] and _service(v2)["pid"] == _service(v1)["pid"]

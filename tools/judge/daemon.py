@@ -44,7 +44,8 @@ class Service:
         self.device, self.gpu_index, self.idle_s = device, gpu_index, idle_s
         self.started = time.time()
         self.forkservers = forkservers          # shared by every session; closed at exit
-        self.sessions: dict[tuple, dict] = {}   # key -> {"judge", "busy", "problem", "used"}
+        # (problem path, its sha256, settings) -> {"judge", "busy", "problem", "ready", "error"}
+        self.sessions: dict[tuple, dict] = {}
         self.lock = threading.Lock()
         self.active = 0
         self.last = time.monotonic()
@@ -81,7 +82,6 @@ class Service:
                 import torch
                 if not torch.cuda.is_available():
                     raise BadInput("", "--device cuda but no CUDA device is visible (use --device cpu)")
-            self._revive_forkservers()
             entry["judge"] = Judge(load_problem(path), device=self.device, gpu_index=self.gpu_index,
                                    settings=settings, forkservers=self.forkservers, share_forkservers=True)
         except BaseException as e:
@@ -114,6 +114,7 @@ class Service:
             entry["judge"].close()
 
     def _revive_forkservers(self) -> None:
+        """Forget fork servers that died (the next fork starts a new one, shared again)."""
         with self.lock:
             for kind, fs in list(self.forkservers.items()):
                 if fs is None or not fs.alive():
@@ -167,6 +168,7 @@ class Service:
         try:
             settings = eval_settings_from_toml(req.get("settings") or {}, "request")
             cands = [(str(n), str(s)) for n, s in req["candidates"]]
+            self._revive_forkservers()
             entry, reused = self.session(str(req["problem"]), settings)
         except (BadInput, SettingsError) as e:
             _send(conn, {"error": "bad_input", "message": str(e)})

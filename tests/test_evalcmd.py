@@ -78,16 +78,32 @@ def test_the_session_uses_the_fork_server_started_before_the_problem_was_loaded(
     assert v["checks"]["worker_start"] == "forked" and "setup" in v["checks"]["phase_s"]
 
 
-def _forkservers() -> set[int]:
+def _forkservers_under(root: Path) -> set[int]:
+    """Fork servers whose environment names `root` (their home is a temp dir under the
+    TMPDIR they were started with): this test's, not those of anything else running."""
     import subprocess
     out = subprocess.run(["pgrep", "-f", "tools.sandbox.forkserver"], capture_output=True, text=True).stdout
-    return {int(x) for x in out.split()}
+    found = set()
+    for pid in out.split():
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if str(root).encode() in environ:
+            found.add(int(pid))
+    return found
 
 
 def test_a_static_reject_leaves_no_fork_server_running(tmp_path):
-    before = _forkservers()
+    import subprocess
+    import sys
+
+    from run_fixtures import REPO, cli_env
     cand = tmp_path / "lib.py"
     cand.write_text(Path(OK).read_text().replace("return y", "return torch.relu(x)"))
-    r = cli("eval", PROBLEM, str(cand), "--device", "cpu", "--json")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    r = subprocess.run([sys.executable, "-m", "agent.cli", "eval", PROBLEM, str(cand), "--device", "cpu", "--json"],
+                       cwd=REPO, env={**cli_env(), "TMPDIR": str(tmp)}, capture_output=True, text=True, timeout=300)
     assert json.loads(r.stdout)["verdict"] == "rejected"
-    assert _forkservers() - before == set()
+    assert _forkservers_under(tmp) == set()

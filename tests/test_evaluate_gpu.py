@@ -88,7 +88,10 @@ def test_a_short_forward_is_compared_by_graph_replay_with_an_interval(relu):
     assert v.status is Status.CORRECT, v.diagnostics
     assert v.checks["timing_measure"] == "cuda_graph" and v.checks["timing_reps"] > 1
     iv = v.speedup_interval["eager"]
-    assert iv["low"] <= v.speedup_eager <= iv["high"] and iv["rounds"] == 5
+    assert iv["low"] <= v.speedup_eager <= iv["high"]
+    # rounds come in batches of [timing] rounds until the interval is narrow enough
+    assert iv["rounds"] == v.checks["timing_rounds"] and iv["rounds"] in (5, 10, 15, 20, 25)
+    assert iv["rounds"] == 25 or iv["high"] / iv["low"] - 1 <= 0.02
     # per-call figures are kept beside the measure the speedup used, and are larger
     assert v.checks["timing_per_call_ms"]["candidate"] > v.timing["candidate"].median_ms
 

@@ -111,3 +111,26 @@ def test_with_outputs_too_large_to_cache_each_candidate_holds_the_gpu_from_fork_
         alive[name] = alive.get(name, 0) + (1 if kind == "start" else -1)
         assert len([n for n, k in alive.items() if k > 0]) <= 1, events
     assert len(alive) == 3 and not any(alive.values())
+
+
+def test_the_fork_servers_cleanup_kills_a_child_that_has_not_yet_left_its_process_group():
+    """A worker forked an instant before the judge died has not called setsid yet: its
+    process group does not exist, so killpg alone missed it (found orphaned after CI)."""
+    import os
+    import signal
+
+    from tools.sandbox.forkserver import kill_children
+    pid = os.fork()
+    if pid == 0:   # a child still in our process group, as before its setsid
+        time.sleep(60)
+        os._exit(0)
+    try:
+        kill_children({pid})
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass

@@ -274,9 +274,18 @@ def serve(sock_fd: int, mode: str) -> None:
             else:
                 sock.sendall(json.dumps({"ok": False, "message": f"unknown op {req.get('op')!r}"}).encode())
     finally:
-        for pid in children:   # the judge is gone: so are its workers
+        kill_children(children)   # the judge is gone: so are its workers
+
+
+def kill_children(children: set[int]) -> None:
+    """SIGKILL each child's process group, and the child itself: one forked an instant
+    before the judge died may not have called setsid yet, so its group does not exist
+    (killpg alone left such a worker blocked on its command FIFO forever). The pids are
+    our unreaped children, so they cannot have been reused."""
+    for pid in children:
+        for kill in (os.killpg, os.kill):
             try:
-                os.killpg(pid, signal.SIGKILL)
+                kill(pid, signal.SIGKILL)
             except OSError:
                 pass
 

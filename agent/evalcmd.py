@@ -59,11 +59,12 @@ def _via_service(args, config, keep: float) -> int:
     import dataclasses
     from tools.judge.static import static_verdict
     from tools.problem import load_candidate, read_problem
+    from tools.sandbox.isolation import guess_device
     read_problem(args.problem)   # what needs no torch; the service loads it (exit 2 either way)
     sources = [(path, load_candidate(path)) for path in args.candidates]
     if args.min_speedup is not None and args.min_speedup <= 0:
         raise BadInput("", f"--min-speedup must be positive, got {args.min_speedup:g}")
-    guess = args.device or _guess_device()
+    guess = args.device or guess_device()
     if args.min_speedup is not None and guess == "cpu":
         raise BadInput("", "--min-speedup needs --device cuda: nothing is timed on cpu")
     settings = {"eval": {k: v for k, v in dataclasses.asdict(config.eval.test).items() if k != "keep_judge_s"},
@@ -108,19 +109,11 @@ def _exit_status(args, verdicts) -> int:
     return EXIT_OK if ok else EXIT_FAIL
 
 
-def _guess_device() -> str:
-    """cuda where an NVIDIA device node exists and CUDA_VISIBLE_DEVICES does not hide
-    every GPU, else cpu; imports no torch."""
-    hidden = os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1")
-    return "cuda" if os.path.exists("/dev/nvidiactl") and not hidden else "cpu"
-
-
 def _early_forkserver(args):
     """(the device guessed, a fork server started for it or None where fork servers
-    cannot work). The guess imports no torch: --device, else cuda where an NVIDIA
-    device node exists and CUDA_VISIBLE_DEVICES does not hide every GPU."""
-    guess = args.device or _guess_device()
-    from tools.sandbox.isolation import start_forkserver
+    cannot work). The guess imports no torch: --device, else isolation.guess_device."""
+    from tools.sandbox.isolation import guess_device, start_forkserver
+    guess = args.device or guess_device()
     return guess, start_forkserver(guess, args.gpu)
 
 

@@ -273,8 +273,8 @@ def serve(path: str, device: str, gpu_index: int, idle_s: float) -> int:
     os.chmod(path, 0o600)
     sock.listen(64)
     me = os.stat(path).st_ino
-    from tools.sandbox.isolation import start_forkserver
-    guess = device if device != "auto" else _guess_device()
+    from tools.sandbox.isolation import guess_device, start_forkserver
+    guess = device if device != "auto" else guess_device()
     early = start_forkserver(guess, gpu_index)
     from tools.judge.reference import default_device
     resolved = device if device != "auto" else default_device()
@@ -313,11 +313,6 @@ def serve(path: str, device: str, gpu_index: int, idle_s: float) -> int:
         sock.close()
         svc.close()
     return 0
-
-
-def _guess_device() -> str:
-    hidden = os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1")
-    return "cuda" if os.path.exists("/dev/nvidiactl") and not hidden else "cpu"
 
 
 if __name__ == "__main__":

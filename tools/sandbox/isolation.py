@@ -208,6 +208,14 @@ def _open_writer(path: Path, proc: subprocess.Popen, timeout_s: float) -> int:
             time.sleep(0.01)
 
 
+def guess_device() -> str:
+    """The device a fork server is started for before torch is imported: cuda where an
+    NVIDIA device node exists and CUDA_VISIBLE_DEVICES does not hide every GPU, else cpu
+    (torch.cuda.is_available() decides later; a wrong guess costs the early server)."""
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1")
+    return "cuda" if os.path.exists("/dev/nvidiactl") and not hidden else "cpu"
+
+
 def start_forkserver(device: str, gpu_index: int = 0):
     """A fork server for workers of `device` ("cuda", "cpu" or "compile"), started with
     the worker environment (scrubbed, its own temp dir); None where fork servers cannot

@@ -49,8 +49,9 @@ def _keep_s(args, config) -> float:
                                f"got {os.environ['KREFINE_KEEP_JUDGE_S']!r}") from None
     else:
         keep = config.eval.test.keep_judge_s
-    if not 0 <= keep <= 86400:
-        raise BadInput("", f"--keep-judge must be between 0 and 86400 seconds, got {keep:g}")
+    from tools.settings import MAX_KEEP_JUDGE_S
+    if not 0 <= keep <= MAX_KEEP_JUDGE_S:
+        raise BadInput("", f"--keep-judge must be between 0 and {MAX_KEEP_JUDGE_S:g} seconds, got {keep:g}")
     return keep
 
 

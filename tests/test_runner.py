@@ -127,13 +127,18 @@ def test_tty_progress_is_a_table_row_per_candidate():
 
 # ---------------------------------------------------------------- the shipped story
 
-@pytest.fixture(scope="module")
-def story(tmp_path_factory):
-    """examples/relu.py with its hand-written replay, one candidate per round, on CPU."""
-    tmp = tmp_path_factory.mktemp("story")
-    r = cli("run", "examples/relu.py", "--model", "replay:examples/relu.replay.jsonl", "--device", "cpu",
+def _story(tmp_path_factory, name: str, replay: str):
+    """`krefine run examples/relu.py` with `replay`, one candidate per round, on CPU."""
+    tmp = tmp_path_factory.mktemp(name)
+    r = cli("run", "examples/relu.py", "--model", f"replay:{replay}", "--device", "cpu",
             "--candidates", "1", "--config", str(fast_config(tmp)), "--out", str(tmp / "run"))
     return r, RunDir(tmp / "run")
+
+
+@pytest.fixture(scope="module")
+def story(tmp_path_factory):
+    """examples/relu.py with its hand-written replay."""
+    return _story(tmp_path_factory, "story", "examples/relu.replay.jsonl")
 
 
 @pytest.mark.slow
@@ -200,11 +205,8 @@ def test_story_on_a_gpu_refines_the_slow_kernel_with_its_timing_into_the_fast_on
 @pytest.fixture(scope="module")
 def kernelbook_story(tmp_path_factory):
     """examples/relu.py with examples/relu.kernelbook.replay.jsonl: KernelBook-format
-    completions (a hard-coded xnumel, then the right one), one per round, on CPU."""
-    tmp = tmp_path_factory.mktemp("kbstory")
-    r = cli("run", "examples/relu.py", "--model", "replay:examples/relu.kernelbook.replay.jsonl",
-            "--device", "cpu", "--candidates", "1", "--config", str(fast_config(tmp)), "--out", str(tmp / "run"))
-    return r, RunDir(tmp / "run")
+    completions (a hard-coded xnumel, then the right one)."""
+    return _story(tmp_path_factory, "kbstory", "examples/relu.kernelbook.replay.jsonl")
 
 
 @pytest.mark.slow

@@ -97,6 +97,9 @@ def _coerce(hint, value, where: str):
     raise SettingsError(f"{where}: unsupported setting type {hint!r}")
 
 
+MAX_KEEP_JUDGE_S = 86400.0   # the judge service's idle life: a day at most
+
+
 @dataclass(frozen=True)
 class TestSettings:
     """[eval]: correctness trials, tolerances, timeouts, sandbox limits."""
@@ -124,8 +127,8 @@ class TestSettings:
             return "timeouts must be positive"
         if self.parallel_compile < 1:
             return "parallel_compile must be at least 1"
-        if not 0 <= self.keep_judge_s <= 86400:
-            return "keep_judge_s must be between 0 and 86400 seconds"
+        if not 0 <= self.keep_judge_s <= MAX_KEEP_JUDGE_S:
+            return f"keep_judge_s must be between 0 and {MAX_KEEP_JUDGE_S:g} seconds"
         return None
 
 

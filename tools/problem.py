@@ -31,6 +31,7 @@ class Problem:
     module: types.ModuleType = field(repr=False, compare=False)
     n_inputs: int = 0
     init_form: str = "flat"              # "flat" or "args_kwargs" (KernelBook)
+    input_bytes: int = 0                 # one call's tensor inputs, from the meta-device pass
 
 
 def read_python(path: str | Path, what: str) -> tuple[Path, str, ast.Module]:
@@ -160,8 +161,9 @@ def load_problem(path: str | Path) -> Problem:
     _check_arity(p, model_cls.__init__, args, kwargs, "Model(*get_init_inputs())")
     _check_arity(p, model_cls.forward, list(inputs), {}, "Model.forward(*get_inputs())")
     form = "args_kwargs" if kwargs or (len(init) == 2 and isinstance(init[1], dict)) else "flat"
+    nbytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
     return Problem(path=p.resolve(), name=p.stem, source=src, module=mod,
-                   n_inputs=len(inputs), init_form=form)
+                   n_inputs=len(inputs), init_form=form, input_bytes=nbytes)
 
 
 def _call(p: Path, fn, name: str):

@@ -119,6 +119,7 @@ class TestSettings:
     parallel_compile: int = 4           # candidates in their compile phase at once (tools/judge/)
     profile: typing.Literal["refined", "all", "none"] = "refined"  # who gets the bottleneck summary
     keep_judge_s: float = 300.0         # krefine eval: the judge service's idle life (0: none)
+    lean_memory_mib: int = 256          # a trial's inputs+outputs from here: lean session (tools/judge/memory.py)
 
     def validate(self) -> str | None:
         if self.trials < 1:
@@ -127,6 +128,8 @@ class TestSettings:
             return "timeouts must be positive"
         if self.parallel_compile < 1:
             return "parallel_compile must be at least 1"
+        if self.lean_memory_mib < 0:
+            return "lean_memory_mib must be at least 0"
         if not 0 <= self.keep_judge_s <= MAX_KEEP_JUDGE_S:
             return f"keep_judge_s must be between 0 and {MAX_KEEP_JUDGE_S:g} seconds"
         return None

@@ -14,7 +14,7 @@ This file only re-exports, lazily; modules under tools/ import the concrete subm
 from tools.lazy import reexport
 
 _EXPORTS = {
-    "GpuLock": "tools.judge.service",
+    "GpuLock": "tools.judge.gpulock",
     "Judge": "tools.judge.service",
     "JudgePool": "tools.judge.service",
     "default_device": "tools.judge.reference",

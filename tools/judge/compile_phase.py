@@ -29,7 +29,8 @@ def compile_phase(run, worker, seeds, candidate_name) -> tuple[Status | None, li
                 "op": "setup", "device": "cpu" if run.device == "cpu" else "cuda",
                 "max_file_mib": s.test.max_file_mib,
                 "address_space_gib": s.test.cpu_memory_gib if run.device == "cpu" else 0,
-                "gpu_cross_compile": s.test.gpu_cross_compile}, s.test.compile_timeout_s)
+                "gpu_cross_compile": s.test.gpu_cross_compile,
+                "lean": run.judge.lean}, s.test.compile_timeout_s)
         except (isolation.WorkerTimeout, isolation.WorkerDied) as e:
             # no candidate code has run yet: this is the evaluator's failure
             tail = worker.output().get("stderr", "")[-400:]

@@ -37,6 +37,7 @@ import time
 PROTOCOL = 1
 MAX_REQUEST = 64 << 20      # one request line: candidate sources and settings
 MAX_SESSIONS = 2            # problems kept warm at once (each holds a reference and baselines)
+ROOM_FACTOR = 3             # a new session wants this many times its inputs free (Service._make_room)
 
 
 class Service:
@@ -82,8 +83,12 @@ class Service:
                 import torch
                 if not torch.cuda.is_available():
                     raise BadInput("", "--device cuda but no CUDA device is visible (use --device cpu)")
-            entry["judge"] = Judge(load_problem(path), device=self.device, gpu_index=self.gpu_index,
-                                   settings=settings, forkservers=self.forkservers, share_forkservers=True)
+            problem = load_problem(path)
+            self._make_room(problem.input_bytes, entry)
+            judge = Judge(problem, device=self.device, gpu_index=self.gpu_index,
+                          settings=settings, forkservers=self.forkservers, share_forkservers=True)
+            judge.memory_pressure = self.evict_idle   # its own shortage: close the idle sessions
+            entry["judge"] = judge
         except BaseException as e:
             entry["error"] = e
             with self.lock:
@@ -99,6 +104,33 @@ class Service:
         for j in closing:
             j.close()
         return entry, False
+
+    def evict_idle(self, keep=None) -> int:
+        """Close every idle session but `keep`'s judge, least recently used first; how
+        many were closed (their GPU memory goes back to the driver: Judge.close)."""
+        with self.lock:
+            idle = [k for k, e in self.sessions.items()
+                    if e["busy"] == 0 and e["judge"] is not None and e["judge"] is not keep]
+            closing = [self.sessions.pop(k)["judge"] for k in idle]
+        for j in closing:
+            j.close()
+        return len(closing)
+
+    def _make_room(self, input_bytes: int, entry: dict) -> None:
+        """Before a new session on the GPU: close idle sessions, least recently used
+        first, while less is free than the new problem's trial needs (its inputs and
+        about as much again for outputs and temporaries: ROOM_FACTOR)."""
+        if self.device != "cuda" or not input_bytes:
+            return
+        import torch
+        while torch.cuda.mem_get_info(self.gpu_index)[0] < ROOM_FACTOR * input_bytes:
+            with self.lock:
+                idle = next((k for k, e in self.sessions.items()
+                             if e is not entry and e["busy"] == 0 and e["judge"] is not None), None)
+                judge = self.sessions.pop(idle)["judge"] if idle is not None else None
+            if judge is None:
+                return   # nothing left to evict; the session's own retries say the rest
+            judge.close()
 
     def _release(self, entry: dict) -> None:
         with self.lock:

@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import time
 
+from tools.judge import memory
 from tools.judge.compile_phase import compile_phase, gpu_compile
 from tools.judge.profiling import profile_candidate
 from tools.judge.record import Run, to_verdict
@@ -34,9 +35,24 @@ def judge_in(judge, candidate_src: str, *, candidate_name: str = "candidate.py",
              profile: bool = True, progress=None) -> Verdict:
     """Judge one candidate in `judge`'s session (service.Judge.judge calls this)."""
     t0 = time.monotonic()
-    run = Run(judge.problem, candidate_src, judge.device, judge.gpu_index, judge.settings, judge,
-              progress=progress)
-    status = _judge(run, candidate_name, profile)
+    short = None
+    for attempt in (1, 2):
+        run = Run(judge.problem, candidate_src, judge.device, judge.gpu_index, judge.settings, judge,
+                  progress=progress)
+        try:
+            status = _judge(run, candidate_name, profile)
+            break
+        except memory.JudgeOutOfMemory as e:
+            # the judge's own shortage (tools/judge/memory.py): never the candidate's verdict
+            if attempt == 2:
+                raise
+            short = str(e)
+            run.say("the judge ran short of GPU memory: idle sessions evicted, judging again")
+            judge.relieve_memory()
+    if short is not None:
+        run.checks["judged_again_after"] = short
+    if judge.footprint is not None:
+        run.checks["memory"] = {**judge.footprint.to_json(), "lean": judge.lean}
     return to_verdict(run, status, t0)
 
 
@@ -49,27 +65,36 @@ def _judge(run: Run, candidate_name: str, profile: bool) -> Status:
     t = time.monotonic()
     judge.check_device()
 
-    # 2) reference, in the judge: KernelBench's seeds and init order (once per session)
+    # 2) reference, in the judge: KernelBench's seeds and init order (once per session).
+    #    The first one, and every one of a lean session, with the GPU held alone: its
+    #    inputs and temporaries must not meet another candidate's (tools/judge/memory.py)
     dev = judge.dev
     ref_model = judge.reference_model()
     seeds = judge.seeds
-    judge.reference(seeds[0])   # cached: sizes the staging buffer and the GPU holds
-    judge.start_baseline()
-    run.checks.update(trials=s.test.trials, init_seed=s.test.init_seed, trial_seeds="secret")
+    with contextlib.ExitStack() as hold:
+        if judge.footprint is None or judge.large_outputs():
+            hold.enter_context(judge.gpu.exclusive())
+        judge.reference(seeds[0])   # sizes the staging buffer and the GPU holds
+        judge.start_baseline()
+        run.checks.update(trials=s.test.trials, init_seed=s.test.init_seed, trial_seeds="secret")
 
-    # 3) compile: a fresh worker imports the candidate, builds ModelNew, JITs its kernels.
-    #    Where a trial's outputs are too large to cache (service.Judge.compile_hold), one
-    #    candidate at a time holds the GPU from its fork until its worker is gone and its
-    #    IPC buffer freed: a worker left over from the candidate before would crowd this
-    #    one's staging buffer out, and 6 GB outputs through the pipe cost a minute
-    serial = judge.large_outputs()
-    with judge.gpu.exclusive() if serial else contextlib.nullcontext():
-        with _fresh_worker(run, candidate_name) as worker:
-            # what this candidate waited for before its own work: the session's one-time
-            # costs (the first candidate pays them), the fork server, the fork
-            run.phase_s["setup"] = time.monotonic() - t
-            run.checks["session_s"] = judge.session_costs()
-            return _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile, serial)
+        # 3) compile: a fresh worker imports the candidate, builds ModelNew, JITs its kernels.
+        #    Where a trial is large (service.Judge.large_outputs), one candidate at a time
+        #    holds the GPU from its fork until its worker is gone and its IPC buffer freed:
+        #    a worker left over from the candidate before would crowd this one's staging
+        #    buffer out, and 6 GB outputs through the pipe cost a minute
+        serial = judge.large_outputs()
+        if not serial:
+            hold.close()   # small: candidates share the GPU while they compile
+        try:
+            with _fresh_worker(run, candidate_name) as worker:
+                # what this candidate waited for before its own work: the session's one-time
+                # costs (the first candidate pays them), the fork server, the fork
+                run.phase_s["setup"] = time.monotonic() - t
+                run.checks["session_s"] = judge.session_costs()
+                return _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile, serial)
+        finally:
+            judge.candidate_done()   # lean: before the next candidate may take the GPU
 
 
 @contextlib.contextmanager
@@ -133,6 +158,8 @@ def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile
         status, first_ref = compile_phase(run, worker, seeds, candidate_name)
     if status is not None:
         return status
+    if judge.lean:
+        first_ref = None   # made again when compared: the judge holds no reference while the worker runs
     with judge.gpu.exclusive() if not serial else contextlib.nullcontext():
         return _gpu_phases(run, worker, ref_model, seeds, dev, first_ref, profile)
 

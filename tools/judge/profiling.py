@@ -54,6 +54,9 @@ def profile_candidate(run, worker, ref_model, seed, dev, profile: bool) -> Statu
                 ncu_rows=ncu_rows, host_ms=run.checks.get("host_check", {}).get("candidate_ms_per_call"))
         except Exception as e:  # analysis must never turn a correct kernel into a failure
             run.checks["profile_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        if run.judge is not None and run.judge.lean:   # the cost count ran the reference on real inputs
+            from tools.judge.memory import release
+            release(dev)
         # the floor uses tf32 for fp32 problems: a correct tf32x3 kernel may beat fp32 cores
         floor = ((run.bottleneck or {}).get("roofline") or {}).get("floor_ms")
         cand = run.timing.get("candidate")

@@ -72,6 +72,12 @@ def to_verdict(run: "Run", status: Status, t0: float) -> Verdict:
 
 
 def error_diag(run: Run, reply: dict) -> None:
+    """A worker's error reply as a diagnostic. A GPU allocation failure within what the
+    candidate may use raises memory.JudgeOutOfMemory instead: the judge's shortage."""
+    if run.device == "cuda":
+        from tools.judge import memory
+        if memory.reply_is_oom(reply):
+            memory.attribute_candidate_oom(run, reply)
     kind = {"triton_compile": "triton_compile", "syntax": "syntax_error"}.get(reply.get("kind"), None)
     phase = reply.get("phase", "?")
     if kind is None:

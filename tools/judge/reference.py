@@ -17,16 +17,32 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def compute_reference(ref_model, mod, seed: int, dev: str) -> list:
-    """The problem's own Model on the trial inputs of `seed`; its faults are BadInput."""
+def compute_reference(ref_model, mod, seed: int, dev: str, sizes: dict | None = None) -> list:
+    """The problem's own Model on the trial inputs of `seed`; its faults are BadInput.
+    An allocation failure is raised as it is, for the judge to relieve memory and
+    retry (tools/judge/memory.py). `sizes`, when given, receives the inputs' bytes and
+    the allocator's peak during the forward, inputs included (0 on cpu)."""
     import torch
+    from tools.judge.memory import is_oom, tensor_bytes
     path = getattr(mod, "__file__", None) or "problem"
+    cuda = dev.startswith("cuda")
     try:
+        if cuda:
+            base = torch.cuda.memory_allocated(dev)
+            torch.cuda.reset_peak_memory_stats(dev)
+        inputs = make_inputs(mod, seed, dev)
+        if sizes is not None:
+            sizes["input_bytes"] = tensor_bytes(inputs)
         with torch.no_grad():
-            out = ref_model(*make_inputs(mod, seed, dev))
-        if dev.startswith("cuda"):
+            out = ref_model(*inputs)
+        del inputs
+        if cuda:
             torch.cuda.synchronize()
+        if sizes is not None:
+            sizes["peak_bytes"] = torch.cuda.max_memory_allocated(dev) - base if cuda else 0
     except Exception as e:
+        if is_oom(e):
+            raise
         problem_fault(path, e, "the reference Model.forward(*get_inputs())")
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     if not outs or not all(isinstance(o, torch.Tensor) for o in outs):

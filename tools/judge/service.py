@@ -23,13 +23,14 @@ tools/judge/pipeline.py's steps do, given this session's state.
 """
 from __future__ import annotations
 
-import contextlib
 import secrets
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from tools.errors import EvaluatorError
+from tools.judge import memory
+from tools.judge.gpulock import GpuLock, gpu_lock
 from tools.judge.pipeline import judge_in, profile_in
 from tools.judge.reference import compute_reference, default_device, problem_fault
 from tools.judge.static import static_verdict
@@ -38,54 +39,7 @@ from tools.settings import EvalSettings
 from tools.verdict import Verdict
 
 _REF_CACHE_SHARE = 0.25      # of free GPU memory (or 1 GiB on cpu) the cached references may take
-
-
-class GpuLock:
-    """Shared holds (compile phases) or one exclusive hold (trials, timing, profiling).
-    Writers are preferred: a waiting exclusive hold stops new shared ones."""
-
-    def __init__(self):
-        self._cond = threading.Condition()
-        self._shared = 0
-        self._exclusive = False
-        self._waiting = 0
-
-    @contextlib.contextmanager
-    def shared(self):
-        with self._cond:
-            self._cond.wait_for(lambda: not self._exclusive and not self._waiting)
-            self._shared += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._shared -= 1
-                self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def exclusive(self):
-        with self._cond:
-            self._waiting += 1
-            self._cond.wait_for(lambda: not self._exclusive and self._shared == 0)
-            self._waiting -= 1
-            self._exclusive = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._exclusive = False
-                self._cond.notify_all()
-
-
-_GPU_LOCKS: dict[str, GpuLock] = {}
-_GPU_LOCKS_LOCK = threading.Lock()
-
-
-def gpu_lock(dev: str) -> GpuLock:
-    """The process's one lock per device: judges of different problems on one GPU
-    (krefine bench runs several in one process) never time beside each other either."""
-    with _GPU_LOCKS_LOCK:
-        return _GPU_LOCKS.setdefault(dev, GpuLock())
+_REF_CACHE_MAX_BYTES = 1 << 30   # and never more: an idle session keeps them (README "judge service")
 
 
 class Judge:
@@ -119,10 +73,17 @@ class Judge:
         self._ref_model = None
         self._refs: dict[int, list] = {}
         self._ref_cache_ok: bool | None = None
+        # measured on the first reference; lean: see tools/judge/memory.py
+        self.footprint: memory.Footprint | None = None
+        self.lean = False
+        self._last_ref: tuple[int, list] | None = None   # lean: the one reference in use
+        # set by the judge service: evicts its idle sessions when this one runs short
+        self.memory_pressure = None
         self._healthy = False
         self._baseline_thread: threading.Thread | None = None
         self._compiled = None
         self._compiled_error: str | None = None
+        self._compiled_failure: BaseException | None = None   # the judge's own (out of memory)
         self._closed = False
         if use_forkserver:   # start the main one now: it imports torch while we do other work
             self.forkserver(self.device)
@@ -180,30 +141,42 @@ class Judge:
             return self._ref_model
 
     def compile_hold(self):
-        """The GPU hold of a compile phase: shared, unless one trial's outputs are large
-        enough that parallel workers (each with its inputs, outputs and IPC staging
-        buffer) could exhaust GPU memory; then exclusive, one candidate at a time."""
+        """The GPU hold of a compile phase: shared, unless the session is lean or one
+        trial's outputs are large enough that parallel workers (each with its inputs,
+        outputs and IPC staging buffer) could exhaust GPU memory; then exclusive."""
         return self.gpu.exclusive() if self.large_outputs() else self.gpu.shared()
 
     def large_outputs(self) -> bool:
-        """Whether a trial's reference outputs were too large to cache for the session
-        (known once the first reference is computed): then candidates take the GPU one
-        at a time, whole (tools/judge/pipeline.py)."""
-        return self._ref_cache_ok is False
+        """Whether candidates take the GPU one at a time, whole, from fork to teardown
+        (tools/judge/pipeline.py): a lean session, or references too large to cache
+        (both known once the first reference is computed)."""
+        return self.lean or self._ref_cache_ok is False
 
     def reference(self, seed: int) -> list:
-        """The reference outputs for `seed` (cached for the session while they fit)."""
+        """The reference outputs for `seed`: cached for the session while they fit and
+        the session is not lean; a lean one keeps only the last one computed."""
         got = self._refs.get(seed)
+        last = self._last_ref
+        if got is None and last is not None and last[0] == seed:
+            got = last[1]
         if got is not None:
             return got
         t = time.monotonic()
-        out = compute_reference(self.reference_model(), self.problem.module, seed, self.dev)
+        sizes: dict = {}
+        out = memory.retry_oom(self, "the reference Model.forward(*get_inputs())", lambda: compute_reference(
+            self.reference_model(), self.problem.module, seed, self.dev, sizes=sizes))
         with self._lock:
             self.setup_s["references"] = round(self.setup_s.get("references", 0.0) + time.monotonic() - t, 3)
-            if self._ref_cache_ok is None:
-                self._ref_cache_ok = self._fits(sum(o.numel() * o.element_size() for o in out))
+            if self.footprint is None:
+                self.footprint = memory.measure(sizes, out)
+                self.lean = self.footprint.trial_bytes >= self.settings.test.lean_memory_mib << 20
+                self._ref_cache_ok = not self.lean and self._fits(self.footprint.output_bytes)
             if self._ref_cache_ok:
                 self._refs[seed] = out
+            else:
+                self._last_ref = (seed, out)
+        if self.lean:
+            memory.release(self.dev)   # the inputs and the forward's temporaries, before the worker runs
         return out
 
     def _fits(self, nbytes_per_trial: int) -> bool:
@@ -212,11 +185,30 @@ class Judge:
             return total <= 1 << 30
         import torch
         free, _ = torch.cuda.mem_get_info(self.gpu_index)
-        return total <= _REF_CACHE_SHARE * free
+        return total <= min(_REF_CACHE_SHARE * free, _REF_CACHE_MAX_BYTES)
+
+    def relieve_memory(self) -> None:
+        """Short of GPU memory: the service evicts its idle sessions, this one drops
+        its cached references, and the allocator's cache goes back to the driver."""
+        if self.memory_pressure is not None:
+            self.memory_pressure(self)
+        with self._lock:
+            self._refs.clear()
+            self._last_ref = None
+            if self._ref_cache_ok:
+                self._ref_cache_ok = False   # recomputed per trial from now on
+        memory.release(self.dev, collect=True)
+
+    def candidate_done(self) -> None:
+        """After each candidate of a lean session: nothing of its size stays here."""
+        if self.lean:
+            self._last_ref = None
+            memory.release(self.dev)
 
     def start_baseline(self) -> None:
-        """Compile the torch.compile baseline in the background, once (cuda only)."""
-        if self.device != "cuda" or not self.settings.timing.compile_baseline:
+        """Compile the torch.compile baseline in the background, once (cuda only). A lean
+        session compiles it later, in the time phase, under the candidate's hold."""
+        if self.device != "cuda" or not self.settings.timing.compile_baseline or self.lean:
             return
         with self._lock:
             if self._baseline_thread is None:
@@ -228,26 +220,41 @@ class Judge:
         import torch
         from tools.problem import make_inputs
         t = time.monotonic()
+
+        def compile_once():
+            cmodel = torch.compile(self.reference_model())
+            with torch.no_grad():
+                cmodel(*make_inputs(self.problem.module, self.seeds[0], self.dev))
+            torch.cuda.synchronize(self.gpu_index)
+            return cmodel
         try:
             torch.cuda.set_device(self.gpu_index)
             import torch._inductor.config as inductor_config
             # one small graph: compiling in this process beats starting a pool of
             # compile workers, each of which imports torch again (~4 s on the GPU image)
             inductor_config.compile_threads = 1
-            cmodel = torch.compile(self.reference_model())
-            with torch.no_grad():
-                cmodel(*make_inputs(self.problem.module, self.seeds[0], self.dev))
-            torch.cuda.synchronize(self.gpu_index)
-            self._compiled = cmodel
+            self._compiled = memory.retry_oom(self, "the torch.compile baseline", compile_once)
+        except memory.JudgeOutOfMemory as e:   # the judge's own shortage: exit 3, not a null speedup
+            self._compiled_failure = e
         except Exception as e:  # torch.compile cannot handle some models: report, don't fail
             self._compiled_error = f"{type(e).__name__}: {str(e)[:300]}"
+        if self.lean:
+            memory.release(self.dev)
         self.setup_s["compile_baseline"] = round(time.monotonic() - t, 3)
 
     def compiled_baseline(self):
-        """(the compiled model or None, its error or None); waits for the compile."""
+        """(the compiled model or None, its error or None); waits for the compile (a
+        lean session compiles here, in the caller's hold of the GPU)."""
+        with self._lock:
+            now = self.lean and self._baseline_thread is None and self._compiled is None \
+                and self._compiled_error is None and self._compiled_failure is None
+        if now:
+            self._compile_baseline()
         self.start_baseline()
         if self._baseline_thread is not None:
             self._baseline_thread.join()
+        if self._compiled_failure is not None:
+            raise self._compiled_failure
         return self._compiled, self._compiled_error
 
     def session_costs(self) -> dict[str, float]:
@@ -298,6 +305,8 @@ class Judge:
             return list(pool.map(one, range(len(sources))))
 
     def close(self) -> None:
+        """Fork servers closed (unless shared) and the session's GPU memory given back:
+        references, the model, the compiled baseline and Dynamo's cache entry for it."""
         self._closed = True
         with self._lock:
             servers = [] if self._share_forkservers else list(self._forkservers.values())
@@ -305,7 +314,14 @@ class Judge:
         for fs in servers:
             if fs is not None:
                 fs.close()
+        if self._baseline_thread is not None:
+            self._baseline_thread.join()
+        model, self._ref_model, self._compiled = self._ref_model, None, None
         self._refs.clear()
+        self._last_ref = None
+        if model is not None and self.device == "cuda":
+            memory.forget_compiled(model)
+        memory.release(self.dev, collect=True)
 
 
 class JudgePool:

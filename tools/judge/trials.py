@@ -16,14 +16,22 @@ from tools.verdict import Status
 def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | None:
     from tools.judge.numerics import compare, tolerances
     s = run.settings
+    judge = run.judge
+    lean = judge.lean   # tools/judge/memory.py: references made after the worker's calls, one at a time
+    outputs = list(judge.footprint.outputs) if judge.footprint is not None else []
     comparisons = []
     for i, seed in enumerate(seeds):
-        ref = first_ref if i == 0 else run.judge.reference(seed)
-        poison = [{"dtype": str(r.dtype).removeprefix("torch."), "shape": list(r.shape)} for r in ref]
+        # lean: the second call sees the next trial's inputs in the first call's storage
+        seed2 = seeds[(i + 1) % len(seeds)] if lean else seed
+        refs = None if lean else [first_ref if i == 0 else judge.reference(seed)]
+        poison = outputs if lean else [{"dtype": str(r.dtype).removeprefix("torch."), "shape": list(r.shape)}
+                                       for r in refs[0]]
+        n_out = len(poison)
         timeout = s.test.compile_timeout_s if i == 0 else s.test.run_timeout_s
         try:
-            reply, payload = worker.request({"op": "trial", "seed": seed, "poison": poison,
-                                             "repeat": i == 0, "staged": run.staged is not None},
+            reply, payload = worker.request({"op": "trial", "seed": seed, "poison": poison, "refill_seed": seed2,
+                                             "refill": judge.footprint.refill(dev) if lean else None,
+                                             "repeat": lean or i == 0, "staged": run.staged is not None},
                                             timeout)
         except isolation.WorkerTimeout:
             run.diag("timeout", f"trial {i + 1}: forward did not finish within {timeout:g} s "
@@ -66,21 +74,28 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
             idx = ", ".join(f"#{k}" for k in reply["inputs_mutated"])
             run.diag("input_mutated", f"forward modified input {idx} in place; inputs must be left unchanged")
             return Status.INCORRECT
+        calls = 2 if lean or i == 0 else 1
+        specs = reply.get("outputs", [])
         try:
-            outs = channel.unpack_tensors(reply.get("outputs", []), payload, dev, run.staged)
+            # lean: one call's outputs at a time where they all came through the staging buffer
+            staged_only = lean and all(isinstance(sp, dict) and "staged" in sp for sp in specs)
+            outs = None if staged_only else channel.unpack_tensors(specs, payload, dev, run.staged)
         except channel.ProtocolError as e:
             run.diag("protocol", f"the worker sent malformed outputs: {e}")
             run.flag("tampering")
             return Status.REJECTED
-        calls = 2 if i == 0 else 1
         types = reply.get("output_types", [])
         structure = reply.get("structure", [])
         ok_types = [n == "torch.Tensor" for n in types]
-        if not all(ok_types) or len(types) != calls * len(ref):
+        if not all(ok_types) or len(types) != calls * n_out:
             got = ", ".join(sorted(set(types))) or "nothing"
-            want = f"{len(ref)} torch.Tensor" if len(ref) > 1 else "exactly one torch.Tensor"
+            want = f"{n_out} torch.Tensor" if n_out > 1 else "exactly one torch.Tensor"
             run.diag("output_type", f"forward returned {structure[0] if structure else '?'} ({got}); expected {want}")
             return Status.INCORRECT
+        if len(specs) != calls * n_out:
+            run.diag("protocol", f"the worker sent {len(specs)} outputs for {calls * n_out} tensors")
+            run.flag("tampering")
+            return Status.REJECTED
         want_dev = "cpu" if run.device == "cpu" else "cuda"
         devices = reply.get("output_devices") or []
         wrong = [d for d in devices if str(d).split(":")[0] != want_dev]
@@ -89,9 +104,17 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
                      f"on {want_dev}, where the inputs are (compute on the GPU, do not copy results elsewhere)")
             return Status.INCORRECT
         for call in range(calls):
-            got = outs[call * len(ref):(call + 1) * len(ref)]
+            ref = refs[0] if not lean else judge.reference(seed if call == 0 else seed2)
+            part = slice(call * n_out, (call + 1) * n_out)
+            try:
+                got = outs[part] if outs is not None else channel.unpack_tensors(specs[part], b"", dev, run.staged)
+            except channel.ProtocolError as e:
+                run.diag("protocol", f"the worker sent malformed outputs: {e}")
+                run.flag("tampering")
+                return Status.REJECTED
+            again = "second call" if lean else "repeated call"
             for k, (o, r) in enumerate(zip(got, ref)):
-                where = f"trial {i + 1}" + (", repeated call" if call else "") + (f", output {k}" if len(ref) > 1 else "")
+                where = f"trial {i + 1}" + (f", {again}" if call else "") + (f", output {k}" if n_out > 1 else "")
                 if o.shape != r.shape:
                     run.diag("shape", f"{where}: output shape {tuple(o.shape)}, expected {tuple(r.shape)}")
                     return Status.INCORRECT
@@ -104,13 +127,20 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
                 if not cmp.ok:
                     run.checks["comparisons"] = comparisons
                     msg = cmp.describe()
-                    if call == 1:
+                    if call == 1 and lean:
+                        where_in = "the same input tensors" if reply.get("same_storage") else "new input tensors"
+                        msg = (f"the first call was right but a second call, with new values in {where_in}, "
+                               "was not (results kept by address or shape, or state kept between calls?): " + msg)
+                    elif call == 1:
                         msg = "the first call was right but a repeated call with the same inputs was not " \
                               "(state kept between calls?): " + msg
                     run.diag("mismatch", f"{where}: {msg}")
                     for p in cmp.patterns:
                         run.flag(f"diff:{p.split(':')[0]}")
                     return Status.INCORRECT
+            del got
+        if lean:
+            run.checks.setdefault("same_storage_refill", []).append(bool(reply.get("same_storage")))
     run.checks["comparisons"] = comparisons
     run.checks["inputs_unmutated"] = True
     run.checks["repeat_consistent"] = True

@@ -134,19 +134,19 @@ def span(nbytes: list[int]) -> int:
     return sum(_padded(n) for n in nbytes)
 
 
-def stage(tensors, buffer) -> list[dict] | None:
+def stage(tensors, buffer, at: int = 0) -> list[dict] | None:
     """Worker side: copy `tensors` into `buffer` (a uint8 tensor, usually Mapped.tensor)
-    and describe them; None when they do not all fit or are not all on its device (the
-    caller then sends them through the pipe)."""
+    from byte `at` on (a multiple of ALIGN) and describe them; None when they do not all
+    fit or are not all on its device (the caller then sends them through the pipe)."""
     import torch
     flat = [t.detach() for t in tensors]
     if any(t.device != buffer.device for t in flat):
         return None
     sizes = [t.numel() * t.element_size() for t in flat]
-    if span(sizes) > buffer.numel():
+    if at % ALIGN or at + span(sizes) > buffer.numel():
         return None
     specs = []
-    for t, n, off in zip(flat, sizes, layout(sizes)):
+    for t, n, off in zip(flat, sizes, (at + o for o in layout(sizes))):
         if n:
             buffer[off:off + n].copy_(t.contiguous().reshape(-1).view(torch.uint8))
         specs.append({"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),

@@ -28,7 +28,11 @@ from tools.sandbox.faults import candidate_line, short, triton_error_line
 from tools.sandbox.launches import compile_for_gpu, find_kernel, hook_launches, is_jit, launch_spec, spec_json
 from tools.sandbox.lockdown import lock_down
 from tools.sandbox.measure_ops import MeasureOps
-from tools.sandbox.outputs import count_aten_compute, flatten_output, poisoned_allocations, same, type_name
+from tools.sandbox.outputs import (count_aten_compute, fingerprint, flatten_output, poisoned_allocations, same,
+                                   type_name)
+
+# requests that make inputs of the problem's size: a lean worker releases them afterwards
+_SIZED_OPS = frozenset({"trial", "warm", "time", "estimate", "host_run", "host_done", "profile", "ncu_forward"})
 
 
 class Worker(MeasureOps):
@@ -48,6 +52,8 @@ class Worker(MeasureOps):
         self.compile_only = False    # op_warm: Triton launches compile but do not run
         self.compiled = 0
         self._graph = None           # op_time's cuda_graph: (key, CapturedGraph, last output box, inputs)
+        self._host_inputs = None     # op_host_prepare's inputs, for the judge's host-clock runs
+        self.lean = False            # drop inputs and the allocator's cache after each request
 
     # 1) lock down: op_setup calls tools/sandbox/lockdown.py, then launches.py hooks the launches
     def note_launch(self, fn, args, kwargs) -> None:
@@ -79,7 +85,18 @@ class Worker(MeasureOps):
                 if isinstance(e, KeyboardInterrupt):
                     raise
                 reply, payload = self.describe_error(e, op), b""
+            if self.lean and op in _SIZED_OPS:
+                self._release()
             self.reply(reply, payload)
+
+    def _release(self) -> None:
+        """Lean (tools/judge/memory.py): the judge computes its next reference or times a
+        baseline while this worker waits, so nothing of the inputs' size stays here.
+        (A cuda_graph measure keeps its graph's inputs: short forwards are small.)"""
+        self._trial_bufs = None
+        if self.device == "cuda":
+            import torch
+            torch.cuda.empty_cache()
 
     def reply(self, header: dict, payload: bytes = b"") -> None:
         channel.send(self.res_fd, header, payload)
@@ -89,6 +106,7 @@ class Worker(MeasureOps):
         import torch  # noqa: F401  (after the limits: import cost counts against them too)
         self.record_specs = h["device"] == "cpu" and h.get("gpu_cross_compile", False)
         self.device = h["device"]
+        self.lean = bool(h.get("lean"))
         if self.device != "compile":
             hook_launches(self)
         return {"ok": True, "enforced": enforced, "pid": os.getpid()}, b""
@@ -157,8 +175,13 @@ class Worker(MeasureOps):
     def _trial_inputs(self, seed: int):
         """Fresh values written into the previous trial's tensors when shapes match, so a
         candidate that caches results by input address or shape serves stale answers."""
+        self._trial_bufs = self._refilled(getattr(self, "_trial_bufs", None), seed)
+        return self._trial_bufs
+
+    def _refilled(self, prev, seed: int):
+        """The inputs of `seed`, written into `prev`'s tensors when shapes match."""
         import torch
-        fresh, prev = self._inputs(seed), getattr(self, "_trial_bufs", None)
+        fresh = self._inputs(seed)
         if prev is not None and len(prev) == len(fresh) and all(
                 type(p) is type(f) and (not isinstance(f, torch.Tensor) or
                                         (p.shape == f.shape and p.dtype == f.dtype and p.stride() == f.stride()))
@@ -167,11 +190,12 @@ class Worker(MeasureOps):
                 if isinstance(f, torch.Tensor):
                     p.copy_(f)
             fresh = [p if isinstance(p, torch.Tensor) else f for p, f in zip(prev, fresh)]
-        self._trial_bufs = fresh
         return fresh
 
     def op_trial(self, h: dict):
         import torch
+        if self.lean:
+            return self._lean_trial(h)
         inputs = self._trial_inputs(int(h["seed"]))
         before = [x.clone() if isinstance(x, torch.Tensor) else None for x in inputs]
         self.launches.clear()
@@ -187,14 +211,59 @@ class Worker(MeasureOps):
             flat, kind = flatten_output(out)
             kinds.append(kind)
             outs_all.extend(flat)
-        mutated = [i for i, (a, b) in enumerate(zip(inputs, before))
-                   if b is not None and not same(a, b)]
+        mutated = [i for i, (a, b) in enumerate(zip(inputs, before)) if b is not None and not same(a, b)]
         specs, payload = self._pack([t for t in outs_all if isinstance(t, torch.Tensor)], h)
         return {"ok": True, "structure": kinds, "outputs": specs,
                 "output_types": [type_name(t) for t in outs_all],
                 "output_devices": [str(t.device) for t in outs_all if isinstance(t, torch.Tensor)],
                 "inputs_mutated": mutated, "launches": dict(self.launches),
                 "aten_compute": aten_ops}, payload
+
+    def _lean_trial(self, h: dict):
+        """A lean trial (tools/judge/memory.py): a call on the inputs of `seed`, then a
+        second call after the inputs of `refill_seed` were made in the storage the first
+        ones left (the allocator hands the same blocks back; `same_storage` says whether
+        it did), so a result kept by address or shape shows. Each call's outputs go to
+        the judge before the next call runs, inputs are checked by fingerprint, not by a
+        copy: no more than one call's inputs and outputs live here at a time."""
+        import torch
+        self.launches.clear()
+        kinds, types, devices, specs, views, mutated, ptrs = [], [], [], [], [], set(), []
+        aten_ops: dict[str, int] = {}
+        at, inputs = 0, None
+        for call, seed in enumerate((int(h["seed"]), int(h.get("refill_seed", h["seed"])))):
+            if inputs is not None and h.get("refill") == "copy":
+                inputs = self._refilled(inputs, seed)   # the judge found room for a second set
+            else:
+                inputs = None
+                inputs = self._inputs(seed)
+            ptrs.append([x.data_ptr() for x in inputs if isinstance(x, torch.Tensor)])
+            before = [fingerprint(x) if isinstance(x, torch.Tensor) else None for x in inputs]
+            self._poison(h.get("poison", []))
+            try:
+                with poisoned_allocations(), count_aten_compute(aten_ops, enabled=call == 0):
+                    out = self._forward(inputs)
+            except BaseException as e:
+                return self.describe_error(e, "forward"), b""
+            flat, kind = flatten_output(out)
+            kinds.append(kind)
+            types += [type_name(t) for t in flat]
+            devices += [str(t.device) for t in flat if isinstance(t, torch.Tensor)]
+            mutated.update(i for i, (a, b) in enumerate(zip(inputs, before))
+                           if b is not None and not torch.equal(fingerprint(a), b))
+            tensors = [t for t in flat if isinstance(t, torch.Tensor)]
+            got = cudaipc.stage(tensors, self.staging.tensor, at) \
+                if h.get("staged") and self.staging is not None else None
+            if got is None:
+                got, more = channel.pack_tensors(tensors)
+                views += more
+            else:
+                at += cudaipc.span([g["nbytes"] for g in got])
+            specs += got
+            del out, flat, tensors   # "realloc": the next call's inputs take these blocks
+        return {"ok": True, "structure": kinds, "outputs": specs, "output_types": types,
+                "output_devices": devices, "inputs_mutated": sorted(mutated), "launches": dict(self.launches),
+                "aten_compute": aten_ops, "same_storage": ptrs[0] == ptrs[1]}, views
 
     def _pack(self, tensors, h: dict):
         """Outputs into the judge's staging buffer when offered and they fit, else bytes."""
@@ -275,6 +344,9 @@ class Worker(MeasureOps):
                 "traceback": short("".join(traceback.format_exception(e)), 6000)}
         if kind == "triton_compile":
             info["line"], info["source_line"] = triton_error_line(e, self.cand_path) or (line, src_line)
+        if self.device == "cuda" and "out of memory" in info["message"].lower():
+            import torch   # what this process held when an allocation failed (the judge decides whose fault)
+            info["gpu_reserved_bytes"] = torch.cuda.memory_reserved()
         if phase == "forward" and self.record_specs and self.failed_launch is not None:
             # the interpreter hides GPU compile errors: the judge compiles this launch for
             # sm_90 in a clean worker and reports its error when there is one

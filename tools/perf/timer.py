@@ -301,11 +301,19 @@ def choose_measure(single_call_ms: float, *, graph_ok: bool,
 
 
 def time_host(fn: Callable[[], object], *, iters: int, device=None) -> float:
-    """Wall-clock ms per call of `iters` back-to-back calls, ended by a device sync."""
+    """Wall-clock ms per call of `iters` back-to-back calls, ended by a device sync
+    (no GC pass inside: one would cost more than a short forward's whole run)."""
+    import gc
     import torch
     torch.cuda.synchronize(device)
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    torch.cuda.synchronize(device)
-    return (time.perf_counter() - t0) * 1e3 / iters
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize(device)
+        return (time.perf_counter() - t0) * 1e3 / iters
+    finally:
+        if was:
+            gc.enable()

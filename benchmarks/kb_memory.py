@@ -4,7 +4,7 @@
          the Inductor seed of every problem (`python -m tools.dialect seed`), as
          candidates that a judge may call correct; a log line per problem
   floor  python3 benchmarks/kb_memory.py floor LEVEL_DIR --out floors.jsonl
-         each problem in a fresh process, what a plain in-process harness needs at least:
+         what a plain in-process harness needs at least, per problem (one process for all):
          inputs, the reference output, a second output, one torch.allclose (the harness
          of the issue's `kb_mem_floor.py`), peak torch.cuda.max_memory_allocated
   judge  python3 benchmarks/kb_memory.py judge LEVEL_DIR SEED_DIR --out judge.jsonl
@@ -39,18 +39,21 @@ GIB = float(1 << 30)
 
 FLOOR = r"""
 import importlib.util, json, sys, torch
-spec = importlib.util.spec_from_file_location("p", sys.argv[1]); m = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(m)
-torch.manual_seed(42)
-model = m.Model(*m.get_init_inputs()).cuda()
-inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in m.get_inputs()]
-torch.cuda.reset_peak_memory_stats()
-with torch.no_grad():
-    ref = model(*inputs); out = model(*inputs)
-    same = bool(torch.allclose(ref, out, atol=1e-2, rtol=1e-2))
-print(json.dumps({"floor_gib": torch.cuda.max_memory_allocated() / 2**30, "same": same,
-                  "inputs_gib": sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor)) / 2**30,
-                  "output_gib": ref.numel() * ref.element_size() / 2**30}))
+for path in sys.argv[1:]:
+    spec = importlib.util.spec_from_file_location("p", path); m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats()
+    torch.manual_seed(42)
+    model = m.Model(*m.get_init_inputs()).cuda()
+    with torch.device("cuda"):   # made where they are used: the same bytes, minutes less than on the CPU
+        inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in m.get_inputs()]
+    with torch.no_grad():
+        ref = model(*inputs); out = model(*inputs)
+        same = bool(torch.allclose(ref, out, atol=1e-2, rtol=1e-2))
+    print(json.dumps({"path": path, "floor_gib": torch.cuda.max_memory_allocated() / 2**30, "same": same,
+                      "inputs_gib": sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor)) / 2**30,
+                      "output_gib": ref.numel() * ref.element_size() / 2**30}), flush=True)
+    del model, inputs, ref, out
 """
 CONTEXT = r"""
 import os, torch, pynvml as nv
@@ -133,17 +136,20 @@ def floor(args) -> None:
                (args.out.read_text().splitlines() if args.out.exists() else [])):
         r = subprocess.run([sys.executable, "-c", CONTEXT], capture_output=True, text=True, timeout=120)
         append(args.out, {"problem": "_context", "context_gib": float(r.stdout.strip() or "nan")})
-    t_end = time.monotonic() + args.budget_s
-    for p in problems(args.level):
-        if p.stem in done(args.out) or time.monotonic() > t_end:
-            continue
-        r = subprocess.run([sys.executable, "-c", FLOOR, str(p)], capture_output=True, text=True, timeout=300)
-        row = {"problem": p.stem}
-        try:
-            row.update(json.loads(r.stdout.strip().splitlines()[-1]))
-        except (ValueError, IndexError):
-            row["error"] = (r.stderr.strip().splitlines() or ["?"])[-1][:300]
-        append(args.out, row)
+    todo = [p for p in problems(args.level) if p.stem not in done(args.out)]
+    # one process for all (each problem's peak counted from its own reset); one that
+    # fails or runs out of time leaves the rest to the next call
+    proc = subprocess.Popen([sys.executable, "-c", FLOOR, *map(str, todo)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    timer = threading.Timer(args.budget_s, proc.kill)
+    timer.start()
+    for line in proc.stdout:
+        row = json.loads(line)
+        append(args.out, {"problem": Path(row.pop("path")).stem, **row})
+    proc.wait()
+    timer.cancel()
+    if proc.returncode not in (0, -9):
+        print("floor:", (proc.stderr.read().strip().splitlines() or ["?"])[-1][:300], flush=True)
 
 
 def judge(args) -> None:

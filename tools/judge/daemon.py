@@ -238,6 +238,9 @@ class Service:
             out.send({"error": kind, "message": str(e) if kind == "evaluator" else f"{type(e).__name__}: {e}"})
         finally:
             self._release(entry)
+            if self.device == "cuda":   # an idle service holds its sessions' tensors, not a cache
+                from tools.judge.memory import release
+                release(f"cuda:{self.gpu_index}")
 
     def idle(self) -> bool:
         with self.lock:

@@ -204,6 +204,20 @@ def retry_oom(judge, what: str, fn):
                                   if free is not None else "") + f": {str(e).splitlines()[0][:300]}") from None
 
 
+def note_peaks(run, worker, phase: str) -> None:
+    """checks["memory"]["peaks"][phase]: the most GPU memory the judge's allocator and
+    the worker's held during `phase` (GiB, reserved; each process's own figure), then
+    both counters start again. Where a peak goes, for users and for benchmarks."""
+    if run.device != "cuda":
+        return
+    import torch
+    judge_bytes = torch.cuda.max_memory_reserved(run.judge.dev)
+    torch.cuda.reset_peak_memory_stats(run.judge.dev)
+    worker_bytes = getattr(worker, "gpu_peak_bytes", 0)
+    worker.gpu_peak_bytes = 0
+    run.memory_peaks[phase] = {"judge_gib": round(judge_bytes / GIB, 3), "worker_gib": round(worker_bytes / GIB, 3)}
+
+
 def forget_compiled(model) -> None:
     """Drop Dynamo's cache entries for `model`'s forward (a closed session's torch.compile
     baseline; each problem module's Model has code of its own, so no other session's

@@ -53,6 +53,8 @@ def judge_in(judge, candidate_src: str, *, candidate_name: str = "candidate.py",
         run.checks["judged_again_after"] = short
     if judge.footprint is not None:
         run.checks["memory"] = {**judge.footprint.to_json(), "lean": judge.lean}
+        if run.memory_peaks:
+            run.checks["memory"]["peaks"] = run.memory_peaks
     return to_verdict(run, status, t0)
 
 
@@ -156,6 +158,8 @@ def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile
     judge = run.judge
     with judge.compile_slots, judge.compile_hold() if not serial else contextlib.nullcontext():
         status, first_ref = compile_phase(run, worker, seeds, candidate_name)
+    if serial:   # alone on the GPU: the peaks are this candidate's (with the reference before it)
+        memory.note_peaks(run, worker, "compile")
     if status is not None:
         return status
     if judge.lean:
@@ -175,6 +179,7 @@ def _gpu_phases(run, worker, ref_model, seeds, dev, first_ref, profile) -> Statu
         status = run_trials(run, worker, ref_model, seeds, dev, first_ref)
     finally:
         run.phase_s["test"] = time.monotonic() - t
+        memory.note_peaks(run, worker, "test")
     if status is not None:
         return status
 
@@ -199,6 +204,7 @@ def _gpu_phases(run, worker, ref_model, seeds, dev, first_ref, profile) -> Statu
         status = time_candidate(run, worker, ref_model, seeds[0], dev)
     finally:
         run.phase_s["time"] = time.monotonic() - t
+        memory.note_peaks(run, worker, "time")
     if status is not None:
         return status
     run.say("profile: kernel breakdown" + (" and bottleneck summary" if profile else ""))
@@ -207,4 +213,5 @@ def _gpu_phases(run, worker, ref_model, seeds, dev, first_ref, profile) -> Statu
         status = profile_candidate(run, worker, ref_model, seeds[0], dev, profile)
     finally:
         run.phase_s["profile"] = time.monotonic() - t
+        memory.note_peaks(run, worker, "profile")
     return status or Status.CORRECT

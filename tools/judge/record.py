@@ -41,6 +41,7 @@ class Run:
     staging: object = None          # tools.sandbox.cudaipc.Staging while a worker may map it
     staged: object = None           # its bytes (a uint8 tensor) once the probe proved IPC works
     progress: object = None         # callable(str) told when each phase starts, or None
+    memory_peaks: dict = field(default_factory=dict)   # phase -> GPU memory peaks (memory.note_peaks)
 
     def say(self, what: str) -> None:
         if self.progress is not None:

@@ -162,12 +162,12 @@ class Judge:
         if got is not None:
             return got
         t = time.monotonic()
-        sizes: dict = {}
+        sizes: dict | None = {} if self.footprint is None else None   # measured once: it resets the peak
         out = memory.retry_oom(self, "the reference Model.forward(*get_inputs())", lambda: compute_reference(
             self.reference_model(), self.problem.module, seed, self.dev, sizes=sizes))
         with self._lock:
             self.setup_s["references"] = round(self.setup_s.get("references", 0.0) + time.monotonic() - t, 3)
-            if self.footprint is None:
+            if self.footprint is None and sizes is not None:
                 self.footprint = memory.measure(sizes, out)
                 self.lean = self.footprint.trial_bytes >= self.settings.test.lean_memory_mib << 20
                 self._ref_cache_ok = not self.lean and self._fits(self.footprint.output_bytes)

@@ -50,7 +50,7 @@ class WorkerProcess:
         """Send one request and wait for its answer (kill the group on timeout)."""
         try:
             channel.send(self.cmd_fd, header)
-            return channel.recv(self.res_fd, timeout_s, alive=self.alive)
+            reply, payload = channel.recv(self.res_fd, timeout_s, alive=self.alive)
         except channel.ChannelTimeout:
             self.kill()
             self.killed_for_timeout = True
@@ -58,6 +58,12 @@ class WorkerProcess:
         except (channel.ProtocolError, BrokenPipeError, OSError) as e:
             self.wait_exit(2.0)
             raise WorkerDied(str(e)) from None
+        # the most GPU memory its allocator held while serving (its own figure: a
+        # diagnostic of where memory goes, never a verdict; tools/judge/memory.py)
+        peak = reply.get("gpu_peak_bytes") if isinstance(reply, dict) else None
+        if isinstance(peak, int):
+            self.gpu_peak_bytes = max(getattr(self, "gpu_peak_bytes", 0), peak)
+        return reply, payload
 
     def alive(self) -> bool:
         return self.proc.poll() is None

@@ -87,6 +87,10 @@ class Worker(MeasureOps):
                 reply, payload = self.describe_error(e, op), b""
             if self.lean and op in _SIZED_OPS:
                 self._release()
+            if self.device == "cuda" and "torch" in sys.modules and sys.modules["torch"].cuda.is_initialized():
+                import torch   # the judge's record of where memory goes (checks.memory.peaks)
+                reply["gpu_peak_bytes"] = torch.cuda.max_memory_reserved()
+                torch.cuda.reset_peak_memory_stats()
             self.reply(reply, payload)
 
     def _release(self) -> None:

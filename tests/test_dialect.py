@@ -153,6 +153,42 @@ def test_explain_points_a_missing_tl_math_function_at_libdevice():
     assert "use libdevice.tanh(x)" in got[0].message
 
 
+def test_a_tl_name_triton_never_had_is_not_blamed_on_torch():
+    got = _explain("import torch\n", 'CompilationError: at 5:27: AttributeError("module '
+                   "'triton.language' has no attribute 'relu'\")")
+    assert "`tl.relu` is not part of Triton" in got[0].message and "torch" not in got[0].message
+
+
+def test_a_tl_name_triton_never_had_gets_a_tl_formula_for_it():
+    got = _explain("import torch\n", "AttributeError: module 'triton.language' has no attribute 'relu'")
+    assert "tl.maximum(x, 0.0)" in got[0].message
+
+
+def test_a_misspelt_tl_name_gets_the_nearest_names_triton_has():
+    got = _explain("import torch\n", "AttributeError: module 'triton.language' has no attribute 'maximun'")
+    assert "not part of Triton" in got[0].message and "tl.maximum" in got[0].message
+
+
+def test_a_name_an_older_triton_had_names_the_installed_triton_not_torch():
+    import importlib.metadata
+    got = _explain("import torch\n", "AttributeError: module 'triton.language.math' has no attribute 'tanh'",
+                   status=Status.RUNTIME_ERROR)
+    assert f"not in the installed triton {importlib.metadata.version('triton')}" in got[0].message
+    assert "installed torch" not in got[0].message
+
+
+def test_a_name_of_torch_25s_inductor_is_named_as_kernelbooks_torch():
+    got = _explain("import torch\n", "ImportError: cannot import name 'instance_descriptor' from "
+                   "'torch._inductor.runtime.hints' (/x/torch/_inductor/runtime/hints.py)")
+    assert got[0].kind == "dialect:removed_import" and "torch 2.5's Inductor had it" in got[0].message
+
+
+def test_a_torch_name_inductor_never_wrote_is_not_called_kernelbooks():
+    got = _explain("import torch\n", "ImportError: cannot import name 'fused_relu' from "
+                   "'torch._inductor.runtime.triton_helpers' (/x/triton_helpers.py)")
+    assert "does not exist in the installed torch" in got[0].message and "KernelBook" not in got[0].message
+
+
 def test_explain_adds_nothing_to_a_correct_verdict():
     src, _, _ = _read("hardcoded_xnumel")
     assert _explain(src, "anything", status=Status.CORRECT, problem=_problem("relu")) == ()

@@ -2,8 +2,8 @@
 
 `explain(...)` is a pure function from a failed verdict's facts (the candidate source,
 its diagnostics, the problem's shapes) to extra diagnostics naming the dialect's usual
-faults: an import of a name this torch no longer has, `xnumel` hard-coded for other
-shapes, a failing `assert_size_stride`, a class named `<Name>New` instead of ModelNew,
+faults: an import of a name this torch or Triton lacks (tools/dialect/names.py says
+where it came from), `xnumel` hard-coded for other shapes, a failing `assert_size_stride`, a class named `<Name>New` instead of ModelNew,
 a `reinterpret_tensor` view outside its buffer or returned with strides that are not
 row-major. The judge puts them before the raw diagnostics (tools/judge/).
 
@@ -14,9 +14,9 @@ from __future__ import annotations
 import ast
 import math
 import re
-import sys
 from dataclasses import dataclass
 
+from tools.dialect import names
 from tools.dialect.runtime import span
 from tools.verdict import Diagnostic, Status
 
@@ -120,11 +120,6 @@ def _literal(node):
         return None
 
 
-def _versions() -> str:
-    got = [f"{m} {getattr(sys.modules[m], '__version__', '?')}" for m in ("torch", "triton") if m in sys.modules]
-    return " / ".join(got) or "the installed torch"
-
-
 def _diag(f: _Facts, kind: str, message: str, line: int | None) -> Diagnostic:
     lines = f.src.splitlines()
     text = lines[line - 1].strip() if line and 0 < line <= len(lines) else None
@@ -146,26 +141,6 @@ def _missing_model_new(f: _Facts) -> Diagnostic | None:
                  None)
 
 
-# names KernelLLM imports that moved or went away, and what to write instead
-_MOVED_MODULES = {
-    "torch._inductor.triton_heuristics": "import it from torch._inductor.runtime.triton_heuristics",
-    "torch._inductor.triton_helpers": "import it from torch._inductor.runtime.triton_helpers",
-    "triton.language.libdevice": "use `from torch._inductor.runtime.triton_helpers import libdevice`",
-    "triton.language.math.libdevice": "use `from torch._inductor.runtime.triton_helpers import libdevice`",
-}
-
-
-_NAME_ADVICE = {
-    "get_raw_stream": "write `from torch._C import _cuda_getCurrentRawStream as get_raw_stream`",
-    "libdevice": "write `from torch._inductor.runtime.triton_helpers import libdevice`",
-    "AttrsDescriptor": "drop it: kernels here are plain @triton.jit functions, without Inductor's decorators",
-    "instance_descriptor": "drop it: kernels here are plain @triton.jit functions, without Inductor's decorators",
-}
-
-
-_GRID_ADVICE = "launch with a grid tuple instead: kernel[(triton.cdiv(xnumel, XBLOCK),)](...)"
-
-
 _IMPORT_FAULTS = (
     (re.compile(r"cannot import name '(\w+)' from '([\w.]+)'"), lambda m: (m.group(2), m.group(1))),
     (re.compile(r"No module named '([\w.]+)'"), lambda m: (m.group(1), None)),
@@ -173,37 +148,16 @@ _IMPORT_FAULTS = (
 )
 
 
-def _removed_import(f: _Facts) -> Diagnostic | None:
+def _missing_name(f: _Facts) -> Diagnostic | None:
+    """A torch or Triton name the candidate used that is not there: gone since the
+    torch (or Triton) KernelBook's code was written for, or never part of Triton."""
     for d in f.diagnostics:
         for pattern, parts in _IMPORT_FAULTS:
             m = pattern.search(d.message)
-            if m is None:
-                continue
-            module, name = parts(m)
-            if module.split(".")[0] not in ("torch", "triton"):
-                continue
-            what = f"`{module}.{name}`" if name else f"module {module}"
-            msg = f"{what} does not exist in the installed {_versions()} (KernelBook's code came from torch 2.5)"
-            return _diag(f, "removed_import", f"{msg}; {_import_advice(module, name)}", d.line)
+            said = names.describe(*parts(m)) if m is not None else None
+            if said is not None:
+                return _diag(f, said[0], said[1], d.line)
     return None
-
-
-def _import_advice(module: str, name: str | None) -> str:
-    if name is None:
-        return _MOVED_MODULES.get(module, "remove it and write what it provided in this file")
-    if name in _NAME_ADVICE:
-        return _NAME_ADVICE[name]
-    if module.startswith("triton.language") or module.endswith("libdevice"):
-        import triton.language as tl
-        from triton.language.extra import libdevice
-        if hasattr(libdevice, name):
-            return f"use libdevice.{name}(x) (`from torch._inductor.runtime.triton_helpers import libdevice`)"
-        if hasattr(tl, name):
-            return f"use tl.{name}"
-        return f"compute {name} from tl.* operations"
-    if module.endswith("triton_heuristics") and "grid" in name:
-        return _GRID_ADVICE
-    return "remove it and write what it provided in this file"
 
 
 _ASSERT_DIM = re.compile(r"expected size (\d+)==(\d+), stride (-?\d+)==(-?\d+) at dim=(\d+)")
@@ -325,5 +279,5 @@ def _strided_output_view(f: _Facts) -> Diagnostic | None:
     return None
 
 
-_CHECKS = (_missing_model_new, _removed_import, _failed_size_assert, _hardcoded_size, _view_out_of_bounds,
+_CHECKS = (_missing_model_new, _missing_name, _failed_size_assert, _hardcoded_size, _view_out_of_bounds,
            _strided_output_view)

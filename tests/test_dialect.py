@@ -134,6 +134,11 @@ def test_dialect_feedback_comes_before_the_raw_error():
     assert kinds[0].startswith("dialect:") and not kinds[-1].startswith("dialect:")
 
 
+def test_a_hard_coded_size_is_listed_after_the_judges_own_finding():
+    kinds = [d.kind for d in _judge("hardcoded_xnumel").diagnostics]
+    assert kinds[:2] == ["mismatch", "dialect:hardcoded_size"]
+
+
 # --- explain(), on recorded diagnostics (no evaluation) -------------------------------
 
 def _explain(src: str, message: str, status=Status.COMPILE_ERROR, line=None, problem=None):
@@ -151,6 +156,42 @@ def test_explain_points_a_missing_tl_math_function_at_libdevice():
     got = _explain("import torch\n", "AttributeError: module 'triton.language.math' has no attribute 'tanh'",
                    status=Status.RUNTIME_ERROR)
     assert "use libdevice.tanh(x)" in got[0].message
+
+
+def test_a_tl_name_triton_never_had_is_not_blamed_on_torch():
+    got = _explain("import torch\n", 'CompilationError: at 5:27: AttributeError("module '
+                   "'triton.language' has no attribute 'relu'\")")
+    assert "`tl.relu` is not part of Triton" in got[0].message and "torch" not in got[0].message
+
+
+def test_a_tl_name_triton_never_had_gets_a_tl_formula_for_it():
+    got = _explain("import torch\n", "AttributeError: module 'triton.language' has no attribute 'relu'")
+    assert "tl.maximum(x, 0.0)" in got[0].message
+
+
+def test_a_misspelt_tl_name_gets_the_nearest_names_triton_has():
+    got = _explain("import torch\n", "AttributeError: module 'triton.language' has no attribute 'maximun'")
+    assert "not part of Triton" in got[0].message and "tl.maximum" in got[0].message
+
+
+def test_a_name_an_older_triton_had_names_the_installed_triton_not_torch():
+    import importlib.metadata
+    got = _explain("import torch\n", "AttributeError: module 'triton.language.math' has no attribute 'tanh'",
+                   status=Status.RUNTIME_ERROR)
+    assert f"not in the installed triton {importlib.metadata.version('triton')}" in got[0].message
+    assert "installed torch" not in got[0].message
+
+
+def test_a_name_of_torch_25s_inductor_is_named_as_kernelbooks_torch():
+    got = _explain("import torch\n", "ImportError: cannot import name 'instance_descriptor' from "
+                   "'torch._inductor.runtime.hints' (/x/torch/_inductor/runtime/hints.py)")
+    assert got[0].kind == "dialect:removed_import" and "torch 2.5's Inductor had it" in got[0].message
+
+
+def test_a_torch_name_inductor_never_wrote_is_not_called_kernelbooks():
+    got = _explain("import torch\n", "ImportError: cannot import name 'fused_relu' from "
+                   "'torch._inductor.runtime.triton_helpers' (/x/triton_helpers.py)")
+    assert "does not exist in the installed torch" in got[0].message and "KernelBook" not in got[0].message
 
 
 def test_explain_adds_nothing_to_a_correct_verdict():
@@ -176,8 +217,120 @@ def test_problem_shapes_come_from_the_meta_device_without_drawing_random_numbers
     expected = torch.rand(1)
     torch.manual_seed(0)
     shapes = causes.problem_shapes(_problem("layernorm_relu").module)
-    assert shapes == causes.Shapes(inputs=(((8, 32), (32, 1)),), outputs=((8, 32),))
+    assert shapes == causes.Shapes(inputs=(((8, 32), (32, 1)),), outputs=((8, 32),), params=(32,),
+                                   inner=((32,), (8, 32)))
     assert torch.equal(torch.rand(1), expected)
+
+
+# --- hard-coded sizes: only a constant no product of the problem's sizes makes ----------
+
+_AVG_POOL = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, kernel_size: int):
+        super().__init__()
+        self.pool = nn.AvgPool2d(kernel_size)
+
+    def forward(self, x):
+        return self.pool(x)
+
+
+def get_inputs():
+    return [torch.randn(112, 64, 512, 512)]
+
+
+def get_init_inputs():
+    return [11]
+"""
+
+# conv (5, 3, 39, 39) -> (5, 7, 37, 37), then relu and a 2x2 max pool -> (5, 7, 18, 18)
+_CONV_POOL = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size)
+
+    def forward(self, x):
+        return F.max_pool2d(torch.relu(self.conv(x)), 2)
+
+
+def get_inputs():
+    return [torch.randn(5, 3, 39, 39)]
+
+
+def get_init_inputs():
+    return [3, 7, 3]
+"""
+
+
+def _problem_from(tmp_path, src: str):
+    from tools.problem import load_problem
+    path = tmp_path / "problem.py"
+    path.write_text(src, encoding="utf-8")
+    return load_problem(path)
+
+
+def _kernel_with(numels: str) -> str:
+    """A KernelBook-format kernel whose body starts with `numels` (its launch is elided)."""
+    return textwrap.dedent("""
+        import triton
+        import triton.language as tl
+
+
+        @triton.jit
+        def triton_red_fused_0(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK: tl.constexpr):
+            {numels}
+            xoffset = tl.program_id(0) * XBLOCK
+        """).replace("{numels}", numels)
+
+
+def _hard_coded(src: str, problem, status=Status.INCORRECT, message="trial 1: wrong values"):
+    got = causes.explain(src, status, (Diagnostic("mismatch", message),), problem)
+    return [d for d in got if d.kind == "dialect:hardcoded_size"]
+
+
+def test_a_product_of_dims_from_different_places_in_a_shape_is_not_hard_coded(tmp_path):
+    src = _kernel_with(f"xnumel = {112 * 512 * 512}")
+    assert _hard_coded(src, _problem_from(tmp_path, _AVG_POOL)) == []
+
+
+def test_a_pooling_window_of_an_init_input_squared_is_not_hard_coded(tmp_path):
+    src = _kernel_with("r0_numel = 121")
+    assert _hard_coded(src, _problem_from(tmp_path, _AVG_POOL)) == []
+
+
+def test_the_element_count_of_a_submodules_output_is_not_hard_coded(tmp_path):
+    src = _kernel_with(f"xnumel = {5 * 7 * 37 * 37}")
+    assert _hard_coded(src, _problem_from(tmp_path, _CONV_POOL)) == []
+
+
+def test_a_size_no_product_of_the_problems_sizes_makes_is_still_hard_coded(tmp_path):
+    src = _kernel_with("xnumel = 256")
+    (diag,) = _hard_coded(src, _problem_from(tmp_path, _AVG_POOL))
+    assert "xnumel = 256 is hard-coded" in diag.message
+
+
+def test_kernelbooks_usual_256_on_the_shipped_relu_example_is_still_hard_coded():
+    from tools.problem import load_problem
+    first = json.loads((ROOT / "examples/relu.kernelbook.replay.jsonl").read_text().splitlines()[0])
+    src = first["completion"].split("```python\n")[1].split("```")[0]
+    (diag,) = _hard_coded(src, load_problem(ROOT / "examples/relu.py"))
+    assert "xnumel = 256 is hard-coded" in diag.message and "4194303 elements" in diag.message
+
+
+def test_a_hard_coded_size_goes_after_an_out_of_memory_error(tmp_path):
+    src = _kernel_with("xnumel = 256")
+    oom = Diagnostic("runtime_error", "during trial: OutOfMemoryError: CUDA out of memory")
+    got = causes.with_causes(src, Status.RUNTIME_ERROR, (oom,), _problem_from(tmp_path, _AVG_POOL))
+    assert [d.kind for d in got] == ["runtime_error", "dialect:hardcoded_size"]
 
 
 # --- the launch-grid helpers of torch <= 2.6 ------------------------------------------

@@ -2,10 +2,11 @@
 
 runtime.py makes such code run unchanged (`install`, in the worker, with
 inductor_grid.py's launch grids and interp_libdevice.py's libdevice for Triton's
-interpreter); causes.py names its usual faults in feedback (`explain`). kernelbook.py
-rewrites torch.compile's output in the dialect (`convert`, with inductor_wrapper.py
-reading Inductor's wrapper, kernelbook_model.py building ModelNew and
-inductor_capture.py recording the compile), for the Inductor seed of a run;
+interpreter); causes.py names its usual faults in feedback (`explain`, placed among a
+verdict's diagnostics by `with_causes`; names.py says where a missing name came from).
+kernelbook.py rewrites torch.compile's output in the dialect (`convert`, with
+inductor_wrapper.py reading Inductor's wrapper, kernelbook_model.py building ModelNew
+and inductor_capture.py recording the compile), for the Inductor seed of a run;
 `python -m tools.dialect seed PROBLEM --device D` (__main__.py) prints one.
 
 This file only re-exports; modules under tools/ import the concrete submodules.

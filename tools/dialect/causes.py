@@ -2,10 +2,17 @@
 
 `explain(...)` is a pure function from a failed verdict's facts (the candidate source,
 its diagnostics, the problem's shapes) to extra diagnostics naming the dialect's usual
-faults: an import of a name this torch no longer has, `xnumel` hard-coded for other
-shapes, a failing `assert_size_stride`, a class named `<Name>New` instead of ModelNew,
-a `reinterpret_tensor` view outside its buffer or returned with strides that are not
-row-major. The judge puts them before the raw diagnostics (tools/judge/).
+faults: an import of a name this torch or Triton lacks (tools/dialect/names.py says
+where it came from), `xnumel` hard-coded for other shapes, a failing
+`assert_size_stride`, a class named `<Name>New` instead of ModelNew, a
+`reinterpret_tensor` view outside its buffer or returned with strides that are not
+row-major. `with_causes(...)` places them among the raw diagnostics for the verdict
+(tools/judge/record.py): a cause that explains the error goes before it; a hard-coded
+size, a guess, after the judge's own first finding.
+
+A size counts as hard-coded only when no product of the problem's sizes makes it: the
+dims of its inputs, outputs, parameters and submodule outputs, and its integer
+parameters (kernel_size, channels, ...) up to their cubes (a k×k×k window).
 
 Not covered: making such code run (tools/dialect/runtime.py).
 """
@@ -14,9 +21,10 @@ from __future__ import annotations
 import ast
 import math
 import re
-import sys
+from collections import Counter
 from dataclasses import dataclass
 
+from tools.dialect import names
 from tools.dialect.runtime import span
 from tools.verdict import Diagnostic, Status
 
@@ -25,55 +33,104 @@ class Shapes:
     """The problem's tensors as the candidate sees them (from a meta-device run)."""
     inputs: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]   # (size, stride) of each tensor input
     outputs: tuple[tuple[int, ...], ...]
+    params: tuple[int, ...] = ()                # integers among the init inputs and inputs
+    inner: tuple[tuple[int, ...], ...] = ()     # sizes of parameters, buffers, submodule outputs
 
-    def sizes(self) -> set[int]:
-        """Every element count a kernel over these tensors may loop over: the product
-        of each run of adjacent dimensions (a whole tensor, a row, a column, ...)."""
-        found = {1}
-        for shape in [s for s, _ in self.inputs] + list(self.outputs):
-            for i in range(len(shape)):
-                for j in range(i + 1, len(shape) + 1):
-                    found.add(math.prod(shape[i:j]))
-        return found
+    def makes(self, value: int) -> bool:
+        """Whether `value` is a product of the problem's sizes: dims of its tensors, each
+        as often as it occurs in one shape (112*512*512 of (112, 64, 512, 512)), times
+        integer parameters, each up to its cube (121 = 11*11, a pooling window)."""
+        if value < 1:
+            return False
+        factors = Counter()
+        for shape in [s for s, _ in self.inputs] + list(self.outputs) + list(self.inner):
+            for dim, n in Counter(d for d in shape if d > 1).items():
+                factors[dim] = max(factors[dim], n)
+        for p in self.params:
+            if p > 1:
+                factors[p] += 3
+        reachable = {1}   # only divisors of value: a few thousand at most, however many dims
+        for dim, n in factors.items():
+            reachable = {r * dim ** k for r in reachable for k in range(n + 1) if value % (r * dim ** k) == 0}
+        return value in reachable
 
     def describe(self) -> str:
         parts = [f"input {i} has size {_tup(s)}: {math.prod(s)} elements" for i, (s, _) in enumerate(self.inputs)]
         parts += [f"the output has size {_tup(s)}" if len(self.outputs) == 1 else f"output {i} has size {_tup(s)}"
                   for i, s in enumerate(self.outputs)]
+        if self.params:
+            parts.append(f"its integer parameters are {', '.join(map(str, self.params))}")
         return "; ".join(parts)
 
 
 def problem_shapes(module) -> Shapes:
-    """Input sizes and strides, and output sizes, of a problem module, computed on the
-    meta device (no memory, no compute, no random numbers drawn)."""
+    """Input sizes and strides, output sizes, integer parameters and the sizes of the
+    model's own tensors of a problem module, computed on the meta device (no memory, no
+    compute, no random numbers drawn)."""
     import torch
     from tools.problem import split_init
-    inputs, outputs = (), ()
+    inputs, outputs, params, inner = (), (), (), []
     try:
         with torch.device("meta"):
             values = list(module.get_inputs())
             inputs = tuple((tuple(v.shape), tuple(v.stride())) for v in values if isinstance(v, torch.Tensor))
             args, kwargs = split_init(module.get_init_inputs())
+            params = tuple(_integers([*args, *kwargs.values(), *values]))
+            model = module.Model(*args, **kwargs)
+            inner += [tuple(t.shape) for t in [*model.parameters(), *model.buffers()]]
+            for sub in model.modules():   # a fused kernel's loop may span an intermediate (a conv's output)
+                if sub is not model:
+                    sub.register_forward_hook(lambda _m, _i, out: inner.extend(_tensor_shapes(out, torch)))
             with torch.no_grad():
-                out = module.Model(*args, **kwargs)(*values)
-        outs = out if isinstance(out, (tuple, list)) else [out]
-        outputs = tuple(tuple(o.shape) for o in outs if isinstance(o, torch.Tensor))
+                out = model(*values)
+        outputs = tuple(_tensor_shapes(out, torch))
     except Exception:   # an op without a meta kernel: explain from what is known
         pass
-    return Shapes(inputs, outputs)
+    return Shapes(inputs, outputs, params, tuple(dict.fromkeys(inner)))
+
+
+def _integers(values):
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            yield from _integers(v)
+        elif isinstance(v, int) and not isinstance(v, bool):
+            yield v
+
+
+def _tensor_shapes(out, torch):
+    outs = out if isinstance(out, (tuple, list)) else [out]
+    return [tuple(o.shape) for o in outs if isinstance(o, torch.Tensor)]
 
 
 def explain(src: str, status: Status, diagnostics, problem=None) -> tuple[Diagnostic, ...]:
-    """Diagnostics naming the KernelBook-dialect cause of a failed verdict, to go before
-    the raw ones; () when none applies. `problem` (a tools.problem.Problem) gives the
-    shapes the size checks compare with."""
+    """Diagnostics naming the KernelBook-dialect cause of a failed verdict; () when none
+    applies. `problem` (a tools.problem.Problem) gives the shapes the size checks compare
+    with."""
+    return tuple(d for _, d in _found(src, status, tuple(diagnostics), problem))
+
+
+def with_causes(src: str, status: Status, diagnostics, problem=None) -> tuple[Diagnostic, ...]:
+    """A verdict's diagnostics with explain()'s among them: a cause that explains the
+    error (a removed import, a failing assert_size_stride, a view outside its buffer)
+    first; a hard-coded size after the judge's own first finding (wrong values, a crash,
+    out of memory): it is a guess, the constant may be meant for a shape the problem
+    makes that the judge cannot see, and the finding is what happened."""
+    raw = tuple(diagnostics)
+    found = _found(src, status, raw, problem)
+    first = tuple(d for check, d in found if check not in _AFTER_THE_ERROR)
+    after = tuple(d for check, d in found if check in _AFTER_THE_ERROR)
+    return first + raw[:1] + after + raw[1:]
+
+
+def _found(src: str, status: Status, diagnostics: tuple, problem) -> list:
+    """(check, diagnostic) of the first two checks that apply."""
     if status in (Status.CORRECT, Status.REJECTED) or not diagnostics:
-        return ()
+        return []
     try:
         tree = ast.parse(src)
     except (SyntaxError, ValueError, RecursionError):
-        return ()
-    facts = _Facts(src, tree, problem, tuple(diagnostics), status)
+        return []
+    facts = _Facts(src, tree, problem, diagnostics, status)
     found = []
     for check in _CHECKS:
         try:
@@ -81,8 +138,8 @@ def explain(src: str, status: Status, diagnostics, problem=None) -> tuple[Diagno
         except Exception:   # a hint must never turn a verdict into an evaluator failure
             continue
         if d is not None:
-            found.append(d)
-    return tuple(found[:2])
+            found.append((check, d))
+    return found[:2]
 
 
 class _Facts:
@@ -120,11 +177,6 @@ def _literal(node):
         return None
 
 
-def _versions() -> str:
-    got = [f"{m} {getattr(sys.modules[m], '__version__', '?')}" for m in ("torch", "triton") if m in sys.modules]
-    return " / ".join(got) or "the installed torch"
-
-
 def _diag(f: _Facts, kind: str, message: str, line: int | None) -> Diagnostic:
     lines = f.src.splitlines()
     text = lines[line - 1].strip() if line and 0 < line <= len(lines) else None
@@ -146,26 +198,6 @@ def _missing_model_new(f: _Facts) -> Diagnostic | None:
                  None)
 
 
-# names KernelLLM imports that moved or went away, and what to write instead
-_MOVED_MODULES = {
-    "torch._inductor.triton_heuristics": "import it from torch._inductor.runtime.triton_heuristics",
-    "torch._inductor.triton_helpers": "import it from torch._inductor.runtime.triton_helpers",
-    "triton.language.libdevice": "use `from torch._inductor.runtime.triton_helpers import libdevice`",
-    "triton.language.math.libdevice": "use `from torch._inductor.runtime.triton_helpers import libdevice`",
-}
-
-
-_NAME_ADVICE = {
-    "get_raw_stream": "write `from torch._C import _cuda_getCurrentRawStream as get_raw_stream`",
-    "libdevice": "write `from torch._inductor.runtime.triton_helpers import libdevice`",
-    "AttrsDescriptor": "drop it: kernels here are plain @triton.jit functions, without Inductor's decorators",
-    "instance_descriptor": "drop it: kernels here are plain @triton.jit functions, without Inductor's decorators",
-}
-
-
-_GRID_ADVICE = "launch with a grid tuple instead: kernel[(triton.cdiv(xnumel, XBLOCK),)](...)"
-
-
 _IMPORT_FAULTS = (
     (re.compile(r"cannot import name '(\w+)' from '([\w.]+)'"), lambda m: (m.group(2), m.group(1))),
     (re.compile(r"No module named '([\w.]+)'"), lambda m: (m.group(1), None)),
@@ -173,37 +205,16 @@ _IMPORT_FAULTS = (
 )
 
 
-def _removed_import(f: _Facts) -> Diagnostic | None:
+def _missing_name(f: _Facts) -> Diagnostic | None:
+    """A torch or Triton name the candidate used that is not there: gone since the
+    torch (or Triton) KernelBook's code was written for, or never part of Triton."""
     for d in f.diagnostics:
         for pattern, parts in _IMPORT_FAULTS:
             m = pattern.search(d.message)
-            if m is None:
-                continue
-            module, name = parts(m)
-            if module.split(".")[0] not in ("torch", "triton"):
-                continue
-            what = f"`{module}.{name}`" if name else f"module {module}"
-            msg = f"{what} does not exist in the installed {_versions()} (KernelBook's code came from torch 2.5)"
-            return _diag(f, "removed_import", f"{msg}; {_import_advice(module, name)}", d.line)
+            said = names.describe(*parts(m)) if m is not None else None
+            if said is not None:
+                return _diag(f, said[0], said[1], d.line)
     return None
-
-
-def _import_advice(module: str, name: str | None) -> str:
-    if name is None:
-        return _MOVED_MODULES.get(module, "remove it and write what it provided in this file")
-    if name in _NAME_ADVICE:
-        return _NAME_ADVICE[name]
-    if module.startswith("triton.language") or module.endswith("libdevice"):
-        import triton.language as tl
-        from triton.language.extra import libdevice
-        if hasattr(libdevice, name):
-            return f"use libdevice.{name}(x) (`from torch._inductor.runtime.triton_helpers import libdevice`)"
-        if hasattr(tl, name):
-            return f"use tl.{name}"
-        return f"compute {name} from tl.* operations"
-    if module.endswith("triton_heuristics") and "grid" in name:
-        return _GRID_ADVICE
-    return "remove it and write what it provided in this file"
 
 
 _ASSERT_DIM = re.compile(r"expected size (\d+)==(\d+), stride (-?\d+)==(-?\d+) at dim=(\d+)")
@@ -259,11 +270,10 @@ def _hardcoded_size(f: _Facts) -> Diagnostic | None:
     shapes = f.shapes if fixed else None
     if shapes is None or not shapes.inputs:
         return None
-    possible = shapes.sizes()
     for value, line, what, fix in fixed:
-        if value not in possible:
-            return _diag(f, "hardcoded_size", f"{what}, but no size of this problem's tensors is {value} "
-                         f"({shapes.describe()}): it was written for other shapes; {fix} from this "
+        if not shapes.makes(value):
+            return _diag(f, "hardcoded_size", f"{what}, but no product of this problem's sizes or parameters "
+                         f"is {value} ({shapes.describe()}): it was written for other shapes; {fix} from this "
                          "problem's sizes", line)
     return None
 
@@ -325,5 +335,6 @@ def _strided_output_view(f: _Facts) -> Diagnostic | None:
     return None
 
 
-_CHECKS = (_missing_model_new, _removed_import, _failed_size_assert, _hardcoded_size, _view_out_of_bounds,
+_CHECKS = (_missing_model_new, _missing_name, _failed_size_assert, _hardcoded_size, _view_out_of_bounds,
            _strided_output_view)
+_AFTER_THE_ERROR = (_hardcoded_size,)

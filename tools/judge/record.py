@@ -1,9 +1,9 @@
 """What one evaluation has found so far, and the Verdict it ends as.
 
 Covers `Run` (diagnostics, flags, checks, timing, speedups, kernels, bottleneck: mutable
-while the steps judge, frozen at the end by `to_verdict`, which puts the KernelBook
-dialect's causes first and adds the feedback text), and how the steps turn a worker's
-fault into diagnostics: `error_diag` (an error reply), `died` (the worker exited) and
+while the steps judge, frozen at the end by `to_verdict`, which places the KernelBook
+dialect's causes among the diagnostics and adds the feedback text), and how the steps
+turn a worker's fault into diagnostics: `error_diag` (an error reply), `died` (the worker exited) and
 `health` (after a crash or hang: is the GPU still usable?). Decides no status itself.
 """
 from __future__ import annotations
@@ -60,9 +60,9 @@ class Run:
 
 def to_verdict(run: "Run", status: Status, t0: float) -> Verdict:
     run.checks["phase_s"] = {k: round(v, 4) for k, v in run.phase_s.items()}
-    from tools.dialect.causes import explain   # KernelBook-dialect causes go first, for the model
+    from tools.dialect.causes import with_causes   # KernelBook-dialect causes, for the model
     verdict = Verdict(
-        status=status, diagnostics=explain(run.src, status, run.diagnostics, run.problem) + tuple(run.diagnostics),
+        status=status, diagnostics=with_causes(run.src, status, run.diagnostics, run.problem),
         flags=tuple(run.flags),
         checks=run.checks, timing=run.timing, speedup_eager=run.speedup_eager,
         speedup_compile=run.speedup_compile, speedup_interval=run.speedup_interval, device=run.device_info,

@@ -215,6 +215,23 @@ def guess_device() -> str:
     return "cuda" if os.path.exists("/dev/nvidiactl") and not hidden else "cpu"
 
 
+def device_fault(device: str, gpu_index: int) -> str | None:
+    """Why a judge cannot use `device` ("cuda" or "cpu") and GPU `gpu_index` here, as one
+    line naming the flag, or None. torch decides about CUDA (imported only for cuda)."""
+    if gpu_index < 0:
+        return f"--gpu must not be negative, got {gpu_index}"
+    if device != "cuda":
+        return None if gpu_index == 0 else \
+            f"--gpu {gpu_index}: judging on {device} uses no GPU (leave --gpu out, or use --device cuda)"
+    import torch
+    if not torch.cuda.is_available():
+        return "--device cuda but no CUDA device is visible (use --device cpu)"
+    count = torch.cuda.device_count()
+    if gpu_index >= count:
+        return f"--gpu {gpu_index}: no such GPU ({count} visible, numbered from 0)"
+    return None
+
+
 def start_forkserver(device: str, gpu_index: int = 0):
     """A fork server for workers of `device` ("cuda", "cpu" or "compile"), started with
     the worker environment (scrubbed, its own temp dir); None where fork servers cannot

@@ -130,6 +130,8 @@ def parse_options(argv: list[str]) -> argparse.Namespace:
     opts = p.parse_args(argv)
     if opts.ray is not None and not RAY_ADDRESS.match(opts.ray):
         raise BadInput("", f"krefine bench: --ray {opts.ray!r}: expected auto, local, HOST:PORT or ray://HOST:PORT")
+    if opts.gpus is not None and opts.gpus < 1:
+        raise BadInput("", f"krefine bench: --gpus must be at least 1, got {opts.gpus}")
     if opts.ray is not None and opts.gpus is not None:
         raise BadInput("", "krefine bench: --gpus counts this host's GPUs; on a Ray cluster set --set bench.judges=N")
     return opts
@@ -196,8 +198,11 @@ def ray_address(opts: argparse.Namespace, setting: Setting) -> str:
 
 def visible_gpus(device: str, limit: int | None) -> list[str | None]:
     """One CUDA_VISIBLE_DEVICES value per worker process, or [None]: one worker, in this
-    process, seeing what this process sees (cpu, or the only GPU there is)."""
+    process, seeing what this process sees (cpu, or the only GPU there is). --gpus
+    (`limit`) beyond the GPUs there are, or on cpu, is bad input."""
     if device != "cuda":
+        if limit is not None:
+            raise BadInput("", f"krefine bench: --gpus {limit}: judging on {device} uses no GPU (leave --gpus out)")
         return [None]
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
     if listed is not None:
@@ -205,6 +210,8 @@ def visible_gpus(device: str, limit: int | None) -> list[str | None]:
     else:
         import torch
         ids = [str(i) for i in range(torch.cuda.device_count())]
+    if limit is not None and limit > len(ids):
+        raise BadInput("", f"krefine bench: --gpus {limit}: only {len(ids)} GPU{'s' if len(ids) != 1 else ''} visible")
     if limit is not None and limit < len(ids):
         return ids[:limit]
     return ids if len(ids) > 1 else [None]

@@ -246,3 +246,16 @@ def test_a_model_server_url_without_a_scheme_fails_before_any_run(suite, calls, 
     assert bench_main(suite, "--out", tmp_path / "out", "--model", "openai:localhost:59999") == 2
     assert calls == [] and capsys.readouterr().err == \
         "krefine: error: openai:localhost:59999: the server URL needs a scheme, e.g. openai:http://localhost:59999\n"
+
+
+@pytest.mark.parametrize("device, visible, gpus, error", [
+    ("cuda", "3,5", "4", "krefine bench: --gpus 4: only 2 GPUs visible"),
+    ("cpu", None, "2", "krefine bench: --gpus 2: judging on cpu uses no GPU (leave --gpus out)"),
+    ("cpu", None, "0", "krefine bench: --gpus must be at least 1, got 0"),
+])
+def test_gpus_beyond_those_there_are_is_exit_2_before_any_run(suite, calls, tmp_path, capsys, monkeypatch,
+                                                             device, visible, gpus, error):
+    if visible is not None:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert bench_main(suite, "--out", tmp_path / "out", "--device", device, "--gpus", gpus) == 2
+    assert calls == [] and capsys.readouterr().err == f"krefine: error: {error}\n"

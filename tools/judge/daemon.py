@@ -20,6 +20,9 @@ it), one JSON request line per connection, JSON reply lines:
        -> {"progress": text}* , {"verdict": i, "doc": verdict json}* , {"done": true}
           or {"error": "bad_input" | "evaluator" | "internal", "message": text}
 
+A service whose device cannot judge (no GPU, no such GPU) answers every request with
+{"error": "bad_input", "message": text, "exiting": true} and exits within a second.
+
 No op exposes the session's secret seeds or reference outputs. Does not decide
 verdicts; loads problems with tools/problem.py exactly as the in-process CLI does.
 """

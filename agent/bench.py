@@ -20,7 +20,8 @@ from a queue (CUDA_VISIBLE_DEVICES names its GPU); on cpu there is one, in-proce
 --ray, judge actors on the cluster's GPUs serve problem loops that run in this process.
 
 Writes OUT/results.csv, OUT/results.json and OUT/bench.html (budget curves of every
-setting overlaid) and prints fast_p, pass@k and the budget curve. The figures come
+setting overlaid) and prints one line per problem, then fast_p, pass@k and the budget
+curve. Exit status (exit_status): 0 when at least one problem ran; 2 or 3 when none could. The figures come
 from agent/runstats.py; the loop itself is agent/runner.py's run_problem/resume_run.
 """
 from __future__ import annotations
@@ -35,7 +36,7 @@ import os
 import queue
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
@@ -44,7 +45,7 @@ from rich.table import Table
 from agent.config import RAY_ADDRESS
 from agent.runstats import (BASELINES, FAST_P_THRESHOLDS, PASS_K, ProblemResult, budget_curve,
                             fast_p, fmt_speedup, load_run, mean_pass_at_k, problem_result)
-from tools.errors import BadInput, EvaluatorError
+from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, EXIT_OK, BadInput, EvaluatorError
 from tools.jsonio import write_json, write_text_atomic
 
 
@@ -52,6 +53,7 @@ from tools.jsonio import write_json, write_text_atomic
 class Setting:
     label: str                      # directory name and legend, e.g. "budget.max_rounds=2"
     overrides: dict                 # load_config's dotted overrides
+    origins: dict = field(default_factory=dict, compare=False)   # override -> the flag that set it, for errors
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,10 @@ def main(args) -> int:
         return 0
     settings = make_settings(opts)
     for s in settings:
-        _load_config(opts.config, s.overrides)
+        _load_config(opts.config, s.overrides, s.origins)
+    if opts.model:
+        from agent.llm import check_spec
+        check_spec(opts.model)
     out = Path(opts.out or Path("runs") / f"bench-{suite.resolve().name}")
     jobs = [Job(s, path, name, out / s.label / name) for s in settings for name, path in problems]
     # 2) run what is not finished yet, one worker per GPU
@@ -93,7 +98,18 @@ def main(args) -> int:
     write_results(out, suite, per_setting)
     print_results(console, per_setting)
     console.print(f"wrote {out / 'results.csv'}, {out / 'results.json'}, {out / 'bench.html'}")
-    return 0
+    return exit_status([r for _, results in per_setting for r in results])
+
+
+def exit_status(results: list[ProblemResult]) -> int:
+    """0 when at least one problem ran: its scores are the bench's result, solved or not
+    (the others are reported, each with its reason). When none could run, 2 if every
+    one failed on bad input (an unreachable model server among them, as for
+    `krefine run`), else 3."""
+    failed = [r.error for r in results if r.error]
+    if len(failed) < len(results):
+        return EXIT_OK
+    return EXIT_BAD_INPUT if all(e.startswith(f"{_BAD_INPUT}: ") for e in failed) else EXIT_EVALUATOR
 
 
 # ---------------------------------------------------------------- options and discovery
@@ -114,6 +130,8 @@ def parse_options(argv: list[str]) -> argparse.Namespace:
     opts = p.parse_args(argv)
     if opts.ray is not None and not RAY_ADDRESS.match(opts.ray):
         raise BadInput("", f"krefine bench: --ray {opts.ray!r}: expected auto, local, HOST:PORT or ray://HOST:PORT")
+    if opts.gpus is not None and opts.gpus < 1:
+        raise BadInput("", f"krefine bench: --gpus must be at least 1, got {opts.gpus}")
     if opts.ray is not None and opts.gpus is not None:
         raise BadInput("", "krefine bench: --gpus counts this host's GPUs; on a Ray cluster set --set bench.judges=N")
     return opts
@@ -150,15 +168,18 @@ def find_problems(suite: Path, filters: list[str]) -> list[tuple[str, Path]]:
 def make_settings(opts: argparse.Namespace) -> list[Setting]:
     """The fixed overrides (--set, --device) times every combination of the --sweep values."""
     fixed = dict(_assignment(a, "--set") for a in opts.overrides)
+    origins = {key: f"--set {key}" for key in fixed}
     if opts.device:
         fixed["run.device"] = opts.device
+        origins["run.device"] = "--device"
     axes = []
     for a in opts.sweep:
         key, raw = _split(a, "--sweep")
         axes.append([(key, _toml_value(v)) for v in raw.split(",") if v.strip()])
+        origins[key] = f"--sweep {key}"
     if not axes:
-        return [Setting("default", fixed)]
-    return [Setting(",".join(f"{k}={_label(v)}" for k, v in combo), {**fixed, **dict(combo)})
+        return [Setting("default", fixed, origins)]
+    return [Setting(",".join(f"{k}={_label(v)}" for k, v in combo), {**fixed, **dict(combo)}, origins)
             for combo in itertools.product(*axes)]
 
 
@@ -177,8 +198,11 @@ def ray_address(opts: argparse.Namespace, setting: Setting) -> str:
 
 def visible_gpus(device: str, limit: int | None) -> list[str | None]:
     """One CUDA_VISIBLE_DEVICES value per worker process, or [None]: one worker, in this
-    process, seeing what this process sees (cpu, or the only GPU there is)."""
+    process, seeing what this process sees (cpu, or the only GPU there is). --gpus
+    (`limit`) beyond the GPUs there are, or on cpu, is bad input."""
     if device != "cuda":
+        if limit is not None:
+            raise BadInput("", f"krefine bench: --gpus {limit}: judging on {device} uses no GPU (leave --gpus out)")
         return [None]
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
     if listed is not None:
@@ -186,6 +210,8 @@ def visible_gpus(device: str, limit: int | None) -> list[str | None]:
     else:
         import torch
         ids = [str(i) for i in range(torch.cuda.device_count())]
+    if limit is not None and limit > len(ids):
+        raise BadInput("", f"krefine bench: --gpus {limit}: only {len(ids)} GPU{'s' if len(ids) != 1 else ''} visible")
     if limit is not None and limit < len(ids):
         return ids[:limit]
     return ids if len(ids) > 1 else [None]
@@ -200,11 +226,11 @@ def run_jobs(jobs: list[Job], gpus: list[str | None], config_path: str | None, m
     def done(i: int, job: Job, error: str | None) -> None:
         if error:
             errors[job.run_dir] = error
-        console.print(f"[{i}/{len(jobs)}] {job.setting.label} {job.name}: {error or _outcome(job.run_dir)}",
-                      highlight=False, markup=False)
+        say_done(console, i, len(jobs), job, error)
     if gpus == [None]:
+        dead: dict[str, str] = {}
         for i, job in enumerate(jobs, 1):
-            done(i, job, run_job(job, config_path, model, progress=True))
+            done(i, job, run_job(job, config_path, model, progress=True, dead=dead))
         return errors
     import multiprocessing as mp
     ctx = mp.get_context("spawn")   # no forked copies of threads, sqlite handles, CUDA state
@@ -234,29 +260,48 @@ def run_jobs(jobs: list[Job], gpus: list[str | None], config_path: str | None, m
 
 
 def _worker(todo, results, config_path: str | None, model: str | None) -> None:
+    dead: dict[str, str] = {}   # this process's: at most one refused connection per server and GPU
     while (job := todo.get()) is not None:
-        results.put((job, run_job(job, config_path, model, progress=False)))
+        results.put((job, run_job(job, config_path, model, progress=False, dead=dead)))
+
+
+def say_done(console: Console, i: int, total: int, job: Job, error: str | None) -> None:
+    """One line per finished problem, however long its reason (the terminal wraps it)."""
+    console.print(f"[{i}/{total}] {job.setting.label} {job.name}: {error or _outcome(job.run_dir)}",
+                  highlight=False, markup=False, soft_wrap=True)
 
 
 def run_job(job: Job, config_path: str | None, model: str | None, *, progress: bool,
-            services=None) -> str | None:
+            services=None, dead: dict[str, str] | None = None) -> str | None:
     """Run (or resume) one problem; None when it ran, else a one-line reason. `services`
-    (agent.runner.Services) are the shared judges and model of a bench on Ray."""
+    (agent.runner.Services) are the shared judges and model of a bench on Ray. `dead`
+    (server URL -> the problem where it refused the connection) spares the rest of the
+    bench asking a model server that is down again: once per server, not per problem."""
+    from agent.llm import ServerUnreachable, server_url
     from agent.runner import resume_run, run_problem
     shared = {"services": services} if services is not None else {}
     try:
+        config = _load_config(config_path, job.setting.overrides)
+        spec = model.replace("{problem}", job.name) if model else config.model.id
+        server = server_url(spec, config.model)
+        if dead is not None and server in dead:
+            return f"{_BAD_INPUT}: the model server {server} refused the connection ({dead[server]}); not asked again"
         if (job.run_dir / "run.json").exists():
             resume_run(job.run_dir, progress=progress, **shared)
         else:
             _clear_skeleton(job.run_dir)
-            run_problem(job.problem, _load_config(config_path, job.setting.overrides), job.run_dir,
-                        model_spec=model.replace("{problem}", job.name) if model else None, progress=progress,
+            run_problem(job.problem, config, job.run_dir, model_spec=spec if model else None, progress=progress,
                         **shared)
         return None
     except (BadInput, EvaluatorError) as e:
-        return f"{'bad input' if isinstance(e, BadInput) else 'evaluator failed'}: {' '.join(str(e).split())}"
+        if isinstance(e, ServerUnreachable) and dead is not None:
+            dead.setdefault(e.server, f"for {job.name}")
+        return f"{_BAD_INPUT if isinstance(e, BadInput) else 'evaluator failed'}: {' '.join(str(e).split())}"
     except Exception as e:  # a bug in the loop must not stop the other problems; it is reported
         return f"internal error: {type(e).__name__}: {' '.join(str(e).split())}"
+
+
+_BAD_INPUT = "bad input"   # how run_job's reasons start when the fault is the input's (exit_status)
 
 
 def _outcome(run_dir: Path) -> str:
@@ -341,13 +386,15 @@ def write_results(out: Path, suite: Path, per_setting: list[tuple[Setting, list[
 
 def print_results(console: Console, per_setting: list[tuple[Setting, list[ProblemResult]]]) -> None:
     for s, results in per_setting:
+        # a problem that could not run shows the kind of fault; its line above and
+        # results.csv say why in full
         t = _table(f"results: {s.label}")
         for col in ("problem", "solved", "best", "eager", "compile", "cands", "solved at", "stop"):
             t.add_column(col, no_wrap=col != "stop", overflow="fold")
         for r in results:
             t.add_row(r.problem, "yes" if r.solved else "no", r.best or "—", fmt_speedup(r.speedup_eager),
                       fmt_speedup(r.speedup_compile), str(r.candidates), str(r.solved_at or "—"),
-                      r.error or r.stop_reason or "")
+                      r.error.partition(":")[0] if r.error else r.stop_reason or "")
         console.print(t)
     # one column per setting, so a sweep reads across
     scored = [(s, scores(results)) for s, results in per_setting]
@@ -376,9 +423,9 @@ def _table(title: str) -> Table:
 
 # ---------------------------------------------------------------- small helpers
 
-def _load_config(path: str | None, overrides: dict):
+def _load_config(path: str | None, overrides: dict, origins: dict | None = None):
     from agent.config import load_config
-    return load_config(path, overrides)
+    return load_config(path, overrides, origins)
 
 
 def _device(opts: argparse.Namespace, setting: Setting) -> str:

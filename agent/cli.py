@@ -38,6 +38,19 @@ def _finite(text: str) -> float:
     return value
 
 
+# `krefine run`'s flags that set one agent.toml value (TABLE.KEY): a value out of range is
+# blamed on the flag, not on the file (agent/config.py load_config's origins)
+RUN_FLAGS = {"--max-iterations": "budget.max_rounds", "--candidates": "budget.candidates_per_round",
+             "--target-speedup": "budget.target_speedup", "--time-budget": "budget.time_budget_s",
+             "--device": "run.device"}
+
+
+def flag_overrides(args: argparse.Namespace, flags: dict[str, str]) -> tuple[dict, dict]:
+    """load_config's overrides (None for a flag not given) and their origins, for `flags`."""
+    overrides = {key: getattr(args, flag.lstrip("-").replace("-", "_")) for flag, key in flags.items()}
+    return overrides, {key: flag for flag, key in flags.items()}
+
+
 class UsageParser(argparse.ArgumentParser):
     def error(self, message: str):  # usage errors are bad input too: one line, exit 2
         raise BadInput("", f"{self.prog}: {message}")

@@ -20,7 +20,8 @@ from typing import Any, Literal
 
 from agent import DEFAULT_CONFIG
 from tools.errors import BadInput
-from tools.settings import EvalSettings, SettingsError, build, eval_settings_from_toml
+from tools.settings import (EvalSettings, Fault, SettingsError, at_least, between, build, eval_settings_from_toml,
+                            positive)
 
 DEFAULT_MODEL_ID = "facebook/KernelLLM"
 
@@ -40,12 +41,15 @@ class ModelConfig:
     max_retries: int = 2                # retries of a failed request (connection, 429, 5xx)
     retry_backoff_s: float = 2.0        # first retry delay; doubles each retry
 
-    def validate(self) -> str | None:
+    def validate(self) -> Fault | None:
         if not self.id.strip():
-            return "id must not be empty"
-        if self.request_timeout_s <= 0 or self.retry_backoff_s < 0 or self.max_retries < 0:
-            return "request_timeout_s must be positive, retries and backoff not negative"
-        return None
+            return Fault("id", "must not be empty")
+        for key, url in (("id", self.id[len("openai:"):] if self.id.startswith("openai:") else ""),
+                         ("openai_base_url", self.openai_base_url)):
+            fault = url and url_fault(url)
+            if fault:
+                return Fault(key, f"{getattr(self, key)!r}: {fault}")
+        return positive(self, "request_timeout_s") or at_least(self, 0, "retry_backoff_s", "max_retries")
 
 
 @dataclass(frozen=True)
@@ -61,14 +65,10 @@ class SamplingConfig:
     max_new_tokens: int = 2048          # per candidate
     seed: int | None = None             # None: fresh randomness on every call
 
-    def validate(self) -> str | None:
-        if self.temperature < 0:
-            return "temperature must not be negative"
+    def validate(self) -> Fault | None:
         if not 0 < self.top_p <= 1:
-            return "top_p must be in (0, 1]"
-        if self.top_k < 0 or self.max_new_tokens < 1:
-            return "top_k must not be negative and max_new_tokens at least 1"
-        return None
+            return Fault("top_p", f"must be in (0, 1], got {self.top_p:g}")
+        return at_least(self, 0, "temperature", "top_k") or at_least(self, 1, "max_new_tokens")
 
 
 @dataclass(frozen=True)
@@ -82,14 +82,10 @@ class BudgetConfig:
     token_budget: int = 1_000_000       # prompt + completion tokens for the whole run (0 = no limit)
     roofline_stop_fraction: float = 0.9 # stop when the best reaches this fraction of the roofline speed (0 = never)
 
-    def validate(self) -> str | None:
-        if self.max_rounds < 1 or self.candidates_per_round < 1:
-            return "max_rounds and candidates_per_round must be at least 1"
-        if self.target_speedup <= 0 or self.time_budget_s <= 0 or self.token_budget < 0:
-            return "target_speedup and time_budget_s must be positive, token_budget not negative"
-        if not 0 <= self.roofline_stop_fraction <= 1:
-            return "roofline_stop_fraction must be in [0, 1]"
-        return None
+    def validate(self) -> Fault | None:
+        return (at_least(self, 1, "max_rounds", "candidates_per_round")
+                or positive(self, "target_speedup", "time_budget_s") or at_least(self, 0, "token_budget")
+                or between(self, 0, 1, "roofline_stop_fraction"))
 
 
 @dataclass(frozen=True)
@@ -101,10 +97,8 @@ class SearchConfig:
     seed: Literal["none", "inductor"] = "none"  # inductor: round 0 is torch.compile's kernels in KernelBook format
     seed_timeout_s: float = 600.0       # torch.compile of the problem for the seed (its own process)
 
-    def validate(self) -> str | None:
-        if self.seed_timeout_s <= 0:
-            return "seed_timeout_s must be positive"
-        return "beam_width must be at least 1" if self.beam_width < 1 else None
+    def validate(self) -> Fault | None:
+        return positive(self, "seed_timeout_s") or at_least(self, 1, "beam_width")
 
 
 @dataclass(frozen=True)
@@ -114,10 +108,8 @@ class PromptConfig:
     max_prompt_tokens: int = 8192       # whole prompt; the in-context example is dropped first, then feedback
     include_example: bool = True        # keep the add_kernel example of the trained template in refinements
 
-    def validate(self) -> str | None:
-        if self.feedback_token_budget < 0 or self.max_prompt_tokens < 1:
-            return "feedback_token_budget must not be negative, max_prompt_tokens positive"
-        return None
+    def validate(self) -> Fault | None:
+        return at_least(self, 0, "feedback_token_budget") or at_least(self, 1, "max_prompt_tokens")
 
 
 @dataclass(frozen=True)
@@ -143,16 +135,11 @@ class BenchConfig:
     start_timeout_s: float = 600.0      # for the first judge actor, and every model actor, to start
     progress_interval_s: float = 30.0   # a status line this often: problems done, candidates/min, live judges
 
-    def validate(self) -> str | None:
+    def validate(self) -> Fault | None:
         if self.ray_address and not RAY_ADDRESS.match(self.ray_address):
-            return f"ray_address {self.ray_address!r}: expected auto, local, HOST:PORT or ray://HOST:PORT"
-        if self.judges < 0 or self.problems_in_flight < 0:
-            return "judges and problems_in_flight must not be negative"
-        if self.judge_cache < 1 or self.model_gpus < 1:
-            return "judge_cache and model_gpus must be at least 1"
-        if self.start_timeout_s <= 0 or self.progress_interval_s <= 0:
-            return "start_timeout_s and progress_interval_s must be positive"
-        return None
+            return Fault("ray_address", f"{self.ray_address!r}: expected auto, local, HOST:PORT or ray://HOST:PORT")
+        return (at_least(self, 0, "judges", "problems_in_flight") or at_least(self, 1, "judge_cache", "model_gpus")
+                or positive(self, "start_timeout_s", "progress_interval_s"))
 
 
 @dataclass(frozen=True)
@@ -173,13 +160,16 @@ AGENT_TABLES = {"model": ModelConfig, "sampling": SamplingConfig, "budget": Budg
 EVAL_TABLES = ("eval", "timing", "guards")
 
 
-def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> AgentConfig:
+def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None,
+                origins: dict[str, str] | None = None) -> AgentConfig:
     """Read agent.toml (the repo's when `path` is None; the same defaults when krefine
     is installed without it) and apply dotted overrides.
 
     `overrides` maps "table.key" to a value, e.g. {"budget.max_rounds": 3,
     "model.id": "replay:x.jsonl"}; a None value is skipped (an unset CLI flag). Any
-    problem is a BadInput naming the file and the table/key at fault.
+    problem is a BadInput naming the file and the table/key at fault, or, when an
+    override is at fault, the override as `origins` names it (the flag that set it,
+    {"budget.candidates_per_round": "--candidates"}): "--candidates must be at least 1, got 0".
     """
     if path is None and not DEFAULT_CONFIG.exists():
         doc: dict = {}          # installed without the repo's agent.toml: its defaults are ours
@@ -188,7 +178,10 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
         path = Path(path) if path is not None else DEFAULT_CONFIG
         doc = _parse(path)
     # 1) the file alone, so a fault in it is reported as the file's
-    config = _build(doc, path, "")
+    try:
+        config = _build(doc)
+    except SettingsError as e:
+        raise BadInput(path, str(e)) from None
     # 2) overrides on top
     live = {k: v for k, v in (overrides or {}).items() if v is not None}
     if not live:
@@ -197,10 +190,38 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     for key, value in live.items():
         table, _, name = str(key).partition(".")
         if not name or "." in name or table not in (*AGENT_TABLES, *EVAL_TABLES):
-            raise BadInput(path, f"override {key!r}: expected TABLE.KEY with TABLE one of "
-                                 f"{', '.join((*AGENT_TABLES, *EVAL_TABLES))}")
+            named = (origins or {}).get(key) or f"override {key!r}"
+            raise BadInput("", f"{named}: expected TABLE.KEY with TABLE one of {', '.join((*AGENT_TABLES, *EVAL_TABLES))}")
         merged.setdefault(table, {})[name] = value
-    return _build(merged, path, f" (with overrides {', '.join(sorted(live))})")
+    try:
+        return _build(merged)
+    except SettingsError as e:
+        raise _blame(e, live, origins or {}, path) from None
+
+
+def _blame(e: SettingsError, live: dict, origins: dict[str, str], path: Path) -> BadInput:
+    """The fault of a file that was fine alone, put on the one override that caused it,
+    named as the user wrote it; the file, with the overrides noted, where that is unclear."""
+    def caused(key: str) -> bool:
+        table, _, name = key.partition(".")
+        return f"[{table}]" in e.where and e.key in (None, name)
+    suspects = [k for k in live if caused(k)]
+    if len(suspects) != 1:
+        return BadInput(path, f"{e} (with overrides {', '.join(sorted(live))})")
+    key = suspects[0]
+    name = origins.get(key, f"override {key}")
+    return BadInput("", f"{name}{e.after}" if e.key is not None else f"{name}: {e}")
+
+
+def url_fault(url: str) -> str | None:
+    """Why `url` cannot be an OpenAI-compatible server's address, or None."""
+    from urllib.parse import urlsplit
+    parts = urlsplit(url.strip())
+    if "://" not in url:
+        return f"the server URL needs a scheme, e.g. openai:http://{url.strip()}"
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return "expected an http:// or https:// URL with a host, e.g. openai:http://localhost:8000"
+    return None
 
 
 def _parse(path: Path) -> dict:
@@ -214,17 +235,14 @@ def _parse(path: Path) -> dict:
         raise BadInput(path, f"not valid TOML: {e}") from None
 
 
-def _build(doc: dict, path: Path, note: str) -> AgentConfig:
+def _build(doc: dict) -> AgentConfig:
+    """The config of a parsed document; SettingsError naming the table (and key) at fault."""
     unknown = sorted(set(doc) - set(AGENT_TABLES) - set(EVAL_TABLES))
     if unknown:
-        raise BadInput(path, f"unknown table(s) {', '.join(f'[{t}]' for t in unknown)}; known: "
-                             f"{', '.join(f'[{t}]' for t in (*AGENT_TABLES, *EVAL_TABLES))}")
-    try:
-        for name in (*AGENT_TABLES, *EVAL_TABLES):
-            if not isinstance(doc.get(name, {}), dict):
-                raise SettingsError(f"[{name}]: expected a table")
-        tables = {name: build(cls, doc.get(name), f"[{name}]") for name, cls in AGENT_TABLES.items()}
-        evaluator = eval_settings_from_toml(doc, where="")
-    except SettingsError as e:
-        raise BadInput(path, f"{e}{note}") from None
-    return AgentConfig(**tables, eval=evaluator)
+        raise SettingsError(f"unknown table(s) {', '.join(f'[{t}]' for t in unknown)}; known: "
+                            f"{', '.join(f'[{t}]' for t in (*AGENT_TABLES, *EVAL_TABLES))}")
+    for name in (*AGENT_TABLES, *EVAL_TABLES):
+        if not isinstance(doc.get(name, {}), dict):
+            raise SettingsError(f"[{name}]: expected a table", f"[{name}]")
+    tables = {name: build(cls, doc.get(name), f"[{name}]") for name, cls in AGENT_TABLES.items()}
+    return AgentConfig(**tables, eval=eval_settings_from_toml(doc, where=""))

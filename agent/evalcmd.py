@@ -9,13 +9,16 @@ here, in a session of this process's own.
 
 Exit statuses (DESIGN.md): 0 correct (and at least --min-speedup when given; with
 several candidates, every one), 1 evaluated but not correct / not fast enough, 2 bad
-input, 3 evaluator failure.
+input, 3 evaluator failure. In a batch a candidate file that is not Python defining
+ModelNew (a syntax error, an empty file) is that candidate's compile_error, never the
+batch's exit 2: each candidate is a model's answer and gets its own verdict.
 """
 from __future__ import annotations
 
 import json
 import os
 import sys
+import threading
 
 from tools.errors import EXIT_FAIL, EXIT_OK, BadInput
 from tools.verdict import Verdict
@@ -59,13 +62,14 @@ def _via_service(args, config, keep: float) -> int:
     """Judge in the warm judge service (started if none answers); print as _main does."""
     import dataclasses
     from tools.judge.static import static_verdict
-    from tools.problem import load_candidate, read_problem
+    from tools.problem import read_problem
     from tools.sandbox.isolation import guess_device
     read_problem(args.problem)   # what needs no torch; the service loads it (exit 2 either way)
-    sources = [(path, load_candidate(path)) for path in args.candidates]
-    if args.min_speedup is not None and args.min_speedup <= 0:
-        raise BadInput("", f"--min-speedup must be positive, got {args.min_speedup:g}")
+    cands = _read_candidates(args)
+    _check_min_speedup(args)
     guess = args.device or guess_device()
+    if args.gpu < 0 or args.device == "cpu":
+        _check_device(args.device or "cpu", args.gpu)   # needs no torch; the service checks cuda
     if args.min_speedup is not None and guess == "cpu":
         raise BadInput("", "--min-speedup needs --device cuda: nothing is timed on cpu")
     settings = {"eval": {k: v for k, v in dataclasses.asdict(config.eval.test).items() if k != "keep_judge_s"},
@@ -73,31 +77,92 @@ def _via_service(args, config, keep: float) -> int:
     profile = not args.no_profile and config.eval.test.profile != "none"
     say = None if args.json else (lambda what: print(f"krefine: {what} ...", file=sys.stderr, flush=True))
     if say:
-        say(f"judging {len(sources)} candidate{'s' if len(sources) > 1 else ''} against "
+        say(f"judging {len(cands)} candidate{'s' if len(cands) > 1 else ''} against "
             f"{os.path.basename(args.problem)} in the judge service")
-    names = [f"candidate{i}.py" if len(sources) > 1 else "candidate.py" for i in range(len(sources))]
-    printed = [0]
-    ready: dict[int, Verdict | dict] = {}
-
-    def heard(i: int, verdict) -> None:   # print in input order, as soon as possible
-        ready[i] = verdict
-        while printed[0] in ready:
-            _report(args, sources[printed[0]][0], ready[printed[0]], many=len(sources) > 1)
-            printed[0] += 1
-    # a syntax error or a static guard's reject is decided here, before any service or torch
-    for i, (_, src) in enumerate(sources):
-        quick = static_verdict(src, names[i], config.eval, guess, args.gpu)
+    names = _names(len(cands))
+    out = _InOrder(args, [path for path, _, _ in cands])
+    # a file that is no candidate, a syntax error or a static guard's reject is decided
+    # here, before any service or torch
+    for i, v in _file_verdicts(cands, names, config.eval, guess, args.gpu).items():
+        out.heard(i, v)
+    for i, (_, src, fault) in enumerate(cands):
+        quick = static_verdict(src, names[i], config.eval, guess, args.gpu) if fault is None else None
         if quick is not None:
-            heard(i, quick)
-    rest = [i for i in range(len(sources)) if i not in ready]
+            out.heard(i, quick)
+    rest = out.undecided()
     if rest:
         from tools.judge import remote
-        remote.evaluate(args.problem, [(names[i], sources[i][1]) for i in rest],
+
+        def started(pid: int) -> None:   # what this eval leaves running, and how to end it
+            print(f"krefine: left the judge service for {guess}:{args.gpu} running (pid {pid}); it exits "
+                  f"after {keep:g} s without an eval, `krefine judge stop` ends it now", file=sys.stderr, flush=True)
+        remote.evaluate(args.problem, [(names[i], cands[i][1]) for i in rest],
                         device=guess, service_device=args.device or "auto", gpu_index=args.gpu,
                         settings=settings, profile=profile, idle_s=keep, say=say,
-                        on_verdict=lambda j, doc: heard(rest[j], doc))
-    verdicts = [v if isinstance(v, Verdict) else Verdict.from_json(v) for v in (ready[i] for i in range(len(sources)))]
-    return _exit_status(args, verdicts)
+                        on_verdict=lambda j, doc: out.heard(rest[j], doc), on_start=started)
+    return _exit_status(args, out.verdicts())
+
+
+def _read_candidates(args) -> list[tuple[str, str, str | None]]:
+    """(path, source, fault) per candidate, fault being why the file is not Python that
+    defines ModelNew. One candidate: such a file is bad input (exit 2, DESIGN.md). Several:
+    each is a model's answer and gets a verdict of its own, so such a file is that
+    candidate's compile_error (_file_verdicts) in order with the others; only a path that
+    names no readable file is the command line's fault."""
+    from tools.problem import load_candidate, read_candidate
+    if len(args.candidates) == 1:
+        return [(args.candidates[0], load_candidate(args.candidates[0]), None)]
+    return [(path, *read_candidate(path)) for path in args.candidates]
+
+
+def _file_verdicts(cands, names: list[str], settings, device: str, gpu_index: int) -> dict[int, Verdict]:
+    """The compile_error verdict of each candidate whose file is not Python defining ModelNew."""
+    from tools.judge.static import file_verdict
+    return {i: file_verdict(src, fault, names[i], settings, device, gpu_index)
+            for i, (_, src, fault) in enumerate(cands) if fault is not None}
+
+
+def _names(n: int) -> list[str]:
+    """The file name each candidate is judged under (tracebacks name it, never the user's path)."""
+    return ["candidate.py"] if n == 1 else [f"candidate{i}.py" for i in range(n)]
+
+
+def _check_min_speedup(args) -> None:
+    if args.min_speedup is not None and args.min_speedup <= 0:
+        raise BadInput("", f"--min-speedup must be positive, got {args.min_speedup:g}")
+
+
+def _check_device(device: str, gpu_index: int) -> None:
+    """--device and --gpu name something this machine has, else one line and exit 2."""
+    from tools.sandbox.isolation import device_fault
+    fault = device_fault(device, gpu_index)
+    if fault is not None:
+        raise BadInput("", fault)
+
+
+class _InOrder:
+    """Prints each verdict as soon as every candidate before it has been printed (the
+    judge finishes them in any order, from several threads)."""
+
+    def __init__(self, args, paths: list[str]):
+        self.args, self.paths = args, paths
+        self.ready: dict[int, Verdict | dict] = {}
+        self.printed = 0
+        self.lock = threading.Lock()
+
+    def heard(self, i: int, verdict) -> None:
+        with self.lock:
+            self.ready[i] = verdict
+            while self.printed in self.ready:
+                _report(self.args, self.paths[self.printed], self.ready[self.printed], many=len(self.paths) > 1)
+                self.printed += 1
+
+    def undecided(self) -> list[int]:
+        return [i for i in range(len(self.paths)) if i not in self.ready]
+
+    def verdicts(self) -> list[Verdict]:
+        return [v if isinstance(v, Verdict) else Verdict.from_json(v)
+                for v in (self.ready[i] for i in range(len(self.paths)))]
 
 
 def _exit_status(args, verdicts) -> int:
@@ -120,53 +185,45 @@ def _early_forkserver(args):
 
 def _main(args, config, guess: str, early) -> int:
     from tools.judge import Judge, default_device, evaluate
-    from tools.problem import load_candidate, load_problem
+    from tools.problem import load_problem
 
     # 1) inputs: every fault here is one line and exit 2, before any work starts
     problem = load_problem(args.problem)
-    sources = [(path, load_candidate(path)) for path in args.candidates]
-    if args.min_speedup is not None and args.min_speedup <= 0:
-        raise BadInput("", f"--min-speedup must be positive, got {args.min_speedup:g}")
+    cands = _read_candidates(args)
+    _check_min_speedup(args)
     device = args.device or default_device()
     if args.device is None and device == "cpu":
         print("krefine: no CUDA device found: judging on cpu with Triton's interpreter "
               "(correctness only, no timing)", file=sys.stderr)
-    if device == "cuda":
-        import torch
-        if not torch.cuda.is_available():
-            raise BadInput("", "--device cuda but no CUDA device is visible (use --device cpu)")
+    _check_device(device, args.gpu)
     if args.min_speedup is not None and device == "cpu":
         raise BadInput("", "--min-speedup needs --device cuda: nothing is timed on cpu")
     profile = not args.no_profile and config.eval.test.profile != "none"
     server = early if device == guess else None   # a wrong guess: the session starts its own
 
-    # 2) judge: one candidate in a session of its own; several in one shared session
+    # 2) judge what the files alone do not decide: one candidate in a session of its own;
+    #    several in one shared session
     say = None if args.json else (lambda what: print(f"krefine: {what} ...", file=sys.stderr, flush=True))
-    if len(sources) == 1:
-        path, src = sources[0]
+    names = _names(len(cands))
+    out = _InOrder(args, [path for path, _, _ in cands])
+    for i, v in _file_verdicts(cands, names, config.eval, device, args.gpu).items():
+        out.heard(i, v)
+    rest = out.undecided()
+    if len(cands) == 1:
         if say:
-            say(f"judging {path} against {problem.name} on {device}")
-        verdicts = [evaluate(problem, src, device=device, settings=config.eval, profile=profile,
-                             gpu_index=args.gpu, progress=say, forkserver=server)]
-        _report(args, path, verdicts[0], many=False)
-    else:
+            say(f"judging {cands[0][0]} against {problem.name} on {device}")
+        out.heard(0, evaluate(problem, cands[0][1], device=device, settings=config.eval, profile=profile,
+                              gpu_index=args.gpu, progress=say, forkserver=server))
+    elif rest:
         if say:
-            say(f"judging {len(sources)} candidates against {problem.name} on {device} in one session")
-        ready: dict[int, Verdict] = {}
-        printed = [0]
-
-        def heard(i: int, v: Verdict) -> None:  # print in input order, as soon as possible
-            ready[i] = v
-            while printed[0] in ready:
-                _report(args, sources[printed[0]][0], ready[printed[0]], many=True)
-                printed[0] += 1
+            say(f"judging {len(cands)} candidates against {problem.name} on {device} in one session")
         with Judge(problem, device=device, gpu_index=args.gpu, settings=config.eval,
                    forkservers={device: server} if server is not None else None) as judge:
-            verdicts = judge.judge_many([(f"candidate{i}.py", src) for i, (_, src) in enumerate(sources)],
-                                        profile=profile, on_verdict=heard)
+            judge.judge_many([(names[i], cands[i][1]) for i in rest], profile=profile,
+                             on_verdict=lambda j, v: out.heard(rest[j], v))
 
     # 3) exit status
-    return _exit_status(args, verdicts)
+    return _exit_status(args, out.verdicts())
 
 
 def _report(args, path: str, verdict, *, many: bool) -> None:

@@ -16,9 +16,11 @@ and what to use instead. Does not build prompts (agent/prompting.py) or extract 
 """
 from __future__ import annotations
 
+import errno
 import http.client
 import json
 import os
+import socket
 import threading
 import time
 import urllib.error
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Protocol
 
-from agent.config import DEFAULT_MODEL_ID, AgentConfig, ModelConfig, SamplingConfig
+from agent.config import DEFAULT_MODEL_ID, AgentConfig, ModelConfig, SamplingConfig, url_fault
 from tools.errors import BadInput
 
 _HOW_TO = ("point --model at a local checkpoint directory, an OpenAI-compatible server "
@@ -69,24 +71,54 @@ class BackendUnavailable(BadInput):
         super().__init__(spec, f"{why}; {_HOW_TO}")
 
 
+class ServerUnreachable(BackendUnavailable):
+    """The model server refused the connection or has no address: `server` (its base URL)
+    is not worth asking again soon (krefine bench stops asking it)."""
+
+    def __init__(self, spec: str, why: str, server: str):
+        super().__init__(spec, why)
+        self.server = server
+
+
 def estimate_tokens(text: str) -> int:
     """Token count where no tokenizer is at hand: about four characters a token."""
     return len(text) // 4
 
 
+def check_spec(spec: str) -> None:
+    """A model spec's faults that need no file, server or weights (a server URL with no
+    scheme), as BadInput: one line, before any work starts. make_backend checks them too."""
+    if spec.startswith("openai:"):
+        fault = url_fault(spec[len("openai:"):])
+        if fault is not None:
+            raise BadInput(spec, fault)
+
+
 def make_backend(spec: str, config: AgentConfig) -> Backend:
     """The backend for `spec`: "replay:FILE" | "openai:URL" | HF id | local path."""
+    check_spec(spec)
     m = config.model
     if spec.startswith("replay:"):
         return ReplayBackend(spec[len("replay:"):])
     served = m.served_model_name or (spec if not spec.startswith("openai:") else DEFAULT_MODEL_ID)
     # the key comes from the environment, by the name agent.toml gives, never from the file
     key = os.environ.get(m.openai_api_key_env) or None
-    if spec.startswith("openai:"):
-        return OpenAIBackend(spec[len("openai:"):], served, m, api_key=key)
-    if m.openai_base_url:
-        return OpenAIBackend(m.openai_base_url, served, m, api_key=key)
+    url = server_url(spec, m)
+    if url is not None:
+        return OpenAIBackend(url, served, m, api_key=key)
     return TransformersBackend(spec, m)
+
+
+def server_url(spec: str, model: ModelConfig) -> str | None:
+    """The base URL of the OpenAI-compatible server make_backend would serve `spec`
+    from (without a trailing /v1), or None for a replay file or a transformers model."""
+    if spec.startswith("replay:"):
+        return None
+    url = spec[len("openai:"):] if spec.startswith("openai:") else model.openai_base_url
+    if not url:
+        return None
+    base = url.strip().rstrip("/")
+    return base[:-3] if base.endswith("/v1") else base
 
 
 # -- transformers -------------------------------------------------------------------
@@ -294,8 +326,7 @@ class OpenAIBackend:
     """POST {base}/v1/completions on a server such as `vllm serve facebook/KernelLLM`."""
 
     def __init__(self, base_url: str, model: str, config: ModelConfig, api_key: str | None = None):
-        base = base_url.strip().rstrip("/")
-        self.base = base[:-3] if base.endswith("/v1") else base
+        self.base = server_url(f"openai:{base_url}", config)
         self.model, self.config, self.name = model, config, f"openai:{self.base}"
         self._api_key = api_key
         self._tokenize_works: bool | None = None   # vLLM's /tokenize: exact counts when present
@@ -393,11 +424,19 @@ class OpenAIBackend:
             except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
                 if last:
                     reason = getattr(e, "reason", None) or e
+                    if _refused(reason):
+                        raise ServerUnreachable(self.name, f"cannot reach {url}: {reason}", self.base) from None
                     raise BackendUnavailable(self.name, f"cannot reach {url}: {reason}") from None
             except json.JSONDecodeError as e:
                 raise BackendUnavailable(self.name, f"{method} {path} answered with no JSON: {e}") from None
             time.sleep(self.config.retry_backoff_s * 2 ** attempt)
         raise AssertionError("unreachable")
+
+
+def _refused(reason: object) -> bool:
+    """A connection nobody accepted (refused, no route, no such host), not a slow or broken answer."""
+    return isinstance(reason, (ConnectionRefusedError, socket.gaierror)) or \
+        getattr(reason, "errno", None) in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH)
 
 
 def _split_total(total, texts: list[str]) -> list[int]:

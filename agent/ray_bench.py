@@ -137,7 +137,7 @@ def make_plan(resources: dict, config, model_spec: str | None) -> Plan:
 def run_jobs(jobs: list, address: str, config_path: str | None, model: str | None, console) -> dict[Path, str]:
     """agent/bench.py's run_jobs on the cluster: run_dir -> one-line error for jobs that
     could not run."""
-    from agent.bench import _load_config, _outcome, run_job
+    from agent.bench import _load_config, run_job, say_done
     from agent.ray_judges import JudgeFleet, RayJudgePool
     from agent.ray_models import ModelPool
     from agent.runner import Services
@@ -169,9 +169,10 @@ def run_jobs(jobs: list, address: str, config_path: str | None, model: str | Non
             # 2) problem loops in threads, enough that every judge has candidates waiting
             width = config.bench.problems_in_flight or 2 * plan.judges
             errors: dict[Path, str] = {}
+            dead: dict[str, str] = {}   # model servers that refused the connection: not asked again
             with ThreadPoolExecutor(max_workers=width, thread_name_prefix="krefine-problem") as pool:
-                running = {pool.submit(run_job, j, config_path, model, progress=False, services=services): j
-                           for j in jobs}
+                running = {pool.submit(run_job, j, config_path, model, progress=False, services=services,
+                                       dead=dead): j for j in jobs}
                 finished = 0
                 try:
                     while running:
@@ -182,8 +183,7 @@ def run_jobs(jobs: list, address: str, config_path: str | None, model: str | Non
                             finished += 1
                             if error:
                                 errors[job.run_dir] = error
-                            say(f"[{finished}/{len(jobs)}] {job.setting.label} {job.name}: "
-                                f"{error or _outcome(job.run_dir)}")
+                            say_done(console, finished, len(jobs), job, error)
                         say(_status(fleet, finished, len(jobs)))
                 except KeyboardInterrupt:
                     # here, not after the pool's exit, which would wait for every problem: every

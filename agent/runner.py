@@ -27,7 +27,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from agent.config import AgentConfig, load_config
 from agent.graph import (GpuPool, LoopContext, build_graph, checkpoint_values, make_summary, run_graph,
                          shared_gpu_pool)
-from agent.llm import ReplayBackend, make_backend
+from agent.llm import ReplayBackend, check_spec, make_backend
 from agent.progress import Progress, make_progress
 from agent.rundir import RunDir
 from agent.state import initial_state
@@ -51,12 +51,8 @@ def main(args) -> int:
     if args.command == "resume":
         summary = resume_run(args.run_dir)
     else:
-        overrides = {"budget.max_rounds": args.max_iterations,
-                     "budget.candidates_per_round": args.candidates,
-                     "budget.target_speedup": args.target_speedup,
-                     "budget.time_budget_s": args.time_budget,
-                     "run.device": args.device}
-        config = load_config(args.config, overrides)
+        from agent.cli import RUN_FLAGS, flag_overrides
+        config = load_config(args.config, *flag_overrides(args, RUN_FLAGS))
         summary = run_problem(args.problem, config, args.out, model_spec=args.model)
     return EXIT_OK if summary["solved"] else EXIT_FAIL
 
@@ -64,10 +60,11 @@ def main(args) -> int:
 def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Path | None, *,
                 model_spec: str | None = None, progress: bool = True, services: Services | None = None) -> dict:
     """Run the loop on one problem; returns summary.json's contents."""
-    # 1) the problem and the device: bad input fails before anything is written
+    # 1) the model spec, the problem and the device: bad input fails before anything is written
+    spec = _absolute_spec(model_spec or config.model.id)
+    check_spec(spec)
     problem = load_problem(problem_path)
     device = resolve_device(config.run.device)
-    spec = _absolute_spec(model_spec or config.model.id)
     # 2) the run directory: --out must be new or empty
     rd = RunDir(Path(out_dir) if out_dir else default_run_dir(config.run.out_root, problem.name))
     if rd.root.exists() and any(rd.root.iterdir()):

@@ -172,6 +172,22 @@ def cli_env() -> dict:
             "KREFINE_KEEP_JUDGE_S": "0"}
 
 
+def processes_under(root: Path, module: str) -> set[int]:
+    """Pids of processes running `module` (e.g. tools.sandbox.forkserver) whose environment
+    names `root` (a TMPDIR a test started them with, or a dir below it): the test's own,
+    not those of anything else running on the machine."""
+    out = subprocess.run(["pgrep", "-f", module], capture_output=True, text=True).stdout
+    found = set()
+    for pid in out.split():
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if str(root).encode() in environ:
+            found.add(int(pid))
+    return found
+
+
 def fast_config(tmp_path: Path, **tables) -> Path:
     """An agent.toml for tests: two correctness trials instead of five."""
     doc = {"eval": {"trials": 2}, **tables}

@@ -182,3 +182,80 @@ def test_each_worker_process_sees_only_its_own_gpu(tmp_path):
     errors = bench.run_jobs(jobs, ["7", "9"], None, None, bench.Console(quiet=True))
     seen = sorted(e.split("gpu=")[1][0] for e in errors.values())
     assert len(errors) == 4 and set(seen) == {"7", "9"}
+
+
+@pytest.mark.parametrize("flags, error", [
+    (("--set", "budget.max_rounds=0"), "--set budget.max_rounds must be at least 1, got 0"),
+    (("--sweep", "sampling.top_p=0.5,2"), "--sweep sampling.top_p must be in (0, 1], got 2"),
+])
+def test_a_bad_set_or_sweep_value_is_blamed_on_the_flag_before_any_run(suite, calls, tmp_path, capsys, flags, error):
+    assert bench_main(suite, "--out", tmp_path / "out", *flags) == 2
+    assert calls == [] and capsys.readouterr().err == f"krefine: error: {error}\n"
+
+
+# --- a model server that is down: one try for the whole bench, one line a problem, not exit 0
+
+@pytest.fixture
+def dead_server_bench(tmp_path, monkeypatch, capsys):
+    """A real bench of three real problems against a port nobody listens on; every
+    request to it counted."""
+    import socket
+    import urllib.request
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    relu = (Path(__file__).parent / "problems" / "relu.py").read_text()
+    for name in ("1_a", "2_b", "3_c"):
+        (suite / f"{name}.py").write_text(relu)
+    with socket.socket() as s:     # a free port, closed again: connections to it are refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    asked = []
+    real = urllib.request.urlopen
+    monkeypatch.setattr(urllib.request, "urlopen", lambda req, **kw: asked.append(req.full_url) or real(req, **kw))
+    code = bench_main(suite, "--out", tmp_path / "out", "--device", "cpu", "--model", f"openai:http://127.0.0.1:{port}")
+    return code, asked, capsys.readouterr().out
+
+
+def test_a_bench_where_no_problem_could_run_for_an_unreachable_model_is_exit_2(dead_server_bench):
+    code, _, _ = dead_server_bench
+    assert code == 2
+
+
+def test_a_model_server_that_refused_the_connection_is_asked_once_per_bench(dead_server_bench):
+    _, asked, _ = dead_server_bench
+    assert len(asked) == 1
+
+
+def test_each_problem_of_a_bench_gets_one_line(dead_server_bench):
+    _, _, out = dead_server_bench
+    lines = out.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("[1/3]"))
+    assert [ln[:5] for ln in lines[start:start + 4]] == ["[1/3]", "[2/3]", "[3/3]", "     "]
+    assert "Connection refused" in lines[start] and "not asked again" in lines[start + 1]
+
+
+def test_a_bench_where_every_problem_failed_in_the_evaluator_is_exit_3(suite, tmp_path, monkeypatch):
+    from tools.errors import EvaluatorError
+    def broken(*args, **kwargs):
+        raise EvaluatorError("worker could not start")
+    monkeypatch.setattr("agent.runner.run_problem", broken)
+    assert bench_main(suite, "--out", tmp_path / "out", "--device", "cpu") == 3
+
+
+def test_a_model_server_url_without_a_scheme_fails_before_any_run(suite, calls, tmp_path, capsys):
+    assert bench_main(suite, "--out", tmp_path / "out", "--model", "openai:localhost:59999") == 2
+    assert calls == [] and capsys.readouterr().err == \
+        "krefine: error: openai:localhost:59999: the server URL needs a scheme, e.g. openai:http://localhost:59999\n"
+
+
+@pytest.mark.parametrize("device, visible, gpus, error", [
+    ("cuda", "3,5", "4", "krefine bench: --gpus 4: only 2 GPUs visible"),
+    ("cpu", None, "2", "krefine bench: --gpus 2: judging on cpu uses no GPU (leave --gpus out)"),
+    ("cpu", None, "0", "krefine bench: --gpus must be at least 1, got 0"),
+])
+def test_gpus_beyond_those_there_are_is_exit_2_before_any_run(suite, calls, tmp_path, capsys, monkeypatch,
+                                                             device, visible, gpus, error):
+    if visible is not None:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert bench_main(suite, "--out", tmp_path / "out", "--device", device, "--gpus", gpus) == 2
+    assert calls == [] and capsys.readouterr().err == f"krefine: error: {error}\n"

@@ -88,7 +88,7 @@ def test_value_outside_a_literal_is_bad_input(tmp_path):
 
 
 def test_value_out_of_range_is_bad_input(tmp_path):
-    with pytest.raises(BadInput, match=r"\[budget\]: max_rounds and candidates_per_round must be at least 1"):
+    with pytest.raises(BadInput, match=r"agent\.toml: \[budget\]: max_rounds must be at least 1, got 0$"):
         load_config(_write(tmp_path, "[budget]\nmax_rounds = 0\n"))
 
 
@@ -105,7 +105,7 @@ def test_missing_file_is_bad_input(tmp_path):
 
 
 def test_override_of_wrong_type_is_bad_input_that_names_the_override():
-    with pytest.raises(BadInput, match=r"expected an integer.*with overrides budget\.max_rounds"):
+    with pytest.raises(BadInput, match=r"^override budget\.max_rounds: expected an integer, got 'three'$"):
         load_config(overrides={"budget.max_rounds": "three"})
 
 
@@ -138,5 +138,38 @@ def test_ray_addresses_ray_init_takes_are_accepted(address):
 
 @pytest.mark.parametrize("address", ["head", "http://head:6379", "head:port", "auto "])
 def test_a_ray_address_that_does_not_parse_is_bad_input(address):
-    with pytest.raises(BadInput, match=r"\[bench\]: ray_address .*expected auto, local, HOST:PORT or ray://HOST:PORT"):
+    with pytest.raises(BadInput, match=r"^override bench\.ray_address '.*': expected auto, local, HOST:PORT or ray://HOST:PORT$"):
         load_config(overrides={"bench.ray_address": address})
+
+
+@pytest.mark.parametrize("flag, value, fault", [
+    ("--candidates", "0", "must be at least 1, got 0"),
+    ("--max-iterations", "-2", "must be at least 1, got -2"),
+    ("--target-speedup", "0", "must be positive, got 0"),
+    ("--time-budget", "-5", "must be positive, got -5"),
+])
+def test_a_run_flag_out_of_range_is_blamed_on_the_flag_not_the_config_file(flag, value, fault, capsys):
+    from agent.cli import main
+    assert main(["run", str(DEFAULT_CONFIG.parent / "examples" / "relu.py"), flag, value]) == 2
+    assert capsys.readouterr().err == f"krefine: error: {flag} {fault}\n"
+
+
+def test_an_override_is_named_as_its_origin_says(tmp_path):
+    with pytest.raises(BadInput, match=r"^--set sampling\.top_k must be at least 0, got -1$"):
+        load_config(overrides={"sampling.top_k": -1}, origins={"sampling.top_k": "--set sampling.top_k"})
+
+
+def test_a_fault_of_the_file_is_still_the_files_when_overrides_are_given(tmp_path):
+    path = _write(tmp_path, "[budget]\nmax_rounds = 0\n")
+    with pytest.raises(BadInput, match=r"agent\.toml: \[budget\]: max_rounds must be at least 1, got 0$"):
+        load_config(path, {"budget.candidates_per_round": 2}, {"budget.candidates_per_round": "--candidates"})
+
+
+@pytest.mark.parametrize("where, text", [("model.id", "openai:localhost:59999"),
+                                         ("model.openai_base_url", "localhost:59999")])
+def test_a_server_url_without_a_scheme_in_the_file_is_bad_input_with_a_hint(tmp_path, where, text):
+    table, key = where.split(".")
+    path = _write(tmp_path, f'[{table}]\n{key} = "{text}"\n')
+    with pytest.raises(BadInput, match=rf"\[model\]: {key} '{text}': the server URL needs a scheme, "
+                                       r"e\.g\. openai:http://localhost:59999$"):
+        load_config(path)

@@ -64,6 +64,8 @@ def test_wrong_candidate_exits_1_with_the_diff(wrong):
     ([PROBLEM, OK, "--device", "cpu", "--min-speedup", "1.5"], "needs --device cuda"),
     ([PROBLEM, OK, "--min-speedup=-2"], "must be positive"),
     ([PROBLEM], "required"),
+    ([PROBLEM, OK, "--device", "cpu", "--gpu", "3"], "--gpu 3: judging on cpu uses no GPU"),
+    ([PROBLEM, OK, "--device", "cpu", "--gpu=-1"], "--gpu must not be negative, got -1"),
 ])
 def test_bad_input_exits_2_with_one_line(args, needle):
     r = cli("eval", *args)
@@ -78,27 +80,11 @@ def test_the_session_uses_the_fork_server_started_before_the_problem_was_loaded(
     assert v["checks"]["worker_start"] == "forked" and "setup" in v["checks"]["phase_s"]
 
 
-def _forkservers_under(root: Path) -> set[int]:
-    """Fork servers whose environment names `root` (their home is a temp dir under the
-    TMPDIR they were started with): this test's, not those of anything else running."""
-    import subprocess
-    out = subprocess.run(["pgrep", "-f", "tools.sandbox.forkserver"], capture_output=True, text=True).stdout
-    found = set()
-    for pid in out.split():
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if str(root).encode() in environ:
-            found.add(int(pid))
-    return found
-
-
 def test_a_static_reject_leaves_no_fork_server_running(tmp_path):
     import subprocess
     import sys
 
-    from run_fixtures import REPO, cli_env
+    from run_fixtures import REPO, cli_env, processes_under
     cand = tmp_path / "lib.py"
     cand.write_text(Path(OK).read_text().replace("return y", "return torch.relu(x)"))
     tmp = tmp_path / "tmp"
@@ -106,4 +92,59 @@ def test_a_static_reject_leaves_no_fork_server_running(tmp_path):
     r = subprocess.run([sys.executable, "-m", "agent.cli", "eval", PROBLEM, str(cand), "--device", "cpu", "--json"],
                        cwd=REPO, env={**cli_env(), "TMPDIR": str(tmp)}, capture_output=True, text=True, timeout=300)
     assert json.loads(r.stdout)["verdict"] == "rejected"
-    assert _forkservers_under(tmp) == set()
+    assert processes_under(tmp, "tools.sandbox.forkserver") == set()
+
+
+# --- several candidates: one verdict each, in order ------------------------------------
+
+SYNTAX = "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x)\n        return x\n"
+NOT_CANDIDATES = {"empty.py": b"", "binary.py": b"\x00\x01ELF", "no_model.py": b"x = 1\n"}
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory, wrong):
+    """ok, wrong, a syntax error and three files that are no candidate, judged at once."""
+    d = tmp_path_factory.mktemp("batch")
+    (d / "syntax.py").write_text(SYNTAX)
+    for name, data in NOT_CANDIDATES.items():
+        (d / name).write_bytes(data)
+    paths = [OK, wrong, str(d / "syntax.py"), *(str(d / n) for n in NOT_CANDIDATES)]
+    r = cli("eval", PROBLEM, *paths, "--device", "cpu", "--json")
+    return r, paths, [json.loads(ln) for ln in r.stdout.splitlines()]
+
+
+def test_a_batch_prints_one_verdict_per_candidate_in_order(batch):
+    r, paths, docs = batch
+    assert [d["candidate"] for d in docs] == paths, r.stderr
+    assert [d["verdict"] for d in docs] == ["correct", "incorrect"] + ["compile_error"] * 4
+
+
+def test_in_a_batch_a_syntax_error_is_that_candidates_compile_error_with_its_line(batch):
+    _, _, docs = batch
+    (diag,) = [d for d in docs[2]["diagnostics"] if d["kind"] == "syntax_error"]
+    assert diag["line"] == 4 and "expected ':'" in diag["message"]
+
+
+def test_in_a_batch_a_file_that_is_no_candidate_gets_a_compile_error_naming_why(batch):
+    _, _, docs = batch
+    faults = [[d["message"] for d in doc["diagnostics"] if d["kind"] == "bad_candidate"] for doc in docs[3:]]
+    assert faults == [["candidate file is empty"], ["candidate file is binary, not Python source"],
+                      ["candidate defines no ModelNew class"]]
+
+
+def test_a_batch_with_a_candidate_not_correct_exits_1_and_says_nothing_on_stderr(batch):
+    r, _, _ = batch
+    assert r.returncode == 1 and r.stderr == "", r.stderr
+
+
+def test_a_batch_naming_a_file_that_does_not_exist_is_exit_2(tmp_path):
+    r = cli("eval", PROBLEM, OK, str(tmp_path / "gone.py"), "--device", "cpu")
+    assert r.returncode == 2 and r.stdout == "" and "gone.py: candidate file does not exist" in r.stderr
+
+
+def test_a_single_candidate_with_a_syntax_error_is_still_bad_input(tmp_path):
+    cand = tmp_path / "syntax.py"
+    cand.write_text(SYNTAX)
+    r = cli("eval", PROBLEM, str(cand), "--device", "cpu")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip() == f"krefine: error: {cand}: candidate file is not valid Python: expected ':' (line 4)"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from run_fixtures import REPO, cli_env
+from run_fixtures import REPO, cli_env, processes_under
 
 HERE = Path(__file__).parent
 PROBLEM = str(HERE / "problems" / "relu.py")
@@ -287,3 +287,65 @@ def test_a_dead_fork_server_is_replaced_and_the_session_kept(svc):
     r, (v2,) = eval_json(env, OK)
     assert r.returncode == 0 and v2["verdict"] == "correct", r.stderr
     assert _service(v2)["reused_session"] and _service(v2)["pid"] == _service(v1)["pid"]
+
+
+def _left_running(tmp: Path, timeout_s: float = 15.0) -> set[int]:
+    """Services and fork servers started under TMPDIR `tmp` still running after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = processes_under(tmp, "tools.judge.daemon") | processes_under(tmp, "tools.sandbox.forkserver")
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+@pytest.mark.skipif(os.path.exists("/dev/nvidiactl"), reason="needs a machine without a GPU")
+def test_device_cuda_without_a_gpu_leaves_no_service_or_fork_server_running(svc, tmp_path):
+    env, d = svc
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    r = kcli({**env, "TMPDIR": str(tmp)}, "eval", PROBLEM, OK, "--device", "cuda", "--json", "--keep-judge", "60")
+    assert r.returncode == 2 and r.stderr.strip() == \
+        "krefine: error: --device cuda but no CUDA device is visible (use --device cpu)", r.stderr
+    assert _left_running(tmp) == set() and not list(d.glob("*.sock"))
+
+
+def test_a_gpu_this_machine_lacks_is_exit_2_and_leaves_nothing_running(svc, tmp_path):
+    env, d = svc
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    r = kcli({**env, "TMPDIR": str(tmp)}, "eval", PROBLEM, OK, "--gpu", "99", "--json", "--keep-judge", "60")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.stderr.startswith("krefine: error: --gpu 99: ")
+    assert _left_running(tmp) == set() and not list(d.glob("*.sock"))
+
+
+def test_gpu_with_device_cpu_is_refused_before_any_service_starts(svc):
+    env, d = svc
+    r = kcli(env, "eval", PROBLEM, OK, "--device", "cpu", "--gpu", "3", "--keep-judge", "60")
+    assert r.returncode == 2 and r.stderr.strip() == \
+        "krefine: error: --gpu 3: judging on cpu uses no GPU (leave --gpu out, or use --device cuda)", r.stderr
+    assert not d.exists() or not list(d.iterdir())
+
+
+def test_the_eval_that_starts_the_service_says_once_on_stderr_what_it_leaves_running(svc):
+    env, _ = svc
+    r1, (v1,) = eval_json(env, OK, keep="45")
+    r2, _ = eval_json(env, OK, keep="45")
+    assert r1.stderr.splitlines() == [
+        f"krefine: left the judge service for cpu:0 running (pid {_service(v1)['pid']}); it exits after 45 s "
+        "without an eval, `krefine judge stop` ends it now"]
+    assert r2.stderr == ""
+
+
+def test_a_batch_through_the_service_gives_a_syntax_error_its_own_verdict_in_order(svc, tmp_path):
+    env, _ = svc
+    syntax = tmp_path / "syntax.py"
+    syntax.write_text(Path(OK).read_text().replace("def forward(self, x):", "def forward(self, x)", 1))
+    empty = tmp_path / "empty.py"
+    empty.write_text("")
+    r, docs = eval_json(env, str(syntax), OK, str(empty))
+    assert r.returncode == 1, r.stderr
+    assert [(d["candidate"], d["verdict"]) for d in docs] == [
+        (str(syntax), "compile_error"), (OK, "correct"), (str(empty), "compile_error")]
+    assert [(d["kind"], d["line"]) for d in docs[0]["diagnostics"]] == [("syntax_error", 21)]

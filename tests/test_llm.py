@@ -310,6 +310,32 @@ def test_openai_unreachable_server_is_backend_unavailable_in_one_line(server):
     assert "\n" not in str(e.value)
 
 
+def test_openai_refused_connection_is_server_unreachable_naming_the_server(server):
+    from agent.llm import ServerUnreachable
+    url = server.url
+    server.close()
+    with pytest.raises(ServerUnreachable, match="Connection refused") as e:
+        make_backend(f"openai:{url}/v1/", config(max_retries=0)).load()
+    assert e.value.server == url
+
+
+def test_a_server_url_without_a_scheme_is_one_line_with_a_hint():
+    with pytest.raises(BadInput) as e:
+        make_backend("openai:localhost:59999", AgentConfig())
+    assert str(e.value) == "openai:localhost:59999: the server URL needs a scheme, e.g. openai:http://localhost:59999"
+
+
+def test_run_refuses_a_server_url_without_a_scheme_before_any_work(tmp_path, capsys):
+    from agent.cli import main
+    from agent import DEFAULT_CONFIG
+    out = tmp_path / "run"
+    assert main(["run", str(DEFAULT_CONFIG.parent / "examples" / "relu.py"), "--model", "openai:localhost:59999",
+                 "--out", str(out)]) == 2
+    assert capsys.readouterr().err == ("krefine: error: openai:localhost:59999: the server URL needs a scheme, "
+                                       "e.g. openai:http://localhost:59999\n")
+    assert not out.exists()
+
+
 def test_openai_counts_tokens_with_tokenize_when_the_server_has_it(server):
     assert openai(server).count_tokens("some text") == 42
 

@@ -121,3 +121,69 @@ def test_close_removes_the_temp_dir():
 def test_gpu_index_maps_through_an_outer_cuda_visible_devices(monkeypatch, tmp_path):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
     assert sandbox.worker_env(tmp_path, "cuda", 1)["CUDA_VISIBLE_DEVICES"] == "5"
+
+
+# --- temp dirs of judges that were killed (tools/sandbox/tempdirs.py) ---------------
+
+_KILLED_JUDGE = """
+import sys
+from tools import sandbox
+fs = sandbox.start_forkserver("cpu")
+w = sandbox.start_worker("class ModelNew: pass\\n", device="cpu")
+print(fs.proc.pid, w.proc.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_killed_judges_temp_dirs_are_removed_by_the_next_judge_that_starts(tmp_path, monkeypatch):
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    judge = subprocess.Popen([sys.executable, "-c", _KILLED_JUDGE], env=env, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    children = [int(pid) for pid in judge.stdout.readline().split()]
+    left = {p.name.split("-")[1] for p in tmp.iterdir()}
+    judge.kill()
+    judge.wait()
+    for pid in children:   # its fork server and worker: gone with it in life, killed here for sure
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    assert left == {"worker", "forkserver"} and len(children) == 2
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    server = sandbox.start_forkserver("cpu")   # the next judge
+    try:
+        assert [p.name for p in tmp.iterdir()] == [Path(server._log_path).parent.name]
+    finally:
+        server.close()
+
+
+def test_temp_dirs_of_running_judges_of_other_users_and_unnamed_ones_are_kept(tmp_path):
+    import subprocess
+    from tools.sandbox import tempdirs
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    ours = tmp_path / f"krefine-worker-{os.getpid()}-{tempdirs._start_time(os.getpid())}-live"
+    unnamed = tmp_path / "krefine-worker-x1y2z3"              # made before owners were named
+    foreign = tmp_path / f"krefine-worker-{dead.pid}-1-other"   # a dead owner, but another user's
+    for d in (ours, unnamed, foreign):
+        d.mkdir()
+    if os.getuid() == 0:
+        os.chown(foreign, 65534, 65534)
+    else:
+        foreign.rmdir()
+    assert tempdirs.sweep(tmp_path) == [] and ours.is_dir() and unnamed.is_dir()
+
+
+def test_a_temp_dir_whose_owner_pid_now_runs_another_process_is_removed(tmp_path):
+    from tools.sandbox import tempdirs
+    start = tempdirs._start_time(os.getpid())
+    reused = tmp_path / f"krefine-forkserver-{os.getpid()}-{start - 1}-old"   # same pid, started earlier
+    reused.mkdir()
+    assert tempdirs.sweep(tmp_path) == [reused] and not reused.exists()
+

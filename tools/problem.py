@@ -36,28 +36,41 @@ class Problem:
 
 def read_python(path: str | Path, what: str) -> tuple[Path, str, ast.Module]:
     """Read and parse a Python file, or raise BadInput naming it and the fault."""
+    p, raw = _read_file(path, what)
+    src, tree, fault = _parse(p, raw, what)
+    if fault is not None:
+        raise BadInput(p, fault)
+    return p, src, tree
+
+
+def _read_file(path: str | Path, what: str) -> tuple[Path, bytes]:
+    """The bytes of an existing, readable file, or BadInput: the path itself is wrong."""
     p = Path(path)
     if not p.exists():
         raise BadInput(p, f"{what} file does not exist")
     if not p.is_file():
         raise BadInput(p, f"{what} path is not a file")
     try:
-        raw = p.read_bytes()
+        return p, p.read_bytes()
     except OSError as e:
         raise BadInput(p, f"cannot read {what} file: {e.strerror}") from None
+
+
+def _parse(p: Path, raw: bytes, what: str) -> tuple[str, ast.Module | None, str | None]:
+    """(source text, its syntax tree, None), or what there is and why it is not Python
+    (the source is "" when the bytes are not text)."""
     if b"\x00" in raw:
-        raise BadInput(p, f"{what} file is binary, not Python source")
+        return "", None, f"{what} file is binary, not Python source"
     try:
         src = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise BadInput(p, f"{what} file is not UTF-8 text") from None
+        return "", None, f"{what} file is not UTF-8 text"
     if not src.strip():
-        raise BadInput(p, f"{what} file is empty")
+        return src, None, f"{what} file is empty"
     try:
-        tree = ast.parse(src, filename=str(p))
+        return src, ast.parse(src, filename=str(p)), None
     except SyntaxError as e:
-        raise BadInput(p, f"{what} file is not valid Python: {e.msg} (line {e.lineno})") from None
-    return p, src, tree
+        return src, None, f"{what} file is not valid Python: {e.msg} (line {e.lineno})"
 
 
 def _defines(tree: ast.Module, name: str) -> bool:
@@ -73,10 +86,21 @@ def _defines(tree: ast.Module, name: str) -> bool:
 
 def load_candidate(path: str | Path) -> str:
     """Return a candidate's source after static checks (readable, Python, defines ModelNew)."""
-    p, src, tree = read_python(path, "candidate")
-    if not _defines(tree, "ModelNew"):
-        raise BadInput(p, "candidate defines no ModelNew class")
+    src, fault = read_candidate(path)
+    if fault is not None:
+        raise BadInput(path, fault)
     return src
+
+
+def read_candidate(path: str | Path) -> tuple[str, str | None]:
+    """A candidate file's source and, when it is not Python defining ModelNew, the
+    one-line reason (the source is "" when the file is not text). A path that names no
+    readable file raises BadInput: that is the command line's fault, not the candidate's."""
+    p, raw = _read_file(path, "candidate")
+    src, tree, fault = _parse(p, raw, "candidate")
+    if fault is None and not _defines(tree, "ModelNew"):
+        fault = "candidate defines no ModelNew class"
+    return src, fault
 
 
 def exec_module(path: Path, src: str) -> types.ModuleType:

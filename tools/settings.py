@@ -15,21 +15,57 @@ from dataclasses import dataclass, field
 
 
 class SettingsError(ValueError):
-    """A config table has an unknown key or a value of the wrong type or range."""
+    """A config table has an unknown key or a value of the wrong type or range.
+
+    `where` is the table as build() was told; `key` the field at fault when one is, and
+    `after` what the message says after naming it, so a caller can name the flag that set
+    the value instead (agent/config.py: "--candidates must be at least 1, got 0")."""
+
+    def __init__(self, message: str, where: str = "", key: str | None = None, after: str = ""):
+        super().__init__(message)
+        self.where, self.key, self.after = where, key, after
+
+
+@dataclass(frozen=True)
+class Fault:
+    """What a validate() found wrong with one field: "`key` `problem`"."""
+    key: str
+    problem: str            # "must be at least 1, got 0"
+
+    def __str__(self) -> str:
+        return f"{self.key} {self.problem}"
+
+
+def at_least(obj, low: float, *keys: str) -> Fault | None:
+    """For validate(): the first of `keys` whose value is below `low`."""
+    return next((Fault(k, f"must be at least {low:g}, got {getattr(obj, k):g}")
+                 for k in keys if getattr(obj, k) < low), None)
+
+
+def positive(obj, *keys: str) -> Fault | None:
+    """For validate(): the first of `keys` whose value is not above 0."""
+    return next((Fault(k, f"must be positive, got {getattr(obj, k):g}") for k in keys if getattr(obj, k) <= 0), None)
+
+
+def between(obj, low: float, high: float, *keys: str) -> Fault | None:
+    """For validate(): the first of `keys` whose value is outside [low, high]."""
+    return next((Fault(k, f"must be between {low:g} and {high:g}, got {getattr(obj, k):g}")
+                 for k in keys if not low <= getattr(obj, k) <= high), None)
 
 
 def build(cls, table: dict | None, where: str):
     """Make dataclass `cls` from a TOML table, refusing unknown keys and wrong types.
 
     `where` names the table in errors (`agent.toml [eval]`) so a typo in a key never
-    silently falls back to a default.
+    silently falls back to a default. validate() may return a message for the table or
+    a Fault naming the field.
     """
     table = dict(table or {})
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(table) - names)
     if unknown:
-        raise SettingsError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+        raise SettingsError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}", where)
     values = {}
     for f in dataclasses.fields(cls):
         if f.name not in table:
@@ -37,16 +73,22 @@ def build(cls, table: dict | None, where: str):
         hint, value = hints[f.name], table[f.name]
         if dataclasses.is_dataclass(hint):
             if not isinstance(value, dict):
-                raise SettingsError(f"{where}.{f.name}: expected a table")
+                raise SettingsError(f"{where}.{f.name}: expected a table", where, f.name, ": expected a table")
             values[f.name] = build(hint, value, f"{where}.{f.name}")
             continue
-        values[f.name] = _coerce(hint, value, f"{where}.{f.name}")
+        named = f"{where}.{f.name}"
+        try:
+            values[f.name] = _coerce(hint, value, named)
+        except SettingsError as e:
+            raise SettingsError(str(e), where, f.name, str(e)[len(named):]) from None
     obj = cls(**values)
     check = getattr(obj, "validate", None)
     if check is not None:
         problem = check()
+        if isinstance(problem, Fault):
+            raise SettingsError(f"{where}: {problem}", where, problem.key, f" {problem.problem}")
         if problem:
-            raise SettingsError(f"{where}: {problem}")
+            raise SettingsError(f"{where}: {problem}", where)
     return obj
 
 

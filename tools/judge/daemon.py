@@ -20,6 +20,9 @@ it), one JSON request line per connection, JSON reply lines:
        -> {"progress": text}* , {"verdict": i, "doc": verdict json}* , {"done": true}
           or {"error": "bad_input" | "evaluator" | "internal", "message": text}
 
+A service whose device cannot judge (no GPU, no such GPU) answers every request with
+{"error": "bad_input", "message": text, "exiting": true} and exits within a second.
+
 No op exposes the session's secret seeds or reference outputs. Does not decide
 verdicts; loads problems with tools/problem.py exactly as the in-process CLI does.
 """
@@ -308,11 +311,18 @@ def serve(path: str, device: str, gpu_index: int, idle_s: float) -> int:
     os.chmod(path, 0o600)
     sock.listen(64)
     me = os.stat(path).st_ino
-    from tools.sandbox.isolation import guess_device, start_forkserver
+    from tools.sandbox.isolation import device_fault, guess_device, start_forkserver
     guess = device if device != "auto" else guess_device()
     early = start_forkserver(guess, gpu_index)
     from tools.judge.reference import default_device
     resolved = device if device != "auto" else default_device()
+    why = device_fault(resolved, gpu_index)
+    if why is not None:   # no GPU, or no such GPU: tell who is waiting, then leave nothing running
+        if early is not None:
+            early.close()
+        print(f"krefine judge service: {why}", file=sys.stderr, flush=True)
+        _refuse(sock, path, me, why)
+        return 0
     forkservers = {}
     if early is not None and resolved == guess:
         forkservers[resolved] = early
@@ -333,14 +343,7 @@ def serve(path: str, device: str, gpu_index: int, idle_s: float) -> int:
         while not (svc.stopping and svc.active == 0) and not svc.idle():
             accept(0.5)
     finally:
-        try:   # the socket (and its lock and log) are ours unless a newer service replaced it
-            if os.stat(path).st_ino == me:
-                os.unlink(path)       # no new client finds us now ...
-                for extra in (".lock", ".log"):
-                    with contextlib.suppress(OSError):
-                        os.unlink(os.path.splitext(path)[0] + extra)
-        except OSError:
-            pass
+        _unlink_ours(path, me)        # no new client finds us now ...
         while accept(0.05):          # ... and one that connected meanwhile is still served
             pass
         while svc.active:
@@ -348,6 +351,45 @@ def serve(path: str, device: str, gpu_index: int, idle_s: float) -> int:
         sock.close()
         svc.close()
     return 0
+
+
+def _unlink_ours(path: str, me: int) -> None:
+    """Remove the socket, its lock and its log, unless a newer service has replaced them."""
+    try:
+        if os.stat(path).st_ino == me:
+            os.unlink(path)
+            for extra in (".lock", ".log"):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.splitext(path)[0] + extra)
+    except OSError:
+        pass
+
+
+def _refuse(sock: socket.socket, path: str, me: int, why: str) -> None:
+    """A service that cannot judge on its device answers every request with `why` (the
+    client that started it is already connected and waiting: it gets exit 2, not a
+    vanished service), says it is exiting, and goes."""
+    refusal = {"error": "bad_input", "message": why, "exiting": True}
+    sock.settimeout(0.5)   # the starting client connected while torch was imported
+    quiet_until = time.monotonic() + 0.5
+    unlinked = False
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except TimeoutError:
+            if unlinked:
+                break
+            if time.monotonic() >= quiet_until:
+                _unlink_ours(path, me)   # no new client finds us; drain those already queued
+                unlinked = True
+                sock.settimeout(0.05)
+            continue
+        with conn:
+            conn.settimeout(5.0)
+            with contextlib.suppress(OSError):
+                _read_request(conn)
+                _send(conn, refusal)
+    sock.close()
 
 
 if __name__ == "__main__":

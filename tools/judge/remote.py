@@ -108,31 +108,31 @@ def ask(sock: socket.socket, request: dict, on_message=None) -> dict:
 
 
 def ensure(device: str, gpu_index: int, idle_s: float, say=None,
-           service_device: str | None = None) -> tuple[socket.socket, bool]:
+           service_device: str | None = None) -> tuple[socket.socket, int | None]:
     """A connection to this key's service for `device` (the socket's name), started when
-    none answers, with `service_device` ("auto": cuda if torch finds one); (it, started)."""
+    none answers, with `service_device` ("auto": cuda if torch finds one); (it, the
+    pid of the service started here, or None when one was running)."""
     key = service_key()
     path = socket_path(device, gpu_index, key)
     sock = connect(path)
     if sock is not None:
-        return sock, False
+        return sock, None
     lock_path = path.with_suffix(".lock")
     with _flock(lock_path):
         sock = connect(path)   # another client started it while we waited for the lock
         if sock is not None:
-            return sock, False
+            return sock, None
         _stop_others(device, gpu_index, path)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()      # a dead service's socket
         if say:
-            say(f"starting the judge service for {device}:{gpu_index} (it stays up {idle_s:g} s "
-                "after the last eval; `krefine judge stop` ends it)")
+            say(f"starting the judge service for {device}:{gpu_index}")
         proc = _spawn(path, service_device or device, gpu_index, idle_s)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             sock = connect(path)
             if sock is not None:
-                return sock, True
+                return sock, proc.pid
             if proc.poll() is not None:
                 break
             time.sleep(0.02)
@@ -214,9 +214,10 @@ def stop(path: Path) -> bool:
 
 def evaluate(problem: str, candidates: list[tuple[str, str]], *, device: str, gpu_index: int,
              settings: dict, profile: bool, idle_s: float, say=None, on_verdict=None,
-             service_device: str | None = None) -> list[dict]:
+             on_start=None, service_device: str | None = None) -> list[dict]:
     """Verdict documents for `candidates` ([(name, src)]) from the service, started when
-    needed; `say(text)` hears its progress, `on_verdict(i, doc)` each verdict as it comes.
+    needed; `say(text)` hears its progress, `on_verdict(i, doc)` each verdict as it comes,
+    `on_start(pid)` once the service this call started has answered and stays running.
     The service's bad-input answers raise BadInput, its failures EvaluatorError."""
     docs: dict[int, dict] = {}
     heard_any = [False]
@@ -227,7 +228,7 @@ def evaluate(problem: str, candidates: list[tuple[str, str]], *, device: str, gp
             say(msg["progress"])
         elif "verdict" in msg:
             doc = msg["doc"]
-            doc.setdefault("checks", {}).setdefault("judge_service", {})["started_now"] = started
+            doc.setdefault("checks", {}).setdefault("judge_service", {})["started_now"] = started is not None
             docs[int(msg["verdict"])] = doc
             if on_verdict is not None:
                 on_verdict(int(msg["verdict"]), doc)
@@ -243,6 +244,8 @@ def evaluate(problem: str, candidates: list[tuple[str, str]], *, device: str, gp
             # timed out idle) answered nothing: ask a fresh one, once
             if heard_any[0] or attempt == 2:
                 raise
+    if started is not None and on_start is not None and not last.get("exiting"):
+        on_start(started)   # a service that refused its device has exited: nothing to announce
     if last.get("error") == "bad_input":
         raise BadInput("", last.get("message", "bad input"))
     if "error" in last:

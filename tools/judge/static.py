@@ -2,7 +2,8 @@
 
 A syntax error is a compile error; a static guard's rejecting finding (tools/guards/)
 rejects the candidate, and every finding becomes a flag and a diagnostic. A candidate
-refused here needs no session at all (`static_verdict`: no fork server, no CUDA).
+refused here needs no session at all (`static_verdict`: no fork server, no CUDA), nor
+does a file that is not Python defining ModelNew (`file_verdict`).
 """
 from __future__ import annotations
 
@@ -22,13 +23,24 @@ def static_verdict(src: str, candidate_name: str, settings: EvalSettings, device
     return None if status is None else to_verdict(run, status, t0)
 
 
+def file_verdict(src: str, fault: str, candidate_name: str, settings: EvalSettings, device: str,
+                 gpu_index: int) -> Verdict:
+    """The compile_error verdict of a candidate file that is not Python defining ModelNew
+    (`fault`: tools/problem.py's one-line reason), for krefine eval's batches, where each
+    file gets a verdict of its own: a syntax error as the judge reports it, with its line;
+    any other fault (empty, binary, no ModelNew) as one diagnostic."""
+    t0 = time.monotonic()
+    run = Run(None, src, device, gpu_index, settings, None)
+    run.device_info = {"type": device}
+    if not _syntax_error(run, candidate_name):
+        run.diag("bad_candidate", fault)
+    return to_verdict(run, Status.COMPILE_ERROR, t0)
+
+
 def static_checks(run: Run, candidate_name: str) -> Status | None:
     """1) guard: parse and static checks, before torch, CUDA or any candidate code."""
     run.device_info = {"type": run.device}
-    try:
-        compile(run.src, candidate_name, "exec")
-    except SyntaxError as e:
-        run.diag("syntax_error", f"SyntaxError: {e.msg}", e.lineno)
+    if _syntax_error(run, candidate_name):
         return Status.COMPILE_ERROR
     from tools.guards.suite import run_static_guards
     findings = run_static_guards(run.src, run.settings.guards)
@@ -38,3 +50,13 @@ def static_checks(run: Run, candidate_name: str) -> Status | None:
     if any(f.reject for f in findings):
         return Status.REJECTED
     return None
+
+
+def _syntax_error(run: Run, candidate_name: str) -> bool:
+    """Does the source not compile? Then its diagnostic, with the line, is on `run`."""
+    try:
+        compile(run.src, candidate_name, "exec")
+    except SyntaxError as e:
+        run.diag("syntax_error", f"SyntaxError: {e.msg}", e.lineno)
+        return True
+    return False

@@ -14,12 +14,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.sandbox import channel
+from tools.sandbox import channel, tempdirs
 from tools.errors import EvaluatorError
 
 # environment variables a worker may inherit (everything else is dropped)
@@ -155,7 +154,7 @@ def start_worker(candidate_src: str, *, device: str, gpu_index: int = 0,
     """Write the candidate into a fresh temp dir and start a worker there: forked from
     `forkserver` (tools/sandbox/forkserver.py, torch already imported) when one is given
     and no wrapper is, else a new interpreter. Either way a fresh process, never reused."""
-    workdir = Path(tempfile.mkdtemp(prefix="krefine-worker-"))
+    workdir = tempdirs.make("worker")
     (workdir / "tmp").mkdir()
     (workdir / "triton-cache").mkdir()
     (workdir / candidate_name).write_text(candidate_src, encoding="utf-8")
@@ -222,12 +221,31 @@ def guess_device() -> str:
     return "cuda" if os.path.exists("/dev/nvidiactl") and not hidden else "cpu"
 
 
+def device_fault(device: str, gpu_index: int) -> str | None:
+    """Why a judge cannot use `device` ("cuda" or "cpu") and GPU `gpu_index` here, as one
+    line naming the flag, or None. torch decides about CUDA (imported only for cuda)."""
+    if gpu_index < 0:
+        return f"--gpu must not be negative, got {gpu_index}"
+    if device != "cuda":
+        return None if gpu_index == 0 else \
+            f"--gpu {gpu_index}: judging on {device} uses no GPU (leave --gpu out, or use --device cuda)"
+    import torch
+    if not torch.cuda.is_available():
+        return "--device cuda but no CUDA device is visible (use --device cpu)"
+    count = torch.cuda.device_count()
+    if gpu_index >= count:
+        return f"--gpu {gpu_index}: no such GPU ({count} visible, numbered from 0)"
+    return None
+
+
 def start_forkserver(device: str, gpu_index: int = 0):
     """A fork server for workers of `device` ("cuda", "cpu" or "compile"), started with
     the worker environment (scrubbed, its own temp dir); None where fork servers cannot
-    work here (no pidfd), so callers spawn each worker instead."""
+    work here (no pidfd), so callers spawn each worker instead. Every judge starts one:
+    it first removes the temp dirs that killed judges left (tools/sandbox/tempdirs.py)."""
     from tools.sandbox.forkserver import ForkServer, ForkServerError
-    home = Path(tempfile.mkdtemp(prefix="krefine-forkserver-"))
+    tempdirs.sweep()
+    home = tempdirs.make("forkserver")
     (home / "tmp").mkdir()
     (home / "triton-cache").mkdir()
     try:

@@ -1,14 +1,15 @@
 """The reference, in the judge: the problem's own Model on the trial inputs.
 
-Covers `compute_reference` (Model.forward on the inputs of a seed, no grad, outputs
-checked to be tensors), `problem_fault` (the problem's own code failing here: bad input,
-exit 2, or out of memory, exit 3) and `default_device`. The Model is built once per
-session with KernelBench's seeds and init order (tools/judge/service.py's Judge); no
-candidate code runs here.
+Covers `compute_reference` (get_inputs() of a seed, Model.forward on them, no grad,
+outputs checked to be tensors) and `default_device`. The Model is built once per session
+with KernelBench's seeds and init order (tools/judge/service.py's Judge); no candidate
+code runs here. A fault of the problem's code here is the file's (exit 2) only when a
+fresh process fails the same way (tools/judge/blame.py).
 """
 from __future__ import annotations
 
-from tools.errors import BadInput, EvaluatorError
+from tools.errors import BadInput
+from tools.judge.blame import Step, blame
 from tools.problem import make_inputs
 
 
@@ -17,30 +18,25 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def compute_reference(ref_model, mod, seed: int, dev: str) -> list:
-    """The problem's own Model on the trial inputs of `seed`; its faults are BadInput."""
+def compute_reference(ref_model, mod, seed: int, dev: str, *, init_seed: int) -> list:
+    """The problem's own Model (built with `init_seed`) on the trial inputs of `seed`."""
     import torch
     path = getattr(mod, "__file__", None) or "problem"
     try:
+        inputs = make_inputs(mod, seed, dev)
+    except Exception as e:
+        blame(path, e, "get_inputs()", Step("inputs", dev, seed=seed))
+    try:
         with torch.no_grad():
-            out = ref_model(*make_inputs(mod, seed, dev))
+            out = ref_model(*inputs)
         if dev.startswith("cuda"):
             torch.cuda.synchronize()
     except Exception as e:
-        problem_fault(path, e, "the reference Model.forward(*get_inputs())")
+        blame(path, e, "the reference Model.forward(*get_inputs())",
+              Step("forward", dev, seed=seed, init_seed=init_seed))
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
         got = type(out).__name__ if not isinstance(out, (tuple, list)) else \
             f"{type(out).__name__} of {', '.join(sorted({type(o).__name__ for o in outs})) or 'nothing'}"
         raise BadInput(path, f"Model.forward returned {got}; expected a tensor or a tuple of tensors")
     return outs
-
-
-def problem_fault(path, e: Exception, what: str):
-    """The problem's own code failed in the judge: bad input (exit 2), except running out
-    of memory, which is this machine's limit (exit 3)."""
-    import torch
-    from tools.problem import describe_fault
-    if isinstance(e, getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)):
-        raise EvaluatorError(f"{path}: {what} ran out of memory: {describe_fault(e)}") from None
-    raise BadInput(path, f"{what} raised {describe_fault(e)}") from None

@@ -31,7 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tools.errors import EvaluatorError
 from tools.judge.pipeline import judge_in, profile_in
-from tools.judge.reference import compute_reference, default_device, problem_fault
+from tools.judge.blame import Step, blame
+from tools.judge.reference import compute_reference, default_device
 from tools.judge.static import static_verdict
 from tools.problem import Problem
 from tools.settings import EvalSettings
@@ -173,7 +174,8 @@ class Judge:
                     model = build_model(self.problem.module.Model, self.problem.module,
                                         self.settings.test.init_seed, self.dev)
                 except Exception as e:
-                    problem_fault(self.problem.path, e, "Model(*get_init_inputs())")
+                    blame(self.problem.path, e, "Model(*get_init_inputs())",
+                          Step("model", self.dev, init_seed=self.settings.test.init_seed))
                 model.eval()
                 self._ref_model = model
                 self.setup_s["reference_model"] = round(time.monotonic() - t, 3)
@@ -197,7 +199,8 @@ class Judge:
         if got is not None:
             return got
         t = time.monotonic()
-        out = compute_reference(self.reference_model(), self.problem.module, seed, self.dev)
+        out = compute_reference(self.reference_model(), self.problem.module, seed, self.dev,
+                                init_seed=self.settings.test.init_seed)
         with self._lock:
             self.setup_s["references"] = round(self.setup_s.get("references", 0.0) + time.monotonic() - t, 3)
             if self._ref_cache_ok is None:

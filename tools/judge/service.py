@@ -34,6 +34,7 @@ from tools.judge.pipeline import judge_in, profile_in
 from tools.judge.blame import Step, blame
 from tools.judge.reference import compute_reference, default_device
 from tools.judge.static import static_verdict
+from tools.judge.warm import warm_imports
 from tools.problem import Problem
 from tools.settings import EvalSettings
 from tools.verdict import Verdict
@@ -127,6 +128,11 @@ class Judge:
         self._closed = False
         if use_forkserver:   # start the main one now: it imports torch while we do other work
             self.forkserver(self.device)
+        # torch's lazy modules, before this session's threads (the baseline's, the
+        # candidates') can import them at once (a no-op where the host did it at its start)
+        warm_s = warm_imports(self.device)
+        if warm_s:
+            self.setup_s["torch_imports"] = round(warm_s, 3)
 
     def __enter__(self) -> "Judge":
         return self

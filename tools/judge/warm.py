@@ -49,7 +49,8 @@ _MODULES = {
              "torch._inductor.codegen.triton",
              "torch._inductor.runtime.triton_heuristics",
              "torch._inductor.async_compile",
-             "torch._inductor.codecache"),
+             "torch._inductor.codecache",
+             "torch.utils.flop_counter"),              # the profile step's FlopCounterMode
 }
 
 _LOCK = threading.Lock()

@@ -53,6 +53,8 @@ class JudgeService:
     def __init__(self, device: str, cache_size: int):
         import torch  # noqa: F401  torch and the evaluator now, not under the first candidate
         import tools.judge  # noqa: F401
+        from tools.judge.warm import warm_imports
+        warm_imports(device)   # before this actor's threads judge (and import) at once
         self.device, self.cache_size = device, cache_size
         self.judged = 0
         self._judges: OrderedDict[tuple, Any] = OrderedDict()

@@ -166,7 +166,10 @@ def run_jobs(jobs: list, address: str, config_path: str | None, model: str | Non
             fleet.wait_ready(config.bench.start_timeout_s)
             services = Services(judges=lambda problem, device, settings, rd: RayJudgePool(fleet, problem, settings, rd),
                                 backend=models)
-            # 2) problem loops in threads, enough that every judge has candidates waiting
+            # 2) problem loops in threads, enough that every judge has candidates waiting; each
+            #    loads its problem here (on the meta device): torch's lazy modules first
+            from tools.judge.warm import warm_imports
+            warm_imports("cpu")
             width = config.bench.problems_in_flight or 2 * plan.judges
             errors: dict[Path, str] = {}
             dead: dict[str, str] = {}   # model servers that refused the connection: not asked again

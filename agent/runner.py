@@ -34,6 +34,7 @@ from agent.state import initial_state
 from tools.errors import EXIT_FAIL, EXIT_OK, BadInput, EvaluatorError
 from tools.jsonio import read_json, read_jsonl, write_json
 from tools.judge import JudgePool
+from tools.judge.warm import warm_imports
 from tools.problem import load_problem
 from tools.settings import SettingsError, build
 
@@ -112,6 +113,8 @@ def _drive(rd: RunDir, problem, config: AgentConfig, backend, device: str, progr
         if before and not before.get("stop_reason"):
             rd.summary.unlink(missing_ok=True)  # left by a session that failed; the run goes on
         gpus = evaluation_slots(device)
+        if services is None:   # judged here, from the loop's threads: torch's lazy modules first
+            warm_imports(device)
         judges = services.judges(problem, device, config.eval, rd) if services else \
             JudgePool(problem, device=device, gpu_count=gpus.size, settings=config.eval)
         ctx = LoopContext(rundir=rd, problem=problem, config=config, backend=backend, device=device,

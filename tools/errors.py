@@ -3,6 +3,7 @@
 BadInput: the user's file or flag is wrong (exit 2, one line naming the file).
 EvaluatorError: the evaluator itself could not work (GPU unusable, worker could not
 start; exit 3). Faults of candidate code are never exceptions: they are verdicts.
+`describe_fault` is the one-line form of an exception that either message quotes.
 """
 from __future__ import annotations
 
@@ -19,3 +20,9 @@ class BadInput(Exception):
 
 class EvaluatorError(Exception):
     """The evaluator could not do its job (not the candidate's fault)."""
+
+
+def describe_fault(e: BaseException) -> str:
+    """`Type: message` on one line, the message cut to 200 characters."""
+    msg = " ".join(str(e).split())
+    return f"{type(e).__name__}: {msg[:200]}" if msg else type(e).__name__

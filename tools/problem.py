@@ -18,7 +18,7 @@ import threading
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from tools.errors import BadInput
 
@@ -121,11 +121,6 @@ def split_init(init: Any) -> tuple[list, dict]:
     return list(init), {}
 
 
-def describe_fault(e: BaseException) -> str:
-    msg = " ".join(str(e).split())
-    return f"{type(e).__name__}: {msg[:200]}" if msg else type(e).__name__
-
-
 def read_problem(path: str | Path) -> tuple[Path, str]:
     """The checks of a problem file that need no torch: readable Python that defines
     Model, get_inputs and get_init_inputs (load_problem does the rest)."""
@@ -152,7 +147,7 @@ def load_problem(path: str | Path) -> Problem:
     except BaseException as e:
         if isinstance(e, KeyboardInterrupt):
             raise
-        raise BadInput(p, f"problem file raised at import: {describe_fault(e)}") from None
+        _fault(p, e, "importing the problem file", "import")
     model_cls = getattr(mod, "Model", None)
     if not (isinstance(model_cls, type) and issubclass(model_cls, nn.Module)):
         raise BadInput(p, "Model is not a torch.nn.Module subclass")
@@ -173,8 +168,8 @@ def load_problem(path: str | Path) -> Problem:
     state = _rng_state()
     try:
         with torch.device("meta"):
-            init = _call(p, mod.get_init_inputs, "get_init_inputs")
-            inputs = _call(p, mod.get_inputs, "get_inputs")
+            init = _call(p, mod.get_init_inputs, "get_init_inputs", "meta_init")
+            inputs = _call(p, mod.get_inputs, "get_inputs", "meta_inputs")
     finally:
         _restore_rng(state)
     if not isinstance(init, (list, tuple)):
@@ -190,13 +185,27 @@ def load_problem(path: str | Path) -> Problem:
                    n_inputs=len(inputs), init_form=form, input_bytes=nbytes)
 
 
-def _call(p: Path, fn, name: str):
+def _call(p: Path, fn, name: str, step: str):
     try:
         return fn()
     except SystemExit:
         raise BadInput(p, f"{name}() called exit()") from None
     except Exception as e:
-        raise BadInput(p, f"{name}() raised {describe_fault(e)}") from None
+        _fault(p, e, f"{name}()", step)
+
+
+def _fault(p: Path, e: BaseException, what: str, step: str) -> NoReturn:
+    """The problem's own code raised while loading; tools/judge/blame.py says whose fault.
+    With no other thread in this process nothing can have disturbed torch meanwhile (a
+    lazy import half done by another thread: tools/judge/warm.py), so the fault is the
+    file's as it stands: the CLI loads its problem before any thread starts, and a bad
+    problem stays a quick exit 2. With other threads (the judge service's requests, a Ray
+    judge's candidates, bench's problems) a fresh process must fail the same way first."""
+    from tools.judge.blame import Step, blame
+    if threading.active_count() == 1:
+        blame(p, e, what, Step(step), confirm=False)
+    import torch   # the meta steps replay where this process runs, CUDA visible or not
+    blame(p, e, what, Step(step, "cuda:0" if torch.cuda.is_available() else "cpu"))
 
 
 def _check_arity(p: Path, fn, args: list, kwargs: dict, what: str) -> None:

@@ -7,7 +7,10 @@ candidate). pipeline.py runs a candidate's steps (`judge_in`, `profile_in`): sta
 numerics.py and mismatch.py comparing outputs), time_phase.py and profiling.py, all
 writing into a Run (record.py), which ends as a Verdict with feedback.py's text.
 daemon.py is the judge service (sessions kept warm between `krefine eval` invocations,
-over a Unix socket); remote.py is its client (find, start, ask, stop).
+over a Unix socket); remote.py is its client (find, start, ask, stop). warm.py imports
+torch's lazy modules once per judge process, before its threads run; blame.py decides
+whether a fault of the problem's own code is the file's, replaying the step in a fresh
+process (recheck.py).
 
 This file only re-exports, lazily; modules under tools/ import the concrete submodules.
 """

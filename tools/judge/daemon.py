@@ -328,8 +328,14 @@ def serve(path: str, device: str, gpu_index: int, idle_s: float) -> int:
         forkservers[resolved] = early
     elif early is not None:
         early.close()
+    # every request runs in a thread of its own: torch's lazy modules now, before two
+    # first uses at once can race for them (tools/judge/warm.py); clients queue meanwhile
+    from tools.judge.warm import WARMED, warm_imports
+    warm_s = warm_imports(resolved)
+    missing = ", ".join(f"{name} ({why})" for name, why in WARMED.items() if why != "ok")
     svc = Service(resolved, gpu_index, idle_s, forkservers)
-    print(f"krefine judge service: pid {os.getpid()} on {resolved}:{gpu_index}, {path}", file=sys.stderr, flush=True)
+    print(f"krefine judge service: pid {os.getpid()} on {resolved}:{gpu_index}, {path}; torch's lazy modules "
+          f"imported in {warm_s:.1f} s" + (f", not: {missing}" if missing else ""), file=sys.stderr, flush=True)
     def accept(timeout_s: float) -> bool:
         sock.settimeout(timeout_s)
         try:

@@ -32,8 +32,10 @@ from tools.errors import EvaluatorError
 from tools.judge import memory
 from tools.judge.gpulock import GpuLock, gpu_lock
 from tools.judge.pipeline import judge_in, profile_in
-from tools.judge.reference import compute_reference, default_device, problem_fault
+from tools.judge.blame import Step, blame
+from tools.judge.reference import compute_reference, default_device
 from tools.judge.static import static_verdict
+from tools.judge.warm import warm_imports
 from tools.problem import Problem
 from tools.settings import EvalSettings
 from tools.verdict import Verdict
@@ -87,6 +89,11 @@ class Judge:
         self._closed = False
         if use_forkserver:   # start the main one now: it imports torch while we do other work
             self.forkserver(self.device)
+        # torch's lazy modules, before this session's threads (the baseline's, the
+        # candidates') can import them at once (a no-op where the host did it at its start)
+        warm_s = warm_imports(self.device)
+        if warm_s:
+            self.setup_s["torch_imports"] = round(warm_s, 3)
 
     def __enter__(self) -> "Judge":
         return self
@@ -134,7 +141,8 @@ class Judge:
                     model = build_model(self.problem.module.Model, self.problem.module,
                                         self.settings.test.init_seed, self.dev)
                 except Exception as e:
-                    problem_fault(self.problem.path, e, "Model(*get_init_inputs())")
+                    blame(self.problem.path, e, "Model(*get_init_inputs())",
+                          Step("model", self.dev, init_seed=self.settings.test.init_seed))
                 model.eval()
                 self._ref_model = model
                 self.setup_s["reference_model"] = round(time.monotonic() - t, 3)
@@ -164,7 +172,8 @@ class Judge:
         t = time.monotonic()
         sizes: dict | None = {} if self.footprint is None else None   # measured once: it resets the peak
         out = memory.retry_oom(self, "the reference Model.forward(*get_inputs())", lambda: compute_reference(
-            self.reference_model(), self.problem.module, seed, self.dev, sizes=sizes))
+            self.reference_model(), self.problem.module, seed, self.dev, init_seed=self.settings.test.init_seed,
+            sizes=sizes))
         with self._lock:
             self.setup_s["references"] = round(self.setup_s.get("references", 0.0) + time.monotonic() - t, 3)
             if self.footprint is None and sizes is not None:

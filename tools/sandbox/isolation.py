@@ -1,9 +1,9 @@
 """The isolation call: start a worker process for one candidate and talk to it.
 
 One `start_worker` call makes a fresh temp dir (the candidate's cwd, HOME, TMPDIR and
-TRITON_CACHE_DIR), a scrubbed environment, no stdin, captured and capped output, its
-own process group (a timeout kills the whole group) and two named pipes for the
-framed protocol of tools/sandbox/channel.py. The worker then locks itself down
+TRITON_CACHE_DIR), a scrubbed environment (env.py), no stdin, captured and capped
+output, its own process group (a timeout kills the whole group) and two named pipes for
+the framed protocol of tools/sandbox/channel.py. The worker then locks itself down
 (rlimits, network namespace, audit hook: tools/sandbox/lockdown.py). Does not judge
 anything.
 """
@@ -19,13 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools.sandbox import channel, tempdirs
+from tools.sandbox.env import worker_env
 from tools.errors import EvaluatorError
-
-# environment variables a worker may inherit (everything else is dropped)
-_KEEP_ENV = ("PATH", "LD_LIBRARY_PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH",
-             "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH", "TRITON_CUDART_PATH")
-_KEEP_PREFIXES = ("NCCL_", "TORCH_SYMM_MEM_", "NVSHMEM_")  # multicast-off settings on shared hosts
-
 
 class WorkerDied(Exception):
     """The worker exited or broke the protocol before answering."""
@@ -122,30 +117,6 @@ class WorkerProcess:
                 pass
         if not keep_dir:
             shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-def worker_env(workdir: Path, device: str, gpu_index: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k in _KEEP_ENV or k.startswith(_KEEP_PREFIXES)}
-    env.update(
-        HOME=str(workdir),                                   # ~/.triton, ~/.nv land in the temp dir
-        TMPDIR=str(workdir / "tmp"),
-        TRITON_CACHE_DIR=str(workdir / "triton-cache"),      # no kernel cache shared between candidates
-        PYTHONPATH=os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)),
-        PYTHONDONTWRITEBYTECODE="1",
-        PYTHONUNBUFFERED="1",
-        PYTHONHASHSEED="0",
-    )
-    if device == "cpu":
-        env["TRITON_INTERPRET"] = "1"
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    elif device == "compile":   # compiles for a GPU target, runs nothing
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    else:
-        # gpu_index counts the GPUs the judge sees, which an outer CUDA_VISIBLE_DEVICES may narrow
-        visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-        env["CUDA_VISIBLE_DEVICES"] = visible[gpu_index] if gpu_index < len(visible) else str(gpu_index)
-    return env
 
 
 def start_worker(candidate_src: str, *, device: str, gpu_index: int = 0,

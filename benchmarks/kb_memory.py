@@ -173,7 +173,9 @@ def judge(args) -> None:
         sampler.window()
         t = time.monotonic()
         try:
-            r = subprocess.run(krefine + ["eval", str(p), str(cand), "--json", "--no-profile", "--keep-judge", "900"],
+            extra = ["--config", str(args.config)] if args.config else []
+            r = subprocess.run(krefine + ["eval", str(p), str(cand), "--json", "--no-profile", "--keep-judge", "900",
+                                          *extra],
                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=args.timeout_s)
             rc, stdout, stderr = r.returncode, r.stdout, r.stderr
         except subprocess.TimeoutExpired:
@@ -187,7 +189,8 @@ def judge(args) -> None:
             v = json.loads(stdout.strip().splitlines()[-1])
             row.update(verdict=v["verdict"], speedup=v.get("speedup"), flags=v.get("flags"),
                        memory=v["checks"].get("memory"), diagnostics=[d["message"][:200] for d in v["diagnostics"]][:3],
-                       judged_again=v["checks"].get("judged_again_after"), oom=v["checks"].get("oom"))
+                       judged_again=v["checks"].get("judged_again_after"), oom=v["checks"].get("oom"),
+                       phase_s=v["checks"].get("phase_s"), session_s=v["checks"].get("session_s"))
         except (ValueError, IndexError, KeyError):
             row.update(verdict=f"exit{rc}", stderr=stderr.strip()[-300:])
         append(args.out, row)
@@ -241,6 +244,7 @@ def main() -> None:
     j.add_argument("--out", type=Path, required=True)
     j.add_argument("--alone", action="store_true")
     j.add_argument("--keep-service", action="store_true")
+    j.add_argument("--config", type=Path, default=None, help="an agent.toml for the evals (e.g. fewer timing rounds)")
     j.add_argument("--timeout-s", type=float, default=240)
     j.add_argument("--budget-s", type=float, default=520)
     t = sub.add_parser("table")

@@ -89,7 +89,7 @@ class Sampler:
         import pynvml as nv
         nv.nvmlInit()
         self.nv, self.h, self.period_s = nv, nv.nvmlDeviceGetHandleByIndex(index), period_s
-        self.max_bytes, self.lock, self.stop = 0, threading.Lock(), False
+        self.max_bytes, self.at_max, self.lock, self.stop = 0, {}, threading.Lock(), False
         threading.Thread(target=self._run, daemon=True).start()
 
     def used(self) -> int:
@@ -98,15 +98,22 @@ class Sampler:
     def _run(self) -> None:
         while not self.stop:
             u = self.used()
-            with self.lock:
-                self.max_bytes = max(self.max_bytes, u)
+            if u > self.max_bytes:   # who holds it, at each new high (a slower NVML call)
+                try:
+                    procs = {p.pid: round((p.usedGpuMemory or 0) / GIB, 2)
+                             for p in self.nv.nvmlDeviceGetComputeRunningProcesses(self.h)}
+                except self.nv.NVMLError:
+                    procs = {}
+                with self.lock:
+                    self.max_bytes, self.at_max = max(self.max_bytes, u), procs
             time.sleep(self.period_s)
 
-    def window(self) -> int:
-        """The most used since the last call (and starts a new window)."""
+    def window(self) -> tuple[int, dict]:
+        """The most used since the last call, and by which processes (pid: GiB) at that
+        moment (and starts a new window)."""
         with self.lock:
-            m, self.max_bytes = self.max_bytes, 0
-        return m
+            m, who, self.max_bytes, self.at_max = self.max_bytes, self.at_max, 0, {}
+        return m, who
 
 
 def seed(args) -> None:
@@ -170,7 +177,7 @@ def judge(args) -> None:
             subprocess.run(krefine + ["judge", "stop"], cwd=ROOT, env=env, capture_output=True, timeout=120)
             time.sleep(1.0)
             base = sampler.used()
-        sampler.window()
+        sampler.window()   # a new window for this eval
         t = time.monotonic()
         try:
             extra = ["--config", str(args.config)] if args.config else []
@@ -181,10 +188,10 @@ def judge(args) -> None:
         except subprocess.TimeoutExpired:
             rc, stdout, stderr = "timeout", "", ""
         wall = time.monotonic() - t
-        peak = sampler.window()
+        peak, who = sampler.window()
         time.sleep(0.5)
-        row = {"problem": p.stem, "rc": rc, "wall_s": round(wall, 1),
-               "peak_gib": round((peak - base) / GIB, 3), "held_after_gib": round((sampler.used() - base) / GIB, 3)}
+        row = {"problem": p.stem, "rc": rc, "wall_s": round(wall, 1), "peak_gib": round((peak - base) / GIB, 3),
+               "held_after_gib": round((sampler.used() - base) / GIB, 3), "at_peak_gib_by_pid": who}
         try:
             v = json.loads(stdout.strip().splitlines()[-1])
             row.update(verdict=v["verdict"], speedup=v.get("speedup"), flags=v.get("flags"),

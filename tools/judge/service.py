@@ -169,6 +169,8 @@ class Judge:
             got = last[1]
         if got is not None:
             return got
+        if self.lean:
+            self._last_ref = None   # freed before the next one is made, not beside it
         t = time.monotonic()
         sizes: dict | None = {} if self.footprint is None else None   # measured once: it resets the peak
         out = memory.retry_oom(self, "the reference Model.forward(*get_inputs())", lambda: compute_reference(

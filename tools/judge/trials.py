@@ -8,6 +8,7 @@ diagnosis; `recheck_timed_outputs` checks the outputs of timed calls the same wa
 from __future__ import annotations
 
 from tools.judge.compile_phase import compile_specs
+from tools.judge.memory import release
 from tools.judge.record import died, error_diag, health
 from tools.sandbox import channel, isolation
 from tools.verdict import Status
@@ -104,6 +105,7 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
                      f"on {want_dev}, where the inputs are (compute on the GPU, do not copy results elsewhere)")
             return Status.INCORRECT
         for call in range(calls):
+            ref = None   # lean: the last call's reference goes before this one is made
             ref = refs[0] if not lean else judge.reference(seed if call == 0 else seed2)
             part = slice(call * n_out, (call + 1) * n_out)
             try:
@@ -141,6 +143,7 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
             del got
         if lean:
             run.checks.setdefault("same_storage_refill", []).append(bool(reply.get("same_storage")))
+            release(dev)   # the copies compared and their scratch, before the worker runs again
     run.checks["comparisons"] = comparisons
     run.checks["inputs_unmutated"] = True
     run.checks["repeat_consistent"] = True
@@ -167,4 +170,7 @@ def recheck_timed_outputs(run, reply: dict, payload: bytes, seed: int) -> Status
                      "(work skipped or deferred under timing?): " + (cmp.describe() if cmp else "shape differs"))
             return Status.INCORRECT
     run.checks["timed_outputs_rechecked"] = True
+    if run.judge.lean:
+        del outs
+        release(run.judge.dev)
     return None

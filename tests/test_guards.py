@@ -525,6 +525,67 @@ def test_setting_attributes_on_self_and_plain_objects_is_fine():
     assert found(src) == {}
 
 
+# --- modules reached through other modules' attributes -------------------------------------
+
+@pytest.mark.parametrize("prelude", [
+    'm = os.sys.modules["torch.utils._python_dispatch"]',
+    "os.sys.setprofile(None)",
+    "os.sys.settrace(None)",
+    "f = os.sys._getframe(1)",
+    "typing.sys.settrace(None)",
+    "f = numpy.sys._getframe(0)",
+    "torch.os.putenv('TRITON_INTERPRET', '0')",
+    "posixpath.os.sys.modules.clear()",
+])
+def test_tampering_reached_through_another_modules_attribute_is_rejected(prelude):
+    src = candidate(prelude="import os\nimport typing\nimport numpy\nimport posixpath\n" + prelude)
+    assert "monkeypatch" in rejected_by(src)
+
+
+def test_tampering_through_an_alias_of_a_module_that_holds_sys_is_rejected():
+    assert "monkeypatch" in rejected_by(candidate(prelude="import os as o\nf = o.sys._getframe(1)"))
+
+
+@pytest.mark.parametrize("prelude", [
+    "from os import sys as s\nf = s._getframe(1)",
+    "from torch import os as tos\ntos.putenv('A', '1')",
+    "import os.path\nf = os.path.os.sys._getframe(1)",
+])
+def test_a_module_imported_from_another_module_is_read_as_itself(prelude):
+    assert "monkeypatch" in rejected_by(candidate(prelude=prelude))
+
+
+def test_threads_reached_through_another_modules_attribute_are_rejected():
+    assert "concurrency" in rejected_by(candidate(prelude="import logging\nt = logging.threading.Thread"))
+
+
+def test_sys_behind_a_module_the_judge_has_not_loaded_is_still_read_as_sys():
+    src = candidate(prelude="import not_a_loaded_pkg\nf = not_a_loaded_pkg.sys._getframe(1)")
+    assert "monkeypatch" in rejected_by(src)
+
+
+def test_reading_a_module_through_torch_is_not_a_torch_op():
+    assert "torch_compute" not in found(candidate(forward="s = torch.os.path.join('a', 'b')"))
+
+
+def test_guards_import_no_module_the_candidate_names():
+    import sys
+    assert "this" not in sys.modules   # `import this` prints the Zen of Python: a side effect
+    run_static_guards(candidate(prelude="import this\nz = this.s.upper"), STRICT)
+    assert "this" not in sys.modules
+
+
+def test_every_path_in_the_guard_tables_is_spelled_as_the_walk_reads_it():
+    # a table entry the walk renames (os.path.join reads as posixpath.join) would never match
+    from tools.guards import escapes, flags, tampering, torch_ops
+    from tools.guards.modules import canonical
+    for mod in (escapes, flags, tampering, torch_ops):
+        for name, table in vars(mod).items():
+            if isinstance(table, (tuple, frozenset)) and table and all(isinstance(p, str) for p in table):
+                for p in (p.rstrip("*").rstrip(".") for p in table if "." in p):
+                    assert canonical(p)[0] == p, (mod.__name__, name, p)
+
+
 # --- threads, processes, streams, network, files, other toolkits ---------------------------
 
 @pytest.mark.parametrize("prelude, guard", [

@@ -525,6 +525,34 @@ def test_setting_attributes_on_self_and_plain_objects_is_fine():
     assert found(src) == {}
 
 
+@pytest.mark.parametrize("prelude", [
+    "import threading\nthreading.setprofile(None)",
+    "import threading\nthreading.settrace(None)",
+    "import threading\nthreading.setprofile_all_threads(None)",
+    "import sys\nsys.monitoring.use_tool_id(0, 'x')",
+    "import sys\nsys.setswitchinterval(1.0)",
+    "import sys\non = sys.getprofile() is not None",
+    "from torch.profiler import profile",
+    "import torch.autograd.profiler as p",
+    "on = torch.autograd._profiler_enabled()",
+    "on = torch._C._autograd._profiler_enabled()",
+    "from torch._C import _profiler",
+    "g = torch._C._DisableTorchDispatch()",
+])
+def test_detecting_or_switching_the_judges_profiler_and_tracers_is_rejected(prelude):
+    assert "monkeypatch" in rejected_by(candidate(prelude=prelude))
+
+
+@pytest.mark.parametrize("prelude", [
+    "from logging.handlers import QueueListener",
+    "import logging.config\nlogging.config.listen(9000)",
+    "import faulthandler\nfaulthandler.dump_traceback_later(1.0)",
+    "from torch.utils.data import DataLoader",
+])
+def test_stdlib_and_torch_helpers_that_start_threads_are_rejected(prelude):
+    assert "concurrency" in rejected_by(candidate(prelude=prelude))
+
+
 # --- modules reached through other modules' attributes -------------------------------------
 
 @pytest.mark.parametrize("prelude", [

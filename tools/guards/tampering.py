@@ -4,7 +4,9 @@ Rejects lookups the guards cannot read (eval/exec, getattr with a computed name 
 torch or on a module holding nn layers, __dict__, star imports from torch, pickles,
 importlib) and tampering with torch, triton, the timer, sys, os, builtins or the
 harness itself (assignments, setattr, frame walking, gc object walks, ctypes, dispatch
-interception, aten registrations). Not covered: tampering that only shows at run time,
+interception, aten registrations), and detecting or switching off the judge's tracers,
+profilers and dispatch modes (sys/threading setprofile and settrace, sys.monitoring,
+torch.profiler, torch._C's dispatch-key and mode-stack controls). Not covered: tampering that only shows at run time,
 inside the worker's own process (README "Sandbox").
 """
 from __future__ import annotations
@@ -71,7 +73,25 @@ TAMPER_PATHS = ("sys.modules", "sys._getframe", "sys._current_frames", "sys.sett
                 "os.environ.__setitem__", "ctypes", "_ctypes", "cffi", "builtins.__dict__", "__builtin__",
                 "tools", "agent", "krefine", "signal", "atexit", "resource", "torch.overrides",
                 "candidate",   # tools/sandbox/worker.py registers the candidate itself under this name
-                "torch.utils._python_dispatch", "torch._C._set_dispatch_mode")
+                "torch.utils._python_dispatch", "torch._C._set_dispatch_mode", "faulthandler",
+                # detecting or switching off the judge's tracers, profilers and dispatch modes
+                # (the worker's aten counter is a TorchDispatchMode: tools/sandbox/outputs.py)
+                "sys.getprofile", "sys.gettrace", "sys.call_tracing", "sys.monitoring",
+                "threading.setprofile", "threading.settrace", "threading.setprofile_all_threads",
+                "threading.settrace_all_threads", "threading.getprofile", "threading.gettrace",
+                "torch.profiler", "torch.autograd.profiler", "torch.autograd.profiler_util",
+                "torch.autograd.profiler_legacy", "torch.autograd._profiler_enabled", "torch.cuda.profiler",
+                "torch.cuda.cudart", "torch._C._autograd", "torch._C._profiler", "torch._C._DisableTorchDispatch",
+                "torch._C.DisableTorchFunction*", "torch._C._DisablePythonDispatcher", "torch._C._Enable*",
+                "torch._C._ExcludeDispatchKeyGuard", "torch._C.ExcludeDispatchKeyGuard",
+                "torch._C._IncludeDispatchKeyGuard", "torch._C._ForceDispatchKeyGuard",
+                "torch._C._PreserveDispatchKeyGuard", "torch._C._SetExcludeDispatchKeyGuard",
+                "torch._C._AutoDispatchBelow*", "torch._C._dispatch_*", "torch._C._push_on_torch*",
+                "torch._C._pop_torch*", "torch._C._get_dispatch_*", "torch._C._len_torch*",
+                "torch._C._unset_dispatch_mode", "torch._C._set_torch_function_state",
+                "torch._C._set_skip_next_torch_function", "torch._C._skip_one_hop_torch_function",
+                # the GIL's switch interval is the worker's, tuned for the judge's threads
+                "sys.setswitchinterval")
 
 
 _TAMPER_IMPORTS = ("builtins",)

@@ -614,6 +614,93 @@ def test_every_path_in_the_guard_tables_is_spelled_as_the_walk_reads_it():
                     assert canonical(p)[0] == p, (mod.__name__, name, p)
 
 
+# --- indirect setattr, delattr and getattr -------------------------------------------------
+
+@pytest.mark.parametrize("helper", [
+    "def patch(obj, name, fn):\n    setattr(obj, name, fn)\npatch(torch, 'mm', None)",
+    "def patch(obj, name):\n    delattr(obj, name)\npatch(torch, 'allclose')",
+    "def patch(self, name, fn):\n    setattr(self, name, fn)\npatch(torch, 'mm', None)",
+    "class Patcher:\n    @staticmethod\n    def patch(self, fn):\n        setattr(self, 'mm', fn)\n"
+    "Patcher.patch(torch, None)",
+])
+def test_setattr_on_anything_but_the_candidates_own_objects_is_rejected(helper):
+    assert "monkeypatch" in rejected_by(candidate(prelude=helper))
+
+
+def test_attribute_store_through_a_helpers_parameter_is_rejected():
+    assert "monkeypatch" in rejected_by(candidate(prelude="def patch(m):\n    m.allclose = None\npatch(torch)"))
+
+
+def test_attribute_store_on_a_call_result_is_rejected():
+    assert "monkeypatch" in rejected_by(candidate(prelude="type(torch.empty(1)).relu = None"))
+
+
+def test_attribute_store_into_any_imported_module_is_rejected():
+    assert "monkeypatch" in rejected_by(candidate(prelude="import functools\nfunctools.reduce = None"))
+
+
+@pytest.mark.parametrize("prelude", [
+    "getattr(object, '__setattr__')(torch, 'mm', None)",
+    "setattr.__call__(torch, 'mm', None)",
+    "type.__setattr__(torch.Tensor, 'relu', None)",
+])
+def test_setattr_reached_by_other_spellings_is_rejected(prelude):
+    src = candidate(prelude=prelude)
+    assert {"monkeypatch", "disguise"} & rejected_by(src)
+
+
+def test_setattr_on_own_instances_and_classes_and_autograd_ctx_is_fine():
+    src = candidate(prelude=textwrap.dedent('''\
+        class Cfg:
+            pass
+
+
+        CFG = Cfg()
+        setattr(CFG, "block", 1024)
+        setattr(Cfg, "warps", 4)
+
+
+        class Scale(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.n = x.numel()
+                return x
+        '''), init="for i in range(2):\n    setattr(self, f'w{i}', nn.Parameter(torch.ones(2)))")
+    assert found(src) == {}
+
+
+@pytest.mark.parametrize("line", [
+    'w = getattr(self.lib, "re" + "lu")',
+    'w = getattr(type(self), "re" + "lu")',
+])
+def test_getattr_with_a_computed_name_on_anything_but_self_is_rejected(line):
+    assert "disguise" in rejected_by(candidate(init="self.lib = torch", forward=line))
+
+
+def test_getattr_with_a_computed_name_on_a_plain_functions_self_parameter_is_rejected():
+    src = candidate(prelude="def look(self, name):\n    return getattr(self, name)",
+                    forward='f = look(torch, "re" + "lu")')
+    assert "disguise" in rejected_by(src)
+
+
+@pytest.mark.parametrize("prelude", [
+    "def use(m):\n    return m\nuse(torch)",
+    "MODS = {'t': torch}",
+    "for m in [os.sys]:\n    pass",
+    "def lib():\n    return os\nL = lib()",
+    "f = functools.partial(print, torch)",
+])
+def test_a_module_handed_on_as_a_value_is_rejected(prelude):
+    src = candidate(prelude="import os\nimport functools\n" + prelude)
+    assert "disguise" in rejected_by(src)
+
+
+def test_binding_or_probing_a_module_by_name_is_fine():
+    src = candidate(prelude="T = torch\nHAS_FMA = hasattr(tl, 'fma')\nimport triton.language as tl2",
+                    init="self.lib = tl2")
+    assert found(src) == {}
+
+
 # --- threads, processes, streams, network, files, other toolkits ---------------------------
 
 @pytest.mark.parametrize("prelude, guard", [

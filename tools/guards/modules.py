@@ -9,7 +9,8 @@ module of another package is also named by its own `__module__` and `__qualname_
 (`io.open` is also `_io.open`). Where the walk cannot go on (a module the judge has not
 loaded, a candidate's own package), every later component naming a stdlib module,
 torch, triton or numpy starts another reading (`some_pkg.sys._getframe` is also
-`sys._getframe`). The guard tables then see every path in its canonical form.
+`sys._getframe`). The guard tables then see every path in its canonical form;
+`is_module(path)` says whether the walk ended on a module object.
 
 Imports nothing a candidate names: only `_PRELOAD` (stdlib parts, numpy, torch,
 triton), once per process, so the walk sees the same modules in every judge. Not
@@ -48,31 +49,41 @@ def _preload() -> None:
         _LOADED.append(True)
 
 
-@lru_cache(maxsize=8192)
 def canonical(path: str) -> tuple[str, ...]:
     """Every name `path` stands for, the walked one first (it replaces the spelling: `torch.os`
     is no torch path); `(path,)` when nothing is known about it."""
+    return _walk(path)[0]
+
+
+def is_module(path: str) -> bool:
+    """Does `path` name a module object the judge has loaded (`os.sys`, `tl`'s triton.language)?"""
+    return _walk(path)[1]
+
+
+@lru_cache(maxsize=8192)
+def _walk(path: str) -> tuple[tuple[str, ...], bool]:
+    """(canonical(path), is_module(path))."""
     parts = path.split(".")
     if not parts[0] or parts[0] not in _ROOTS:   # relative imports, candidate packages
-        return _with_fallback((path,), parts, 1)
+        return _with_fallback((path,), parts, 1), False
     _preload()
     obj = sys.modules.get(parts[0])
     if not isinstance(obj, types.ModuleType):
-        return _with_fallback((path,), parts, 1)
+        return _with_fallback((path,), parts, 1), False
     name, i = _module_name(obj, parts[0]), 1
     while i < len(parts):
         nxt = vars(obj).get(parts[i], _MISSING)
         if nxt is _MISSING:
             nxt = sys.modules.get(f"{name}.{parts[i]}", _MISSING)
         if nxt is _MISSING:   # not loaded here, or made at run time: read the rest as spelled
-            return _with_fallback((".".join([name, *parts[i:]]),), parts, i)
+            return _with_fallback((".".join([name, *parts[i:]]),), parts, i), False
         if isinstance(nxt, types.ModuleType):
             obj, name, i = nxt, _module_name(nxt, f"{name}.{parts[i]}"), i + 1
             continue
         walked = ".".join([name, *parts[i:]])
         home = _home(nxt, name)
-        return (walked, ".".join([home, *parts[i + 1:]])) if home else (walked,)
-    return (name,)
+        return ((walked, ".".join([home, *parts[i + 1:]])) if home else (walked,)), False
+    return (name,), True
 
 
 _MISSING = object()

@@ -525,6 +525,182 @@ def test_setting_attributes_on_self_and_plain_objects_is_fine():
     assert found(src) == {}
 
 
+@pytest.mark.parametrize("prelude", [
+    "import threading\nthreading.setprofile(None)",
+    "import threading\nthreading.settrace(None)",
+    "import threading\nthreading.setprofile_all_threads(None)",
+    "import sys\nsys.monitoring.use_tool_id(0, 'x')",
+    "import sys\nsys.setswitchinterval(1.0)",
+    "import sys\non = sys.getprofile() is not None",
+    "from torch.profiler import profile",
+    "import torch.autograd.profiler as p",
+    "on = torch.autograd._profiler_enabled()",
+    "on = torch._C._autograd._profiler_enabled()",
+    "from torch._C import _profiler",
+    "g = torch._C._DisableTorchDispatch()",
+])
+def test_detecting_or_switching_the_judges_profiler_and_tracers_is_rejected(prelude):
+    assert "monkeypatch" in rejected_by(candidate(prelude=prelude))
+
+
+@pytest.mark.parametrize("prelude", [
+    "from logging.handlers import QueueListener",
+    "import logging.config\nlogging.config.listen(9000)",
+    "import faulthandler\nfaulthandler.dump_traceback_later(1.0)",
+    "from torch.utils.data import DataLoader",
+])
+def test_stdlib_and_torch_helpers_that_start_threads_are_rejected(prelude):
+    assert "concurrency" in rejected_by(candidate(prelude=prelude))
+
+
+# --- modules reached through other modules' attributes -------------------------------------
+
+@pytest.mark.parametrize("prelude", [
+    'm = os.sys.modules["torch.utils._python_dispatch"]',
+    "os.sys.setprofile(None)",
+    "os.sys.settrace(None)",
+    "f = os.sys._getframe(1)",
+    "typing.sys.settrace(None)",
+    "f = numpy.sys._getframe(0)",
+    "torch.os.putenv('TRITON_INTERPRET', '0')",
+    "posixpath.os.sys.modules.clear()",
+])
+def test_tampering_reached_through_another_modules_attribute_is_rejected(prelude):
+    src = candidate(prelude="import os\nimport typing\nimport numpy\nimport posixpath\n" + prelude)
+    assert "monkeypatch" in rejected_by(src)
+
+
+def test_tampering_through_an_alias_of_a_module_that_holds_sys_is_rejected():
+    assert "monkeypatch" in rejected_by(candidate(prelude="import os as o\nf = o.sys._getframe(1)"))
+
+
+@pytest.mark.parametrize("prelude", [
+    "from os import sys as s\nf = s._getframe(1)",
+    "from torch import os as tos\ntos.putenv('A', '1')",
+    "import os.path\nf = os.path.os.sys._getframe(1)",
+])
+def test_a_module_imported_from_another_module_is_read_as_itself(prelude):
+    assert "monkeypatch" in rejected_by(candidate(prelude=prelude))
+
+
+def test_threads_reached_through_another_modules_attribute_are_rejected():
+    assert "concurrency" in rejected_by(candidate(prelude="import logging\nt = logging.threading.Thread"))
+
+
+def test_sys_behind_a_module_the_judge_has_not_loaded_is_still_read_as_sys():
+    src = candidate(prelude="import not_a_loaded_pkg\nf = not_a_loaded_pkg.sys._getframe(1)")
+    assert "monkeypatch" in rejected_by(src)
+
+
+def test_reading_a_module_through_torch_is_not_a_torch_op():
+    assert "torch_compute" not in found(candidate(forward="s = torch.os.path.join('a', 'b')"))
+
+
+def test_guards_import_no_module_the_candidate_names():
+    import sys
+    assert "this" not in sys.modules   # `import this` prints the Zen of Python: a side effect
+    run_static_guards(candidate(prelude="import this\nz = this.s.upper"), STRICT)
+    assert "this" not in sys.modules
+
+
+def test_every_path_in_the_guard_tables_is_spelled_as_the_walk_reads_it():
+    # a table entry the walk renames (os.path.join reads as posixpath.join) would never match
+    from tools.guards import escapes, flags, tampering, torch_ops
+    from tools.guards.modules import canonical
+    for mod in (escapes, flags, tampering, torch_ops):
+        for name, table in vars(mod).items():
+            if isinstance(table, (tuple, frozenset)) and table and all(isinstance(p, str) for p in table):
+                for p in (p.rstrip("*").rstrip(".") for p in table if "." in p):
+                    assert canonical(p)[0] == p, (mod.__name__, name, p)
+
+
+# --- indirect setattr, delattr and getattr -------------------------------------------------
+
+@pytest.mark.parametrize("helper", [
+    "def patch(obj, name, fn):\n    setattr(obj, name, fn)\npatch(torch, 'mm', None)",
+    "def patch(obj, name):\n    delattr(obj, name)\npatch(torch, 'allclose')",
+    "def patch(self, name, fn):\n    setattr(self, name, fn)\npatch(torch, 'mm', None)",
+    "class Patcher:\n    @staticmethod\n    def patch(self, fn):\n        setattr(self, 'mm', fn)\n"
+    "Patcher.patch(torch, None)",
+])
+def test_setattr_on_anything_but_the_candidates_own_objects_is_rejected(helper):
+    assert "monkeypatch" in rejected_by(candidate(prelude=helper))
+
+
+def test_attribute_store_through_a_helpers_parameter_is_rejected():
+    assert "monkeypatch" in rejected_by(candidate(prelude="def patch(m):\n    m.allclose = None\npatch(torch)"))
+
+
+def test_attribute_store_on_a_call_result_is_rejected():
+    assert "monkeypatch" in rejected_by(candidate(prelude="type(torch.empty(1)).relu = None"))
+
+
+def test_attribute_store_into_any_imported_module_is_rejected():
+    assert "monkeypatch" in rejected_by(candidate(prelude="import functools\nfunctools.reduce = None"))
+
+
+@pytest.mark.parametrize("prelude", [
+    "getattr(object, '__setattr__')(torch, 'mm', None)",
+    "setattr.__call__(torch, 'mm', None)",
+    "type.__setattr__(torch.Tensor, 'relu', None)",
+])
+def test_setattr_reached_by_other_spellings_is_rejected(prelude):
+    src = candidate(prelude=prelude)
+    assert {"monkeypatch", "disguise"} & rejected_by(src)
+
+
+def test_setattr_on_own_instances_and_classes_and_autograd_ctx_is_fine():
+    src = candidate(prelude=textwrap.dedent('''\
+        class Cfg:
+            pass
+
+
+        CFG = Cfg()
+        setattr(CFG, "block", 1024)
+        setattr(Cfg, "warps", 4)
+
+
+        class Scale(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.n = x.numel()
+                return x
+        '''), init="for i in range(2):\n    setattr(self, f'w{i}', nn.Parameter(torch.ones(2)))")
+    assert found(src) == {}
+
+
+@pytest.mark.parametrize("line", [
+    'w = getattr(self.lib, "re" + "lu")',
+    'w = getattr(type(self), "re" + "lu")',
+])
+def test_getattr_with_a_computed_name_on_anything_but_self_is_rejected(line):
+    assert "disguise" in rejected_by(candidate(init="self.lib = torch", forward=line))
+
+
+def test_getattr_with_a_computed_name_on_a_plain_functions_self_parameter_is_rejected():
+    src = candidate(prelude="def look(self, name):\n    return getattr(self, name)",
+                    forward='f = look(torch, "re" + "lu")')
+    assert "disguise" in rejected_by(src)
+
+
+@pytest.mark.parametrize("prelude", [
+    "def use(m):\n    return m\nuse(torch)",
+    "MODS = {'t': torch}",
+    "for m in [os.sys]:\n    pass",
+    "def lib():\n    return os\nL = lib()",
+    "f = functools.partial(print, torch)",
+])
+def test_a_module_handed_on_as_a_value_is_rejected(prelude):
+    src = candidate(prelude="import os\nimport functools\n" + prelude)
+    assert "disguise" in rejected_by(src)
+
+
+def test_binding_or_probing_a_module_by_name_is_fine():
+    src = candidate(prelude="T = torch\nHAS_FMA = hasattr(tl, 'fma')\nimport triton.language as tl2",
+                    init="self.lib = tl2")
+    assert found(src) == {}
+
+
 # --- threads, processes, streams, network, files, other toolkits ---------------------------
 
 @pytest.mark.parametrize("prelude, guard", [

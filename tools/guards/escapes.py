@@ -17,12 +17,19 @@ from tools.settings import GuardSettings
 CONCURRENCY = ("threading", "_thread", "multiprocessing", "concurrent", "asyncio", "subprocess",
                "torch.multiprocessing", "pty", "sched", "os.system", "os.popen", "os.fork", "os.forkpty",
                "os.spawn*", "os.exec*", "os.posix_spawn*", "os.kill", "os.killpg", "os.register_at_fork",
-               "os.setsid", "os.setpgid", "os.setpgrp", "torch.jit.fork", "torch.jit._fork", "torch.futures")
+               "os.setsid", "os.setpgid", "os.setpgrp", "torch.jit.fork", "torch.jit._fork", "torch.futures",
+               "_posixsubprocess", "_multiprocessing", "_xxsubinterpreters", "_interpreters", "interpreters",
+               # library helpers that start a thread or process of their own
+               "logging.handlers.QueueListener", "logging.config.listen", "faulthandler.dump_traceback_later",
+               "socketserver.ThreadingMixIn", "socketserver.ForkingMixIn", "torch.utils.data.DataLoader",
+               "torch.utils.data.dataloader")
 
 
 NETWORK = ("socket", "ssl", "http", "urllib", "urllib3", "requests", "httpx", "aiohttp", "ftplib",
            "smtplib", "poplib", "imaplib", "telnetlib", "xmlrpc", "socketserver", "websocket", "websockets",
-           "paramiko", "grpc", "zmq", "webbrowser", "torch.distributed")
+           "paramiko", "grpc", "zmq", "webbrowser", "torch.distributed", "_socket", "_ssl", "wsgiref",
+           "logging.handlers.SocketHandler", "logging.handlers.DatagramHandler", "logging.handlers.SysLogHandler",
+           "logging.handlers.SMTPHandler", "logging.handlers.HTTPHandler")
 
 
 STREAMS = ("torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.set_stream", "torch.cuda.ExternalStream",

@@ -2,7 +2,8 @@
 
 Covers resolving `torch.nn.functional.relu`, `F.relu` and `getattr(torch, "mm")` to full
 paths through imports and aliases (`x = torch.mm`, `self.f = F.relu`, class-level
-bindings, aliases of aliases), the builtins the guards watch when nothing shadows them
+bindings, aliases of aliases), each in its canonical form (`os.sys.modules` is
+`sys.modules`: tools/guards/modules.py), imported names too, the builtins the guards watch when nothing shadows them
 at module level, and two readings of a path: an nn compute layer, a Triton jit
 decorator. Used to build a Source (tools/guards/source.py); finds nothing by itself.
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 import ast
 from types import MappingProxyType
 from typing import Iterator
+
+from tools.guards.modules import canonical
 
 
 def words(s: str) -> frozenset[str]:
@@ -51,16 +54,9 @@ def literal_getattr(node: ast.AST) -> bool:
 
 
 def resolve(node: ast.AST, aliases, self_attrs, unbound: frozenset[str]) -> tuple[str, ...]:
-    return tuple(_via_torch(p) for p in _resolve_raw(node, aliases, self_attrs, unbound))
-
-
-def _via_torch(path: str) -> str:
-    """`triton.testing.torch.relu` is torch.relu: modules re-export what they import."""
-    parts = path.split(".")
-    for i in range(len(parts) - 1, 0, -1):
-        if parts[i] == "torch":
-            return ".".join(parts[i:])
-    return path
+    """Every canonical path (tools/guards/modules.py) the chain `node` can name."""
+    paths = (c for p in _resolve_raw(node, aliases, self_attrs, unbound) for c in canonical(p))
+    return tuple(dict.fromkeys(paths))
 
 
 def _resolve_raw(node: ast.AST, aliases, self_attrs, unbound: frozenset[str]) -> tuple[str, ...]:
@@ -102,7 +98,7 @@ def collect_aliases(tree: ast.Module, unbound: frozenset[str]):
     for n in ast.walk(tree):
         if isinstance(n, ast.Import):
             for a in n.names:
-                imports.append((a.name, n))
+                imports.extend((c, n) for c in canonical(a.name))
                 if a.asname:
                     aliases.setdefault(a.asname, set()).add(a.name)
                 else:
@@ -112,7 +108,7 @@ def collect_aliases(tree: ast.Module, unbound: frozenset[str]):
             mod = "." * n.level + (n.module or "")
             for a in n.names:
                 full = f"{mod}.{a.name}" if mod else a.name
-                imports.append((full, n))
+                imports.extend((c, n) for c in canonical(full))
                 if a.name != "*":
                     aliases.setdefault(a.asname or a.name, set()).add(full)
     pairs = []   # (target, value) of simple bindings: x = torch.mm, self.f = F.relu

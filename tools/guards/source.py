@@ -1,7 +1,8 @@
 """A candidate's source as the guards read it, and the helpers they share.
 
 Covers `Finding` (what a guard reports), `Source` (the parsed tree with every node's
-region, resolved references, imports and aliases: `parse_source`, once per candidate)
+region, resolved references, imports and aliases, the names that are the candidate's
+own objects or parameters: `parse_source`, once per candidate)
 and the small helpers every guard family uses (the source text of a node, a path under
 a list of prefixes, the first finding to report). Decides nothing: the guards
 (tools/guards/suite.py's STATIC_GUARDS) do.
@@ -14,6 +15,7 @@ from types import MappingProxyType
 from typing import Iterable, Iterator, Mapping
 
 from tools.guards.names import WATCHED_BUILTINS, collect_aliases, literal_getattr, module_bindings, resolve
+from tools.guards.own_objects import own_names
 from tools.guards.regions import DEAD, Site, library_holders, walk_regions
 
 
@@ -50,6 +52,8 @@ class Source:
     methods: Mapping[str, frozenset[str]]        # class name -> names of its methods
     module_names: frozenset[str]                 # names bound at module level (imports, defs too)
     op_namespaces: frozenset[str]                # "mylib" of torch.library ops the file defines ("mylib::op")
+    own: frozenset[int]                          # ids of Name nodes that are the candidate's own objects
+    params: frozenset[int]                       # ids of Name nodes that are a parameter, not own
 
 
 def parse_source(src: str) -> Source | None:
@@ -80,11 +84,15 @@ def parse_source(src: str) -> Source | None:
                for c in ast.walk(tree) if isinstance(c, ast.ClassDef)}
     namespaces = {c.value.split("::")[0] for c in ast.walk(tree) if isinstance(c, ast.Constant)
                   and isinstance(c.value, str) and "::" in c.value} - {"aten", "prims"}
+    autograd = frozenset(id(c) for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and any(
+        p in ("torch.autograd.Function", "torch.autograd.function.Function")
+        for b in c.bases for p in resolve(b, aliases, self_attrs, unbound)))
+    own, params = own_names(tree, parents, autograd, lambda n: bool(resolve(n, aliases, self_attrs, unbound)))
     return Source(src=src, tree=tree, lines=tuple(src.splitlines()), sites=tuple(sites),
                   refs=tuple(refs), imports=imports, aliases=aliases, self_attrs=self_attrs,
                   library_names=library_holders(tree, sites, aliases, self_attrs, unbound),
                   methods=MappingProxyType(methods), module_names=frozenset(module_names),
-                  op_namespaces=frozenset(namespaces))
+                  op_namespaces=frozenset(namespaces), own=own, params=params)
 
 
 def spell(source: Source, node: ast.AST, limit: int = 60) -> str:

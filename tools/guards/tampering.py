@@ -1,19 +1,28 @@
 """The guards on tampering and disguise: `check_disguise`, `check_monkeypatch`.
 
 Rejects lookups the guards cannot read (eval/exec, getattr with a computed name on
-torch or on a module holding nn layers, __dict__, star imports from torch, pickles,
-importlib) and tampering with torch, triton, the timer, sys, os, builtins or the
-harness itself (assignments, setattr, frame walking, gc object walks, ctypes, dispatch
-interception, aten registrations). Not covered: tampering that only shows at run time,
-inside the worker's own process (README "Sandbox").
+anything but the candidate's own objects, getattr/setattr passed around as values,
+__dict__, star imports from torch, pickles, importlib) and tampering with anything the
+file imports or does not own: assignments into imported modules, classes or functions
+(each path read canonically: `os.sys.modules` is `sys.modules`), setattr/delattr on
+anything but its own objects (tools/guards/own_objects.py: a helper's parameter is not
+own), attribute stores through a parameter or a call's result, frame walking, gc object
+walks, ctypes, dispatch interception, aten registrations, and detecting or switching off
+the judge's tracers, profilers and dispatch modes (sys/threading setprofile and
+settrace, sys.monitoring, torch.profiler, torch._C's dispatch-key and mode-stack
+controls). Not covered: tampering that only shows at run time, inside the worker's own
+process (README "Sandbox"); objects reached through containers (`d["m"].mm = f` where d
+holds a module the file cannot see) when no import names them.
 """
 from __future__ import annotations
 
 import ast
+from typing import Iterator
 
+from tools.guards.modules import is_module
 from tools.guards.names import literal_getattr, resolve, words
-from tools.guards.regions import holder
-from tools.guards.source import Finding, Source, first, line_of, path_hits, spell, under
+from tools.guards.regions import DEAD, JIT
+from tools.guards.source import Finding, Ref, Source, first, line_of, path_hits, spell, under
 from tools.settings import GuardSettings
 
 _DISGUISE_PATHS = ("builtins.eval", "builtins.exec", "builtins.compile", "builtins.__import__",
@@ -25,19 +34,27 @@ _DISGUISE_PATHS = ("builtins.eval", "builtins.exec", "builtins.compile", "builti
                    "operator.imatmul", "operator.__matmul__")
 
 
+_ATTR_BUILTINS = ("builtins.getattr", "builtins.setattr", "builtins.delattr")
+
+
 def check_disguise(source: Source, settings: GuardSettings) -> Finding | None:
-    """Lookups the guards cannot read: eval/exec, getattr with a computed name on torch
-    (or on a module holding nn layers), __dict__, star imports from torch, pickles."""
+    """Lookups the guards cannot read: eval/exec, getattr with a computed name on anything
+    but the candidate's own objects (on self too when it holds nn layers), getattr and
+    setattr passed around as values, __dict__, star imports from torch, pickles."""
     out = []
     for path, node in path_hits(source, _DISGUISE_PATHS):
         what = spell(source, node) if not isinstance(node, (ast.Import, ast.ImportFrom)) else f"import {path}"
         out.append(Finding("disguise", f"`{what}` hides which code runs; call Triton kernels and name "
                            "every helper directly.", line_of(node), True, "disguised_op"))
-    for r in source.refs:   # functools.reduce(getattr, names, torch): getattr as a value
-        if not r.called and any(p in ("builtins.getattr", "builtins.setattr", "builtins.delattr") for p in r.paths):
+    for r in source.refs:   # functools.reduce(getattr, names, torch), setattr.__call__: getattr as a value
+        if any(under(p, _ATTR_BUILTINS) and not (r.called and p in _ATTR_BUILTINS) for p in r.paths):
             out.append(Finding("disguise", f"`{spell(source, r.site.parent)}` passes getattr around to look "
                                "attributes up indirectly; name what you call directly.", line_of(r.node), True,
                                "disguised_op"))
+    for r in _escaped_modules(source):
+        out.append(Finding("disguise", f"`{spell(source, r.site.parent)}` hands the module `{spell(source, r.node)}` "
+                           "on as a value, where the guards cannot follow what is done to it; use modules "
+                           "only by name (`torch.empty(...)`).", line_of(r.node), True, "disguised_op"))
     for path, node in source.imports:
         if path.endswith(".*") and path.split(".")[0] == "torch":
             out.append(Finding("disguise", f"`from {path[:-2]} import *` hides which torch ops are used; "
@@ -49,17 +66,11 @@ def check_disguise(source: Source, settings: GuardSettings) -> Finding | None:
                                "what you call directly.", line_of(n), True, "disguised_op"))
         elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "getattr" \
                 and len(n.args) >= 2 and not literal_getattr(n):
-            obj = n.args[0]
-            on_self = (holder(obj) or "").split(".")[0] in ("self", "cls")
-            if on_self and not source.library_names:
+            if id(n.args[0]) in source.own and not source.library_names:
                 continue   # getattr(self, f"w{i}"): a parameter of the candidate's own module
             out.append(Finding("disguise", f"`{spell(source, n)}` picks an attribute by a computed name; "
                                "name the function you call directly.", line_of(n), True, "disguised_op"))
     return first(out)
-
-
-_PROTECTED_ROOTS = words("torch triton time sys builtins os tools agent krefine numpy math "
-                         "random gc inspect importlib signal threading")
 
 
 TAMPER_PATHS = ("sys.modules", "sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile",
@@ -71,7 +82,25 @@ TAMPER_PATHS = ("sys.modules", "sys._getframe", "sys._current_frames", "sys.sett
                 "os.environ.__setitem__", "ctypes", "_ctypes", "cffi", "builtins.__dict__", "__builtin__",
                 "tools", "agent", "krefine", "signal", "atexit", "resource", "torch.overrides",
                 "candidate",   # tools/sandbox/worker.py registers the candidate itself under this name
-                "torch.utils._python_dispatch", "torch._C._set_dispatch_mode")
+                "torch.utils._python_dispatch", "torch._C._set_dispatch_mode", "faulthandler",
+                # detecting or switching off the judge's tracers, profilers and dispatch modes
+                # (the worker's aten counter is a TorchDispatchMode: tools/sandbox/outputs.py)
+                "sys.getprofile", "sys.gettrace", "sys.call_tracing", "sys.monitoring",
+                "threading.setprofile", "threading.settrace", "threading.setprofile_all_threads",
+                "threading.settrace_all_threads", "threading.getprofile", "threading.gettrace",
+                "torch.profiler", "torch.autograd.profiler", "torch.autograd.profiler_util",
+                "torch.autograd.profiler_legacy", "torch.autograd._profiler_enabled", "torch.cuda.profiler",
+                "torch.cuda.cudart", "torch._C._autograd", "torch._C._profiler", "torch._C._DisableTorchDispatch",
+                "torch._C.DisableTorchFunction*", "torch._C._DisablePythonDispatcher", "torch._C._Enable*",
+                "torch._C._ExcludeDispatchKeyGuard", "torch._C.ExcludeDispatchKeyGuard",
+                "torch._C._IncludeDispatchKeyGuard", "torch._C._ForceDispatchKeyGuard",
+                "torch._C._PreserveDispatchKeyGuard", "torch._C._SetExcludeDispatchKeyGuard",
+                "torch._C._AutoDispatchBelow*", "torch._C._dispatch_*", "torch._C._push_on_torch*",
+                "torch._C._pop_torch*", "torch._C._get_dispatch_*", "torch._C._len_torch*",
+                "torch._C._unset_dispatch_mode", "torch._C._set_torch_function_state",
+                "torch._C._set_skip_next_torch_function", "torch._C._skip_one_hop_torch_function",
+                # the GIL's switch interval is the worker's, tuned for the judge's threads
+                "sys.setswitchinterval")
 
 
 _TAMPER_IMPORTS = ("builtins",)
@@ -99,16 +128,19 @@ def check_monkeypatch(source: Source, settings: GuardSettings) -> Finding | None
     for s in source.sites:
         n = s.node
         if isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            paths = resolve(n.value, source.aliases, source.self_attrs, frozenset())
-            if any(p.split(".")[0] in _PROTECTED_ROOTS for p in paths):
-                add(n, spell(source, n))
-        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("setattr", "delattr") and n.args:
-            obj = n.args[0]
-            paths = resolve(obj, source.aliases, source.self_attrs, frozenset())
-            if any(p.split(".")[0] in _PROTECTED_ROOTS for p in paths) or \
-                    (isinstance(obj, ast.Call) and isinstance(obj.func, ast.Name) and obj.func.id == "type") or \
-                    (isinstance(obj, ast.Attribute) and obj.attr == "__class__"):
-                add(n, spell(source, n))
+            if resolve(n.value, source.aliases, source.self_attrs, frozenset()):
+                add(n, spell(source, n))   # into an imported module, class or function
+            elif isinstance(n, ast.Attribute) and _foreign_root(source, n.value):
+                out.append(Finding("monkeypatch", f"`{spell(source, n)}` sets an attribute on an object this "
+                                   "file does not own (a parameter, a call's result); set attributes only on "
+                                   "self or your own objects.", line_of(n), True, "monkeypatch"))
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("setattr", "delattr") \
+                and n.args and id(n.args[0]) not in source.own:
+            out.append(Finding("monkeypatch", f"`{spell(source, n)}` sets an attribute on an object this file "
+                               "does not provably own; use setattr only on self or your own objects.",
+                               line_of(n), True, "monkeypatch"))
+        elif literal_getattr(n) and n.args[1].value in _FRAME_ATTRS:
+            add(n, spell(source, n))   # getattr(object, "__setattr__")
         elif isinstance(n, ast.Attribute) and n.attr in _FRAME_ATTRS:
             if n.attr in ("__setattr__", "__delattr__") and isinstance(n.value, ast.Call) \
                     and isinstance(n.value.func, ast.Name) and n.value.func.id == "super":
@@ -126,3 +158,43 @@ def check_monkeypatch(source: Source, settings: GuardSettings) -> Finding | None
                    for a in (*call.args, *(k.value for k in call.keywords))):
                 add(call, spell(source, call))
     return first(out)
+
+
+def _foreign_root(source: Source, target: ast.AST) -> bool:
+    """Is the object an attribute store lands on reached from a call's result (`type(x).f`,
+    except super()), through `__class__`, or from a parameter that is not own (a helper's
+    `def patch(m): m.mm = f`)?"""
+    while isinstance(target, (ast.Attribute, ast.Subscript)):
+        if isinstance(target, ast.Attribute) and target.attr in ("__class__", "__func__", "__self__"):
+            return True
+        target = target.value
+    if isinstance(target, ast.Call):
+        return not (isinstance(target.func, ast.Name) and target.func.id == "super")
+    return isinstance(target, ast.Name) and id(target) in source.params
+
+
+# builtins that only read a module handed to them
+_READ_ONLY = frozenset(("hasattr", "isinstance", "issubclass", "print", "repr", "str", "callable", "id"))
+
+
+def _escaped_modules(source: Source) -> Iterator[Ref]:
+    """Modules used as values where alias tracking cannot follow them: `patch(torch)`,
+    `MODS = {"t": torch}`, `for m in [torch]`, `return os`. Binding one to a plain name
+    or a self attribute (`T = torch`, `self.lib = tl`) is tracked, and so allowed."""
+    imported = {(a.asname or a.name).split(".")[0] for _, node in source.imports
+                if isinstance(node, ast.Import) for a in node.names}
+    for r in source.refs:
+        parent = r.site.parent
+        if r.called or r.site.region in (DEAD, JIT) or literal_getattr(r.node):
+            continue
+        if not (any(is_module(p) for p in r.paths) or (isinstance(r.node, ast.Name) and r.node.id in imported)):
+            continue
+        if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and parent.value is r.node:
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            if all(isinstance(t, ast.Name) or (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                                               and t.value.id in ("self", "cls")) for t in targets):
+                continue
+        elif isinstance(parent, (ast.Expr, ast.Compare)) or (
+                isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in _READ_ONLY):
+            continue
+        yield r

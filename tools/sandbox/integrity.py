@@ -37,7 +37,8 @@ _CLASSES = ("torch.Tensor", "torch.nn.modules.module.Module", "torch.utils._pyth
             "triton.runtime.jit.JITFunction", "triton.runtime.jit.KernelInterface",
             "triton.runtime.autotuner.Autotuner", "triton.runtime.autotuner.Heuristics",
             "triton.runtime.interpreter.InterpretedFunction", "triton.runtime.interpreter.GridExecutor",
-            "triton.runtime.interpreter.InterpreterBuilder", "threading.Thread")
+            "triton.runtime.interpreter.InterpreterBuilder", "threading.Thread", "torch.storage.UntypedStorage",
+            "torch.storage.TypedStorage")
 _MISSING = object()
 
 

@@ -340,3 +340,25 @@ def test_an_inputs_class_reassigned_in_the_forward_is_tampering(no_static_guards
 def test_a_correct_candidate_shows_no_tampering_threads_or_host_reads():
     reply = _trial(OK)
     assert reply["ok"] and "tamper" not in reply and reply["threads_started"] == 0 and not reply["host_reads"]
+
+
+# 6) the judge's reading of the facts -----------------------------------------------------------
+
+def _facts(reply: dict):
+    from tools.judge.record import Run
+    from tools.judge.runtime_facts import check_runtime_facts
+    run = Run(None, "", "cpu", 0, cfg.EvalSettings(), None)
+    return check_runtime_facts(run, {"ok": True, **reply}, 0), run
+
+
+def test_a_hook_point_the_worker_lacks_is_recorded_in_the_verdicts_checks_not_passed_over_silently():
+    status, run = _facts({"programs": [None, 4], "launch_grids_unseen": 1, "watch_gaps": ["thread starts"]})
+    assert status is None
+    assert run.checks["runtime_watch_gaps"] == ["thread starts"] and run.checks["launch_grids_unseen"] == 1
+    assert run.checks["triton_programs"] == [[None, 4]]
+
+
+def test_one_call_of_a_trial_that_ran_no_program_is_enough_to_reject():
+    status, run = _facts({"programs": [16, 0]})
+    assert status is Status.REJECTED and "call 2" in run.diagnostics[0].message
+

@@ -143,32 +143,31 @@ class Watch:
     def launch(self, run, fn, args, grid, kwargs):
         """One Triton launch (tools/sandbox/launches.py): run it, counting the programs its grid
         holds as Triton evaluates it (a callable of the launch's arguments, or a tuple)."""
-        seen = []
-        if grid is None:   # Triton's own error, unchanged
+        if not self.armed or grid is None:   # timed calls pay nothing more; no grid: Triton's own error
             return run(fn, *args, grid=grid, warmup=False, **kwargs)
+        seen = []
 
         def evaluated(meta):
             dims = grid(meta) if callable(grid) else grid
             dims = self._dims(dims)
             seen.append(dims)
             return dims
-        call = self._call if self.armed else None
-        if call is not None and (self._stack_len() == 0 or self._excluded(self._python_key)):
+        call = self._call
+        if self._stack_len() == 0 or self._excluded(self._python_key):
             self.note("the aten counter was switched off at a Triton launch")
         self.depth += 1
         try:
             return run(fn, *args, grid=evaluated, warmup=False, **kwargs)
         finally:
             self.depth -= 1
-            if call is not None:
-                call["launches"] += 1
-                if seen:
-                    n = 1
-                    for d in seen[-1]:
-                        n *= max(0, d) if type(d) is int else 1
-                    call["programs"] += n
-                else:
-                    call["unseen"] += 1
+            call["launches"] += 1
+            if seen:
+                n = 1
+                for d in seen[-1]:
+                    n *= max(0, d) if type(d) is int else 1
+                call["programs"] += n
+            else:
+                call["unseen"] += 1
 
     @contextlib.contextmanager
     def not_candidate(self):
@@ -314,7 +313,10 @@ class Watch:
         """Facts since the baseline (tamper, threads) and of this request's calls onto `reply`."""
         if not self.watching:
             return
-        self.check()
+        try:
+            self.check()
+        except Exception as e:   # our own check broken by what the candidate left behind
+            self.note(f"the identity check failed: {type(e).__name__}")
         if self.calls:
             reply["programs"] = [None if c["programs"] == 0 and c["unseen"] else c["programs"]
                                  for c in self.calls]

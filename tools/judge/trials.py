@@ -1,16 +1,18 @@
 """Step 4) test: the candidate's outputs on fresh secret inputs against the reference.
 
 Covers every trial (a repeated call in the first), the runtime guards a trial shows (a
-Triton kernel launched, no PyTorch compute ops, inputs unmutated), the outputs' type,
-device, shape and dtype, the numeric comparison (tools/judge/numerics.py) and its
-diagnosis; `recheck_timed_outputs` checks the outputs of timed calls the same way.
+Triton kernel launched, the watch's facts in tools/judge/runtime_facts.py, no PyTorch
+compute ops, inputs unmutated), the outputs' type, device, shape and dtype, the
+numeric comparison (tools/judge/numerics.py) and its diagnosis; `recheck_timed_outputs` checks the outputs of timed calls the same way.
 """
 from __future__ import annotations
 
 from tools.judge.compile_phase import compile_specs
 from tools.judge.memory import release
 from tools.judge.record import died, error_diag, health
+from tools.judge.runtime_facts import check_runtime_facts
 from tools.sandbox import channel, isolation
+from tools.sandbox.outputs import TENSOR
 from tools.verdict import Status
 
 
@@ -60,6 +62,9 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
                      "kernel; the work must be done in Triton kernels")
             run.flag("no_triton_kernel")
             return Status.REJECTED
+        status = check_runtime_facts(run, reply, i)   # the worker's watch: tampering, threads, host reads, programs
+        if status is not None:
+            return status
         compute = reply.get("aten_compute") or {}
         if compute:
             ops = ", ".join(f"{k}×{v}" for k, v in sorted(compute.items(), key=lambda kv: -kv[1])[:5])
@@ -87,7 +92,7 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
             return Status.REJECTED
         types = reply.get("output_types", [])
         structure = reply.get("structure", [])
-        ok_types = [n == "torch.Tensor" for n in types]
+        ok_types = [n == TENSOR for n in types]   # the worker names TENSOR on exact identity only
         if not all(ok_types) or len(types) != calls * n_out:
             got = ", ".join(sorted(set(types))) or "nothing"
             want = f"{n_out} torch.Tensor" if n_out > 1 else "exactly one torch.Tensor"
@@ -162,6 +167,10 @@ def recheck_timed_outputs(run, reply: dict, payload: bytes, seed: int) -> Status
         run.diag("protocol", f"the worker sent malformed outputs of a timed call: {e}")
         run.flag("tampering")
         return Status.REJECTED
+    if len(outs) != len(ref):   # the worker sends only exact tensors (tools/sandbox/outputs.py)
+        got = ", ".join(sorted(set(reply.get("output_types") or []))) or "nothing"
+        run.diag("output_type", f"a timed call returned {got}; expected {len(ref)} torch.Tensor")
+        return Status.INCORRECT
     for o, r in zip(outs, ref):
         atol, rtol, rel = tolerances(r.dtype, run.settings.test)
         cmp = compare(o, r, atol=atol, rtol=rtol, rel_l2_limit=rel) if o.shape == r.shape else None

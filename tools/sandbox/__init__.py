@@ -3,7 +3,7 @@
 isolation.py is the isolation call (`start_worker`: temp dir, scrubbed environment
 from env.py, limits, own process group) and `start_forkserver`; the worker runs as `python -m
 tools.sandbox.worker` (worker.py, with lockdown.py, launches.py, measure_ops.py,
-outputs.py and faults.py), forked by `python -m tools.sandbox.forkserver` when the judge
+outputs.py, watch.py, integrity.py and faults.py), forked by `python -m tools.sandbox.forkserver` when the judge
 keeps one; channel.py frames the messages and cudaipc.py hands outputs over through GPU
 memory. Nothing here decides a verdict (tools/judge/ does).
 

@@ -100,14 +100,16 @@ def _read_into(fd: int, n: int, deadline: float | None, alive=None) -> bytearray
 # --- tensors as raw bytes ----------------------------------------------------------
 
 def pack_tensors(tensors) -> tuple[list[dict], list]:
-    """Describe `tensors` (any device, any strides) and return CPU byte views of them,
-    ready for send(); no intermediate bytes objects."""
+    """Describe `tensors` (exact torch.Tensors, any device, any strides) and return CPU byte
+    views of them, ready for send(); no intermediate bytes objects. Through TensorBase's
+    functions, never a method the tensor object offers (tools/sandbox/outputs.py)."""
     import torch
+    B = torch._C.TensorBase
     specs, views = [], []
     for t in tensors:
-        c = t.detach().to("cpu").contiguous()
-        raw = c.view(torch.uint8).reshape(-1).numpy() if c.numel() else b""
-        specs.append({"dtype": str(c.dtype).removeprefix("torch."), "shape": list(c.shape),
+        c = B.contiguous(B.to(B.detach(t), "cpu"))
+        raw = B.numpy(B.reshape(B.view(c, torch.uint8), (-1,))) if B.numel(c) else b""
+        specs.append({"dtype": str(B.dtype.__get__(c)).removeprefix("torch."), "shape": list(B.shape.__get__(c)),
                       "nbytes": len(raw)})
         views.append(raw)
     return specs, views

@@ -139,17 +139,18 @@ def stage(tensors, buffer, at: int = 0) -> list[dict] | None:
     from byte `at` on (a multiple of ALIGN) and describe them; None when they do not all
     fit or are not all on its device (the caller then sends them through the pipe)."""
     import torch
-    flat = [t.detach() for t in tensors]
-    if any(t.device != buffer.device for t in flat):
+    B = torch._C.TensorBase   # never a method of the output object itself (tools/sandbox/outputs.py)
+    flat = [B.detach(t) for t in tensors]
+    if any(B.device.__get__(t) != buffer.device for t in flat):
         return None
-    sizes = [t.numel() * t.element_size() for t in flat]
+    sizes = [B.numel(t) * B.element_size(t) for t in flat]
     if at % ALIGN or at + span(sizes) > buffer.numel():
         return None
     specs = []
     for t, n, off in zip(flat, sizes, (at + o for o in layout(sizes))):
         if n:
-            buffer[off:off + n].copy_(t.contiguous().reshape(-1).view(torch.uint8))
-        specs.append({"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
+            buffer[off:off + n].copy_(B.view(B.reshape(B.contiguous(t), (-1,)), torch.uint8))
+        specs.append({"dtype": str(B.dtype.__get__(t)).removeprefix("torch."), "shape": list(B.shape.__get__(t)),
                       "nbytes": n, "staged": off})
     if buffer.device.type == "cuda":
         torch.cuda.synchronize(buffer.device)

@@ -14,8 +14,11 @@ from tools.sandbox.faults import def_line, short, source_line
 
 def hook_launches(worker) -> None:
     """Count every Triton launch of `worker`'s process (Worker.note_launch; on cpu it also
-    remembers specialisations), and compile without running while worker.compile_only."""
+    remembers specialisations) and the programs it runs (worker.watch.launch: the grid as
+    Triton evaluates it), and compile without running while worker.compile_only. The
+    hooks keep their own references to both: rebinding either later changes nothing."""
     from triton.runtime.jit import JITFunction
+    note, watch = worker.note_launch, worker.watch
 
     def wrap(orig):
         def run(fn, *args, grid, warmup, **kwargs):
@@ -28,9 +31,10 @@ def hook_launches(worker) -> None:
                 if callable(init):
                     init()
                 return kernel
-            if not warmup:
-                worker.note_launch(fn, args, kwargs)
-            return orig(fn, *args, grid=grid, warmup=warmup, **kwargs)
+            if warmup:
+                return orig(fn, *args, grid=grid, warmup=warmup, **kwargs)
+            note(fn, args, kwargs)
+            return watch.launch(orig, fn, args, grid, kwargs)
         return run
 
     JITFunction.run = wrap(JITFunction.run)
@@ -42,7 +46,8 @@ def hook_launches(worker) -> None:
                 if worker.compile_only:   # compile every config; benchmark none, cache none
                     kwargs.pop("warmup", None)
                     return tuner.warmup(*args, **kwargs)
-                return orig(tuner, *args, **kwargs)
+                with watch.not_candidate():   # benchmarking: Triton's reads, not the candidate's
+                    return orig(tuner, *args, **kwargs)
             return run
         Autotuner.run = autotune_run(Autotuner.run)
     except ImportError:

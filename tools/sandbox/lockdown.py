@@ -57,6 +57,7 @@ def _make_audit_hook(workdir: str):
     root = real(workdir)
     allowed_write = (root, "/dev/null", "/dev/shm", "/proc/self")
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+    allowed_exes = frozenset(_ALLOWED_EXES)   # the hook's own copy: the module's set can be reached and grown
 
     def hook(event: str, args: tuple) -> None:
         if event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg",
@@ -71,7 +72,7 @@ def _make_audit_hook(workdir: str):
             first = exe if isinstance(exe, (str, bytes, os.PathLike)) else \
                 (argv[0] if isinstance(argv, (list, tuple)) and argv else "")
             name = os.path.basename(os.fsdecode(first or ""))
-            if name not in _ALLOWED_EXES:
+            if name not in allowed_exes:
                 raise PermissionError(f"krefine sandbox: starting {name!r} is not allowed")
         if event == "open":
             path, mode, flags = (list(args) + [None, None, 0])[:3]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tools.perf.ncu import NVTX_RANGE   # the range ncu's filter selects, around every timed forward
 from tools.sandbox.faults import short
-from tools.sandbox.outputs import flatten_output
+from tools.sandbox.outputs import all_tensors, flatten_output
 
 
 class MeasureOps:
@@ -41,9 +41,9 @@ class MeasureOps:
                 calls = warmup + iters
             reply = {"ok": True, "samples_ms": samples, "launches": sum(self.launches.values()),
                      "calls": calls}
-        flat, _ = flatten_output(last[0])
-        specs, payload = self._pack(flat, h) if h.get("return_output") else ([], b"")
-        return {**reply, "outputs": specs}, payload
+        flat, _, names = flatten_output(last[0])   # exact tensors only are read (tools/sandbox/outputs.py)
+        specs, payload = self._pack(flat, h) if h.get("return_output") and all_tensors(names) else ([], b"")
+        return {**reply, "outputs": specs, "output_types": names}, payload
 
     def _time_graph(self, seed: int, warmup: int, iters: int, reps: int) -> dict:
         """Replays of the candidate's graph; captured (with its launches counted) on the

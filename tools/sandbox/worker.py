@@ -28,8 +28,8 @@ from tools.sandbox.faults import candidate_line, short, triton_error_line
 from tools.sandbox.launches import compile_for_gpu, find_kernel, hook_launches, is_jit, launch_spec, spec_json
 from tools.sandbox.lockdown import lock_down
 from tools.sandbox.measure_ops import MeasureOps
-from tools.sandbox.outputs import (count_aten_compute, fingerprint, flatten_output, poisoned_allocations, same,
-                                   type_name)
+from tools.sandbox.outputs import all_tensors, device_of, fingerprint, flatten_output, poisoned_allocations, same
+from tools.sandbox.watch import Watch
 
 # requests that make inputs of the problem's size: a lean worker releases them afterwards
 _SIZED_OPS = frozenset({"trial", "warm", "time", "estimate", "host_run", "host_done", "profile", "ncu_forward"})
@@ -54,6 +54,8 @@ class Worker(MeasureOps):
         self._graph = None           # op_time's cuda_graph: (key, CapturedGraph, last output box, inputs)
         self._host_inputs = None     # op_host_prepare's inputs, for the judge's host-clock runs
         self.lean = False            # drop inputs and the allocator's cache after each request
+        self.watch = Watch()         # facts of each forward call (tools/sandbox/watch.py)
+        self._held = []              # outputs of a wrong type: never touched, never freed here
 
     # 1) lock down: op_setup calls tools/sandbox/lockdown.py, then launches.py hooks the launches
     def note_launch(self, fn, args, kwargs) -> None:
@@ -69,13 +71,17 @@ class Worker(MeasureOps):
 
     # 2) requests -------------------------------------------------------------------
     def serve(self) -> None:
+        # the handlers and the watch's report as they are now, before any candidate code:
+        # rebinding Worker's methods later changes nothing here (the watch reports it)
+        handlers = {n[3:]: getattr(self, n) for n in dir(type(self)) if n.startswith("op_")}
+        finish, send = self.watch.finish_reply, channel.send
         while True:
             header, _ = channel.recv(self.cmd_fd, timeout_s=None)
             op = header.get("op")
             if op == "exit":
                 self.reply({"ok": True})
                 return
-            handler = getattr(self, f"op_{op}", None)
+            handler = handlers.get(op) if isinstance(op, str) else None
             if handler is None:
                 self.reply({"ok": False, "error_type": "ProtocolError", "message": f"unknown op {op!r}"})
                 continue
@@ -85,13 +91,14 @@ class Worker(MeasureOps):
                 if isinstance(e, KeyboardInterrupt):
                     raise
                 reply, payload = self.describe_error(e, op), b""
+            finish(op, reply)
             if self.lean and op in _SIZED_OPS:
                 self._release()
             if self.device == "cuda" and "torch" in sys.modules and sys.modules["torch"].cuda.is_initialized():
                 import torch   # the judge's record of where memory goes (checks.memory.peaks)
                 reply["gpu_peak_bytes"] = torch.cuda.max_memory_reserved()
                 torch.cuda.reset_peak_memory_stats()
-            self.reply(reply, payload)
+            send(self.res_fd, reply, payload)
 
     def _release(self) -> None:
         """Lean (tools/judge/memory.py): the judge computes its next reference or times a
@@ -113,6 +120,7 @@ class Worker(MeasureOps):
         self.lean = bool(h.get("lean"))
         if self.device != "compile":
             hook_launches(self)
+            self.watch.install()
         return {"ok": True, "enforced": enforced, "pid": os.getpid()}, b""
 
     def op_load(self, h: dict):
@@ -143,6 +151,7 @@ class Worker(MeasureOps):
         self.cand_path = os.path.join(self.workdir, name)
         from tools.dialect.runtime import install
         install(self.device)   # KernelBook's torch-2.5 names, before any candidate code
+        self.watch.baseline()  # what must stay as it is from here on
         spec = importlib.util.spec_from_file_location("candidate", self.cand_path)
         module = importlib.util.module_from_spec(spec)
         sys.modules["candidate"] = module
@@ -203,23 +212,26 @@ class Worker(MeasureOps):
         inputs = self._trial_inputs(int(h["seed"]))
         before = [x.clone() if isinstance(x, torch.Tensor) else None for x in inputs]
         self.launches.clear()
-        outs_all, kinds = [], []
+        outs_all, kinds, types = [], [], []
         aten_ops: dict[str, int] = {}
         for call in range(2 if h.get("repeat") else 1):
             self._poison(h.get("poison", []))
             try:
-                with poisoned_allocations(), count_aten_compute(aten_ops, enabled=call == 0):
+                with poisoned_allocations(), self.watch.call(aten_ops):
                     out = self._forward(inputs)
             except BaseException as e:
                 return self.describe_error(e, "forward"), b""
-            flat, kind = flatten_output(out)
+            flat, kind, names = flatten_output(out)
             kinds.append(kind)
+            types += names
+            if not all_tensors(names):
+                return self._wrong_type(out, kinds, types, aten_ops)
             outs_all.extend(flat)
-        mutated = [i for i, (a, b) in enumerate(zip(inputs, before)) if b is not None and not same(a, b)]
-        specs, payload = self._pack([t for t in outs_all if isinstance(t, torch.Tensor)], h)
-        return {"ok": True, "structure": kinds, "outputs": specs,
-                "output_types": [type_name(t) for t in outs_all],
-                "output_devices": [str(t.device) for t in outs_all if isinstance(t, torch.Tensor)],
+        kept = self.watch.inputs_kept(inputs)
+        mutated = [i for i, (a, b) in enumerate(zip(inputs, before)) if b is not None and not (kept[i] and same(a, b))]
+        specs, payload = self._pack(outs_all, h)
+        return {"ok": True, "structure": kinds, "outputs": specs, "output_types": types,
+                "output_devices": [device_of(t) for t in outs_all],
                 "inputs_mutated": mutated, "launches": dict(self.launches),
                 "aten_compute": aten_ops}, payload
 
@@ -245,17 +257,20 @@ class Worker(MeasureOps):
             before = [fingerprint(x) if isinstance(x, torch.Tensor) else None for x in inputs]
             self._poison(h.get("poison", []))
             try:
-                with poisoned_allocations(), count_aten_compute(aten_ops, enabled=call == 0):
+                with poisoned_allocations(), self.watch.call(aten_ops):
                     out = self._forward(inputs)
             except BaseException as e:
                 return self.describe_error(e, "forward"), b""
-            flat, kind = flatten_output(out)
+            flat, kind, names = flatten_output(out)
             kinds.append(kind)
-            types += [type_name(t) for t in flat]
-            devices += [str(t.device) for t in flat if isinstance(t, torch.Tensor)]
+            types += names
+            if not all_tensors(names):
+                return self._wrong_type(out, kinds, types, aten_ops)
+            devices += [device_of(t) for t in flat]
+            kept = self.watch.inputs_kept(inputs)
             mutated.update(i for i, (a, b) in enumerate(zip(inputs, before))
-                           if b is not None and not torch.equal(fingerprint(a), b))
-            tensors = [t for t in flat if isinstance(t, torch.Tensor)]
+                           if b is not None and not (kept[i] and torch.equal(fingerprint(a), b)))
+            tensors = flat
             got = cudaipc.stage(tensors, self.staging.tensor, at) \
                 if h.get("staged") and self.staging is not None else None
             if got is None:
@@ -268,6 +283,13 @@ class Worker(MeasureOps):
         return {"ok": True, "structure": kinds, "outputs": specs, "output_types": types,
                 "output_devices": devices, "inputs_mutated": sorted(mutated), "launches": dict(self.launches),
                 "aten_compute": aten_ops, "same_storage": ptrs[0] == ptrs[1]}, views
+
+    def _wrong_type(self, out, kinds: list, types: list, aten_ops: dict):
+        """The reply for an output that is not exactly a torch.Tensor (or an exact tuple or
+        list of them): its type names only. The object is never touched, nor freed here."""
+        self._held.append(out)
+        return {"ok": True, "structure": kinds, "outputs": [], "output_types": types, "output_devices": [],
+                "inputs_mutated": [], "launches": dict(self.launches), "aten_compute": aten_ops}, b""
 
     def _pack(self, tensors, h: dict):
         """Outputs into the judge's staging buffer when offered and they fit, else bytes."""

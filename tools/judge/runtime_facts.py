@@ -1,0 +1,61 @@
+"""What the worker's watch saw during a trial's calls, and what it means for the verdict.
+
+Reads the facts tools/sandbox/watch.py puts on a trial reply and rejects: tampering
+with what the judge relies on (`tamper`: a hook or library function replaced, a
+profile or trace hook set, gc object walks, a dispatch mode popped, an input's class
+reassigned), threads started by the candidate (`threads_started`), tensor data read on
+the host by candidate code during the forward (`host_reads`: a Triton forward never
+needs to), and a call whose Triton launches ran no program (`programs`: an empty grid
+runs nothing). Hook points the worker could not install (`watch_gaps`) and launch grids
+it never saw evaluated are recorded in the verdict's checks, not judged: a gap is a
+visible fact, never a silent pass.
+
+Not covered: the aten compute ops and the launch count (tools/judge/trials.py), what the
+static guards see in the source (tools/guards/).
+"""
+from __future__ import annotations
+
+from tools.verdict import Status
+
+
+def check_runtime_facts(run, reply: dict, i: int) -> Status | None:
+    """REJECTED with its guard's diagnostic and flag, or None when trial `i`'s facts are clean."""
+    where = f"trial {i + 1}"
+    if reply.get("watch_gaps"):
+        run.checks.setdefault("runtime_watch_gaps", list(reply["watch_gaps"]))
+    tamper = [str(t) for t in reply.get("tamper") or []]
+    if tamper:
+        run.checks["tamper"] = tamper
+        run.diag("guard:tampering", f"{where}: the candidate changed what the evaluator relies on "
+                 f"({'; '.join(tamper[:4])}{'; ...' if len(tamper) > 4 else ''}); leave torch, Triton, "
+                 "the interpreter's hooks and the harness unchanged")
+        run.flag("tampering")
+        run.flag("monkeypatch")   # what the static guards call the same tricks when they see them
+        return Status.REJECTED
+    threads = int(reply.get("threads_started") or 0)
+    if threads:
+        run.diag("guard:concurrency", f"{where}: the candidate started {threads} thread(s); do all work in the "
+                 "forward call, in Triton kernels")
+        run.flag("concurrency")
+        return Status.REJECTED
+    reads = {str(k): int(v) for k, v in (reply.get("host_reads") or {}).items()}
+    if reads:
+        run.checks["host_reads"] = reads
+        what = ", ".join(f"{k}×{v}" for k, v in sorted(reads.items(), key=lambda kv: -kv[1])[:5])
+        run.diag("guard:host_transfer", f"{where}: the forward read tensor data on the host ({what}); "
+                 "compute in Triton kernels on the tensors' device, never in Python or NumPy")
+        run.flag("host_compute")
+        return Status.REJECTED
+    programs = reply.get("programs")
+    if programs is not None:
+        run.checks.setdefault("triton_programs", []).append(programs)
+        if reply.get("launch_grids_unseen"):
+            run.checks["launch_grids_unseen"] = reply["launch_grids_unseen"]
+        empty = [k for k, n in enumerate(programs) if n == 0]
+        if empty and run.settings.guards.require_triton_launch:
+            call = f"call {empty[0] + 1} of {where}" if len(programs) > 1 else where
+            run.diag("guard:no_triton_program", f"{call}: the forward's Triton launches ran no program (an "
+                     "empty grid runs nothing); the work must be done in Triton kernels that run")
+            run.flag("no_triton_kernel")
+            return Status.REJECTED
+    return None

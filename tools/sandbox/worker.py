@@ -24,6 +24,7 @@ import time
 import traceback
 
 from tools.sandbox import channel, cudaipc
+from tools.sandbox.activity import Recorder, probe
 from tools.sandbox.faults import candidate_line, short, triton_error_line
 from tools.sandbox.launches import compile_for_gpu, find_kernel, hook_launches, is_jit, launch_spec, spec_json
 from tools.sandbox.lockdown import lock_down
@@ -113,7 +114,9 @@ class Worker(MeasureOps):
         self.lean = bool(h.get("lean"))
         if self.device != "compile":
             hook_launches(self)
-        return {"ok": True, "enforced": enforced, "pid": os.getpid()}, b""
+        # CUPTI checked before any candidate code runs (tools/sandbox/activity.py)
+        seen = probe() if self.device == "cuda" and h.get("activity_probe") else None
+        return {"ok": True, "enforced": enforced, "pid": os.getpid(), "activity": seen}, b""
 
     def op_load(self, h: dict):
         from tools.problem import build_model, exec_module
@@ -205,10 +208,11 @@ class Worker(MeasureOps):
         self.launches.clear()
         outs_all, kinds = [], []
         aten_ops: dict[str, int] = {}
+        gpu = Recorder(self, h.get("activity"))   # what CUPTI saw of these calls
         for call in range(2 if h.get("repeat") else 1):
             self._poison(h.get("poison", []))
             try:
-                with poisoned_allocations(), count_aten_compute(aten_ops, enabled=call == 0):
+                with poisoned_allocations(), count_aten_compute(aten_ops, enabled=call == 0), gpu.record():
                     out = self._forward(inputs)
             except BaseException as e:
                 return self.describe_error(e, "forward"), b""
@@ -221,7 +225,7 @@ class Worker(MeasureOps):
                 "output_types": [type_name(t) for t in outs_all],
                 "output_devices": [str(t.device) for t in outs_all if isinstance(t, torch.Tensor)],
                 "inputs_mutated": mutated, "launches": dict(self.launches),
-                "aten_compute": aten_ops}, payload
+                "aten_compute": aten_ops, "activity": gpu.facts()}, payload
 
     def _lean_trial(self, h: dict):
         """A lean trial (tools/judge/memory.py): a call on the inputs of `seed`, then a
@@ -234,6 +238,7 @@ class Worker(MeasureOps):
         self.launches.clear()
         kinds, types, devices, specs, views, mutated, ptrs = [], [], [], [], [], set(), []
         aten_ops: dict[str, int] = {}
+        gpu = Recorder(self, h.get("activity"))   # what CUPTI saw of these calls
         at, inputs = 0, None
         for call, seed in enumerate((int(h["seed"]), int(h.get("refill_seed", h["seed"])))):
             if inputs is not None and h.get("refill") == "copy":
@@ -245,7 +250,7 @@ class Worker(MeasureOps):
             before = [fingerprint(x) if isinstance(x, torch.Tensor) else None for x in inputs]
             self._poison(h.get("poison", []))
             try:
-                with poisoned_allocations(), count_aten_compute(aten_ops, enabled=call == 0):
+                with poisoned_allocations(), count_aten_compute(aten_ops, enabled=call == 0), gpu.record():
                     out = self._forward(inputs)
             except BaseException as e:
                 return self.describe_error(e, "forward"), b""
@@ -267,7 +272,7 @@ class Worker(MeasureOps):
             del out, flat, tensors   # "realloc": the next call's inputs take these blocks
         return {"ok": True, "structure": kinds, "outputs": specs, "output_types": types,
                 "output_devices": devices, "inputs_mutated": sorted(mutated), "launches": dict(self.launches),
-                "aten_compute": aten_ops, "same_storage": ptrs[0] == ptrs[1]}, views
+                "aten_compute": aten_ops, "same_storage": ptrs[0] == ptrs[1], "activity": gpu.facts()}, views
 
     def _pack(self, tensors, h: dict):
         """Outputs into the judge's staging buffer when offered and they fit, else bytes."""

@@ -51,9 +51,20 @@ for _ in range(20):
         x.add_(1.0)
     sessions.append(time.perf_counter() - t)
 after = [launch_us() for _ in range(3)]
+a = torch.randn(64, 100, device="cuda")
+names = {}
+for label, fn in (("zeros", lambda: torch.zeros(1000, device="cuda")), ("t_contiguous", lambda: a.t().contiguous()),
+                  ("to_half", lambda: a.half()), ("cat", lambda: torch.cat([a, a])), ("arange", lambda: torch.arange(9, device="cuda")),
+                  ("mm", lambda: a @ a.t()), ("mul_gt", lambda: a * (a > 0)), ("sum", lambda: a.sum()),
+                  ("cpu_roundtrip", lambda: a.cpu().cuda()), ("item", lambda: a[0, 0].item())):
+    fn()
+    r = Recorder(SimpleNamespace(launches={}), True)
+    with r.record():
+        fn()
+    names[label] = r.facts()
 print("RESULT", json.dumps({"probe": p, "recorded_call_s": sorted(sessions),
                            "launch_us_before": before, "launch_us_after": after,
-                           "facts": rec.facts()}))
+                           "facts": rec.facts(), "names": names}))
 '''
 
 

@@ -218,6 +218,7 @@ class GuardSettings:
     allow_library_ops: bool = False     # torch compute ops (matmul, conv, F.*) in the forward path
     max_library_time_share: float = 0.5 # runtime: non-Triton compute share of GPU time
     require_triton_launch: bool = True  # runtime: the forward must launch a Triton kernel
+    gpu_ground_truth: bool = True       # cuda: CUPTI's record of kernels and copies (tools/judge/ground_truth.py)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import secrets
 import time
 
 from tools.errors import EvaluatorError
+from tools.judge import ground_truth
 from tools.judge.record import Run, died, error_diag
 from tools.sandbox import isolation
 from tools.verdict import Status
@@ -30,7 +31,7 @@ def compile_phase(run, worker, seeds, candidate_name) -> tuple[Status | None, li
                 "max_file_mib": s.test.max_file_mib,
                 "address_space_gib": s.test.cpu_memory_gib if run.device == "cpu" else 0,
                 "gpu_cross_compile": s.test.gpu_cross_compile,
-                "lean": run.judge.lean}, s.test.compile_timeout_s)
+                "lean": run.judge.lean, "activity_probe": ground_truth.probing(run)}, s.test.compile_timeout_s)
         except (isolation.WorkerTimeout, isolation.WorkerDied) as e:
             # no candidate code has run yet: this is the evaluator's failure
             tail = worker.output().get("stderr", "")[-400:]
@@ -39,6 +40,7 @@ def compile_phase(run, worker, seeds, candidate_name) -> tuple[Status | None, li
             raise EvaluatorError(f"worker set-up failed: {hello.get('message')}")
         run.checks["sandbox"] = hello.get("enforced", {})
         run.checks["worker_pid"] = hello.get("pid")
+        ground_truth.begin(run, hello.get("activity"))   # CUPTI, probed before any candidate code
         first_ref = run.judge.reference(seeds[0])
         _offer_staging(run, worker, first_ref)   # before any candidate code runs
         try:

@@ -5,7 +5,8 @@ measure free of launch and sync overhead (CUDA-graph replays where all three can
 captured, else batched calls: tools/perf/timer.py), the judge's own host clock around
 the candidate's calls, and the speedups with their intervals and flags
 (tools/perf/speedup.py). The candidate is timed in its worker, the baselines here,
-with the same timer; a timed call that skipped its kernels is rejected.
+with the same timer; a timed call that skipped its kernels is rejected, and so is one
+whose recorded twin ran library kernels (tools/judge/ground_truth.py).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import math
 import statistics
 import time
 
-from tools.judge import memory
+from tools.judge import ground_truth, memory
 from tools.judge.record import died, error_diag, health
 from tools.judge.trials import recheck_timed_outputs
 from tools.problem import make_inputs
@@ -119,7 +120,8 @@ def _one_batch(run, worker, seed, measure, reps, timers, rounds) -> Status | Non
         rounds["eager"].append(timers["eager"](warm))
         reply, payload, status = _ask(run, worker, {
             "op": "time", "seed": seed, "warmup": warm, "iters": ts.iters_per_round, "measure": measure,
-            "reps": reps, "return_output": r == ts.rounds - 1, "staged": run.staged is not None},
+            "reps": reps, "return_output": r == ts.rounds - 1, "staged": run.staged is not None,
+            "activity": r == ts.rounds - 1 and ground_truth.recording(run)},   # calls like these, recorded
             f"timing round {n}")
         if status is not None:
             return status
@@ -129,6 +131,9 @@ def _one_batch(run, worker, seed, measure, reps, timers, rounds) -> Status | Non
         rounds["candidate"].append([float(x) for x in reply["samples_ms"]])
         if _skipped_work(run, reply, f"timing round {n}"):
             return Status.REJECTED
+        status = ground_truth.check(run, reply, f"timing round {n}", timed=True)
+        if status is not None:
+            return status
         for k in timers:
             if k != "eager":
                 rounds[k].append(timers[k](warm))

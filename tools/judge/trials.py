@@ -2,11 +2,13 @@
 
 Covers every trial (a repeated call in the first), the runtime guards a trial shows (a
 Triton kernel launched, the watch's facts in tools/judge/runtime_facts.py, no PyTorch
-compute ops, inputs unmutated), the outputs' type, device, shape and dtype, the
-numeric comparison (tools/judge/numerics.py) and its diagnosis; `recheck_timed_outputs` checks the outputs of timed calls the same way.
+compute ops, inputs unmutated, and what CUPTI saw the GPU run: tools/judge/ground_truth.py),
+the outputs' type, device, shape and dtype, the numeric comparison (tools/judge/numerics.py)
+and its diagnosis; `recheck_timed_outputs` checks the outputs of timed calls the same way.
 """
 from __future__ import annotations
 
+from tools.judge import ground_truth
 from tools.judge.compile_phase import compile_specs
 from tools.judge.memory import release
 from tools.judge.record import died, error_diag, health
@@ -34,7 +36,8 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
         try:
             reply, payload = worker.request({"op": "trial", "seed": seed, "poison": poison, "refill_seed": seed2,
                                              "refill": judge.footprint.refill(dev) if lean else None,
-                                             "repeat": lean or i == 0, "staged": run.staged is not None},
+                                             "repeat": lean or i == 0, "staged": run.staged is not None,
+                                             "activity": ground_truth.recording(run)},
                                             timeout)
         except isolation.WorkerTimeout:
             run.diag("timeout", f"trial {i + 1}: forward did not finish within {timeout:g} s "
@@ -109,6 +112,9 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
             run.diag("device", f"forward returned a tensor on {wrong[0] if wrong else '?'}; outputs must be "
                      f"on {want_dev}, where the inputs are (compute on the GPU, do not copy results elsewhere)")
             return Status.INCORRECT
+        status = ground_truth.check(run, reply, f"trial {i + 1}", timed=False)   # CUPTI's record of the calls
+        if status is not None:
+            return status
         for call in range(calls):
             ref = None   # lean: the last call's reference goes before this one is made
             ref = refs[0] if not lean else judge.reference(seed if call == 0 else seed2)

@@ -9,6 +9,7 @@ time is tools/perf/timer.py's, how to profile tools/perf/profiler.py's.
 from __future__ import annotations
 
 from tools.perf.ncu import NVTX_RANGE   # the range ncu's filter selects, around every timed forward
+from tools.sandbox.activity import record_timed
 from tools.sandbox.faults import short
 from tools.sandbox.outputs import all_tensors, flatten_output
 
@@ -25,6 +26,7 @@ class MeasureOps:
         measure = h.get("measure", "per_call")
         seed, warmup, iters, reps = int(h["seed"]), int(h["warmup"]), int(h["iters"]), int(h.get("reps", 1))
         self.launches.clear()
+        call = None
         if measure == "cuda_graph":
             reply = self._time_graph(seed, warmup, iters, reps)
             if not reply.get("ok") or "capture_error" in reply:
@@ -43,7 +45,9 @@ class MeasureOps:
                      "calls": calls}
         flat, _, names = flatten_output(last[0])   # exact tensors only are read (tools/sandbox/outputs.py)
         specs, payload = self._pack(flat, h) if h.get("return_output") and all_tensors(names) else ([], b"")
-        return {**reply, "outputs": specs, "output_types": names}, payload
+        # after the outputs went: CUPTI's record of calls like the timed ones (tools/sandbox/activity.py)
+        return {**reply, "outputs": specs, "output_types": names,
+                "activity": record_timed(self, h, call, reps)}, payload
 
     def _time_graph(self, seed: int, warmup: int, iters: int, reps: int) -> dict:
         """Replays of the candidate's graph; captured (with its launches counted) on the

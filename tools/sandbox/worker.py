@@ -24,6 +24,7 @@ import time
 import traceback
 
 from tools.sandbox import channel, cudaipc
+from tools.sandbox.activity import Recorder, probe
 from tools.sandbox.faults import candidate_line, short, triton_error_line
 from tools.sandbox.launches import compile_for_gpu, find_kernel, hook_launches, is_jit, launch_spec, spec_json
 from tools.sandbox.lockdown import lock_down
@@ -121,7 +122,9 @@ class Worker(MeasureOps):
         if self.device != "compile":
             hook_launches(self)
             self.watch.install()
-        return {"ok": True, "enforced": enforced, "pid": os.getpid()}, b""
+        # CUPTI checked before any candidate code runs (tools/sandbox/activity.py)
+        seen = probe() if self.device == "cuda" and h.get("activity_probe") else None
+        return {"ok": True, "enforced": enforced, "pid": os.getpid(), "activity": seen}, b""
 
     def op_load(self, h: dict):
         from tools.problem import build_model, exec_module
@@ -214,10 +217,11 @@ class Worker(MeasureOps):
         self.launches.clear()
         outs_all, kinds, types = [], [], []
         aten_ops: dict[str, int] = {}
+        gpu = Recorder(self, h.get("activity"))   # what CUPTI saw of these calls
         for call in range(2 if h.get("repeat") else 1):
             self._poison(h.get("poison", []))
             try:
-                with poisoned_allocations(), self.watch.call(aten_ops):
+                with poisoned_allocations(), self.watch.call(aten_ops), gpu.record():
                     out = self._forward(inputs)
             except BaseException as e:
                 return self.describe_error(e, "forward"), b""
@@ -233,7 +237,7 @@ class Worker(MeasureOps):
         return {"ok": True, "structure": kinds, "outputs": specs, "output_types": types,
                 "output_devices": [device_of(t) for t in outs_all],
                 "inputs_mutated": mutated, "launches": dict(self.launches),
-                "aten_compute": aten_ops}, payload
+                "aten_compute": aten_ops, "activity": gpu.facts()}, payload
 
     def _lean_trial(self, h: dict):
         """A lean trial (tools/judge/memory.py): a call on the inputs of `seed`, then a
@@ -246,6 +250,7 @@ class Worker(MeasureOps):
         self.launches.clear()
         kinds, types, devices, specs, views, mutated, ptrs = [], [], [], [], [], set(), []
         aten_ops: dict[str, int] = {}
+        gpu = Recorder(self, h.get("activity"))   # what CUPTI saw of these calls
         at, inputs = 0, None
         for call, seed in enumerate((int(h["seed"]), int(h.get("refill_seed", h["seed"])))):
             if inputs is not None and h.get("refill") == "copy":
@@ -257,7 +262,7 @@ class Worker(MeasureOps):
             before = [fingerprint(x) if isinstance(x, torch.Tensor) else None for x in inputs]
             self._poison(h.get("poison", []))
             try:
-                with poisoned_allocations(), self.watch.call(aten_ops):
+                with poisoned_allocations(), self.watch.call(aten_ops), gpu.record():
                     out = self._forward(inputs)
             except BaseException as e:
                 return self.describe_error(e, "forward"), b""
@@ -282,7 +287,7 @@ class Worker(MeasureOps):
             del out, flat, tensors   # "realloc": the next call's inputs take these blocks
         return {"ok": True, "structure": kinds, "outputs": specs, "output_types": types,
                 "output_devices": devices, "inputs_mutated": sorted(mutated), "launches": dict(self.launches),
-                "aten_compute": aten_ops, "same_storage": ptrs[0] == ptrs[1]}, views
+                "aten_compute": aten_ops, "same_storage": ptrs[0] == ptrs[1], "activity": gpu.facts()}, views
 
     def _wrong_type(self, out, kinds: list, types: list, aten_ops: dict):
         """The reply for an output that is not exactly a torch.Tensor (or an exact tuple or

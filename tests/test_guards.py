@@ -376,6 +376,67 @@ def test_library_ops_are_rejected_by_default():
     assert f.reject and f.flag == "library_ops"
 
 
+# --- host-side work in the forward path ----------------------------------------------------
+
+@pytest.mark.parametrize("line", [
+    "v = x.tolist()",
+    "v = x.numpy()",
+    "v = out[0].item()",
+    "v = x.cpu()",
+    "v = x.to('cpu')",
+    "v = x.to(device='cpu')",
+    "v = x.to(torch.device('cpu'), non_blocking=True)",
+    "v = x.untyped_storage()",
+    "v = x.storage()",
+    "v = x.__array__()",
+    "v = np.asarray(x)",
+    "v = np.frombuffer(bytes(x.untyped_storage()), dtype=np.float32)",
+    "v = memoryview(x)",
+    "v = bytes(x)",
+    "v = float(x[0])",
+    "v = int(out.view(-1)[0])",
+    "v = math.exp(x[0])",
+    "v = torch.Tensor.tolist(x)",
+    'v = getattr(x, "tolist")()',
+    "f = x.tolist",
+    "y = torch.empty(n, device='cpu')",
+])
+def test_host_conversion_in_forward_is_rejected(line):
+    src = candidate(forward=line, prelude="import math\nimport numpy as np")
+    assert "host_transfer" in rejected_by(src, LENIENT)
+
+
+def test_host_transfer_finding_asks_to_keep_the_work_on_the_device():
+    f = found(candidate(forward="v = x.tolist()"))["host_transfer"]
+    assert f.reject and f.flag == "host_compute" and "device" in f.message and "Triton" in f.message
+
+
+def test_host_conversion_in_a_forward_helper_is_rejected():
+    src = candidate(prelude="def to_host(t):\n    return t.tolist()", forward="v = to_host(x)")
+    assert "host_transfer" in rejected_by(src)
+
+
+def test_host_conversion_in_init_and_at_module_level_is_fine():
+    src = candidate(prelude="import numpy as np\nTABLE = np.arange(4).tolist()",
+                    init="w = np.ones((2, 2), dtype=np.float32)\n"
+                         "self.w = nn.Parameter(torch.from_numpy(np.asarray(w)).cpu())\n"
+                         "self.n = int(self.w[0, 0].item())")
+    assert "host_transfer" not in found(src)
+
+
+@pytest.mark.parametrize("line", [
+    "v = int(x.shape[0]) + x.size(0) + x.numel() + x.stride(0) + x.dim()",
+    "v = x.data_ptr() + 4 * x.element_size()",
+    "v = float(n) + int(n // 2) + math.ceil(n / 128) + math.log2(max(n, 1))",
+    "v = out.to(x.device).to(torch.float32).to(dtype=x.dtype)",
+    "v = x.device.type == 'cpu'",
+    "v = [int(s) for s in x.shape]",
+    "v = self.cpu_count",
+])
+def test_shape_pointer_and_device_arithmetic_in_forward_is_fine(line):
+    assert "host_transfer" not in found(candidate(forward=line, prelude="import math", init="self.cpu_count = 1"))
+
+
 # --- disguises --------------------------------------------------------------------------
 
 def test_disguised_getattr_matmul_is_rejected():
@@ -862,6 +923,7 @@ _TRIGGERS = [
     "import torch\n\nclass ModelNew(torch.nn.Module):\n    pass\n",
     candidate(forward="out = out.half()"),
     candidate(init="self.c = {}", forward="self.c[x.data_ptr()] = out"),
+    candidate(forward="v = x.tolist()"),
 ]
 
 

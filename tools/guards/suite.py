@@ -11,6 +11,7 @@ from typing import Callable
 from tools.guards.escapes import (check_concurrency, check_filesystem, check_foreign_kernel, check_network,
                                   check_side_stream)
 from tools.guards.flags import check_caching, check_reduced_precision
+from tools.guards.host import check_host_transfer
 from tools.guards.own_work import check_fallback, check_reference_model, check_triton_kernel
 from tools.guards.source import Finding, Source, parse_source
 from tools.guards.tampering import check_disguise, check_monkeypatch
@@ -19,6 +20,7 @@ from tools.settings import GuardSettings
 
 STATIC_GUARDS: tuple[Callable[[Source, GuardSettings], Finding | None], ...] = (
     check_torch_compute,
+    check_host_transfer,
     check_disguise,
     check_fallback,
     check_reference_model,

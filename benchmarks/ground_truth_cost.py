@@ -26,20 +26,30 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))   # this checkout's tools/, for the judge and its workers
 
 CUPTI = r'''
-import json, time, torch
+import json, time, torch, triton, triton.language as tl
 from types import SimpleNamespace
 from tools.sandbox.activity import Recorder, probe
 
+@triton.jit
+def bump(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1.0)
+
 def launch_us(n=2000):
     x = torch.zeros(16, device="cuda")
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(n):
-        x.add_(1.0)
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t) / n * 1e6
+    bump[(1,)](x, BLOCK=16)
+    out = {}
+    for label, fn in (("torch", lambda: x.add_(1.0)), ("triton", lambda: bump[(1,)](x, BLOCK=16))):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        torch.cuda.synchronize()
+        out[label] = round((time.perf_counter() - t) / n * 1e6, 2)
+    return out
 
 torch.zeros(1, device="cuda")
+launch_us()
 before = [launch_us() for _ in range(3)]
 p = probe()
 rec = Recorder(SimpleNamespace(launches={}), True)
@@ -68,8 +78,16 @@ print("RESULT", json.dumps({"probe": p, "recorded_call_s": sorted(sessions),
 '''
 
 
-def cupti_part() -> dict:
-    out = subprocess.run([sys.executable, "-c", CUPTI], cwd=ROOT, capture_output=True, text=True, timeout=300)
+def cupti_part(env_extra: dict) -> dict:
+    import os
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:   # triton.jit reads its source
+        f.write(CUPTI)
+    try:
+        out = subprocess.run([sys.executable, f.name], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "PYTHONPATH": str(ROOT), **env_extra})
+    finally:
+        os.unlink(f.name)
     for line in out.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])
@@ -96,7 +114,7 @@ def evals_part(problem_path: Path, candidate_path: Path, n: int) -> dict:
                                  "phase_s": v.checks.get("phase_s"), "speedup_eager": v.speedup_eager,
                                  "candidate_ms": v.timing["candidate"].median_ms if v.timing.get("candidate") else None,
                                  "per_call_ms": v.checks.get("timing_per_call_ms"),
-                                 "measure": v.checks.get("timing_measure"),
+                                 "measure": v.checks.get("timing_measure"), "host_check": v.checks.get("host_check"),
                                  "gpu_activity": v.checks.get("gpu_activity"),
                                  "diagnostics": [f"{d.kind}: {d.message[:200]}" for d in v.diagnostics]})
     finally:
@@ -114,10 +132,20 @@ def main() -> None:
     ap.add_argument("--problem", default=str(ROOT / "tests/exploits/problems/relu.py"))
     ap.add_argument("--candidate", default=str(ROOT / "tests/exploits/ok_relu.py"))
     args = ap.parse_args()
-    result = {"cupti": cupti_part()}
-    print(json.dumps(result["cupti"], indent=1)[:3000], flush=True)
+    # does a worker launch more slowly once CUPTI was set up, and does Kineto's teardown matter?
+    result = {"cupti": cupti_part({})}
+    for teardown in ("0", "1"):
+        r = cupti_part({"TEARDOWN_CUPTI": teardown})
+        result[f"cupti_teardown_{teardown}"] = {k: r.get(k) for k in ("probe", "launch_us_before", "launch_us_after",
+                                                                      "recorded_call_s", "error")}
+    for k, r in result.items():
+        print(k, {x: r.get(x) for x in ("probe", "launch_us_before", "launch_us_after", "error")}, flush=True)
     result["evals"] = evals_part(Path(args.problem), Path(args.candidate), args.evals)
     ev = result["evals"]
+    for on in ("on", "off"):
+        for r in ev[on]:
+            print(on, r["wall_s"], r["status"], r["phase_s"], r["measure"], r["per_call_ms"],
+                  (r["host_check"] or {}).get("candidate_ms_per_call"), r["diagnostics"][:1], flush=True)
     print(f"warm eval median: on {ev['median_wall_s_on']:.3f} s, off {ev['median_wall_s_off']:.3f} s, "
           f"ratio {ev['ratio']:.3f}", flush=True)
     Path(args.out).write_text(json.dumps(result, indent=1, default=str))

@@ -161,3 +161,28 @@ def test_the_setting_switches_recording_off():
 def test_old_triton_signature_suffixes_still_name_the_candidates_kernel():
     run = _run()
     assert ground_truth.check(run, _reply({"relu_kernel_0d1d2de": 1}), "trial 1", timed=False) is None
+
+
+class _TimingWorker:
+    """Answers time requests like the worker: an activity record only when asked."""
+
+    def __init__(self):
+        self.asked = []
+
+    def request(self, header, timeout_s):
+        self.asked.append(bool(header.get("activity")))
+        reply = {"ok": True, "samples_ms": [0.01] * header["iters"], "launches": 30, "calls": 30, "outputs": []}
+        if header.get("activity"):
+            reply["activity"] = {"ok": True, "kernels": {"relu_kernel": 1}, "copies": {}, "calls": 1,
+                                 "launches": {"relu_kernel": 1}, "record_s": 0.002}
+        return reply, b""
+
+
+def test_only_the_last_round_of_a_batch_is_recorded_and_checked(monkeypatch):
+    from tools.judge import time_phase
+    monkeypatch.setattr(time_phase, "recheck_timed_outputs", lambda *a: None)
+    run, worker = _run(), _TimingWorker()
+    rounds = {"eager": [], "candidate": []}
+    status = time_phase._one_batch(run, worker, 1, "per_call", 1, {"eager": lambda warm: [0.02]}, rounds)
+    assert status is None and worker.asked == [False] * (run.settings.timing.rounds - 1) + [True]
+    assert run.checks["gpu_activity"]["timed_calls_profiled"] == 1

@@ -117,13 +117,12 @@ def _one_batch(run, worker, seed, measure, reps, timers, rounds) -> Status | Non
     for r in range(ts.rounds):
         warm = ts.warmup if first and r == 0 else 2
         n = len(rounds["candidate"]) + 1
-        sampled = r == ts.rounds - 1 and ground_truth.recording(run)   # each batch's last round
         rounds["eager"].append(timers["eager"](warm))
+        recorded = r == ts.rounds - 1 and ground_truth.recording(run)   # calls like these, recorded after
         reply, payload, status = _ask(run, worker, {
             "op": "time", "seed": seed, "warmup": warm, "iters": ts.iters_per_round, "measure": measure,
             "reps": reps, "return_output": r == ts.rounds - 1, "staged": run.staged is not None,
-            "activity": sampled},   # calls like these, recorded after the round
-            f"timing round {n}")
+            "activity": recorded}, f"timing round {n}")
         if status is not None:
             return status
         if "capture_error" in reply:   # its graph was captured by the probe: it cannot fail now
@@ -132,7 +131,7 @@ def _one_batch(run, worker, seed, measure, reps, timers, rounds) -> Status | Non
         rounds["candidate"].append([float(x) for x in reply["samples_ms"]])
         if _skipped_work(run, reply, f"timing round {n}"):
             return Status.REJECTED
-        status = ground_truth.check(run, reply, f"timing round {n}", timed=True) if sampled else None
+        status = ground_truth.check(run, reply, f"timing round {n}", timed=True) if recorded else None
         if status is not None:
             return status
         for k in timers:

@@ -1,4 +1,7 @@
-"""Step 1) guard: parse and static checks, before torch, CUDA or any candidate code.
+"""Step 1) guard: parse and static checks, before CUDA or any candidate code.
+
+(The guards import torch, triton and numpy once per process, never CUDA, to read
+dotted paths through the real modules: tools/guards/modules.py.)
 
 A syntax error is a compile error; a static guard's rejecting finding (tools/guards/)
 rejects the candidate, and every finding becomes a flag and a diagnostic. A candidate
@@ -38,7 +41,7 @@ def file_verdict(src: str, fault: str, candidate_name: str, settings: EvalSettin
 
 
 def static_checks(run: Run, candidate_name: str) -> Status | None:
-    """1) guard: parse and static checks, before torch, CUDA or any candidate code."""
+    """1) guard: parse and static checks, before CUDA or any candidate code."""
     run.device_info = {"type": run.device}
     if _syntax_error(run, candidate_name):
         return Status.COMPILE_ERROR

@@ -362,3 +362,20 @@ def test_one_call_of_a_trial_that_ran_no_program_is_enough_to_reject():
     status, run = _facts({"programs": [16, 0]})
     assert status is Status.REJECTED and "call 2" in run.diagnostics[0].message
 
+
+
+def test_a_custom_op_counts_as_compute_whatever_its_name():
+    """A custom op named like a data op (`r2w::copy_`) runs its body below the counting
+    mode; the counter reads the op's namespace, so it is compute, not data movement."""
+    import torch
+    from tools.sandbox.outputs import count_aten_compute
+
+    def positive(x):
+        return x * (x > 0)
+    positive = torch.library.custom_op("r2w::copy_", positive, mutates_args=(),
+                                       schema="(Tensor x) -> Tensor")
+
+    x, counts = torch.randn(8), {}
+    with count_aten_compute(counts, None):
+        positive(x)
+    assert counts == {"r2w::copy_ (custom op)": 1}

@@ -16,7 +16,10 @@ from __future__ import annotations
 import contextlib
 
 # aten ops that allocate, move, view or describe data; anything else in the forward is
-# library compute (an operator like `x * (x > 0)` that no static guard can see)
+# library compute (an operator like `x * (x > 0)` that no static guard can see). Only
+# aten's own ops can be data ops: an op of another namespace (a custom op the file
+# registers, `mylib::copy_`) runs its body below this mode, where nothing is counted, so
+# it counts as compute whatever it is called.
 _ATEN_DATA_OPS = frozenset("""
 empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_zeros ones
 ones_like new_ones full full_like new_full fill_ zero_ arange copy_ _to_copy to clone
@@ -51,9 +54,10 @@ def capture_types() -> None:
             self.counts, self.on_scalar_read = counts, on_scalar_read
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            name = func.overloadpacket.__name__
-            if name not in _ATEN_DATA_OPS:
-                self.counts[f"aten.{name}"] = self.counts.get(f"aten.{name}", 0) + 1
+            space, name = func.namespace, func.overloadpacket.__name__
+            if space != "aten" or name not in _ATEN_DATA_OPS:
+                key = f"aten.{name}" if space == "aten" else f"{space}::{name} (custom op)"
+                self.counts[key] = self.counts.get(key, 0) + 1
             elif name == "_local_scalar_dense" and self.on_scalar_read is not None:
                 self.on_scalar_read()
             return func(*args, **(kwargs or {}))

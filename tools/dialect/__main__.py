@@ -1,7 +1,7 @@
 """`python -m tools.dialect`: the KernelBook conversion from the command line.
 
   python -m tools.dialect seed PROBLEM --device D [--out FILE]
-  python -m tools.dialect capture PROBLEM --device D --out FILE   (Inductor code + header)
+  python -m tools.dialect capture PROBLEM --device D --out FILE [--templates]  (Inductor code + header)
   python -m tools.dialect convert PROBLEM CAPTURE [--out FILE]
 
 `seed` is what tools/dialect/kernelbook.py's `seed_in_subprocess` runs: a fault prints
@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("capture_file", nargs="?")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--out")
+    ap.add_argument("--templates", action="store_true",
+                    help="capture: max-autotune with Inductor's Triton templates for GEMMs and convolutions")
     args = ap.parse_args(argv)
     try:
         problem = load_problem(args.problem)
@@ -38,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError("convert needs a CAPTURE file")
             text = convert(problem, read_capture(Path(args.capture_file).read_text(encoding="utf-8")))
         elif args.command == "capture":
-            text = capture_text(capture(problem, args.device))
+            text = capture_text(capture(problem, args.device, templates=args.templates))
         else:
             text = seed_candidate(problem, args.device)
     except (ValueError, BadInput) as e:

@@ -31,19 +31,24 @@ class Capture:
     launch_configs: dict[str, dict[str, int]] = field(default_factory=dict)  # kernel -> autotuner's choice
     device: str = "cuda"
     torch_version: str = ""
+    templates: bool = False                     # compiled with Inductor's Triton templates (GEMM, conv)
 
 
 BUILD_SEED = 42         # weights and inputs to compile with; their values do not change the code
 CAPTURE_LINE = "# kernelbook-capture: "
 
 
-def capture(problem, device: str) -> Capture:
+def capture(problem, device: str, templates: bool = False) -> Capture:
     """torch.compile `problem`'s Model on `device` and record its Inductor output.
 
     cuda: the compiled forward runs once, so the autotuner's chosen configs are read
     off the loaded kernels. cpu: Inductor's Triton backend writes the code and nothing
     of it runs (configs come from the heuristics at conversion). A graph break or a
     forward not returning one tensor is a ValueError.
+
+    templates (cuda): max-autotune with only Inductor's Triton templates as GEMM and
+    convolution backends, so matmuls and convolutions become `triton_tem_*` kernels
+    instead of cuBLAS / cuDNN calls (Inductor benchmarks each template config: slower).
     """
     import contextlib
     from unittest import mock
@@ -73,6 +78,8 @@ def capture(problem, device: str) -> Capture:
         stack.enter_context(mock.patch.object(GraphLowering, "save_output_code", codes.append))
         if device == "cpu":
             stack.enter_context(_cpu_triton())
+        if templates:
+            stack.enter_context(_triton_templates())
         torch._dynamo.reset()
         try:
             with torch.no_grad():
@@ -90,7 +97,7 @@ def capture(problem, device: str) -> Capture:
     names.update({id(t): f"buffer:{n}" for n, t in model.named_buffers()})
     sources = [names.get(id(t)) for t in graph_inputs[0]]
     return Capture(code=codes[0], arg_sources=None if None in sources else tuple(sources), device=device,
-                   torch_version=torch.__version__,
+                   torch_version=torch.__version__, templates=templates,
                    launch_configs=_chosen_configs(codes[0]) if device != "cpu" else {})
 
 
@@ -116,6 +123,18 @@ def _cpu_triton():
     return stack
 
 
+def _triton_templates():
+    """Inductor config for GEMMs and convolutions written as Triton templates: max-autotune
+    choosing among Triton template configs only (no ATen / cuBLAS / cuDNN fallback, whose
+    extern call the guards would reject). A problem with no Triton template (1-D
+    convolution) fails to compile: NoValidChoicesError, reported as the seed's reason."""
+    import torch
+    options = {"max_autotune": True, "max_autotune_gemm_backends": "TRITON",
+               "max_autotune_conv_backends": "TRITON", "autotune_fallback_to_aten": False}
+    known = {k: v for k, v in options.items() if hasattr(torch._inductor.config, k)}
+    return torch._inductor.config.patch(known)
+
+
 def _chosen_configs(code: str) -> dict[str, dict[str, int]]:
     """Each kernel's config as the autotuner left it in the loaded wrapper module (one
     launcher per kernel once it has run); kernels it did not settle are left out."""
@@ -136,7 +155,7 @@ def _chosen_configs(code: str) -> dict[str, dict[str, int]]:
 def capture_text(cap: Capture) -> str:
     """A capture as one Python file: the Inductor code under a one-line JSON header."""
     meta = {"arg_sources": list(cap.arg_sources or ()), "launch_configs": cap.launch_configs,
-            "device": cap.device, "torch": cap.torch_version}
+            "device": cap.device, "torch": cap.torch_version, "templates": cap.templates}
     return CAPTURE_LINE + json.dumps(meta, sort_keys=True) + "\n" + cap.code
 
 
@@ -147,4 +166,4 @@ def read_capture(text: str) -> Capture:
     meta = json.loads(first[len(CAPTURE_LINE):])
     return Capture(code=rest, arg_sources=tuple(meta.get("arg_sources") or ()) or None,
                    launch_configs=meta.get("launch_configs") or {}, device=meta.get("device", "cuda"),
-                   torch_version=meta.get("torch", ""))
+                   torch_version=meta.get("torch", ""), templates=bool(meta.get("templates")))

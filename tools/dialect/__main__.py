@@ -1,9 +1,12 @@
 """`python -m tools.dialect`: the KernelBook conversion from the command line.
 
-  python -m tools.dialect seed PROBLEM --device D [--out FILE]
+  python -m tools.dialect seed PROBLEM --device D [--out FILE] [--cache DIR]
   python -m tools.dialect capture PROBLEM --device D --out FILE [--templates]  (Inductor code + header)
-  python -m tools.dialect convert PROBLEM CAPTURE [--out FILE]
+  python -m tools.dialect convert PROBLEM CAPTURE [--out FILE] [--cache DIR]
 
+With --cache, `seed` answers from the seed cache (tools/dialect/kernelbook.py's
+SeedCache) or fills it, and `convert` puts its result (or its reason) in the cache
+under the capture's torch version, as the seed its device would have made.
 `seed` is what tools/dialect/kernelbook.py's `seed_in_subprocess` runs: a fault prints
 one line `kernelbook: <reason>` on stderr (exit 1; a bad problem file, exit 2). The
 conversion itself is tools/dialect/kernelbook.py's.
@@ -15,7 +18,7 @@ import sys
 from pathlib import Path
 
 from tools.dialect.inductor_capture import capture, capture_text, read_capture
-from tools.dialect.kernelbook import convert, seed_candidate
+from tools.dialect.kernelbook import SeedCache, cached_seed, convert, guard_rejection
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("capture_file", nargs="?")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--out")
+    ap.add_argument("--cache", help="seed / convert: the seed cache directory")
     ap.add_argument("--templates", action="store_true",
                     help="capture: max-autotune with Inductor's Triton templates for GEMMs and convolutions")
     args = ap.parse_args(argv)
@@ -38,11 +42,21 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "convert":
             if not args.capture_file:
                 raise ValueError("convert needs a CAPTURE file")
-            text = convert(problem, read_capture(Path(args.capture_file).read_text(encoding="utf-8")))
+            cap = read_capture(Path(args.capture_file).read_text(encoding="utf-8"))
+            try:
+                text = convert(problem, cap)
+            except ValueError as e:
+                if args.cache:
+                    SeedCache(args.cache).put(problem, cap.device, cap.torch_version, None, str(e))
+                raise
+            rejected = guard_rejection(text)
+            if args.cache:
+                SeedCache(args.cache).put(problem, cap.device, cap.torch_version, text if rejected is None else None,
+                                          f"the guards would reject it ({rejected})")
         elif args.command == "capture":
             text = capture_text(capture(problem, args.device, templates=args.templates))
         else:
-            text = seed_candidate(problem, args.device)
+            text = cached_seed(problem, args.device, args.cache)
     except (ValueError, BadInput) as e:
         print(f"kernelbook: {e}", file=sys.stderr)
         return 2 if isinstance(e, BadInput) else 1

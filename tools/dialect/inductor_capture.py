@@ -86,6 +86,8 @@ def capture(problem, device: str, templates: bool = False) -> Capture:
                 out = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
         except Exception as e:
             raise ValueError(f"torch.compile failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
+    # max-autotune also saves the modules it benchmarks configs in: the graph's own has call(args)
+    codes = [c for c in codes if re.search(r"^\s*def call\((self, )?args\):", c, re.M)] if len(codes) > 1 else codes
     if len(codes) != 1 or len(graph_inputs) != 1:
         raise ValueError(f"torch.compile produced {len(codes)} output modules; expected one graph")
     if not isinstance(out, torch.Tensor):

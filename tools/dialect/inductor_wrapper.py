@@ -21,7 +21,12 @@ BLOCK_PARAMS = ("XBLOCK", "YBLOCK", "ZBLOCK", "R0_BLOCK", "R1_BLOCK", "RBLOCK")
 GRID_NUMELS = {"Grid1D": ("xnumel",), "Grid2D": ("ynumel", "xnumel"), "Grid3D": ("znumel", "ynumel", "xnumel")}
 
 
-HEURISTICS = ("pointwise", "reduction", "persistent_reduction")
+HEURISTICS = ("pointwise", "reduction", "persistent_reduction", "template")
+
+
+# a template kernel (GEMM, convolution under max-autotune) is launched on a grid fixed at the
+# launch site: call() passes its three dimensions after the kernel's own arguments
+FIXED_GRID = "FixedGrid"
 
 
 _SET_DRIVER = r"triton_helpers\.set_driver_to_(gpu|cpu)\(\)"
@@ -113,7 +118,11 @@ def _read_kernel(node: ast.Assign) -> Kernel:
     if not dotted(deco.func).startswith("triton_heuristics.") or heuristic not in HEURISTICS:
         raise ValueError(f"kernel {name}: unsupported heuristic {dotted(deco.func)}")
     grid_type = _grid_type(deco)
-    if grid_type not in GRID_NUMELS:
+    if (heuristic == "template") != (grid_type == FIXED_GRID):
+        raise ValueError(f"kernel {name}: grid type {grid_type} with heuristic {heuristic}")
+    if grid_type == FIXED_GRID:
+        _check_fixed_grid(name, deco)
+    elif grid_type not in GRID_NUMELS:
         raise ValueError(f"kernel {name}: unsupported grid type {grid_type}")
     params, constexprs = [], []
     for a in main.args.args:
@@ -123,6 +132,26 @@ def _read_kernel(node: ast.Assign) -> Kernel:
         raise ValueError(f"kernel {name}: unsupported constexpr parameter(s) {', '.join(unknown)}")
     return Kernel(name=name, heuristic=heuristic, jit_sources=tuple(jit_sources), params=tuple(params),
                   constexprs=tuple(constexprs), grid_type=grid_type, decorator=deco)
+
+
+def _check_fixed_grid(name: str, deco: ast.Call) -> None:
+    """A template's launcher takes exactly the three grid dimensions after the kernel's
+    arguments, and its decorator names its launch config (num_warps, num_stages)."""
+    meta = next((k.value for k in deco.keywords if k.arg == "inductor_meta"), None)
+    text = ast.unparse(meta) if meta is not None else ""
+    grid = re.search(r"'fixed_grid':\s*(\[[^\]]*\])", text)
+    extra = re.search(r"'extra_launcher_args':\s*(\[[^\]]*\])", text)
+    if not grid or not extra or ast.literal_eval(grid.group(1)) != ast.literal_eval(extra.group(1)) \
+            or len(ast.literal_eval(grid.group(1))) != 3:
+        raise ValueError(f"kernel {name}: unsupported template launcher (fixed grid "
+                         f"{grid.group(1) if grid else '?'}, extra arguments {extra.group(1) if extra else '?'})")
+    missing = [k for k in ("num_warps", "num_stages") if not isinstance(_keyword(deco, k), ast.Constant)]
+    if missing:
+        raise ValueError(f"kernel {name}: its template decorator sets no literal {', '.join(missing)}")
+
+
+def _keyword(call: ast.Call, name: str):
+    return next((k.value for k in call.keywords if k.arg == name), None)
 
 
 def _grid_type(deco: ast.Call) -> str:
@@ -135,6 +164,8 @@ def _grid_type(deco: ast.Call) -> str:
 def static_config(kernel: Kernel) -> dict[str, int]:
     """The first config Inductor's heuristics list for this kernel (what it launches
     when there is nothing to autotune; with several, the autotuner would benchmark)."""
+    if kernel.grid_type == FIXED_GRID:     # a template: one config, written on its decorator
+        return {k: int(_keyword(kernel.decorator, k).value) for k in ("num_warps", "num_stages")}
     from torch._inductor.runtime import hints, triton_heuristics
     deco = ast.Call(func=kernel.decorator.func, args=kernel.decorator.args,
                     keywords=[*kernel.decorator.keywords, ast.keyword("return_configs", ast.Constant(True))])

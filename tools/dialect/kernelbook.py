@@ -32,13 +32,14 @@ forward returns anything but one tensor.
 from __future__ import annotations
 
 import ast
+import os
 import re
 import sys
 from pathlib import Path
 
 from tools.dialect.inductor_capture import Capture, capture
-from tools.dialect.inductor_wrapper import (BLOCK_PARAMS, GRID_NUMELS, Kernel, call_name, dotted, read_wrapper,
-                                            short_code, static_config)
+from tools.dialect.inductor_wrapper import (BLOCK_PARAMS, FIXED_GRID, GRID_NUMELS, Kernel, call_name, dotted,
+                                            read_wrapper, short_code, static_config)
 from tools.dialect.kernelbook_model import check_sources, infer_sources, meta_model, model_new
 
 HEADER = """\
@@ -158,6 +159,8 @@ def _launch(run: ast.Call, kernel: Kernel, recorded: dict[str, dict[str, int]]) 
     extra = [k.arg for k in run.keywords if k.arg not in ("stream", "grid")]
     if extra or any(isinstance(a, ast.Starred) for a in run.args):
         raise ValueError(f"launch of {kernel.name}: unsupported arguments {', '.join(map(str, extra)) or '*args'}")
+    if kernel.grid_type == FIXED_GRID:
+        return _fixed_launch(run, kernel)
     if len(run.args) != len(kernel.params):
         raise ValueError(f"launch of {kernel.name}: {len(run.args)} arguments for {len(kernel.params)} parameters")
     old_grid = next((k.value for k in run.keywords if k.arg == "grid"), None)
@@ -182,21 +185,130 @@ def _launch(run: ast.Call, kernel: Kernel, recorded: dict[str, dict[str, int]]) 
     return ast.Expr(ast.Call(func=target, args=run.args, keywords=keywords))
 
 
+def _fixed_launch(run: ast.Call, kernel: Kernel) -> ast.Expr:
+    """A template: kernel.run(a, b, out, g0, g1, g2, stream=s) -> kernel[(g0, g1, g2)](a, b, out,
+    num_warps=.., num_stages=..); its block sizes are constexprs declared in its own body."""
+    if len(run.args) != len(kernel.params) + 3:
+        raise ValueError(f"launch of {kernel.name}: {len(run.args)} arguments for {len(kernel.params)} "
+                         "parameters and a 3-D grid")
+    args, dims = run.args[:len(kernel.params)], run.args[len(kernel.params):]
+    config = static_config(kernel)
+    target = ast.Subscript(value=ast.Name(kernel.name, ast.Load()), slice=ast.Tuple(dims, ast.Load()), ctx=ast.Load())
+    keywords = [ast.keyword(k, ast.Constant(int(config[k]))) for k in ("num_warps", "num_stages")]
+    return ast.Expr(ast.Call(func=target, args=args, keywords=keywords))
+
+
 def _plain_value(node: ast.expr) -> bool:
     """`buf1 = buf0` and `buf2 = reinterpret_tensor(buf0, ...)`: aliases, no compute."""
     return isinstance(node, ast.Name) or (isinstance(node, ast.Call) and dotted(node.func) == "reinterpret_tensor")
 
 
 def seed_candidate(problem, device: str) -> str:
-    """The Inductor seed: torch.compile's kernels for `problem` in KernelBook format."""
-    return convert(problem, capture(problem, device))
+    """The Inductor seed: torch.compile's kernels for `problem` in KernelBook format, and
+    only @triton.jit kernels: a seed the static guards would reject (a cuBLAS / cuDNN call
+    left in it, `extern_kernels.mm`) is no seed. On cuda, when the default compile gives
+    no such seed (GEMMs and convolutions go to libraries), Inductor compiles again with
+    its Triton templates (max-autotune). ValueError naming every attempt's reason."""
+    reasons = []
+    for templates in (False, True) if device == "cuda" else (False,):
+        label = "with Triton templates" if templates else "default"
+        try:
+            code = convert(problem, capture(problem, device, templates=templates))
+        except ValueError as e:
+            reasons.append(f"{label}: {e}")
+            continue
+        rejected = guard_rejection(code)
+        if rejected is None:
+            return code
+        reasons.append(f"{label}: the guards would reject it ({rejected})")
+    raise ValueError("; ".join(reasons))
 
 
-def seed_in_subprocess(problem_path: str | Path, device: str, timeout_s: float) -> str:
+def guard_rejection(code: str) -> str | None:
+    """The first rejecting static finding on a converted seed, as one line; None if none
+    (default guard settings: a seed is pure Triton whatever a run allows its model)."""
+    from tools.guards.suite import run_static_guards
+    from tools.settings import GuardSettings
+    rejecting = [f for f in run_static_guards(code, GuardSettings()) if f.reject]
+    if not rejecting:
+        return None
+    f = rejecting[0]
+    return f"{f.guard}: {' '.join(f.message.split())[:160]}" + (f" (line {f.line})" if f.line else "")
+
+
+def seed_cache_key(problem_source: str, device: str, torch_version: str) -> str:
+    """What a seed depends on: the problem's source, the device, torch (Inductor writes
+    the kernels) and this converter (every file of tools/dialect/, so a fix to it makes
+    new seeds)."""
+    import hashlib
+    h = hashlib.sha256()
+    for part in (problem_source, device, torch_version):
+        h.update(part.encode("utf-8") + b"\0")
+    for f in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:20]
+
+
+# a failure that another try may not repeat is never cached
+_TRANSIENT = ("out of memory", "took longer", "CUDA error", "exit status")
+
+
+class SeedCache:
+    """Seeds (and reasons for no seed) kept on disk across runs: `DIR/<problem>-<key>.py`
+    or `.err`. A bench over a suite, or a second run of a problem, then skips its
+    torch.compile (30-60 s on cuda, with max-autotune for GEMMs and convolutions)."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root).expanduser()
+
+    def path(self, problem, device: str, torch_version: str, suffix: str) -> Path:
+        key = seed_cache_key(problem.source, device, torch_version)
+        return self.root / f"{Path(problem.path).stem}-{key}{suffix}"
+
+    def get(self, problem, device: str, torch_version: str) -> str:
+        """The cached seed; ValueError with the cached reason; KeyError when not cached."""
+        ok, err = (self.path(problem, device, torch_version, s) for s in (".py", ".err"))
+        if ok.exists():
+            return ok.read_text(encoding="utf-8")
+        if err.exists():
+            raise ValueError(err.read_text(encoding="utf-8").strip())
+        raise KeyError(problem.path)
+
+    def put(self, problem, device: str, torch_version: str, code: str | None, reason: str = "") -> None:
+        if code is None and any(t in reason for t in _TRANSIENT):
+            return
+        target = self.path(problem, device, torch_version, ".py" if code is not None else ".err")
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")   # concurrent seeders: rename is atomic
+        tmp.write_text(code if code is not None else reason + "\n", encoding="utf-8")
+        tmp.replace(target)
+
+
+def cached_seed(problem, device: str, cache_dir: str | Path | None) -> str:
+    """seed_candidate through the seed cache at `cache_dir` (None or "": no cache)."""
+    import torch
+    if not cache_dir:
+        return seed_candidate(problem, device)
+    cache = SeedCache(cache_dir)
+    try:
+        return cache.get(problem, device, torch.__version__)
+    except KeyError:
+        pass
+    try:
+        code = seed_candidate(problem, device)
+    except ValueError as e:
+        cache.put(problem, device, torch.__version__, None, str(e))
+        raise
+    cache.put(problem, device, torch.__version__, code)
+    return code
+
+
+def seed_in_subprocess(problem_path: str | Path, device: str, timeout_s: float,
+                       cache_dir: str | Path | None = None) -> str:
     """seed_candidate in a fresh `python -m tools.dialect seed` process (compiling the
     problem loads torch.compile and, on cuda, a CUDA context: not in the agent's own
-    process). ValueError with the child's one-line reason when it fails."""
-    import os
+    process), through the seed cache at `cache_dir` when given. ValueError with the
+    child's one-line reason when it fails."""
     import subprocess
     import tempfile
     with tempfile.TemporaryDirectory(prefix="krefine-seed-") as tmp:
@@ -204,7 +316,7 @@ def seed_in_subprocess(problem_path: str | Path, device: str, timeout_s: float) 
         try:
             proc = subprocess.run(
                 [sys.executable, "-m", "tools.dialect", "seed", str(problem_path), "--device", device,
-                 "--out", str(out)],
+                 "--out", str(out), *(["--cache", str(cache_dir)] if cache_dir else [])],
                 cwd=Path(__file__).resolve().parents[2],     # the repo root: tools/ importable
                 env=dict(os.environ),                         # inherited: the agent's own environment
                 stdin=subprocess.DEVNULL,                     # never waits on input

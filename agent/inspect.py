@@ -126,10 +126,12 @@ def show_round(console: Console, run: Run, round_: int) -> None:
         t.add_column(col, no_wrap=True)
     t.add_column("why / feedback", ratio=1)
     for c in run.round_candidates(round_):
-        t.add_row(c.id, c.parent or "—", origin_label(run, c) or "model",
+        t.add_row(c.id, c.parent or "—", {"inductor_seed": "seed"}.get(c.origin, c.origin),
                   Text(c.status, style=VERDICT_STYLE.get(c.status, "")),
                   fmt_speedup(c.speedup["eager"]), fmt_speedup(c.speedup["compile"]),
-                  str(c.prompt_tokens + c.completion_tokens), Text(c.reason or c.feedback))
+                  str(c.prompt_tokens + c.completion_tokens),
+                  Text(" · ".join(x for x in (origin_label(run, c) if c.origin == "sweep" else "",
+                                               c.reason or c.feedback) if x)))
     console.print(t)
 
 

@@ -103,11 +103,13 @@ class Progress:
     def finished(self, summary: dict, run_dir: str) -> None:
         self.close()
         best = summary.get("best")
+        sweep = summary["budget_spent"].get("sweep")
+        swept = f" + {sweep} sweep variants" if sweep else ""
         lines = [f"stop reason: {summary['stop_reason']}  solved: {'yes' if summary['solved'] else 'no'}",
                  (f"best: {best['candidate']} speedup {_speedup(best['speedup'])} (eager / compile)"
                   if summary.get("timed") else f"best: {best['candidate']} (untimed on cpu)")
                  if best else "best: none (no correct candidate)",
-                 f"{summary['candidates_evaluated']} candidates in {summary['rounds']} rounds, "
+                 f"{summary['candidates_evaluated']} candidates in {summary['rounds']} rounds{swept}, "
                  f"{summary['budget_spent']['tokens']} tokens, {summary['budget_spent']['wall_s']:.1f}s",
                  f"run directory: {run_dir}"]
         self._print_final(lines)

@@ -3,7 +3,7 @@
 Covers what langgraph checkpoints between nodes (`RunState`, one `CandidateRecord` per
 candidate, the budget spent) and the decisions that read only that state: which
 candidate is best, which ones the next round refines (greedy or beam, repair of failed
-ones), and why the loop stops. Does no I/O and calls no model or evaluator: the nodes
+ones), which one the constant sweep re-launches next, and why the loop stops. Does no I/O and calls no model or evaluator: the nodes
 in agent/graph.py do, then hand plain values to these functions.
 
 Everything here is plain JSON-able data (dicts, lists, str, numbers), so the SQLite

@@ -42,7 +42,7 @@ def _finite(text: str) -> float:
 # blamed on the flag, not on the file (agent/config.py load_config's origins)
 RUN_FLAGS = {"--max-iterations": "budget.max_rounds", "--candidates": "budget.candidates_per_round",
              "--target-speedup": "budget.target_speedup", "--time-budget": "budget.time_budget_s",
-             "--device": "run.device"}
+             "--device": "run.device", "--seed": "search.seed"}
 
 
 def flag_overrides(args: argparse.Namespace, flags: dict[str, str]) -> tuple[dict, dict]:
@@ -80,7 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run the refinement loop on a problem")
     r.add_argument("problem")
     r.add_argument("--config", default=None)
-    r.add_argument("--model", default=None, help="ID | PATH | openai:URL | replay:FILE")
+    r.add_argument("--model", default=None,
+                   help='ID | PATH | openai:URL | replay:FILE | none (no model: the seed and the sweep only)')
+    r.add_argument("--seed", choices=("none", "inductor"), default=None,
+                   help='[search] seed: "inductor" judges torch.compile\'s kernels as round 0 and refines them')
     r.add_argument("--max-iterations", type=int, default=None, metavar="N")
     r.add_argument("--candidates", type=int, default=None, metavar="N")
     r.add_argument("--target-speedup", type=_finite, default=None, metavar="X")

@@ -29,7 +29,7 @@ DEFAULT_MODEL_ID = "facebook/KernelLLM"
 @dataclass(frozen=True)
 class ModelConfig:
     """[model]: which KernelLLM to talk to and how to load or reach it."""
-    id: str = DEFAULT_MODEL_ID          # HF id | local path | "openai:URL" | "replay:FILE"
+    id: str = DEFAULT_MODEL_ID          # HF id | local path | "openai:URL" | "replay:FILE" | "none" (seed + sweep only)
     dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"  # on GPU; CPU is always float32
     device_map: str = "auto"            # from_pretrained's device_map on GPU (needs accelerate; else cuda:0)
     cpu_max_billion_params: float = 1.0 # refuse larger models without a GPU (KernelLLM is 8B)
@@ -96,9 +96,12 @@ class SearchConfig:
     repair_failed: bool = True          # a failed candidate may be refined from its own feedback
     seed: Literal["none", "inductor"] = "none"  # inductor: round 0 is torch.compile's kernels in KernelBook format
     seed_timeout_s: float = 600.0       # torch.compile of the problem for the seed (its own process)
+    sweep_variants: int = 6             # launch-constant variants per sweep of the best correct candidate (0 = no sweep)
+    sweep_budget: int = 18              # sweep variants per run, all sweeps together
 
     def validate(self) -> Fault | None:
-        return positive(self, "seed_timeout_s") or at_least(self, 1, "beam_width")
+        return positive(self, "seed_timeout_s") or at_least(self, 1, "beam_width") \
+            or at_least(self, 0, "sweep_variants", "sweep_budget")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The refinement loop as a langgraph StateGraph: generate → evaluate (fan-out) → decide.
+"""The refinement loop as a langgraph StateGraph: generate → evaluate (fan-out) → decide,
+with the constant sweep → evaluate → decide between rounds.
 
 All wiring lives in this file. Nodes are plain functions returning partial state
 updates; routers return `Literal[...]` (or the round's `Send`s); the graph is compiled
@@ -8,8 +9,15 @@ re-run whichever node a kill interrupted without losing or re-judging a candidat
 
   seed       ([search] seed = "inductor") reuses candidates/r00-c00.py, or a recorded failure
   generate   reuses completions already in completions.jsonl for this round's ids
+  sweep      re-derives the same variants from the same state; reuses their files and events
   evaluate   reuses evals/<id>.json when it exists
   decide     only rewrites best.py / summary.json from state
+
+The sweep ([search] sweep_variants, agent/sweep.py) runs when decide finds the fastest
+correct candidate (the seed included) not yet swept: its launch-constant variants become
+candidates of the current round (ids after the round's last, origin "sweep"), judged by
+the same evaluate node; the model's rounds go on after. With no model (`--model none`)
+the run is the seed and its sweeps, and stops with "no_model".
 
 Does not choose parents or stop reasons (agent/state.py), load models or problems
 (agent/runner.py), or run candidate code (tools/judge/ does, in its worker).
@@ -28,11 +36,13 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from agent.extract import extract_code
-from agent.llm import ReplayExhausted
+from agent.llm import NO_MODEL, ReplayExhausted
 from agent.prompting import render_initial, render_refine
 from agent.rundir import RunDir, candidate_id
-from agent.state import (ORIGIN_MODEL, ORIGIN_SEED, CandidateRecord, EvalTask, RunState, Spent,
-                         assign_slots, best_candidate, by_model, choose_parents, stop_reason)
+from agent.state import (ORIGIN_MODEL, ORIGIN_SEED, ORIGIN_SWEEP, SWEEP_GOES_ON, CandidateRecord, EvalTask,
+                         RunState, Spent, assign_slots, best_candidate, by_model, choose_parents, stop_reason,
+                         sweep_parent)
+from agent.sweep import Variant, sweep_variants
 from tools.jsonio import append_jsonl, read_json, read_jsonl, write_json
 from tools.verdict import Diagnostic, Status, Verdict
 
@@ -108,6 +118,11 @@ class LoopContext:
     def timed(self) -> bool:
         return self.device == "cuda"
 
+    @property
+    def has_model(self) -> bool:
+        """False for `--model none`: no generate rounds, the seed and the sweep only."""
+        return getattr(self.backend, "name", None) != NO_MODEL
+
 
 # ---------------------------------------------------------------- seed (round 0)
 
@@ -146,7 +161,7 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
                              status="pending", correct=False, speedup={"eager": None, "compile": None},
                              speedup_low={"eager": None, "compile": None},
                              flags=[], bottleneck=None, roofline_fraction=None,
-                             tokens={"prompt": 0, "completion": 0}, origin=ORIGIN_SEED)
+                             tokens={"prompt": 0, "completion": 0}, origin=ORIGIN_SEED, change=None)
     ctx.progress.generated(record)
     return {"candidates": {cid: record}, "pending": [cid]}
 
@@ -274,7 +289,7 @@ def _write_candidate(ctx: LoopContext, cid: str, round_: int, parent: str | None
                              speedup_low={"eager": None, "compile": None},
                              flags=[], bottleneck=None, roofline_fraction=None,
                              tokens={"prompt": got["prompt_tokens"], "completion": got["completion_tokens"]},
-                             origin=ORIGIN_MODEL)
+                             origin=ORIGIN_MODEL, change=None)
     if not traced:
         artifacts = {"prompt": rd.prompt(cid), "completion": rd.completion(cid)}
         if code is not None:
@@ -287,6 +302,81 @@ def _write_candidate(ctx: LoopContext, cid: str, round_: int, parent: str | None
                         artifacts=artifacts)
     ctx.progress.generated(record)
     return record
+
+
+# ---------------------------------------------------------------- sweep
+
+def sweep(state: RunState, runtime: Runtime[LoopContext]) -> dict:
+    """Write the launch-constant variants of decide's `sweep_next` as candidates of the
+    current round (origin "sweep", parent the swept one) for evaluate to judge. No model
+    call: the variants follow from the parent's source and the state alone, so a session
+    killed mid-sweep gets the same ids and sources again, and reuses what it wrote."""
+    ctx = runtime.context
+    rd = ctx.rundir
+    parent, round_ = state["sweep_next"], state["round"]
+    # 1) ids after the round's last
+    first = 1 + max((r["index"] for r in state["candidates"].values() if r["round"] == round_), default=-1)
+    traced = {e["candidate"] for e in rd.events() if e["node"] == "generate"}
+    # 2) one candidate per variant, traced like a generated one
+    new: dict[str, CandidateRecord] = {}
+    for i, variant in enumerate(plan_sweep(ctx, state, parent)):
+        cid = candidate_id(round_, first + i)
+        new[cid] = _write_variant(ctx, cid, round_, parent, variant, traced=cid in traced)
+    return {"candidates": new, "pending": list(new), "swept": [*(state.get("swept") or []), parent],
+            "sweep_next": None}
+
+
+def plan_sweep(ctx: LoopContext, state: RunState, parent: str) -> list[Variant]:
+    """The variants a sweep of `parent` writes: at most [search] sweep_variants, within what
+    is left of sweep_budget, none whose source the run already holds (a variant of a
+    variant may undo its change)."""
+    cfg, rd = ctx.config.search, ctx.rundir
+    records = state["candidates"].values()
+    left = cfg.sweep_budget - sum(1 for r in records if r.get("origin") == ORIGIN_SWEEP)
+    limit = min(cfg.sweep_variants, left)
+    if limit <= 0 or not rd.candidate_src(parent).exists():
+        return []
+    held = {rd.candidate_src(r["id"]).read_text(encoding="utf-8") for r in records
+            if r["has_code"] and rd.candidate_src(r["id"]).exists()}
+    variants = sweep_variants(rd.candidate_src(parent).read_text(encoding="utf-8"), limit + len(held))
+    return [v for v in variants if v.source not in held][:limit]
+
+
+def _write_variant(ctx: LoopContext, cid: str, round_: int, parent: str, variant: Variant, *,
+                   traced: bool) -> CandidateRecord:
+    """Write a sweep variant's source, then (once) its generate event with what changed."""
+    rd = ctx.rundir
+    rd.write_text(rd.candidate_src(cid), variant.source)
+    record = CandidateRecord(id=cid, round=round_, index=int(cid.split("-c")[1]), parent=parent, has_code=True,
+                             finish_reason=None, status="pending", correct=False,
+                             speedup={"eager": None, "compile": None}, speedup_low={"eager": None, "compile": None},
+                             flags=[], bottleneck=None, roofline_fraction=None, tokens={"prompt": 0, "completion": 0},
+                             origin=ORIGIN_SWEEP, change=variant.change)
+    if not traced:
+        rd.append_event(iteration=round_, candidate=cid, node="generate", status="ok",
+                        metrics={"origin": ORIGIN_SWEEP, "parent": parent, "change": variant.change,
+                                 "prompt_tokens": 0, "completion_tokens": 0},
+                        artifacts={"candidate": rd.candidate_src(cid)})
+    ctx.progress.generated(record)
+    return record
+
+
+def next_sweep(ctx: LoopContext, state: RunState, reason: str | None) -> str | None:
+    """The candidate to sweep before the run goes on or stops, or None.
+
+    Only where the run would go on, or stop for the model's side alone (rounds, tokens,
+    replay, no model); never past the target, the roofline or the time budget. Untimed
+    (cpu) there is no speed to climb: a run with a model does not sweep, a `--model none`
+    run sweeps its first correct candidate once, so its variants are judged for
+    correctness in the interpreter.
+    """
+    if ctx.config.search.sweep_variants == 0 or reason not in (None, *SWEEP_GOES_ON):
+        return None
+    if not ctx.timed and ctx.has_model:
+        return None
+    parent = sweep_parent(list(state["candidates"].values()), state.get("swept") or [],
+                          ctx.config.budget.target_baseline)
+    return parent if parent is not None and plan_sweep(ctx, state, parent) else None
 
 
 # ---------------------------------------------------------------- evaluate
@@ -391,23 +481,29 @@ def decide(state: RunState, runtime: Runtime[LoopContext]) -> dict:
         rd.write_text(rd.best, rd.candidate_src(best).read_text(encoding="utf-8"))
     # 2) budget spent
     judged = sum(1 for r in records if r["status"] != "pending" and by_model(r))
-    spent = Spent(rounds=state["spent"]["rounds"], candidates=judged,
+    swept = sum(1 for r in records if r["status"] != "pending" and r.get("origin") == ORIGIN_SWEEP)
+    spent = Spent(rounds=state["spent"]["rounds"], candidates=judged, sweep=swept,
                   tokens=state["spent"]["tokens"], wall_s=round(ctx.wall_s(), 3))
     # 3) stop or loop
     b = cfg.budget
     reason = stop_reason(dict(state, spent=spent), best=state["candidates"].get(best) if best else None,
                          baseline=baseline, target_speedup=b.target_speedup, timed=ctx.timed,
                          max_rounds=b.max_rounds, token_budget=b.token_budget,
-                         time_budget_s=b.time_budget_s, roofline_stop_fraction=b.roofline_stop_fraction)
-    update = {"best": best, "spent": spent, "pending": [], "stop_reason": reason}
+                         time_budget_s=b.time_budget_s, roofline_stop_fraction=b.roofline_stop_fraction,
+                         has_model=ctx.has_model)
+    # 4) ... but first the sweep, where it may go on
+    sweep_next = next_sweep(ctx, dict(state, spent=spent), reason)
+    if sweep_next is not None:
+        reason = None
+    update = {"best": best, "spent": spent, "pending": [], "stop_reason": reason, "sweep_next": sweep_next}
     best_record = state["candidates"].get(best) if best else None
     last = (list(rd.events()) or [None])[-1]
-    status = reason or "continue"
+    status = reason or ("sweep" if sweep_next else "continue")
     if last is None or (last["node"], last["iteration"], last["status"]) != ("decide", state["round"], status):
         rd.append_event(iteration=state["round"], candidate=best, node="decide", status=status,
                         duration_s=time.monotonic() - t0,
                         metrics={"best_speedup": best_record["speedup"] if best_record else None,
-                                 "spent": dict(spent)},
+                                 "spent": dict(spent), **({"sweep": sweep_next} if sweep_next else {})},
                         artifacts={"best": rd.best} if best else {})  # not again when re-run after a kill
     if reason is not None:
         if best is not None:
@@ -431,21 +527,25 @@ def make_summary(state: RunState, timed: bool) -> dict:
 
 # ---------------------------------------------------------------- routers and wiring
 
-def route_seeded(state: RunState) -> list[Send] | Literal["generate"]:
-    """The seed to evaluate (then decide), or straight on to round 1 without one."""
+def route_seeded(state: RunState, runtime: Runtime[LoopContext]) -> list[Send] | Literal["generate", "decide"]:
+    """The seed to evaluate (then decide), or straight on to round 1 without one (to
+    decide, which stops the run, where there is no model)."""
     if not state["pending"]:
-        return "generate"
+        return "generate" if runtime.context.has_model else "decide"
     return [Send("evaluate", EvalTask(candidate=state["candidates"][cid])) for cid in state["pending"]]
 
 
 def route_generated(state: RunState) -> list[Send] | Literal["decide"]:
-    """Fan the round's candidates out to evaluate; straight to decide when there are none."""
+    """Fan the round's (or the sweep's) candidates out to evaluate; straight to decide
+    when there are none."""
     if not state["pending"]:
         return "decide"
     return [Send("evaluate", EvalTask(candidate=state["candidates"][cid])) for cid in state["pending"]]
 
 
-def route_decided(state: RunState) -> Literal["generate", "__end__"]:
+def route_decided(state: RunState) -> Literal["generate", "sweep", "__end__"]:
+    if state.get("sweep_next"):
+        return "sweep"
     return END if state["stop_reason"] else "generate"
 
 
@@ -453,13 +553,15 @@ def build_graph(checkpointer) -> Any:
     builder = StateGraph(RunState, context_schema=LoopContext)
     builder.add_node("seed", seed)
     builder.add_node("generate", generate)
+    builder.add_node("sweep", sweep)
     builder.add_node("evaluate", evaluate, input_schema=EvalTask)
     builder.add_node("decide", decide)
     builder.add_edge(START, "seed")
-    builder.add_conditional_edges("seed", route_seeded, ["evaluate", "generate"])
+    builder.add_conditional_edges("seed", route_seeded, ["evaluate", "generate", "decide"])
     builder.add_conditional_edges("generate", route_generated, ["evaluate", "decide"])
+    builder.add_conditional_edges("sweep", route_generated, ["evaluate", "decide"])
     builder.add_edge("evaluate", "decide")
-    builder.add_conditional_edges("decide", route_decided, ["generate", END])
+    builder.add_conditional_edges("decide", route_decided, ["generate", "sweep", END])
     return builder.compile(checkpointer=checkpointer, name="krefine")
 
 

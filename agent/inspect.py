@@ -4,6 +4,8 @@ Without options: the outcome, the rounds table and the candidate lineage tree (p
 children, each with its verdict, speedups and why it failed). `--iteration N`: that
 round's candidates. `--candidate ID`: its prompt, completion, verdict, the feedback its
 prompt carried (its parent's), the feedback it got, and its diff against its parent.
+Candidates the model did not write are labelled (`origin_label`): the Inductor seed, and
+sweep variants with the launch constants they changed from their parent.
 Reads through agent/runstats.py only; writes nothing.
 """
 from __future__ import annotations
@@ -80,6 +82,18 @@ def rounds(run: Run) -> Table:
     return t
 
 
+def origin_label(run: Run, c: Candidate) -> str:
+    """"Inductor seed", "sweep: XBLOCK 1024->2048" (what it changed from its parent), or
+    "" for a model-written candidate."""
+    if c.origin == "inductor_seed":
+        return "Inductor seed"
+    if c.origin != "sweep":
+        return ""
+    change = next(((e.get("metrics") or {}).get("change") for e in run.events
+                   if e.get("node") == "generate" and e.get("candidate") == c.id), None)
+    return f"sweep: {change}" if change else "sweep"
+
+
 def lineage(run: Run) -> Tree:
     tree = Tree(Text("lineage (parent → children)", style="bold"))
     kids = children(run)
@@ -95,6 +109,8 @@ def lineage(run: Run) -> Tree:
 def label(run: Run, c: Candidate) -> Text:
     t = Text(f"{c.id} ", style="bold")
     t.append(c.status, style=VERDICT_STYLE.get(c.status, ""))
+    if origin_label(run, c):
+        t.append(f"  [{origin_label(run, c)}]", style="cyan")
     if c.correct and any(v is not None for v in c.speedup.values()):
         t.append(f"  {fmt_speedup(c.speedup['eager'])} eager, {fmt_speedup(c.speedup['compile'])} compile")
     if c.reason:
@@ -106,13 +122,16 @@ def label(run: Run, c: Candidate) -> Text:
 
 def show_round(console: Console, run: Run, round_: int) -> None:
     t = Table(title=f"round {round_}", box=None, pad_edge=False, header_style="bold underline")
-    for col in ("candidate", "parent", "verdict", "eager", "compile", "tokens"):
+    for col in ("candidate", "parent", "origin", "verdict", "eager", "compile", "tokens"):
         t.add_column(col, no_wrap=True)
     t.add_column("why / feedback", ratio=1)
     for c in run.round_candidates(round_):
-        t.add_row(c.id, c.parent or "—", Text(c.status, style=VERDICT_STYLE.get(c.status, "")),
+        t.add_row(c.id, c.parent or "—", {"inductor_seed": "seed"}.get(c.origin, c.origin),
+                  Text(c.status, style=VERDICT_STYLE.get(c.status, "")),
                   fmt_speedup(c.speedup["eager"]), fmt_speedup(c.speedup["compile"]),
-                  str(c.prompt_tokens + c.completion_tokens), Text(c.reason or c.feedback))
+                  str(c.prompt_tokens + c.completion_tokens),
+                  Text(" · ".join(x for x in (origin_label(run, c) if c.origin == "sweep" else "",
+                                               c.reason or c.feedback) if x)))
     console.print(t)
 
 
@@ -121,6 +140,7 @@ def show_candidate(console: Console, run: Run, c: Candidate) -> None:
     head = Table.grid(padding=(0, 2))
     head.add_row("round", str(c.round))
     head.add_row("parent", c.parent or "— (first round)")
+    head.add_row("origin", origin_label(run, c) or "model")
     head.add_row("verdict", Text(c.status, style=VERDICT_STYLE.get(c.status, "")))
     head.add_row("speedup", f"{fmt_speedup(c.speedup['eager'])} vs eager, {fmt_speedup(c.speedup['compile'])} vs torch.compile")
     for name, timing in (v.get("timing_ms") or {}).items():

@@ -1,6 +1,6 @@
 """LLM backends behind one interface: `generate(prompt, n, sampling) -> [Completion]`.
 
-Three backends, picked by `make_backend(spec, config)`:
+Three backends, picked by `make_backend(spec, config)` (and "none": no model at all):
   - transformers: KernelLLM (or any causal LM) from a Hugging Face id or a local
     directory; bf16 on GPU, fp32 on CPU; n candidates per call; completions cut by
     token ids; the prompt tokenized without special tokens (it already carries
@@ -9,6 +9,8 @@ Three backends, picked by `make_backend(spec, config)`:
     POST /v1/completions with `n`; stdlib HTTP, retries on 429/5xx/connection errors.
   - replay:FILE: recorded completions (JSONL, a "completion" string per line, e.g. a
     run's completions.jsonl), handed out in file order; ReplayExhausted when used up.
+  - none: `NoModelBackend`, for a run that is the Inductor seed and the constant sweep
+    only (agent/graph.py never asks it for a completion).
 
 A backend that cannot serve at all raises BackendUnavailable with one line saying why
 and what to use instead. Does not build prompts (agent/prompting.py) or extract code
@@ -80,6 +82,24 @@ class ServerUnreachable(BackendUnavailable):
         self.server = server
 
 
+NO_MODEL = "none"   # --model none / [model] id = "none": no model, the run is the seed and the sweep
+
+
+class NoModelBackend:
+    """--model none: nothing to load and nothing to sample. The loop checks `name` and
+    never calls generate; a call is our own bug."""
+    name = NO_MODEL
+
+    def load(self) -> None:
+        """Nothing to load."""
+
+    def generate(self, prompt: str, n: int, sampling: SamplingConfig) -> list[Completion]:
+        raise RuntimeError("--model none: the loop asked for completions")
+
+    def count_tokens(self, text: str) -> int:
+        return estimate_tokens(text)
+
+
 def estimate_tokens(text: str) -> int:
     """Token count where no tokenizer is at hand: about four characters a token."""
     return len(text) // 4
@@ -95,9 +115,11 @@ def check_spec(spec: str) -> None:
 
 
 def make_backend(spec: str, config: AgentConfig) -> Backend:
-    """The backend for `spec`: "replay:FILE" | "openai:URL" | HF id | local path."""
+    """The backend for `spec`: "replay:FILE" | "openai:URL" | HF id | local path | "none"."""
     check_spec(spec)
     m = config.model
+    if spec == NO_MODEL:
+        return NoModelBackend()
     if spec.startswith("replay:"):
         return ReplayBackend(spec[len("replay:"):])
     served = m.served_model_name or (spec if not spec.startswith("openai:") else DEFAULT_MODEL_ID)
@@ -111,8 +133,8 @@ def make_backend(spec: str, config: AgentConfig) -> Backend:
 
 def server_url(spec: str, model: ModelConfig) -> str | None:
     """The base URL of the OpenAI-compatible server make_backend would serve `spec`
-    from (without a trailing /v1), or None for a replay file or a transformers model."""
-    if spec.startswith("replay:"):
+    from (without a trailing /v1), or None for a replay file, a transformers model or "none"."""
+    if spec.startswith("replay:") or spec == NO_MODEL:
         return None
     url = spec[len("openai:"):] if spec.startswith("openai:") else model.openai_base_url
     if not url:

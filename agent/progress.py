@@ -44,6 +44,15 @@ def _note(verdict: Any) -> str:
     return ""
 
 
+def _change(record: dict) -> str:
+    """A sweep variant's launch constants ("sweep: XBLOCK 1024->2048"); "" for others."""
+    return f"sweep: {record['change']}" if record.get("change") else ""
+
+
+def _next_step(state: dict) -> str:
+    return f"sweep {state['sweep_next']}" if state.get("sweep_next") else "continue"
+
+
 class Progress:
     """Shared bookkeeping; subclasses decide how to show it."""
 
@@ -69,7 +78,7 @@ class Progress:
         with self._lock:
             self.rows[record["id"]] = {"round": record["round"], "id": record["id"],
                                        "parent": record["parent"] or "-", "verdict": "pending",
-                                       "speedup": "-", "bottleneck": "", "note": ""}
+                                       "speedup": "-", "bottleneck": "", "note": _change(record)}
             self._show_generated(self.rows[record["id"]])
 
     def evaluated(self, record: dict, verdict: Any) -> None:
@@ -77,7 +86,8 @@ class Progress:
             row = self.rows.setdefault(record["id"], {"round": record["round"], "id": record["id"],
                                                       "parent": record["parent"] or "-"})
             row.update(verdict=record["status"], speedup=_speedup(record["speedup"]),
-                       bottleneck=record.get("bottleneck") or "", note=_note(verdict))
+                       bottleneck=record.get("bottleneck") or "",
+                       note=" · ".join(x for x in (_change(record), _note(verdict)) if x))
             self._show_evaluated(row)
 
     def decided(self, state: dict) -> None:
@@ -87,17 +97,19 @@ class Progress:
             speed = _speedup(state["candidates"][best]["speedup"]) if best else "-"
             self.status_line = (f"round {state['round']}: best {best or 'none'} ({speed}) · "
                                 f"{spent['candidates']} judged · {spent['tokens']} tokens · "
-                                f"{spent['wall_s']:.0f}s · {state['stop_reason'] or 'continue'}")
+                                f"{spent['wall_s']:.0f}s · {state['stop_reason'] or _next_step(state)}")
             self._show_decided()
 
     def finished(self, summary: dict, run_dir: str) -> None:
         self.close()
         best = summary.get("best")
+        sweep = summary["budget_spent"].get("sweep")
+        swept = f" + {sweep} sweep variants" if sweep else ""
         lines = [f"stop reason: {summary['stop_reason']}  solved: {'yes' if summary['solved'] else 'no'}",
                  (f"best: {best['candidate']} speedup {_speedup(best['speedup'])} (eager / compile)"
                   if summary.get("timed") else f"best: {best['candidate']} (untimed on cpu)")
                  if best else "best: none (no correct candidate)",
-                 f"{summary['candidates_evaluated']} candidates in {summary['rounds']} rounds, "
+                 f"{summary['candidates_evaluated']} candidates in {summary['rounds']} rounds{swept}, "
                  f"{summary['budget_spent']['tokens']} tokens, {summary['budget_spent']['wall_s']:.1f}s",
                  f"run directory: {run_dir}"]
         self._print_final(lines)

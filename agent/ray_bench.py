@@ -116,7 +116,7 @@ def make_plan(resources: dict, config, model_spec: str | None) -> Plan:
         raise BadInput("", f"krefine bench: [bench] judge_resource = {resource!r} with device cuda: a judge "
                            "on a GPU holds Ray's GPU resource, so that Ray gives it that GPU alone")
     spec = model_spec or config.model.id
-    transformers = not spec.startswith(("replay:", "openai:")) and not config.model.openai_base_url
+    transformers = spec != "none" and not spec.startswith(("replay:", "openai:")) and not config.model.openai_base_url
     if transformers and "{problem}" in spec:
         raise BadInput("", "krefine bench: --ray loads a transformers model once for the suite; "
                            "{problem} in --model works with replay: files")

@@ -13,7 +13,9 @@ from typing import IO
 
 from agent.config import load_config
 from agent.kernelllm import KernelLLM
+from agent.llm import NO_MODEL
 from agent.prompting import render_initial
+from tools.errors import BadInput
 
 INSTRUCTIONS = """
 Paste an nn.Module file (a Model class, get_inputs() and get_init_inputs()) and end it
@@ -23,7 +25,10 @@ with a line END (or Ctrl+D). KernelLLM will answer with Triton kernels. Type exi
 
 def main(args) -> int:
     config = load_config(getattr(args, "config", None))
-    llm = KernelLLM(getattr(args, "model", None) or config.model.id, config=config)
+    spec = getattr(args, "model", None) or config.model.id
+    if spec == NO_MODEL:
+        raise BadInput("--model none", "krefine repl needs a model to write kernels")
+    llm = KernelLLM(spec, config=config)
     return run_repl(llm)
 
 

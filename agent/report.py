@@ -26,6 +26,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer, PythonLexer
 
 from agent import PROMPTS_DIR
+from agent.inspect import origin_label
 from agent.runstats import (BASELINES, Candidate, Run, children, diff_to_parent, fmt_speedup,
                             load_run, rounds_table)
 
@@ -50,7 +51,8 @@ def run_page(run: Run) -> dict:
     rows = rounds_table(run)
     kids = children(run)
     def tree(cid: str) -> dict:
-        return {"c": run.candidates[cid], "children": [tree(k) for k in kids.get(cid, [])]}
+        return {"c": run.candidates[cid], "origin": origin_label(run, run.candidates[cid]),
+                "children": [tree(k) for k in kids.get(cid, [])]}
     budget = (run.meta.get("config") or {}).get("budget") or {}
     best_src = run.text(run.dir.best)
     return {
@@ -75,7 +77,7 @@ def candidate_view(run: Run, c: Candidate) -> dict:
     timings = [(name, t) for name, t in (v.get("timing_ms") or {}).items() if t]
     bottleneck = v.get("bottleneck") or {}
     return {
-        "c": c, "parent": parent, "best": c.id == run.best_id,
+        "c": c, "parent": parent, "best": c.id == run.best_id, "origin": origin_label(run, c),
         "diagnostics": v.get("diagnostics", []), "flags": v.get("flags", []),
         "timings": timings, "kernels": v.get("kernels", []),
         "bottleneck_text": _bottleneck_text(bottleneck),

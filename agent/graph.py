@@ -25,6 +25,7 @@ Does not choose parents or stop reasons (agent/state.py), load models or problem
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import queue
 import threading
 import time
@@ -402,7 +403,11 @@ def evaluate(task: EvalTask, runtime: Runtime[LoopContext]) -> dict:
             verdict = ctx.evaluate(ctx.problem, src.read_text(encoding="utf-8"), device=ctx.device,
                                    settings=ctx.config.eval, candidate_name=src.name,
                                    profile=ctx.profile_policy != "none", gpu_index=gpu)
-    # 2) the verdict first, then the trace events that point at it
+    # 2) code cut off at the token limit: the judge saw only a syntax error, the model must hear why
+    if record["has_code"] and record.get("finish_reason") == "length" and not verdict.correct \
+            and not rd.eval(cid).exists():
+        verdict = cut_off_verdict(verdict, ctx.config.sampling.max_new_tokens)
+    # 3) the verdict first, then the trace events that point at it
     if not rd.eval(cid).exists():
         write_json(rd.eval(cid), verdict.to_json())
     _trace_phases(rd, record, verdict)
@@ -425,6 +430,14 @@ def no_code_verdict(completion: str, finish_reason: str | None) -> Verdict:
         message += " (it was cut off at the token limit)"
     return Verdict(status=Status.COMPILE_ERROR, diagnostics=(Diagnostic(kind="no_code", message=message),),
                    feedback=message, checks={"phase_s": {}})
+
+
+def cut_off_verdict(verdict: Verdict, max_new_tokens: int) -> Verdict:
+    """`verdict` of code whose completion hit max_new_tokens, with that said first."""
+    message = (f"the completion was cut off at the token limit ({max_new_tokens} new tokens): "
+               "the code may be incomplete; write a shorter answer")
+    return dataclasses.replace(verdict, diagnostics=(Diagnostic(kind="cut_off", message=message), *verdict.diagnostics),
+                               feedback=f"{verdict.feedback.rstrip()}\n- {message}")
 
 
 # evaluator phases (verdict.checks["phase_s"]) in the order they run, and their trace node

@@ -110,8 +110,6 @@ def test_the_next_prompt_carries_the_junk_completions_feedback(junk_run, kind):
     assert first_diagnostic in (run / "prompts" / f"{children[0]}.txt").read_text()
 
 
-@pytest.mark.xfail(strict=True, reason="agent/graph.py evaluate() judges the code of a completion cut off "
-                   "at max_new_tokens without saying so: the feedback names only the syntax error")
 def test_the_feedback_on_code_cut_off_at_the_token_limit_says_it_was_cut_off(junk_run):
     _, run = junk_run
     verdict = json.loads((run / "evals" / f"r01-c{KINDS.index('truncated'):02d}.json").read_text())

@@ -99,6 +99,7 @@ class SearchConfig:
     repair_failed: bool = True          # a failed candidate may be refined from its own feedback
     seed: Literal["none", "inductor"] = "none"  # inductor: round 0 is torch.compile's kernels in KernelBook format
     seed_timeout_s: float = 600.0       # torch.compile of the problem for the seed (its own process)
+    seed_cache: str = "~/.cache/krefine/seeds"  # seeds kept per problem source, device, torch and converter ("" = none)
     sweep_variants: int = 6             # launch-constant variants per sweep of the best correct candidate (0 = no sweep)
     sweep_budget: int = 18              # sweep variants per run, all sweeps together
 

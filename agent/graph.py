@@ -145,7 +145,7 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
         code = rd.candidate_src(cid).read_text(encoding="utf-8")
     elif not traced:
         try:
-            code = (ctx.make_seed or _inductor_seed(ctx.config.search.seed_timeout_s))(ctx.problem, ctx.device)
+            code = (ctx.make_seed or _inductor_seed(ctx.config.search.seed_timeout_s, ctx.config.search.seed_cache))(ctx.problem, ctx.device)
         except ValueError as e:
             error = f"no Inductor seed: {e}"
         if code is not None:
@@ -167,10 +167,10 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
     return {"candidates": {cid: record}, "pending": [cid]}
 
 
-def _inductor_seed(timeout_s: float) -> Callable[[Any, str], str]:
+def _inductor_seed(timeout_s: float, cache_dir: str = "") -> Callable[[Any, str], str]:
     def make(problem, device: str) -> str:
         from tools.dialect import seed_in_subprocess
-        return seed_in_subprocess(problem.path, device, timeout_s)
+        return seed_in_subprocess(problem.path, device, timeout_s, cache_dir or None)
     return make
 
 

@@ -1,0 +1,74 @@
+"""Fill krefine's seed cache from captures made on the GPU (benchmarks/kb_captures.sh), so
+a `krefine bench` of the suite on the GPU judges seeds instead of compiling them again:
+
+    python3 benchmarks/kb_seed_cache.py CAPTURE_DIR LEVEL_DIR SEED_CACHE [--missing FILE]
+
+For each problem of LEVEL_DIR: its default capture, converted; when that gives no seed
+(or one the guards would reject), its capture with Triton templates; the entry is what
+`python -m tools.dialect seed PROBLEM --device cuda --cache SEED_CACHE` would have
+written on the device whose torch version the capture names (tools/dialect/kernelbook.py
+`seed_candidate`, `SeedCache`). A capture that failed on the device counts with the reason
+in CAPTURE_DIR/capture_log.tsv. Problems with nothing recorded are listed (--missing).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tools.dialect.inductor_capture import read_capture  # noqa: E402
+from tools.dialect.kernelbook import SeedCache, convert, guard_rejection  # noqa: E402
+from tools.problem import load_problem  # noqa: E402
+
+LABEL = {"default": "default", "templates": "with Triton templates"}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("captures"), ap.add_argument("level"), ap.add_argument("cache")
+    ap.add_argument("--missing", help="write the names of problems with no capture here")
+    args = ap.parse_args()
+    cap_dir = Path(args.captures)
+    logged: dict[tuple[str, str], str] = {}
+    for row in csv.reader((cap_dir / "capture_log.tsv").open(encoding="utf-8"), delimiter="\t"):
+        if len(row) >= 5:
+            logged[(row[0], row[1])] = row[4].removeprefix("kernelbook: ")
+    cache, missing, counts = SeedCache(args.cache), [], {"seed": 0, "no seed": 0}
+    for path in sorted(Path(args.level).glob("*.py"), key=lambda p: int(p.name.split("_")[0])):
+        name, problem = path.stem, load_problem(path)
+        reasons, code, torch_version = [], None, ""
+        for mode in ("default", "templates"):
+            f = cap_dir / "captures" / f"{name}.{mode}.py"
+            if f.exists():
+                cap = read_capture(f.read_text(encoding="utf-8"))
+                torch_version = cap.torch_version
+                try:
+                    text = convert(problem, cap)
+                except ValueError as e:
+                    reasons.append(f"{LABEL[mode]}: {e}")
+                    continue
+                rejected = guard_rejection(text)
+                if rejected is None:
+                    code = text
+                    break
+                reasons.append(f"{LABEL[mode]}: the guards would reject it ({rejected})")
+            elif (name, mode) in logged:
+                reasons.append(f"{LABEL[mode]}: {logged[(name, mode)]}")
+        if code is None and (len(reasons) < 2 or not torch_version):
+            missing.append(name)      # not both attempts known, or no capture to name the torch
+            continue
+        cache.put(problem, "cuda", torch_version, code, "; ".join(reasons))
+        counts["seed" if code is not None else "no seed"] += 1
+        print(f"{name}: {'seed' if code is not None else 'no seed: ' + '; '.join(reasons)[:150]}")
+    print(f"cache {args.cache}: {counts['seed']} seeds, {counts['no seed']} without a seed, "
+          f"{len(missing)} problems not captured")
+    if args.missing:
+        Path(args.missing).write_text("".join(f"{n}\n" for n in missing), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,5 +1,6 @@
 """`krefine bench SUITE_DIR [options]`: the loop over every problem of a suite.
 
+  -h, --help          the flags below
   --filter REGEX      only problems whose name matches (repeatable: any of them)
   --out DIR           results directory (default runs/bench-<suite>); resumable
   --config FILE       agent.toml to start from; --set TABLE.KEY=VALUE overrides it
@@ -15,13 +16,27 @@
 A problem is any .py file under SUITE_DIR that defines `class Model` (a KernelBench
 checkout's KernelBench/level1 works as it is). Each (setting, problem) gets its run
 directory OUT/<setting>/<problem>; one that has summary.json is skipped, one that was
-interrupted is resumed. With several GPUs, one worker process per GPU takes problems
+interrupted (kill -9, SIGTERM from `timeout` or a cut-off device call, Ctrl-C) is
+resumed from its checkpoint, no finished candidate judged again; one whose summary says
+the evaluator failed (stop_reason evaluator_error: a kill can take the judge down
+first) is resumed too. SIGTERM is handled as Ctrl-C: the problem in progress unwinds
+(its judges closed), the bench exits 130, and the same command goes on from there. With several GPUs, one worker process per GPU takes problems
 from a queue (CUDA_VISIBLE_DEVICES names its GPU); on cpu there is one, in-process. With
 --ray, judge actors on the cluster's GPUs serve problem loops that run in this process.
 
-Writes OUT/results.csv, OUT/results.json and OUT/bench.html (budget curves of every
-setting overlaid) and prints one line per problem, then fast_p, pass@k and the budget
-curve. Exit status (exit_status): 0 when at least one problem ran; 2 or 3 when none could. The figures come
+Writes OUT/results.csv, OUT/results.json, OUT/results.md and OUT/bench.html (budget
+curves of every setting overlaid) and prints one line per problem, then the results
+table, fast_p, pass@k and the budget curve. Every file is written whole or not at all
+(a kill while writing leaves the previous one), and all are rewritten from the run
+dirs on each bench, so a rerun after any kill reports the whole suite.
+
+The results table puts the seed (round 0's torch.compile seed alone: no sweep, no
+model) beside the run's best (sweep variants and model candidates, which may descend
+from the seed): with `--model none`, best over seed is what the sweep added to
+torch.compile's code. results.md is that table in Markdown, ready for BENCHMARKS.md,
+with the suite figures (runstats.suite_figures): correct %, fast_1 and fast_1.5
+against eager and torch.compile, geometric means, the best's gain over the seed, the
+judge's wall per candidate, GPU time and seed coverage. Exit status (exit_status): 0 when at least one problem ran; 2 or 3 when none could. The figures come
 from agent/runstats.py; the loop itself is agent/runner.py's run_problem/resume_run.
 """
 from __future__ import annotations
@@ -35,6 +50,8 @@ import itertools
 import os
 import queue
 import re
+import signal
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,10 +60,10 @@ from rich.console import Console
 from rich.table import Table
 
 from agent.config import RAY_ADDRESS
-from agent.runstats import (BASELINES, FAST_P_THRESHOLDS, PASS_K, ProblemResult, budget_curve,
-                            fast_p, fmt_speedup, load_run, mean_pass_at_k, problem_result)
+from agent.runstats import (BASELINES, FAST_P_THRESHOLDS, PASS_K, SUITE_FAST, ProblemResult, budget_curve,
+                            fast_p, fmt_speedup, load_run, mean_pass_at_k, problem_result, suite_figures)
 from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, EXIT_OK, BadInput, EvaluatorError
-from tools.jsonio import write_json, write_text_atomic
+from tools.jsonio import read_json, write_json, write_text_atomic
 
 
 @dataclass(frozen=True)
@@ -82,23 +99,58 @@ def main(args) -> int:
     out = Path(opts.out or Path("runs") / f"bench-{suite.resolve().name}")
     jobs = [Job(s, path, name, out / s.label / name) for s in settings for name, path in problems]
     # 2) run what is not finished yet, one worker per GPU
-    todo = [j for j in jobs if not (j.run_dir / "summary.json").exists()]
+    todo = [j for j in jobs if not finished(j.run_dir)]
     address = ray_address(opts, settings[0])
     console = Console()
     console.print(f"bench: {len(problems)} problems x {len(settings)} setting(s); "
                   f"{len(jobs) - len(todo)} already done, {len(todo)} to run; results in {out}")
-    if address and todo:
-        from agent import ray_bench
-        errors = ray_bench.run_jobs(todo, address, opts.config, opts.model, console)
-    else:
-        gpus = visible_gpus(_device(opts, settings[0]), opts.gpus)
-        errors = run_jobs(todo, gpus, opts.config, opts.model, console)
+    with terminated_as_interrupt():
+        try:
+            if address and todo:
+                from agent import ray_bench
+                errors = ray_bench.run_jobs(todo, address, opts.config, opts.model, console)
+            else:
+                gpus = visible_gpus(_device(opts, settings[0]), opts.gpus)
+                errors = run_jobs(todo, gpus, opts.config, opts.model, console)
+        except KeyboardInterrupt:
+            print(f"krefine bench: interrupted; the same command resumes it (results in {out})", file=sys.stderr)
+            raise
     # 3) read every run dir back and report
     per_setting = [(s, [collect(j, errors.get(j.run_dir)) for j in jobs if j.setting == s]) for s in settings]
     write_results(out, suite, per_setting)
     print_results(console, per_setting)
-    console.print(f"wrote {out / 'results.csv'}, {out / 'results.json'}, {out / 'bench.html'}")
+    console.print(f"wrote {out / 'results.csv'}, {out / 'results.json'}, {out / 'results.md'}, {out / 'bench.html'}")
     return exit_status([r for _, results in per_setting for r in results])
+
+
+def finished(run_dir: Path) -> bool:
+    """A run the bench need not touch again: it has summary.json, and the summary does
+    not say the evaluator failed (that is retried: a kill can reach the judge first)."""
+    path = run_dir / "summary.json"
+    if not path.exists():
+        return False
+    try:
+        return read_json(path).get("stop_reason") != "evaluator_error"
+    except (OSError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def terminated_as_interrupt():
+    """SIGTERM (timeout, a device call cut off) raises KeyboardInterrupt for the block, as
+    Ctrl-C does, so the problem in progress unwinds and closes its judges; the handler
+    before it is put back after. Only in the main thread (signal handlers live there)."""
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def exit_status(results: list[ProblemResult]) -> int:
@@ -114,20 +166,34 @@ def exit_status(results: list[ProblemResult]) -> int:
 
 # ---------------------------------------------------------------- options and discovery
 
-def parse_options(argv: list[str]) -> argparse.Namespace:
+def option_parser():
+    """krefine bench's flags (also what `krefine bench --help` prints)."""
     from agent.cli import UsageParser  # usage errors are BadInput: one line, exit 2
-    p = UsageParser(prog="krefine bench", description="run the loop over a suite of problems")
-    p.add_argument("--filter", action="append", default=[], metavar="REGEX")
-    p.add_argument("--out", default=None, metavar="DIR")
-    p.add_argument("--config", default=None)
-    p.add_argument("--model", default=None, metavar="SPEC")
+    p = UsageParser(prog="krefine bench", usage="krefine bench SUITE_DIR [options]",
+                    description="Run the loop over every problem (a .py defining class Model) under SUITE_DIR. "
+                                "Rerunning the same command resumes: finished problems are skipped, "
+                                "interrupted ones resumed.")
+    p.add_argument("--filter", action="append", default=[], metavar="REGEX",
+                   help="only problems whose name matches (repeatable: any of them)")
+    p.add_argument("--out", default=None, metavar="DIR", help="results directory (default runs/bench-<suite>)")
+    p.add_argument("--config", default=None, metavar="FILE", help="agent.toml to start from")
+    p.add_argument("--model", default=None, metavar="SPEC",
+                   help='as krefine run --model; "{problem}" becomes each problem\'s name, '
+                        'e.g. replay:replays/{problem}.jsonl')
     p.add_argument("--device", choices=("cuda", "cpu"), default=None)
-    p.add_argument("--gpus", type=int, default=None, metavar="N")
-    p.add_argument("--sweep", action="append", default=[], metavar="TABLE.KEY=V1,V2,...")
-    p.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE", dest="overrides")
-    p.add_argument("--list", action="store_true")
-    p.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS")
-    opts = p.parse_args(argv)
+    p.add_argument("--gpus", type=int, default=None, metavar="N", help="use only the first N GPUs")
+    p.add_argument("--sweep", action="append", default=[], metavar="TABLE.KEY=V1,V2,...",
+                   help="one suite pass per value (repeatable: every combination)")
+    p.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE", dest="overrides",
+                   help="override one agent.toml value (repeatable)")
+    p.add_argument("--list", action="store_true", help="print the problems that would run, and stop")
+    p.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS",
+                   help="judge on a Ray cluster: auto (default), local, HOST:PORT or ray://HOST:PORT")
+    return p
+
+
+def parse_options(argv: list[str]) -> argparse.Namespace:
+    opts = option_parser().parse_args(argv)
     if opts.ray is not None and not RAY_ADDRESS.match(opts.ray):
         raise BadInput("", f"krefine bench: --ray {opts.ray!r}: expected auto, local, HOST:PORT or ray://HOST:PORT")
     if opts.gpus is not None and opts.gpus < 1:
@@ -244,25 +310,55 @@ def run_jobs(jobs: list[Job], gpus: list[str | None], config_path: str | None, m
             w = ctx.Process(target=_worker, args=(todo, results, config_path, model), daemon=True)
             w.start()
         workers.append(w)
-    finished = 0
-    while finished < len(jobs):
-        try:
-            job, error = results.get(timeout=5)
-        except queue.Empty:
-            if not any(w.is_alive() for w in workers):
-                break               # a worker died hard; what is left is reported as not run
-            continue
-        finished += 1
-        done(finished, job, error)
-    for w in workers:
-        w.join(timeout=10)
+    ended = 0
+    try:
+        while ended < len(jobs):
+            try:
+                job, error = results.get(timeout=5)
+            except queue.Empty:
+                if not any(w.is_alive() for w in workers):
+                    break           # a worker died hard; what is left is reported as not run
+                continue
+            ended += 1
+            done(ended, job, error)
+    finally:
+        # interrupted (Ctrl-C, SIGTERM): each worker unwinds its problem the same way
+        for w in workers:
+            if w.is_alive() and ended < len(jobs):
+                w.terminate()
+        for w in workers:
+            w.join(timeout=30)
     return errors
 
 
 def _worker(todo, results, config_path: str | None, model: str | None) -> None:
+    """One GPU's worker: problems from `todo` until None. SIGTERM (from the bench, or from
+    the kernel when the bench itself dies, even by kill -9) unwinds the problem in
+    progress as Ctrl-C would, so no orphan goes on judging into a run dir that the
+    next bench resumes."""
+    _die_with_parent()
+    signal.signal(signal.SIGTERM, lambda signum, frame: _interrupt())
     dead: dict[str, str] = {}   # this process's: at most one refused connection per server and GPU
-    while (job := todo.get()) is not None:
-        results.put((job, run_job(job, config_path, model, progress=False, dead=dead)))
+    try:
+        while (job := todo.get()) is not None:
+            results.put((job, run_job(job, config_path, model, progress=False, dead=dead)))
+    except KeyboardInterrupt:
+        return
+
+
+def _interrupt():
+    raise KeyboardInterrupt
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGTERM this process when its parent dies (prctl PR_SET_PDEATHSIG); a no-op elsewhere."""
+    import ctypes
+    import ctypes.util
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)   # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def say_done(console: Console, i: int, total: int, job: Job, error: str | None) -> None:
@@ -359,9 +455,10 @@ def scores(results: list[ProblemResult]) -> dict:
 
 def write_results(out: Path, suite: Path, per_setting: list[tuple[Setting, list[ProblemResult]]]) -> None:
     from agent.report import Series, SERIES_COLORS, line_chart, render
-    fields = [f.name for f in dataclasses.fields(ProblemResult)]
+    # judge_s (one wall per candidate) is in results.json only; the CSV has one value per cell
+    fields = [f.name for f in dataclasses.fields(ProblemResult) if f.name != "judge_s"]
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=["setting", *fields], lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=["setting", *fields], lineterminator="\n", extrasaction="ignore")
     w.writeheader()
     for s, results in per_setting:
         for r in results:
@@ -370,8 +467,9 @@ def write_results(out: Path, suite: Path, per_setting: list[tuple[Setting, list[
     scored = [(s, results, scores(results)) for s, results in per_setting]
     write_json(out / "results.json", {
         "schema": 1, "suite": str(suite),
-        "settings": [{"label": s.label, "overrides": s.overrides, "scores": sc,
+        "settings": [{"label": s.label, "overrides": s.overrides, "scores": sc, "figures": suite_figures(results),
                       "results": [dataclasses.asdict(r) for r in results]} for s, results, sc in scored]})
+    write_text_atomic(out / "results.md", results_markdown(suite, per_setting))
     curves = [Series(s.label, budget_curve(results), SERIES_COLORS[i % len(SERIES_COLORS)], step=True)
               for i, (s, results) in enumerate(per_setting)]
     top = max([b for c in curves for b, _ in c.points] + [1])
@@ -386,16 +484,15 @@ def write_results(out: Path, suite: Path, per_setting: list[tuple[Setting, list[
 
 def print_results(console: Console, per_setting: list[tuple[Setting, list[ProblemResult]]]) -> None:
     for s, results in per_setting:
-        # a problem that could not run shows the kind of fault; its line above and
-        # results.csv say why in full
+        # a problem that could not run shows the kind of fault in "why"; its line above
+        # and results.csv say why in full
         t = _table(f"results: {s.label}")
-        for col in ("problem", "solved", "best", "eager", "compile", "cands", "solved at", "stop"):
-            t.add_column(col, no_wrap=col != "stop", overflow="fold")
+        for col in TABLE_COLUMNS:
+            t.add_column(col, no_wrap=col != "why", overflow="fold")
         for r in results:
-            t.add_row(r.problem, "yes" if r.solved else "no", r.best or "—", fmt_speedup(r.speedup_eager),
-                      fmt_speedup(r.speedup_compile), str(r.candidates), str(r.solved_at or "—"),
-                      r.error.partition(":")[0] if r.error else r.stop_reason or "")
+            t.add_row(*table_row(r, short_error=True))
         console.print(t)
+        console.print(figures_text(suite_figures(results)), highlight=False)
     # one column per setting, so a sweep reads across
     scored = [(s, scores(results)) for s, results in per_setting]
     t = _table("scores")
@@ -415,6 +512,94 @@ def print_results(console: Console, per_setting: list[tuple[Setting, list[Proble
         marks = sorted({b for b in (1, 2, 4, 8, 16, 32, 64, 128) if b <= len(curve)} | {len(curve)})
         console.print(f"budget curve {s.label} (candidates: share solved): "
                       + "  ".join(f"{b}: {curve[b - 1][1]:.0%}" for b in marks), highlight=False)
+
+
+TABLE_COLUMNS = ("problem", "seed", "seed ×eager", "seed ×compile", "best", "×eager [interval]",
+                 "×compile [interval]", "measure", "rounds", "cands", "wall", "why")
+
+
+def table_row(r: ProblemResult, short_error: bool = False) -> list[str]:
+    """One problem's cells, in TABLE_COLUMNS order (the terminal's and results.md's)."""
+    why = r.why
+    if r.error:
+        why = r.error.partition(":")[0] if short_error else r.error
+    return [r.problem, r.seed, fmt_speedup(r.seed_speedup_eager), fmt_speedup(r.seed_speedup_compile),
+            r.best_verdict, fmt_interval(r.speedup_eager, r.eager_low, r.eager_high),
+            fmt_interval(r.speedup_compile, r.compile_low, r.compile_high), r.measure or "—",
+            str(r.rounds), str(r.candidates), "—" if r.wall_s is None else f"{r.wall_s:.0f} s", why or ""]
+
+
+def fmt_interval(x: float | None, low: float | None, high: float | None) -> str:
+    """"1.45× [1.40–1.50]"; the speedup alone when it has no interval, "—" when untimed."""
+    if x is None:
+        return "—"
+    if low is None or high is None:
+        return fmt_speedup(x)
+    return f"{fmt_speedup(x)} [{low:.2f}–{high:.2f}]"
+
+
+def results_markdown(suite: Path, per_setting: list[tuple[Setting, list[ProblemResult]]]) -> str:
+    """results.md: per setting, the per-problem table and the suite figures, in Markdown."""
+    lines = [f"# krefine bench: {suite.name}", "",
+             "seed: round 0's torch.compile seed alone (no sweep, no model); best: the run's best "
+             "correct candidate beyond it (sweep variants, model candidates). Speedups are "
+             "baseline time / kernel time, with their 90% interval; why: why the run did not "
+             "deliver a correct kernel faster than eager.", ""]
+    for s, results in per_setting:
+        lines += [f"## {s.label}", "", "| " + " | ".join(TABLE_COLUMNS) + " |",
+                  "|" + "|".join("---" for _ in TABLE_COLUMNS) + "|"]
+        lines += ["| " + " | ".join(_md_cell(c) for c in table_row(r)) + " |" for r in results]
+        lines += ["", figures_markdown(suite_figures(results)), ""]
+    return "\n".join(lines)
+
+
+def figures_markdown(fig: dict) -> str:
+    """runstats.suite_figures as a Markdown table (seed | best) and a few lines."""
+    n = fig["problems"]
+    rows = [("correct", lambda side: f"{side['correct']}/{n} ({side['correct_share']:.0%})")]
+    for b, name in (("eager", "eager"), ("compile", "torch.compile")):
+        for p in SUITE_FAST:
+            rows.append((f"fast_{p:g} vs {name}", lambda side, b=b, p=p: f"{side['fast'][b][f'{p:g}']:.2f}"))
+    for b, name in (("eager", "eager"), ("compile", "torch.compile")):
+        rows.append((f"geometric mean vs {name} (correct, timed)", lambda side, b=b: _geo(side["geomean"][b])))
+    out = ["| | seed | best |", "|---|---|---|"]
+    out += [f"| {label} | {cell(fig['seed'])} | {cell(fig['best'])} |" for label, cell in rows]
+    out += ["", *(f"- {line}" for line in _figure_lines(fig))]
+    return "\n".join(out)
+
+
+def figures_text(fig: dict) -> str:
+    """The suite figures for the terminal: one line each."""
+    n = fig["problems"]
+    parts = []
+    for of in ("seed", "best"):
+        side = fig[of]
+        fast = ", ".join(f"fast_{p} {b} {v:.2f}" for b in BASELINES for p, v in side["fast"][b].items())
+        parts.append(f"{of}: correct {side['correct']}/{n}; {fast}; geomean eager {_geo(side['geomean']['eager'])}, "
+                     f"compile {_geo(side['geomean']['compile'])}")
+    return "\n".join(parts + _figure_lines(fig))
+
+
+def _figure_lines(fig: dict) -> list[str]:
+    judge, cov = fig["judge_s"], fig["seed_coverage"]
+    gain = fig["gain_over_seed"]
+    return [
+        f"best over seed (what the sweep and the model added): {_geo(gain['eager'])} vs eager, "
+        f"{_geo(gain['compile'])} vs torch.compile",
+        "judge wall per candidate: " + ("—" if judge["mean"] is None else
+                                        f"mean {judge['mean']:.2f} s, median {judge['median']:.2f} s "
+                                        f"over {judge['candidates']} candidates"),
+        f"GPU time (judge walls on cuda): {fig['gpu_s']:.0f} s; runs' wall: {fig['wall_s']:.0f} s",
+        f"seed coverage (correct pure-Triton seeds / all): {cov['correct']}/{cov['problems']}",
+    ]
+
+
+def _geo(g: dict) -> str:
+    return "—" if g["value"] is None else f"{fmt_speedup(g['value'])} (n={g['over']})"
+
+
+def _md_cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
 
 
 def _table(title: str) -> Table:

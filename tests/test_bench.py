@@ -333,3 +333,48 @@ def test_a_bench_killed_while_writing_results_reports_the_whole_suite_on_rerun(s
     assert bench_main(suite, "--out", out, "--device", "cpu") == 0
     doc = json.loads((out / "results.json").read_text())
     assert [r["problem"] for r in doc["settings"][0]["results"]] == ["1_relu", "2_add", "10_gelu"]
+
+
+@pytest.mark.slow
+def test_gpu_workers_do_not_outlive_a_bench_killed_with_minus_9(tmp_path):
+    """A worker still loading its problem when the bench dies (kill -9: no handler runs)
+    ends too, so no orphan judges into a run dir the next bench resumes."""
+    import contextlib
+    import signal
+    import subprocess
+    import sys
+    import time
+    from run_fixtures import REPO, cli_env
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for i in range(2):
+        (suite / f"{i}_p.py").write_text(f"import pathlib, time\nclass Model: pass\n"
+                                         "def get_inputs(): return []\ndef get_init_inputs(): return []\n"
+                                         f"pathlib.Path({str(tmp_path)!r}, 'loading{i}').touch()\ntime.sleep(120)\n")
+    script = ("import sys; from pathlib import Path; from agent import bench\n"
+              f"jobs = [bench.Job(bench.Setting('default', {{'run.device': 'cpu'}}), p, n, Path({str(tmp_path)!r}) / n)"
+              f" for n, p in bench.find_problems(Path({str(suite)!r}), [])]\n"
+              "bench.run_jobs(jobs, ['7', '9'], None, None, bench.Console(quiet=True))\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env=cli_env())
+    def workers() -> set[int]:
+        out = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "spawn_main"], capture_output=True, text=True).stdout
+        return {int(p) for p in out.split()}   # (not multiprocessing's resource tracker)
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("loading*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)                 # until both are in their problem's import
+    spawned = workers()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    def alive() -> set[int]:
+        found = set()
+        for p in spawned:
+            with contextlib.suppress(OSError):
+                if "zombie" not in Path(f"/proc/{p}/status").read_text().lower():
+                    found.add(p)
+        return found
+    deadline = time.monotonic() + 20
+    while (left := alive()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for p in left:                      # the test's own orphans, by pid
+        os.kill(p, signal.SIGKILL)
+    assert (len(spawned), left) == (2, set())

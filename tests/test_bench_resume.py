@@ -3,8 +3,9 @@ and a cut-off device call send it), then the same command again: every problem e
 exactly once and no candidate is judged twice.
 
 The real CLI in a subprocess, the real loop and evaluator on CPU, a replay model per
-problem: problem 1 finishes, problem 2 is cut off after its first verdict, problem 3
-never starts. The rerun must skip 1, resume 2 and run 3.
+problem whose every candidate is judged "incorrect" (run_fixtures.HALVING), so each
+problem spends its whole budget. Problem 1 finishes, problem 2 is cut off after its
+first verdict, problem 3 never starts. The rerun must skip 1, resume 2 and run 3.
 """
 from __future__ import annotations
 
@@ -19,32 +20,9 @@ import time
 import pytest
 
 from agent.rundir import RunDir
-from run_fixtures import REPO, TINY_PROBLEM, cli, cli_env, fast_config, processes_under, write_replay
+from run_fixtures import HALVING, REPO, TINY_PROBLEM, cli, cli_env, fast_config, processes_under, write_replay
 
 pytestmark = pytest.mark.slow  # real evaluations on CPU: about a minute a scenario
-
-# runs, but halves instead of clamping: "incorrect", so each problem spends its budget;
-# the comment makes every candidate's source distinct
-WRONG = '''```python
-import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):  # {problem} attempt {i}
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * 0.5, mask=m)
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        y = torch.empty_like(x)
-        k[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)
-        return y
-```'''
 
 PROBLEMS = ("1_a", "2_b", "3_c")
 ROUNDS, PER_ROUND = 2, 2
@@ -58,7 +36,7 @@ def _bench_args(tmp_path) -> list[str]:
         replays.mkdir()
         for name in PROBLEMS:
             (suite / f"{name}.py").write_text(TINY_PROBLEM)
-            write_replay(replays / f"{name}.jsonl", [WRONG.format(problem=name, i=i) for i in range(len(IDS))])
+            write_replay(replays / f"{name}.jsonl", [HALVING.format(i=i) for i in range(len(IDS))])
     return ["bench", str(suite), "--out", str(tmp_path / "out"), "--device", "cpu",
             "--model", f"replay:{replays}/{{problem}}.jsonl", "--config", str(fast_config(tmp_path)),
             "--set", f"budget.max_rounds={ROUNDS}", "--set", f"budget.candidates_per_round={PER_ROUND}"]

@@ -402,9 +402,9 @@ _BAD_INPUT = "bad input"   # how run_job's reasons start when the fault is the i
 def _outcome(run_dir: Path) -> str:
     r = problem_result(load_run(run_dir))
     if not r.solved:
-        return f"not solved ({r.stop_reason}, {r.candidates} candidates)"
+        return f"not solved ({r.stop_reason}, {r.candidates} candidates)" + (f": {r.why}" if r.why else "")
     timed = r.speedup_eager is not None or r.speedup_compile is not None
-    return (f"solved by {r.best} after {r.solved_at} candidates, " +
+    return (f"solved by {r.best} after {r.candidates} candidates, " +
             (f"{fmt_speedup(r.speedup_eager)} eager / {fmt_speedup(r.speedup_compile)} compile" if timed else "not timed (cpu)"))
 
 

@@ -73,10 +73,12 @@ def print_results(console: Console, per_setting: list[tuple]) -> None:
         # a problem that could not run shows the kind of fault in "why"; its line above
         # and results.csv say why in full
         t = _table(f"results: {s.label}")
-        for col in TABLE_COLUMNS:
-            t.add_column(col, no_wrap=col != "why", overflow="fold")
+        for col in TERMINAL_COLUMNS:
+            t.add_column(col, no_wrap=col not in ("problem", "why"), overflow="fold")
         for r in results:
-            t.add_row(*table_row(r, short_error=True))
+            why = table_row(r, short_error=True)[-1]
+            t.add_row(r.problem, r.seed, fmt_speedup(r.seed_speedup_eager), r.best_verdict,
+                      fmt_speedup(r.speedup_eager), fmt_speedup(r.speedup_compile), str(r.candidates), why)
         console.print(t)
         console.print(figures_text(suite_figures(results)), highlight=False)
     # one column per setting, so a sweep reads across
@@ -102,6 +104,8 @@ def print_results(console: Console, per_setting: list[tuple]) -> None:
 
 TABLE_COLUMNS = ("problem", "seed", "seed ×eager", "seed ×compile", "best", "×eager [interval]",
                  "×compile [interval]", "measure", "rounds", "cands", "wall", "why")
+# the terminal's narrower table: intervals, measure and wall are in results.md and .csv
+TERMINAL_COLUMNS = ("problem", "seed", "seed ×eager", "best", "×eager", "×compile", "cands", "why")
 
 
 def table_row(r: ProblemResult, short_error: bool = False) -> list[str]:

@@ -141,9 +141,7 @@ def terminated_as_interrupt():
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-    before = signal.signal(signal.SIGTERM, interrupt)
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: _interrupt())
     try:
         yield
     finally:

@@ -1,5 +1,6 @@
 """`krefine bench SUITE_DIR [options]`: the loop over every problem of a suite.
 
+  -h, --help          the flags below
   --filter REGEX      only problems whose name matches (repeatable: any of them)
   --out DIR           results directory (default runs/bench-<suite>); resumable
   --config FILE       agent.toml to start from; --set TABLE.KEY=VALUE overrides it
@@ -15,38 +16,51 @@
 A problem is any .py file under SUITE_DIR that defines `class Model` (a KernelBench
 checkout's KernelBench/level1 works as it is). Each (setting, problem) gets its run
 directory OUT/<setting>/<problem>; one that has summary.json is skipped, one that was
-interrupted is resumed. With several GPUs, one worker process per GPU takes problems
+interrupted (kill -9, SIGTERM from `timeout` or a cut-off device call, Ctrl-C) is
+resumed from its checkpoint, no finished candidate judged again; one whose summary says
+the evaluator failed (stop_reason evaluator_error: a kill can take the judge down
+first) is resumed too. SIGTERM is handled as Ctrl-C: the problem in progress unwinds
+(its judges closed), the bench exits 130, and the same command goes on from there. With several GPUs, one worker process per GPU takes problems
 from a queue (CUDA_VISIBLE_DEVICES names its GPU); on cpu there is one, in-process. With
 --ray, judge actors on the cluster's GPUs serve problem loops that run in this process.
 
-Writes OUT/results.csv, OUT/results.json and OUT/bench.html (budget curves of every
-setting overlaid) and prints one line per problem, then fast_p, pass@k and the budget
-curve. Exit status (exit_status): 0 when at least one problem ran; 2 or 3 when none could. The figures come
+Writes OUT/results.csv, OUT/results.json, OUT/results.md and OUT/bench.html (budget
+curves of every setting overlaid; agent/benchresults.py) and prints one line per problem,
+then the results table, fast_p, pass@k and the budget curve. Every file is written whole or not at all
+(a kill while writing leaves the previous one), and all are rewritten from the run
+dirs on each bench, so a rerun after any kill reports the whole suite.
+
+The results table puts the seed (round 0's torch.compile seed alone: no sweep, no
+model) beside the run's best (sweep variants and model candidates, which may descend
+from the seed): with `--model none`, best over seed is what the sweep added to
+torch.compile's code. results.md is that table in Markdown, ready for BENCHMARKS.md,
+with the suite figures (runstats.suite_figures): correct %, fast_1 and fast_1.5
+against eager and torch.compile, geometric means, the best's gain over the seed, the
+judge's wall per candidate, GPU time and seed coverage. Exit status (exit_status): 0 when at least one problem ran; 2 or 3 when none could. The figures come
 from agent/runstats.py; the loop itself is agent/runner.py's run_problem/resume_run.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import dataclasses
-import io
 import itertools
 import os
 import queue
 import re
+import signal
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from agent.config import RAY_ADDRESS
-from agent.runstats import (BASELINES, FAST_P_THRESHOLDS, PASS_K, ProblemResult, budget_curve,
-                            fast_p, fmt_speedup, load_run, mean_pass_at_k, problem_result)
+from agent.benchresults import print_results, write_results
+from agent.runstats import ProblemResult, fmt_speedup, load_run, problem_result
 from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, EXIT_OK, BadInput, EvaluatorError
-from tools.jsonio import write_json, write_text_atomic
+from tools.jsonio import read_json
 
 
 @dataclass(frozen=True)
@@ -82,23 +96,56 @@ def main(args) -> int:
     out = Path(opts.out or Path("runs") / f"bench-{suite.resolve().name}")
     jobs = [Job(s, path, name, out / s.label / name) for s in settings for name, path in problems]
     # 2) run what is not finished yet, one worker per GPU
-    todo = [j for j in jobs if not (j.run_dir / "summary.json").exists()]
+    todo = [j for j in jobs if not finished(j.run_dir)]
     address = ray_address(opts, settings[0])
     console = Console()
     console.print(f"bench: {len(problems)} problems x {len(settings)} setting(s); "
                   f"{len(jobs) - len(todo)} already done, {len(todo)} to run; results in {out}")
-    if address and todo:
-        from agent import ray_bench
-        errors = ray_bench.run_jobs(todo, address, opts.config, opts.model, console)
-    else:
-        gpus = visible_gpus(_device(opts, settings[0]), opts.gpus)
-        errors = run_jobs(todo, gpus, opts.config, opts.model, console)
+    with terminated_as_interrupt():
+        try:
+            if address and todo:
+                from agent import ray_bench
+                errors = ray_bench.run_jobs(todo, address, opts.config, opts.model, console)
+            else:
+                gpus = visible_gpus(_device(opts, settings[0]), opts.gpus)
+                errors = run_jobs(todo, gpus, opts.config, opts.model, console)
+        except KeyboardInterrupt:
+            print(f"krefine bench: interrupted; the same command resumes it (results in {out})", file=sys.stderr)
+            raise
     # 3) read every run dir back and report
     per_setting = [(s, [collect(j, errors.get(j.run_dir)) for j in jobs if j.setting == s]) for s in settings]
     write_results(out, suite, per_setting)
     print_results(console, per_setting)
-    console.print(f"wrote {out / 'results.csv'}, {out / 'results.json'}, {out / 'bench.html'}")
+    console.print(f"wrote {out / 'results.csv'}, {out / 'results.json'}, {out / 'results.md'}, {out / 'bench.html'}")
     return exit_status([r for _, results in per_setting for r in results])
+
+
+def finished(run_dir: Path) -> bool:
+    """A run the bench need not touch again: it has summary.json, and the summary does
+    not say the evaluator failed (that is retried: a kill can reach the judge first)."""
+    path = run_dir / "summary.json"
+    if not path.exists():
+        return False
+    try:
+        return read_json(path).get("stop_reason") != "evaluator_error"
+    except (OSError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def terminated_as_interrupt():
+    """SIGTERM (timeout, a device call cut off) raises KeyboardInterrupt for the block, as
+    Ctrl-C does, so the problem in progress unwinds and closes its judges; the handler
+    before it is put back after. Only in the main thread (signal handlers live there)."""
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: _interrupt())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def exit_status(results: list[ProblemResult]) -> int:
@@ -114,20 +161,36 @@ def exit_status(results: list[ProblemResult]) -> int:
 
 # ---------------------------------------------------------------- options and discovery
 
-def parse_options(argv: list[str]) -> argparse.Namespace:
+def option_parser():
+    """krefine bench's flags (also what `krefine bench --help` prints)."""
     from agent.cli import UsageParser  # usage errors are BadInput: one line, exit 2
-    p = UsageParser(prog="krefine bench", description="run the loop over a suite of problems")
-    p.add_argument("--filter", action="append", default=[], metavar="REGEX")
-    p.add_argument("--out", default=None, metavar="DIR")
-    p.add_argument("--config", default=None)
-    p.add_argument("--model", default=None, metavar="SPEC")
+    p = UsageParser(prog="krefine bench", usage="krefine bench SUITE_DIR [options]",
+                    description="Run the loop over every problem (a .py defining class Model) under SUITE_DIR. "
+                                "Rerunning the same command resumes: finished problems are skipped, "
+                                "interrupted ones resumed.",
+                    epilog="Writes OUT/results.csv, results.json, results.md (the per-problem table, the seed "
+                           "beside the run's best, and the suite figures, for BENCHMARKS.md) and bench.html.")
+    p.add_argument("--filter", action="append", default=[], metavar="REGEX",
+                   help="only problems whose name matches (repeatable: any of them)")
+    p.add_argument("--out", default=None, metavar="DIR", help="results directory (default runs/bench-<suite>)")
+    p.add_argument("--config", default=None, metavar="FILE", help="agent.toml to start from")
+    p.add_argument("--model", default=None, metavar="SPEC",
+                   help='as krefine run --model; "{problem}" becomes each problem\'s name, '
+                        'e.g. replay:replays/{problem}.jsonl')
     p.add_argument("--device", choices=("cuda", "cpu"), default=None)
-    p.add_argument("--gpus", type=int, default=None, metavar="N")
-    p.add_argument("--sweep", action="append", default=[], metavar="TABLE.KEY=V1,V2,...")
-    p.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE", dest="overrides")
-    p.add_argument("--list", action="store_true")
-    p.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS")
-    opts = p.parse_args(argv)
+    p.add_argument("--gpus", type=int, default=None, metavar="N", help="use only the first N GPUs")
+    p.add_argument("--sweep", action="append", default=[], metavar="TABLE.KEY=V1,V2,...",
+                   help="one suite pass per value (repeatable: every combination)")
+    p.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE", dest="overrides",
+                   help="override one agent.toml value (repeatable)")
+    p.add_argument("--list", action="store_true", help="print the problems that would run, and stop")
+    p.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS",
+                   help="judge on a Ray cluster: auto (default), local, HOST:PORT or ray://HOST:PORT")
+    return p
+
+
+def parse_options(argv: list[str]) -> argparse.Namespace:
+    opts = option_parser().parse_args(argv)
     if opts.ray is not None and not RAY_ADDRESS.match(opts.ray):
         raise BadInput("", f"krefine bench: --ray {opts.ray!r}: expected auto, local, HOST:PORT or ray://HOST:PORT")
     if opts.gpus is not None and opts.gpus < 1:
@@ -244,25 +307,55 @@ def run_jobs(jobs: list[Job], gpus: list[str | None], config_path: str | None, m
             w = ctx.Process(target=_worker, args=(todo, results, config_path, model), daemon=True)
             w.start()
         workers.append(w)
-    finished = 0
-    while finished < len(jobs):
-        try:
-            job, error = results.get(timeout=5)
-        except queue.Empty:
-            if not any(w.is_alive() for w in workers):
-                break               # a worker died hard; what is left is reported as not run
-            continue
-        finished += 1
-        done(finished, job, error)
-    for w in workers:
-        w.join(timeout=10)
+    ended = 0
+    try:
+        while ended < len(jobs):
+            try:
+                job, error = results.get(timeout=5)
+            except queue.Empty:
+                if not any(w.is_alive() for w in workers):
+                    break           # a worker died hard; what is left is reported as not run
+                continue
+            ended += 1
+            done(ended, job, error)
+    finally:
+        # interrupted (Ctrl-C, SIGTERM): each worker unwinds its problem the same way
+        for w in workers:
+            if w.is_alive() and ended < len(jobs):
+                w.terminate()
+        for w in workers:
+            w.join(timeout=30)
     return errors
 
 
 def _worker(todo, results, config_path: str | None, model: str | None) -> None:
+    """One GPU's worker: problems from `todo` until None. SIGTERM (from the bench, or from
+    the kernel when the bench itself dies, even by kill -9) unwinds the problem in
+    progress as Ctrl-C would, so no orphan goes on judging into a run dir that the
+    next bench resumes."""
+    _die_with_parent()
+    signal.signal(signal.SIGTERM, lambda signum, frame: _interrupt())
     dead: dict[str, str] = {}   # this process's: at most one refused connection per server and GPU
-    while (job := todo.get()) is not None:
-        results.put((job, run_job(job, config_path, model, progress=False, dead=dead)))
+    try:
+        while (job := todo.get()) is not None:
+            results.put((job, run_job(job, config_path, model, progress=False, dead=dead)))
+    except KeyboardInterrupt:
+        return
+
+
+def _interrupt():
+    raise KeyboardInterrupt
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGTERM this process when its parent dies (prctl PR_SET_PDEATHSIG); a no-op elsewhere."""
+    import ctypes
+    import ctypes.util
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)   # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def say_done(console: Console, i: int, total: int, job: Job, error: str | None) -> None:
@@ -307,9 +400,9 @@ _BAD_INPUT = "bad input"   # how run_job's reasons start when the fault is the i
 def _outcome(run_dir: Path) -> str:
     r = problem_result(load_run(run_dir))
     if not r.solved:
-        return f"not solved ({r.stop_reason}, {r.candidates} candidates)"
+        return f"not solved ({r.stop_reason}, {r.candidates} candidates)" + (f": {r.why}" if r.why else "")
     timed = r.speedup_eager is not None or r.speedup_compile is not None
-    return (f"solved by {r.best} after {r.solved_at} candidates, " +
+    return (f"solved by {r.best} after {r.candidates} candidates, " +
             (f"{fmt_speedup(r.speedup_eager)} eager / {fmt_speedup(r.speedup_compile)} compile" if timed else "not timed (cpu)"))
 
 
@@ -341,84 +434,6 @@ def collect(job: Job, error: str | None) -> ProblemResult:
         r = problem_result(load_run(job.run_dir), job.name)
         return dataclasses.replace(r, error=error) if error else r
     return ProblemResult.failed(job.name, str(job.run_dir), error or "not run")
-
-
-def scores(results: list[ProblemResult]) -> dict:
-    """fast_p per baseline, pass@k over round-1 samples and over all candidates, and the
-    budget curve, keyed as results.json writes them."""
-    def pass_at(pairs: list[tuple[int, int]]) -> dict:
-        return {str(k): dict(zip(("mean", "problems"), mean_pass_at_k(pairs, k))) for k in PASS_K}
-    return {
-        "problems": len(results), "solved": sum(r.solved for r in results),
-        "fast_p": {b: {f"{p:g}": fast_p(results, p, b) for p in FAST_P_THRESHOLDS} for b in BASELINES},
-        "pass_at_k": {"round1": pass_at([(r.n_round1, r.c_round1) for r in results]),
-                      "all": pass_at([(r.n_all, r.c_all) for r in results])},
-        "budget_curve": budget_curve(results),
-    }
-
-
-def write_results(out: Path, suite: Path, per_setting: list[tuple[Setting, list[ProblemResult]]]) -> None:
-    from agent.report import Series, SERIES_COLORS, line_chart, render
-    fields = [f.name for f in dataclasses.fields(ProblemResult)]
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=["setting", *fields], lineterminator="\n")
-    w.writeheader()
-    for s, results in per_setting:
-        for r in results:
-            w.writerow({"setting": s.label, **dataclasses.asdict(r)})
-    write_text_atomic(out / "results.csv", buf.getvalue())
-    scored = [(s, results, scores(results)) for s, results in per_setting]
-    write_json(out / "results.json", {
-        "schema": 1, "suite": str(suite),
-        "settings": [{"label": s.label, "overrides": s.overrides, "scores": sc,
-                      "results": [dataclasses.asdict(r) for r in results]} for s, results, sc in scored]})
-    curves = [Series(s.label, budget_curve(results), SERIES_COLORS[i % len(SERIES_COLORS)], step=True)
-              for i, (s, results) in enumerate(per_setting)]
-    top = max([b for c in curves for b, _ in c.points] + [1])
-    chart = line_chart(curves, x_label="candidates spent", y_label="problems solved",
-                       x_range=(1, top), y_range=(0.0, 1.0), y_percent=True)
-    write_text_atomic(out / "bench.html", render(
-        "bench", title=f"krefine bench: {suite.name}", suite=str(suite), suite_name=suite.name, out_dir=str(out),
-        problems=len(per_setting[0][1]), budget_chart=chart, baselines=BASELINES, ks=PASS_K,
-        thresholds=[f"{p:g}" for p in FAST_P_THRESHOLDS], fmt=fmt_speedup, colors={},
-        settings=[{"label": s.label, "results": results, "scores": sc} for s, results, sc in scored]))
-
-
-def print_results(console: Console, per_setting: list[tuple[Setting, list[ProblemResult]]]) -> None:
-    for s, results in per_setting:
-        # a problem that could not run shows the kind of fault; its line above and
-        # results.csv say why in full
-        t = _table(f"results: {s.label}")
-        for col in ("problem", "solved", "best", "eager", "compile", "cands", "solved at", "stop"):
-            t.add_column(col, no_wrap=col != "stop", overflow="fold")
-        for r in results:
-            t.add_row(r.problem, "yes" if r.solved else "no", r.best or "—", fmt_speedup(r.speedup_eager),
-                      fmt_speedup(r.speedup_compile), str(r.candidates), str(r.solved_at or "—"),
-                      r.error.partition(":")[0] if r.error else r.stop_reason or "")
-        console.print(t)
-    # one column per setting, so a sweep reads across
-    scored = [(s, scores(results)) for s, results in per_setting]
-    t = _table("scores")
-    t.add_column("metric", no_wrap=True)
-    for s, _ in scored:
-        t.add_column(s.label, justify="right", overflow="fold")
-    t.add_row("solved", *(f"{sc['solved']}/{sc['problems']}" for _, sc in scored))
-    for b in BASELINES:
-        for p in scored[0][1]["fast_p"][b]:
-            t.add_row(f"fast_{p} vs {b}", *(f"{sc['fast_p'][b][p]:.2f}" for _, sc in scored))
-    for kind, what in (("round1", "round-1 samples"), ("all", "all candidates")):
-        for k in PASS_K:
-            t.add_row(f"pass@{k} {what}", *(_pass(sc["pass_at_k"][kind][str(k)]) for _, sc in scored))
-    console.print(t)
-    for s, results in per_setting:
-        curve = budget_curve(results)
-        marks = sorted({b for b in (1, 2, 4, 8, 16, 32, 64, 128) if b <= len(curve)} | {len(curve)})
-        console.print(f"budget curve {s.label} (candidates: share solved): "
-                      + "  ".join(f"{b}: {curve[b - 1][1]:.0%}" for b in marks), highlight=False)
-
-
-def _table(title: str) -> Table:
-    return Table(title=title, box=None, pad_edge=False, header_style="bold underline")
 
 
 # ---------------------------------------------------------------- small helpers
@@ -455,10 +470,6 @@ def _toml_value(raw: str):
 
 def _label(value) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _pass(v: dict) -> str:
-    return "—" if v["mean"] is None else f"{v['mean']:.2f} (n={v['problems']})"
 
 
 def _natural(name: str) -> list:

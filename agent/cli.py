@@ -51,6 +51,19 @@ def flag_overrides(args: argparse.Namespace, flags: dict[str, str]) -> tuple[dic
     return overrides, {key: flag for flag, key in flags.items()}
 
 
+class _ModuleHelp(argparse.Action):
+    """-h/--help of a subcommand whose module parses its own flags: that module's
+    option_parser() help, imported only when asked for."""
+    def __init__(self, option_strings, dest, module: str, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show the flags and exit", **kwargs)
+        self.module = module
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        importlib.import_module(self.module).option_parser().print_help()
+        parser.exit()
+
+
 class UsageParser(argparse.ArgumentParser):
     def error(self, message: str):  # usage errors are bad input too: one line, exit 2
         raise BadInput("", f"{self.prog}: {message}")
@@ -107,7 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--chrome-trace", action="store_true", required=True)
     x.add_argument("--out", default=None)
 
-    b = sub.add_parser("bench", help="run the loop over a suite of problems")
+    # bench's flags are its module's (agent/bench.py option_parser): --help prints them
+    b = sub.add_parser("bench", help="run the loop over a suite of problems", add_help=False)
+    b.add_argument("-h", "--help", action=_ModuleHelp, module="agent.bench")
     b.add_argument("suite_dir")
     b.add_argument("rest", nargs=argparse.REMAINDER)
 

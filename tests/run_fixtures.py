@@ -47,6 +47,30 @@ def get_init_inputs():
 '''
 
 
+# a Triton kernel that runs but halves instead of clamping: judged "incorrect", so the
+# loop keeps going; the comment ({i}) makes each candidate's source distinct
+HALVING = '''```python
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):  # attempt {i}
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * 0.5, mask=m)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        k[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)
+        return y
+```'''
+
+
 class Exhausted(Exception):
     """Stands in for agent.llm.ReplayExhausted."""
 

@@ -259,3 +259,122 @@ def test_gpus_beyond_those_there_are_is_exit_2_before_any_run(suite, calls, tmp_
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     assert bench_main(suite, "--out", tmp_path / "out", "--device", device, "--gpus", gpus) == 2
     assert calls == [] and capsys.readouterr().err == f"krefine: error: {error}\n"
+
+
+# --- issue 19: the seed beside the best, results.md, --help, rerun after a kill
+
+def test_bench_help_lists_its_flags(capsys):
+    with pytest.raises(SystemExit) as e:
+        bench_main("--help")
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and all(f in out for f in ("--filter", "--out", "--model", "--sweep", "--set",
+                                                         "--gpus", "--ray", "--list", "--device", "--config"))
+
+
+@pytest.fixture
+def seeded(monkeypatch):
+    """Replace the loop: a seed at 1.2x eager and a sweep variant at 1.5x (interval ±10%,
+    cuda_graph) for relu; a rejected seed for add; no seed for gelu."""
+    from fixtures.runs.builder import Cand
+    from tools.verdict import Diagnostic, Status
+    seed_ok = Cand("r00-c00", None, Status.CORRECT, eager=1.2, compile=1.0, origin="inductor_seed")
+    def fake_run_problem(problem_path, config, out_dir, *, model_spec=None, progress=True):
+        name = Path(problem_path).stem
+        if "relu" in name:
+            build_run(Path(out_dir), [seed_ok, Cand("r01-c00", "r00-c00", Status.CORRECT, eager=1.5, compile=1.25,
+                                                    origin="sweep", interval=0.1, measure="cuda_graph")])
+        elif "add" in name:
+            build_run(Path(out_dir), [Cand("r00-c00", None, Status.REJECTED, origin="inductor_seed", diagnostics=(
+                Diagnostic("guard:library_call", "extern_kernels.mm in forward"),))], solved=False)
+        else:
+            build_run(Path(out_dir), [], seed_error="the Inductor output has no Triton kernel", solved=False)
+        return {}
+    monkeypatch.setattr("agent.runner.run_problem", fake_run_problem)
+
+
+def test_results_csv_puts_the_seed_beside_the_best_with_why(suite, seeded, tmp_path):
+    bench_main(suite, "--out", tmp_path / "out", "--device", "cpu")
+    rows = {r["problem"]: r for r in csv.DictReader((tmp_path / "out" / "results.csv").open())}
+    assert {p: (r["seed"], r["seed_speedup_eager"], r["best_verdict"], r["speedup_eager"], r["eager_low"],
+                r["measure"], r["why"]) for p, r in rows.items()} == {
+        "1_relu": ("correct", "1.2", "correct", "1.5", "1.35", "cuda_graph", ""),
+        "2_add": ("rejected", "", "—", "", "", "", "guard rejected the seed: guard:library_call: extern_kernels.mm in forward"),
+        "10_gelu": ("no seed", "", "—", "", "", "", "no seed: the Inductor output has no Triton kernel")}
+
+
+def test_results_md_has_the_table_row_with_interval_and_the_suite_figures(suite, seeded, tmp_path):
+    bench_main(suite, "--out", tmp_path / "out", "--device", "cpu")
+    md = (tmp_path / "out" / "results.md").read_text()
+    assert "| 1_relu | correct | 1.20× | 1.00× | correct | 1.50× [1.35–1.65] | 1.25× [1.12–1.38] | cuda_graph | 1 | 1 |" in md
+    assert "| correct | 1/3 (33%) | 1/3 (33%) |" in md and "seed coverage (correct pure-Triton seeds / all): 1/3" in md
+
+
+def test_results_json_has_the_suite_figures_per_setting(suite, seeded, tmp_path):
+    bench_main(suite, "--out", tmp_path / "out", "--device", "cpu")
+    fig = json.loads((tmp_path / "out" / "results.json").read_text())["settings"][0]["figures"]
+    assert (fig["seed"]["fast"]["eager"]["1.5"], fig["best"]["fast"]["eager"]["1"],
+            fig["gain_over_seed"]["eager"]["value"]) == (0.0, pytest.approx(1 / 3), pytest.approx(1.25))
+
+
+def test_a_run_the_evaluator_failed_on_is_resumed_by_the_next_bench(suite, calls, tmp_path, monkeypatch):
+    resumed = []
+    monkeypatch.setattr("agent.runner.resume_run", lambda d, progress=True: resumed.append(Path(d)))
+    build_run(tmp_path / "out" / "default" / "2_add", story()[:2], stop_reason="evaluator_error", solved=False)
+    bench_main(suite, "--out", tmp_path / "out", "--device", "cpu")
+    assert resumed == [tmp_path / "out" / "default" / "2_add"]
+
+
+def test_a_bench_killed_while_writing_results_reports_the_whole_suite_on_rerun(suite, calls, tmp_path):
+    out = tmp_path / "out"
+    bench_main(suite, "--out", out, "--device", "cpu", "--filter", "relu")
+    # what a kill mid-write can leave: a temp file beside each result, and an older whole file
+    for name in ("results.csv", "results.json", "results.md"):
+        (out / f".{name}.x1y2z3").write_text('{"sett')
+    assert bench_main(suite, "--out", out, "--device", "cpu") == 0
+    doc = json.loads((out / "results.json").read_text())
+    assert [r["problem"] for r in doc["settings"][0]["results"]] == ["1_relu", "2_add", "10_gelu"]
+
+
+@pytest.mark.slow
+def test_gpu_workers_do_not_outlive_a_bench_killed_with_minus_9(tmp_path):
+    """A worker still loading its problem when the bench dies (kill -9: no handler runs)
+    ends too, so no orphan judges into a run dir the next bench resumes."""
+    import contextlib
+    import signal
+    import subprocess
+    import sys
+    import time
+    from run_fixtures import REPO, cli_env
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for i in range(2):
+        (suite / f"{i}_p.py").write_text(f"import pathlib, time\nclass Model: pass\n"
+                                         "def get_inputs(): return []\ndef get_init_inputs(): return []\n"
+                                         f"pathlib.Path({str(tmp_path)!r}, 'loading{i}').touch()\ntime.sleep(120)\n")
+    script = ("import sys; from pathlib import Path; from agent import bench\n"
+              f"jobs = [bench.Job(bench.Setting('default', {{'run.device': 'cpu'}}), p, n, Path({str(tmp_path)!r}) / n)"
+              f" for n, p in bench.find_problems(Path({str(suite)!r}), [])]\n"
+              "bench.run_jobs(jobs, ['7', '9'], None, None, bench.Console(quiet=True))\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env=cli_env())
+    def workers() -> set[int]:
+        out = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "spawn_main"], capture_output=True, text=True).stdout
+        return {int(p) for p in out.split()}   # (not multiprocessing's resource tracker)
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("loading*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)                 # until both are in their problem's import
+    spawned = workers()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    def alive() -> set[int]:
+        found = set()
+        for p in spawned:
+            with contextlib.suppress(OSError):
+                if "zombie" not in Path(f"/proc/{p}/status").read_text().lower():
+                    found.add(p)
+        return found
+    deadline = time.monotonic() + 20
+    while (left := alive()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for p in left:                      # the test's own orphans, by pid
+        os.kill(p, signal.SIGKILL)
+    assert (len(spawned), left) == (2, set())

@@ -6,8 +6,9 @@ The cluster is one per module, started here with two judge slots declared as the
 resource krefine_gpu (no GPU: Triton's interpreter judges) and two more for the tests of
 the judge fleet on its own; an in-process bench joins it through this process's
 connection, a subprocess driver through its address. Figures that
-differ between any two runs (tokens, which count the numbers in feedback text, and wall
-time) are not compared; the suite table and every score are.
+differ between any two runs (tokens, which count the numbers in feedback text, wall
+time and the judge's wall per candidate) are not compared; the suite table and every
+score are.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def bench_args(out: Path, *extra: str) -> list[str]:
 def table(out: Path) -> tuple[list[dict], dict]:
     """results.json's rows and scores, less what differs between any two runs."""
     setting = json.loads((out / "results.json").read_text())["settings"][0]
-    rows = [{k: v for k, v in r.items() if k not in ("run_dir", "tokens", "wall_s")} for r in setting["results"]]
+    rows = [{k: v for k, v in r.items() if k not in ("run_dir", "tokens", "wall_s", "judge_s")} for r in setting["results"]]
     return rows, setting["scores"]
 
 

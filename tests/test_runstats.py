@@ -6,7 +6,7 @@ import pytest
 from agent import runstats as rs
 from fixtures.runs.builder import Cand, build_run, recorded, story
 from tools.errors import BadInput
-from tools.verdict import Status
+from tools.verdict import Diagnostic, Status
 
 
 @pytest.fixture
@@ -182,3 +182,136 @@ def test_a_file_given_as_run_dir_is_not_a_run_directory(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(BadInput, match="not a run directory"):
         rs.load_run(tmp_path / "f")
+
+
+# --- the seed beside the best, why a problem is not correct and faster, suite figures
+# (issue 19): run dirs built by hand, one seed outcome each
+
+def seed(status=Status.CORRECT, eager=1.2, compile=1.0, **kw):
+    return Cand("r00-c00", None, status, eager=eager if status is Status.CORRECT else None,
+                compile=compile if status is Status.CORRECT else None, origin="inductor_seed", **kw)
+
+
+def sweep(cid="r01-c00", eager=1.5, compile=1.25, status=Status.CORRECT, origin="sweep", **kw):
+    return Cand(cid, "r00-c00", status, eager=eager if status is Status.CORRECT else None,
+                compile=compile if status is Status.CORRECT else None, origin=origin, **kw)
+
+
+def built(tmp_path, cands, name="p", **kw):
+    build_run(tmp_path / name, cands, **kw)
+    return rs.load_run(tmp_path / name)
+
+
+def test_a_sweep_variant_is_the_runs_best_and_the_seed_sits_beside_it(tmp_path):
+    r = rs.problem_result(built(tmp_path, [seed(), sweep(interval=0.1, measure="cuda_graph")]))
+    assert (r.seed, r.seed_speedup_eager, r.seed_speedup_compile, r.best, r.best_verdict, r.speedup_eager) == \
+        ("correct", 1.2, 1.0, "r01-c00", "correct", 1.5)
+
+
+def test_the_bests_interval_and_measure_come_from_its_verdict(tmp_path):
+    r = rs.problem_result(built(tmp_path, [seed(), sweep(interval=0.1, measure="cuda_graph")]))
+    assert ((r.eager_low, r.eager_high, r.compile_low, r.compile_high), r.measure) == \
+        (pytest.approx((1.35, 1.65, 1.125, 1.375)), "cuda_graph")
+
+
+def test_a_seed_named_best_by_the_summary_is_not_counted_as_best(tmp_path):
+    r = rs.problem_result(built(tmp_path, [seed()], best="r00-c00"))
+    assert (r.best, r.correct, r.seed) == (None, False, "correct")
+
+
+def test_an_unknown_origin_counts_as_the_loops_work(tmp_path):
+    r = rs.problem_result(built(tmp_path, [seed(), sweep(origin="beam")]))
+    assert (r.best, r.correct) == ("r01-c00", True)
+
+
+def test_sweep_variants_are_not_model_samples_for_pass_at_k(tmp_path):
+    r = rs.problem_result(built(tmp_path, [seed(), sweep(), Cand("r01-c01", "r00-c00", Status.INCORRECT)]))
+    assert (r.n_all, r.c_all, r.n_round1) == (1, 0, 1)
+
+
+def test_judge_wall_per_candidate_is_the_verdicts_duration(tmp_path):
+    run = built(tmp_path, [seed(eval_s=2.0), sweep(eval_s=0.5)])
+    assert rs.judge_walls(run) == {"r00-c00": 6.0, "r01-c00": 1.5}   # duration_s = 3 phases
+
+
+def test_judge_wall_prefers_an_evaluate_event(tmp_path):
+    rd = build_run(tmp_path / "p", [seed(), sweep()])
+    rd.append_event(iteration=1, candidate="r01-c00", node="evaluate", status="correct", duration_s=4.25)
+    assert rs.judge_walls(rs.load_run(rd.root))["r01-c00"] == 4.25
+
+
+@pytest.mark.parametrize("cands, kw, why", [
+    ([seed(), sweep()], {}, ""),
+    ([seed(), sweep(eager=0.8)], {}, "slower: 0.80x eager"),
+    ([sweep(eager=1.5)], {"device": "cpu"}, "not timed (cpu)"),
+    ([], {"seed_error": "the Inductor output has no Triton kernel", "solved": False, "stop_reason": "max_rounds"},
+     "no seed: the Inductor output has no Triton kernel"),
+    ([seed(Status.REJECTED, diagnostics=(Diagnostic("guard:library_call", "extern_kernels.mm in forward", 31),))],
+     {"solved": False}, "guard rejected the seed: guard:library_call: extern_kernels.mm in forward (line 31)"),
+    ([seed(Status.INCORRECT, diagnostics=(Diagnostic("mismatch", "max abs error 1.73 at index 7"),)),
+      sweep(status=Status.INCORRECT), sweep("r01-c01", status=Status.INCORRECT)],
+     {"solved": False}, "numerics: mismatch: max abs error 1.73 at index 7; 2 other candidates, none correct "
+                        "(commonest: incorrect)"),
+    ([seed(Status.RUNTIME_ERROR, diagnostics=(Diagnostic("runtime_error", "illegal memory access"),))],
+     {"solved": False}, "runtime_error: runtime_error: illegal memory access"),
+    ([seed(eager=0.05), sweep(status=Status.INCORRECT)], {"solved": False},
+     "nothing correct beyond the seed; 1 other candidate, none correct (commonest: incorrect); "
+     "the seed: slower: 0.05x eager"),
+    ([seed(), sweep()], {"write_summary": False}, "interrupted"),
+])
+def test_why_not_names_the_cause_from_the_run_dir(tmp_path, cands, kw, why):
+    assert rs.why_not(built(tmp_path, cands, **kw)) == why
+
+
+def test_why_not_against_compile_reads_the_compile_speedup(tmp_path):
+    assert rs.why_not(built(tmp_path, [seed(), sweep(eager=1.5, compile=0.9)]), "compile") == \
+        "slower: 0.90x compile"
+
+
+def test_no_seed_reason_is_in_the_problem_result(tmp_path):
+    r = rs.problem_result(built(tmp_path, [], seed_error="unsupported statement: extern_kernels.convolution",
+                                solved=False))
+    assert (r.seed, r.best_verdict, r.why) == ("no seed", "—", "no seed: unsupported statement: extern_kernels.convolution")
+
+
+def figures_of(tmp_path, runs):
+    return rs.suite_figures([rs.problem_result(built(tmp_path, cands, name=f"p{i}", **kw))
+                             for i, (cands, kw) in enumerate(runs)])
+
+
+SUITE = [
+    ([seed(eager=1.2, compile=1.0), sweep(eager=1.8, compile=1.5)], {}),      # both fast; sweep gains 1.5x
+    ([seed(eager=2.0, compile=0.5), sweep(eager=2.0, compile=0.5)], {}),      # no gain
+    ([seed(Status.INCORRECT)], {"solved": False}),                            # nothing correct
+    ([], {"seed_error": "no Triton kernel", "solved": False}),                # no seed
+]
+
+
+def test_suite_correct_counts_seed_and_best_separately(tmp_path):
+    f = figures_of(tmp_path, SUITE + [([seed(eager=1.1)], {"solved": False})])  # a correct seed, no best
+    assert ((f["seed"]["correct"], f["best"]["correct"], f["problems"]), f["seed_coverage"]) == \
+        ((3, 2, 5), {"correct": 3, "problems": 5})
+
+
+def test_suite_fast_p_of_seed_and_best_against_each_baseline(tmp_path):
+    f = figures_of(tmp_path, SUITE)
+    assert (f["seed"]["fast"], f["best"]["fast"]) == (
+        {"eager": {"1": 0.5, "1.5": 0.25}, "compile": {"1": 0.0, "1.5": 0.0}},
+        {"eager": {"1": 0.5, "1.5": 0.5}, "compile": {"1": 0.25, "1.5": 0.0}})
+
+
+def test_suite_geomean_is_over_the_correct_timed_problems(tmp_path):
+    f = figures_of(tmp_path, SUITE)
+    assert (f["best"]["geomean"]["eager"]["value"], f["best"]["geomean"]["eager"]["over"]) == \
+        (pytest.approx((1.8 * 2.0) ** 0.5), 2)
+
+
+def test_suite_gain_over_seed_is_the_geomean_of_best_over_seed(tmp_path):
+    f = figures_of(tmp_path, SUITE)
+    assert f["gain_over_seed"]["compile"] == {"value": pytest.approx(1.5 ** 0.5), "over": 2}
+
+
+def test_suite_gpu_time_sums_judge_walls_of_cuda_runs_only(tmp_path):
+    f = figures_of(tmp_path, [([seed(eval_s=1.0), sweep(eval_s=1.0)], {}),
+                              ([seed(eval_s=5.0), sweep(eval_s=5.0)], {"device": "cpu"})])
+    assert (f["gpu_s"], f["judge_s"]["candidates"], f["judge_s"]["median"]) == (6.0, 4, 9.0)

@@ -379,3 +379,23 @@ def test_a_custom_op_counts_as_compute_whatever_its_name():
     with count_aten_compute(counts, None):
         positive(x)
     assert counts == {"r2w::copy_ (custom op)": 1}
+
+
+def test_the_toolchain_modules_a_candidate_names_are_imported_before_the_watch_starts(tmp_path):
+    """What torch's Inductor runtime does when first imported (on cuda it sets hooks of its
+    own) belongs to the baseline, not to the candidate: the worker imports the torch and
+    Triton modules the candidate names before the watch's baseline, and nothing else."""
+    import subprocess
+    import sys
+    cand = tmp_path / "c.py"
+    cand.write_text("import json\nimport torch\nfrom torch._inductor.runtime import triton_helpers\n"
+                    "from torch._inductor.runtime.triton_heuristics import grid\nimport not_a_module_xyz\n"
+                    "raise SystemExit('candidate code ran')\n")
+    code = ("import sys\nfrom tools.sandbox.worker import preimport_toolchain\n"
+            f"done = preimport_toolchain({str(cand)!r})\n"
+            "print(sorted(done)); print('json' in sys.modules and 'json' not in done)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parents[1])
+    lines = out.stdout.splitlines()
+    assert "torch._inductor.runtime.triton_heuristics" in lines[0] and "torch._inductor.runtime" in lines[0]
+    assert "not_a_module_xyz" not in lines[0] and "candidate code ran" not in out.stdout + out.stderr

@@ -56,6 +56,22 @@ _TAMPER_EVENTS = frozenset({"sys.setprofile", "sys.settrace", "sys._setprofileal
 _MAX_TAMPER = 30
 
 
+def _where() -> str:
+    """Where an audited event came from, for its tamper note: the first Python frame outside
+    tools/sandbox/ (" (from torch/_foo.py:12)"); with KREFINE_WATCH_WHERE=1, twelve frames."""
+    frames, f = [], sys._getframe(2)
+    while f is not None and len(frames) < 12:
+        name = f.f_code.co_filename
+        if "/tools/sandbox/" not in name or frames:
+            frames.append(f"{'/'.join(name.rsplit('/', 3)[-3:])}:{f.f_lineno}")
+        f = f.f_back
+    if not frames:
+        return ""
+    if os.environ.get("KREFINE_WATCH_WHERE") == "1":
+        return " [at " + " < ".join(frames) + "]"
+    return f" (from {frames[0]})"
+
+
 class Watch:
     """Per-call facts of one worker (created with it; inactive until `install`)."""
 
@@ -270,7 +286,7 @@ class Watch:
                 if isinstance(args[0], types.ModuleType) and caller.startswith(self._own + self._lib + ("<frozen",)):
                     return   # torch's config modules swap their module's class when first imported
             if self.depth == 0 or self._by_candidate(sys._getframe(1)):
-                self.note(what + (" during the forward" if self.armed else " outside the forward"))
+                self.note(what + (" during the forward" if self.armed else " outside the forward") + _where())
         elif event.startswith("ctypes.") and self.armed and self.depth == 0:
             self.note(f"{event} during the forward")
 

@@ -115,3 +115,10 @@ def test_the_seed_cache_forgets_a_failure_that_may_not_repeat(tmp_path):
     cache.put(problem, "cuda", "2.11.0", None, "torch.compile failed: CUDA out of memory")
     with pytest.raises(KeyError):
         cache.get(problem, "cuda", "2.11.0")
+
+
+def test_of_the_modules_max_autotune_saves_the_capture_keeps_the_graphs_own():
+    from tools.dialect.inductor_capture import _graph_module
+    bench_choice = "class Runner:\n    def call(self, args):\n        arg0_1, = args\n"
+    graph = "class Runner:\n    def call(self, args):\n        arg0_1, arg1_1 = args\n        args.clear()\n"
+    assert _graph_module([graph.replace("clear", "pop"), bench_choice, graph], 2) == [graph]

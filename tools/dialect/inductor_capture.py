@@ -86,8 +86,8 @@ def capture(problem, device: str, templates: bool = False) -> Capture:
                 out = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
         except Exception as e:
             raise ValueError(f"torch.compile failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
-    # max-autotune also saves the modules it benchmarks configs in: the graph's own has call(args)
-    codes = [c for c in codes if re.search(r"^\s*def call\((self, )?args\):", c, re.M)] if len(codes) > 1 else codes
+    if len(codes) > 1 and len(graph_inputs) == 1:
+        codes = _graph_module(codes, len(graph_inputs[0]))
     if len(codes) != 1 or len(graph_inputs) != 1:
         raise ValueError(f"torch.compile produced {len(codes)} output modules; expected one graph")
     if not isinstance(out, torch.Tensor):
@@ -101,6 +101,16 @@ def capture(problem, device: str, templates: bool = False) -> Capture:
     return Capture(code=codes[0], arg_sources=None if None in sources else tuple(sources), device=device,
                    torch_version=torch.__version__, templates=templates,
                    launch_configs=_chosen_configs(codes[0]) if device != "cpu" else {})
+
+
+def _graph_module(codes: list[str], n_inputs: int) -> list[str]:
+    """max-autotune also saves a module per choice it benchmarks (subgraphs of the GEMM):
+    the graph's own module is the last one saved whose call() unpacks the graph's inputs."""
+    def takes(code: str) -> bool:
+        m = re.search(r"^\s*def call\((?:self, )?args\):\n\s*(.+?) = args$", code, re.M)
+        return m is not None and len([a for a in m.group(1).split(",") if a.strip()]) == n_inputs
+    own = [c for c in codes if takes(c)]
+    return own[-1:] if own else codes
 
 
 def _cpu_triton():

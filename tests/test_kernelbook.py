@@ -309,3 +309,10 @@ def test_corpus_candidate_gets_the_verdict_its_docstring_states(path, device):
     else:
         assert verdict.status is Status.REJECTED, verdict.feedback
         assert any(expect.group(2) in d.message for d in verdict.diagnostics), verdict.feedback
+
+
+@pytest.mark.slow
+def test_a_batchnorm_seed_computes_what_the_judge_runs_the_model_as_in_eval_mode():
+    from tools.dialect import seed_candidate
+    verdict = _judge("batchnorm_train", seed_candidate(_problem("batchnorm_train"), "cpu"))
+    assert verdict.status is Status.CORRECT, verdict.feedback

@@ -61,6 +61,8 @@ def capture(problem, device: str, templates: bool = False) -> Capture:
     from tools.problem import build_model, make_inputs
     # 1) the model and inputs as the judge builds them
     model = build_model(problem.module.Model, problem.module, BUILD_SEED, device)
+    if isinstance(model, torch.nn.Module):
+        model.eval()   # as the judge runs Model and ModelNew: BatchNorm on running statistics, no dropout
     inputs = make_inputs(problem.module, BUILD_SEED, device)
     # 2) compile through a backend that sees the graph's inputs (real tensors, in call() order)
     graph_inputs: list[list] = []

@@ -3,7 +3,8 @@
 Converter tests run on recorded Inductor output (tests/fixtures/inductor/): cpu_*.py were
 written by this torch's Inductor for cpu tensors with its Triton backend (`python -m
 tools.dialect capture PROBLEM --device cpu --out FILE`), gpu_*.py and torch25_*.py are
-hand-written in the shape of torch 2.11's and torch 2.5's CUDA output. Each starts with a
+hand-written in the shape of torch 2.11's and torch 2.5's CUDA output, except gpu_triu_matmul_* and
+gpu_conv2d_template, recorded on an H100 (torch 2.11). Each starts with a
 `# kernelbook-capture:` line (argument sources, recorded launch configs).
 
 The corpus candidates (tests/dialect/candidates_gpu/, unpacked from the GPU run of
@@ -36,7 +37,8 @@ FIXTURE_PROBLEM = {"cpu_relu_odd": "relu_odd", "cpu_transpose_add": "transpose_a
                    "cpu_layernorm": "layernorm", "cpu_linear_relu": "linear_relu",
                    "cpu_buffer_scale": "buffer_scale", "cpu_leaky_relu_mul": "leaky_relu_mul",
                    "gpu_linear_relu": "linear_relu", "gpu_long_softmax": "long_softmax",
-                   "torch25_row_sum": "row_sum"}
+                   "torch25_row_sum": "row_sum", "gpu_triu_matmul_extern": "triu_matmul",
+                   "gpu_triu_matmul_template": "triu_matmul", "gpu_conv2d_template": "conv2d_3x3"}
 
 
 @lru_cache(maxsize=None)
@@ -196,8 +198,8 @@ def test_a_source_model_does_not_have_is_an_error():
 
 # (fixture, edit of its code, what the one-line error must name)
 UNSUPPORTED = {
-    "template kernel": ("cpu_relu_odd", ("@triton_heuristics.pointwise(", "@triton_heuristics.template("),
-                        "unsupported heuristic triton_heuristics.template"),
+    "template kernel on a numel grid": ("cpu_relu_odd", ("@triton_heuristics.pointwise(", "@triton_heuristics.template("),
+                                       "grid type Grid1D with heuristic template"),
     "aten fallback": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.sort.default(arg0_1)\n"),
                       "call(): unsupported statement: buf9 = torch.ops.aten.sort.default(arg0_1)"),
     "C++ kernel": ("cpu_relu_odd", ("async_compile.wait(globals())",

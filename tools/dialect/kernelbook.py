@@ -24,8 +24,14 @@ tools/dialect/inductor_wrapper.py. `seed_candidate` = capture + convert; `python
 tools.dialect seed PROBLEM --device D` (tools/dialect/__main__.py) runs it in its own
 process (the agent never compiles in its own).
 
+Template kernels (GEMMs and convolutions under max-autotune, `triton_heuristics.template`)
+launch on the fixed grid call() gives them, with the num_warps / num_stages of their
+decorator. `seed_candidate` refuses a seed the static guards would reject (a library call
+left in it) and, on cuda, tries Inductor's Triton templates when the default compile
+gives no pure-Triton seed; `SeedCache` keeps seeds across runs.
+
 Not covered (ValueError naming the construct, never a guessed candidate): graph
-breaks, template / cooperative / split-scan / combo kernels, graph partitions, aten
+breaks, cooperative / split-scan / combo kernels, graph partitions, aten
 fallbacks and other wrapper statements not listed in `_rewrite_call`, models whose
 forward returns anything but one tensor.
 """

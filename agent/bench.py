@@ -103,6 +103,8 @@ def main(args) -> int:
                   f"{len(jobs) - len(todo)} already done, {len(todo)} to run; results in {out}")
     with terminated_as_interrupt():
         try:
+            if todo and not address:
+                _seeds_first(todo, opts, settings[0], console)
             if address and todo:
                 from agent import ray_bench
                 errors = ray_bench.run_jobs(todo, address, opts.config, opts.model, console)
@@ -281,6 +283,21 @@ def visible_gpus(device: str, limit: int | None) -> list[str | None]:
 
 
 # ---------------------------------------------------------------- running
+
+def _seeds_first(todo: list[Job], opts, setting: Setting, console: Console) -> None:
+    """The Inductor seeds the runs will need, compiled in parallel into the seed cache
+    before any run starts (agent/bench_seeds.py)."""
+    from agent.bench_seeds import prepare_seeds, seed_tasks
+    device = _device(opts, setting)
+    tasks, per_gpu = seed_tasks(todo, lambda s: _load_config(opts.config, s.overrides), device)
+    if not tasks:
+        return
+    gpus = visible_gpus(device, opts.gpus)
+    console.print(f"seeds: {len(tasks)} to compile, {per_gpu} at a time per GPU ({len(gpus)} GPU(s)) "
+                  "before judging; the rest are cached")
+    prepare_seeds(tasks, gpus, per_gpu, device, console.print)
+
+
 
 def run_jobs(jobs: list[Job], gpus: list[str | None], config_path: str | None, model: str | None,
              console: Console) -> dict[Path, str]:

@@ -141,11 +141,12 @@ class BenchConfig:
     problems_in_flight: int = 0         # problem loops the driver runs at once; 0 = two per judge
     start_timeout_s: float = 600.0      # for the first judge actor, and every model actor, to start
     progress_interval_s: float = 30.0   # a status line this often: problems done, candidates/min, live judges
+    seed_jobs: int = 4                  # Inductor seeds compiled at once per GPU before the suite is judged (0 = each run makes its own)
 
     def validate(self) -> Fault | None:
         if self.ray_address and not RAY_ADDRESS.match(self.ray_address):
             return Fault("ray_address", f"{self.ray_address!r}: expected auto, local, HOST:PORT or ray://HOST:PORT")
-        return (at_least(self, 0, "judges", "problems_in_flight") or at_least(self, 1, "judge_cache", "model_gpus")
+        return (at_least(self, 0, "judges", "problems_in_flight", "seed_jobs") or at_least(self, 1, "judge_cache", "model_gpus")
                 or positive(self, "start_timeout_s", "progress_interval_s"))
 
 

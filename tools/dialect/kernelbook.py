@@ -310,11 +310,11 @@ def cached_seed(problem, device: str, cache_dir: str | Path | None) -> str:
 
 
 def seed_in_subprocess(problem_path: str | Path, device: str, timeout_s: float,
-                       cache_dir: str | Path | None = None) -> str:
+                       cache_dir: str | Path | None = None, env: dict[str, str] | None = None) -> str:
     """seed_candidate in a fresh `python -m tools.dialect seed` process (compiling the
     problem loads torch.compile and, on cuda, a CUDA context: not in the agent's own
-    process), through the seed cache at `cache_dir` when given. ValueError with the
-    child's one-line reason when it fails."""
+    process), through the seed cache at `cache_dir` when given, with `env` added to the
+    agent's environment. ValueError with the child's one-line reason when it fails."""
     import subprocess
     import tempfile
     with tempfile.TemporaryDirectory(prefix="krefine-seed-") as tmp:
@@ -324,7 +324,7 @@ def seed_in_subprocess(problem_path: str | Path, device: str, timeout_s: float,
                 [sys.executable, "-m", "tools.dialect", "seed", str(problem_path), "--device", device,
                  "--out", str(out), *(["--cache", str(cache_dir)] if cache_dir else [])],
                 cwd=Path(__file__).resolve().parents[2],     # the repo root: tools/ importable
-                env=dict(os.environ),                         # inherited: the agent's own environment
+                env={**os.environ, **(env or {})},            # the agent's own, e.g. + CUDA_VISIBLE_DEVICES
                 stdin=subprocess.DEVNULL,                     # never waits on input
                 capture_output=True, text=True,               # stderr's last line is the reason
                 timeout=timeout_s)                            # torch.compile of a hung problem

@@ -1,0 +1,110 @@
+"""The Inductor seeds of a bench, made before it judges (`krefine bench`, [bench] seed_jobs).
+
+A seed is torch.compile of the problem in its own process: 25-45 s on a GPU, up to two
+minutes where Inductor autotunes (GEMM and convolution templates), mostly on the CPU. The
+loop makes a run's seed when the run starts, so a bench on one GPU would compile one
+problem at a time while the GPU waits. `prepare_seeds` compiles every seed the bench will
+need first, `seed_jobs` at a time per GPU (each child sees only its GPU), into the seed
+cache ([search] seed_cache, tools/dialect/kernelbook.py's SeedCache); each run then finds
+its seed there. A seed already cached, or a lasting reason for none, is not compiled
+again; a failure is reported and left for the run, which records it as usual.
+
+Does not judge, and does nothing for settings without `[search] seed = "inductor"` and a
+seed cache, for [bench] seed_jobs = 0, or on a Ray cluster (the actors' hosts may not
+share this cache).
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+
+@dataclass(frozen=True)
+class SeedTask:
+    problem: Path
+    name: str
+    cache: str
+    timeout_s: float
+
+
+def seed_tasks(jobs, load_config, device: str) -> tuple[list[SeedTask], int]:
+    """The seeds `jobs` need that their caches lack (one per problem and cache), and the
+    compiles per GPU the first such setting allows ([bench] seed_jobs)."""
+    from tools.dialect.kernelbook import SeedCache
+    torch_version = _torch_version()
+    tasks: dict[tuple[Path, str], SeedTask] = {}
+    per_gpu = 0
+    for job in jobs:
+        cfg = load_config(job.setting)
+        s = cfg.search
+        if s.seed != "inductor" or not s.seed_cache or cfg.bench.seed_jobs < 1:
+            continue
+        per_gpu = per_gpu or cfg.bench.seed_jobs
+        key = (job.problem.resolve(), str(Path(s.seed_cache).expanduser()))
+        if key in tasks:
+            continue
+        problem = SimpleNamespace(path=str(job.problem), source=job.problem.read_text(encoding="utf-8"))
+        try:
+            SeedCache(s.seed_cache).get(problem, device, torch_version)
+            continue                                   # cached: a seed, or a lasting reason for none
+        except KeyError:
+            pass
+        except ValueError:
+            continue
+        tasks[key] = SeedTask(job.problem, job.name, s.seed_cache, s.seed_timeout_s)
+    return list(tasks.values()), per_gpu
+
+
+def prepare_seeds(tasks: list[SeedTask], gpus: list[str | None], per_gpu: int, device: str, say) -> dict[str, str]:
+    """Compile `tasks`' seeds into their caches, `per_gpu` at a time on each of `gpus`
+    (CUDA_VISIBLE_DEVICES per child; [None]: what this process sees). Returns problem name
+    -> reason for those that gave no seed. `say(line)` reports each one as it ends."""
+    from tools.dialect.kernelbook import seed_in_subprocess
+    todo: queue.Queue[SeedTask] = queue.Queue()
+    for t in tasks:
+        todo.put(t)
+    failed: dict[str, str] = {}
+    done = [0]
+    lock = threading.Lock()
+
+    def work(gpu: str | None) -> None:
+        env = {"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}
+        while True:
+            try:
+                t = todo.get_nowait()
+            except queue.Empty:
+                return
+            t0 = time.monotonic()
+            try:
+                seed_in_subprocess(t.problem, device, t.timeout_s, t.cache, env=env)
+                result = "seed"
+            except ValueError as e:
+                result = f"no seed: {str(e)[:160]}"
+                with lock:
+                    failed[t.name] = str(e)
+            with lock:
+                done[0] += 1
+                where = f", GPU {gpu}" if gpu is not None else ""
+                say(f"seeds: {done[0]}/{len(tasks)} {t.name}: {result} ({time.monotonic() - t0:.0f} s{where})")
+
+    threads = [threading.Thread(target=work, args=(g,), daemon=True) for g in gpus for _ in range(max(1, per_gpu))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        while th.is_alive():
+            th.join(0.5)        # a Ctrl-C reaches the main thread between joins
+    return failed
+
+
+def _torch_version() -> str:
+    """The torch a seed child imports (the same environment as this process)."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("torch")
+    except PackageNotFoundError:
+        import torch
+        return torch.__version__

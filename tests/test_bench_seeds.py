@@ -1,0 +1,70 @@
+"""agent/bench_seeds.py: a bench's Inductor seeds compiled first, in parallel, into the
+seed cache, and each run then finding its seed there."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agent import bench
+from agent.bench_seeds import _torch_version, seed_tasks
+from agent.cli import main
+from agent.config import load_config
+from tools.dialect.kernelbook import SeedCache
+from tools.problem import load_problem
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _jobs(tmp_path, overrides: dict, names=("1_relu", "2_relu")) -> list[bench.Job]:
+    suite = tmp_path / "suite"
+    suite.mkdir(exist_ok=True)
+    setting = bench.Setting("s", overrides)
+    jobs = []
+    for n in names:
+        shutil.copy(ROOT / "examples" / "relu.py", suite / f"{n}.py")
+        jobs.append(bench.Job(setting, suite / f"{n}.py", n, tmp_path / "out" / n))
+    return jobs
+
+
+def _load(setting):
+    return load_config(None, setting.overrides)
+
+
+def test_every_problem_without_a_cached_seed_is_a_seed_task(tmp_path):
+    jobs = _jobs(tmp_path, {"search.seed": "inductor", "search.seed_cache": str(tmp_path / "c")})
+    tasks, per_gpu = seed_tasks(jobs, _load, "cpu")
+    assert [t.name for t in tasks] == ["1_relu", "2_relu"] and per_gpu == 4
+
+
+def test_a_problem_whose_seed_or_reason_is_cached_is_not_compiled_again(tmp_path):
+    cache = tmp_path / "c"
+    jobs = _jobs(tmp_path, {"search.seed": "inductor", "search.seed_cache": str(cache)})
+    SeedCache(cache).put(load_problem(jobs[0].problem), "cpu", _torch_version(), "SEED")
+    SeedCache(cache).put(load_problem(jobs[1].problem), "cpu", _torch_version(), None, "no Triton kernel")
+    assert seed_tasks(jobs, _load, "cpu")[0] == []
+
+
+def test_no_seed_tasks_without_the_inductor_seed_a_cache_or_seed_jobs(tmp_path):
+    cache = str(tmp_path / "c")
+    for overrides in ({"search.seed": "none", "search.seed_cache": cache},
+                      {"search.seed": "inductor", "search.seed_cache": ""},
+                      {"search.seed": "inductor", "search.seed_cache": cache, "bench.seed_jobs": 0}):
+        assert seed_tasks(_jobs(tmp_path, overrides), _load, "cpu")[0] == [], overrides
+
+
+@pytest.mark.slow
+def test_a_bench_compiles_its_seeds_first_and_each_run_judges_the_cached_one(tmp_path, capsys):
+    cache, suite = tmp_path / "cache", tmp_path / "suite"
+    _jobs(tmp_path, {})
+    rc = main(["bench", str(suite), "--model", "none", "--device", "cpu", "--out", str(tmp_path / "b"),
+               "--set", "search.seed=inductor", "--set", f"search.seed_cache={cache}",
+               "--set", "search.sweep_variants=0", "--set", "bench.seed_jobs=2"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "seeds: 2 to compile" in out and "seeds: 2/2" in out
+    cached = sorted(p.read_text() for p in cache.glob("*.py"))
+    runs = sorted((tmp_path / "b" / "default" / n / "candidates" / "r00-c00.py").read_text()
+                  for n in ("1_relu", "2_relu"))
+    assert len(cached) == 2 and runs == cached        # one entry per problem file, judged as cached

@@ -399,3 +399,16 @@ def test_the_toolchain_modules_a_candidate_names_are_imported_before_the_watch_s
     lines = out.stdout.splitlines()
     assert "torch._inductor.runtime.triton_heuristics" in lines[0] and "torch._inductor.runtime" in lines[0]
     assert "not_a_module_xyz" not in lines[0] and "candidate code ran" not in out.stdout + out.stderr
+
+
+def test_a_tamper_note_names_the_line_that_raised_the_event():
+    import sys as _sys
+    from tools.sandbox.watch import _where
+
+    def audit():              # stands where Watch._audit stands
+        return _where()
+
+    def raiser():
+        return audit(), _sys._getframe().f_lineno
+    where, line = raiser()
+    assert where.startswith(" (from ") and where.endswith(f"/tests/test_runtime_watch.py:{line})")

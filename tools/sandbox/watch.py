@@ -57,13 +57,11 @@ _MAX_TAMPER = 30
 
 
 def _where() -> str:
-    """Where an audited event came from, for its tamper note: the first Python frame outside
-    tools/sandbox/ (" (from torch/_foo.py:12)"); with KREFINE_WATCH_WHERE=1, twelve frames."""
-    frames, f = [], sys._getframe(2)
+    """Where an audited event came from, for its tamper note: the Python frame that raised
+    it (" (from torch/_foo/bar.py:12)"); with KREFINE_WATCH_WHERE=1, twelve frames."""
+    frames, f = [], sys._getframe(2)     # 0: here, 1: Watch._audit, 2: the code that raised it
     while f is not None and len(frames) < 12:
-        name = f.f_code.co_filename
-        if "/tools/sandbox/" not in name or frames:
-            frames.append(f"{'/'.join(name.rsplit('/', 3)[-3:])}:{f.f_lineno}")
+        frames.append(f"{'/'.join(f.f_code.co_filename.rsplit('/', 3)[-3:])}:{f.f_lineno}")
         f = f.f_back
     if not frames:
         return ""

@@ -106,6 +106,17 @@ class NoModelBackend:
         return estimate_tokens(text)
 
 
+def _no_progress_thread() -> None:
+    """tqdm's progress bars (GGUF de-quantizing, checkpoint shards) start a monitor thread
+    that outlives them; a thread in the agent's process makes the judge replay a faulty
+    problem in a fresh process before blaming it (tools/judge/blame.py). Bars stay."""
+    try:
+        import tqdm
+    except ImportError:
+        return
+    tqdm.tqdm.monitor_interval = 0
+
+
 def estimate_tokens(text: str) -> int:
     """Token count where no tokenizer is at hand: about four characters a token."""
     return len(text) // 4
@@ -177,6 +188,7 @@ class TransformersBackend:
             return
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM
+        _no_progress_thread()
 
         # 1) where
         if self.device is None:

@@ -181,3 +181,10 @@ def test_the_smollm2_runs_token_budget_counts_its_real_prompt_and_completion_tok
     spent = json.loads((out / "summary.json").read_text())["budget_spent"]
     assert spent["tokens"] == sum(r["prompt_tokens"] + r["completion_tokens"] for r in records)
     assert all(r["prompt_tokens"] > 1000 for r in records)   # the whole KernelLLM prompt, in SmolLM2's tokens
+
+
+def test_loading_a_model_switches_off_tqdm_s_monitor_thread(smollm2):
+    """The de-quantizing progress bars would leave tqdm's monitor thread in the agent's
+    process, where the judge counts threads before it blames a problem file."""
+    import tqdm
+    assert tqdm.tqdm.monitor_interval == 0

@@ -215,18 +215,19 @@ def seed_candidate(problem, device: str) -> str:
     left in it, `extern_kernels.mm`) is no seed. On cuda, when the default compile gives
     no such seed (GEMMs and convolutions go to libraries), Inductor compiles again with
     its Triton templates (max-autotune). ValueError naming every attempt's reason."""
+    attempts = (False, True) if device == "cuda" else (False,)
     reasons = []
-    for templates in (False, True) if device == "cuda" else (False,):
-        label = "with Triton templates" if templates else "default"
+    for templates in attempts:
+        label = "with Triton templates: " if templates else "default: " if len(attempts) > 1 else ""
         try:
             code = convert(problem, capture(problem, device, templates=templates))
         except ValueError as e:
-            reasons.append(f"{label}: {e}")
+            reasons.append(f"{label}{e}")
             continue
         rejected = guard_rejection(code)
         if rejected is None:
             return code
-        reasons.append(f"{label}: the guards would reject it ({rejected})")
+        reasons.append(f"{label}the guards would reject it ({rejected})")
     raise ValueError("; ".join(reasons))
 
 

@@ -38,8 +38,9 @@ def seed_tasks(jobs, load_config, device: str) -> tuple[list[SeedTask], int]:
     torch_version = _torch_version()
     tasks: dict[tuple[Path, str], SeedTask] = {}
     per_gpu = 0
+    configs: dict[str, object] = {}                    # one load per setting (by label), not per job
     for job in jobs:
-        cfg = load_config(job.setting)
+        cfg = configs.get(job.setting.label) or configs.setdefault(job.setting.label, load_config(job.setting))
         s = cfg.search
         if s.seed != "inductor" or not s.seed_cache or cfg.bench.seed_jobs < 1:
             continue

@@ -20,11 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tools.dialect.inductor_capture import read_capture  # noqa: E402
-from tools.dialect.kernelbook import SeedCache, convert, guard_rejection  # noqa: E402
+from tools.dialect.kernelbook import ATTEMPTS, SeedCache, seed_from  # noqa: E402
 from tools.problem import load_problem  # noqa: E402
-
-LABEL = {"default": "default", "templates": "with Triton templates"}
-
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -39,35 +36,39 @@ def main() -> int:
     cache, missing, counts = SeedCache(args.cache), [], {"seed": 0, "no seed": 0}
     for path in sorted(Path(args.level).glob("*.py"), key=lambda p: int(p.name.split("_")[0])):
         name, problem = path.stem, load_problem(path)
-        reasons, code, torch_version = [], None, ""
-        for mode in ("default", "templates"):
+        # each attempt's capture as the device recorded it, or its logged failure, in order,
+        # up to the first the device did not get to
+        attempts, torch_version = [], ""
+        for label, templates in ATTEMPTS:
+            mode = "templates" if templates else "default"
             f = cap_dir / "captures" / f"{name}.{mode}.py"
             if f.exists():
                 cap = read_capture(f.read_text(encoding="utf-8"))
                 torch_version = cap.torch_version
-                try:
-                    text = convert(problem, cap)
-                except ValueError as e:
-                    reasons.append(f"{LABEL[mode]}: {e}")
-                    continue
-                rejected = guard_rejection(text)
-                if rejected is None:
-                    code = text
-                    break
-                reasons.append(f"{LABEL[mode]}: the guards would reject it ({rejected})")
+                attempts.append((label, lambda cap=cap: cap))
             elif (name, mode) in logged:
-                reasons.append(f"{LABEL[mode]}: {logged[(name, mode)]}")
-        if code is None and (len(reasons) < 2 or not torch_version):
-            missing.append(name)      # not both attempts known, or no capture to name the torch
+                attempts.append((label, lambda why=logged[(name, mode)]: _fail(why)))
+            else:
+                break
+        try:
+            code, reason = seed_from(problem, attempts), ""
+        except ValueError as e:
+            code, reason = None, str(e)
+        if not torch_version or (code is None and len(attempts) < len(ATTEMPTS)):
+            missing.append(name)      # no capture to name the torch, or not every attempt known
             continue
-        cache.put(problem, "cuda", torch_version, code, "; ".join(reasons))
+        cache.put(problem, "cuda", torch_version, code, reason)
         counts["seed" if code is not None else "no seed"] += 1
-        print(f"{name}: {'seed' if code is not None else 'no seed: ' + '; '.join(reasons)[:150]}")
+        print(f"{name}: {'seed' if code is not None else 'no seed: ' + reason[:150]}")
     print(f"cache {args.cache}: {counts['seed']} seeds, {counts['no seed']} without a seed, "
           f"{len(missing)} problems not captured")
     if args.missing:
         Path(args.missing).write_text("".join(f"{n}\n" for n in missing), encoding="utf-8")
     return 0
+
+
+def _fail(why: str):
+    raise ValueError(why)
 
 
 if __name__ == "__main__":

@@ -49,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
                 if args.cache:
                     SeedCache(args.cache).put(problem, cap.device, cap.torch_version, None, str(e))
                 raise
-            rejected = guard_rejection(text)
             if args.cache:
+                rejected = guard_rejection(text)
                 SeedCache(args.cache).put(problem, cap.device, cap.torch_version, text if rejected is None else None,
                                           f"the guards would reject it ({rejected})")
         elif args.command == "capture":

@@ -38,6 +38,7 @@ forward returns anything but one tensor.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 import sys
@@ -209,25 +210,37 @@ def _plain_value(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) or (isinstance(node, ast.Call) and dotted(node.func) == "reinterpret_tensor")
 
 
+# a seed's attempts, in order: the default compile, then (cuda) Inductor's Triton templates
+ATTEMPTS = (("default", False), ("with Triton templates", True))
+
+
 def seed_candidate(problem, device: str) -> str:
     """The Inductor seed: torch.compile's kernels for `problem` in KernelBook format, and
     only @triton.jit kernels: a seed the static guards would reject (a cuBLAS / cuDNN call
     left in it, `extern_kernels.mm`) is no seed. On cuda, when the default compile gives
     no such seed (GEMMs and convolutions go to libraries), Inductor compiles again with
     its Triton templates (max-autotune). ValueError naming every attempt's reason."""
-    attempts = (False, True) if device == "cuda" else (False,)
+    attempts = ATTEMPTS if device == "cuda" else ATTEMPTS[:1]
+    return seed_from(problem, [(label, lambda t=templates: capture(problem, device, templates=t))
+                               for label, templates in attempts])
+
+
+def seed_from(problem, attempts) -> str:
+    """The first of `attempts` ((label, () -> Capture) pairs, tried in order) that converts
+    to a seed the static guards accept; ValueError with every attempt's reason (each
+    labelled when there are several) when none does. A thunk may raise ValueError itself."""
     reasons = []
-    for templates in attempts:
-        label = "with Triton templates: " if templates else "default: " if len(attempts) > 1 else ""
+    for label, get in attempts:
+        prefix = f"{label}: " if len(attempts) > 1 else ""
         try:
-            code = convert(problem, capture(problem, device, templates=templates))
+            code = convert(problem, get())
         except ValueError as e:
-            reasons.append(f"{label}{e}")
+            reasons.append(f"{prefix}{e}")
             continue
         rejected = guard_rejection(code)
         if rejected is None:
             return code
-        reasons.append(f"{label}the guards would reject it ({rejected})")
+        reasons.append(f"{prefix}the guards would reject it ({rejected})")
     raise ValueError("; ".join(reasons))
 
 
@@ -249,11 +262,19 @@ def seed_cache_key(problem_source: str, device: str, torch_version: str) -> str:
     new seeds)."""
     import hashlib
     h = hashlib.sha256()
-    for part in (problem_source, device, torch_version):
+    for part in (problem_source, device, torch_version, _converter_digest()):
         h.update(part.encode("utf-8") + b"\0")
+    return h.hexdigest()[:20]
+
+
+@functools.cache
+def _converter_digest() -> str:
+    """The hash of tools/dialect/'s files, read once per process."""
+    import hashlib
+    h = hashlib.sha256()
     for f in sorted(Path(__file__).parent.glob("*.py")):
         h.update(f.read_bytes())
-    return h.hexdigest()[:20]
+    return h.hexdigest()
 
 
 # a failure that another try may not repeat is never cached
@@ -274,7 +295,8 @@ class SeedCache:
 
     def get(self, problem, device: str, torch_version: str) -> str:
         """The cached seed; ValueError with the cached reason; KeyError when not cached."""
-        ok, err = (self.path(problem, device, torch_version, s) for s in (".py", ".err"))
+        ok = self.path(problem, device, torch_version, ".py")
+        err = ok.with_suffix(".err")
         if ok.exists():
             return ok.read_text(encoding="utf-8")
         if err.exists():

@@ -145,7 +145,9 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
         code = rd.candidate_src(cid).read_text(encoding="utf-8")
     elif not traced:
         try:
-            code = (ctx.make_seed or _inductor_seed(ctx.config.search.seed_timeout_s, ctx.config.search.seed_cache))(ctx.problem, ctx.device)
+            search = ctx.config.search
+            make = ctx.make_seed or _inductor_seed(search.seed_timeout_s, search.seed_cache)
+            code = make(ctx.problem, ctx.device)
         except ValueError as e:
             error = f"no Inductor seed: {e}"
         if code is not None:

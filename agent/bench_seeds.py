@@ -34,8 +34,8 @@ class SeedTask:
 def seed_tasks(jobs, load_config, device: str) -> tuple[list[SeedTask], int]:
     """The seeds `jobs` need that their caches lack (one per problem and cache), and the
     compiles per GPU the first such setting allows ([bench] seed_jobs)."""
-    from tools.dialect.kernelbook import SeedCache
-    torch_version = _torch_version()
+    from tools.dialect.kernelbook import SeedCache, torch_version
+    version = torch_version()
     tasks: dict[tuple[Path, str], SeedTask] = {}
     per_gpu = 0
     configs: dict[str, object] = {}                    # one load per setting (by label), not per job
@@ -48,9 +48,9 @@ def seed_tasks(jobs, load_config, device: str) -> tuple[list[SeedTask], int]:
         key = (job.problem.resolve(), str(Path(s.seed_cache).expanduser()))
         if key in tasks:
             continue
-        problem = SimpleNamespace(path=str(job.problem), source=job.problem.read_text(encoding="utf-8"))
+        problem = SimpleNamespace(path=str(job.problem), source=job.problem.read_bytes().decode("utf-8"))
         try:
-            SeedCache(s.seed_cache).get(problem, device, torch_version)
+            SeedCache(s.seed_cache).get(problem, device, version, s.seed_timeout_s)
             continue                                   # cached: a seed, or a lasting reason for none
         except KeyError:
             pass
@@ -100,12 +100,3 @@ def prepare_seeds(tasks: list[SeedTask], gpus: list[str | None], per_gpu: int, d
             th.join(0.5)        # a Ctrl-C reaches the main thread between joins
     return failed
 
-
-def _torch_version() -> str:
-    """The torch a seed child imports (the same environment as this process)."""
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version("torch")
-    except PackageNotFoundError:
-        import torch
-        return torch.__version__

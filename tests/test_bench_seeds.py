@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from agent import bench
-from agent.bench_seeds import _torch_version, seed_tasks
+from agent.bench_seeds import seed_tasks
 from agent.cli import main
 from agent.config import load_config
-from tools.dialect.kernelbook import SeedCache
+from tools.dialect.kernelbook import SeedCache, torch_version
 from tools.problem import load_problem
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,8 +41,8 @@ def test_every_problem_without_a_cached_seed_is_a_seed_task(tmp_path):
 def test_a_problem_whose_seed_or_reason_is_cached_is_not_compiled_again(tmp_path):
     cache = tmp_path / "c"
     jobs = _jobs(tmp_path, {"search.seed": "inductor", "search.seed_cache": str(cache)})
-    SeedCache(cache).put(load_problem(jobs[0].problem), "cpu", _torch_version(), "SEED")
-    SeedCache(cache).put(load_problem(jobs[1].problem), "cpu", _torch_version(), None, "no Triton kernel")
+    SeedCache(cache).put(load_problem(jobs[0].problem), "cpu", torch_version(), "SEED")
+    SeedCache(cache).put(load_problem(jobs[1].problem), "cpu", torch_version(), None, "no Triton kernel")
     assert seed_tasks(jobs, _load, "cpu")[0] == []
 
 

@@ -117,6 +117,39 @@ def test_the_seed_cache_forgets_a_failure_that_may_not_repeat(tmp_path):
         cache.get(problem, "cuda", "2.11.0")
 
 
+def test_the_seed_cache_keeps_a_timeout_for_the_same_limit(tmp_path):
+    problem, cache = load_problem(PROBLEMS / "triu_matmul.py"), SeedCache(tmp_path)
+    cache.put(problem, "cuda", "2.11.0", None, "seed: torch.compile took longer than 200 s")
+    with pytest.raises(ValueError, match="took longer than 200 s"):
+        cache.get(problem, "cuda", "2.11.0", timeout_s=200)
+
+
+def test_the_seed_cache_retries_a_timeout_under_a_longer_limit(tmp_path):
+    problem, cache = load_problem(PROBLEMS / "triu_matmul.py"), SeedCache(tmp_path)
+    cache.put(problem, "cuda", "2.11.0", None, "seed: torch.compile took longer than 200 s")
+    with pytest.raises(KeyError):
+        cache.get(problem, "cuda", "2.11.0", timeout_s=600)
+
+
+def test_a_cached_seed_is_read_without_starting_a_process(tmp_path, monkeypatch):
+    import subprocess
+    problem = load_problem(PROBLEMS / "triu_matmul.py")
+    SeedCache(tmp_path).put(problem, "cpu", kernelbook.torch_version(), "SEED")
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("a process was started"))
+    assert kernelbook.seed_in_subprocess(problem.path, "cpu", 60, tmp_path) == "SEED"
+
+
+def test_torch_version_read_without_importing_torch_is_torch_dunder_version():
+    import subprocess
+    import sys
+    code = ("import sys; from tools.dialect.kernelbook import torch_version; v = torch_version(); "
+            "assert 'torch' not in sys.modules, 'torch imported'; print(v)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    import torch
+    assert out.stdout.strip() == torch.__version__
+
+
 def test_of_the_modules_max_autotune_saves_the_capture_keeps_the_graphs_own():
     from tools.dialect.inductor_capture import _graph_module
     bench_choice = "class Runner:\n    def call(self, args):\n        arg0_1, = args\n"

@@ -277,8 +277,28 @@ def _converter_digest() -> str:
     return h.hexdigest()
 
 
-# a failure that another try may not repeat is never cached
-_TRANSIENT = ("out of memory", "took longer", "CUDA error", "exit status")
+# a failure that another try may not repeat is never cached (a timeout is, with its
+# limit: a later try with a longer limit compiles again, see SeedCache.get)
+_TRANSIENT = ("out of memory", "CUDA error", "exit status")
+_TIMEOUT = re.compile(r"took longer than (\d+(?:\.\d+)?) s")
+
+
+def torch_version() -> str:
+    """torch.__version__ (what a seed's key holds), without importing torch when this
+    process has not: the package metadata may leave out the build's local part
+    ("2.11.0" for "2.11.0+cu130"), so torch/version.py is read instead."""
+    if "torch" in sys.modules:
+        return sys.modules["torch"].__version__
+    import importlib.util
+    spec = importlib.util.find_spec("torch")
+    if spec is not None and spec.submodule_search_locations:
+        for root in spec.submodule_search_locations:
+            f = Path(root) / "version.py"
+            m = f.exists() and re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", f.read_text(encoding="utf-8"), re.M)
+            if m:
+                return m.group(1)
+    import torch
+    return torch.__version__
 
 
 class SeedCache:
@@ -293,14 +313,19 @@ class SeedCache:
         key = seed_cache_key(problem.source, device, torch_version)
         return self.root / f"{Path(problem.path).stem}-{key}{suffix}"
 
-    def get(self, problem, device: str, torch_version: str) -> str:
-        """The cached seed; ValueError with the cached reason; KeyError when not cached."""
+    def get(self, problem, device: str, torch_version: str, timeout_s: float | None = None) -> str:
+        """The cached seed; ValueError with the cached reason; KeyError when not cached,
+        or when the cached reason is a timeout shorter than `timeout_s` (worth a new try)."""
         ok = self.path(problem, device, torch_version, ".py")
         err = ok.with_suffix(".err")
         if ok.exists():
             return ok.read_text(encoding="utf-8")
         if err.exists():
-            raise ValueError(err.read_text(encoding="utf-8").strip())
+            reason = err.read_text(encoding="utf-8").strip()
+            m = _TIMEOUT.search(reason)
+            if m and timeout_s is not None and timeout_s > float(m.group(1)):
+                raise KeyError(problem.path)
+            raise ValueError(reason)
         raise KeyError(problem.path)
 
     def put(self, problem, device: str, torch_version: str, code: str | None, reason: str = "") -> None:
@@ -337,9 +362,21 @@ def seed_in_subprocess(problem_path: str | Path, device: str, timeout_s: float,
     """seed_candidate in a fresh `python -m tools.dialect seed` process (compiling the
     problem loads torch.compile and, on cuda, a CUDA context: not in the agent's own
     process), through the seed cache at `cache_dir` when given, with `env` added to the
-    agent's environment. ValueError with the child's one-line reason when it fails."""
+    agent's environment. ValueError with the child's one-line reason when it fails.
+    A seed (or lasting reason) already cached is read here, with no process; a timeout
+    is cached too, and compiled again only under a longer `timeout_s`."""
     import subprocess
     import tempfile
+    from types import SimpleNamespace
+    cache, version = None, None
+    if cache_dir:
+        path = Path(problem_path)
+        problem = SimpleNamespace(path=str(path), source=path.read_bytes().decode("utf-8"))   # as load_problem reads it
+        cache, version = SeedCache(cache_dir), torch_version()
+        try:
+            return cache.get(problem, device, version, timeout_s)
+        except KeyError:
+            pass
     with tempfile.TemporaryDirectory(prefix="krefine-seed-") as tmp:
         out = Path(tmp) / "seed.py"
         try:
@@ -352,7 +389,10 @@ def seed_in_subprocess(problem_path: str | Path, device: str, timeout_s: float,
                 capture_output=True, text=True,               # stderr's last line is the reason
                 timeout=timeout_s)                            # torch.compile of a hung problem
         except subprocess.TimeoutExpired:
-            raise ValueError(f"seed: torch.compile took longer than {timeout_s:.0f} s") from None
+            reason = f"seed: torch.compile took longer than {timeout_s:.0f} s"
+            if cache is not None:
+                cache.put(problem, device, version, None, reason)
+            raise ValueError(reason) from None
         if proc.returncode != 0 or not out.exists():
             lines = [ln for ln in proc.stderr.splitlines() if ln.strip()] or [f"exit status {proc.returncode}"]
             raise ValueError(lines[-1].removeprefix("kernelbook: "))

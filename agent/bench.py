@@ -61,6 +61,7 @@ from agent.benchresults import print_results, write_results
 from agent.runstats import ProblemResult, fmt_speedup, load_run, problem_result
 from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, EXIT_OK, BadInput, EvaluatorError
 from tools.jsonio import read_json
+from tools.sandbox.isolation import spare_forkservers
 
 
 @dataclass(frozen=True)
@@ -309,8 +310,9 @@ def run_jobs(jobs: list[Job], gpus: list[str | None], config_path: str | None, m
         say_done(console, i, len(jobs), job, error)
     if gpus == [None]:
         dead: dict[str, str] = {}
-        for i, job in enumerate(jobs, 1):
-            done(i, job, run_job(job, config_path, model, progress=True, dead=dead))
+        with spare_forkservers():   # each problem's judge finds its fork server started
+            for i, job in enumerate(jobs, 1):
+                done(i, job, run_job(job, config_path, model, progress=True, dead=dead))
         return errors
     import multiprocessing as mp
     ctx = mp.get_context("spawn")   # no forked copies of threads, sqlite handles, CUDA state
@@ -354,8 +356,9 @@ def _worker(todo, results, config_path: str | None, model: str | None) -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: _interrupt())
     dead: dict[str, str] = {}   # this process's: at most one refused connection per server and GPU
     try:
-        while (job := todo.get()) is not None:
-            results.put((job, run_job(job, config_path, model, progress=False, dead=dead)))
+        with spare_forkservers():   # each problem's judge finds its fork server started
+            while (job := todo.get()) is not None:
+                results.put((job, run_job(job, config_path, model, progress=False, dead=dead)))
     except KeyboardInterrupt:
         return
 

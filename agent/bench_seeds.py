@@ -5,7 +5,7 @@ minutes where Inductor autotunes (GEMM and convolution templates), mostly on the
 loop makes a run's seed when the run starts, so a bench on one GPU would compile one
 problem at a time while the GPU waits. `prepare_seeds` compiles every seed the bench will
 need first, `seed_jobs` at a time per GPU (each child sees only its GPU), into the seed
-cache ([search] seed_cache, tools/dialect/kernelbook.py's SeedCache); each run then finds
+cache ([search] seed_cache, tools/dialect/seedcache.py's SeedCache); each run then finds
 its seed there. A seed already cached, or a lasting reason for none, is not compiled
 again; a failure is reported and left for the run, which records it as usual.
 
@@ -34,7 +34,7 @@ class SeedTask:
 def seed_tasks(jobs, load_config, device: str) -> tuple[list[SeedTask], int]:
     """The seeds `jobs` need that their caches lack (one per problem and cache), and the
     compiles per GPU the first such setting allows ([bench] seed_jobs)."""
-    from tools.dialect.kernelbook import SeedCache, torch_version
+    from tools.dialect.seedcache import SeedCache, torch_version
     version = torch_version()
     tasks: dict[tuple[Path, str], SeedTask] = {}
     per_gpu = 0
@@ -64,7 +64,7 @@ def prepare_seeds(tasks: list[SeedTask], gpus: list[str | None], per_gpu: int, d
     """Compile `tasks`' seeds into their caches, `per_gpu` at a time on each of `gpus`
     (CUDA_VISIBLE_DEVICES per child; [None]: what this process sees). Returns problem name
     -> reason for those that gave no seed. `say(line)` reports each one as it ends."""
-    from tools.dialect.kernelbook import seed_in_subprocess
+    from tools.dialect.seedcache import seed_in_subprocess
     todo: queue.Queue[SeedTask] = queue.Queue()
     for t in tasks:
         todo.put(t)

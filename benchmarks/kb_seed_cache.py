@@ -20,7 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tools.dialect.inductor_capture import read_capture  # noqa: E402
-from tools.dialect.kernelbook import ATTEMPTS, SeedCache, seed_from  # noqa: E402
+from tools.dialect.kernelbook import ATTEMPTS, seed_from  # noqa: E402
+from tools.dialect.seedcache import SeedCache  # noqa: E402
 from tools.problem import load_problem  # noqa: E402
 
 def main() -> int:

@@ -11,7 +11,7 @@ from agent import bench
 from agent.bench_seeds import seed_tasks
 from agent.cli import main
 from agent.config import load_config
-from tools.dialect.kernelbook import SeedCache, torch_version
+from tools.dialect.seedcache import SeedCache, torch_version
 from tools.problem import load_problem
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,9 @@ import pytest
 
 from tools.dialect import kernelbook
 from tools.dialect.inductor_capture import read_capture
-from tools.dialect.kernelbook import SeedCache, convert, guard_rejection, seed_cache_key
+from tools.dialect import seedcache
+from tools.dialect.kernelbook import convert, guard_rejection
+from tools.dialect.seedcache import SeedCache, seed_cache_key
 from tools.problem import load_problem
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,15 +136,15 @@ def test_the_seed_cache_retries_a_timeout_under_a_longer_limit(tmp_path):
 def test_a_cached_seed_is_read_without_starting_a_process(tmp_path, monkeypatch):
     import subprocess
     problem = load_problem(PROBLEMS / "triu_matmul.py")
-    SeedCache(tmp_path).put(problem, "cpu", kernelbook.torch_version(), "SEED")
+    SeedCache(tmp_path).put(problem, "cpu", seedcache.torch_version(), "SEED")
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("a process was started"))
-    assert kernelbook.seed_in_subprocess(problem.path, "cpu", 60, tmp_path) == "SEED"
+    assert seedcache.seed_in_subprocess(problem.path, "cpu", 60, tmp_path) == "SEED"
 
 
 def test_torch_version_read_without_importing_torch_is_torch_dunder_version():
     import subprocess
     import sys
-    code = ("import sys; from tools.dialect.kernelbook import torch_version; v = torch_version(); "
+    code = ("import sys; from tools.dialect.seedcache import torch_version; v = torch_version(); "
             "assert 'torch' not in sys.modules, 'torch imported'; print(v)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])

@@ -13,7 +13,8 @@ This file only re-exports; modules under tools/ import the concrete submodules.
 """
 from tools.dialect.causes import Shapes, explain, problem_shapes
 from tools.dialect.inductor_capture import Capture, capture, capture_text, read_capture
-from tools.dialect.kernelbook import HEADER, convert, seed_candidate, seed_in_subprocess
+from tools.dialect.kernelbook import HEADER, convert, seed_candidate
+from tools.dialect.seedcache import seed_in_subprocess
 from tools.dialect.runtime import install
 
 __all__ = ["HEADER", "Capture", "Shapes", "capture", "capture_text", "convert", "explain", "install",

@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 
 from tools.dialect.inductor_capture import capture, capture_text, read_capture
-from tools.dialect.kernelbook import SeedCache, cached_seed, convert, guard_rejection
+from tools.dialect.kernelbook import convert, guard_rejection
+from tools.dialect.seedcache import SeedCache, cached_seed
 
 
 def main(argv: list[str] | None = None) -> int:

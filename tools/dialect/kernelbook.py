@@ -28,7 +28,8 @@ Template kernels (GEMMs and convolutions under max-autotune, `triton_heuristics.
 launch on the fixed grid call() gives them, with the num_warps / num_stages of their
 decorator. `seed_candidate` refuses a seed the static guards would reject (a library call
 left in it) and, on cuda, tries Inductor's Triton templates when the default compile
-gives no pure-Triton seed; `SeedCache` keeps seeds across runs.
+gives no pure-Triton seed; tools/dialect/seedcache.py keeps seeds (and the captures
+they came from) across runs.
 
 Not covered (ValueError naming the construct, never a guessed candidate): graph
 breaks, cooperative / split-scan / combo kernels, graph partitions, aten
@@ -38,11 +39,7 @@ forward returns anything but one tensor.
 from __future__ import annotations
 
 import ast
-import functools
-import os
 import re
-import sys
-from pathlib import Path
 
 from tools.dialect.inductor_capture import Capture, capture
 from tools.dialect.inductor_wrapper import (BLOCK_PARAMS, FIXED_GRID, GRID_NUMELS, Kernel, call_name, dotted,
@@ -214,14 +211,17 @@ def _plain_value(node: ast.expr) -> bool:
 ATTEMPTS = (("default", False), ("with Triton templates", True))
 
 
-def seed_candidate(problem, device: str) -> str:
+def seed_candidate(problem, device: str, capture_fn=None) -> str:
     """The Inductor seed: torch.compile's kernels for `problem` in KernelBook format, and
     only @triton.jit kernels: a seed the static guards would reject (a cuBLAS / cuDNN call
     left in it, `extern_kernels.mm`) is no seed. On cuda, when the default compile gives
     no such seed (GEMMs and convolutions go to libraries), Inductor compiles again with
-    its Triton templates (max-autotune). ValueError naming every attempt's reason."""
+    its Triton templates (max-autotune). ValueError naming every attempt's reason.
+    `capture_fn(problem, device, templates=...)` records a compile (tools/dialect/
+    seedcache.py passes one that keeps captures on disk)."""
     attempts = ATTEMPTS if device == "cuda" else ATTEMPTS[:1]
-    return seed_from(problem, [(label, lambda t=templates: capture(problem, device, templates=t))
+    capture_fn = capture_fn or capture
+    return seed_from(problem, [(label, lambda t=templates: capture_fn(problem, device, templates=t))
                                for label, templates in attempts])
 
 
@@ -254,146 +254,3 @@ def guard_rejection(code: str) -> str | None:
         return None
     f = rejecting[0]
     return f"{f.guard}: {' '.join(f.message.split())[:160]}" + (f" (line {f.line})" if f.line else "")
-
-
-def seed_cache_key(problem_source: str, device: str, torch_version: str) -> str:
-    """What a seed depends on: the problem's source, the device, torch (Inductor writes
-    the kernels) and this converter (every file of tools/dialect/, so a fix to it makes
-    new seeds)."""
-    import hashlib
-    h = hashlib.sha256()
-    for part in (problem_source, device, torch_version, _converter_digest()):
-        h.update(part.encode("utf-8") + b"\0")
-    return h.hexdigest()[:20]
-
-
-@functools.cache
-def _converter_digest() -> str:
-    """The hash of tools/dialect/'s files, read once per process."""
-    import hashlib
-    h = hashlib.sha256()
-    for f in sorted(Path(__file__).parent.glob("*.py")):
-        h.update(f.read_bytes())
-    return h.hexdigest()
-
-
-# a failure that another try may not repeat is never cached (a timeout is, with its
-# limit: a later try with a longer limit compiles again, see SeedCache.get)
-_TRANSIENT = ("out of memory", "CUDA error", "exit status")
-_TIMEOUT = re.compile(r"took longer than (\d+(?:\.\d+)?) s")
-
-
-def torch_version() -> str:
-    """torch.__version__ (what a seed's key holds), without importing torch when this
-    process has not: the package metadata may leave out the build's local part
-    ("2.11.0" for "2.11.0+cu130"), so torch/version.py is read instead."""
-    if "torch" in sys.modules:
-        return sys.modules["torch"].__version__
-    import importlib.util
-    spec = importlib.util.find_spec("torch")
-    if spec is not None and spec.submodule_search_locations:
-        for root in spec.submodule_search_locations:
-            f = Path(root) / "version.py"
-            m = f.exists() and re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", f.read_text(encoding="utf-8"), re.M)
-            if m:
-                return m.group(1)
-    import torch
-    return torch.__version__
-
-
-class SeedCache:
-    """Seeds (and reasons for no seed) kept on disk across runs: `DIR/<problem>-<key>.py`
-    or `.err`. A bench over a suite, or a second run of a problem, then skips its
-    torch.compile (30-60 s on cuda, with max-autotune for GEMMs and convolutions)."""
-
-    def __init__(self, root: str | Path):
-        self.root = Path(root).expanduser()
-
-    def path(self, problem, device: str, torch_version: str, suffix: str) -> Path:
-        key = seed_cache_key(problem.source, device, torch_version)
-        return self.root / f"{Path(problem.path).stem}-{key}{suffix}"
-
-    def get(self, problem, device: str, torch_version: str, timeout_s: float | None = None) -> str:
-        """The cached seed; ValueError with the cached reason; KeyError when not cached,
-        or when the cached reason is a timeout shorter than `timeout_s` (worth a new try)."""
-        ok = self.path(problem, device, torch_version, ".py")
-        err = ok.with_suffix(".err")
-        if ok.exists():
-            return ok.read_text(encoding="utf-8")
-        if err.exists():
-            reason = err.read_text(encoding="utf-8").strip()
-            m = _TIMEOUT.search(reason)
-            if m and timeout_s is not None and timeout_s > float(m.group(1)):
-                raise KeyError(problem.path)
-            raise ValueError(reason)
-        raise KeyError(problem.path)
-
-    def put(self, problem, device: str, torch_version: str, code: str | None, reason: str = "") -> None:
-        if code is None and any(t in reason for t in _TRANSIENT):
-            return
-        target = self.path(problem, device, torch_version, ".py" if code is not None else ".err")
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")   # concurrent seeders: rename is atomic
-        tmp.write_text(code if code is not None else reason + "\n", encoding="utf-8")
-        tmp.replace(target)
-
-
-def cached_seed(problem, device: str, cache_dir: str | Path | None) -> str:
-    """seed_candidate through the seed cache at `cache_dir` (None or "": no cache)."""
-    import torch
-    if not cache_dir:
-        return seed_candidate(problem, device)
-    cache = SeedCache(cache_dir)
-    try:
-        return cache.get(problem, device, torch.__version__)
-    except KeyError:
-        pass
-    try:
-        code = seed_candidate(problem, device)
-    except ValueError as e:
-        cache.put(problem, device, torch.__version__, None, str(e))
-        raise
-    cache.put(problem, device, torch.__version__, code)
-    return code
-
-
-def seed_in_subprocess(problem_path: str | Path, device: str, timeout_s: float,
-                       cache_dir: str | Path | None = None, env: dict[str, str] | None = None) -> str:
-    """seed_candidate in a fresh `python -m tools.dialect seed` process (compiling the
-    problem loads torch.compile and, on cuda, a CUDA context: not in the agent's own
-    process), through the seed cache at `cache_dir` when given, with `env` added to the
-    agent's environment. ValueError with the child's one-line reason when it fails.
-    A seed (or lasting reason) already cached is read here, with no process; a timeout
-    is cached too, and compiled again only under a longer `timeout_s`."""
-    import subprocess
-    import tempfile
-    from types import SimpleNamespace
-    cache, version = None, None
-    if cache_dir:
-        path = Path(problem_path)
-        problem = SimpleNamespace(path=str(path), source=path.read_bytes().decode("utf-8"))   # as load_problem reads it
-        cache, version = SeedCache(cache_dir), torch_version()
-        try:
-            return cache.get(problem, device, version, timeout_s)
-        except KeyError:
-            pass
-    with tempfile.TemporaryDirectory(prefix="krefine-seed-") as tmp:
-        out = Path(tmp) / "seed.py"
-        try:
-            proc = subprocess.run(
-                [sys.executable, "-m", "tools.dialect", "seed", str(problem_path), "--device", device,
-                 "--out", str(out), *(["--cache", str(cache_dir)] if cache_dir else [])],
-                cwd=Path(__file__).resolve().parents[2],     # the repo root: tools/ importable
-                env={**os.environ, **(env or {})},            # the agent's own, e.g. + CUDA_VISIBLE_DEVICES
-                stdin=subprocess.DEVNULL,                     # never waits on input
-                capture_output=True, text=True,               # stderr's last line is the reason
-                timeout=timeout_s)                            # torch.compile of a hung problem
-        except subprocess.TimeoutExpired:
-            reason = f"seed: torch.compile took longer than {timeout_s:.0f} s"
-            if cache is not None:
-                cache.put(problem, device, version, None, reason)
-            raise ValueError(reason) from None
-        if proc.returncode != 0 or not out.exists():
-            lines = [ln for ln in proc.stderr.splitlines() if ln.strip()] or [f"exit status {proc.returncode}"]
-            raise ValueError(lines[-1].removeprefix("kernelbook: "))
-        return out.read_text(encoding="utf-8")

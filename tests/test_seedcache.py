@@ -1,0 +1,85 @@
+"""The seed cache keeps the captures a seed came from (tools/dialect/seedcache.py): a
+converter fix re-converts them without compiling again, and a fix to the cache's own
+plumbing keeps every seed."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tools.dialect import seedcache
+from tools.dialect.inductor_capture import read_capture
+from tools.problem import load_problem
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBLEM = ROOT / "tests" / "dialect" / "problems" / "triu_matmul.py"
+TEMPLATE = ROOT / "tests" / "fixtures" / "inductor" / "gpu_triu_matmul_template.py"
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """Every capture() call (torch.compile) recorded; each returns the H100 template capture."""
+    calls = []
+
+    def fake(problem, device, templates=False):
+        calls.append(templates)
+        if not templates:
+            raise ValueError("the Inductor output has no Triton kernel")
+        return read_capture(TEMPLATE.read_text(encoding="utf-8"))
+    monkeypatch.setattr(seedcache, "capture", fake)
+    return calls
+
+
+def test_a_seed_is_converted_again_from_kept_captures_without_compiling(tmp_path, compiles):
+    problem = load_problem(PROBLEM)
+    first = seedcache.cached_seed(problem, "cuda", tmp_path)
+    for seed in tmp_path.glob("*.py"):
+        seed.unlink()                        # as a converter change does: no seed under the new key
+    assert (seedcache.cached_seed(problem, "cuda", tmp_path), compiles) == (first, [False, True])
+
+
+def test_a_capture_that_failed_for_good_is_kept_as_its_reason(tmp_path, compiles):
+    problem = load_problem(PROBLEM)
+    seedcache.cached_seed(problem, "cuda", tmp_path)
+    assert [p.read_text().strip() for p in tmp_path.glob("*.default.capture-err")] == \
+        ["the Inductor output has no Triton kernel"]
+
+
+def _keys(here: Path) -> tuple[str, str]:
+    seedcache._digest.cache_clear()
+    try:
+        return (seedcache.seed_cache_key("src", "cuda", "2.11"), seedcache.capture_cache_key("src", "cuda", "2.11"))
+    finally:
+        seedcache._digest.cache_clear()
+
+
+@pytest.fixture
+def dialect_copy(tmp_path, monkeypatch):
+    here = tmp_path / "dialect"
+    shutil.copytree(ROOT / "tools" / "dialect", here, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(seedcache, "_HERE", here)
+    return here
+
+
+def test_a_converter_change_makes_new_seeds_from_the_same_captures(dialect_copy):
+    before = _keys(dialect_copy)
+    with (dialect_copy / "kernelbook.py").open("a") as f:
+        f.write("# a fix\n")
+    after = _keys(dialect_copy)
+    assert (after[0] != before[0], after[1] == before[1]) == (True, True)
+
+
+def test_a_capture_change_makes_new_captures_and_seeds(dialect_copy):
+    before = _keys(dialect_copy)
+    with (dialect_copy / "inductor_capture.py").open("a") as f:
+        f.write("# a fix\n")
+    after = _keys(dialect_copy)
+    assert (after[0] != before[0], after[1] != before[1]) == (True, True)
+
+
+def test_a_change_to_the_cache_itself_keeps_every_seed(dialect_copy):
+    before = _keys(dialect_copy)
+    with (dialect_copy / "seedcache.py").open("a") as f:
+        f.write("# a fix\n")
+    assert _keys(dialect_copy) == before

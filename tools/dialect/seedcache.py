@@ -1,0 +1,202 @@
+"""The Inductor seed made once: seeds, and the captures they come from, kept on disk.
+
+A seed is torch.compile of the problem (30-60 s on cuda; minutes where Inductor
+autotunes GEMM and convolution templates) and then the converter (tools/dialect/
+kernelbook.py, milliseconds). `SeedCache` keeps both results under `[search] seed_cache`:
+
+  DIR/<problem>-<key>.py | .err                 the seed, or the reason there is none
+  DIR/<problem>-<key>.<attempt>.capture | .err  each compile attempt's capture, or why it failed
+
+A seed's key holds the problem's source, the device, torch's version and the digest of
+the converter (every file of tools/dialect/ but this one: a fix to the conversion makes
+new seeds, a fix to this plumbing does not). A capture's key holds the same but only
+inductor_capture.py's code, so a converter change re-converts the kept captures without
+compiling again. A failure that another try may not repeat (out of memory, a CUDA error,
+a crash) is not kept; a timeout is kept with its limit and tried again only under a
+longer one.
+
+`seed_in_subprocess` is how the agent gets a seed: from the cache in its own process when
+it is there, else from a `python -m tools.dialect seed` process (torch.compile and a CUDA
+context never in the agent's process), which fills the cache (`cached_seed`).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from tools.dialect.inductor_capture import Capture, capture, capture_text, read_capture
+from tools.dialect.kernelbook import seed_candidate
+
+_HERE = Path(__file__).parent
+# a failure that another try may not repeat is never cached
+_TRANSIENT = ("out of memory", "CUDA error", "exit status")
+_TIMEOUT = re.compile(r"took longer than (\d+(?:\.\d+)?) s")
+
+
+def seed_cache_key(problem_source: str, device: str, torch_version: str) -> str:
+    """What a seed depends on: the problem's source, the device, torch (Inductor writes
+    the kernels) and the converter (tools/dialect/ but this file)."""
+    return _key(problem_source, device, torch_version, _digest(tuple(sorted(
+        f.name for f in _HERE.glob("*.py") if f.name != Path(__file__).name))))
+
+
+def capture_cache_key(problem_source: str, device: str, torch_version: str) -> str:
+    """What a capture depends on: the same, with only the capture's own code."""
+    return _key(problem_source, device, torch_version, _digest(("inductor_capture.py",)))
+
+
+def _key(*parts: str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode("utf-8") + b"\0")
+    return h.hexdigest()[:20]
+
+
+@functools.cache
+def _digest(names: tuple[str, ...]) -> str:
+    """The hash of these files of tools/dialect/, read once per process."""
+    h = hashlib.sha256()
+    for name in names:
+        h.update(name.encode() + b"\0" + (_HERE / name).read_bytes())
+    return h.hexdigest()
+
+
+def torch_version() -> str:
+    """torch.__version__ (what the keys hold), without importing torch when this process
+    has not: the package metadata may leave out the build's local part ("2.11.0" for
+    "2.11.0+cu130"), so torch/version.py is read instead."""
+    if "torch" in sys.modules:
+        return sys.modules["torch"].__version__
+    import importlib.util
+    spec = importlib.util.find_spec("torch")
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        f = Path(root) / "version.py"
+        m = f.exists() and re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", f.read_text(encoding="utf-8"), re.M)
+        if m:
+            return m.group(1)
+    import torch
+    return torch.__version__
+
+
+class SeedCache:
+    """Seeds and captures on disk (see the module docstring). `problem` is anything with
+    `.path` and `.source` (a tools.problem.Problem)."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root).expanduser()
+
+    def path(self, problem, device: str, torch_version: str, suffix: str) -> Path:
+        key = seed_cache_key(problem.source, device, torch_version)
+        return self.root / f"{Path(problem.path).stem}-{key}{suffix}"
+
+    def get(self, problem, device: str, torch_version: str, timeout_s: float | None = None) -> str:
+        """The cached seed; ValueError with the cached reason; KeyError when not cached,
+        or when the cached reason is a timeout shorter than `timeout_s` (worth a new try)."""
+        return self._read(self.path(problem, device, torch_version, ".py"), ".err", problem, timeout_s)
+
+    def put(self, problem, device: str, torch_version: str, code: str | None, reason: str = "") -> None:
+        self._write(self.path(problem, device, torch_version, ".py"), ".err", code, reason)
+
+    def capture(self, problem, device: str, torch_version: str, templates: bool) -> Capture:
+        """tools.dialect.inductor_capture.capture through the cache: a kept capture is
+        read back; a new one (or its lasting failure) is kept."""
+        key = capture_cache_key(problem.source, device, torch_version)
+        ok = self.root / f"{Path(problem.path).stem}-{key}.{'templates' if templates else 'default'}.capture"
+        try:
+            return read_capture(self._read(ok, ".capture-err", problem, None))
+        except KeyError:
+            pass
+        try:
+            cap = capture(problem, device, templates=templates)
+        except ValueError as e:
+            self._write(ok, ".capture-err", None, str(e))
+            raise
+        self._write(ok, ".capture-err", capture_text(cap), "")
+        return cap
+
+    def _read(self, ok: Path, err_suffix: str, problem, timeout_s: float | None) -> str:
+        err = ok.with_suffix(err_suffix)
+        if ok.exists():
+            return ok.read_text(encoding="utf-8")
+        if err.exists():
+            reason = err.read_text(encoding="utf-8").strip()
+            m = _TIMEOUT.search(reason)
+            if m and timeout_s is not None and timeout_s > float(m.group(1)):
+                raise KeyError(problem.path)
+            raise ValueError(reason)
+        raise KeyError(problem.path)
+
+    def _write(self, ok: Path, err_suffix: str, text: str | None, reason: str) -> None:
+        if text is None and any(t in reason for t in _TRANSIENT):
+            return
+        target = ok if text is not None else ok.with_suffix(err_suffix)
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")   # concurrent seeders: rename is atomic
+        tmp.write_text(text if text is not None else reason + "\n", encoding="utf-8")
+        tmp.replace(target)
+
+
+def cached_seed(problem, device: str, cache_dir: str | Path | None) -> str:
+    """seed_candidate through the seed cache at `cache_dir` (None or "": no cache): a
+    kept seed, else one converted from kept captures, else compiled (and kept)."""
+    if not cache_dir:
+        return seed_candidate(problem, device)
+    import torch
+    cache, version = SeedCache(cache_dir), torch.__version__
+    try:
+        return cache.get(problem, device, version)
+    except KeyError:
+        pass
+    try:
+        code = seed_candidate(problem, device, capture_fn=lambda p, d, templates: cache.capture(p, d, version, templates))
+    except ValueError as e:
+        cache.put(problem, device, version, None, str(e))
+        raise
+    cache.put(problem, device, version, code)
+    return code
+
+
+def seed_in_subprocess(problem_path: str | Path, device: str, timeout_s: float,
+                       cache_dir: str | Path | None = None, env: dict[str, str] | None = None) -> str:
+    """The seed of the problem at `problem_path`: from the seed cache at `cache_dir` in this
+    process when it is there (no torch import), else from a fresh `python -m tools.dialect
+    seed` process (compiling the problem loads torch.compile and, on cuda, a CUDA context:
+    not in the agent's own process), with `env` added to the agent's environment.
+    ValueError with the child's one-line reason when it fails; a timeout is cached too,
+    and compiled again only under a longer `timeout_s`."""
+    import subprocess
+    import tempfile
+    cache, version, problem = None, None, None
+    if cache_dir:
+        path = Path(problem_path)
+        problem = SimpleNamespace(path=str(path), source=path.read_bytes().decode("utf-8"))   # as load_problem reads it
+        cache, version = SeedCache(cache_dir), torch_version()
+        try:
+            return cache.get(problem, device, version, timeout_s)
+        except KeyError:
+            pass
+    with tempfile.TemporaryDirectory(prefix="krefine-seed-") as tmp:
+        out = Path(tmp) / "seed.py"
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "tools.dialect", "seed", str(problem_path), "--device", device,
+                 "--out", str(out), *(["--cache", str(cache_dir)] if cache_dir else [])],
+                cwd=Path(__file__).resolve().parents[2],     # the repo root: tools/ importable
+                env={**os.environ, **(env or {})},            # the agent's own, e.g. + CUDA_VISIBLE_DEVICES
+                stdin=subprocess.DEVNULL,                     # never waits on input
+                capture_output=True, text=True,               # stderr's last line is the reason
+                timeout=timeout_s)                            # torch.compile of a hung problem
+        except subprocess.TimeoutExpired:
+            reason = f"seed: torch.compile took longer than {timeout_s:.0f} s"
+            if cache is not None:
+                cache.put(problem, device, version, None, reason)
+            raise ValueError(reason) from None
+        if proc.returncode != 0 or not out.exists():
+            lines = [ln for ln in proc.stderr.splitlines() if ln.strip()] or [f"exit status {proc.returncode}"]
+            raise ValueError(lines[-1].removeprefix("kernelbook: "))
+        return out.read_text(encoding="utf-8")

@@ -78,7 +78,7 @@ def print_results(console: Console, per_setting: list[tuple]) -> None:
         for r in results:
             why = table_row(r, short_error=True)[-1]
             t.add_row(r.problem, r.seed, fmt_speedup(r.seed_speedup_eager), r.best_verdict,
-                      fmt_speedup(r.speedup_eager), fmt_speedup(r.speedup_compile), str(r.candidates), why)
+                      fmt_speedup(r.speedup_eager), fmt_speedup(r.speedup_compile), cands(r), why)
         console.print(t)
         console.print(figures_text(suite_figures(results)), highlight=False)
     # one column per setting, so a sweep reads across
@@ -104,6 +104,7 @@ def print_results(console: Console, per_setting: list[tuple]) -> None:
 
 TABLE_COLUMNS = ("problem", "seed", "seed ×eager", "seed ×compile", "best", "×eager [interval]",
                  "×compile [interval]", "measure", "rounds", "cands", "wall", "why")
+# cands: the model's candidates judged, "+N" the sweep's variants
 # the terminal's narrower table: intervals, measure and wall are in results.md and .csv
 TERMINAL_COLUMNS = ("problem", "seed", "seed ×eager", "best", "×eager", "×compile", "cands", "why")
 
@@ -116,7 +117,12 @@ def table_row(r: ProblemResult, short_error: bool = False) -> list[str]:
     return [r.problem, r.seed, fmt_speedup(r.seed_speedup_eager), fmt_speedup(r.seed_speedup_compile),
             r.best_verdict, fmt_interval(r.speedup_eager, r.eager_low, r.eager_high),
             fmt_interval(r.speedup_compile, r.compile_low, r.compile_high), r.measure or "—",
-            str(r.rounds), str(r.candidates), "—" if r.wall_s is None else f"{r.wall_s:.0f} s", why or ""]
+            str(r.rounds), cands(r), "—" if r.wall_s is None else f"{r.wall_s:.0f} s", why or ""]
+
+
+def cands(r: ProblemResult) -> str:
+    """"4", or "4+6" with 6 sweep variants judged beside the model's 4 candidates."""
+    return f"{r.candidates}+{r.sweep}" if r.sweep else str(r.candidates)
 
 
 def fmt_interval(x: float | None, low: float | None, high: float | None) -> str:

@@ -35,6 +35,7 @@ FAST_P_THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
 PASS_K = (1, 5, 10)
 ORIGIN_MODEL = "model"
 ORIGIN_SEED = "inductor_seed"   # agent/state.py's; read here, not imported from the loop
+ORIGIN_SWEEP = "sweep"
 # trace nodes whose event names a candidate's origin and parent in its metrics
 _ORIGIN_NODES = ("generate", "seed", "sweep")
 NO_SEED = "no seed"             # ProblemResult.seed when the run has no judged-or-pending seed
@@ -312,6 +313,7 @@ class ProblemResult:
     device: str | None = None       # run.json's: cuda or cpu
     judge_s: tuple[float, ...] = () # the judge's wall per judged candidate, every origin
     why: str = ""                   # why_not(): "" when correct and faster than eager
+    sweep: int = 0                  # sweep variants judged (not in `candidates`: those are the model's)
 
     @classmethod
     def failed(cls, problem: str, run_dir: str, error: str) -> "ProblemResult":
@@ -361,7 +363,8 @@ def problem_result(run: Run, problem: str | None = None) -> ProblemResult:
         compile_low=(interval.get("compile") or {}).get("low"),
         compile_high=(interval.get("compile") or {}).get("high"),
         measure=best.measure if best else None, device=run.meta.get("device"),
-        judge_s=tuple(judge_walls(run).values()), why=why_not(run))
+        judge_s=tuple(judge_walls(run).values()), why=why_not(run),
+        sweep=sum(1 for c in run.candidates.values() if c.origin == ORIGIN_SWEEP and c.verdict is not None))
 
 
 def seed_candidate(run: Run) -> Candidate | None:

@@ -229,6 +229,13 @@ def test_sweep_variants_are_not_model_samples_for_pass_at_k(tmp_path):
     assert (r.n_all, r.c_all, r.n_round1) == (1, 0, 1)
 
 
+def test_the_table_counts_sweep_variants_beside_the_models_candidates(tmp_path):
+    from agent.benchresults import TABLE_COLUMNS, table_row
+    r = rs.problem_result(built(tmp_path, [seed(), sweep(), sweep("r01-c01", eager=1.4),
+                                           Cand("r01-c02", "r00-c00", Status.INCORRECT)]))
+    assert table_row(r)[TABLE_COLUMNS.index("cands")] == "1+2"
+
+
 def test_judge_wall_per_candidate_is_the_verdicts_duration(tmp_path):
     run = built(tmp_path, [seed(eval_s=2.0), sweep(eval_s=0.5)])
     assert rs.judge_walls(run) == {"r00-c00": 6.0, "r01-c00": 1.5}   # duration_s = 3 phases

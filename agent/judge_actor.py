@@ -5,7 +5,8 @@ how its results and faults cross back to the driver.
 JudgeFleet in agent/ray_judges.py, so this module imports without Ray). It keeps one
 tools.judge.Judge per problem it has judged (at most [bench] judge_cache; the oldest idle
 one is closed), so a problem's reference, torch.compile baseline and fork servers are
-built once per judge. Candidates run in the Judge's sandboxed workers: a candidate's
+built once per judge, and a new problem's fork server was started while the last was
+judged (tools/sandbox/isolation.py spare_forkservers). Candidates run in the Judge's sandboxed workers: a candidate's
 fault is a verdict, never the actor's death. A problem travels as a `ProblemRef` (its
 file, and its text for a node without that file). `ray_result` is ray.get with the
 actor's own exceptions raised as themselves in the driver (`crossing` carries a
@@ -63,6 +64,11 @@ class JudgeService:
         self._judging: dict[int, str] = {}
         self._lock = threading.Lock()
         self._files = Path(tempfile.mkdtemp(prefix="krefine-judge-"))
+        # each new problem's Judge finds its fork server started (and its imports done)
+        # while the last was judged; the spare dies with the actor (its socket closes)
+        from tools.sandbox.isolation import spare_forkservers
+        self._spares = contextlib.ExitStack()
+        self._spares.enter_context(spare_forkservers())
 
     def info(self) -> dict:
         import ray

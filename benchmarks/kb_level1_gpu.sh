@@ -5,8 +5,10 @@
 # The bench compiles the seeds it lacks first ([bench] seed_jobs per GPU, into SEED_CACHE:
 # carry it, see benchmarks/kb_seed_cache.py to fill it from captures), then
 # B) the sweep pass: SWEEP_FILTER's problems (a regex) with search.sweep_variants=0 and =3;
-# C) every problem with search.sweep_variants=0 (the seed alone; B's runs are reused),
-#    `--gpus` all of them, until BUDGET_S (default 560) seconds after the start.
+# C) every problem (or FULL_FILTER's, a regex: e.g. "^(?!(19|20)_)" leaves out those that
+#    benchmarks/gpu_scaling.py judged) with search.sweep_variants=${FULL_SWEEP:-0} (0: the
+#    seed alone; B's runs are reused), `--gpus` all of them, until BUDGET_S (default 560)
+#    seconds after the start. SEED_JOBS (default 4) seeds compile at once per GPU.
 # The bench directory (BENCH_DIR, default /tmp/kbbench; resumable: carry OUT/bench.tgz back,
 # untar it there and call again), the seed cache and the nvidia-smi log of which process
 # held memory on which GPU go to OUT. DEVICE=cpu runs it on the CPU (a smoke test).
@@ -21,7 +23,7 @@ gpus=(--gpus "$ngpu"); [ "$dev" = cpu ] && gpus=()
    nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader 2>/dev/null | sed "s/^/$ts, /" >> "$out/compute_apps.csv"
    sleep 5; done) & watch=$!
 common=(--model none --set search.seed=inductor --set "search.seed_cache=$cache" --set search.seed_timeout_s=200
-        --set search.sweep_budget=3 --set bench.seed_jobs=4 --config benchmarks/kb_memory.toml --device "$dev" "${gpus[@]}"
+        --set search.sweep_budget=3 --set bench.seed_jobs=${SEED_JOBS:-4} --config benchmarks/kb_memory.toml --device "$dev" "${gpus[@]}"
         --out "$bench")
 if [ -n "${SWEEP_FILTER:-}" ]; then
   echo "== B: sweep $(date +%T) ($SECONDS s)"
@@ -29,7 +31,8 @@ if [ -n "${SWEEP_FILTER:-}" ]; then
     --sweep search.sweep_variants=0,3 2>&1 | grep -v "^\s*$" | tail -25
 fi
 echo "== C: level $(date +%T) ($SECONDS s)"
-timeout $((budget - SECONDS)) python3 -m agent.cli bench "$L" "${common[@]}" --sweep search.sweep_variants=0 2>&1 \
+timeout $((budget - SECONDS)) python3 -m agent.cli bench "$L" "${common[@]}" --filter "${FULL_FILTER:-.}" \
+  --sweep search.sweep_variants=${FULL_SWEEP:-0} 2>&1 \
   | grep -v "^\s*$" | tail -${TAIL:-80}
 echo "== end $(date +%T) ($SECONDS s)"
 kill $watch; pkill -f "agent.cli bench" 2>/dev/null

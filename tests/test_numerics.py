@@ -288,4 +288,28 @@ def test_numerics_imports_only_torch_the_stdlib_and_its_mismatch_module():
         runtime = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
         names = {a.name if isinstance(n, ast.Import) else n.module or "" for n in runtime for a in n.names}
         roots = {name.split(".")[0] for name in names - {"tools.judge.mismatch"}}
-        assert roots <= {"__future__", "torch", "itertools", "math", "dataclasses", "typing"}, module.__name__
+        assert roots <= {"__future__", "torch", "itertools", "math", "re", "dataclasses", "typing"}, module.__name__
+
+
+# --- describe(): the hint first, cut only between lines or clauses (issue 20)
+
+def test_describe_puts_the_hint_before_the_figures():
+    ref = randn(16, 1024)
+    out = ref.clone()
+    out.view(-1)[15_616:] = 0
+    first = compare(out, ref, **FP32).describe().splitlines()[0]
+    assert "flat index >= 15616" in first and not first.startswith("wrong values")
+
+
+def test_fit_text_keeps_whole_lines_then_whole_clauses():
+    lines = ["a" * 30, "first clause; second clause that is long; third"]
+    text = numerics.fit_text(lines, 30 + 1 + len("first clause; second"))
+    assert text == "a" * 30 + "\nfirst clause"
+
+
+def test_fit_text_never_ends_inside_a_clause():
+    lines = ["hint: the grid covers too few blocks (use triton.cdiv)", "wrong values: 10 of 100 elements; max abs err 3"]
+    for limit in range(len(lines[0]), len("\n".join(lines)) + 1):
+        text = numerics.fit_text(lines, limit)
+        tail = text.splitlines()[-1]
+        assert tail in (lines[0], "wrong values", "wrong values: 10 of 100 elements", lines[1]), (limit, tail)

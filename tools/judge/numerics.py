@@ -22,6 +22,7 @@ standard library and tools/judge/mismatch.py.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,26 @@ DESCRIBE_MAX_CHARS = 400
 _PRIORITY = ("shape", "nan", "inf", "all_zero", "transposed", "constant_factor", "offset",
              "tail", "axis", "reduced_precision", "scattered", "rel_l2")
 
+
+
+_CLAUSE_END = re.compile(r"(?<=[.;:])\s")
+
+
+def fit_text(lines: list[str], max_chars: int) -> str:
+    """`lines` joined, at most `max_chars`: whole lines while they fit, then the longest
+    head of the next that ends a clause ("." ";" ":"), never a cut inside one. The first
+    line is kept whole even when it alone is longer."""
+    out: list[str] = []
+    for line in lines:
+        if len("\n".join(out + [line])) <= max_chars or not out:
+            out.append(line)
+            continue
+        room = max_chars - len("\n".join(out)) - 1
+        ends = [m.start() for m in _CLAUSE_END.finditer(line) if m.start() <= room]
+        if ends:
+            out.append(line[:ends[-1]].rstrip(";:").rstrip())
+        break
+    return "\n".join(out)
 
 @dataclass(frozen=True)
 class Comparison:
@@ -63,11 +84,10 @@ class Comparison:
     shape: tuple[int, ...] = ()   # the reference's shape, for describe()
 
     def describe(self) -> str:
-        lines = [self._headline()]
-        for tag in sorted(self._pattern_groups(), key=_PRIORITY.index)[:2]:
-            lines.append(self._sentence(tag))
-        text = "\n".join(lines)
-        return text if len(text) <= DESCRIBE_MAX_CHARS else text[:DESCRIBE_MAX_CHARS - 3] + "..."
+        """The most useful pattern's hint (what to fix) first, then the figures, then a
+        second hint; at most DESCRIBE_MAX_CHARS, cut only between lines or clauses."""
+        hints = [self._sentence(tag) for tag in sorted(self._pattern_groups(), key=_PRIORITY.index)[:2]]
+        return fit_text([*hints[:1], self._headline(), *hints[1:]], DESCRIBE_MAX_CHARS)
 
     def to_json(self) -> dict:
         return {

@@ -45,6 +45,7 @@ from agent.state import (ORIGIN_MODEL, ORIGIN_SEED, ORIGIN_SWEEP, SWEEP_GOES_ON,
                          sweep_parent)
 from agent.sweep import Variant, sweep_variants
 from tools.jsonio import append_jsonl, read_json, read_jsonl, write_json
+from tools.judge.feedback import feedback_for
 from tools.verdict import Diagnostic, Status, Verdict
 
 
@@ -430,16 +431,17 @@ def no_code_verdict(completion: str, finish_reason: str | None) -> Verdict:
         message = "no Python code defining ModelNew was found in the completion"
     if finish_reason == "length":
         message += " (it was cut off at the token limit)"
-    return Verdict(status=Status.COMPILE_ERROR, diagnostics=(Diagnostic(kind="no_code", message=message),),
-                   feedback=message, checks={"phase_s": {}})
+    verdict = Verdict(status=Status.COMPILE_ERROR, diagnostics=(Diagnostic(kind="no_code", message=message),),
+                      checks={"phase_s": {}})
+    return dataclasses.replace(verdict, feedback=feedback_for(verdict))
 
 
 def cut_off_verdict(verdict: Verdict, max_new_tokens: int) -> Verdict:
     """`verdict` of code whose completion hit max_new_tokens, with that said first."""
     message = (f"the completion was cut off at the token limit ({max_new_tokens} new tokens): "
                "the code may be incomplete; write a shorter answer")
-    return dataclasses.replace(verdict, diagnostics=(Diagnostic(kind="cut_off", message=message), *verdict.diagnostics),
-                               feedback=f"{verdict.feedback.rstrip()}\n- {message}")
+    verdict = dataclasses.replace(verdict, diagnostics=(Diagnostic(kind="cut_off", message=message), *verdict.diagnostics))
+    return dataclasses.replace(verdict, feedback=feedback_for(verdict))
 
 
 # evaluator phases (verdict.checks["phase_s"]) in the order they run, and their trace node

@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 from agent.judge_actor import JudgeService, ProblemRef, ray_result
 from tools.errors import EvaluatorError
+from tools.judge.feedback import feedback_for
 from tools.verdict import Diagnostic, Status, Verdict
 
 DEATHS_IN_A_ROW = 2          # judges a candidate may take down before it is a runtime_error
@@ -252,8 +253,9 @@ class RayJudgePool:
             return verdict
         message = (f"judging this candidate took down its judge {len(lost)} times in a row "
                    f"({'; '.join(lost) or 'in an earlier session'}); it is not tried again")
-        return Verdict(status=Status.RUNTIME_ERROR, diagnostics=(Diagnostic(kind="judge_died", message=message),),
-                       feedback=message, checks={"phase_s": {}, "judge_deaths": lost})
+        verdict = Verdict(status=Status.RUNTIME_ERROR, diagnostics=(Diagnostic(kind="judge_died", message=message),),
+                          checks={"phase_s": {}, "judge_deaths": lost})
+        return dataclasses.replace(verdict, feedback=feedback_for(verdict))
 
     def add_bottleneck(self, candidate_src: str, verdict: Verdict, *, candidate_name: str = "candidate.py") -> Verdict:
         profiled, lost = self._run("add_bottleneck", (candidate_src, verdict, candidate_name), candidate_name)

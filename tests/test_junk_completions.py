@@ -110,6 +110,20 @@ def test_the_next_prompt_carries_the_junk_completions_feedback(junk_run, kind):
     assert first_diagnostic in (run / "prompts" / f"{children[0]}.txt").read_text()
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_verdicts_feedback_is_what_the_next_prompt_carries_and_inspect_shows(junk_run, kind, capsys, monkeypatch):
+    from agent.cli import main
+    _, run = junk_run
+    parent = f"r01-c{KINDS.index(kind):02d}"
+    child = next(c["candidate"] for c in _completions(run) if c["parent"] == parent)
+    feedback = json.loads((run / "evals" / f"{parent}.json").read_text())["feedback"]
+    monkeypatch.setenv("COLUMNS", "1000")
+    main(["inspect", str(run), "--candidate", child])
+    shown = capsys.readouterr().out
+    assert feedback in (run / "prompts" / f"{child}.txt").read_text()
+    assert all(line.strip() in shown for line in feedback.splitlines() if line.strip())
+
+
 def test_the_feedback_on_code_cut_off_at_the_token_limit_says_it_was_cut_off(junk_run):
     _, run = junk_run
     verdict = json.loads((run / "evals" / f"r01-c{KINDS.index('truncated'):02d}.json").read_text())

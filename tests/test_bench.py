@@ -305,7 +305,7 @@ def test_results_csv_puts_the_seed_beside_the_best_with_why(suite, seeded, tmp_p
 def test_results_md_has_the_table_row_with_interval_and_the_suite_figures(suite, seeded, tmp_path):
     bench_main(suite, "--out", tmp_path / "out", "--device", "cpu")
     md = (tmp_path / "out" / "results.md").read_text()
-    assert "| 1_relu | correct | 1.20× | 1.00× | correct | 1.50× [1.35–1.65] | 1.25× [1.12–1.38] | cuda_graph | 1 | 1 |" in md
+    assert "| 1_relu | correct | 1.20× | 1.00× | correct | 1.50× [1.35–1.65] | 1.25× [1.12–1.38] | cuda_graph | 1 | 0+1 |" in md
     assert "| correct | 1/3 (33%) | 1/3 (33%) |" in md and "seed coverage (correct pure-Triton seeds / all): 1/3" in md
 
 

@@ -50,13 +50,12 @@ import queue
 import re
 import signal
 import sys
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 
-from agent.config import RAY_ADDRESS
+from agent.config import RAY_ADDRESS, parse_assignment, split_assignment, toml_value
 from agent.benchresults import print_results, write_results
 from agent.runstats import ProblemResult, fmt_speedup, load_run, problem_result
 from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, EXIT_OK, BadInput, EvaluatorError
@@ -233,15 +232,15 @@ def find_problems(suite: Path, filters: list[str]) -> list[tuple[str, Path]]:
 
 def make_settings(opts: argparse.Namespace) -> list[Setting]:
     """The fixed overrides (--set, --device) times every combination of the --sweep values."""
-    fixed = dict(_assignment(a, "--set") for a in opts.overrides)
+    fixed = dict(parse_assignment(a, "--set") for a in opts.overrides)
     origins = {key: f"--set {key}" for key in fixed}
     if opts.device:
         fixed["run.device"] = opts.device
         origins["run.device"] = "--device"
     axes = []
     for a in opts.sweep:
-        key, raw = _split(a, "--sweep")
-        axes.append([(key, _toml_value(v)) for v in raw.split(",") if v.strip()])
+        key, raw = split_assignment(a, "--sweep")
+        axes.append([(key, toml_value(v)) for v in raw.split(",") if v.strip()])
         origins[key] = f"--sweep {key}"
     if not axes:
         return [Setting("default", fixed, origins)]
@@ -466,26 +465,6 @@ def _load_config(path: str | None, overrides: dict, origins: dict | None = None)
 def _device(opts: argparse.Namespace, setting: Setting) -> str:
     from agent.runner import resolve_device
     return resolve_device(_load_config(opts.config, setting.overrides).run.device)
-
-
-def _split(text: str, flag: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip() or not value.strip():
-        raise BadInput("", f"krefine bench: {flag} {text!r}: expected TABLE.KEY=VALUE")
-    return key.strip(), value.strip()
-
-
-def _assignment(text: str, flag: str) -> tuple[str, object]:
-    key, raw = _split(text, flag)
-    return key, _toml_value(raw)
-
-
-def _toml_value(raw: str):
-    """A value as TOML reads it (2, 1.5, true, "x"); a bare word stays a string."""
-    try:
-        return tomllib.loads(f"v = {raw.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
-        return raw.strip()
 
 
 def _label(value) -> str:

@@ -46,9 +46,18 @@ RUN_FLAGS = {"--max-iterations": "budget.max_rounds", "--candidates": "budget.ca
 
 
 def flag_overrides(args: argparse.Namespace, flags: dict[str, str]) -> tuple[dict, dict]:
-    """load_config's overrides (None for a flag not given) and their origins, for `flags`."""
-    overrides = {key: getattr(args, flag.lstrip("-").replace("-", "_")) for flag, key in flags.items()}
-    return overrides, {key: flag for flag, key in flags.items()}
+    """load_config's overrides and their origins: `--set TABLE.KEY=VALUE`s (if the command
+    has them), then `flags` (a flag given wins over a --set of its key)."""
+    from agent.config import parse_assignment
+    overrides, origins = {}, {}
+    for text in getattr(args, "sets", None) or []:
+        key, value = parse_assignment(text, "--set")
+        overrides[key], origins[key] = value, f"--set {key}"
+    for flag, key in flags.items():
+        value = getattr(args, flag.lstrip("-").replace("-", "_"))
+        if value is not None or key not in overrides:
+            overrides[key], origins[key] = value, flag
+    return overrides, origins
 
 
 class _ModuleHelp(argparse.Action):
@@ -103,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--time-budget", type=_finite, default=None, metavar="SECONDS")
     r.add_argument("--device", choices=("cuda", "cpu"), default=None)
     r.add_argument("--out", default=None, metavar="DIR")
+    r.add_argument("--set", action="append", default=[], dest="sets", metavar="TABLE.KEY=VALUE",
+                   help="override one agent.toml value, as krefine bench --set (repeatable; a flag above wins)")
 
     rs = sub.add_parser("resume", help="continue an interrupted run")
     rs.add_argument("run_dir")

@@ -254,3 +254,27 @@ def _build(doc: dict) -> AgentConfig:
             raise SettingsError(f"[{name}]: expected a table", f"[{name}]")
     tables = {name: build(cls, doc.get(name), f"[{name}]") for name, cls in AGENT_TABLES.items()}
     return AgentConfig(**tables, eval=eval_settings_from_toml(doc, where=""))
+
+
+# ---------------------------------------------------------------- --set TABLE.KEY=VALUE
+
+def split_assignment(text: str, flag: str) -> tuple[str, str]:
+    """"budget.max_rounds=3" -> ("budget.max_rounds", "3"); BadInput naming `flag` otherwise."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip() or not value.strip():
+        raise BadInput("", f"{flag} {text!r}: expected TABLE.KEY=VALUE")
+    return key.strip(), value.strip()
+
+
+def parse_assignment(text: str, flag: str) -> tuple[str, Any]:
+    """A `--set` override: its key, and its value as TOML reads it."""
+    key, raw = split_assignment(text, flag)
+    return key, toml_value(raw)
+
+
+def toml_value(raw: str):
+    """A value as TOML reads it (2, 1.5, true, "x"); a bare word stays a string."""
+    try:
+        return tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw.strip()

@@ -173,3 +173,30 @@ def test_a_server_url_without_a_scheme_in_the_file_is_bad_input_with_a_hint(tmp_
     with pytest.raises(BadInput, match=rf"\[model\]: {key} '{text}': the server URL needs a scheme, "
                                        r"e\.g\. openai:http://localhost:59999$"):
         load_config(path)
+
+
+# --- krefine run --set, as krefine bench --set (issue 20)
+
+def _run_config(monkeypatch, *argv):
+    """The config krefine run would start with for `argv` (the loop itself not run)."""
+    from agent import runner
+    from agent.cli import main
+    seen = {}
+    monkeypatch.setattr(runner, "run_problem", lambda problem, config, out, **kw: seen.setdefault("c", config)
+                        or {"solved": True})
+    main(["run", str(DEFAULT_CONFIG.parent / "examples" / "relu.py"), *argv])
+    return seen["c"]
+
+
+def test_run_set_overrides_one_agent_toml_value(monkeypatch):
+    assert _run_config(monkeypatch, "--set", "sampling.temperature=0.25").sampling.temperature == 0.25
+
+
+def test_run_a_flag_wins_over_a_set_of_its_key(monkeypatch):
+    assert _run_config(monkeypatch, "--set", "budget.max_rounds=7", "--max-iterations", "2").budget.max_rounds == 2
+
+
+def test_run_set_without_an_equals_sign_is_one_line_and_exit_2(capsys):
+    from agent.cli import main
+    assert main(["run", str(DEFAULT_CONFIG.parent / "examples" / "relu.py"), "--set", "budget"]) == 2
+    assert capsys.readouterr().err == "krefine: error: --set 'budget': expected TABLE.KEY=VALUE\n"

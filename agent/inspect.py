@@ -18,7 +18,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from agent.runstats import (BASELINES, Candidate, Run, children, diff_to_parent, fmt_speedup,
-                            load_run, rounds_table)
+                            load_run, no_best_line, rounds_table)
 
 VERDICT_STYLE = {"correct": "bold green", "incorrect": "red", "compile_error": "yellow",
                  "runtime_error": "magenta", "timeout": "blue", "rejected": "bold red",
@@ -61,7 +61,7 @@ def outcome(run: Run) -> Panel:
                 f"{fmt_speedup(sp.get('eager'))} vs eager, {fmt_speedup(sp.get('compile'))} vs torch.compile"
                 if any(v is not None for v in sp.values()) else "correct, not timed (cpu)"))
         else:
-            lines.append("no correct candidate")
+            lines.append(no_best_line(s))
         spent = s.get("budget_spent") or {}
         if spent:
             lines.append("\nspent: " + ", ".join(f"{k} {_num(v)}" for k, v in spent.items()))

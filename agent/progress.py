@@ -19,6 +19,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from agent.runstats import no_best_line
+
 _STYLE = {"correct": "green", "incorrect": "yellow", "compile_error": "red", "runtime_error": "red",
           "timeout": "magenta", "rejected": "magenta", "pending": "dim", "judging": "cyan"}
 _MAX_ROWS = 30  # the live table shows the newest rows; the trace has them all
@@ -108,7 +110,7 @@ class Progress:
         lines = [f"stop reason: {summary['stop_reason']}  solved: {'yes' if summary['solved'] else 'no'}",
                  (f"best: {best['candidate']} speedup {_speedup(best['speedup'])} (eager / compile)"
                   if summary.get("timed") else f"best: {best['candidate']} (untimed on cpu)")
-                 if best else "best: none (no correct candidate)",
+                 if best else f"best: none ({no_best_line(summary)})",
                  f"{summary['candidates_evaluated']} candidates in {summary['rounds']} rounds{swept}, "
                  f"{summary['budget_spent']['tokens']} tokens, {summary['budget_spent']['wall_s']:.1f}s",
                  f"run directory: {run_dir}"]

@@ -562,3 +562,16 @@ def _max(values) -> float | None:
 def _one_line(text: str, limit: int = 140) -> str:
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def no_best_line(summary: dict) -> str:
+    """What a run with no best says in its place (krefine run's last lines, inspect, the
+    report): the seed is never the best, so a correct seed is named beside it."""
+    seed = summary.get("seed") or {}
+    if seed.get("status") != "correct":
+        return "no correct candidate"
+    sp = seed.get("speedup") or {}
+    timed = any(v is not None for v in sp.values())
+    figures = (f": {fmt_speedup(sp.get('eager'))} vs eager, {fmt_speedup(sp.get('compile'))} vs torch.compile"
+               if timed else " (untimed on cpu)")
+    return f"no correct candidate beyond the Inductor seed; the seed {seed.get('candidate')} is correct{figures}"

@@ -108,3 +108,13 @@ def test_candidate_without_extracted_code_says_so_instead_of_a_diff(run_dir, cap
     (Path(run_dir) / "candidates" / "r02-c00.py").unlink()     # as the loop leaves a no-code completion
     _, out, _ = inspect(capsys, run_dir, "--candidate", "r02-c00")
     assert "no code was extracted from the completion" in out
+
+
+def test_a_run_whose_only_correct_kernel_is_the_seed_names_the_seed(tmp_path, capsys, monkeypatch):
+    from fixtures.runs.builder import Cand
+    from tools.verdict import Status
+    monkeypatch.setenv("COLUMNS", "200")
+    build_run(tmp_path / "run", [Cand("r00-c00", None, Status.CORRECT, eager=1.2, compile=1.0, origin="inductor_seed"),
+                                 Cand("r01-c00", "r00-c00", Status.INCORRECT)], solved=False)
+    _, out, _ = inspect(capsys, str(tmp_path / "run"))
+    assert "no correct candidate beyond the Inductor seed; the seed r00-c00 is correct: 1.20× vs eager" in out

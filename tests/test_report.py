@@ -188,3 +188,11 @@ def test_interrupted_run_report_says_unfinished_and_how_to_resume(tmp_path):
     main(["report", str(tmp_path / "run")])
     text = (tmp_path / "run" / "report.html").read_text()
     assert "unfinished" in text and f"krefine resume {tmp_path / 'run'}" in text
+
+
+def test_the_report_of_a_run_whose_only_correct_kernel_is_the_seed_names_the_seed(tmp_path):
+    build_run(tmp_path / "run", [Cand("r00-c00", None, Status.CORRECT, eager=1.2, compile=1.0, origin="inductor_seed")],
+              solved=False)
+    assert main(["report", str(tmp_path / "run")]) == 0
+    html = (tmp_path / "run" / "report.html").read_text()
+    assert "no correct candidate beyond the Inductor seed; the seed r00-c00 is correct" in html

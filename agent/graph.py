@@ -147,6 +147,7 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
     elif not traced:
         try:
             search = ctx.config.search
+            ctx.progress.seeding(cid, search.seed_timeout_s)
             make = ctx.make_seed or _inductor_seed(search.seed_timeout_s, search.seed_cache)
             code = make(ctx.problem, ctx.device)
         except ValueError as e:
@@ -398,11 +399,13 @@ def evaluate(task: EvalTask, runtime: Runtime[LoopContext]) -> dict:
         verdict = no_code_verdict(rd.completion(cid).read_text(encoding="utf-8"), record["finish_reason"])
     elif ctx.evaluate is None:
         src = rd.candidate_src(cid)
+        ctx.progress.judging(record)
         verdict = ctx.judges.judge(src.read_text(encoding="utf-8"), candidate_name=src.name,
                                    profile=ctx.profile_policy == "all")
     else:
         with ctx.gpus.lease() as gpu:
             src = rd.candidate_src(cid)
+            ctx.progress.judging(record)
             verdict = ctx.evaluate(ctx.problem, src.read_text(encoding="utf-8"), device=ctx.device,
                                    settings=ctx.config.eval, candidate_name=src.name,
                                    profile=ctx.profile_policy != "none", gpu_index=gpu)

@@ -83,6 +83,22 @@ class Progress:
                                        "speedup": "-", "bottleneck": "", "note": _change(record)}
             self._show_generated(self.rows[record["id"]])
 
+    def seeding(self, cid: str, timeout_s: float) -> None:
+        """Round 0's Inductor seed is being made (up to `timeout_s`; at once when cached)."""
+        with self._lock:
+            self.rows[cid] = {"round": 0, "id": cid, "parent": "-", "verdict": "seeding", "speedup": "-",
+                              "bottleneck": "", "note": f"torch.compile in its own process, at most {timeout_s:.0f} s"}
+            self._show_started(self.rows[cid])
+
+    def judging(self, record: dict) -> None:
+        """A candidate went to the judge (its verdict comes with evaluated())."""
+        with self._lock:
+            row = self.rows.setdefault(record["id"], {"round": record["round"], "id": record["id"],
+                                                      "parent": record["parent"] or "-", "speedup": "-",
+                                                      "bottleneck": "", "note": _change(record)})
+            row["verdict"] = "judging"
+            self._show_started(row)
+
     def evaluated(self, record: dict, verdict: Any) -> None:
         with self._lock:
             row = self.rows.setdefault(record["id"], {"round": record["round"], "id": record["id"],
@@ -121,6 +137,7 @@ class Progress:
 
     # views
     def _show_generated(self, row: dict) -> None: ...
+    def _show_started(self, row: dict) -> None: ...
     def _show_evaluated(self, row: dict) -> None: ...
     def _show_decided(self) -> None: ...
     def _print_final(self, lines: list[str]) -> None: ...
@@ -142,6 +159,10 @@ class PlainProgress(Progress):
 
     def _show_generated(self, row: dict) -> None:
         self._line(f"[round {row['round']}] {row['id']} generated (parent {row['parent']})")
+
+    def _show_started(self, row: dict) -> None:
+        what = "making the Inductor seed" if row["verdict"] == "seeding" else "judging"
+        self._line(f"[round {row['round']}] {row['id']} {what}" + (f" ({row['note']})" if row["note"] else ""))
 
     def _show_evaluated(self, row: dict) -> None:
         extra = "  ".join(x for x in (f"speedup {row['speedup']}" if row["speedup"] != "-" else "",
@@ -182,6 +203,9 @@ class LiveProgress(Progress):
         self.live.update(self._table(), refresh=True)
 
     def _show_generated(self, row: dict) -> None:
+        self._redraw()
+
+    def _show_started(self, row: dict) -> None:
         self._redraw()
 
     def _show_evaluated(self, row: dict) -> None:

@@ -238,3 +238,17 @@ def test_kernelbook_story_on_a_gpu_reaches_the_target_with_the_converted_kernel(
     assert read_json(rd.eval("r01-c00"))["verdict"] == "incorrect"
     s = rd.read_summary()
     assert (s["stop_reason"], s["best"]["candidate"]) == ("target_reached", "r02-c00")
+
+
+def test_non_tty_progress_says_when_a_candidate_goes_to_the_judge(tmp_path, tiny):
+    replay = write_replay(tmp_path / "r.jsonl", [(REPO / "tests/problems/relu_ok.py").read_text()])
+    r = cli("run", str(tiny), "--model", f"replay:{replay}", "--device", "cpu", "--out", str(tmp_path / "run"))
+    lines = r.stdout.splitlines()
+    assert lines.index("[round 1] r01-c00 judging") == lines.index("[round 1] r01-c00 generated (parent -)") + 1
+
+
+def test_non_tty_progress_says_the_seed_is_being_made_before_it_is(tmp_path, tiny):
+    replay = write_replay(tmp_path / "r.jsonl", [NO_CODE])
+    r = cli("run", str(tiny), "--model", f"replay:{replay}", "--device", "cpu", "--seed", "inductor",
+            "--set", "search.seed_timeout_s=1", "--set", "search.seed_cache=\"\"", "--out", str(tmp_path / "run"))
+    assert r.stdout.splitlines()[0].startswith("[round 0] r00-c00 making the Inductor seed (torch.compile")

@@ -117,6 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     rs = sub.add_parser("resume", help="continue an interrupted run")
     rs.add_argument("run_dir")
+    rs.add_argument("--set", action="append", default=[], dest="sets", metavar="budget.KEY=VALUE",
+                    help="raise a budget ([budget] keys only): a run stopped by that budget goes on")
 
     i = sub.add_parser("inspect", help="show a run in the terminal")
     i.add_argument("run_dir")

@@ -50,7 +50,8 @@ class Services:
 
 def main(args) -> int:
     if args.command == "resume":
-        summary = resume_run(args.run_dir)
+        from agent.config import parse_assignment
+        summary = resume_run(args.run_dir, budget=dict(parse_assignment(a, "--set") for a in args.sets))
     else:
         from agent.cli import RUN_FLAGS, flag_overrides
         config = load_config(args.config, *flag_overrides(args, RUN_FLAGS))
@@ -86,8 +87,11 @@ def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Pa
     return _drive(rd, problem, config, backend, device, make_progress(progress), services)
 
 
-def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services | None = None) -> dict:
-    """Continue an interrupted run from its checkpoint; a finished one just re-reports."""
+def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services | None = None,
+               budget: dict | None = None) -> dict:
+    """Continue an interrupted run from its checkpoint; a finished one just re-reports,
+    unless `budget` ({"budget.max_rounds": 6, ...}) raises the budget that stopped it:
+    then it goes on under the new budget, which run.json keeps."""
     rd = RunDir(Path(run_dir))
     if not rd.meta.exists():
         raise BadInput(rd.root, "not a run directory (no run.json)")
@@ -101,18 +105,45 @@ def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services
         config = build(AgentConfig, meta["config"], f"{rd.meta} config")
     except SettingsError as e:
         raise BadInput(rd.meta, str(e)) from None
+    if budget:
+        config = _raised(rd, meta, budget)
     # 2) the replay backend resumes after every completion already recorded
     consumed = sum(1 for _ in read_jsonl(rd.completions_jsonl))
     backend = _load_backend(meta["model"], config, skip=consumed, shared=services.backend if services else None)
-    return _drive(rd, problem, config, backend, meta["device"], make_progress(progress), services)
+    return _drive(rd, problem, config, backend, meta["device"], make_progress(progress), services,
+                  reopen=bool(budget))
+
+
+# what a raised budget can undo (agent/state.py stop_reason)
+_BUDGET_STOPS = ("max_rounds", "token_budget", "time_budget")
+
+
+def _raised(rd: RunDir, meta: dict, budget: dict) -> AgentConfig:
+    """The run's config with `budget`'s [budget] values, written back to run.json."""
+    doc = {**meta["config"], "budget": dict(meta["config"]["budget"])}
+    for key, value in budget.items():
+        table, _, name = key.partition(".")
+        if table != "budget" or not name:
+            raise BadInput(f"--set {key}", "only [budget] values (budget.KEY=VALUE) can change when a run resumes")
+        doc["budget"][name] = value
+    try:
+        config = build(AgentConfig, doc, "--set")
+    except SettingsError as e:
+        raise BadInput("--set", str(e).removeprefix("--set.")) from None
+    write_json(rd.meta, {**meta, "config": dataclasses.asdict(config)})
+    return config
 
 
 def _drive(rd: RunDir, problem, config: AgentConfig, backend, device: str, progress: Progress,
-           services: Services | None = None) -> dict:
-    """Run the graph from its last checkpoint, or from the start when there is none."""
+           services: Services | None = None, reopen: bool = False) -> dict:
+    """Run the graph from its last checkpoint, or from the start when there is none.
+    `reopen`: a run its budget stopped goes on (the budget was raised)."""
     with _checkpointer(rd) as saver:
         graph = build_graph(saver)
         before = checkpoint_values(graph, THREAD_ID)
+        if reopen and before and before.get("stop_reason") in _BUDGET_STOPS:
+            graph.update_state({"configurable": {"thread_id": THREAD_ID}}, {"stop_reason": None}, as_node="decide")
+            before = checkpoint_values(graph, THREAD_ID)
         initial = None if before else initial_state(str(problem.path))
         if before and not before.get("stop_reason"):
             rd.summary.unlink(missing_ok=True)  # left by a session that failed; the run goes on

@@ -252,3 +252,30 @@ def test_non_tty_progress_says_the_seed_is_being_made_before_it_is(tmp_path, tin
     r = cli("run", str(tiny), "--model", f"replay:{replay}", "--device", "cpu", "--seed", "inductor",
             "--set", "search.seed_timeout_s=1", "--set", "search.seed_cache=\"\"", "--out", str(tmp_path / "run"))
     assert r.stdout.splitlines()[0].startswith("[round 0] r00-c00 making the Inductor seed (torch.compile")
+
+
+# --- krefine resume --set budget.KEY=VALUE: a raised budget lets a stopped run go on (issue 20)
+
+@pytest.fixture
+def one_round_run(tmp_path):
+    out = tmp_path / "run"
+    r = cli("run", str(REPO / "examples" / "relu.py"), "--model", f"replay:{REPO / 'examples' / 'relu.replay.jsonl'}",
+            "--candidates", "1", "--max-iterations", "1", "--device", "cpu", "--out", str(out))
+    assert RunDir(out).read_summary()["stop_reason"] == "max_rounds", r.stderr
+    return out
+
+
+def test_resume_with_a_raised_round_budget_runs_the_next_round(one_round_run):
+    cli("resume", str(one_round_run), "--set", "budget.max_rounds=2")
+    summary = RunDir(one_round_run).read_summary()
+    assert (summary["rounds"], summary["candidates_evaluated"]) == (2, 2)
+
+
+def test_resume_keeps_the_raised_budget_in_run_json(one_round_run):
+    cli("resume", str(one_round_run), "--set", "budget.max_rounds=2")
+    assert read_json(RunDir(one_round_run).meta)["config"]["budget"]["max_rounds"] == 2
+
+
+def test_resume_may_change_only_the_budget(one_round_run):
+    r = cli("resume", str(one_round_run), "--set", "sampling.temperature=1")
+    assert r.returncode == 2 and r.stderr.strip().endswith("only [budget] values (budget.KEY=VALUE) can change when a run resumes")

@@ -1,7 +1,7 @@
 """The `krefine` command line: argument parsing, dispatch, and the exit-status contract.
 
 Each subcommand lives in its own module with `main(args) -> int`; this file only parses
-and maps failures to DESIGN.md's exit statuses: BadInput -> one line on stderr, exit 2;
+and maps failures to docs/DESIGN.md's exit statuses: BadInput -> one line on stderr, exit 2;
 EvaluatorError -> one line, exit 3. Tracebacks only with --debug.
 """
 from __future__ import annotations

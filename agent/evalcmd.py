@@ -7,7 +7,7 @@ gone `--keep-judge` seconds after the last eval), so the next `krefine eval` of 
 problem finds it warm and this process never imports torch; `--keep-judge 0` judges
 here, in a session of this process's own.
 
-Exit statuses (DESIGN.md): 0 correct (and at least --min-speedup when given; with
+Exit statuses (docs/DESIGN.md): 0 correct (and at least --min-speedup when given; with
 several candidates, every one), 1 evaluated but not correct / not fast enough, 2 bad
 input, 3 evaluator failure. In a batch a candidate file that is not Python defining
 ModelNew (a syntax error, an empty file) is that candidate's compile_error, never the
@@ -105,7 +105,7 @@ def _via_service(args, config, keep: float) -> int:
 
 def _read_candidates(args) -> list[tuple[str, str, str | None]]:
     """(path, source, fault) per candidate, fault being why the file is not Python that
-    defines ModelNew. One candidate: such a file is bad input (exit 2, DESIGN.md). Several:
+    defines ModelNew. One candidate: such a file is bad input (exit 2, docs/DESIGN.md). Several:
     each is a model's answer and gets a verdict of its own, so such a file is that
     candidate's compile_error (_file_verdicts) in order with the others; only a path that
     names no readable file is the command line's fault."""

@@ -1,4 +1,4 @@
-"""The run directory (DESIGN.md "Run directory"): paths, candidate ids, trace events.
+"""The run directory (docs/DESIGN.md "Run directory"): paths, candidate ids, trace events.
 
 This module is the contract between the loop that writes a run (agent/graph.py) and
 everything that reads one (inspect, report, export, bench, resume). It holds no loop

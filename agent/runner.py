@@ -7,7 +7,7 @@ pieces from run.json and continues from the last checkpoint; the replay backend 
 moved past the completions the run already consumed. A caller that shares an evaluator
 or a model between runs (krefine bench --ray) passes them in as `Services`.
 
-Exit status (DESIGN.md): 0 solved, 1 budget spent without a solution, 2 bad input
+Exit status (docs/DESIGN.md): 0 solved, 1 budget spent without a solution, 2 bad input
 (BadInput, incl. a backend that cannot load), 3 evaluator failure (EvaluatorError).
 Does not decide anything about the loop itself.
 """

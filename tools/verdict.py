@@ -1,7 +1,7 @@
 """The verdict: one frozen value per evaluation, whatever happened.
 
 Covers the Status enum, Diagnostic, Timing and Verdict types and their schema-1 JSON
-form (DESIGN.md, `krefine eval --json`). Untrusted work returns a Verdict; only the
+form (docs/DESIGN.md, `krefine eval --json`). Untrusted work returns a Verdict; only the
 evaluator's own bugs raise. Does not decide anything: tools/judge/ does.
 """
 from __future__ import annotations

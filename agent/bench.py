@@ -95,6 +95,8 @@ def main(args) -> int:
         check_spec(opts.model)
     out = Path(opts.out or Path("runs") / f"bench-{suite.resolve().name}")
     jobs = [Job(s, path, name, out / s.label / name) for s in settings for name, path in problems]
+    if opts.seeds_only:
+        return _seeds_only(jobs, opts, settings[0])
     # 2) run what is not finished yet, one worker per GPU
     todo = [j for j in jobs if not finished(j.run_dir)]
     address = ray_address(opts, settings[0])
@@ -186,6 +188,9 @@ def option_parser():
     p.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE", dest="overrides",
                    help="override one agent.toml value (repeatable)")
     p.add_argument("--list", action="store_true", help="print the problems that would run, and stop")
+    p.add_argument("--seeds-only", action="store_true",
+                   help="compile the Inductor seeds the suite lacks into [search] seed_cache "
+                        "([bench] seed_jobs per GPU), then stop: a later bench judges at once")
     p.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS",
                    help="judge on a Ray cluster: auto (default), local, HOST:PORT or ray://HOST:PORT")
     return p
@@ -197,6 +202,8 @@ def parse_options(argv: list[str]) -> argparse.Namespace:
         raise BadInput("", f"krefine bench: --ray {opts.ray!r}: expected auto, local, HOST:PORT or ray://HOST:PORT")
     if opts.gpus is not None and opts.gpus < 1:
         raise BadInput("", f"krefine bench: --gpus must be at least 1, got {opts.gpus}")
+    if opts.seeds_only and opts.ray is not None:
+        raise BadInput("", "krefine bench: --seeds-only compiles on this host's GPUs; leave out --ray")
     if opts.ray is not None and opts.gpus is not None:
         raise BadInput("", "krefine bench: --gpus counts this host's GPUs; on a Ray cluster set --set bench.judges=N")
     return opts
@@ -284,19 +291,35 @@ def visible_gpus(device: str, limit: int | None) -> list[str | None]:
 
 # ---------------------------------------------------------------- running
 
-def _seeds_first(todo: list[Job], opts, setting: Setting, console: Console) -> None:
+def _seeds_first(todo: list[Job], opts, setting: Setting, console: Console) -> tuple[int, dict[str, str]]:
     """The Inductor seeds the runs will need, compiled in parallel into the seed cache
-    before any run starts (agent/bench_seeds.py)."""
+    before any run starts (agent/bench_seeds.py); (how many were compiled, problem ->
+    reason for those that gave no seed)."""
     from agent.bench_seeds import prepare_seeds, seed_tasks
     device = _device(opts, setting)
     tasks, per_gpu = seed_tasks(todo, lambda s: _load_config(opts.config, s.overrides), device)
     if not tasks:
-        return
+        return 0, {}
     gpus = visible_gpus(device, opts.gpus)
     console.print(f"seeds: {len(tasks)} to compile, {per_gpu} at a time per GPU ({len(gpus)} GPU(s)) "
                   "before judging; the rest are cached")
-    prepare_seeds(tasks, gpus, per_gpu, device, console.print)
+    return len(tasks), prepare_seeds(tasks, gpus, per_gpu, device, console.print)
 
+
+
+def _seeds_only(jobs: list[Job], opts, setting: Setting) -> int:
+    """--seeds-only: the suite's seeds into the seed cache, nothing judged."""
+    config = _load_config(opts.config, setting.overrides)
+    if config.search.seed != "inductor" or not config.search.seed_cache or config.bench.seed_jobs < 1:
+        raise BadInput("", 'krefine bench --seeds-only: needs [search] seed = "inductor", a [search] seed_cache '
+                           "and [bench] seed_jobs of at least 1 (e.g. --set search.seed=inductor)")
+    console = Console()
+    with terminated_as_interrupt():
+        compiled, failed = _seeds_first(jobs, opts, setting, console)
+    problems = len({j.problem for j in jobs})
+    console.print(f"seeds: {problems} problems, {problems - compiled} already cached, {compiled} compiled now "
+                  f"({len(failed)} without a seed, reasons above); cache {config.search.seed_cache}", highlight=False)
+    return EXIT_OK
 
 
 def run_jobs(jobs: list[Job], gpus: list[str | None], config_path: str | None, model: str | None,

@@ -4,6 +4,8 @@ actor per GPU, over the same problems; the scaling and whether the verdicts agre
     python3 benchmarks/gpu_scaling.py LEVEL_DIR --filter REGEX --seed-cache DIR --out OUT \\
         [--stages g1,g2,ray] [--set search.sweep_variants=1 ...]
 
+Fill the seed cache first (`krefine bench LEVEL_DIR --seeds-only --set search.seed=inductor
+--set search.seed_cache=DIR --filter REGEX`), or the first stage's wall holds the compiles.
 Each stage is one `krefine bench --model none` (the Inductor seed and the sweep) into its
 own directory under --bench-dir (default /tmp/kbscale), timed from start to results; a
 stage whose directory already has results is read, not run again (so the stages can be

@@ -68,3 +68,18 @@ def test_a_bench_compiles_its_seeds_first_and_each_run_judges_the_cached_one(tmp
     runs = sorted((tmp_path / "b" / "default" / n / "candidates" / "r00-c00.py").read_text()
                   for n in ("1_relu", "2_relu"))
     assert len(cached) == 2 and runs == cached        # one entry per problem file, judged as cached
+
+
+def test_seeds_only_fills_the_cache_and_judges_nothing(tmp_path, capsys):
+    cache, suite = tmp_path / "cache", tmp_path / "suite"
+    _jobs(tmp_path, {}, names=("1_relu",))
+    rc = main(["bench", str(suite), "--seeds-only", "--device", "cpu", "--out", str(tmp_path / "b"),
+               "--set", "search.seed=inductor", "--set", f"search.seed_cache={cache}"])
+    assert (rc, len(list(cache.glob("*.py"))), (tmp_path / "b").exists()) == (0, 1, False)
+    assert "1 problems, 0 already cached, 1 compiled now (0 without a seed" in capsys.readouterr().out
+
+
+def test_seeds_only_without_the_inductor_seed_is_one_line_and_exit_2(tmp_path, capsys):
+    _jobs(tmp_path, {}, names=("1_relu",))
+    assert main(["bench", str(tmp_path / "suite"), "--seeds-only", "--device", "cpu"]) == 2
+    assert 'needs [search] seed = "inductor"' in capsys.readouterr().err

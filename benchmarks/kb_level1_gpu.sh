@@ -9,6 +9,7 @@
 #    benchmarks/gpu_scaling.py judged) with search.sweep_variants=${FULL_SWEEP:-0} (0: the
 #    seed alone; B's runs are reused), `--gpus` all of them, until BUDGET_S (default 560)
 #    seconds after the start. SEED_JOBS (default 4) seeds compile at once per GPU.
+# D) then the sweep (3 variants) on the problems whose seed trails torch.compile (kb_slow_seeds.py).
 # The bench directory (BENCH_DIR, default /tmp/kbbench; resumable: carry OUT/bench.tgz back,
 # untar it there and call again), the seed cache and the nvidia-smi log of which process
 # held memory on which GPU go to OUT. DEVICE=cpu runs it on the CPU (a smoke test).
@@ -34,6 +35,15 @@ echo "== C: level $(date +%T) ($SECONDS s)"
 timeout $((budget - SECONDS)) python3 -m agent.cli bench "$L" "${common[@]}" --filter "${FULL_FILTER:-.}" \
   --sweep search.sweep_variants=${FULL_SWEEP:-0} 2>&1 \
   | grep -v "^\s*$" | tail -${TAIL:-80}
+# D) the sweep where it can matter: the problems whose correct seed is at most SWEEP_BELOW (0.9)
+#    times torch.compile's speed in C, at most SWEEP_MAX (16), with search.sweep_variants=3
+slow=$(python3 benchmarks/kb_slow_seeds.py "$bench" --setting "search.sweep_variants=${FULL_SWEEP:-0}" \
+       --below "${SWEEP_BELOW:-0.9}" --max "${SWEEP_MAX:-16}" 2>/dev/null)
+if [ -n "$slow" ] && [ $((budget - SECONDS)) -gt 60 ]; then
+  echo "== D: sweep where the seed trails torch.compile: $slow $(date +%T) ($SECONDS s)"
+  timeout $((budget - SECONDS)) python3 -m agent.cli bench "$L" "${common[@]}" --filter "$slow" \
+    --sweep search.sweep_variants=0,3 2>&1 | grep -v "^\s*$" | tail -40
+fi
 echo "== end $(date +%T) ($SECONDS s)"
 kill $watch; pkill -f "agent.cli bench" 2>/dev/null
 tar -czf "$out/bench.tgz" -C "$(dirname "$bench")" "$(basename "$bench")"

@@ -88,10 +88,13 @@ def capture(problem, device: str, templates: bool = False) -> Capture:
                 out = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
         except Exception as e:
             raise ValueError(f"torch.compile failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
-    if len(codes) > 1 and len(graph_inputs) == 1:
-        codes = _graph_module(codes, len(graph_inputs[0]))
-    if len(codes) != 1 or len(graph_inputs) != 1:
-        raise ValueError(f"torch.compile produced {len(codes)} output modules; expected one graph")
+        if len(codes) > 1 and len(graph_inputs) == 1:
+            codes = _graph_module(codes, len(graph_inputs[0]))
+        if len(codes) != 1 or len(graph_inputs) != 1:
+            raise ValueError(f"torch.compile produced {len(codes)} output modules; expected one graph")
+        # the autotuner's choices live in the loaded module, which the fresh cache's exit
+        # clears (PyCodeCache): read them here (on cpu nothing ran, so nothing was chosen)
+        chosen = _chosen_configs(codes[0])
     if not isinstance(out, torch.Tensor):
         raise ValueError(f"Model.forward returns {type(out).__name__}; only one tensor is supported")
     # 3) name each graph input by what it is in the problem; a tensor dynamo passed as a
@@ -102,7 +105,7 @@ def capture(problem, device: str, templates: bool = False) -> Capture:
     sources = [names.get(id(t)) for t in graph_inputs[0]]
     return Capture(code=codes[0], arg_sources=None if None in sources else tuple(sources), device=device,
                    torch_version=torch.__version__, templates=templates,
-                   launch_configs=_chosen_configs(codes[0]) if device != "cpu" else {})
+                   launch_configs=chosen if device != "cpu" else {})
 
 
 def _graph_module(codes: list[str], n_inputs: int) -> list[str]:

@@ -517,7 +517,7 @@ def decide(state: RunState, runtime: Runtime[LoopContext]) -> dict:
         reason = None
     update = {"best": best, "spent": spent, "pending": [], "stop_reason": reason, "sweep_next": sweep_next}
     best_record = state["candidates"].get(best) if best else None
-    last = (list(rd.events()) or [None])[-1]
+    last = rd.last_event()
     status = reason or ("sweep" if sweep_next else "continue")
     if last is None or (last["node"], last["iteration"], last["status"]) != ("decide", state["round"], status):
         rd.append_event(iteration=state["round"], candidate=best, node="decide", status=status,

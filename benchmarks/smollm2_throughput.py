@@ -15,7 +15,8 @@ second, finish reasons, and each completion's class:
   syntax_error  ended on its own, and the code does not parse
   no_modelnew   the code parses but defines no class ModelNew
 plus `repetitive` (over half of 20+ non-blank lines are repeats), counted apart. Printed
-as it goes; --out gets the JSON, and OUT's stem + .completions.jsonl every completion.
+as it goes; --out gets the JSON, and OUT's stem + .completions.jsonl every completion, both
+rewritten after the warm-up and after each n, so a run cut off by a timeout keeps the rows done.
 
 Loop (--loop): `krefine run PROBLEM --model GGUF --candidates 4 --max-iterations 2 --device D`
 (with [sampling] max_new_tokens = --max-new-tokens) in a subprocess, then a summary of the
@@ -77,8 +78,9 @@ def repetitive(text: str) -> bool:
 
 # ---------------------------------------------------------------- throughput
 
-def throughput(args, emit) -> dict:
-    """Load once, warm up, then --rounds generate calls per n; the figures per n."""
+def throughput(args, emit, save) -> dict:
+    """Load once, warm up, then --rounds generate calls per n; the figures per n, each
+    handed to save(result) as soon as its n is done (a run cut short keeps them)."""
     import torch
     import transformers
     config = AgentConfig()
@@ -93,7 +95,9 @@ def throughput(args, emit) -> dict:
     prompt_tokens = len(backend.prompt_ids(prompt))
     head = {"gguf": str(args.gguf), "problem": str(args.problem), "device": args.device,
             "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else None,
-            "dtype": str(next(backend.model.parameters()).dtype), "torch": torch.__version__,
+            "dtype": str(next(backend.model.parameters()).dtype),
+            "param_devices": sorted({str(p.device) for p in backend.model.parameters()}),
+            "torch": torch.__version__,
             "transformers": transformers.__version__, "python": platform.python_version(),
             "chat_template": backend.chat_template(), "prompt_tokens": prompt_tokens,
             "max_new_tokens": sampling.max_new_tokens, "temperature": sampling.temperature,
@@ -106,32 +110,37 @@ def throughput(args, emit) -> dict:
     head["warmup_s"] = round(time.perf_counter() - t0, 2)
     # 3) the measured calls
     per_n, records = [], []
+    save({**head, "per_n": per_n, "records": records})
     for n in args.candidates:
-        walls, got = [], []
+        walls, got, steps = [], [], []
         for r in range(args.rounds):
             t0 = time.perf_counter()
             completions = backend.generate(prompt, n, sampling)
             walls.append(time.perf_counter() - t0)
+            steps.append(max(c.completion_tokens for c in completions))
             got += completions
             records += [{"n": n, "round": r, "completion": c.text, "completion_tokens": c.completion_tokens,
                          "finish_reason": c.finish_reason, "class": classify(c.text, c.finish_reason),
                          "repetitive": repetitive(c.text)} for c in completions]
-        row = _row(n, walls, got, records[-len(got):])
+        row = _row(n, walls, got, records[-len(got):], steps)
         per_n.append(row)
+        save({**head, "per_n": per_n, "records": records})
         emit(f"n={n:>2}: {row['candidates_per_min']:8.1f} candidates/min  "
              f"{row['completion_tokens_per_s']:8.1f} tokens/s  wall/call {row['wall_s_per_call']:.2f} s  "
-             f"mean {row['mean_completion_tokens']:.0f} tokens  {row['classes']}  "
+             f"mean {row['mean_completion_tokens']:.0f} tokens  {row['ms_per_step']:.1f} ms/step  {row['classes']}  "
              f"finish {row['finish_reasons']}  repetitive {row['repetitive']}")
     return {**head, "per_n": per_n, "records": records}
 
 
-def _row(n: int, walls: list[float], got: list, records: list[dict]) -> dict:
+def _row(n: int, walls: list[float], got: list, records: list[dict], steps: list[int]) -> dict:
+    """steps: each call's decoding steps, its longest completion (the batch runs until its last row ends)."""
     wall = sum(walls)
     tokens = sum(c.completion_tokens for c in got)
     return {"n": n, "calls": len(walls), "wall_s": round(wall, 3), "wall_s_per_call": round(wall / len(walls), 3),
             "candidates_per_min": round(60.0 * len(got) / wall, 2),
             "completion_tokens_per_s": round(tokens / wall, 1),
             "mean_completion_tokens": round(tokens / len(got), 1),
+            "ms_per_step": round(1000.0 * wall / max(1, sum(steps)), 1),   # the prompt's prefill included
             "finish_reasons": dict(Counter(str(c.finish_reason) for c in got)),
             "classes": {k: v for k in CLASSES if (v := sum(r["class"] == k for r in records))},
             "repetitive": sum(r["repetitive"] for r in records)}
@@ -180,6 +189,13 @@ def _summarize(run: Path) -> dict:
 
 # ---------------------------------------------------------------- main
 
+def _write(path: Path, text: str) -> None:
+    """Replace `path` whole (a run killed mid-write leaves the previous version)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("problem", type=Path, nargs="?", default=ROOT / "examples" / "relu.py")
@@ -202,13 +218,18 @@ def main() -> int:
     def emit(line: str) -> None:
         print(line, flush=True)
 
-    result = loop(args, emit) if args.loop else throughput(args, emit)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    records = result.pop("records", None)
-    if records is not None:
-        with args.out.with_suffix(".completions.jsonl").open("w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in records)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+
+    def save(result: dict) -> None:
+        """--out (and its .completions.jsonl) as they stand now, each replaced whole."""
+        result = dict(result)
+        records = result.pop("records", None)
+        if records is not None:
+            _write(args.out.with_suffix(".completions.jsonl"), "".join(json.dumps(r) + "\n" for r in records))
+        _write(args.out, json.dumps(result, indent=1) + "\n")
+
+    result = loop(args, emit) if args.loop else throughput(args, emit, save)
+    save(result)
     if args.loop:
         emit(json.dumps({k: v for k, v in result.items() if k not in ("feedback", "cmd", "stderr_tail")}))
     return 0 if args.loop is False or result.get("with_verdict") == result.get("completions") else 1

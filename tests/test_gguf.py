@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -43,10 +44,24 @@ def _problem() -> str:
     return (Path(__file__).resolve().parent.parent / "examples" / "relu.py").read_text()
 
 
+PARSED: list[str] = []    # the files gguf.GGUFReader parsed while the module's backend loaded
+
+
 @pytest.fixture(scope="module")
 def smollm2() -> TransformersBackend:
-    backend = TransformersBackend(str(SMOLLM2), AgentConfig().model, device="cpu")
-    backend.load()
+    import gguf
+    reader = gguf.GGUFReader
+
+    def counting(path, *args, **kwargs):
+        PARSED.append(os.path.realpath(path))
+        return reader(path, *args, **kwargs)
+
+    gguf.GGUFReader = counting
+    try:
+        backend = TransformersBackend(str(SMOLLM2), AgentConfig().model, device="cpu")
+        backend.load()
+    finally:
+        gguf.GGUFReader = reader
     return backend
 
 
@@ -68,6 +83,13 @@ def test_smollm2_from_gguf_generates_n_completions_with_token_counts(smollm2):
     assert all(c.prompt_tokens == len(smollm2.prompt_ids(prompt)) for c in got)
     assert all(1 <= c.completion_tokens <= SAMPLING.max_new_tokens for c in got)
     assert all(c.finish_reason in ("stop", "length") and c.model == str(SMOLLM2) for c in got)
+
+
+@needs_smollm2
+def test_loading_smollm2_parses_its_gguf_file_once(smollm2):
+    """transformers parses the whole file for the config, the tokenizer and the weights
+    (2.5 s a parse of SmolLM2's on 2 cores, 4 parses in a 20 s load): one load, one parse."""
+    assert PARSED == [str(SMOLLM2.resolve())]
 
 
 @needs_smollm2

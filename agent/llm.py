@@ -397,8 +397,11 @@ def _gguf_read_once():
     except ImportError:         # _gguf_file said so already; nothing to speed up
         yield
         return
+    reader_class, name_map = getattr(gguf, "GGUFReader", None), getattr(gguf, "get_tensor_name_map", None)
+    if reader_class is None or name_map is None:   # another gguf: load as transformers does, unhurried
+        yield
+        return
     with _GGUF_READ_ONCE:
-        reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
         readers: dict = {}
         maps: dict = {}
 

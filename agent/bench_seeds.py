@@ -20,7 +20,6 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
 
 @dataclass(frozen=True)
@@ -34,7 +33,7 @@ class SeedTask:
 def seed_tasks(jobs, load_config, device: str) -> tuple[list[SeedTask], int]:
     """The seeds `jobs` need that their caches lack (one per problem and cache), and the
     compiles per GPU the first such setting allows ([bench] seed_jobs)."""
-    from tools.dialect.seedcache import SeedCache, torch_version
+    from tools.dialect.seedcache import SeedCache, problem_file, torch_version
     version = torch_version()
     tasks: dict[tuple[Path, str], SeedTask] = {}
     per_gpu = 0
@@ -48,9 +47,8 @@ def seed_tasks(jobs, load_config, device: str) -> tuple[list[SeedTask], int]:
         key = (job.problem.resolve(), str(Path(s.seed_cache).expanduser()))
         if key in tasks:
             continue
-        problem = SimpleNamespace(path=str(job.problem), source=job.problem.read_bytes().decode("utf-8"))
         try:
-            SeedCache(s.seed_cache).get(problem, device, version, s.seed_timeout_s)
+            SeedCache(s.seed_cache).get(problem_file(job.problem), device, version, s.seed_timeout_s)
             continue                                   # cached: a seed, or a lasting reason for none
         except KeyError:
             pass

@@ -83,6 +83,13 @@ def torch_version() -> str:
     return torch.__version__
 
 
+def problem_file(path: str | Path) -> SimpleNamespace:
+    """What the cache keys a problem file by (its path and source, read as load_problem
+    reads it: bytes decoded, newlines kept), without loading it."""
+    path = Path(path)
+    return SimpleNamespace(path=str(path), source=path.read_bytes().decode("utf-8"))
+
+
 class SeedCache:
     """Seeds and captures on disk (see the module docstring). `problem` is anything with
     `.path` and `.source` (a tools.problem.Problem)."""
@@ -173,8 +180,7 @@ def seed_in_subprocess(problem_path: str | Path, device: str, timeout_s: float,
     import tempfile
     cache, version, problem = None, None, None
     if cache_dir:
-        path = Path(problem_path)
-        problem = SimpleNamespace(path=str(path), source=path.read_bytes().decode("utf-8"))   # as load_problem reads it
+        problem = problem_file(problem_path)
         cache, version = SeedCache(cache_dir), torch_version()
         try:
             return cache.get(problem, device, version, timeout_s)

@@ -306,7 +306,6 @@ def _seeds_first(todo: list[Job], opts, setting: Setting, console: Console) -> t
     return len(tasks), prepare_seeds(tasks, gpus, per_gpu, device, console.print)
 
 
-
 def _seeds_only(jobs: list[Job], opts, setting: Setting) -> int:
     """--seeds-only: the suite's seeds into the seed cache, nothing judged."""
     config = _load_config(opts.config, setting.overrides)

@@ -6,8 +6,8 @@ JudgeFleet in agent/ray_judges.py, so this module imports without Ray). It keeps
 tools.judge.Judge per problem it has judged (at most [bench] judge_cache; the oldest idle
 one is closed), so a problem's reference, torch.compile baseline and fork servers are
 built once per judge, and a new problem's fork server was started while the last was
-judged (tools/sandbox/isolation.py spare_forkservers). Candidates run in the Judge's sandboxed workers: a candidate's
-fault is a verdict, never the actor's death. A problem travels as a `ProblemRef` (its
+judged (tools/sandbox/isolation.py spare_forkservers). Candidates run in the Judge's
+sandboxed workers: a candidate's fault is a verdict, never the actor's death. A problem travels as a `ProblemRef` (its
 file, and its text for a node without that file). `ray_result` is ray.get with the
 actor's own exceptions raised as themselves in the driver (`crossing` carries a
 BadInput, which cannot be pickled as it is).

@@ -57,9 +57,8 @@ class RunDir:
     root: Path
     # the trace as this object has read and appended it: read from the file once, then
     # kept (the loop's nodes ask it per candidate; re-reading made a run quadratic)
-    _trace_cache: list = field(default_factory=list, init=False, repr=False, compare=False, hash=False)
-    _trace_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False,
-                                        hash=False)
+    _trace_events: list | None = field(default=None, init=False, repr=False, compare=False)
+    _trace_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     @property
     def run_id(self) -> str:
@@ -126,9 +125,9 @@ class RunDir:
             return events[-1] if events else None
 
     def _events(self) -> list:
-        if not self._trace_cache:
-            self._trace_cache.append(list(read_jsonl(self.trace)) if self.trace.exists() else [])
-        return self._trace_cache[0]
+        if self._trace_events is None:   # frozen: the one late-set field
+            object.__setattr__(self, "_trace_events", list(read_jsonl(self.trace)) if self.trace.exists() else [])
+        return self._trace_events
 
     # 4) small helpers so readers never build paths by hand
     def read_summary(self) -> dict | None:

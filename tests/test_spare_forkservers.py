@@ -59,7 +59,7 @@ def test_a_spare_serves_only_its_own_kind_and_gpu(started):
     assert other is not started[1]
 
 
-def test_a_spare_is_a_real_fork_server_that_forks_a_worker():
+def test_a_spare_is_a_real_fork_server_that_comes_up():
     with isolation.spare_forkservers():
         first = isolation.start_forkserver("cpu", 0)
         spare = isolation.start_forkserver("cpu", 0)

@@ -19,7 +19,8 @@
 # after a call; /tmp lives as long as the machine):
 #   calls 1..N-1, carry [".bigwheels/a"], then [".bigwheels/b"], ...:
 #     bash benchmarks/device_bigwheels.sh stage
-#   call N, carry [".whl", ".bigwheels/<last>", ...]:
+#   call N, carry [".whl", ".bigwheels/<last>", ...] (.whl may instead come with call 1
+#   and be installed there into /tmp/site, as gpu_judge_checks.sh's setup does):
 #     bash benchmarks/device_bigwheels.sh install && export PYTHONPATH=$PWD:/tmp/site ...
 # `stage` copies the part it was given to /tmp/bigwheels/ (refusing one whose predecessor
 # is not there); `install` joins them, checks the sha256 (a part missing fails here, by
@@ -81,6 +82,8 @@ install)    # device, the last call: the last part travels with .whl
   (cd "$STAGE" && sha256sum -c --quiet -) < "$sum" \
     || { echo "device_bigwheels: the parts do not join to the tar (one is missing: $(ls "$STAGE" | tr '\n' ' ')): stage them again" >&2; exit 1; }
   mkdir -p "$STAGE/w" && tar -xf "$STAGE/big.tar" -C "$STAGE/w"
+  # .whl and .whl/extra when they came with this call (an earlier call may have installed them)
+  shopt -s nullglob
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "${SITE:-/tmp/site}" \
     .whl/*.whl .whl/extra/*.whl "$STAGE"/w/*.whl
   rm -f "$STAGE/big.tar"

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# One device session's GPU measurements for issues 19 and 21, spread over consecutive
+# device calls on `nvidia-h100-x2` (or any 2-GPU kind), each call doing what is next:
+#   bash benchmarks/kb_gpu_session.sh OUT [BUDGET_S]
+# 1) the Inductor seeds of every level-1 problem into SEEDS (the scaling subset first);
+# 2) issue 21: benchmarks/gpu_scaling.py on SUBSET (20 problems) with --gpus 1, --gpus 2 and
+#    --ray local (2 judge actors; only once Ray is installed), each stage started only if
+#    its estimate fits the time left (a stage cut short would not measure anything);
+# 3) issue 19: every level-1 problem (benchmarks/kb_level1_gpu.sh; seed alone, then the
+#    sweep where the seed trails torch.compile). The 2-GPU scaling stage ran the subset with
+#    the very same settings, so its run directories are the level-1 bench's for those 20.
+# All state lives in /tmp (SEEDS, /tmp/kbscale, /tmp/kbbench), which a warm machine keeps
+# between calls: call again right after the last one returns. Everything comes back to OUT
+# as tars at the end of each call (carry them back and untar into /tmp if the machine went).
+# Set-up before it, in the same call: .whl installed into /tmp/site (see
+# benchmarks/device_bigwheels.sh for Ray); KernelBench level 1 in LEVEL (.kb/level1).
+set -u
+out=${1:?out}; budget=${2:-560}
+L=${LEVEL:-.kb/level1}; seeds=${SEEDS:-/tmp/seeds}
+subset=${SUBSET:-^(19|2[0-9]|3[0-8])_}
+export PYTHONPATH=$PWD:/tmp/site:${PYTHONPATH:-} PYTHONUNBUFFERED=1 KREFINE_KEEP_JUDGE_S=0
+mkdir -p "$out" "$seeds"
+left() { echo $((budget - SECONDS)); }
+# the settings of every bench below: the same for the scaling stages and the level-1 pass
+sets=(--set search.seed_timeout_s=200 --set search.sweep_budget=3 --set bench.seed_jobs=${SEED_JOBS:-4})
+common=(--model none --set search.seed=inductor --set "search.seed_cache=$seeds" "${sets[@]}"
+        --config benchmarks/kb_memory.toml --device cuda)
+
+if [ ! -f /tmp/kbsession.seeds ]; then
+  for f in "$subset" .; do
+    echo "== seeds ($f) $(date +%T) ($SECONDS s)"
+    timeout $(( $(left) - 20 )) python3 -m agent.cli bench "$L" --seeds-only --gpus 2 --filter "$f" "${common[@]}" \
+      --out /tmp/kbseedsonly 2>&1 | grep -v "^\s*$" | tail -40
+  done
+  [ "$(left)" -gt 20 ] && touch /tmp/kbsession.seeds
+fi
+
+python3 -c "import ray" 2>/dev/null && have_ray=1 || have_ray=0
+for stage in g1 g2 ray; do
+  grep -q "\"$stage\"" /tmp/kbscale/scaling.json 2>/dev/null && continue
+  need=$(case $stage in g1) echo ${G1_S:-330};; g2) echo ${G2_S:-200};; ray) echo ${RAY_S:-230};; esac)
+  [ "$stage" = ray ] && [ $have_ray = 0 ] && { echo "== ray: not installed yet"; continue; }
+  [ "$(left)" -lt "$need" ] && { echo "== $stage: needs ~$need s, $(left) s left: next call"; break; }
+  echo "== scaling $stage $(date +%T) ($SECONDS s)"
+  python3 benchmarks/gpu_scaling.py "$L" --filter "$subset" --seed-cache "$seeds" --out /tmp/kbscale \
+    --bench-dir /tmp/kbscale --stages $stage --timeout-s $(( $(left) - 10 )) \
+    $(for s in "${sets[@]}"; do [ "$s" = --set ] || echo --set "$s"; done) --set search.sweep_variants=0 2>&1 | tail -15
+done
+
+# the level-1 pass reuses the 2-GPU stage's runs (same settings, seed alone)
+lv=/tmp/kbbench/search.sweep_variants=0
+if [ -d /tmp/kbscale/g2/default ] && [ ! -f /tmp/kbsession.reused ]; then
+  mkdir -p "$lv" && cp -r /tmp/kbscale/g2/default/. "$lv/" && touch /tmp/kbsession.reused
+fi
+if [ "$(left)" -gt 60 ]; then
+  BENCH_DIR=/tmp/kbbench TAIL=110 bash benchmarks/kb_level1_gpu.sh "$out" "$L" "$seeds" $(( $(left) - 15 ))
+fi
+tar -czf "$out/kbscale.tgz" -C /tmp kbscale 2>/dev/null
+[ -f "$out/seeds.tgz" ] || tar -czf "$out/seeds.tgz" -C "$(dirname "$seeds")" "$(basename "$seeds")"
+[ -f "$out/bench.tgz" ] || tar -czf "$out/bench.tgz" -C /tmp kbbench 2>/dev/null
+cp /tmp/kbscale/scaling.json "$out/" 2>/dev/null
+echo "== session step done ($SECONDS s)"

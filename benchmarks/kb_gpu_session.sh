@@ -38,7 +38,7 @@ fi
 python3 -c "import ray" 2>/dev/null && have_ray=1 || have_ray=0
 for stage in g1 g2 ray; do
   grep -q "\"$stage\"" /tmp/kbscale/scaling.json 2>/dev/null && continue
-  need=$(case $stage in g1) echo ${G1_S:-330};; g2) echo ${G2_S:-200};; ray) echo ${RAY_S:-230};; esac)
+  need=$(case $stage in g1) echo ${G1_S:-240};; g2) echo ${G2_S:-140};; ray) echo ${RAY_S:-170};; esac)
   [ "$stage" = ray ] && [ $have_ray = 0 ] && { echo "== ray: not installed yet"; continue; }
   [ "$(left)" -lt "$need" ] && { echo "== $stage: needs ~$need s, $(left) s left: next call"; break; }
   echo "== scaling $stage $(date +%T) ($SECONDS s)"
@@ -50,7 +50,11 @@ done
 # the level-1 pass reuses the 2-GPU stage's runs (same settings, seed alone)
 lv=/tmp/kbbench/search.sweep_variants=0
 if [ -d /tmp/kbscale/g2/default ] && [ ! -f /tmp/kbsession.reused ]; then
-  mkdir -p "$lv" && cp -r /tmp/kbscale/g2/default/. "$lv/" && touch /tmp/kbsession.reused
+  mkdir -p "$lv"
+  for d in /tmp/kbscale/g2/default/*/; do   # over any interrupted run of the same problem here
+    rm -rf "$lv/$(basename "$d")" && cp -r "$d" "$lv/"
+  done
+  touch /tmp/kbsession.reused
 fi
 if [ "$(left)" -gt 60 ]; then
   BENCH_DIR=/tmp/kbbench TAIL=110 bash benchmarks/kb_level1_gpu.sh "$out" "$L" "$seeds" $(( $(left) - 15 ))

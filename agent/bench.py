@@ -12,6 +12,9 @@
                       [bench], in agent.toml (agent/ray_bench.py)
   --sweep TABLE.KEY=V1,V2,...   one suite pass per value (repeatable: every combination)
   --list              print the problems that would run, and stop
+  --report-only       run nothing: read OUT's run dirs back and write the results (a
+                      bench carried back from a cut-off device call; the problems with
+                      no run dir are listed as "not run")
 
 A problem is any .py file under SUITE_DIR that defines `class Model` (a KernelBench
 checkout's KernelBench/level1 works as it is). Each (setting, problem) gets its run
@@ -97,10 +100,14 @@ def main(args) -> int:
     jobs = [Job(s, path, name, out / s.label / name) for s in settings for name, path in problems]
     if opts.seeds_only:
         return _seeds_only(jobs, opts, settings[0])
+    console = Console()
+    if opts.report_only:
+        if not out.is_dir():
+            raise BadInput(str(out), f"krefine bench --report-only: {out}: no such results directory")
+        return _report(out, suite, settings, jobs, {}, console)
     # 2) run what is not finished yet, one worker per GPU
     todo = [j for j in jobs if not finished(j.run_dir)]
     address = ray_address(opts, settings[0])
-    console = Console()
     console.print(f"bench: {len(problems)} problems x {len(settings)} setting(s); "
                   f"{len(jobs) - len(todo)} already done, {len(todo)} to run; results in {out}")
     with terminated_as_interrupt():
@@ -117,6 +124,11 @@ def main(args) -> int:
             print(f"krefine bench: interrupted; the same command resumes it (results in {out})", file=sys.stderr)
             raise
     # 3) read every run dir back and report
+    return _report(out, suite, settings, jobs, errors, console)
+
+
+def _report(out: Path, suite: Path, settings: list[Setting], jobs: list[Job], errors: dict[Path, str],
+            console: Console) -> int:
     per_setting = [(s, [collect(j, errors.get(j.run_dir)) for j in jobs if j.setting == s]) for s in settings]
     write_results(out, suite, per_setting)
     print_results(console, per_setting)
@@ -188,6 +200,8 @@ def option_parser():
     p.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE", dest="overrides",
                    help="override one agent.toml value (repeatable)")
     p.add_argument("--list", action="store_true", help="print the problems that would run, and stop")
+    p.add_argument("--report-only", action="store_true",
+                   help="run nothing: read OUT's run dirs back and write the results (unrun problems: \"not run\")")
     p.add_argument("--seeds-only", action="store_true",
                    help="compile the Inductor seeds the suite lacks into [search] seed_cache "
                         "([bench] seed_jobs per GPU), then stop: a later bench judges at once")
@@ -202,6 +216,8 @@ def parse_options(argv: list[str]) -> argparse.Namespace:
         raise BadInput("", f"krefine bench: --ray {opts.ray!r}: expected auto, local, HOST:PORT or ray://HOST:PORT")
     if opts.gpus is not None and opts.gpus < 1:
         raise BadInput("", f"krefine bench: --gpus must be at least 1, got {opts.gpus}")
+    if opts.report_only and (opts.seeds_only or opts.list):
+        raise BadInput("", "krefine bench: --report-only runs nothing; leave out --seeds-only and --list")
     if opts.seeds_only and opts.ray is not None:
         raise BadInput("", "krefine bench: --seeds-only compiles on this host's GPUs; leave out --ray")
     if opts.ray is not None and opts.gpus is not None:

@@ -378,3 +378,18 @@ def test_gpu_workers_do_not_outlive_a_bench_killed_with_minus_9(tmp_path):
     for p in left:                      # the test's own orphans, by pid
         os.kill(p, signal.SIGKILL)
     assert (len(spawned), left) == (2, set())
+
+
+def test_report_only_reads_finished_runs_back_and_runs_nothing(suite, calls, tmp_path):
+    bench_main(suite, "--out", tmp_path / "out", "--device", "cpu", "--filter", "relu")
+    (tmp_path / "out" / "results.csv").unlink()
+    calls.clear()
+    assert bench_main(suite, "--out", tmp_path / "out", "--device", "cpu", "--report-only") == 0
+    assert calls == []
+    rows = {r["problem"]: r for r in csv.DictReader((tmp_path / "out" / "results.csv").open())}
+    assert rows["1_relu"]["solved"] == "True" and "not run" in rows["2_add"]["error"]
+
+
+def test_report_only_without_a_results_directory_is_exit_2_naming_it(suite, calls, tmp_path, capsys):
+    assert bench_main(suite, "--out", tmp_path / "nowhere", "--report-only") == 2
+    assert "nowhere" in capsys.readouterr().err and calls == []

@@ -10,7 +10,8 @@
 #    sweep where the seed trails torch.compile). The 2-GPU scaling stage ran the subset with
 #    the very same settings, so its run directories are the level-1 bench's for those 20.
 # All state lives in /tmp (SEEDS, /tmp/kbscale, /tmp/kbbench), which a warm machine keeps
-# between calls: call again right after the last one returns. Everything comes back to OUT
+# for only ~30 s after a call: issue the next call at once (a reply read at leisure finds a
+# fresh machine; 2026-11-25 lost a Ray stage that way), or carry the tars back. Everything comes back to OUT
 # as tars at the end of each call (carry them back and untar into /tmp if the machine went).
 # Set-up before it, in the same call: .whl installed into /tmp/site (see
 # benchmarks/device_bigwheels.sh for Ray); KernelBench level 1 in LEVEL (.kb/level1).
@@ -57,7 +58,8 @@ if [ -d /tmp/kbscale/g2/default ] && [ ! -f /tmp/kbsession.reused ]; then
   touch /tmp/kbsession.reused
 fi
 if [ "$(left)" -gt 60 ]; then
-  BENCH_DIR=/tmp/kbbench TAIL=110 bash benchmarks/kb_level1_gpu.sh "$out" "$L" "$seeds" $(( $(left) - 15 ))
+  # its own limit 45 s before ours: a bench stopped by SIGTERM takes up to ~30 s to unwind
+  BENCH_DIR=/tmp/kbbench TAIL=110 bash benchmarks/kb_level1_gpu.sh "$out" "$L" "$seeds" $(( $(left) - 45 ))
 fi
 tar -czf "$out/kbscale.tgz" -C /tmp kbscale 2>/dev/null
 [ -f "$out/seeds.tgz" ] || tar -czf "$out/seeds.tgz" -C "$(dirname "$seeds")" "$(basename "$seeds")"

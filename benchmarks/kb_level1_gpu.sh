@@ -20,6 +20,13 @@ bench=${BENCH_DIR:-/tmp/kbbench}; mkdir -p "$bench" "$out"
 dev=${DEVICE:-cuda}
 ngpu=$({ nvidia-smi -L 2>/dev/null || echo cpu; } | tee "$out/gpus.txt" | wc -l)
 gpus=(--gpus "$ngpu"); [ "$dev" = cpu ] && gpus=()
+# the bench directory and the seed cache go to OUT every SNAP_S (60) seconds as well as at the
+# end: a device call cut off by its limit still returns what is under OUT
+snap() { tar -czf "$out/.bench.tmp" -C "$(dirname "$bench")" "$(basename "$bench")" 2>/dev/null \
+           && mv "$out/.bench.tmp" "$out/bench.tgz"
+         tar -czf "$out/.seeds.tmp" -C "$(dirname "$cache")" "$(basename "$cache")" 2>/dev/null \
+           && mv "$out/.seeds.tmp" "$out/seeds.tgz"; }
+(while sleep "${SNAP_S:-60}"; do snap; done) & snapper=$!
 (while true; do ts=$(date +%s)
    nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader 2>/dev/null | sed "s/^/$ts, /" >> "$out/compute_apps.csv"
    sleep 5; done) & watch=$!
@@ -28,11 +35,11 @@ common=(--model none --set search.seed=inductor --set "search.seed_cache=$cache"
         --out "$bench")
 if [ -n "${SWEEP_FILTER:-}" ]; then
   echo "== B: sweep $(date +%T) ($SECONDS s)"
-  timeout $((budget - SECONDS)) python3 -m agent.cli bench "$L" "${common[@]}" --filter "$SWEEP_FILTER" \
+  timeout -k 20 $((budget - SECONDS)) python3 -m agent.cli bench "$L" "${common[@]}" --filter "$SWEEP_FILTER" \
     --sweep search.sweep_variants=0,3 2>&1 | grep -v "^\s*$" | tail -25
 fi
 echo "== C: level $(date +%T) ($SECONDS s)"
-timeout $((budget - SECONDS)) python3 -m agent.cli bench "$L" "${common[@]}" --filter "${FULL_FILTER:-.}" \
+timeout -k 20 $((budget - SECONDS)) python3 -m agent.cli bench "$L" "${common[@]}" --filter "${FULL_FILTER:-.}" \
   --sweep search.sweep_variants=${FULL_SWEEP:-0} 2>&1 \
   | grep -v "^\s*$" | tail -${TAIL:-80}
 # D) the sweep where it can matter: the problems whose correct seed is at most SWEEP_BELOW (0.9)
@@ -41,10 +48,9 @@ slow=$(python3 benchmarks/kb_slow_seeds.py "$bench" --setting "search.sweep_vari
        --below "${SWEEP_BELOW:-0.9}" --max "${SWEEP_MAX:-16}" 2>/dev/null)
 if [ -n "$slow" ] && [ $((budget - SECONDS)) -gt 60 ]; then
   echo "== D: sweep where the seed trails torch.compile: $slow $(date +%T) ($SECONDS s)"
-  timeout $((budget - SECONDS)) python3 -m agent.cli bench "$L" "${common[@]}" --filter "$slow" \
+  timeout -k 20 $((budget - SECONDS)) python3 -m agent.cli bench "$L" "${common[@]}" --filter "$slow" \
     --sweep search.sweep_variants=0,3 2>&1 | grep -v "^\s*$" | tail -40
 fi
 echo "== end $(date +%T) ($SECONDS s)"
-kill $watch; pkill -f "agent.cli bench" 2>/dev/null
-tar -czf "$out/bench.tgz" -C "$(dirname "$bench")" "$(basename "$bench")"
-tar -czf "$out/seeds.tgz" -C "$(dirname "$cache")" "$(basename "$cache")"
+kill $watch $snapper; pkill -f "agent.cli bench" 2>/dev/null
+snap

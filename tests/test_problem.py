@@ -204,3 +204,46 @@ def test_reference_forward_raising_is_bad_input(tmp_path):
 def test_reference_forward_returning_no_tensor_is_bad_input(tmp_path, ret, shown):
     src = GOOD.replace("return torch.relu(x)", f"return {ret}")
     assert f"Model.forward returned {shown}; expected a tensor" in judge_fault(write(tmp_path, src))
+
+
+def test_strict_fp32_turns_tf32_off_inside_and_restores_the_flags_after():
+    import torch
+    from tools.problem import strict_fp32
+    before = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = True          # as a user's script may set it
+    try:
+        with strict_fp32():
+            inside = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+        assert inside == (False, False)
+        assert (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32) == (before[0], True)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before[1]
+
+
+def test_strict_fp32_after_a_mix_of_torchs_precision_apis_sets_each_backend_to_ieee():
+    import torch
+    from tools.problem import strict_fp32
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    before = (cudnn.conv.fp32_precision, cudnn.rnn.fp32_precision, matmul.fp32_precision)
+    cudnn.conv.fp32_precision = "ieee"           # conv and rnn differ: the legacy getter raises
+    try:
+        with strict_fp32():
+            assert (cudnn.conv.fp32_precision, cudnn.rnn.fp32_precision, matmul.fp32_precision) == ("ieee",) * 3
+        assert (cudnn.conv.fp32_precision, cudnn.rnn.fp32_precision) == ("ieee", before[1])
+    finally:
+        cudnn.conv.fp32_precision, cudnn.rnn.fp32_precision, matmul.fp32_precision = before
+
+
+def test_the_reference_forward_runs_without_tf32(tmp_path):
+    import torch
+    from tools.judge.reference import compute_reference
+    from tools.problem import build_model
+    p = write(tmp_path, "import torch\n\nclass Model(torch.nn.Module):\n"
+                        "    def forward(self, x):\n"
+                        "        return x + float(torch.backends.cudnn.allow_tf32)\n\n"
+                        "def get_inputs():\n    return [torch.zeros(4)]\n\n"
+                        "def get_init_inputs():\n    return []\n")
+    prob = load_problem(p)
+    model = build_model(prob.module.Model, prob.module, 42, "cpu")
+    [out] = compute_reference(model, prob.module, 1, "cpu", init_seed=42)
+    assert torch.backends.cudnn.allow_tf32 and out.tolist() == [0.0] * 4

@@ -157,3 +157,11 @@ def test_of_the_modules_max_autotune_saves_the_capture_keeps_the_graphs_own():
     bench_choice = "class Runner:\n    def call(self, args):\n        arg0_1, = args\n"
     graph = "class Runner:\n    def call(self, args):\n        arg0_1, arg1_1 = args\n        args.clear()\n"
     assert _graph_module([graph.replace("clear", "pop"), bench_choice, graph], 2) == [graph]
+
+
+def test_the_template_compile_leaves_out_decompose_k_whose_subgraph_cannot_be_launched():
+    import torch
+    from tools.dialect.inductor_capture import _triton_templates
+    with _triton_templates():
+        assert torch._inductor.config.max_autotune
+        assert torch._inductor.config.triton.num_decompose_k_splits == 0

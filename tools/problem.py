@@ -10,6 +10,7 @@ milliseconds. Does not generate real inputs: see `make_inputs`.
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import inspect
 import random
@@ -286,3 +287,37 @@ def _to(x, device: str):
 if __name__ == "__main__":  # quick manual check: python -m tools.problem FILE...
     for a in sys.argv[1:]:
         print(load_problem(a))
+
+
+@contextlib.contextmanager
+def strict_fp32():
+    """fp32 math in fp32 for the block: TF32 off for cuDNN convolutions and cuBLAS
+    matmuls; the flags as they were after. torch's default
+    lets cuDNN convolve fp32 tensors in TF32 (a 10-bit mantissa, ~5e-4 relative error a
+    product), beyond KernelBench's fp32 tolerance (1e-4): a reference computed so fails an
+    exact fp32 kernel, and Inductor's convolution template takes its ALLOW_TF32 from the
+    same flag (a seed captured under it is a TF32 kernel). Used for the judge's reference
+    (tools/judge/reference.py) and the seed's capture (tools/dialect/inductor_capture.py);
+    eager and torch.compile are timed with the flags as the user has them."""
+    import torch
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    # the legacy flags: their setters keep torch's per-backend precisions consistent (the
+    # new fp32_precision setters, mixed with them, leave states whose getters raise)
+    try:
+        saved = (cudnn.allow_tf32, matmul.allow_tf32)
+    except RuntimeError:    # torch >= 2.9, a problem that mixed the APIs: the exact sub-flags
+        subs = [(cudnn.conv, "ieee"), (cudnn.rnn, "ieee"), (matmul, "ieee")]
+        before = [b.fp32_precision for b, _ in subs]
+        for b, v in subs:
+            b.fp32_precision = v
+        try:
+            yield
+        finally:
+            for (b, _), v in zip(subs, before):
+                b.fp32_precision = v
+        return
+    cudnn.allow_tf32 = matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        cudnn.allow_tf32, matmul.allow_tf32 = saved

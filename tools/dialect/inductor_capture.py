@@ -58,7 +58,7 @@ def capture(problem, device: str, templates: bool = False) -> Capture:
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.graph import GraphLowering
 
-    from tools.problem import build_model, make_inputs
+    from tools.problem import build_model, make_inputs, strict_fp32
     # 1) the model and inputs as the judge builds them
     model = build_model(problem.module.Model, problem.module, BUILD_SEED, device)
     if isinstance(model, torch.nn.Module):
@@ -82,6 +82,7 @@ def capture(problem, device: str, templates: bool = False) -> Capture:
             stack.enter_context(_cpu_triton())
         if templates:
             stack.enter_context(_triton_templates())
+        stack.enter_context(strict_fp32())   # a template conv's ALLOW_TF32 follows cuDNN's flag
         torch._dynamo.reset()
         try:
             with torch.no_grad():
@@ -147,9 +148,23 @@ def _triton_templates():
     convolution) fails to compile: NoValidChoicesError, reported as the seed's reason."""
     import torch
     options = {"max_autotune": True, "max_autotune_gemm_backends": "TRITON",
-               "max_autotune_conv_backends": "TRITON", "autotune_fallback_to_aten": False}
-    known = {k: v for k, v in options.items() if hasattr(torch._inductor.config, k)}
-    return torch._inductor.config.patch(known)
+               "max_autotune_conv_backends": "TRITON", "autotune_fallback_to_aten": False,
+               # decompose_k's choice is a subgraph module called from the wrapper, which the
+               # converter cannot launch (4, 6 on the H100: "unsupported wrapper statement:
+               # def decompose_k_mm_256_split_7(args)"); the plain mm template stays
+               "triton.num_decompose_k_splits": 0}
+    return torch._inductor.config.patch({k: v for k, v in options.items() if _has_config(k)})
+
+
+def _has_config(key: str) -> bool:
+    """Whether this torch's Inductor config has `key` ("triton.x" is x in config.triton)."""
+    import torch
+    obj = torch._inductor.config
+    for part in key.split("."):
+        if not hasattr(obj, part):
+            return False
+        obj = getattr(obj, part)
+    return True
 
 
 def _chosen_configs(code: str) -> dict[str, dict[str, int]]:

@@ -1,7 +1,7 @@
 """The reference, in the judge: the problem's own Model on the trial inputs.
 
 Covers `compute_reference` (get_inputs() of a seed, Model.forward on them, no grad,
-outputs checked to be tensors) and `default_device`. The Model is built once per session
+TF32 off (tools/problem.py strict_fp32), outputs checked to be tensors) and `default_device`. The Model is built once per session
 with KernelBench's seeds and init order (tools/judge/service.py's Judge); no candidate
 code runs here. A fault of the problem's code here is the file's (exit 2) only when a
 fresh process fails the same way (tools/judge/blame.py).
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tools.errors import BadInput
 from tools.judge.blame import Step, blame
-from tools.problem import make_inputs
+from tools.problem import make_inputs, strict_fp32
 
 
 def default_device() -> str:
@@ -39,7 +39,7 @@ def compute_reference(ref_model, mod, seed: int, dev: str, *, init_seed: int, si
     if sizes is not None:
         sizes["input_bytes"] = tensor_bytes(inputs)
     try:
-        with torch.no_grad():
+        with torch.no_grad(), strict_fp32():   # an fp32 reference in fp32, not cuDNN's TF32
             out = ref_model(*inputs)
         del inputs
         if cuda:

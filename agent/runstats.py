@@ -39,6 +39,7 @@ ORIGIN_SWEEP = "sweep"
 # trace nodes whose event names a candidate's origin and parent in its metrics
 _ORIGIN_NODES = ("generate", "seed", "sweep")
 NO_SEED = "no seed"             # ProblemResult.seed when the run has no judged-or-pending seed
+NOT_RUN = "—"                   # ... when the problem could not run (or has not yet): nothing known of it
 
 
 @dataclass(frozen=True)
@@ -299,7 +300,7 @@ class ProblemResult:
     tokens: int
     wall_s: float | None
     error: str | None = None        # set when the loop could not run the problem
-    # the seed: a verdict status, "pending" (not judged yet), or NO_SEED
+    # the seed: a verdict status, "pending" (not judged yet), NO_SEED, or NOT_RUN
     seed: str = NO_SEED
     seed_speedup_eager: float | None = None
     seed_speedup_compile: float | None = None
@@ -320,7 +321,7 @@ class ProblemResult:
         return cls(problem=problem, run_dir=run_dir, finished=False, solved=False, stop_reason="error",
                    best=None, correct=False, speedup_eager=None, speedup_compile=None, candidates=0,
                    rounds=0, solved_at=None, n_round1=0, c_round1=0, n_all=0, c_all=0, tokens=0,
-                   wall_s=None, error=error, why=error)
+                   wall_s=None, error=error, why=error, seed=NOT_RUN)
 
     @property
     def seed_correct(self) -> bool:

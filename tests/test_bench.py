@@ -390,6 +390,13 @@ def test_report_only_reads_finished_runs_back_and_runs_nothing(suite, calls, tmp
     assert rows["1_relu"]["solved"] == "True" and "not run" in rows["2_add"]["error"]
 
 
+def test_a_problem_not_run_has_no_seed_verdict_rather_than_no_seed(suite, calls, tmp_path):
+    (tmp_path / "out").mkdir()
+    bench_main(suite, "--out", tmp_path / "out", "--device", "cpu", "--report-only")
+    rows = list(csv.DictReader((tmp_path / "out" / "results.csv").open()))
+    assert {r["seed"] for r in rows} == {"—"}
+
+
 def test_report_only_without_a_results_directory_is_exit_2_naming_it(suite, calls, tmp_path, capsys):
     assert bench_main(suite, "--out", tmp_path / "nowhere", "--report-only") == 2
     assert "nowhere" in capsys.readouterr().err and calls == []

@@ -46,39 +46,24 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import itertools
 import os
 import queue
 import re
 import signal
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 
 from agent.config import RAY_ADDRESS, parse_assignment, split_assignment, toml_value
 from agent.benchresults import print_results, write_results
-from agent.runstats import ProblemResult, fmt_speedup, load_run, problem_result
-from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, EXIT_OK, BadInput, EvaluatorError
+from agent.bench_job import (BAD_INPUT, Job, Setting, collect, load_job_config, run_job,  # noqa: F401 (bench.Job, ...)
+                             say_done)
+from agent.runstats import ProblemResult
+from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, EXIT_OK, BadInput
 from tools.jsonio import read_json
 from tools.sandbox.isolation import spare_forkservers
-
-
-@dataclass(frozen=True)
-class Setting:
-    label: str                      # directory name and legend, e.g. "budget.max_rounds=2"
-    overrides: dict                 # load_config's dotted overrides
-    origins: dict = field(default_factory=dict, compare=False)   # override -> the flag that set it, for errors
-
-
-@dataclass(frozen=True)
-class Job:
-    setting: Setting
-    problem: Path
-    name: str
-    run_dir: Path
 
 
 def main(args) -> int:
@@ -92,7 +77,7 @@ def main(args) -> int:
         return 0
     settings = make_settings(opts)
     for s in settings:
-        _load_config(opts.config, s.overrides, s.origins)
+        load_job_config(opts.config, s.overrides, s.origins)
     if opts.model:
         from agent.llm import check_spec
         check_spec(opts.model)
@@ -172,7 +157,7 @@ def exit_status(results: list[ProblemResult]) -> int:
     failed = [r.error for r in results if r.error]
     if len(failed) < len(results):
         return EXIT_OK
-    return EXIT_BAD_INPUT if all(e.startswith(f"{_BAD_INPUT}: ") for e in failed) else EXIT_EVALUATOR
+    return EXIT_BAD_INPUT if all(e.startswith(f"{BAD_INPUT}: ") for e in failed) else EXIT_EVALUATOR
 
 
 # ---------------------------------------------------------------- options and discovery
@@ -277,7 +262,7 @@ def ray_address(opts: argparse.Namespace, setting: Setting) -> str:
     if opts.ray is not None:
         address, where = opts.ray, "--ray"
     else:
-        address, where = _load_config(opts.config, setting.overrides).bench.ray_address, "[bench] ray_address"
+        address, where = load_job_config(opts.config, setting.overrides).bench.ray_address, "[bench] ray_address"
     if address:
         from agent.ray_bench import require_ray
         require_ray(where)
@@ -313,7 +298,7 @@ def _seeds_first(todo: list[Job], opts, setting: Setting, console: Console) -> t
     reason for those that gave no seed)."""
     from agent.bench_seeds import prepare_seeds, seed_tasks
     device = _device(opts, setting)
-    tasks, per_gpu = seed_tasks(todo, lambda s: _load_config(opts.config, s.overrides), device)
+    tasks, per_gpu = seed_tasks(todo, lambda s: load_job_config(opts.config, s.overrides), device)
     if not tasks:
         return 0, {}
     gpus = visible_gpus(device, opts.gpus)
@@ -324,7 +309,7 @@ def _seeds_first(todo: list[Job], opts, setting: Setting, console: Console) -> t
 
 def _seeds_only(jobs: list[Job], opts, setting: Setting) -> int:
     """--seeds-only: the suite's seeds into the seed cache, nothing judged."""
-    config = _load_config(opts.config, setting.overrides)
+    config = load_job_config(opts.config, setting.overrides)
     if config.search.seed != "inductor" or not config.search.seed_cache or config.bench.seed_jobs < 1:
         raise BadInput("", 'krefine bench --seeds-only: needs [search] seed = "inductor", a [search] seed_cache '
                            "and [bench] seed_jobs of at least 1 (e.g. --set search.seed=inductor)")
@@ -415,62 +400,6 @@ def _die_with_parent() -> None:
         pass
 
 
-def say_done(console: Console, i: int, total: int, job: Job, error: str | None) -> None:
-    """One line per finished problem, however long its reason (the terminal wraps it)."""
-    console.print(f"[{i}/{total}] {job.setting.label} {job.name}: {error or _outcome(job.run_dir)}",
-                  highlight=False, markup=False, soft_wrap=True)
-
-
-def run_job(job: Job, config_path: str | None, model: str | None, *, progress: bool,
-            services=None, dead: dict[str, str] | None = None) -> str | None:
-    """Run (or resume) one problem; None when it ran, else a one-line reason. `services`
-    (agent.runner.Services) are the shared judges and model of a bench on Ray. `dead`
-    (server URL -> the problem where it refused the connection) spares the rest of the
-    bench asking a model server that is down again: once per server, not per problem."""
-    from agent.llm import ServerUnreachable, server_url
-    from agent.runner import resume_run, run_problem
-    shared = {"services": services} if services is not None else {}
-    try:
-        config = _load_config(config_path, job.setting.overrides)
-        spec = model.replace("{problem}", job.name) if model else config.model.id
-        server = server_url(spec, config.model)
-        if dead is not None and server in dead:
-            return f"{_BAD_INPUT}: the model server {server} refused the connection ({dead[server]}); not asked again"
-        if (job.run_dir / "run.json").exists():
-            resume_run(job.run_dir, progress=progress, **shared)
-        else:
-            _clear_skeleton(job.run_dir)
-            run_problem(job.problem, config, job.run_dir, model_spec=spec if model else None, progress=progress,
-                        **shared)
-        return None
-    except (BadInput, EvaluatorError) as e:
-        if isinstance(e, ServerUnreachable) and dead is not None:
-            dead.setdefault(e.server, f"for {job.name}")
-        return f"{_BAD_INPUT if isinstance(e, BadInput) else 'evaluator failed'}: {' '.join(str(e).split())}"
-    except Exception as e:  # a bug in the loop must not stop the other problems; it is reported
-        return f"internal error: {type(e).__name__}: {' '.join(str(e).split())}"
-
-
-_BAD_INPUT = "bad input"   # how run_job's reasons start when the fault is the input's (exit_status)
-
-
-def _outcome(run_dir: Path) -> str:
-    r = problem_result(load_run(run_dir))
-    if not r.solved:
-        return f"not solved ({r.stop_reason}, {r.candidates} candidates)" + (f": {r.why}" if r.why else "")
-    timed = r.speedup_eager is not None or r.speedup_compile is not None
-    return (f"solved by {r.best} after {r.candidates} candidates, " +
-            (f"{fmt_speedup(r.speedup_eager)} eager / {fmt_speedup(r.speedup_compile)} compile" if timed else "not timed (cpu)"))
-
-
-def _clear_skeleton(run_dir: Path) -> None:
-    """Remove a run dir that a kill left before run.json: only empty folders, nothing lost."""
-    if run_dir.is_dir() and not any(p.is_file() for p in run_dir.rglob("*")):
-        for sub in sorted(run_dir.rglob("*"), reverse=True):
-            sub.rmdir()
-        run_dir.rmdir()
-
-
 @contextlib.contextmanager
 def _visible(gpu: str):
     before = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -486,23 +415,11 @@ def _visible(gpu: str):
 
 # ---------------------------------------------------------------- results
 
-def collect(job: Job, error: str | None) -> ProblemResult:
-    if (job.run_dir / "summary.json").exists() or (job.run_dir / "run.json").exists():
-        r = problem_result(load_run(job.run_dir), job.name)
-        return dataclasses.replace(r, error=error) if error else r
-    return ProblemResult.failed(job.name, str(job.run_dir), error or "not run")
-
-
 # ---------------------------------------------------------------- small helpers
-
-def _load_config(path: str | None, overrides: dict, origins: dict | None = None):
-    from agent.config import load_config
-    return load_config(path, overrides, origins)
-
 
 def _device(opts: argparse.Namespace, setting: Setting) -> str:
     from agent.runner import resolve_device
-    return resolve_device(_load_config(opts.config, setting.overrides).run.device)
+    return resolve_device(load_job_config(opts.config, setting.overrides).run.device)
 
 
 def _label(value) -> str:

@@ -76,7 +76,6 @@ class KernelLLM:
         return self.generate_raw(render_initial(code), temperature, max_new_tokens)
 
     def run_repl(self) -> int:
-        from agent.repl import run_repl
         return run_repl(self)
 
     def _sampling(self, temperature: float, max_new_tokens: int) -> SamplingConfig:
@@ -87,3 +86,39 @@ class KernelLLM:
         if stream is not None:
             return stream(prompt, sampling)
         return iter([self.backend.generate(prompt, 1, sampling)[0].text])   # replay: all at once
+
+
+INSTRUCTIONS = """
+Paste an nn.Module file (a Model class, get_inputs() and get_init_inputs()) and end it
+with a line END (or Ctrl+D). KernelLLM will answer with Triton kernels. Type exit to quit.
+>>>"""
+
+
+def run_repl(llm: KernelLLM, stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:
+    stdin = stdin if stdin is not None else sys.stdin
+    stdout = stdout if stdout is not None else sys.stdout
+    while True:
+        print(INSTRUCTIONS, file=stdout, flush=True)
+        module, at_eof = read_module(stdin)
+        if module.strip().lower() in ("exit", "quit"):
+            return 0
+        if module.strip():
+            try:
+                llm.stream_raw(render_initial(module), max_new_tokens=llm.config.sampling.max_new_tokens,
+                               temperature=llm.config.sampling.temperature, file=stdout)
+            except KeyboardInterrupt:
+                print("\n[aborted]", file=stdout, flush=True)
+        if at_eof:
+            return 0
+
+
+def read_module(stdin: IO[str]) -> tuple[str, bool]:
+    """Lines up to a line `END` (not included); also whether input ended."""
+    lines = []
+    while True:
+        line = stdin.readline()
+        if not line:
+            return "".join(lines), True
+        if line.strip() == "END":
+            return "".join(lines), False
+        lines.append(line)

@@ -1,4 +1,5 @@
-"""The shape of tools/: small modules, no import circles, nothing of the agent's.
+"""The shape of tools/ and agent/: small modules in tools/, no import circles in either,
+nothing of the agent's in tools/.
 
 Reads the source only (ast), never imports it. An import counts wherever it stands,
 at module level or inside a function (a lazy import that closes a circle is still a
@@ -12,18 +13,24 @@ import ast
 from pathlib import Path
 
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
+AGENT = TOOLS.parent / "agent"
 MAX_LINES = 430
 
 
-def _modules() -> dict[str, Path]:
-    """Dotted module name -> file, for every module under tools/ (packages by __init__)."""
+def _modules(root: Path = TOOLS) -> dict[str, Path]:
+    """Dotted module name -> file, for every module under `root` (packages by __init__)."""
     out = {}
-    for path in sorted(TOOLS.rglob("*.py")):
-        parts = path.relative_to(TOOLS.parent).with_suffix("").parts
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
         if parts[-1] == "__init__":
             parts = parts[:-1]
         out[".".join(parts)] = path
     return out
+
+
+def _circle_in(root: Path) -> list[str] | None:
+    modules = _modules(root)
+    return _cycle({name: _imported(path, name, modules) for name, path in modules.items()})
 
 
 def _imported(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
@@ -79,10 +86,22 @@ def test_every_module_under_tools_has_at_most_430_lines():
 
 
 def test_tools_modules_import_each_other_without_a_circle():
-    modules = _modules()
-    graph = {name: _imported(path, name, modules) for name, path in modules.items()}
-    circle = _cycle(graph)
+    circle = _circle_in(TOOLS)
     assert circle is None, "import circle: " + " -> ".join(circle)
+
+
+def test_agent_modules_import_each_other_without_a_circle():
+    circle = _circle_in(AGENT)
+    assert circle is None, "import circle: " + " -> ".join(circle)
+
+
+def test_the_circle_check_finds_a_circle_closed_by_a_function_level_import(tmp_path):
+    pkg = tmp_path / "agent"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from agent.b import g\n")
+    (pkg / "b.py").write_text("def g():\n    from agent import a\n    return a\n")
+    assert _circle_in(pkg) in (["agent.a", "agent.b", "agent.a"], ["agent.b", "agent.a", "agent.b"])
 
 
 def test_nothing_under_tools_imports_langgraph_or_the_agent():

@@ -14,7 +14,7 @@ from tools.errors import BadInput
 from tools import settings
 
 # every agent.toml table and the dataclass that holds it, the lead's evaluator tables included
-ALL_TABLES = {**AGENT_TABLES, "eval": settings.TestSettings, "timing": settings.TimingSettings,
+ALL_TABLES = {**AGENT_TABLES, "eval": settings.TrialSettings, "timing": settings.TimingSettings,
               "guards": settings.GuardSettings}
 
 

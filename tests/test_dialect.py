@@ -52,7 +52,7 @@ def _judge(name: str, device: str = "cpu"):
     from tools import settings as cfg
     from tools.judge import evaluate
     src, problem, _ = _read(name)
-    test = dataclasses.replace(cfg.TestSettings(), trials=2)
+    test = dataclasses.replace(cfg.TrialSettings(), trials=2)
     timing = dataclasses.replace(cfg.TimingSettings(), warmup=2, rounds=2, iters_per_round=5, compile_baseline=False)
     return evaluate(_problem(problem), src, device=device, settings=cfg.EvalSettings(test=test, timing=timing),
                     profile=False)

@@ -19,7 +19,7 @@ OFF_BY_ONE_SRC = OK_SRC.replace("tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask
 
 
 def _fast(transfer: str = "auto") -> cfg.EvalSettings:
-    test = dataclasses.replace(cfg.TestSettings(), trials=2, output_transfer=transfer)
+    test = dataclasses.replace(cfg.TrialSettings(), trials=2, output_transfer=transfer)
     timing = dataclasses.replace(cfg.TimingSettings(), warmup=2, rounds=2, iters_per_round=5,
                                  compile_baseline=False)
     return cfg.EvalSettings(test=test, timing=timing)

@@ -267,7 +267,7 @@ def _judge(problem: str, src: str, device: str = "cpu"):
     from tools import settings as cfg
     from tools.judge import evaluate
     # the verdict is what is tested here, not the timing: two trials, short timing, no torch.compile
-    test = dataclasses.replace(cfg.TestSettings(), trials=2)
+    test = dataclasses.replace(cfg.TrialSettings(), trials=2)
     timing = dataclasses.replace(cfg.TimingSettings(), warmup=2, rounds=2, iters_per_round=5, compile_baseline=False)
     return evaluate(_problem(problem), src, device=device, settings=cfg.EvalSettings(test=test, timing=timing),
                     profile=False)

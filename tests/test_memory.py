@@ -23,7 +23,7 @@ GIB = 1 << 30
 
 
 def _lean_settings(lean: bool = True) -> cfg.EvalSettings:
-    return cfg.EvalSettings(test=dataclasses.replace(cfg.TestSettings(), trials=2, lean_memory_mib=0 if lean else 256),
+    return cfg.EvalSettings(test=dataclasses.replace(cfg.TrialSettings(), trials=2, lean_memory_mib=0 if lean else 256),
                             timing=dataclasses.replace(cfg.TimingSettings(), compile_baseline=False))
 
 

@@ -127,7 +127,7 @@ def test_integer_outputs_compare_exactly():
     ref = torch.arange(100)
     out = ref.clone()
     out[7] += 1
-    atol, rtol, limit = tolerances(torch.int64, settings.TestSettings())
+    atol, rtol, limit = tolerances(torch.int64, settings.TrialSettings())
     assert compare(ref.clone(), ref, atol=atol, rtol=rtol, rel_l2_limit=limit).ok
     assert compare(out, ref, atol=atol, rtol=rtol, rel_l2_limit=limit).n_bad == 1
 
@@ -149,7 +149,7 @@ def test_first_bad_index_is_multidimensional():
 
 
 def test_tolerances_follow_dtype():
-    s = settings.TestSettings(atol_fp32=1e-4, atol_half=1e-2, rel_l2_fp32=1e-3, rel_l2_half=3e-2)
+    s = settings.TrialSettings(atol_fp32=1e-4, atol_half=1e-2, rel_l2_fp32=1e-3, rel_l2_half=3e-2)
     assert tolerances(torch.float32, s) == (1e-4, 1e-4, 1e-3)
     assert tolerances(torch.float16, s) == (1e-2, 1e-2, 3e-2)
     assert tolerances(torch.bfloat16, s) == (1e-2, 1e-2, 3e-2)

@@ -69,7 +69,7 @@ def no_static_guards(monkeypatch):
 def _judge(src: str, lean: bool = False):
     from tools.judge import evaluate
     from tools.problem import load_problem
-    test = dataclasses.replace(cfg.TestSettings(), trials=2, **({"lean_memory_mib": 0} if lean else {}))
+    test = dataclasses.replace(cfg.TrialSettings(), trials=2, **({"lean_memory_mib": 0} if lean else {}))
     timing = dataclasses.replace(cfg.TimingSettings(), warmup=2, rounds=2, iters_per_round=5, compile_baseline=False)
     return evaluate(load_problem(PROBLEMS / "relu.py"), src, device="cpu", profile=False,
                     settings=cfg.EvalSettings(test=test, timing=timing), candidate_name="candidate.py")

@@ -31,7 +31,7 @@ import torch
 from tools.judge.mismatch import Accumulator, find_patterns
 
 if TYPE_CHECKING:  # annotation only: this module imports nothing else of krefine at run time
-    from tools.settings import TestSettings
+    from tools.settings import TrialSettings
 
 CHUNK_NUMEL = 1 << 24     # elements per pass; each float64 temporary is then 128 MiB
 DESCRIBE_MAX_CHARS = 400
@@ -181,7 +181,7 @@ class Comparison:
                 "formula against the reference on a few elements")  # rel_l2
 
 
-def tolerances(dtype: torch.dtype, settings: "TestSettings") -> tuple[float, float, float]:
+def tolerances(dtype: torch.dtype, settings: "TrialSettings") -> tuple[float, float, float]:
     """(atol, rtol, rel_l2_limit) for an output dtype; KernelBench uses atol = rtol."""
     if dtype.is_complex:
         bits = dtype.itemsize * 4          # per real component

@@ -106,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help='ID | PATH | openai:URL | replay:FILE | none (no model: the seed and the sweep only)')
     r.add_argument("--seed", choices=("none", "inductor"), default=None,
                    help='[search] seed: "inductor" judges torch.compile\'s kernels as round 0 and refines them')
-    r.add_argument("--max-iterations", type=int, default=None, metavar="N")
+    r.add_argument("--max-iterations", "--max-rounds", type=int, default=None, metavar="N",
+                   help="[budget] max_rounds: generate -> judge rounds (--max-rounds is the same flag)")
     r.add_argument("--candidates", type=int, default=None, metavar="N")
     r.add_argument("--target-speedup", type=_finite, default=None, metavar="X")
     r.add_argument("--time-budget", type=_finite, default=None, metavar="SECONDS")
@@ -122,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     i = sub.add_parser("inspect", help="show a run in the terminal")
     i.add_argument("run_dir")
-    i.add_argument("--iteration", type=int, default=None, metavar="N")
+    i.add_argument("--iteration", "--round", type=int, default=None, metavar="N",
+                   help="that round's candidates (--round is the same flag)")
     i.add_argument("--candidate", default=None, metavar="ID")
 
     rp = sub.add_parser("report", help="write RUN_DIR/report.html")

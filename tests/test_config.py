@@ -196,6 +196,10 @@ def test_run_a_flag_wins_over_a_set_of_its_key(monkeypatch):
     assert _run_config(monkeypatch, "--set", "budget.max_rounds=7", "--max-iterations", "2").budget.max_rounds == 2
 
 
+def test_run_max_rounds_is_the_max_iterations_flag(monkeypatch):
+    assert _run_config(monkeypatch, "--max-rounds", "3").budget.max_rounds == 3
+
+
 def test_run_set_without_an_equals_sign_is_one_line_and_exit_2(capsys):
     from agent.cli import main
     assert main(["run", str(DEFAULT_CONFIG.parent / "examples" / "relu.py"), "--set", "budget"]) == 2

@@ -53,6 +53,10 @@ def test_iteration_lists_only_that_rounds_candidates(run_dir, capsys):
     assert first_column == ["r02-c00", "r02-c01"]
 
 
+def test_round_is_the_iteration_flag(run_dir, capsys):
+    assert inspect(capsys, run_dir, "--round", "2") == inspect(capsys, run_dir, "--iteration", "2")
+
+
 def test_candidate_shows_feedback_its_prompt_carried_from_the_parent(run_dir, capsys):
     _, out, _ = inspect(capsys, run_dir, "--candidate", "r03-c00")
     section = out.split("feedback received (from parent r02-c00")[1].split("feedback on this candidate")[0]

@@ -63,17 +63,25 @@ class Progress:
         self.status_line = ""
         self._lock = threading.Lock()
 
-    def resumed(self, state: dict) -> None:
-        """A resumed run: show what earlier sessions already judged."""
+    def resumed(self, state: dict, judged: set[str] | None = None) -> None:
+        """A resumed run: show what earlier sessions already judged. `judged`: the
+        candidates with a verdict in the run directory (a verdict written after the last
+        checkpoint is there, not in `state`), which says whether the interrupted round
+        was still judging."""
+        judged = set(judged or ()) | {c for c, r in state["candidates"].items() if r["status"] != "pending"}
+        current = state["round"]
+        unjudged = sorted(c for c, r in state["candidates"].items() if r["round"] == current and c not in judged)
         with self._lock:
             for record in state["candidates"].values():
                 self.rows[record["id"]] = {"round": record["round"], "id": record["id"],
                                            "parent": record["parent"] or "-", "verdict": record["status"],
                                            "speedup": _speedup(record["speedup"]),
                                            "bottleneck": record.get("bottleneck") or "", "note": ""}
-            self.status_line = (f"resuming after round {state['round']}: "
-                                f"{sum(r['status'] != 'pending' for r in state['candidates'].values())} "
-                                f"candidates already judged")
+            if unjudged:
+                self.status_line = (f"resuming round {current}: {len(judged)} candidates already judged, "
+                                    f"{len(unjudged)} of round {current} still to judge")
+            else:
+                self.status_line = f"resuming after round {current}: {len(judged)} candidates already judged"
             self._show_decided()
 
     def generated(self, record: dict) -> None:

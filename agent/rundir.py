@@ -86,6 +86,10 @@ class RunDir:
     def completion(self, cid: str) -> Path: return self.root / "completions" / f"{cid}.txt"
     def eval(self, cid: str) -> Path: return self.root / "evals" / f"{cid}.json"
 
+    def judged(self) -> set[str]:
+        """The candidates with a verdict on disk (written whole: tools/jsonio)."""
+        return {p.stem for p in (self.root / "evals").glob("*.json")}
+
     def create(self) -> "RunDir":
         """Create the directory; refuse one that exists and is not empty."""
         if self.root.exists() and any(self.root.iterdir()):

@@ -156,7 +156,7 @@ def _drive(rd: RunDir, problem, config: AgentConfig, backend, device: str, progr
                           progress=progress, gpus=gpus, judges=judges,
                           wall_offset_s=(before.get("spent") or {}).get("wall_s", 0.0) if before else 0.0)
         if before:
-            progress.resumed(before)
+            progress.resumed(before, judged=rd.judged())
         try:
             state = run_graph(graph, ctx, THREAD_ID, initial)
         except EvaluatorError:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -95,6 +96,14 @@ def test_resume_continues_the_replay_where_the_run_left_it(killed):
     recorded = list(read_jsonl(rd.completions_jsonl))
     assert [r["candidate"] for r in recorded] == ALL_IDS
     assert [f"# attempt {i}" in r["completion"] for i, r in enumerate(recorded)] == [True] * len(ALL_IDS)
+
+
+def test_resume_names_the_round_it_takes_up(killed):
+    _, before, resumed, _ = killed
+    line = next(x for x in resumed.stdout.splitlines() if x.startswith("resuming"))
+    after, n = re.match(r"resuming (after )?round (\d+)", line).groups()
+    round_judged = {f"r{int(n):02d}-c{c:02d}.json" for c in range(PER_ROUND)} <= set(before)
+    assert round_judged == bool(after), line
 
 
 def test_ctrl_c_then_resume_finishes_the_run(tmp_path):

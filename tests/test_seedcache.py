@@ -78,6 +78,13 @@ def test_a_capture_change_makes_new_captures_and_seeds(dialect_copy):
     assert (after[0] != before[0], after[1] != before[1]) == (True, True)
 
 
+def test_a_change_to_the_template_compiles_conv_rewrite_makes_new_captures(dialect_copy):
+    before = _keys(dialect_copy)
+    with (dialect_copy / "conv_rewrite.py").open("a") as f:
+        f.write("# a fix\n")
+    assert _keys(dialect_copy)[1] != before[1]
+
+
 def test_a_change_to_the_cache_itself_keeps_every_seed(dialect_copy):
     before = _keys(dialect_copy)
     with (dialect_copy / "seedcache.py").open("a") as f:

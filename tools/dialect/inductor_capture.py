@@ -48,7 +48,9 @@ def capture(problem, device: str, templates: bool = False) -> Capture:
 
     templates (cuda): max-autotune with only Inductor's Triton templates as GEMM and
     convolution backends, so matmuls and convolutions become `triton_tem_*` kernels
-    instead of cuBLAS / cuDNN calls (Inductor benchmarks each template config: slower).
+    instead of cuBLAS / cuDNN calls (Inductor benchmarks each template config: slower);
+    transposed, 1-D and dilated convolutions, which have no template, are rewritten as
+    convolutions that have one (tools/dialect/conv_rewrite.py).
     """
     import contextlib
     from unittest import mock
@@ -67,9 +69,16 @@ def capture(problem, device: str, templates: bool = False) -> Capture:
     # 2) compile through a backend that sees the graph's inputs (real tensors, in call() order)
     graph_inputs: list[list] = []
 
+    rewrites = {}
+    if templates:   # convolutions with no Triton template, rewritten as ones with one
+        from torch._inductor.decomposition import select_decomp_table
+
+        from tools.dialect.conv_rewrite import template_decompositions
+        rewrites = {"decompositions": {**select_decomp_table(), **template_decompositions()}}
+
     def backend(gm, example_inputs):
         graph_inputs.append(list(example_inputs))
-        compiled = compile_fx(gm, example_inputs)
+        compiled = compile_fx(gm, example_inputs, **rewrites)
         return compiled if device != "cpu" else gm.forward   # cpu: codegen only, run eagerly
 
     codes: list[str] = []

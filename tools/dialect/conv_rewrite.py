@@ -1,0 +1,77 @@
+"""Convolutions that Inductor has no Triton template for, rewritten as ones it has.
+
+Inductor's convolution template (max-autotune, Triton backend) takes 2-D and 3-D,
+non-transposed, undilated convolutions; a transposed, 1-D or dilated one fails the seed's
+template compile with "NoValidChoicesError" (20 of KernelBench level 1's 100 problems on
+the H100, 2026-11-25). `template_decompositions()` is a decomposition table for that
+compile (tools/dialect/inductor_capture.py): `aten.convolution` is rewritten, exactly
+(the same sums, in fp32), as
+
+- 1-D: the 2-D convolution of a height-1 image;
+- dilated: the convolution with the kernel's taps spread apart by zeros;
+- transposed: the convolution of the input spread apart by zeros (stride - 1 between
+  elements), padded by dilation * (kernel - 1) - padding (+ output_padding at the end;
+  negative: cropped), with the kernel flipped and its in/out channels swapped per group.
+
+Each step calls `aten.convolution` again, and tracing applies the table to that call too,
+until what is left is a convolution the template takes (the rest of the work is pointwise,
+which Inductor writes as Triton kernels). The zeros cost multiply-adds (a stride-s
+transposed convolution does s^d times the work): a correct pure-Triton seed to refine,
+not a fast one.
+"""
+from __future__ import annotations
+
+
+def template_decompositions() -> dict:
+    import torch
+    return {torch.ops.aten.convolution.default: convolution}
+
+
+def convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
+    """aten.convolution's signature; NotImplemented (leave it to Inductor) for a 2-D / 3-D
+    undilated, non-transposed convolution."""
+    import torch
+    conv = torch.ops.aten.convolution.default
+    nd = w.dim() - 2
+    stride, padding, dilation, output_padding = (list(v) for v in (stride, padding, dilation, output_padding))
+    if nd == 1:
+        y = conv(x.unsqueeze(-2), w.unsqueeze(-2), bias, [1, *stride], [0, *padding], [1, *dilation], transposed,
+                 [0, *output_padding], groups)
+        return y.squeeze(-2)
+    if transposed:
+        return _transposed(x, w, bias, stride, padding, dilation, output_padding, groups)
+    if any(d != 1 for d in dilation):
+        return conv(x, _spread(w, dilation, first_dim=2), bias, stride, padding, [1] * nd, False, [0] * nd, groups)
+    return NotImplemented
+
+
+def _transposed(x, w, bias, stride, padding, dilation, output_padding, groups):
+    import torch
+    nd = w.dim() - 2
+    kernel = list(w.shape[2:])
+    xs = _spread(x, stride, first_dim=2)
+    # pads of constant_pad_nd run from the last dimension backwards, (start, end) each
+    pads = []
+    for i in reversed(range(nd)):
+        edge = dilation[i] * (kernel[i] - 1) - padding[i]
+        pads += [edge, edge + output_padding[i]]
+    xs = torch.ops.aten.constant_pad_nd.default(xs, pads, 0.0)
+    c_in, c_out_g = w.shape[0], w.shape[1]
+    wt = (w.reshape(groups, c_in // groups, c_out_g, *kernel).transpose(1, 2)
+          .reshape(groups * c_out_g, c_in // groups, *kernel).flip(list(range(2, 2 + nd))))
+    return torch.ops.aten.convolution.default(xs, wt, bias, [1] * nd, [0] * nd, dilation, False, [0] * nd, groups)
+
+
+def _spread(t, steps, first_dim: int):
+    """`t` with steps[i] - 1 zeros between neighbours along dimension first_dim + i."""
+    import torch
+    for i, step in enumerate(steps):
+        if step == 1:
+            continue
+        dim = first_dim + i
+        n = t.shape[dim]
+        gap = list(t.unsqueeze(dim + 1).shape)
+        gap[dim + 1] = step - 1
+        t = torch.cat([t.unsqueeze(dim + 1), t.new_zeros(gap)], dim=dim + 1)
+        t = t.flatten(dim, dim + 1).narrow(dim, 0, (n - 1) * step + 1)
+    return t

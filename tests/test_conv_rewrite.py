@@ -2,6 +2,8 @@
 the 2-D / 3-D undilated convolutions Inductor has a Triton template for, exactly."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -62,18 +64,45 @@ def test_a_convolution_the_template_takes_is_left_as_it_is():
     assert list(conv.args[3]) == [2, 2] and conv.args[8] == 2
 
 
-def test_the_template_compile_gets_the_rewrites_and_the_default_compile_does_not(monkeypatch):
+def _compile_fx_sees(monkeypatch, what) -> list:
+    """What `what()` was when the capture called compile_fx, without and with templates."""
     from tools.dialect import inductor_capture
     from tools.problem import load_problem
-    from pathlib import Path
     seen = []
 
     def fake_compile_fx(gm, example_inputs, **kwargs):
-        seen.append(CONV in (kwargs.get("decompositions") or {}))
+        seen.append(what(kwargs))
         raise RuntimeError("stop here")
     monkeypatch.setattr("torch._inductor.compile_fx.compile_fx", fake_compile_fx)
     problem = load_problem(Path(__file__).parent / "problems" / "relu.py")
     for templates in (False, True):
         with pytest.raises(ValueError, match="stop here"):
             inductor_capture.capture(problem, "cpu", templates=templates)
-    assert seen == [False, True]
+    return seen
+
+
+def test_the_template_compile_gets_the_rewrites_and_the_default_compile_does_not(monkeypatch):
+    assert _compile_fx_sees(monkeypatch, lambda kw: CONV in (kw.get("decompositions") or {})) == [False, True]
+
+
+def test_the_template_compile_traces_attention_as_matmuls_and_a_softmax(monkeypatch):
+    flags = _compile_fx_sees(monkeypatch, lambda kw: (torch.backends.cuda.flash_sdp_enabled(),
+                                                      torch.backends.cuda.math_sdp_enabled()))
+    assert flags == [(True, True), (False, True)]
+
+
+@pytest.mark.parametrize("kernel,stride,padding", [(3, 2, 1), ((3, 2, 3), (1, 2, 2), (1, 0, 1)), (2, None, 0)])
+def test_3d_average_pooling_is_the_depthwise_convolution_with_a_uniform_kernel(kernel, stride, padding):
+    x = torch.rand(2, 3, 7, 8, 9, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    pool = torch.nn.AvgPool3d(kernel, stride, padding)
+    gm = make_fx(pool, decomposition_table=template_decompositions())(x)
+    assert [n.target for n in gm.graph.nodes if n.op == "call_function"
+            and "avg_pool" in str(n.target)] == []
+    torch.testing.assert_close(gm(x), pool(x), rtol=1e-12, atol=1e-12)
+
+
+def test_average_pooling_that_does_not_count_the_padding_is_left_as_it_is():
+    x = torch.rand(2, 3, 7, 8, 9, dtype=torch.float64)
+    gm = make_fx(torch.nn.AvgPool3d(3, 2, 1, count_include_pad=False),
+                 decomposition_table=template_decompositions())(x)
+    assert any("avg_pool3d" in str(n.target) for n in gm.graph.nodes)

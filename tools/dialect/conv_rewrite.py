@@ -1,4 +1,5 @@
-"""Convolutions that Inductor has no Triton template for, rewritten as ones it has.
+"""Convolutions that Inductor has no Triton template for, rewritten as ones it has (and
+3-D average pooling, which has no Triton kernel at all, as a convolution).
 
 Inductor's convolution template (max-autotune, Triton backend) takes 2-D and 3-D,
 non-transposed, undilated convolutions; a transposed, 1-D or dilated one fails the seed's
@@ -24,7 +25,28 @@ from __future__ import annotations
 
 def template_decompositions() -> dict:
     import torch
-    return {torch.ops.aten.convolution.default: convolution}
+    return {torch.ops.aten.convolution.default: convolution, torch.ops.aten.avg_pool3d.default: avg_pool3d}
+
+
+def avg_pool3d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """3-D average pooling (Inductor: a cuDNN fallback, no Triton kernel at all; level 1's
+    46) as the depthwise convolution with a uniform kernel, where that is the same sum:
+    zero padding counted, no ceil_mode, no divisor override, a batch dimension."""
+    import torch
+    k = _triple(kernel_size)
+    s = _triple(stride) if stride else k
+    p = _triple(padding)
+    if ceil_mode or not count_include_pad or divisor_override or x.dim() != 5:
+        return NotImplemented
+    c = x.shape[1]
+    w = x.new_full((c, 1, *k), 1.0 / (k[0] * k[1] * k[2]))
+    return torch.ops.aten.convolution.default(x, w, None, s, p, [1, 1, 1], False, [0, 0, 0], c)
+
+
+def _triple(v) -> list[int]:
+    v = [v] if isinstance(v, int) else list(v)
+    return v * 3 if len(v) == 1 else v
 
 
 def convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):

@@ -91,6 +91,10 @@ def capture(problem, device: str, templates: bool = False) -> Capture:
             stack.enter_context(_cpu_triton())
         if templates:
             stack.enter_context(_triton_templates())
+            # attention as matmuls and a softmax (templates, Triton), not flash / efficient
+            # attention's library kernels (level 1's 97 had no Triton kernel)
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+            stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
         stack.enter_context(strict_fp32())   # a template conv's ALLOW_TF32 follows cuDNN's flag
         torch._dynamo.reset()
         try:

@@ -23,7 +23,7 @@ export PYTHONPATH=$PWD:/tmp/site:${PYTHONPATH:-} PYTHONUNBUFFERED=1 KREFINE_KEEP
 mkdir -p "$out" "$seeds"
 left() { echo $((budget - SECONDS)); }
 # the settings of every bench below: the same for the scaling stages and the level-1 pass
-sets=(--set search.seed_timeout_s=200 --set search.sweep_budget=3 --set bench.seed_jobs=${SEED_JOBS:-4})
+sets=(--set search.seed_timeout_s=${SEED_S:-400} --set search.sweep_budget=3 --set bench.seed_jobs=${SEED_JOBS:-4})
 common=(--model none --set search.seed=inductor --set "search.seed_cache=$seeds" "${sets[@]}"
         --config benchmarks/kb_memory.toml --device cuda)
 

@@ -247,3 +247,23 @@ def test_the_reference_forward_runs_without_tf32(tmp_path):
     model = build_model(prob.module.Model, prob.module, 42, "cpu")
     [out] = compute_reference(model, prob.module, 1, "cpu", init_seed=42)
     assert torch.backends.cudnn.allow_tf32 and out.tolist() == [0.0] * 4
+
+
+def test_strict_fp32_waits_while_another_thread_times_with_the_users_flags():
+    import threading
+    import torch
+    from tools.problem import as_the_user_has_it, strict_fp32
+    seen, timing = [], threading.Event()
+
+    def reference():
+        timing.wait()
+        with strict_fp32():
+            seen.append("reference")
+    t = threading.Thread(target=reference)
+    t.start()
+    with as_the_user_has_it():
+        timing.set()
+        t.join(timeout=0.3)             # the reference may not start while eager is timed
+        seen.append(("timed", torch.backends.cudnn.allow_tf32))
+    t.join()
+    assert seen == [("timed", torch.backends.cudnn.allow_tf32), "reference"]

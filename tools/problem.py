@@ -289,6 +289,19 @@ if __name__ == "__main__":  # quick manual check: python -m tools.problem FILE..
         print(load_problem(a))
 
 
+# torch's precision flags are the process's: a reference computed under strict_fp32 in
+# one judge thread must not leave eager timed without TF32 in another (as_the_user_has_it)
+_PRECISION = threading.RLock()
+
+
+@contextlib.contextmanager
+def as_the_user_has_it():
+    """The precision flags as the process has them, unchanged by any strict_fp32 block of
+    another thread for as long as this one lasts (timing eager and torch.compile)."""
+    with _PRECISION:
+        yield
+
+
 @contextlib.contextmanager
 def strict_fp32():
     """fp32 math in fp32 for the block: TF32 off for cuDNN convolutions and cuBLAS
@@ -299,6 +312,11 @@ def strict_fp32():
     same flag (a seed captured under it is a TF32 kernel). Used for the judge's reference
     (tools/judge/reference.py) and the seed's capture (tools/dialect/inductor_capture.py);
     eager and torch.compile are timed with the flags as the user has them."""
+    with _PRECISION:
+        yield from _strict_fp32()
+
+
+def _strict_fp32():
     import torch
     cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
     # the legacy flags: their setters keep torch's per-backend precisions consistent (the

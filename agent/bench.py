@@ -56,10 +56,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from agent.config import RAY_ADDRESS, parse_assignment, split_assignment, toml_value
+from agent.config import RAY_ADDRESS, load_config, parse_assignment, split_assignment, toml_value
 from agent.benchresults import print_results, write_results
-from agent.bench_job import (BAD_INPUT, Job, Setting, collect, load_job_config, run_job,  # noqa: F401 (bench.Job, ...)
-                             say_done)
+from agent.bench_job import BAD_INPUT, Job, Setting, collect, run_job, say_done
 from agent.runstats import ProblemResult
 from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, EXIT_OK, BadInput
 from tools.jsonio import read_json
@@ -77,7 +76,7 @@ def main(args) -> int:
         return 0
     settings = make_settings(opts)
     for s in settings:
-        load_job_config(opts.config, s.overrides, s.origins)
+        load_config(opts.config, s.overrides, s.origins)
     if opts.model:
         from agent.llm import check_spec
         check_spec(opts.model)
@@ -262,7 +261,7 @@ def ray_address(opts: argparse.Namespace, setting: Setting) -> str:
     if opts.ray is not None:
         address, where = opts.ray, "--ray"
     else:
-        address, where = load_job_config(opts.config, setting.overrides).bench.ray_address, "[bench] ray_address"
+        address, where = load_config(opts.config, setting.overrides).bench.ray_address, "[bench] ray_address"
     if address:
         from agent.ray_bench import require_ray
         require_ray(where)
@@ -298,7 +297,7 @@ def _seeds_first(todo: list[Job], opts, setting: Setting, console: Console) -> t
     reason for those that gave no seed)."""
     from agent.bench_seeds import prepare_seeds, seed_tasks
     device = _device(opts, setting)
-    tasks, per_gpu = seed_tasks(todo, lambda s: load_job_config(opts.config, s.overrides), device)
+    tasks, per_gpu = seed_tasks(todo, lambda s: load_config(opts.config, s.overrides), device)
     if not tasks:
         return 0, {}
     gpus = visible_gpus(device, opts.gpus)
@@ -309,7 +308,7 @@ def _seeds_first(todo: list[Job], opts, setting: Setting, console: Console) -> t
 
 def _seeds_only(jobs: list[Job], opts, setting: Setting) -> int:
     """--seeds-only: the suite's seeds into the seed cache, nothing judged."""
-    config = load_job_config(opts.config, setting.overrides)
+    config = load_config(opts.config, setting.overrides)
     if config.search.seed != "inductor" or not config.search.seed_cache or config.bench.seed_jobs < 1:
         raise BadInput("", 'krefine bench --seeds-only: needs [search] seed = "inductor", a [search] seed_cache '
                            "and [bench] seed_jobs of at least 1 (e.g. --set search.seed=inductor)")
@@ -413,13 +412,11 @@ def _visible(gpu: str):
             os.environ["CUDA_VISIBLE_DEVICES"] = before
 
 
-# ---------------------------------------------------------------- results
-
 # ---------------------------------------------------------------- small helpers
 
 def _device(opts: argparse.Namespace, setting: Setting) -> str:
     from agent.runner import resolve_device
-    return resolve_device(load_job_config(opts.config, setting.overrides).run.device)
+    return resolve_device(load_config(opts.config, setting.overrides).run.device)
 
 
 def _label(value) -> str:

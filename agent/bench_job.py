@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from agent.config import load_config
 from agent.runstats import ProblemResult, fmt_speedup, load_run, problem_result
 from tools.errors import BadInput, EvaluatorError
 
@@ -47,7 +48,7 @@ def run_job(job: Job, config_path: str | None, model: str | None, *, progress: b
     from agent.runner import resume_run, run_problem
     shared = {"services": services} if services is not None else {}
     try:
-        config = load_job_config(config_path, job.setting.overrides)
+        config = load_config(config_path, job.setting.overrides)
         spec = model.replace("{problem}", job.name) if model else config.model.id
         server = server_url(spec, config.model)
         if dead is not None and server in dead:
@@ -92,8 +93,3 @@ def collect(job: Job, error: str | None) -> ProblemResult:
         r = problem_result(load_run(job.run_dir), job.name)
         return dataclasses.replace(r, error=error) if error else r
     return ProblemResult.failed(job.name, str(job.run_dir), error or "not run")
-
-
-def load_job_config(path: str | None, overrides: dict, origins: dict | None = None):
-    from agent.config import load_config
-    return load_config(path, overrides, origins)

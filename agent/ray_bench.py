@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent import REPO_ROOT
+from agent.config import load_config
 from tools.errors import BadInput
 
 INSTALL_HINT = "pip install -e '.[ray]'"
@@ -137,7 +138,7 @@ def make_plan(resources: dict, config, model_spec: str | None) -> Plan:
 def run_jobs(jobs: list, address: str, config_path: str | None, model: str | None, console) -> dict[Path, str]:
     """agent/bench.py's run_jobs on the cluster: run_dir -> one-line error for jobs that
     could not run."""
-    from agent.bench_job import load_job_config, run_job, say_done
+    from agent.bench_job import run_job, say_done
     from agent.ray_judges import JudgeFleet, RayJudgePool
     from agent.ray_models import ModelPool
     from agent.runner import Services
@@ -145,7 +146,7 @@ def run_jobs(jobs: list, address: str, config_path: str | None, model: str | Non
     def say(line: str) -> None:
         console.print(line, highlight=False, markup=False)
 
-    config = load_job_config(config_path, jobs[0].setting.overrides)
+    config = load_config(config_path, jobs[0].setting.overrides)
     out = jobs[0].run_dir.parent.parent
     with joined(address, out) as resources:
         # 1) the plan; each job's config names the cluster's device, not the driver's
@@ -218,10 +219,9 @@ def _on_device(job, device: str):
 
 
 def _one_model_config(jobs: list, config_path: str | None, plan: Plan) -> None:
-    from agent.bench_job import load_job_config
     if not plan.model_actors:
         return
-    if len({load_job_config(config_path, j.setting.overrides).model for j in jobs}) > 1:
+    if len({load_config(config_path, j.setting.overrides).model for j in jobs}) > 1:
         raise BadInput("", "krefine bench: --ray loads a transformers model once for the suite; "
                            "settings that change [model] need one bench each")
 

@@ -303,38 +303,35 @@ def as_the_user_has_it():
 def strict_fp32():
     """fp32 math in fp32 for the block: TF32 off for cuDNN convolutions and cuBLAS
     matmuls; the flags as they were after. torch's default lets cuDNN convolve fp32
-    tensors in TF32 (a 10-bit mantissa, ~5e-4 relative error a product), beyond KernelBench's fp32 tolerance (1e-4): a reference computed so fails an
-    exact fp32 kernel, and Inductor's convolution template takes its ALLOW_TF32 from the
-    same flag (a seed captured under it is a TF32 kernel). Used for the judge's reference
+    tensors in TF32 (a 10-bit mantissa, ~5e-4 relative error a product), beyond
+    KernelBench's fp32 tolerance (1e-4): a reference computed so fails an exact fp32
+    kernel, and Inductor's convolution template takes its ALLOW_TF32 from the same flag
+    (a seed captured under it is a TF32 kernel). Used for the judge's reference
     (tools/judge/reference.py) and the seed's capture (tools/dialect/inductor_capture.py);
     eager and torch.compile are timed with the flags as the user has them."""
-    with _PRECISION:
-        yield from _strict_fp32()
-
-
-def _strict_fp32():
     import torch
     cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
-    # the legacy flags: their setters keep torch's per-backend precisions consistent (the
-    # new fp32_precision setters, mixed with them, leave states whose getters raise)
-    try:
-        saved = (cudnn.allow_tf32, matmul.allow_tf32)
-    except RuntimeError:    # torch >= 2.9, a problem that mixed the APIs: the exact sub-flags
-        subs = [(cudnn.conv, "ieee"), (cudnn.rnn, "ieee"), (matmul, "ieee")]
-        before = [b.fp32_precision for b, _ in subs]
-        for b, v in subs:
-            b.fp32_precision = v
+    with _PRECISION:
+        # the legacy flags: their setters keep torch's per-backend precisions consistent
+        # (the new fp32_precision setters, mixed with them, leave states whose getters raise)
+        try:
+            saved = (cudnn.allow_tf32, matmul.allow_tf32)
+        except RuntimeError:    # torch >= 2.9, a problem that mixed the APIs: the exact sub-flags
+            subs = [(cudnn.conv, "ieee"), (cudnn.rnn, "ieee"), (matmul, "ieee")]
+            before = [b.fp32_precision for b, _ in subs]
+            for b, v in subs:
+                b.fp32_precision = v
+            try:
+                yield
+            finally:
+                for (b, _), v in zip(subs, before):
+                    b.fp32_precision = v
+            return
+        cudnn.allow_tf32 = matmul.allow_tf32 = False
         try:
             yield
         finally:
-            for (b, _), v in zip(subs, before):
-                b.fp32_precision = v
-        return
-    cudnn.allow_tf32 = matmul.allow_tf32 = False
-    try:
-        yield
-    finally:
-        cudnn.allow_tf32, matmul.allow_tf32 = saved
+            cudnn.allow_tf32, matmul.allow_tf32 = saved
 
 
 if __name__ == "__main__":  # quick manual check: python -m tools.problem FILE...

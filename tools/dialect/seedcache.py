@@ -10,10 +10,10 @@ kernelbook.py, milliseconds). `SeedCache` keeps both results under `[search] see
 A seed's key holds the problem's source, the device, torch's version and the digest of
 the converter (every file of tools/dialect/ but this one: a fix to the conversion makes
 new seeds, a fix to this plumbing does not). A capture's key holds the same but only
-the capture's own code, so a converter change re-converts the kept captures without
-compiling again (inductor_capture.py and conv_rewrite.py: CAPTURE_CODE). A failure that another try may not repeat (out of memory, a CUDA error,
-a crash) is not kept; a timeout is kept with its limit and tried again only under a
-longer one.
+the capture's own code (CAPTURE_CODE), so a converter change re-converts the kept
+captures without compiling again. A failure that another try may not repeat (out of
+memory, a CUDA error, a crash) is not kept; a timeout is kept with its limit and tried
+again only under a longer one.
 
 `seed_in_subprocess` is how the agent gets a seed: from the cache in its own process when
 it is there, else from a `python -m tools.dialect seed` process (torch.compile and a CUDA
@@ -36,6 +36,8 @@ _HERE = Path(__file__).parent
 # a failure that another try may not repeat is never cached
 _TRANSIENT = ("out of memory", "CUDA error", "exit status")
 _TIMEOUT = re.compile(r"took longer than (\d+(?:\.\d+)?) s")
+# the capture's own code: what it compiles and how (conv_rewrite: the template compile's rewrites)
+CAPTURE_CODE = ("inductor_capture.py", "conv_rewrite.py")
 
 
 def seed_cache_key(problem_source: str, device: str, torch_version: str) -> str:
@@ -49,9 +51,6 @@ def capture_cache_key(problem_source: str, device: str, torch_version: str) -> s
     """What a capture depends on: the same, with only the capture's own code."""
     return _key(problem_source, device, torch_version, _digest(CAPTURE_CODE))
 
-
-# the capture's own code: what it compiles and how (conv_rewrite: the template compile's rewrites)
-CAPTURE_CODE = ("inductor_capture.py", "conv_rewrite.py")
 
 
 def _key(*parts: str) -> str:

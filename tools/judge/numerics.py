@@ -39,9 +39,6 @@ DESCRIBE_MAX_CHARS = 400
 # describe() mentions at most two patterns, in this order of usefulness
 _PRIORITY = ("shape", "nan", "inf", "all_zero", "transposed", "constant_factor", "offset",
              "tail", "axis", "reduced_precision", "scattered", "rel_l2")
-
-
-
 _CLAUSE_END = re.compile(r"(?<=[.;:])\s")
 
 
@@ -60,6 +57,7 @@ def fit_text(lines: list[str], max_chars: int) -> str:
             out.append(line[:ends[-1]].rstrip(";:").rstrip())
         break
     return "\n".join(out)
+
 
 @dataclass(frozen=True)
 class Comparison:

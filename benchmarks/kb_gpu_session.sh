@@ -39,7 +39,7 @@ if [ ! -f /tmp/kbsession.seeds ]; then
 fi
 
 python3 -c "import ray" 2>/dev/null && have_ray=1 || have_ray=0
-for stage in g1 g2 ray; do
+for stage in ${STAGES:-g1 g2 ray}; do   # STAGES: a subset (g1 was measured on 2026-11-25)
   grep -q "\"$stage\"" /tmp/kbscale/scaling.json 2>/dev/null && continue
   need=$(case $stage in g1) echo ${G1_S:-240};; g2) echo ${G2_S:-140};; ray) echo ${RAY_S:-170};; esac)
   [ "$stage" = ray ] && [ $have_ray = 0 ] && { echo "== ray: not installed yet"; continue; }

@@ -116,6 +116,15 @@ def test_two_dimensional_grid_names_ynumel_first_like_the_kernel():
          "num_warps=4, num_stages=1)")
 
 
+def test_a_y_grid_that_may_overflow_launches_on_the_grid_that_spills_y_into_z():
+    text = _text("cpu_transpose_add").replace("'grid_type': 'Grid2D'", "'grid_type': 'Grid2DWithYZOverflow'") \
+        .replace("yoffset = tl.program_id(1) * YBLOCK",
+                 "yoffset = (tl.program_id(1) + tl.program_id(2) * tl.num_programs(1)) * YBLOCK")
+    src = convert(_problem("transpose_add"), read_capture(text))
+    assert _launch(src, "triton_poi_fused_add_t_0").startswith("triton_poi_fused_add_t_0[grid(96, 80)](")
+    assert "tl.program_id(2) * tl.num_programs(1)" in src
+
+
 def test_torch25_launch_keeps_its_grid_and_passes_no_constexpr_the_kernel_lacks():
     assert _launch(_convert("torch25_row_sum"), "triton_per_fused_sum_0") == \
         "triton_per_fused_sum_0[grid(64)](arg0_1, buf0, 64, 256, num_warps=2, num_stages=1)"
@@ -211,8 +220,8 @@ UNSUPPORTED = {
     "split constexpr": ("cpu_long_row_sum",
                         ("R0_BLOCK : tl.constexpr):", "R0_BLOCK : tl.constexpr, RSPLIT : tl.constexpr):"),
                         "unsupported constexpr parameter(s) RSPLIT"),
-    "overflow grid": ("cpu_relu_odd", ("'grid_type': 'Grid1D'", "'grid_type': 'Grid2DWithYZOverflow'"),
-                      "unsupported grid type Grid2DWithYZOverflow"),
+    "unknown grid": ("cpu_relu_odd", ("'grid_type': 'Grid1D'", "'grid_type': 'Grid4D'"),
+                     "unsupported grid type Grid4D"),
     "not python": ("cpu_relu_odd", ("class Runner:", "class Runner"), "Inductor output is not valid Python"),
 }
 

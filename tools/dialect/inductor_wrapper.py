@@ -17,8 +17,12 @@ from dataclasses import dataclass
 BLOCK_PARAMS = ("XBLOCK", "YBLOCK", "ZBLOCK", "R0_BLOCK", "R1_BLOCK", "RBLOCK")
 
 
-# grid_type -> the numel parameters grid() takes, in KernelBook's order (grid(ynumel, xnumel))
-GRID_NUMELS = {"Grid1D": ("xnumel",), "Grid2D": ("ynumel", "xnumel"), "Grid3D": ("znumel", "ynumel", "xnumel")}
+# grid_type -> the numel parameters grid() takes, in KernelBook's order (grid(ynumel, xnumel)).
+# Grid2DWithYZOverflow (a y grid that may pass CUDA's 65535: the kernel reads its y block as
+# program_id(1) + program_id(2) * num_programs(1)) is torch <= 2.6's grid(ynumel, xnumel),
+# which spills y into z the same way (tools/dialect/inductor_grid.py)
+GRID_NUMELS = {"Grid1D": ("xnumel",), "Grid2D": ("ynumel", "xnumel"),
+               "Grid2DWithYZOverflow": ("ynumel", "xnumel"), "Grid3D": ("znumel", "ynumel", "xnumel")}
 
 
 HEURISTICS = ("pointwise", "reduction", "persistent_reduction", "template")

@@ -23,7 +23,17 @@ download)
   tmp=$(mktemp -d)
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux2014_x86_64 -d "$tmp" "ray==$VERSION"
-  mkdir "$tmp/x" && (cd "$tmp/x" && python3 -m zipfile -e "$tmp"/ray-*.whl .)
+  # unpacked with the files' modes (`python -m zipfile -e` drops them: on 2026-11-26 Ray's
+  # gcs_server came out not executable and `--ray local` stopped with EACCES on the H200s)
+  mkdir "$tmp/x" && python3 - "$tmp"/ray-*.whl "$tmp/x" <<'PY'
+import os, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    for info in z.infolist():
+        path = z.extract(info, sys.argv[2])
+        mode = (info.external_attr >> 16) & 0o777
+        if mode and not info.is_dir():
+            os.chmod(path, mode)
+PY
   rm -rf "$tmp/x/ray/jars" "$tmp/x/ray/dashboard/client/build" "$tmp/x/ray/rllib"
   find "$tmp/x" -name "*.map" -delete
   mkdir -p .raywheel
@@ -35,6 +45,8 @@ install)
   [ -f "$OUT" ] || { echo "device_ray_slim: carry .raywheel (made here by: bash $0)" >&2; exit 1; }
   mkdir -p "${SITE:-/tmp/site}"
   tar -xJf "$OUT" -C "${SITE:-/tmp/site}"
+  [ -x "${SITE:-/tmp/site}/ray/core/src/ray/gcs/gcs_server" ] \
+    || { echo "device_ray_slim: Ray's gcs_server is not executable: remake $OUT here" >&2; exit 1; }
   PYTHONPATH=${SITE:-/tmp/site} python3 -c "import ray; print('ray', ray.__version__)"
   ;;
 *)

@@ -309,9 +309,9 @@ def _seeds_first(todo: list[Job], opts, setting: Setting, console: Console) -> t
 def _seeds_only(jobs: list[Job], opts, setting: Setting) -> int:
     """--seeds-only: the suite's seeds into the seed cache, nothing judged."""
     config = load_config(opts.config, setting.overrides)
-    if config.search.seed != "inductor" or not config.search.seed_cache or config.bench.seed_jobs < 1:
-        raise BadInput("", 'krefine bench --seeds-only: needs [search] seed = "inductor", a [search] seed_cache '
-                           "and [bench] seed_jobs of at least 1 (e.g. --set search.seed=inductor)")
+    if config.search.seed_kernel != "inductor" or not config.search.seed_cache or config.bench.seed_jobs < 1:
+        raise BadInput("", 'krefine bench --seeds-only: needs [search] seed_kernel = "inductor", a [search] seed_cache '
+                           "and [bench] seed_jobs of at least 1 (e.g. --set search.seed_kernel=inductor)")
     console = Console()
     with terminated_as_interrupt():
         compiled, failed = _seeds_first(jobs, opts, setting, console)

@@ -8,8 +8,8 @@
                       name, e.g. replay:replays/{problem}.jsonl
   --device cuda|cpu   --gpus N: use only the first N GPUs
   --ray [ADDRESS]     judge on a Ray cluster: auto (default: the running one), local,
-                      HOST:PORT or ray://HOST:PORT; [bench] ray_address, and the rest of
-                      [bench], in agent.toml (agent/ray_bench.py)
+                      HOST:PORT or ray://HOST:PORT; the flag sets [bench] ray_address (the
+                      rest of [bench] is in agent.toml; agent/ray_bench.py)
   --sweep TABLE.KEY=V1,V2,...   one suite pass per value (repeatable: every combination)
   --list              print the problems that would run, and stop
   --report-only       run nothing: read OUT's run dirs back and write the results (a
@@ -56,7 +56,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from agent.config import RAY_ADDRESS, load_config, parse_assignment, split_assignment, toml_value
+from agent.config import load_config, parse_assignment, split_assignment, toml_value
 from agent.benchresults import print_results, write_results
 from agent.bench_job import BAD_INPUT, Job, Setting, collect, run_job, say_done
 from agent.runstats import ProblemResult
@@ -190,14 +190,13 @@ def option_parser():
                    help="compile the Inductor seeds the suite lacks into [search] seed_cache "
                         "([bench] seed_jobs per GPU), then stop: a later bench judges at once")
     p.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS",
-                   help="judge on a Ray cluster: auto (default), local, HOST:PORT or ray://HOST:PORT")
+                   help="[bench] ray_address: judge on a Ray cluster: auto (default), local, HOST:PORT or "
+                        "ray://HOST:PORT")
     return p
 
 
 def parse_options(argv: list[str]) -> argparse.Namespace:
     opts = option_parser().parse_args(argv)
-    if opts.ray is not None and not RAY_ADDRESS.match(opts.ray):
-        raise BadInput("", f"krefine bench: --ray {opts.ray!r}: expected auto, local, HOST:PORT or ray://HOST:PORT")
     if opts.gpus is not None and opts.gpus < 1:
         raise BadInput("", f"krefine bench: --gpus must be at least 1, got {opts.gpus}")
     if opts.report_only and (opts.seeds_only or opts.list):
@@ -238,12 +237,13 @@ def find_problems(suite: Path, filters: list[str]) -> list[tuple[str, Path]]:
 
 
 def make_settings(opts: argparse.Namespace) -> list[Setting]:
-    """The fixed overrides (--set, --device) times every combination of the --sweep values."""
+    """The fixed overrides (--set, and the flags that set a key: --device, --ray) times every
+    combination of the --sweep values."""
     fixed = dict(parse_assignment(a, "--set") for a in opts.overrides)
     origins = {key: f"--set {key}" for key in fixed}
-    if opts.device:
-        fixed["run.device"] = opts.device
-        origins["run.device"] = "--device"
+    for flag, key, value in (("--device", "run.device", opts.device), ("--ray", "bench.ray_address", opts.ray)):
+        if value is not None:
+            fixed[key], origins[key] = value, flag
     axes = []
     for a in opts.sweep:
         key, raw = split_assignment(a, "--sweep")
@@ -256,12 +256,10 @@ def make_settings(opts: argparse.Namespace) -> list[Setting]:
 
 
 def ray_address(opts: argparse.Namespace, setting: Setting) -> str:
-    """The Ray cluster to judge on ("" = this host): --ray, else [bench] ray_address.
+    """The Ray cluster to judge on ("" = this host): [bench] ray_address, which --ray sets.
     Without Ray installed, asking for one is one line and exit 2."""
-    if opts.ray is not None:
-        address, where = opts.ray, "--ray"
-    else:
-        address, where = load_config(opts.config, setting.overrides).bench.ray_address, "[bench] ray_address"
+    address = load_config(opts.config, setting.overrides).bench.ray_address
+    where = setting.origins.get("bench.ray_address", "[bench] ray_address")
     if address:
         from agent.ray_bench import require_ray
         require_ray(where)
@@ -309,9 +307,9 @@ def _seeds_first(todo: list[Job], opts, setting: Setting, console: Console) -> t
 def _seeds_only(jobs: list[Job], opts, setting: Setting) -> int:
     """--seeds-only: the suite's seeds into the seed cache, nothing judged."""
     config = load_config(opts.config, setting.overrides)
-    if config.search.seed != "inductor" or not config.search.seed_cache or config.bench.seed_jobs < 1:
-        raise BadInput("", 'krefine bench --seeds-only: needs [search] seed = "inductor", a [search] seed_cache '
-                           "and [bench] seed_jobs of at least 1 (e.g. --set search.seed=inductor)")
+    if config.search.seed_kernel != "inductor" or not config.search.seed_cache or config.bench.seed_jobs < 1:
+        raise BadInput("", 'krefine bench --seeds-only: needs [search] seed_kernel = "inductor", a [search] seed_cache '
+                           "and [bench] seed_jobs of at least 1 (e.g. --set search.seed_kernel=inductor)")
     console = Console()
     with terminated_as_interrupt():
         compiled, failed = _seeds_first(jobs, opts, setting, console)

@@ -48,17 +48,17 @@ def run_job(job: Job, config_path: str | None, model: str | None, *, progress: b
     from agent.runner import resume_run, run_problem
     shared = {"services": services} if services is not None else {}
     try:
-        config = load_config(config_path, job.setting.overrides)
-        spec = model.replace("{problem}", job.name) if model else config.model.id
-        server = server_url(spec, config.model)
+        # --model is [model] id, "{problem}" filled in per problem
+        config = load_config(config_path, {**job.setting.overrides,
+                                           **({"model.id": model.replace("{problem}", job.name)} if model else {})})
+        server = server_url(config.model.id, config.model)
         if dead is not None and server in dead:
             return f"{BAD_INPUT}: the model server {server} refused the connection ({dead[server]}); not asked again"
         if (job.run_dir / "run.json").exists():
             resume_run(job.run_dir, progress=progress, **shared)
         else:
             clear_skeleton(job.run_dir)
-            run_problem(job.problem, config, job.run_dir, model_spec=spec if model else None, progress=progress,
-                        **shared)
+            run_problem(job.problem, config, job.run_dir, progress=progress, **shared)
         return None
     except (BadInput, EvaluatorError) as e:
         if isinstance(e, ServerUnreachable) and dead is not None:

@@ -9,7 +9,7 @@ cache ([search] seed_cache, tools/dialect/seedcache.py's SeedCache); each run th
 its seed there. A seed already cached, or a lasting reason for none, is not compiled
 again; a failure is reported and left for the run, which records it as usual.
 
-Does not judge, and does nothing for settings without `[search] seed = "inductor"` and a
+Does not judge, and does nothing for settings without `[search] seed_kernel = "inductor"` and a
 seed cache, for [bench] seed_jobs = 0, or on a Ray cluster (the actors' hosts may not
 share this cache).
 """
@@ -41,7 +41,7 @@ def seed_tasks(jobs, load_config, device: str) -> tuple[list[SeedTask], int]:
     for job in jobs:
         cfg = configs.get(job.setting.label) or configs.setdefault(job.setting.label, load_config(job.setting))
         s = cfg.search
-        if s.seed != "inductor" or not s.seed_cache or cfg.bench.seed_jobs < 1:
+        if s.seed_kernel != "inductor" or not s.seed_cache or cfg.bench.seed_jobs < 1:
             continue
         per_gpu = per_gpu or cfg.bench.seed_jobs
         key = (job.problem.resolve(), str(Path(s.seed_cache).expanduser()))

@@ -39,10 +39,13 @@ def _finite(text: str) -> float:
 
 
 # `krefine run`'s flags that set one agent.toml value (TABLE.KEY): a value out of range is
-# blamed on the flag, not on the file (agent/config.py load_config's origins)
-RUN_FLAGS = {"--max-iterations": "budget.max_rounds", "--candidates": "budget.candidates_per_round",
-             "--target-speedup": "budget.target_speedup", "--time-budget": "budget.time_budget_s",
-             "--device": "run.device", "--seed": "search.seed"}
+# blamed on the flag, not on the file (agent/config.py load_config's origins). Each flag's
+# other spellings (--max-rounds, --min-speedup, --seed) are argparse aliases of it; README
+# "Configuration" has the table of every knob
+RUN_FLAGS = {"--model": "model.id", "--max-iterations": "budget.max_rounds",
+             "--candidates": "budget.candidates_per_round", "--target-speedup": "budget.target_speedup",
+             "--time-budget": "budget.time_budget_s", "--device": "run.device",
+             "--seed-kernel": "search.seed_kernel"}
 
 
 def flag_overrides(args: argparse.Namespace, flags: dict[str, str]) -> tuple[dict, dict]:
@@ -90,28 +93,31 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--device", choices=("cuda", "cpu"), default=None,
                    help="default: cuda if present, else cpu (Triton interpreter, no timing)")
     e.add_argument("--json", action="store_true", help="print each verdict as one JSON object per line")
-    e.add_argument("--min-speedup", type=_finite, default=None, metavar="X",
-                   help="exit 1 unless correct and at least X times faster than eager")
-    e.add_argument("--config", default=None, help="agent.toml to read [eval] [timing] [guards] from")
+    e.add_argument("--min-speedup", "--target-speedup", dest="target_speedup", type=_finite, default=None,
+                   metavar="X", help="exit 1 unless correct and at least X times faster than eager (krefine run's "
+                                     "--target-speedup; unset: correct is enough, whatever [budget] target_speedup says)")
+    e.add_argument("--config", default=None, help="agent.toml to read [eval] [timing] [guards] and [run] device from")
     e.add_argument("--no-profile", action="store_true", help="skip the bottleneck profile step")
     e.add_argument("--gpu", type=int, default=0, help="GPU index")
     e.add_argument("--keep-judge", type=_finite, default=None, metavar="SECONDS",
-                   help="judge in a service kept warm this long after the last eval, so the next "
-                        "eval is fast (default [eval] keep_judge_s, 300; 0: judge in this process)")
+                   help="[eval] keep_judge_s: judge in a service kept warm this long after the last eval, "
+                        "so the next eval is fast (0: judge in this process)")
 
     r = sub.add_parser("run", help="run the refinement loop on a problem")
     r.add_argument("problem")
     r.add_argument("--config", default=None)
     r.add_argument("--model", default=None,
-                   help='ID | PATH | openai:URL | replay:FILE | none (no model: the seed and the sweep only)')
-    r.add_argument("--seed", choices=("none", "inductor"), default=None,
-                   help='[search] seed: "inductor" judges torch.compile\'s kernels as round 0 and refines them')
+                   help='[model] id: ID | PATH | openai:URL | replay:FILE | none (no model: the seed and the sweep only)')
+    r.add_argument("--seed-kernel", "--seed", choices=("none", "inductor"), default=None,
+                   help='[search] seed_kernel: "inductor" judges torch.compile\'s kernels as round 0 and '
+                        'refines them (--seed is its old name)')
     r.add_argument("--max-iterations", "--max-rounds", type=int, default=None, metavar="N",
                    help="[budget] max_rounds: generate -> judge rounds (--max-rounds is the same flag)")
-    r.add_argument("--candidates", type=int, default=None, metavar="N")
-    r.add_argument("--target-speedup", type=_finite, default=None, metavar="X")
-    r.add_argument("--time-budget", type=_finite, default=None, metavar="SECONDS")
-    r.add_argument("--device", choices=("cuda", "cpu"), default=None)
+    r.add_argument("--candidates", type=int, default=None, metavar="N", help="[budget] candidates_per_round")
+    r.add_argument("--target-speedup", "--min-speedup", type=_finite, default=None, metavar="X",
+                   help="[budget] target_speedup (--min-speedup, krefine eval's name, is the same flag)")
+    r.add_argument("--time-budget", type=_finite, default=None, metavar="SECONDS", help="[budget] time_budget_s")
+    r.add_argument("--device", choices=("cuda", "cpu"), default=None, help="[run] device")
     r.add_argument("--out", default=None, metavar="DIR")
     r.add_argument("--set", action="append", default=[], dest="sets", metavar="TABLE.KEY=VALUE",
                    help="override one agent.toml value, as krefine bench --set (repeatable; a flag above wins)")

@@ -4,7 +4,8 @@ Covers the [model] [sampling] [budget] [search] [prompt] [run] [bench] tables, p
 evaluator's [eval] [timing] [guards] tables through tools/settings.py, and CLI-style
 dotted overrides. Every dataclass goes through `tools.settings.build()`, so an unknown
 key or a wrong type is an error, never a silent default. The defaults here are the
-defaults written in agent.toml; tests/test_config.py keeps the two equal.
+defaults written in agent.toml; tests/test_config.py keeps the two equal. Old key names
+([search] seed, [model] openai_base_url) are read as today's by `upgrade`, with a note.
 
 Does not read the environment (the OpenAI key is read by agent/llm.py's make_backend,
 by the variable named here) and does not decide anything about a run.
@@ -13,10 +14,11 @@ from __future__ import annotations
 
 import copy
 import re
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from agent import DEFAULT_CONFIG
 from tools.errors import BadInput
@@ -36,9 +38,8 @@ class ModelConfig:
     # transformers only: wrap the prompt in the tokenizer's chat template as one user turn;
     # auto: when it has one and does not know <|begin_of_text|> (not KernelLLM's vocabulary)
     chat_template: Literal["auto", "always", "never"] = "auto"
-    openai_base_url: str = ""           # non-empty: serve `id` from this OpenAI-compatible server
     openai_api_key_env: str = "OPENAI_API_KEY"  # env variable holding the server's key (may be unset)
-    served_model_name: str = ""         # "model" field sent to the server; empty: `id` (what `vllm serve ID` uses)
+    served_model_name: str = ""         # "model" field sent to an openai:URL server; empty: facebook/KernelLLM
     openai_suppress_bos: bool = True    # send add_special_tokens=false (vLLM) so no second BOS is added
     request_timeout_s: float = 600.0    # one HTTP request to the server, all n completions
     max_retries: int = 2                # retries of a failed request (connection, 429, 5xx)
@@ -47,11 +48,9 @@ class ModelConfig:
     def validate(self) -> Fault | None:
         if not self.id.strip():
             return Fault("id", "must not be empty")
-        for key, url in (("id", self.id[len("openai:"):] if self.id.startswith("openai:") else ""),
-                         ("openai_base_url", self.openai_base_url)):
-            fault = url and url_fault(url)
-            if fault:
-                return Fault(key, f"{getattr(self, key)!r}: {fault}")
+        fault = self.id.startswith("openai:") and url_fault(self.id[len("openai:"):])
+        if fault:
+            return Fault("id", f"{self.id!r}: {fault}")
         return positive(self, "request_timeout_s") or at_least(self, 0, "retry_backoff_s", "max_retries")
 
 
@@ -97,7 +96,7 @@ class SearchConfig:
     strategy: Literal["greedy", "beam"] = "greedy"  # greedy: refine the best; beam: the top beam_width
     beam_width: int = 2
     repair_failed: bool = True          # a failed candidate may be refined from its own feedback
-    seed: Literal["none", "inductor"] = "none"  # inductor: round 0 is torch.compile's kernels in KernelBook format
+    seed_kernel: Literal["none", "inductor"] = "none"  # inductor: round 0 is torch.compile's kernels in KernelBook format
     seed_timeout_s: float = 600.0       # torch.compile of the problem for the seed (its own process)
     seed_cache: str = "~/.cache/krefine/seeds"  # seeds kept per problem source, device, torch and converter ("" = none)
     sweep_variants: int = 6             # launch-constant variants per sweep of the best correct candidate (0 = no sweep)
@@ -178,6 +177,8 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     problem is a BadInput naming the file and the table/key at fault, or, when an
     override is at fault, the override as `origins` names it (the flag that set it,
     {"budget.candidates_per_round": "--candidates"}): "--candidates must be at least 1, got 0".
+    An old key name (OLD_NAMES, [model] openai_base_url) is read as its new one, with a
+    one-line note on stderr.
     """
     if path is None and not DEFAULT_CONFIG.exists():
         doc: dict = {}          # installed without the repo's agent.toml: its defaults are ours
@@ -185,24 +186,44 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     else:
         path = Path(path) if path is not None else DEFAULT_CONFIG
         doc = _parse(path)
+    live: dict[str, Any] = {}     # the overrides that are set
+
+    def named(key: str) -> str:   # where "table.key" was written: the flag that set it, or the file
+        if key in live:
+            return (origins or {}).get(key) or f"override {key}"
+        return f"{path}: [{key.replace('.', '] ', 1)}"
+
     # 1) the file alone, so a fault in it is reported as the file's
     try:
-        config = _build(doc)
+        config = _build(upgrade(doc, named))
     except SettingsError as e:
         raise BadInput(path, str(e)) from None
-    # 2) overrides on top
-    live = {k: v for k, v in (overrides or {}).items() if v is not None}
+    # 2) overrides on top; one that uses an old name counts as its new name, and either
+    #    wins over the file's value under the other
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        table, _, name = str(key).partition(".")
+        if not name or "." in name or table not in (*AGENT_TABLES, *EVAL_TABLES):
+            raise BadInput("", f"{(origins or {}).get(key) or f'override {key!r}'}: expected "
+                               f"TABLE.KEY with TABLE one of {', '.join((*AGENT_TABLES, *EVAL_TABLES))}")
+        same = next((k for k in live if OLD_NAMES.get(k, k) == OLD_NAMES.get(key, key)), None)
+        if same is not None and live[same] != value:
+            raise BadInput("", f"{named(same)} and {(origins or {}).get(key) or f'override {key}'} both set "
+                               f"[{OLD_NAMES.get(key, key).replace('.', '] ', 1)}, to {live[same]!r} and "
+                               f"{value!r}; give one")
+        live[key] = value
     if not live:
         return config
     merged = copy.deepcopy(doc)
     for key, value in live.items():
-        table, _, name = str(key).partition(".")
-        if not name or "." in name or table not in (*AGENT_TABLES, *EVAL_TABLES):
-            named = (origins or {}).get(key) or f"override {key!r}"
-            raise BadInput("", f"{named}: expected TABLE.KEY with TABLE one of {', '.join((*AGENT_TABLES, *EVAL_TABLES))}")
+        table, _, name = key.partition(".")
+        new = OLD_NAMES.get(key, key)
+        for other in {new, *(old for old, n in OLD_NAMES.items() if n == new)} - {key}:
+            merged.get(table, {}).pop(other.partition(".")[2], None)   # the file's, under another name
         merged.setdefault(table, {})[name] = value
     try:
-        return _build(merged)
+        return _build(upgrade(merged, named))
     except SettingsError as e:
         raise _blame(e, live, origins or {}, path) from None
 
@@ -211,14 +232,85 @@ def _blame(e: SettingsError, live: dict, origins: dict[str, str], path: Path) ->
     """The fault of a file that was fine alone, put on the one override that caused it,
     named as the user wrote it; the file, with the overrides noted, where that is unclear."""
     def caused(key: str) -> bool:
-        table, _, name = key.partition(".")
-        return f"[{table}]" in e.where and e.key in (None, name)
+        table, _, name = OLD_NAMES.get(key, key).partition(".")
+        return f"[{table}]" in e.where and e.key in (None, name, key.partition(".")[2])
     suspects = [k for k in live if caused(k)]
     if len(suspects) != 1:
         return BadInput(path, f"{e} (with overrides {', '.join(sorted(live))})")
     key = suspects[0]
     name = origins.get(key, f"override {key}")
     return BadInput("", f"{name}{e.after}" if e.key is not None else f"{name}: {e}")
+
+
+# ------------------------------------------------------------------- old key names
+
+# "table.old_key" -> "table.new_key": read as the new name, with a one-line note
+OLD_NAMES = {"search.seed": "search.seed_kernel"}   # RNG seeds are [eval] init_seed and [sampling] seed
+_NOTED: set[str] = set()
+
+
+def upgrade(doc: dict, named: Callable[[str], str] | None = None) -> dict:
+    """`doc` (a parsed agent.toml, or a run.json's config) with every old key name read
+    as its new one. `named("table.key")` says where a key was written, for the one-line
+    note each old name gets on stderr (None: no note, e.g. a run.json being resumed).
+    An old and a new name that disagree are a SettingsError, as is [model]
+    openai_base_url beside an `id = "openai:URL"` naming another server.
+
+    [model] openai_base_url = URL (deprecated) with id = X is id = "openai:URL" with
+    served_model_name = X, which is what it meant; with a replay: or none id it meant
+    nothing and is dropped."""
+    say = (lambda text: _note(text)) if named else (lambda text: None)
+    doc = {t: dict(v) if isinstance(v, dict) else v for t, v in doc.items()}
+    for old, new in OLD_NAMES.items():
+        table, _, key = old.partition(".")
+        t = doc.get(table)
+        if not isinstance(t, dict) or key not in t:
+            continue
+        new_key = new.partition(".")[2]
+        if new_key in t and t[new_key] != t[key]:
+            raise SettingsError(f"[{table}]: {key} = {t[key]!r} (the old name of {new_key}) and {new_key} = "
+                                f"{t[new_key]!r} disagree; keep {new_key} only", f"[{table}]", key,
+                                f" = {t[key]!r} is the old name of [{table}] {new_key}, which says {t[new_key]!r}")
+        say(f"{named(old) if named else old} is now [{new.replace('.', '] ', 1)} (the old name still works)")
+        t[new_key] = t.pop(key)
+    model = doc.get("model")
+    if isinstance(model, dict) and "openai_base_url" in model:
+        url = model.pop("openai_base_url")
+        spec = model.get("id", DEFAULT_MODEL_ID)
+        where = named("model.openai_base_url") if named else "model.openai_base_url"
+        if not isinstance(url, str) or not url.strip():
+            say(f"{where} is deprecated (a server is id = \"openai:URL\"); empty, it changes nothing: remove it")
+            return doc
+        fault = url_fault(url)
+        if fault:
+            raise SettingsError(f"[model]: openai_base_url {url!r}: {fault}", "[model]", "openai_base_url",
+                                f" {url!r}: {fault}")
+        if isinstance(spec, str) and spec.startswith("openai:"):
+            if _base(spec[len("openai:"):]) != _base(url):
+                raise SettingsError(f"[model]: openai_base_url {url!r} and id {spec!r} name different servers; "
+                                    f"keep id = \"openai:URL\" only", "[model]", "openai_base_url",
+                                    f" {url!r} and [model] id {spec!r} name different servers; keep id only")
+            say(f"{where} is deprecated: id = {spec!r} names the server already; remove the key")
+        elif isinstance(spec, str) and spec != "none" and not spec.startswith("replay:"):
+            model["served_model_name"] = model.get("served_model_name") or spec
+            model["id"] = f"openai:{url}"
+            say(f"{where} is deprecated: read as id = \"openai:{url}\", served_model_name = "
+                f"{model['served_model_name']!r}")
+        else:
+            say(f"{where} is deprecated and means nothing with id = {spec!r}: ignored")
+    return doc
+
+
+def _base(url: str) -> str:
+    base = url.strip().rstrip("/")
+    return base[:-3] if base.endswith("/v1") else base
+
+
+def _note(text: str) -> None:
+    """One line on stderr, once per process (a bench loads the config per problem)."""
+    if text not in _NOTED:
+        _NOTED.add(text)
+        print(f"krefine: note: {text}", file=sys.stderr)
 
 
 def url_fault(url: str) -> str | None:

@@ -7,6 +7,9 @@ gone `--keep-judge` seconds after the last eval), so the next `krefine eval` of 
 problem finds it warm and this process never imports torch; `--keep-judge 0` judges
 here, in a session of this process's own.
 
+--min-speedup X is krefine run's target speedup (`--target-speedup` is the same flag),
+given per call: without it correct is enough, whatever [budget] target_speedup says.
+
 Exit statuses (docs/DESIGN.md): 0 correct (and at least --min-speedup when given; with
 several candidates, every one), 1 evaluated but not correct / not fast enough, 2 bad
 input, 3 evaluator failure. In a batch a candidate file that is not Python defining
@@ -25,8 +28,11 @@ from tools.verdict import Verdict
 
 
 def main(args) -> int:
+    import argparse
     from agent.config import load_config
-    config = load_config(args.config)
+    # --device is [run] device, as for krefine run: the flag, else the file's, else whatever is present
+    config = load_config(args.config, {"run.device": args.device}, {"run.device": "--device"})
+    args = argparse.Namespace(**{**vars(args), "device": config.run.device})
     keep = _keep_s(args, config)
     if keep > 0:
         return _via_service(args, config, keep)
@@ -66,11 +72,11 @@ def _via_service(args, config, keep: float) -> int:
     from tools.sandbox.isolation import guess_device
     read_problem(args.problem)   # what needs no torch; the service loads it (exit 2 either way)
     cands = _read_candidates(args)
-    _check_min_speedup(args)
+    _check_target_speedup(args)
     guess = args.device or guess_device()
     if args.gpu < 0 or args.device == "cpu":
         _check_device(args.device or "cpu", args.gpu)   # needs no torch; the service checks cuda
-    if args.min_speedup is not None and guess == "cpu":
+    if args.target_speedup is not None and guess == "cpu":
         raise BadInput("", "--min-speedup needs --device cuda: nothing is timed on cpu")
     settings = {"eval": {k: v for k, v in dataclasses.asdict(config.eval.test).items() if k != "keep_judge_s"},
                 "timing": dataclasses.asdict(config.eval.timing), "guards": dataclasses.asdict(config.eval.guards)}
@@ -127,9 +133,9 @@ def _names(n: int) -> list[str]:
     return ["candidate.py"] if n == 1 else [f"candidate{i}.py" for i in range(n)]
 
 
-def _check_min_speedup(args) -> None:
-    if args.min_speedup is not None and args.min_speedup <= 0:
-        raise BadInput("", f"--min-speedup must be positive, got {args.min_speedup:g}")
+def _check_target_speedup(args) -> None:
+    if args.target_speedup is not None and args.target_speedup <= 0:
+        raise BadInput("", f"--min-speedup must be positive, got {args.target_speedup:g}")
 
 
 def _check_device(device: str, gpu_index: int) -> None:
@@ -168,10 +174,10 @@ class _InOrder:
 def _exit_status(args, verdicts) -> int:
     """0 only when every candidate is correct (and fast enough: the low end of its
     speedup interval over eager above --min-speedup, tools/perf/speedup.py)."""
-    if args.min_speedup is None:
+    if args.target_speedup is None:
         return EXIT_OK if all(v.correct for v in verdicts) else EXIT_FAIL
     from tools.perf.speedup import clears
-    ok = all(v.correct and clears(v.speedup_interval.get("eager"), args.min_speedup) for v in verdicts)
+    ok = all(v.correct and clears(v.speedup_interval.get("eager"), args.target_speedup) for v in verdicts)
     return EXIT_OK if ok else EXIT_FAIL
 
 
@@ -190,13 +196,13 @@ def _main(args, config, guess: str, early) -> int:
     # 1) inputs: every fault here is one line and exit 2, before any work starts
     problem = load_problem(args.problem)
     cands = _read_candidates(args)
-    _check_min_speedup(args)
+    _check_target_speedup(args)
     device = args.device or default_device()
     if args.device is None and device == "cpu":
         print("krefine: no CUDA device found: judging on cpu with Triton's interpreter "
               "(correctness only, no timing)", file=sys.stderr)
     _check_device(device, args.gpu)
-    if args.min_speedup is not None and device == "cpu":
+    if args.target_speedup is not None and device == "cpu":
         raise BadInput("", "--min-speedup needs --device cuda: nothing is timed on cpu")
     profile = not args.no_profile and config.eval.test.profile != "none"
     server = early if device == guess else None   # a wrong guess: the session starts its own

@@ -7,7 +7,7 @@ once per run with the run directory's SQLite checkpointer. Every artifact is wri
 through agent/rundir.py, and each node is idempotent on disk, so `krefine resume` can
 re-run whichever node a kill interrupted without losing or re-judging a candidate:
 
-  seed       ([search] seed = "inductor") reuses candidates/r00-c00.py, or a recorded failure
+  seed       ([search] seed_kernel = "inductor") reuses candidates/r00-c00.py, or a recorded failure
   generate   reuses completions already in completions.jsonl for this round's ids
   sweep      re-derives the same variants from the same state; reuses their files and events
   evaluate   reuses evals/<id>.json when it exists
@@ -129,14 +129,14 @@ class LoopContext:
 # ---------------------------------------------------------------- seed (round 0)
 
 def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
-    """[search] seed = "inductor": torch.compile's Triton for the problem, in KernelBook
+    """[search] seed_kernel = "inductor": torch.compile's Triton for the problem, in KernelBook
     format, as round 0's one candidate. Judged like any other and a parent like any
     other, but not the model's: never the run's best, never counted in its figures.
     A seed that cannot be made is traced (status seed_failed) and round 1 starts."""
     ctx = runtime.context
     rd = ctx.rundir
     cid = candidate_id(0, 0)
-    if ctx.config.search.seed != "inductor" or cid in state["candidates"]:
+    if ctx.config.search.seed_kernel != "inductor" or cid in state["candidates"]:
         return {"pending": []}
     # 1) idempotent: a seed written, or a failure traced, by a killed session is kept
     traced = any(e["node"] == "generate" and e["iteration"] == 0 for e in rd.events())

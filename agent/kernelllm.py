@@ -18,21 +18,21 @@ import dataclasses
 import sys
 from typing import IO, Iterator
 
-from agent.config import DEFAULT_MODEL_ID, AgentConfig, SamplingConfig, load_config
+from agent.config import AgentConfig, SamplingConfig, load_config
 from agent.llm import Backend, TransformersBackend, make_backend
 from agent.prompting import render_initial
 
 
 class KernelLLM:
-    def __init__(self, model_name: str = DEFAULT_MODEL_ID, device: str | None = None,
+    def __init__(self, model_name: str | None = None, device: str | None = None,
                  config: AgentConfig | None = None, backend: Backend | None = None):
         """`device`: None picks cuda if present (transformers only). `config`: agent.toml's
         by default (sampling top_p/top_k/seed, model loading). `backend`: use this one as is."""
         self.config = config or load_config()
-        self.model_name = model_name
+        self.model_name = model_name = model_name or self.config.model.id   # [model] id: facebook/KernelLLM
         if backend is not None:
             self.backend = backend
-        elif model_name.startswith(("openai:", "replay:")) or self.config.model.openai_base_url:
+        elif model_name.startswith(("openai:", "replay:")):
             self.backend = make_backend(model_name, self.config)
         else:
             self.backend = TransformersBackend(model_name, self.config.model, device=device)

@@ -140,12 +140,11 @@ def make_backend(spec: str, config: AgentConfig) -> Backend:
         return NoModelBackend()
     if spec.startswith("replay:"):
         return ReplayBackend(spec[len("replay:"):])
-    served = m.served_model_name or (spec if not spec.startswith("openai:") else DEFAULT_MODEL_ID)
-    # the key comes from the environment, by the name agent.toml gives, never from the file
-    key = os.environ.get(m.openai_api_key_env) or None
     url = server_url(spec, m)
     if url is not None:
-        return OpenAIBackend(url, served, m, api_key=key)
+        # the key comes from the environment, by the name agent.toml gives, never from the file
+        key = os.environ.get(m.openai_api_key_env) or None
+        return OpenAIBackend(url, m.served_model_name or DEFAULT_MODEL_ID, m, api_key=key)
     return TransformersBackend(spec, m)
 
 
@@ -154,10 +153,9 @@ def server_url(spec: str, model: ModelConfig) -> str | None:
     from (without a trailing /v1), or None for a replay file, a transformers model or "none"."""
     if spec.startswith("replay:") or spec == NO_MODEL:
         return None
-    url = spec[len("openai:"):] if spec.startswith("openai:") else model.openai_base_url
-    if not url:
+    if not spec.startswith("openai:"):
         return None
-    base = url.strip().rstrip("/")
+    base = spec[len("openai:"):].strip().rstrip("/")
     return base[:-3] if base.endswith("/v1") else base
 
 

@@ -117,7 +117,7 @@ def make_plan(resources: dict, config, model_spec: str | None) -> Plan:
         raise BadInput("", f"krefine bench: [bench] judge_resource = {resource!r} with device cuda: a judge "
                            "on a GPU holds Ray's GPU resource, so that Ray gives it that GPU alone")
     spec = model_spec or config.model.id
-    transformers = spec != "none" and not spec.startswith(("replay:", "openai:")) and not config.model.openai_base_url
+    transformers = spec != "none" and not spec.startswith(("replay:", "openai:"))
     if transformers and "{problem}" in spec:
         raise BadInput("", "krefine bench: --ray loads a transformers model once for the suite; "
                            "{problem} in --model works with replay: files")
@@ -146,11 +146,11 @@ def run_jobs(jobs: list, address: str, config_path: str | None, model: str | Non
     def say(line: str) -> None:
         console.print(line, highlight=False, markup=False)
 
-    config = load_config(config_path, jobs[0].setting.overrides)
+    config = load_config(config_path, {**jobs[0].setting.overrides, **({"model.id": model} if model else {})})
     out = jobs[0].run_dir.parent.parent
     with joined(address, out) as resources:
         # 1) the plan; each job's config names the cluster's device, not the driver's
-        plan = make_plan(resources, config, model)
+        plan = make_plan(resources, config, None)   # --model is config.model.id
         jobs = [_on_device(j, plan.device) for j in jobs]
         _one_model_config(jobs, config_path, plan)
         say(f"ray: {plan.judges} judge actor(s) on {plan.judge_resource} ({plan.device})"
@@ -161,7 +161,7 @@ def run_jobs(jobs: list, address: str, config_path: str | None, model: str | Non
         models = None
         try:
             if plan.model_actors:
-                models = ModelPool.start(_absolute_path(model or config.model.id), config.model, plan.model_actors,
+                models = ModelPool.start(_absolute_path(config.model.id), config.model, plan.model_actors,
                                          resource=plan.model_resource)
                 models.load(config.bench.start_timeout_s)
             fleet.wait_ready(config.bench.start_timeout_s)

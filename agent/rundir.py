@@ -19,7 +19,7 @@ logic. Layout:
   report.html           written by `krefine report`
 
 Candidate ids are `r<round:02d>-c<index:02d>`, rounds counted from 1, so lexical order
-is generation order. Round 0 holds `r00-c00`, the Inductor seed ([search] seed =
+is generation order. Round 0 holds `r00-c00`, the Inductor seed ([search] seed_kernel =
 "inductor"): its generate event's metrics carry "origin": "inductor_seed". Constant-sweep
 variants (agent/sweep.py) follow the model's candidates of the round they were made in
 (after the seed in round 0); their generate events carry "origin": "sweep", "parent" and

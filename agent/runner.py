@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from agent.config import AgentConfig, load_config
+from agent.config import AgentConfig, load_config, upgrade
 from agent.graph import (GpuPool, LoopContext, build_graph, checkpoint_values, make_summary, run_graph,
                          shared_gpu_pool)
 from agent.llm import NO_MODEL, ReplayBackend, check_spec, make_backend
@@ -54,8 +54,8 @@ def main(args) -> int:
         summary = resume_run(args.run_dir, budget=dict(parse_assignment(a, "--set") for a in args.sets))
     else:
         from agent.cli import RUN_FLAGS, flag_overrides
-        config = load_config(args.config, *flag_overrides(args, RUN_FLAGS))
-        summary = run_problem(args.problem, config, args.out, model_spec=args.model)
+        config = load_config(args.config, *flag_overrides(args, RUN_FLAGS))   # --model is [model] id
+        summary = run_problem(args.problem, config, args.out)
     return EXIT_OK if summary["solved"] else EXIT_FAIL
 
 
@@ -65,10 +65,10 @@ def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Pa
     # 1) the model spec, the problem and the device: bad input fails before anything is written
     spec = _absolute_spec(model_spec or config.model.id)
     check_spec(spec)
-    if spec == NO_MODEL and config.search.seed != "inductor":
+    if spec == NO_MODEL and config.search.seed_kernel != "inductor":
         raise BadInput("--model none", 'a run without a model is the Inductor seed and its constant sweep: it needs '
-                                       '[search] seed = "inductor" (krefine run --seed inductor; '
-                                       'krefine bench --set search.seed=inductor)')
+                                       '[search] seed_kernel = "inductor" (krefine run --seed-kernel inductor; '
+                                       'krefine bench --set search.seed_kernel=inductor)')
     problem = load_problem(problem_path)
     device = resolve_device(config.run.device)
     # 2) the run directory: --out must be new or empty
@@ -101,15 +101,19 @@ def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services
     if problem.source != meta["problem"]["source"]:
         raise BadInput(problem.path, "problem file changed since the run started; its original "
                                      f"source is in {rd.meta}")
+    # a run.json of older krefine names knobs by their old names ([search] seed, [model]
+    # openai_base_url): read as today's; its model spec is the id the old ones applied to
+    doc = {**meta["config"], "model": {**meta["config"].get("model", {}), "id": meta["model"]}}
     try:
-        config = build(AgentConfig, meta["config"], f"{rd.meta} config")
+        config = build(AgentConfig, upgrade(doc), f"{rd.meta} config")
     except SettingsError as e:
         raise BadInput(rd.meta, str(e)) from None
+    meta = {**meta, "config": dataclasses.asdict(config)}
     if budget:
         config = _raised(rd, meta, budget)
     # 2) the replay backend resumes after every completion already recorded
     consumed = sum(1 for _ in read_jsonl(rd.completions_jsonl))
-    backend = _load_backend(meta["model"], config, skip=consumed, shared=services.backend if services else None)
+    backend = _load_backend(config.model.id, config, skip=consumed, shared=services.backend if services else None)
     return _drive(rd, problem, config, backend, meta["device"], make_progress(progress), services,
                   reopen=bool(budget))
 

@@ -58,7 +58,7 @@ for stage in "$@"; do
       run 300 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_kernelbook.py 2>&1 \
         | tee "$out/corpus_tests.log" | grep -E "passed|failed|FAILED|Error" | tail -15 ;;
     seeded)
-      printf '[search]\nseed = "inductor"\n' > /tmp/seeded.toml
+      printf '[search]\nseed_kernel = "inductor"\n' > /tmp/seeded.toml
       run 300 python3 -m agent.cli run examples/relu.py --config /tmp/seeded.toml --candidates 1 \
         --model replay:examples/relu.kernelbook.replay.jsonl --out /tmp/seeded_run 2>&1 | tee "$out/seeded.log" | tail -12
       cp /tmp/seeded_run/summary.json "$out/seeded_summary.json"; cp /tmp/seeded_run/trace.jsonl "$out/seeded_trace.jsonl"

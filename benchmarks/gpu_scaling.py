@@ -4,7 +4,7 @@ actor per GPU, over the same problems; the scaling and whether the verdicts agre
     python3 benchmarks/gpu_scaling.py LEVEL_DIR --filter REGEX --seed-cache DIR --out OUT \\
         [--stages g1,g2,ray] [--set search.sweep_variants=1 ...]
 
-Fill the seed cache first (`krefine bench LEVEL_DIR --seeds-only --set search.seed=inductor
+Fill the seed cache first (`krefine bench LEVEL_DIR --seeds-only --set search.seed_kernel=inductor
 --set search.seed_cache=DIR --filter REGEX`), or the first stage's wall holds the compiles.
 Each stage is one `krefine bench --model none` (the Inductor seed and the sweep) into its
 own directory under --bench-dir (default /tmp/kbscale), timed from start to results; a
@@ -79,7 +79,7 @@ def main() -> int:
 def run_stage(stage: str, bench: Path, args, limit_s: float) -> dict:
     cmd = [sys.executable, "-m", "agent.cli", "bench", args.level, "--filter", args.filter, "--model", "none",
            "--device", args.device, "--out", str(bench), "--config", str(ROOT / "benchmarks" / "kb_memory.toml"),
-           "--set", "search.seed=inductor", "--set", f"search.seed_cache={args.seed_cache}",
+           "--set", "search.seed_kernel=inductor", "--set", f"search.seed_cache={args.seed_cache}",
            *[x for kv in args.sets for x in ("--set", kv)], *(STAGES[stage] if args.device == "cuda" else [])]
     print(f"== {stage}: {' '.join(cmd[2:])}", flush=True)
     samples: list[tuple[float, str, str, str]] = []

@@ -26,7 +26,7 @@ mkdir -p "$out" "$seeds"
 left() { echo $((budget - SECONDS)); }
 # the settings of every bench below: the same for the scaling stages and the level-1 pass
 sets=(--set search.seed_timeout_s=${SEED_S:-400} --set search.sweep_budget=3 --set bench.seed_jobs=${SEED_JOBS:-4})
-common=(--model none --set search.seed=inductor --set "search.seed_cache=$seeds" "${sets[@]}"
+common=(--model none --set search.seed_kernel=inductor --set "search.seed_cache=$seeds" "${sets[@]}"
         --config benchmarks/kb_memory.toml --device cuda)
 
 if [ ! -f /tmp/kbsession.seeds ]; then

@@ -30,7 +30,7 @@ snap() { tar -czf "$out/.bench.tmp" -C "$(dirname "$bench")" "$(basename "$bench
 (while true; do ts=$(date +%s)
    nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader 2>/dev/null | sed "s/^/$ts, /" >> "$out/compute_apps.csv"
    sleep 5; done) & watch=$!
-common=(--model none --set search.seed=inductor --set "search.seed_cache=$cache" --set search.seed_timeout_s=${SEED_S:-400}
+common=(--model none --set search.seed_kernel=inductor --set "search.seed_cache=$cache" --set search.seed_timeout_s=${SEED_S:-400}
         --set search.sweep_budget=3 --set bench.seed_jobs=${SEED_JOBS:-4} --config benchmarks/kb_memory.toml --device "$dev" "${gpus[@]}"
         --out "$bench")
 if [ -n "${SWEEP_FILTER:-}" ]; then

@@ -38,7 +38,7 @@ def calls(monkeypatch) -> list[dict]:
     seen: list[dict] = []
     def fake_run_problem(problem_path, config, out_dir, *, model_spec=None, progress=True):
         seen.append({"problem": Path(problem_path).stem, "max_rounds": config.budget.max_rounds,
-                     "model": model_spec, "out": Path(out_dir)})
+                     "model": config.model.id, "out": Path(out_dir)})   # --model is [model] id
         if "bad" in Path(problem_path).stem:
             raise BadInput(problem_path, "get_inputs raised ValueError")
         rounds = config.budget.max_rounds if "gelu" not in str(problem_path) else 1

@@ -33,14 +33,14 @@ def _load(setting):
 
 
 def test_every_problem_without_a_cached_seed_is_a_seed_task(tmp_path):
-    jobs = _jobs(tmp_path, {"search.seed": "inductor", "search.seed_cache": str(tmp_path / "c")})
+    jobs = _jobs(tmp_path, {"search.seed_kernel": "inductor", "search.seed_cache": str(tmp_path / "c")})
     tasks, per_gpu = seed_tasks(jobs, _load, "cpu")
     assert [t.name for t in tasks] == ["1_relu", "2_relu"] and per_gpu == 4
 
 
 def test_a_problem_whose_seed_or_reason_is_cached_is_not_compiled_again(tmp_path):
     cache = tmp_path / "c"
-    jobs = _jobs(tmp_path, {"search.seed": "inductor", "search.seed_cache": str(cache)})
+    jobs = _jobs(tmp_path, {"search.seed_kernel": "inductor", "search.seed_cache": str(cache)})
     SeedCache(cache).put(load_problem(jobs[0].problem), "cpu", torch_version(), "SEED")
     SeedCache(cache).put(load_problem(jobs[1].problem), "cpu", torch_version(), None, "no Triton kernel")
     assert seed_tasks(jobs, _load, "cpu")[0] == []
@@ -48,9 +48,9 @@ def test_a_problem_whose_seed_or_reason_is_cached_is_not_compiled_again(tmp_path
 
 def test_no_seed_tasks_without_the_inductor_seed_a_cache_or_seed_jobs(tmp_path):
     cache = str(tmp_path / "c")
-    for overrides in ({"search.seed": "none", "search.seed_cache": cache},
-                      {"search.seed": "inductor", "search.seed_cache": ""},
-                      {"search.seed": "inductor", "search.seed_cache": cache, "bench.seed_jobs": 0}):
+    for overrides in ({"search.seed_kernel": "none", "search.seed_cache": cache},
+                      {"search.seed_kernel": "inductor", "search.seed_cache": ""},
+                      {"search.seed_kernel": "inductor", "search.seed_cache": cache, "bench.seed_jobs": 0}):
         assert seed_tasks(_jobs(tmp_path, overrides), _load, "cpu")[0] == [], overrides
 
 
@@ -59,7 +59,7 @@ def test_a_bench_compiles_its_seeds_first_and_each_run_judges_the_cached_one(tmp
     cache, suite = tmp_path / "cache", tmp_path / "suite"
     _jobs(tmp_path, {})
     rc = main(["bench", str(suite), "--model", "none", "--device", "cpu", "--out", str(tmp_path / "b"),
-               "--set", "search.seed=inductor", "--set", f"search.seed_cache={cache}",
+               "--set", "search.seed_kernel=inductor", "--set", f"search.seed_cache={cache}",
                "--set", "search.sweep_variants=0", "--set", "bench.seed_jobs=2"])
     assert rc == 0
     out = capsys.readouterr().out
@@ -74,7 +74,7 @@ def test_seeds_only_fills_the_cache_and_judges_nothing(tmp_path, capsys):
     cache, suite = tmp_path / "cache", tmp_path / "suite"
     _jobs(tmp_path, {}, names=("1_relu",))
     rc = main(["bench", str(suite), "--seeds-only", "--device", "cpu", "--out", str(tmp_path / "b"),
-               "--set", "search.seed=inductor", "--set", f"search.seed_cache={cache}"])
+               "--set", "search.seed_kernel=inductor", "--set", f"search.seed_cache={cache}"])
     assert (rc, len(list(cache.glob("*.py"))), (tmp_path / "b").exists()) == (0, 1, False)
     assert "1 problems, 0 already cached, 1 compiled now (0 without a seed" in capsys.readouterr().out
 
@@ -82,4 +82,4 @@ def test_seeds_only_fills_the_cache_and_judges_nothing(tmp_path, capsys):
 def test_seeds_only_without_the_inductor_seed_is_one_line_and_exit_2(tmp_path, capsys):
     _jobs(tmp_path, {}, names=("1_relu",))
     assert main(["bench", str(tmp_path / "suite"), "--seeds-only", "--device", "cpu"]) == 2
-    assert 'needs [search] seed = "inductor"' in capsys.readouterr().err
+    assert 'needs [search] seed_kernel = "inductor"' in capsys.readouterr().err

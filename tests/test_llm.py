@@ -276,8 +276,11 @@ def test_openai_posts_v1_completions_with_n_and_the_sampling_settings(server):
     assert [c.prompt_tokens for c in completions] == [17, 17, 17] and sum(c.completion_tokens for c in completions) == 30
 
 
-def test_openai_base_url_in_config_serves_the_model_id(server):
-    backend = make_backend("my/local-kernelllm", config(openai_base_url=server.url, request_timeout_s=5.0))
+def test_the_old_openai_base_url_key_serves_the_model_id_from_that_server(server):
+    from agent.config import load_config
+    cfg = load_config(None, {"model.id": "my/local-kernelllm", "model.openai_base_url": server.url,
+                             "model.request_timeout_s": 5.0})
+    backend = make_backend(cfg.model.id, cfg)
     backend.generate("p", 1, SAMPLING)
     assert isinstance(backend, OpenAIBackend) and server.requests[-1]["body"]["model"] == "my/local-kernelllm"
 
@@ -331,8 +334,8 @@ def test_run_refuses_a_server_url_without_a_scheme_before_any_work(tmp_path, cap
     out = tmp_path / "run"
     assert main(["run", str(DEFAULT_CONFIG.parent / "examples" / "relu.py"), "--model", "openai:localhost:59999",
                  "--out", str(out)]) == 2
-    assert capsys.readouterr().err == ("krefine: error: openai:localhost:59999: the server URL needs a scheme, "
-                                       "e.g. openai:http://localhost:59999\n")
+    assert capsys.readouterr().err == ("krefine: error: --model 'openai:localhost:59999': the server URL needs a "
+                                       "scheme, e.g. openai:http://localhost:59999\n")
     assert not out.exists()
 
 

@@ -203,7 +203,7 @@ def test_ray_missing_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
 
 def test_a_malformed_address_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(bench_args(tmp_path / "out", "--ray", "http://head")) == 2
-    assert capsys.readouterr().err == ("krefine: error: krefine bench: --ray 'http://head': expected auto, local, "
+    assert capsys.readouterr().err == ("krefine: error: --ray 'http://head': expected auto, local, "
                                        "HOST:PORT or ray://HOST:PORT\n")
 
 

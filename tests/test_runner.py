@@ -249,7 +249,7 @@ def test_non_tty_progress_says_when_a_candidate_goes_to_the_judge(tmp_path, tiny
 
 def test_non_tty_progress_says_the_seed_is_being_made_before_it_is(tmp_path, tiny):
     replay = write_replay(tmp_path / "r.jsonl", [NO_CODE])
-    r = cli("run", str(tiny), "--model", f"replay:{replay}", "--device", "cpu", "--seed", "inductor",
+    r = cli("run", str(tiny), "--model", f"replay:{replay}", "--device", "cpu", "--seed-kernel", "inductor",
             "--set", "search.seed_timeout_s=1", "--set", "search.seed_cache=\"\"", "--out", str(tmp_path / "run"))
     assert r.stdout.splitlines()[0].startswith("[round 0] r00-c00 making the Inductor seed (torch.compile")
 

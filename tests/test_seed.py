@@ -1,4 +1,4 @@
-"""[search] seed = "inductor": round 0 is torch.compile's kernels in KernelBook format.
+"""[search] seed_kernel = "inductor": round 0 is torch.compile's kernels in KernelBook format.
 
 Loop tests run the real graph with a scripted model and evaluator (tests/run_fixtures.py)
 and a stand-in seed maker; the last test runs `krefine run` on cpu with a replay model,
@@ -17,7 +17,7 @@ from tools.errors import BadInput
 from tools.jsonio import read_json, read_jsonl
 from tools.dialect import HEADER
 
-SEEDED = {"search.seed": "inductor", "budget.candidates_per_round": 2}
+SEEDED = {"search.seed_kernel": "inductor", "budget.candidates_per_round": 2}
 
 
 def _seed(status: str, speedup: float | None = None):
@@ -110,7 +110,7 @@ def test_a_seed_left_by_a_killed_session_is_reused_not_made_again(tmp_path):
 
 def test_an_unknown_seed_kind_is_bad_input():
     with pytest.raises(BadInput, match="seed"):
-        load_config(overrides={"search.seed": "compile"})
+        load_config(overrides={"search.seed_kernel": "compile"})
 
 
 @pytest.mark.slow

@@ -202,7 +202,7 @@ def _seed(xblock: int):
 
 
 def test_no_model_run_is_the_seed_and_its_sweeps(tmp_path):
-    state, rd, judge = run(tmp_path, None, make_seed=_seed(256), **{"search.seed": "inductor"})
+    state, rd, judge = run(tmp_path, None, make_seed=_seed(256), **{"search.seed_kernel": "inductor"})
     summary = rd.read_summary()
     assert summary["stop_reason"] == "no_model" and summary["rounds"] == 0
     assert judge.calls[0] == "r00-c00" and all(r["round"] == 0 for r in state["candidates"].values())
@@ -210,7 +210,7 @@ def test_no_model_run_is_the_seed_and_its_sweeps(tmp_path):
 
 
 def test_no_model_best_is_a_variant_never_the_seed(tmp_path):
-    state, rd, _ = run(tmp_path, None, make_seed=_seed(256), **{"search.seed": "inductor"})
+    state, rd, _ = run(tmp_path, None, make_seed=_seed(256), **{"search.seed_kernel": "inductor"})
     summary = rd.read_summary()
     assert summary["best"]["candidate"] != "r00-c00"
     assert state["candidates"][summary["best"]["candidate"]]["origin"] == "sweep"
@@ -218,7 +218,7 @@ def test_no_model_best_is_a_variant_never_the_seed(tmp_path):
 
 
 def test_no_model_run_whose_variants_reach_the_target_is_solved(tmp_path):
-    _, rd, _ = run(tmp_path, None, make_seed=_seed(256), **{"search.seed": "inductor", "budget.target_speedup": 1.25})
+    _, rd, _ = run(tmp_path, None, make_seed=_seed(256), **{"search.seed_kernel": "inductor", "budget.target_speedup": 1.25})
     summary = rd.read_summary()
     assert (summary["stop_reason"], summary["solved"]) == ("target_reached", True)
 
@@ -226,13 +226,13 @@ def test_no_model_run_whose_variants_reach_the_target_is_solved(tmp_path):
 def test_no_model_run_without_a_seed_stops_with_no_model(tmp_path):
     def fails(problem, device):
         raise ValueError("no Triton kernel")
-    state, rd, judge = run(tmp_path, None, make_seed=fails, **{"search.seed": "inductor"})
+    state, rd, judge = run(tmp_path, None, make_seed=fails, **{"search.seed_kernel": "inductor"})
     assert rd.read_summary()["stop_reason"] == "no_model" and state["candidates"] == {} and judge.calls == []
 
 
 def test_no_model_run_on_cpu_sweeps_its_seed_once(tmp_path):
     state, rd, _ = run(tmp_path, None, device="cpu", make_seed=_seed(256),
-                       **{"search.seed": "inductor", "budget.target_speedup": 1.1})
+                       **{"search.seed_kernel": "inductor", "budget.target_speedup": 1.1})
     assert state["swept"] == ["r00-c00"] and len(_sweep(state)) == 6
     assert rd.read_summary()["stop_reason"] == "target_reached"   # untimed: a correct variant is enough
 
@@ -240,7 +240,7 @@ def test_no_model_run_on_cpu_sweeps_its_seed_once(tmp_path):
 def test_run_with_model_none_and_no_seed_is_one_line_exit_2(tmp_path):
     r = cli("run", str(REPO / "tests" / "problems" / "relu.py"), "--model", "none", "--out", str(tmp_path / "run"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
-    assert 'seed = "inductor"' in r.stderr and not (tmp_path / "run").exists()
+    assert 'seed_kernel = "inductor"' in r.stderr and not (tmp_path / "run").exists()
 
 
 # ---------------------------------------------------------------- the real judge (cpu, interpreter)
@@ -294,7 +294,7 @@ def test_real_judge_on_cpu_judges_the_seeds_variants_correct(tmp_path):
     from tools.problem import load_problem
     problem = load_problem(REPO / "tests" / "problems" / "relu.py")
     rd = RunDir(tmp_path / "run").create()
-    config = load_config(fast_config(tmp_path), {"search.seed": "inductor"})
+    config = load_config(fast_config(tmp_path), {"search.seed_kernel": "inductor"})
     judges = JudgePool(problem, device="cpu", gpu_count=1, settings=config.eval)
     ctx = LoopContext(rundir=rd, problem=problem, config=config, backend=NoModelBackend(), device="cpu",
                       progress=QuietProgress(), judges=judges, make_seed=lambda p, d: _kernelbook_relu())
@@ -312,13 +312,13 @@ def test_real_judge_on_cpu_judges_the_seeds_variants_correct(tmp_path):
 
 @pytest.mark.slow
 def test_bench_with_model_none_runs_seed_and_sweep(tmp_path):
-    """`krefine bench SUITE --model none --set search.seed=inductor` on cpu: the seed is made
+    """`krefine bench SUITE --model none --set search.seed_kernel=inductor` on cpu: the seed is made
     by torch.compile, swept, and the run stops with "no_model" or solved by a variant."""
     suite = tmp_path / "suite"
     suite.mkdir()
     (suite / "relu.py").write_text((REPO / "tests" / "problems" / "relu.py").read_text())
     out = tmp_path / "bench"
-    r = cli("bench", str(suite), "--model", "none", "--set", "search.seed=inductor", "--device", "cpu",
+    r = cli("bench", str(suite), "--model", "none", "--set", "search.seed_kernel=inductor", "--device", "cpu",
             "--config", str(fast_config(tmp_path)), "--out", str(out), timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     run_dir = next(out.glob("*/relu"))
@@ -330,7 +330,7 @@ def test_bench_with_model_none_runs_seed_and_sweep(tmp_path):
 def test_model_none_loads_nothing_and_takes_no_model_actor():
     from agent import ray_bench
     from agent.llm import make_backend, server_url
-    config = load_config(None, {"model.openai_base_url": "http://localhost:8000"})
+    config = load_config(None, {"model.id": "openai:http://localhost:8000"})
     assert isinstance(make_backend("none", config), NoModelBackend) and server_url("none", config.model) is None
     assert ray_bench.make_plan({"CPU": 2}, load_config(None, {"run.device": "cpu"}), "none").model_actors == 0
 
@@ -338,13 +338,13 @@ def test_model_none_loads_nothing_and_takes_no_model_actor():
 def test_inspect_labels_a_sweep_variant_with_what_it_changed(tmp_path):
     from agent.inspect import origin_label
     from agent.runstats import load_run
-    _, rd, _ = run(tmp_path, None, make_seed=_seed(256), **{"search.seed": "inductor"})
+    _, rd, _ = run(tmp_path, None, make_seed=_seed(256), **{"search.seed_kernel": "inductor"})
     loaded = load_run(rd.root)
     assert origin_label(loaded, loaded.candidates["r00-c00"]) == "Inductor seed"
     assert origin_label(loaded, loaded.candidates["r00-c01"]) == "sweep: k: XBLOCK 256->512"
 
 
-def test_run_seed_flag_sets_the_search_seed():
+def test_run_seed_kernel_flag_sets_the_search_seed_kernel():
     from agent.cli import RUN_FLAGS, build_parser, flag_overrides
-    args = build_parser().parse_args(["run", "p.py", "--model", "none", "--seed", "inductor"])
-    assert load_config(None, *flag_overrides(args, RUN_FLAGS)).search.seed == "inductor"
+    args = build_parser().parse_args(["run", "p.py", "--model", "none", "--seed-kernel", "inductor"])
+    assert load_config(None, *flag_overrides(args, RUN_FLAGS)).search.seed_kernel == "inductor"

@@ -62,7 +62,6 @@ class Judge:
         self.dev = f"cuda:{gpu_index}" if self.device == "cuda" else "cpu"
         # nothing is timed on cpu: candidates there share nothing that needs holding
         self.gpu = gpu_lock(self.dev) if self.device == "cuda" else GpuLock()
-        self.compile_slots = threading.Semaphore(max(1, settings.test.parallel_compile))
         self.seeds = [secrets.randbelow(2**31 - 1) for _ in range(settings.test.trials)]
         self.in_flight = 0
         self.judged = 0
@@ -149,10 +148,13 @@ class Judge:
             return self._ref_model
 
     def compile_hold(self):
-        """The GPU hold of a compile phase: shared, unless the session is lean or one
-        trial's outputs are large enough that parallel workers (each with its inputs,
-        outputs and IPC staging buffer) could exhaust GPU memory; then exclusive."""
-        return self.gpu.exclusive() if self.large_outputs() else self.gpu.shared()
+        """The GPU hold of a compile phase: shared with at most `parallel_compile` in all,
+        unless the session is lean or one trial's outputs are large enough that parallel
+        workers (each with its inputs, outputs and IPC staging buffer) could exhaust GPU
+        memory; then exclusive."""
+        if self.large_outputs():
+            return self.gpu.exclusive()
+        return self.gpu.shared(limit=self.settings.test.parallel_compile)
 
     def large_outputs(self) -> bool:
         """Whether candidates take the GPU one at a time, whole, from fork to teardown

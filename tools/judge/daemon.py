@@ -30,7 +30,6 @@ verdicts; loads problems with tools/problem.py exactly as the in-process CLI doe
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import socket

@@ -154,7 +154,8 @@ def test_a_failed_build_is_kept_by_nobody_and_every_waiter_hears_it():
 
 def test_an_evicted_problem_closes_only_its_idle_judges():
     cache = SessionCache()
-    busy, idle, other = judge_of(cache, key(settings="a")), judge_of(cache, key(settings="b")), judge_of(cache, key("q"))
+    busy, idle = judge_of(cache, key(settings="a")), judge_of(cache, key(settings="b"))
+    other = judge_of(cache, key("q"))
     cache.release(idle)
     cache.release(other)
     assert cache.evict(lambda k: k.problem == "p") == 1

@@ -1,11 +1,12 @@
 """`krefine eval PROBLEM CANDIDATE [CANDIDATE ...]`: judge candidates, print their verdicts.
 
-Several candidates share one judge session (tools/judge/service.py): the reference, the
+Several candidates share one judge session (tools/judge/sessions.py): the reference, the
 baselines and the warm worker pool are made once, and compile phases overlap. By default
 the session lives in the judge service (tools/judge/daemon.py, started on first use,
 gone `--keep-judge` seconds after the last eval), so the next `krefine eval` of the same
 problem finds it warm and this process never imports torch; `--keep-judge 0` judges
-here, in a session of this process's own.
+here, in a session of this process's own. Either way the steps are the same (`_eval`):
+what the files alone decide is decided here, only the rest goes to the session.
 
 --min-speedup X is krefine run's target speedup (`--target-speedup` is the same flag),
 given per call: without it correct is enough, whatever [budget] target_speedup says.
@@ -34,13 +35,11 @@ def main(args) -> int:
     config = load_config(args.config, {"run.device": args.device}, {"run.device": "--device"})
     args = argparse.Namespace(**{**vars(args), "device": config.run.device})
     keep = _keep_s(args, config)
-    if keep > 0:
-        return _via_service(args, config, keep)
-    # 0) the workers' fork server imports torch and triton (~5 s on a GPU image) while this
-    #    process imports torch to load the problem: the two imports overlap
-    guess, early = _early_forkserver(args)
+    # 0) judged here: the workers' fork server imports torch and triton (~5 s on a GPU
+    #    image) while this process imports torch to load the problem: the imports overlap
+    guess, early = _early_forkserver(args, here=keep == 0)
     try:
-        return _main(args, config, guess, early)
+        return _eval(args, config, keep, guess, early)
     finally:
         if early is not None:
             early.close()   # the session closed it already, unless no session was made
@@ -64,49 +63,98 @@ def _keep_s(args, config) -> float:
     return keep
 
 
-def _via_service(args, config, keep: float) -> int:
-    """Judge in the warm judge service (started if none answers); print as _main does."""
-    import dataclasses
+def _eval(args, config, keep: float, guess: str, early) -> int:
+    """One path for both hosts of the session: this process's (keep 0) or the judge
+    service's (tools/judge/daemon.py); only step 3 differs."""
     from tools.judge.static import static_verdict
-    from tools.problem import read_problem
-    from tools.sandbox.isolation import guess_device
-    read_problem(args.problem)   # what needs no torch; the service loads it (exit 2 either way)
+    from tools.problem import load_problem, read_problem
+    here = keep == 0
+    # 1) inputs: every fault here is one line and exit 2, before any work starts; the
+    #    service loads the problem itself, so this process needs no torch for it
+    problem = load_problem(args.problem) if here else read_problem(args.problem)
     cands = _read_candidates(args)
     _check_target_speedup(args)
-    guess = args.device or guess_device()
-    if args.gpu < 0 or args.device == "cpu":
-        _check_device(args.device or "cpu", args.gpu)   # needs no torch; the service checks cuda
-    if args.target_speedup is not None and guess == "cpu":
+    device = _device(args, here, guess)
+    if args.target_speedup is not None and device == "cpu":
         raise BadInput("", "--min-speedup needs --device cuda: nothing is timed on cpu")
-    settings = {"eval": {k: v for k, v in dataclasses.asdict(config.eval.test).items() if k != "keep_judge_s"},
-                "timing": dataclasses.asdict(config.eval.timing), "guards": dataclasses.asdict(config.eval.guards)}
     profile = not args.no_profile and config.eval.test.profile != "none"
     say = None if args.json else (lambda what: print(f"krefine: {what} ...", file=sys.stderr, flush=True))
     if say:
-        say(f"judging {len(cands)} candidate{'s' if len(cands) > 1 else ''} against "
-            f"{os.path.basename(args.problem)} in the judge service")
+        say(_judging(args, cands, problem.name if here else None, device))
+
+    # 2) what the files alone decide (no candidate, a syntax error, a static guard's
+    #    reject) needs no session, no service and no torch
     names = _names(len(cands))
     out = _InOrder(args, [path for path, _, _ in cands])
-    # a file that is no candidate, a syntax error or a static guard's reject is decided
-    # here, before any service or torch
-    for i, v in _file_verdicts(cands, names, config.eval, guess, args.gpu).items():
+    for i, v in _file_verdicts(cands, names, config.eval, device, args.gpu).items():
         out.heard(i, v)
     for i, (_, src, fault) in enumerate(cands):
-        quick = static_verdict(src, names[i], config.eval, guess, args.gpu) if fault is None else None
+        quick = static_verdict(src, names[i], config.eval, device, args.gpu) if fault is None else None
         if quick is not None:
             out.heard(i, quick)
-    rest = out.undecided()
-    if rest:
-        from tools.judge import remote
 
-        def started(pid: int) -> None:   # what this eval leaves running, and how to end it
-            print(f"krefine: left the judge service for {guess}:{args.gpu} running (pid {pid}); it exits "
-                  f"after {keep:g} s without an eval, `krefine judge stop` ends it now", file=sys.stderr, flush=True)
-        remote.evaluate(args.problem, [(names[i], cands[i][1]) for i in rest],
-                        device=guess, service_device=args.device or "auto", gpu_index=args.gpu,
-                        settings=settings, profile=profile, idle_s=keep, say=say,
-                        on_verdict=lambda j, doc: out.heard(rest[j], doc), on_start=started)
+    # 3) the rest in one session, so compile phases overlap
+    rest = out.undecided()
+    todo = [(names[i], cands[i][1]) for i in rest]
+    heard = lambda j, v: out.heard(rest[j], v)   # noqa: E731
+    if rest and here:
+        _judge_here(problem, todo, device, args.gpu, config.eval, profile, say if len(cands) == 1 else None,
+                    heard, early if device == guess else None)
+    elif rest:
+        _judge_in_service(args, todo, device, config, keep, profile, say, heard)
+
+    # 4) exit status
     return _exit_status(args, out.verdicts())
+
+
+def _judging(args, cands, problem_name: str | None, device: str) -> str:
+    """The progress line that opens an eval (`problem_name`: None in the judge service)."""
+    if problem_name is None:
+        return (f"judging {len(cands)} candidate{'s' if len(cands) > 1 else ''} against "
+                f"{os.path.basename(args.problem)} in the judge service")
+    if len(cands) == 1:
+        return f"judging {cands[0][0]} against {problem_name} on {device}"
+    return f"judging {len(cands)} candidates against {problem_name} on {device} in one session"
+
+
+def _device(args, here: bool, guess: str) -> str:
+    """Here torch decides (a fallback to cpu is said); for the service the guess stands
+    and the service checks cuda itself (this process imports no torch)."""
+    if not here:
+        if args.gpu < 0 or args.device == "cpu":
+            _check_device(args.device or "cpu", args.gpu)
+        return guess
+    from tools.judge import default_device
+    device = args.device or default_device()
+    if args.device is None and device == "cpu":
+        print("krefine: no CUDA device found: judging on cpu with Triton's interpreter "
+              "(correctness only, no timing)", file=sys.stderr)
+    _check_device(device, args.gpu)
+    return device
+
+
+def _judge_here(problem, todo, device: str, gpu_index: int, settings, profile: bool, say, heard, server) -> None:
+    """In a session of this process's own (tools/judge/sessions.py), its fork server the
+    one started before torch was imported (`server`; None: it starts its own)."""
+    from tools.judge.sessions import SessionCache, SessionKey, problem_id
+    key = SessionKey(problem_id(problem.path, problem.source), settings, device, gpu_index)
+    with SessionCache(keep=0, forkservers={device: server} if server is not None else {}) as cache:
+        with cache.use(key, lambda: problem) as judge:
+            judge.judge_many(todo, profile=profile, progress=say, on_verdict=heard)
+
+
+def _judge_in_service(args, todo, device: str, config, keep: float, profile: bool, say, heard) -> None:
+    """In the warm judge service (started if none answers): verdicts come as documents."""
+    import dataclasses
+    from tools.judge import remote
+    settings = {"eval": {k: v for k, v in dataclasses.asdict(config.eval.test).items() if k != "keep_judge_s"},
+                "timing": dataclasses.asdict(config.eval.timing), "guards": dataclasses.asdict(config.eval.guards)}
+
+    def started(pid: int) -> None:   # what this eval leaves running, and how to end it
+        print(f"krefine: left the judge service for {device}:{args.gpu} running (pid {pid}); it exits "
+              f"after {keep:g} s without an eval, `krefine judge stop` ends it now", file=sys.stderr, flush=True)
+    remote.evaluate(args.problem, todo, device=device, service_device=args.device or "auto", gpu_index=args.gpu,
+                    settings=settings, profile=profile, idle_s=keep, say=say, on_verdict=heard, on_start=started)
 
 
 def _read_candidates(args) -> list[tuple[str, str, str | None]]:
@@ -181,55 +229,13 @@ def _exit_status(args, verdicts) -> int:
     return EXIT_OK if ok else EXIT_FAIL
 
 
-def _early_forkserver(args):
-    """(the device guessed, a fork server started for it or None where fork servers
-    cannot work). The guess imports no torch: --device, else isolation.guess_device."""
+def _early_forkserver(args, here: bool):
+    """(the device guessed, a fork server started for it, or None where fork servers
+    cannot work or the service judges). The guess imports no torch: --device, else
+    isolation.guess_device."""
     from tools.sandbox.isolation import guess_device, start_forkserver
     guess = args.device or guess_device()
-    return guess, start_forkserver(guess, args.gpu)
-
-
-def _main(args, config, guess: str, early) -> int:
-    from tools.judge import Judge, default_device, evaluate
-    from tools.problem import load_problem
-
-    # 1) inputs: every fault here is one line and exit 2, before any work starts
-    problem = load_problem(args.problem)
-    cands = _read_candidates(args)
-    _check_target_speedup(args)
-    device = args.device or default_device()
-    if args.device is None and device == "cpu":
-        print("krefine: no CUDA device found: judging on cpu with Triton's interpreter "
-              "(correctness only, no timing)", file=sys.stderr)
-    _check_device(device, args.gpu)
-    if args.target_speedup is not None and device == "cpu":
-        raise BadInput("", "--min-speedup needs --device cuda: nothing is timed on cpu")
-    profile = not args.no_profile and config.eval.test.profile != "none"
-    server = early if device == guess else None   # a wrong guess: the session starts its own
-
-    # 2) judge what the files alone do not decide: one candidate in a session of its own;
-    #    several in one shared session
-    say = None if args.json else (lambda what: print(f"krefine: {what} ...", file=sys.stderr, flush=True))
-    names = _names(len(cands))
-    out = _InOrder(args, [path for path, _, _ in cands])
-    for i, v in _file_verdicts(cands, names, config.eval, device, args.gpu).items():
-        out.heard(i, v)
-    rest = out.undecided()
-    if len(cands) == 1:
-        if say:
-            say(f"judging {cands[0][0]} against {problem.name} on {device}")
-        out.heard(0, evaluate(problem, cands[0][1], device=device, settings=config.eval, profile=profile,
-                              gpu_index=args.gpu, progress=say, forkserver=server))
-    elif rest:
-        if say:
-            say(f"judging {len(cands)} candidates against {problem.name} on {device} in one session")
-        with Judge(problem, device=device, gpu_index=args.gpu, settings=config.eval,
-                   forkservers={device: server} if server is not None else None) as judge:
-            judge.judge_many([(names[i], cands[i][1]) for i in rest], profile=profile,
-                             on_verdict=lambda j, v: out.heard(rest[j], v))
-
-    # 3) exit status
-    return _exit_status(args, out.verdicts())
+    return guess, start_forkserver(guess, args.gpu) if here else None
 
 
 def _report(args, path: str, verdict, *, many: bool) -> None:

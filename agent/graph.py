@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import queue
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Literal
@@ -50,7 +49,9 @@ from tools.verdict import Diagnostic, Status, Verdict
 
 
 class GpuPool:
-    """GPU indices handed out one evaluation at a time, so no GPU times two candidates."""
+    """GPU indices handed out one evaluation at a time, for a stand-in `evaluate` (tests):
+    the real judges hold their GPU with tools/judge/gpulock.py, and the runner uses this
+    only to count GPUs."""
 
     def __init__(self, n: int):
         self.size = max(1, n)
@@ -65,17 +66,6 @@ class GpuPool:
             yield gpu
         finally:
             self._free.put(gpu)
-
-
-_SHARED_POOLS: dict[int, GpuPool] = {}
-_SHARED_LOCK = threading.Lock()
-
-
-def shared_gpu_pool(n: int) -> GpuPool:
-    """The process's pool of n GPUs: runs in threads of one process (krefine bench) share
-    it, so two runs never time on the same GPU at once either."""
-    with _SHARED_LOCK:
-        return _SHARED_POOLS.setdefault(n, GpuPool(n))
 
 
 @dataclass

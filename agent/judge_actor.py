@@ -2,13 +2,14 @@
 how its results and faults cross back to the driver.
 
 `JudgeService` is one actor, one per GPU (`ray.remote` is applied by the driver's
-JudgeFleet in agent/ray_judges.py, so this module imports without Ray). It keeps one
-tools.judge.Judge per problem it has judged (at most [bench] judge_cache; the oldest idle
-one is closed), so a problem's reference, torch.compile baseline and fork servers are
-built once per judge, and a new problem's fork server was started while the last was
-judged (tools/sandbox/isolation.py spare_forkservers). Candidates run in the Judge's
-sandboxed workers: a candidate's fault is a verdict, never the actor's death. A problem travels as a `ProblemRef` (its
-file, and its text for a node without that file). `ray_result` is ray.get with the
+JudgeFleet in agent/ray_judges.py, so this module imports without Ray). Its session
+cache (tools/judge/sessions.py) keeps one tools.judge.Judge per problem it has judged
+(at most [bench] judge_cache; the oldest idle one is closed), so a problem's reference,
+torch.compile baseline and fork servers are built once per judge, and a new problem's
+fork server was started while the last was judged (spare fork servers). Candidates run
+in the Judge's sandboxed workers: a candidate's fault is a verdict, never the actor's
+death. A problem travels as a `ProblemRef` (its file, and its text for a node without
+that file). `ray_result` is ray.get with the
 actor's own exceptions raised as themselves in the driver (`crossing` carries a
 BadInput, which cannot be pickled as it is).
 
@@ -22,10 +23,9 @@ import hashlib
 import os
 import tempfile
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from tools.errors import BadInput
 from tools.verdict import Verdict
@@ -49,26 +49,23 @@ class ProblemRef:
 
 
 class JudgeService:
-    """One judge actor: Judges by (problem, settings), reused across candidates."""
+    """One judge actor: the Ray side of a session cache (tools/judge/sessions.py) that
+    keeps Judges by (problem, settings), reused across candidates."""
 
     def __init__(self, device: str, cache_size: int):
         import torch  # noqa: F401  torch and the evaluator now, not under the first candidate
         import tools.judge  # noqa: F401
+        from tools.judge.sessions import SessionCache
         from tools.judge.warm import warm_imports
         warm_imports(device)   # before this actor's threads judge (and import) at once
-        self.device, self.cache_size = device, cache_size
+        self.device = device
         self.judged = 0
-        self._judges: OrderedDict[tuple, Any] = OrderedDict()
-        self._users: dict[tuple, int] = {}
-        self._gates: dict[tuple, threading.Lock] = {}
         self._judging: dict[int, str] = {}
         self._lock = threading.Lock()
         self._files = Path(tempfile.mkdtemp(prefix="krefine-judge-"))
         # each new problem's Judge finds its fork server started (and its imports done)
         # while the last was judged; the spare dies with the actor (its socket closes)
-        from tools.sandbox.isolation import spare_forkservers
-        self._spares = contextlib.ExitStack()
-        self._spares.enter_context(spare_forkservers())
+        self._cache = SessionCache(keep=cache_size, spares=True)
 
     def info(self) -> dict:
         import ray
@@ -79,8 +76,7 @@ class JudgeService:
 
     def problems(self) -> list[str]:
         """The problems whose Judge this actor keeps, least recently used first."""
-        with self._lock:
-            return [key[0] for key in self._judges]
+        return [s.key.problem for s in self._cache.sessions() if s.judge is not None]
 
     def judge(self, ref: ProblemRef, settings, src: str, candidate_name: str, profile: bool) -> Verdict:
         with crossing(), self._session(ref, settings, candidate_name) as judge:
@@ -95,44 +91,22 @@ class JudgeService:
 
     def forget(self, problem_key: str) -> None:
         """A problem is finished: close its idle Judges now rather than when evicted."""
-        self._evict(lambda key: key[0] == problem_key)
+        self._cache.evict(lambda key: key.problem == problem_key)
 
     @contextlib.contextmanager
     def _session(self, ref: ProblemRef, settings, candidate_name: str):
-        from tools.judge import Judge
+        from tools.judge.sessions import SessionKey
         from tools.problem import load_problem
-        key = (ref.key, settings)
+        # Ray's CUDA_VISIBLE_DEVICES shows this actor its GPU alone: GPU 0
+        key = SessionKey(ref.key, settings, self.device, 0)
         with self._lock:
-            gate = self._gates.setdefault(key, threading.Lock())
-            self._users[key] = self._users.get(key, 0) + 1
             self._judging[threading.get_ident()] = f"{ref.name}/{candidate_name}"
         try:
-            with gate:  # one thread builds a problem's Judge; the others wait and share it
-                with self._lock:
-                    judge = self._judges.get(key)
-                if judge is None:
-                    judge = Judge(load_problem(self._problem_file(ref)), device=self.device,
-                                  gpu_index=0,  # Ray's CUDA_VISIBLE_DEVICES shows this actor its GPU alone
-                                  settings=settings)
-                with self._lock:
-                    self._judges[key] = judge
-                    self._judges.move_to_end(key)
-            self._evict(lambda _: len(self._judges) > self.cache_size)
-            yield judge
+            with self._cache.use(key, lambda: load_problem(self._problem_file(ref)), label=ref.name) as judge:
+                yield judge
         finally:
             with self._lock:
-                self._users[key] -= 1
                 self._judging.pop(threading.get_ident(), None)
-
-    def _evict(self, wanted: Callable[[tuple], bool]) -> None:
-        """Close the oldest idle Judges that `wanted` names; one still in use stays."""
-        closing = []
-        with self._lock:
-            for key in list(self._judges):
-                if self._users.get(key, 0) == 0 and wanted(key):
-                    closing.append(self._judges.pop(key))
-        for judge in closing:
-            judge.close()
 
     def _problem_file(self, ref: ProblemRef) -> Path:
         """The driver's file where this node has it unchanged, else a copy of its text."""

@@ -25,8 +25,7 @@ from typing import Any, Callable
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from agent.config import AgentConfig, load_config, upgrade
-from agent.graph import (GpuPool, LoopContext, build_graph, checkpoint_values, make_summary, run_graph,
-                         shared_gpu_pool)
+from agent.graph import GpuPool, LoopContext, build_graph, checkpoint_values, make_summary, run_graph
 from agent.llm import NO_MODEL, ReplayBackend, check_spec, make_backend
 from agent.progress import Progress, make_progress
 from agent.rundir import RunDir
@@ -228,12 +227,12 @@ def resolve_device(wanted: str | None) -> str:
 
 
 def evaluation_slots(device: str) -> GpuPool:
-    """How many evaluations may run at once: one per GPU (shared by every run in this
-    process), one per run on cpu where nothing is timed."""
+    """The GPUs a run's judges spread over: every visible one (runs of one process share
+    them through tools/judge/gpulock.py, per device), one slot on cpu."""
     if device != "cuda":
         return GpuPool(1)
     import torch
-    return shared_gpu_pool(max(1, torch.cuda.device_count()))
+    return GpuPool(max(1, torch.cuda.device_count()))
 
 
 def default_run_dir(out_root: str, problem_name: str) -> Path:

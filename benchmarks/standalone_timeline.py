@@ -84,11 +84,12 @@ def inner(argv: list[str]) -> int:
     import tools.problem as problem
     import tools.judge.pipeline as pipeline
     import tools.judge.service as service
+    import tools.judge.static as static
     import tools.sandbox.forkserver as forkserver
     import tools.sandbox.isolation as isolation
     _wrap(evalcmd, "_early_forkserver", "spawn fork server")
     _wrap(problem, "load_problem", "load problem")
-    _wrap(service, "static_verdict", "static guards")
+    _wrap(static, "static_verdict", "static guards")
     _wrap(service.Judge, "check_device", "device check", once=True)
     _wrap(service.Judge, "reference_model", "reference model", once=True)
     _wrap(service.Judge, "reference", "reference outputs")

@@ -47,6 +47,18 @@ def test_exclusive_hold_waits_for_shared_holds_to_end():
     assert seen and seen[0] >= released
 
 
+def test_a_shared_hold_beyond_its_limit_waits_for_one_to_end():
+    """The compile cap ([eval] parallel_compile) is the GPU lock's, per device."""
+    lock, seen = GpuLock(), []
+    with lock.shared(limit=2), lock.shared(limit=2):
+        t = threading.Thread(target=lambda: lock.shared(limit=2).__enter__() or seen.append(time.monotonic()))
+        t.start()
+        time.sleep(0.2)
+        released = time.monotonic()
+    t.join(5)
+    assert seen and seen[0] >= released
+
+
 def test_judge_many_returns_verdicts_in_input_order(softmax):
     srcs = [("a.py", _case("ok_softmax")), ("b.py", _case("syntax_error")), ("c.py", _case("no_triton_kernel"))]
     with Judge(softmax, device="cpu") as judge:

@@ -196,36 +196,43 @@ def test_a_problems_input_bytes_come_from_the_meta_pass():
 # --- the judge service keeps what fits ---------------------------------------------
 
 class _FakeJudge:
-    def __init__(self):
+    device, gpu_index = "cpu", 0
+
+    def __init__(self, *args, **kwargs):
         self.closed = False
 
     def close(self):
         self.closed = True
 
 
-def _service_with(*busy: int):
+def _service_with(monkeypatch, *busy: int):
+    """A service whose cache keeps one session per entry of `busy` (its users)."""
     from tools.judge.daemon import Service
+    from tools.judge.sessions import SessionKey
+    monkeypatch.setattr("tools.judge.sessions.Judge", _FakeJudge)
     svc = Service("cpu", 0, 60.0, {})
+    svc.cache.keep = None   # all of them, whatever MAX_SESSIONS says
     judges = []
     for i, b in enumerate(busy):
-        j = _FakeJudge()
-        svc.sessions[(f"p{i}", "", "")] = {"judge": j, "busy": b, "problem": f"p{i}", "ready": None, "error": None}
-        judges.append(j)
+        s, _ = svc.cache.acquire(SessionKey(f"p{i}", None, "cpu"), lambda: None)
+        if not b:
+            svc.release(s)
+        judges.append(s.judge)
     return svc, judges
 
 
-def test_memory_pressure_evicts_idle_sessions_but_not_busy_ones_or_the_asking_one():
-    svc, (idle, busy, asking) = _service_with(0, 1, 0)
+def test_memory_pressure_evicts_idle_sessions_but_not_busy_ones_or_the_asking_one(monkeypatch):
+    svc, (idle, busy, asking) = _service_with(monkeypatch, 0, 1, 0)
     assert svc.evict_idle(keep=asking) == 1
-    assert idle.closed and not busy.closed and not asking.closed and len(svc.sessions) == 2
+    assert idle.closed and not busy.closed and not asking.closed and len(svc.cache.sessions()) == 2
 
 
 def test_the_service_hooks_its_sessions_to_its_eviction(tmp_path):
     from tools.judge.daemon import Service
     svc = Service("cpu", 0, 60.0, {})
-    entry, _ = svc.session(str(EXPLOITS / "problems" / "relu.py"), _lean_settings())
+    session, _ = svc.session(str(EXPLOITS / "problems" / "relu.py"), _lean_settings())
     try:
-        assert entry["judge"].memory_pressure == svc.evict_idle
+        assert session.judge.memory_pressure == svc.cache.evict_idle
     finally:
-        svc._release(entry)
+        svc.release(session)
         svc.close()

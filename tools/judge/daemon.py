@@ -3,9 +3,10 @@
 A standalone `krefine eval` would otherwise pay, every time, what a judge session pays
 once: python and `import torch` twice (here and in the fork server), the CUDA context,
 the reference, the torch.compile baseline (BENCHMARKS.md, "Standalone krefine eval").
-The first `krefine eval` on a GPU starts this service (tools/judge/remote.py); it keeps
-the fork server and, per problem, the Judge session (tools/judge/service.py) for later
-invocations, and exits after `idle_s` seconds with no request (`[eval] keep_judge_s`).
+The first `krefine eval` on a GPU starts this service (tools/judge/remote.py); its
+session cache (tools/judge/sessions.py) keeps the fork server and, per problem, the
+Judge session for later invocations, and it exits after `idle_s` seconds with no
+request (`[eval] keep_judge_s`).
 Each candidate still gets a fresh worker; isolation and verdicts are the Judge's, as in
 a session of `krefine run`.
 
@@ -29,7 +30,6 @@ verdicts; loads problems with tools/problem.py exactly as the in-process CLI doe
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import socket
@@ -40,16 +40,18 @@ import time
 PROTOCOL = 1
 MAX_REQUEST = 64 << 20      # one request line: candidate sources and settings
 MAX_SESSIONS = 2            # problems kept warm at once (each holds a reference and baselines)
-ROOM_FACTOR = 3             # a new session wants this many times its inputs free (Service._make_room)
 
 
 class Service:
+    """The socket's side of the session cache (tools/judge/sessions.py): requests in,
+    verdicts out; the cache keeps the sessions (MAX_SESSIONS of them) and the fork
+    servers they share."""
+
     def __init__(self, device: str, gpu_index: int, idle_s: float, forkservers: dict):
+        from tools.judge.sessions import SessionCache
         self.device, self.gpu_index, self.idle_s = device, gpu_index, idle_s
         self.started = time.time()
-        self.forkservers = forkservers          # shared by every session; closed at exit
-        # (problem path, its sha256, settings) -> {"judge", "busy", "problem", "ready", "error"}
-        self.sessions: dict[tuple, dict] = {}
+        self.cache = SessionCache(keep=MAX_SESSIONS, forkservers=forkservers)
         self.lock = threading.Lock()
         self.active = 0
         self.last = time.monotonic()
@@ -57,105 +59,33 @@ class Service:
         self.served = 0
 
     # --- sessions ----------------------------------------------------------------
-    def session(self, path: str, settings) -> tuple[dict, bool]:
+    def session(self, path: str, settings):
         """The warm session for (problem file content, settings), made on first use;
-        (its entry, whether it existed). Its `busy` count is raised for the caller."""
+        (it, whether it existed). The caller releases it (`release`)."""
         from tools.errors import BadInput
+        from tools.judge.sessions import SessionKey, problem_id
         try:
             data = open(path, "rb").read()
         except OSError as e:
             raise BadInput(path, f"cannot read the problem: {e.strerror or e}") from None
-        key = (os.path.realpath(path), hashlib.sha256(data).hexdigest(), repr(settings))
-        with self.lock:
-            entry = self.sessions.pop(key, None)
-            made = entry is None
-            if made:   # others asking for it meanwhile wait for this thread to make it
-                entry = {"judge": None, "busy": 0, "problem": path, "ready": threading.Event(), "error": None}
-            self.sessions[key] = entry   # most recently used last
-            entry["busy"] += 1
-        if not made:
-            entry["ready"].wait()
-            if entry["error"] is not None:
-                self._release(entry)
-                raise entry["error"]
-            return entry, True
-        try:
-            from tools.judge.service import Judge
-            from tools.problem import load_problem
-            if self.device == "cuda":
-                import torch
-                if not torch.cuda.is_available():
-                    raise BadInput("", "--device cuda but no CUDA device is visible (use --device cpu)")
-            problem = load_problem(path)
-            self._make_room(problem.input_bytes, entry)
-            judge = Judge(problem, device=self.device, gpu_index=self.gpu_index,
-                          settings=settings, forkservers=self.forkservers, share_forkservers=True)
-            judge.memory_pressure = self.evict_idle   # its own shortage: close the idle sessions
-            entry["judge"] = judge
-        except BaseException as e:
-            entry["error"] = e
-            with self.lock:
-                if self.sessions.get(key) is entry:
-                    del self.sessions[key]
-            self._release(entry)
-            raise
-        finally:
-            entry["ready"].set()
-        with self.lock:   # keep MAX_SESSIONS: close the least recently used idle ones
-            idle = [k for k, e in self.sessions.items() if e["busy"] == 0]
-            closing = [self.sessions.pop(k)["judge"] for k in idle[:max(0, len(self.sessions) - MAX_SESSIONS)]]
-        for j in closing:
-            j.close()
-        return entry, False
+        key = SessionKey(problem_id(path, data), settings, self.device, self.gpu_index)
+        return self.cache.acquire(key, lambda: self._load(path), label=path)
+
+    def _load(self, path: str):
+        from tools.errors import BadInput
+        from tools.problem import load_problem
+        if self.device == "cuda":
+            import torch
+            if not torch.cuda.is_available():
+                raise BadInput("", "--device cuda but no CUDA device is visible (use --device cpu)")
+        return load_problem(path)
 
     def evict_idle(self, keep=None) -> int:
-        """Close every idle session but `keep`'s judge, least recently used first; how
-        many were closed (their GPU memory goes back to the driver: Judge.close)."""
-        with self.lock:
-            idle = [k for k, e in self.sessions.items()
-                    if e["busy"] == 0 and e["judge"] is not None and e["judge"] is not keep]
-            closing = [self.sessions.pop(k)["judge"] for k in idle]
-        for j in closing:
-            j.close()
-        return len(closing)
+        """Close every idle session but `keep`'s judge (tools/judge/sessions.py)."""
+        return self.cache.evict_idle(keep)
 
-    def _make_room(self, input_bytes: int, entry: dict) -> None:
-        """Before a new session on the GPU: close idle sessions, least recently used
-        first, while less is free than the new problem's trial needs (its inputs and
-        about as much again for outputs and temporaries: ROOM_FACTOR)."""
-        if self.device != "cuda" or not input_bytes:
-            return
-        import torch
-        while torch.cuda.mem_get_info(self.gpu_index)[0] < ROOM_FACTOR * input_bytes:
-            with self.lock:
-                idle = next((k for k, e in self.sessions.items()
-                             if e is not entry and e["busy"] == 0 and e["judge"] is not None), None)
-                judge = self.sessions.pop(idle)["judge"] if idle is not None else None
-            if judge is None:
-                return   # nothing left to evict; the session's own retries say the rest
-            judge.close()
-
-    def _release(self, entry: dict) -> None:
-        with self.lock:
-            entry["busy"] -= 1
-
-    def drop(self, entry: dict) -> None:
-        """Forget a session whose judge failed (the next request makes a fresh one)."""
-        with self.lock:
-            for k, e in list(self.sessions.items()):
-                if e is entry:
-                    del self.sessions[k]
-        if entry["judge"] is not None:
-            entry["judge"].close()
-
-    def _revive_forkservers(self) -> None:
-        """Forget fork servers that died (the next fork starts a new one, shared again)."""
-        with self.lock:
-            for kind, fs in list(self.forkservers.items()):
-                if fs is None or not fs.alive():
-                    del self.forkservers[kind]
-                    if fs is not None:
-                        fs.close()
+    def release(self, session) -> None:
+        self.cache.release(session)
 
     # --- requests ----------------------------------------------------------------
     def handle(self, conn: socket.socket) -> None:
@@ -186,9 +116,8 @@ class Service:
 
     def describe(self) -> dict:
         with self.lock:
-            sessions = [{"problem": e["problem"], "busy": e["busy"],
-                         "judged": e["judge"].judged if e["judge"] is not None else 0}
-                        for e in self.sessions.values()]
+            sessions = [{"problem": s.label, "busy": s.users, "judged": s.judge.judged if s.judge else 0}
+                        for s in self.cache.sessions()]
         return {"ok": True, "pid": os.getpid(), "protocol": PROTOCOL, "device": self.device,
                 "gpu": self.gpu_index, "started": self.started, "idle_s": self.idle_s,
                 "served": self.served, "active": self.active - 1, "sessions": sessions}
@@ -203,7 +132,6 @@ class Service:
         try:
             settings = eval_settings_from_toml(req.get("settings") or {}, "request")
             cands = [(str(n), str(s)) for n, s in req["candidates"]]
-            self._revive_forkservers()
             entry, reused = self.session(str(req["problem"]), settings)
         except (BadInput, SettingsError) as e:
             _send(conn, {"error": "bad_input", "message": str(e)})
@@ -214,7 +142,7 @@ class Service:
         except (KeyError, TypeError, ValueError) as e:
             _send(conn, {"error": "bad_request", "message": f"{type(e).__name__}: {e}"})
             return
-        judge = entry["judge"]
+        judge = entry.judge
         service = {"pid": os.getpid(), "reused_session": reused,
                    "age_s": round(time.time() - self.started, 1), "served_before": self.served}
 
@@ -236,11 +164,11 @@ class Service:
         except BadInput as e:
             out.send({"error": "bad_input", "message": str(e)})
         except Exception as e:  # noqa: BLE001 - the evaluator's failure or our bug: exit 3 there
-            self.drop(entry)
+            self.cache.drop(entry)
             kind = "evaluator" if isinstance(e, EvaluatorError) else "internal"
             out.send({"error": kind, "message": str(e) if kind == "evaluator" else f"{type(e).__name__}: {e}"})
         finally:
-            self._release(entry)
+            self.release(entry)
             if self.device == "cuda":   # an idle service holds its sessions' tensors, not a cache
                 from tools.judge.memory import release
                 release(f"cuda:{self.gpu_index}")
@@ -250,16 +178,7 @@ class Service:
             return self.active == 0 and time.monotonic() - self.last > self.idle_s
 
     def close(self) -> None:
-        with self.lock:
-            judges = [e["judge"] for e in self.sessions.values()]
-            self.sessions.clear()
-            servers = list(self.forkservers.values())
-            self.forkservers.clear()
-        for j in judges:
-            j.close()
-        for fs in servers:
-            if fs is not None:
-                fs.close()
+        self.cache.close()
 
 
 def _read_request(conn: socket.socket) -> dict | None:

@@ -1,7 +1,9 @@
 """The GPU hold: compile phases share the GPU, trials, timing and profiling hold it alone.
 
-One lock per device for the whole process (`gpu_lock`), so judges of different
-problems on one GPU (krefine bench, the judge service) never time beside each other.
+The judge's one concurrency primitive. One lock per device for the whole process
+(`gpu_lock`), so judges of different problems on one GPU (krefine bench, the judge
+service, a Ray judge actor) never time beside each other, and never have more than
+`[eval] parallel_compile` candidates compiling on it at once.
 """
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ import threading
 
 
 class GpuLock:
-    """Shared holds (compile phases) or one exclusive hold (trials, timing, profiling).
-    Writers are preferred: a waiting exclusive hold stops new shared ones."""
+    """Shared holds (compile phases, at most `limit` at once) or one exclusive hold
+    (trials, timing, profiling). Writers are preferred: a waiting exclusive hold stops
+    new shared ones."""
 
     def __init__(self):
         self._cond = threading.Condition()
@@ -20,9 +23,12 @@ class GpuLock:
         self._waiting = 0
 
     @contextlib.contextmanager
-    def shared(self):
+    def shared(self, limit: int | None = None):
+        """`limit`: shared holds at once, this one included (None: no bound)."""
+        cap = max(1, limit) if limit is not None else None
         with self._cond:
-            self._cond.wait_for(lambda: not self._exclusive and not self._waiting)
+            self._cond.wait_for(lambda: not self._exclusive and not self._waiting
+                                and (cap is None or self._shared < cap))
             self._shared += 1
         try:
             yield

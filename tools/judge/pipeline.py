@@ -134,7 +134,7 @@ def profile_in(judge, candidate_src: str, verdict: Verdict, *, candidate_name: s
     ref_model = judge.reference_model()
     t = time.monotonic()
     with _fresh_worker(run, candidate_name) as worker:
-        with judge.compile_slots, judge.compile_hold():
+        with judge.compile_hold():
             status, _ = compile_phase(run, worker, judge.seeds, candidate_name)
         if status is None:
             with judge.gpu.exclusive():
@@ -157,7 +157,7 @@ def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile
     """Compile under a shared hold, then the GPU phases under an exclusive one; `serial`:
     the caller holds the GPU exclusively for the whole candidate already."""
     judge = run.judge
-    with judge.compile_slots, judge.compile_hold() if not serial else contextlib.nullcontext():
+    with judge.compile_hold() if not serial else contextlib.nullcontext():
         status, first_ref = compile_phase(run, worker, seeds, candidate_name)
     if serial:   # alone on the GPU: the peaks are this candidate's (with the reference before it)
         memory.note_peaks(run, worker, "compile")

@@ -62,7 +62,6 @@ class Judge:
         self.dev = f"cuda:{gpu_index}" if self.device == "cuda" else "cpu"
         # nothing is timed on cpu: candidates there share nothing that needs holding
         self.gpu = gpu_lock(self.dev) if self.device == "cuda" else GpuLock()
-        self.compile_slots = threading.Semaphore(max(1, settings.test.parallel_compile))
         self.seeds = [secrets.randbelow(2**31 - 1) for _ in range(settings.test.trials)]
         self.in_flight = 0
         self.judged = 0
@@ -149,10 +148,13 @@ class Judge:
             return self._ref_model
 
     def compile_hold(self):
-        """The GPU hold of a compile phase: shared, unless the session is lean or one
-        trial's outputs are large enough that parallel workers (each with its inputs,
-        outputs and IPC staging buffer) could exhaust GPU memory; then exclusive."""
-        return self.gpu.exclusive() if self.large_outputs() else self.gpu.shared()
+        """The GPU hold of a compile phase: shared with at most `parallel_compile` in all,
+        unless the session is lean or one trial's outputs are large enough that parallel
+        workers (each with its inputs, outputs and IPC staging buffer) could exhaust GPU
+        memory; then exclusive."""
+        if self.large_outputs():
+            return self.gpu.exclusive()
+        return self.gpu.shared(limit=self.settings.test.parallel_compile)
 
     def large_outputs(self) -> bool:
         """Whether candidates take the GPU one at a time, whole, from fork to teardown
@@ -333,53 +335,6 @@ class Judge:
         if model is not None and self.device == "cuda":
             memory.forget_compiled(model)
         memory.release(self.dev, collect=True)
-
-
-class JudgePool:
-    """One Judge per GPU for one problem (one on cpu), made on first use; a candidate
-    goes to the judge with the fewest candidates in flight."""
-
-    def __init__(self, problem, *, device: str, gpu_count: int, settings: EvalSettings):
-        self.problem, self.device, self.settings = problem, device, settings
-        self.size = max(1, gpu_count) if device == "cuda" else 1
-        self._judges: list[Judge] = []
-        self._lock = threading.Lock()
-
-    def _pick(self) -> Judge:
-        with self._lock:
-            if len(self._judges) < self.size and all(j.in_flight for j in self._judges):
-                self._judges.append(Judge(self.problem, device=self.device,
-                                          gpu_index=len(self._judges), settings=self.settings))
-            judge = min(self._judges, key=lambda j: j.in_flight)
-            judge.in_flight += 1   # claimed now, so the next pick sees it busy
-            return judge
-
-    def judge(self, candidate_src: str, *, candidate_name: str = "candidate.py", profile: bool = True):
-        judge = self._pick()
-        try:
-            return judge.judge(candidate_src, candidate_name=candidate_name, profile=profile)
-        finally:
-            with judge._lock:
-                judge.in_flight -= 1
-
-    def add_bottleneck(self, candidate_src: str, verdict, *, candidate_name: str = "candidate.py"):
-        judge = self._pick()
-        try:
-            return judge.add_bottleneck(candidate_src, verdict, candidate_name=candidate_name)
-        finally:
-            with judge._lock:
-                judge.in_flight -= 1
-
-    @property
-    def concurrency(self) -> int:
-        """How many candidates the loop should hand over at once."""
-        return self.size * (self.settings.test.parallel_compile + 1)
-
-    def close(self) -> None:
-        with self._lock:
-            judges, self._judges = self._judges, []
-        for j in judges:
-            j.close()
 
 
 def evaluate(problem: Problem, candidate_src: str, *, device: str | None = None,

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tools.jsonio import append_jsonl, read_json, read_jsonl, write_json, write_text_atomic
+from tools.verdict import Verdict
 
 TRACE_SCHEMA = 1
 NODES = ("generate", "compile", "test", "profile", "decide", "evaluate")
@@ -52,13 +53,23 @@ def parse_candidate_id(cid: str) -> tuple[int, int]:
     return int(r[1:]), int(c[1:])
 
 
+@dataclass
+class _Memory:
+    """What one RunDir object has read or written, so the loop reads each file at most
+    once: the trace (read from the file once, then kept as appended; re-reading made a
+    run quadratic), its events by candidate, candidates' sources and their verdicts.
+    One process writes a run at a time."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    events: list | None = None
+    by_candidate: dict = field(default_factory=dict)      # candidate id | None -> [event, ...]
+    sources: dict = field(default_factory=dict)           # candidate id -> source text
+    verdicts: dict = field(default_factory=dict)          # candidate id -> Verdict
+
+
 @dataclass(frozen=True)
 class RunDir:
     root: Path
-    # the trace as this object has read and appended it: read from the file once, then
-    # kept (the loop's nodes ask it per candidate; re-reading made a run quadratic)
-    _trace_events: list | None = field(default=None, init=False, repr=False, compare=False)
-    _trace_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+    _memory: _Memory = field(default_factory=_Memory, init=False, repr=False, compare=False)
 
     @property
     def run_id(self) -> str:
@@ -111,29 +122,69 @@ class RunDir:
                  "metrics": metrics or {}, "error": error,
                  "artifacts": {k: os.path.relpath(v, self.root) if os.path.isabs(str(v)) else str(v)
                                for k, v in (artifacts or {}).items()}}
-        with self._trace_lock:
-            events = self._events()
+        with self._memory.lock:
+            self._events()
             append_jsonl(self.trace, event)
-            events.append(event)
+            self._keep(event)
         return event
 
     def events(self) -> Iterator[dict]:
         """Every event so far, in file order: the file is read once per RunDir object,
-        then what this object appends is added (one process writes a run at a time)."""
-        with self._trace_lock:
+        then what this object appends is added."""
+        with self._memory.lock:
             return iter(list(self._events()))
 
+    def events_of(self, cid: str | None) -> list[dict]:
+        """The events naming candidate `cid` (None: those naming none), in file order."""
+        with self._memory.lock:
+            self._events()
+            return list(self._memory.by_candidate.get(cid, ()))
+
     def last_event(self) -> dict | None:
-        with self._trace_lock:
+        with self._memory.lock:
             events = self._events()
             return events[-1] if events else None
 
     def _events(self) -> list:
-        if self._trace_events is None:   # frozen: the one late-set field
-            object.__setattr__(self, "_trace_events", list(read_jsonl(self.trace)) if self.trace.exists() else [])
-        return self._trace_events
+        memory = self._memory
+        if memory.events is None:
+            memory.events = []
+            for event in (read_jsonl(self.trace) if self.trace.exists() else ()):
+                self._keep(event)
+        return memory.events
 
-    # 4) small helpers so readers never build paths by hand
+    def _keep(self, event: dict) -> None:
+        self._memory.events.append(event)
+        self._memory.by_candidate.setdefault(event.get("candidate"), []).append(event)
+
+    # 4) a candidate's source and verdict: written once, then read from memory
+    def write_source(self, cid: str, source: str) -> None:
+        write_text_atomic(self.candidate_src(cid), source)
+        self._memory.sources[cid] = source
+
+    def source(self, cid: str) -> str | None:
+        """candidates/<cid>.py, or None when no code was extracted for it."""
+        if cid not in self._memory.sources:
+            path = self.candidate_src(cid)
+            if not path.exists():
+                return None
+            self._memory.sources[cid] = path.read_text(encoding="utf-8")
+        return self._memory.sources[cid]
+
+    def write_verdict(self, cid: str, verdict: Verdict) -> None:
+        write_json(self.eval(cid), verdict.to_json())
+        self._memory.verdicts[cid] = verdict
+
+    def verdict(self, cid: str) -> Verdict | None:
+        """evals/<cid>.json as a Verdict, or None before the candidate is judged."""
+        if cid not in self._memory.verdicts:
+            path = self.eval(cid)
+            if not path.exists():
+                return None
+            self._memory.verdicts[cid] = Verdict.from_json(read_json(path))
+        return self._memory.verdicts[cid]
+
+    # 5) small helpers so readers never build paths by hand
     def read_summary(self) -> dict | None:
         return read_json(self.summary) if self.summary.exists() else None
 

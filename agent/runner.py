@@ -25,8 +25,8 @@ from typing import Any, Callable
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from agent.config import AgentConfig, load_config
-from agent.graph import (GpuPool, LoopContext, build_graph, checkpoint_values, make_summary, run_graph,
-                         shared_gpu_pool)
+from agent.context import GpuPool, LoopContext, shared_gpu_pool
+from agent.graph import build_graph, checkpoint_values, make_summary, run_graph
 from agent.llm import NO_MODEL, ReplayBackend, check_spec, make_backend
 from agent.progress import Progress, make_progress
 from agent.rundir import RunDir

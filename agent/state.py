@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal, TypedDict
 
+from tools.verdict import Verdict
+
 # stop reasons recorded in summary.json
 StopReason = Literal["target_reached", "roofline", "replay_exhausted", "max_rounds",
                      "token_budget", "time_budget", "no_model"]
@@ -58,6 +60,33 @@ def may_be_best(record: CandidateRecord) -> bool:
     """The model's, or a sweep variant (of the model's or of the seed): what the run's best
     and its target count. The seed itself never is."""
     return record.get("origin", ORIGIN_MODEL) in (ORIGIN_MODEL, ORIGIN_SWEEP)
+
+
+def new_record(cid: str, round_: int, index: int, *, parent: str | None, origin: str, has_code: bool = True,
+               finish_reason: str | None = None, tokens: tuple[int, int] = (0, 0),
+               change: str | None = None) -> CandidateRecord:
+    """A candidate just written, not yet judged."""
+    return CandidateRecord(id=cid, round=round_, index=index, parent=parent, has_code=has_code,
+                           finish_reason=finish_reason, status="pending", correct=False,
+                           speedup={"eager": None, "compile": None}, speedup_low={"eager": None, "compile": None},
+                           flags=[], bottleneck=None, roofline_fraction=None,
+                           tokens={"prompt": tokens[0], "completion": tokens[1]}, origin=origin, change=change)
+
+
+def judged_record(record: CandidateRecord, verdict: Verdict) -> CandidateRecord:
+    """`record` with what its verdict says: the one place a verdict becomes record fields
+    (the evaluate node, and a state rebuilt from the run directory)."""
+    return dict(record, status=verdict.status.value, correct=verdict.correct,
+                speedup={"eager": verdict.speedup_eager, "compile": verdict.speedup_compile},
+                speedup_low={b: (verdict.speedup_interval.get(b) or {}).get("low") for b in ("eager", "compile")},
+                flags=list(verdict.flags), bottleneck=bottleneck_label(verdict.bottleneck),
+                roofline_fraction=(verdict.bottleneck or {}).get("roofline_fraction"))
+
+
+def bottleneck_label(bottleneck: dict | None) -> str | None:
+    """The profiler's class for the progress table (e.g. "memory-bound"), if it has one."""
+    label = (bottleneck or {}).get("class")
+    return label if isinstance(label, str) else None
 
 
 class Spent(TypedDict):

@@ -8,7 +8,7 @@ through agent/rundir.py, and each node is idempotent on disk, so `krefine resume
 re-run whichever node a kill interrupted without losing or re-judging a candidate:
 
   seed       ([search] seed = "inductor") reuses candidates/r00-c00.py, or a recorded failure
-  generate   reuses completions already in completions.jsonl for this round's ids
+  generate   reuses the completions of this round's ids already traced (completions/<id>.txt)
   sweep      re-derives the same variants from the same state; reuses their files and events
   evaluate   reuses evals/<id>.json when it exists
   decide     only rewrites best.py / summary.json from state
@@ -39,7 +39,6 @@ from agent.state import (ORIGIN_MODEL, ORIGIN_SEED, ORIGIN_SWEEP, SWEEP_GOES_ON,
                          RunState, Spent, assign_slots, best_candidate, bottleneck_label, by_model, choose_parents,
                          new_record, stop_reason, sweep_parent)
 from agent.sweep import Variant, sweep_variants
-from tools.jsonio import append_jsonl, read_jsonl
 
 __all__ = ["GpuPool", "LoopContext", "shared_gpu_pool", "build_graph", "run_graph", "make_summary"]
 
@@ -104,7 +103,6 @@ def generate(state: RunState, runtime: Runtime[LoopContext]) -> dict:
                              baseline=cfg.budget.target_baseline)
     slots = assign_slots(parents, cfg.budget.candidates_per_round)
     # 2) completions this round already recorded before a kill are reused, not re-sampled
-    recorded = {r["candidate"]: r for r in read_jsonl(rd.completions_jsonl)}
     new: dict[str, CandidateRecord] = {}
     refreshed: dict[str, CandidateRecord] = {}   # parents that got their summary just now
     exhausted = False
@@ -121,9 +119,10 @@ def generate(state: RunState, runtime: Runtime[LoopContext]) -> dict:
         prompt = _prompt(ctx, parent)
         reused = []
         for cid in ids:  # a kill mid-round leaves a prefix of the round recorded
-            if cid not in recorded:
+            got = rd.completion_record(cid)
+            if got is None:
                 break
-            reused.append(recorded[cid])
+            reused.append(got)
         fresh: list = []
         call_s = 0.0
         if len(reused) < count and not exhausted:
@@ -136,7 +135,7 @@ def generate(state: RunState, runtime: Runtime[LoopContext]) -> dict:
         # 3) every completion becomes a candidate, code or not: no code is feedback too
         for i, (cid, got) in enumerate(zip(ids, reused + [_completion_record(c) for c in fresh])):
             record = _write_candidate(ctx, cid, round_, parent, prompt, got, fresh=i >= len(reused),
-                                      traced=_generated(rd, cid), call_s=call_s / max(1, len(fresh)))
+                                      call_s=call_s / max(1, len(fresh)))
             new[record["id"]] = record
     if not new:
         rd.append_event(iteration=round_, candidate=None, node="generate", status="replay_exhausted",
@@ -168,28 +167,28 @@ def _completion_record(c) -> dict:
 
 
 def _write_candidate(ctx: LoopContext, cid: str, round_: int, parent: str | None, prompt: str,
-                     got: dict, *, fresh: bool, traced: bool, call_s: float) -> CandidateRecord:
-    """Write prompt, raw completion and extracted source, then the completions.jsonl line
-    (which makes the candidate reusable after a kill), then its generate event."""
+                     got: dict, *, fresh: bool, call_s: float) -> CandidateRecord:
+    """A fresh completion: write prompt, raw completion and extracted source, then its
+    generate event, which holds the rest of the completion's record and makes the
+    candidate reusable after a kill. A reused one (`fresh` False) is all on disk."""
     rd = ctx.rundir
     code = ctx.extract_code(got["completion"])
-    rd.write_text(rd.prompt(cid), prompt)
-    rd.write_text(rd.completion(cid), got["completion"])
-    if code is not None:
-        rd.write_source(cid, code)
     if fresh:
-        append_jsonl(rd.completions_jsonl, {"candidate": cid, "parent": parent, "round": round_, **got})
+        rd.write_text(rd.prompt(cid), prompt)
+        rd.write_text(rd.completion(cid), got["completion"])
+        if code is not None:
+            rd.write_source(cid, code)
     record = new_record(cid, round_, parse_candidate_id(cid)[1], parent=parent, origin=ORIGIN_MODEL,
                         has_code=code is not None, finish_reason=got.get("finish_reason"),
                         tokens=(got["prompt_tokens"], got["completion_tokens"]))
-    if not traced:
+    if fresh:
         artifacts = {"prompt": rd.prompt(cid), "completion": rd.completion(cid)}
         if code is not None:
             artifacts["candidate"] = rd.candidate_src(cid)
         rd.append_event(iteration=round_, candidate=cid, node="generate",
                         status="ok" if code is not None else "no_code", duration_s=call_s,
                         metrics={"origin": ORIGIN_MODEL, "parent": parent, "prompt_tokens": got["prompt_tokens"],
-                                 "completion_tokens": got["completion_tokens"],
+                                 "completion_tokens": got["completion_tokens"], "model": got.get("model"),
                                  "finish_reason": got.get("finish_reason")},
                         artifacts=artifacts)
     ctx.progress.generated(record)

@@ -10,12 +10,15 @@ logic. Layout:
                         --ray lost the judge actor judging it and handed it to another)
   candidates/<id>.py    every candidate's extracted source
   prompts/<id>.txt      exact prompt text sent for that candidate
-  completions/<id>.txt  raw model output for that candidate
-  completions.jsonl     {"candidate": id, "completion": str, ...} per candidate, replayable
+  completions/<id>.txt  raw model output for that candidate: the one copy of it. Its
+                        generate event carries the rest (parent, tokens, model,
+                        finish_reason); `completions()` joins the two, in the order they
+                        were made (what `--model replay:RUN_DIR` hands out again)
   evals/<id>.json       the verdict JSON (schema 1)
   best.py               best correct candidate so far
   summary.json          run outcome
-  checkpoint.sqlite     langgraph checkpoints
+  checkpoint.sqlite     langgraph's checkpoints: a cache, never read back (agent/resume.py
+                        rebuilds the loop's state from the files above)
   report.html           written by `krefine report`
 
 Candidate ids are `r<round:02d>-c<index:02d>`, rounds counted from 1, so lexical order
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tools.jsonio import append_jsonl, read_json, read_jsonl, write_json, write_text_atomic
+from agent.state import ORIGIN_MODEL
 from tools.verdict import Verdict
 
 TRACE_SCHEMA = 1
@@ -86,8 +90,6 @@ class RunDir:
     def checkpoint(self) -> Path: return self.root / "checkpoint.sqlite"
     @property
     def report(self) -> Path: return self.root / "report.html"
-    @property
-    def completions_jsonl(self) -> Path: return self.root / "completions.jsonl"
     @property
     def meta(self) -> Path: return self.root / "run.json"  # problem path, config, model, device
 
@@ -184,7 +186,31 @@ class RunDir:
             self._memory.verdicts[cid] = Verdict.from_json(read_json(path))
         return self._memory.verdicts[cid]
 
-    # 5) small helpers so readers never build paths by hand
+    # 5) the model's completions: text in completions/, the rest in the generate event
+    def completion_ids(self) -> list[str]:
+        """The model-written candidates, in the order their completions were recorded."""
+        return [e["candidate"] for e in self.events() if e["node"] == "generate" and e["candidate"]
+                and (e.get("metrics") or {}).get("origin", ORIGIN_MODEL) == ORIGIN_MODEL]
+
+    def completion_record(self, cid: str) -> dict | None:
+        """{"candidate", "parent", "round", "completion", "prompt_tokens", "completion_tokens",
+        "model", "finish_reason"} of a model-written candidate; None before its generate
+        event (written after its files: a candidate without one was cut off by a kill)."""
+        event = next((e for e in self.events_of(cid) if e["node"] == "generate"), None)
+        if event is None:
+            return None
+        m = event.get("metrics") or {}
+        return {"candidate": cid, "parent": m.get("parent"), "round": event["iteration"],
+                "completion": self.completion(cid).read_text(encoding="utf-8"),
+                "prompt_tokens": int(m.get("prompt_tokens") or 0),
+                "completion_tokens": int(m.get("completion_tokens") or 0),
+                "model": m.get("model"), "finish_reason": m.get("finish_reason")}
+
+    def completions(self) -> list[dict]:
+        """Every completion the model gave this run, in order (`completion_record`)."""
+        return [self.completion_record(cid) for cid in self.completion_ids()]
+
+    # 6) small helpers so readers never build paths by hand
     def read_summary(self) -> dict | None:
         return read_json(self.summary) if self.summary.exists() else None
 

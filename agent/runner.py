@@ -32,7 +32,7 @@ from agent.progress import Progress, make_progress
 from agent.rundir import RunDir
 from agent.state import initial_state
 from tools.errors import EXIT_FAIL, EXIT_OK, BadInput, EvaluatorError
-from tools.jsonio import read_json, read_jsonl, write_json
+from tools.jsonio import read_json, write_json
 from tools.judge import JudgePool
 from tools.judge.warm import warm_imports
 from tools.problem import load_problem
@@ -108,7 +108,7 @@ def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services
     if budget:
         config = _raised(rd, meta, budget)
     # 2) the replay backend resumes after every completion already recorded
-    consumed = sum(1 for _ in read_jsonl(rd.completions_jsonl))
+    consumed = len(rd.completion_ids())
     backend = _load_backend(meta["model"], config, skip=consumed, shared=services.backend if services else None)
     return _drive(rd, problem, config, backend, meta["device"], make_progress(progress), services,
                   reopen=bool(budget))

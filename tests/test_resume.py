@@ -18,7 +18,6 @@ import pytest
 
 from agent.rundir import RunDir
 from run_fixtures import HALVING as WRONG, REPO, TINY_PROBLEM, cli, cli_env, fast_config, write_replay
-from tools.jsonio import read_jsonl
 
 pytestmark = pytest.mark.slow  # real evaluations on CPU, tens of seconds in all
 
@@ -93,7 +92,7 @@ def test_resume_judges_no_finished_candidate_twice(killed):
 
 def test_resume_continues_the_replay_where_the_run_left_it(killed):
     _, _, _, rd = killed
-    recorded = list(read_jsonl(rd.completions_jsonl))
+    recorded = rd.completions()
     assert [r["candidate"] for r in recorded] == ALL_IDS
     assert [f"# attempt {i}" in r["completion"] for i, r in enumerate(recorded)] == [True] * len(ALL_IDS)
 

@@ -3,9 +3,11 @@ with the constant sweep → evaluate → decide between rounds.
 
 All wiring lives in this file. Nodes are plain functions returning partial state
 updates; routers return `Literal[...]` (or the round's `Send`s); the graph is compiled
-once per run with the run directory's SQLite checkpointer. Every artifact is written
-through agent/rundir.py, and each node is idempotent on disk, so `krefine resume` can
-re-run whichever node a kill interrupted without losing or re-judging a candidate:
+once per run. Every artifact is written through agent/rundir.py, the run's one truth:
+`krefine resume` rebuilds the state of the last decide from it (agent/resume.py) and
+starts where that decide routed (`route_start`); each node is idempotent on disk, so
+whatever a kill interrupted after that decide is taken up without losing or re-judging
+a candidate (langgraph's SQLite checkpoint is only a cache, never read back):
 
   seed       ([search] seed = "inductor") reuses candidates/r00-c00.py, or a recorded failure
   generate   reuses the completions of this round's ids already traced (completions/<id>.txt)
@@ -34,6 +36,7 @@ from langgraph.types import Send
 
 from agent.context import GpuPool, LoopContext, shared_gpu_pool
 from agent.judging import ensure_profiled, evaluate
+from agent.resume import state_from_rundir
 from agent.rundir import candidate_id, parse_candidate_id
 from agent.state import (ORIGIN_MODEL, ORIGIN_SEED, ORIGIN_SWEEP, SWEEP_GOES_ON, CandidateRecord, EvalTask,
                          RunState, Spent, assign_slots, best_candidate, bottleneck_label, by_model, choose_parents,
@@ -137,7 +140,7 @@ def generate(state: RunState, runtime: Runtime[LoopContext]) -> dict:
             record = _write_candidate(ctx, cid, round_, parent, prompt, got, fresh=i >= len(reused),
                                       call_s=call_s / max(1, len(fresh)))
             new[record["id"]] = record
-    if not new:
+    if exhausted:   # traced even when part of the round was had: a resumed run must know it
         rd.append_event(iteration=round_, candidate=None, node="generate", status="replay_exhausted",
                         error="the replay file has no more completions")
     tokens = sum(r["tokens"]["prompt"] + r["tokens"]["completion"] for r in new.values())
@@ -326,6 +329,15 @@ def make_summary(state: RunState, timed: bool) -> dict:
 
 # ---------------------------------------------------------------- routers and wiring
 
+def route_start(state: RunState) -> Literal["seed", "generate", "sweep"]:
+    """A new run starts at the seed; a resumed one (agent/resume.py: the state of its last
+    decide) where that decide routed. Before any decide, the seed: it and generate reuse
+    what a killed session wrote."""
+    if state.get("sweep_next"):
+        return "sweep"
+    return "generate" if state["candidates"] or state["round"] else "seed"
+
+
 def route_seeded(state: RunState, runtime: Runtime[LoopContext]) -> list[Send] | Literal["generate", "decide"]:
     """The seed to evaluate (then decide), or straight on to round 1 without one (to
     decide, which stops the run, where there is no model)."""
@@ -348,14 +360,16 @@ def route_decided(state: RunState) -> Literal["generate", "sweep", "__end__"]:
     return END if state["stop_reason"] else "generate"
 
 
-def build_graph(checkpointer) -> Any:
+def build_graph(checkpointer=None) -> Any:
+    """The loop, compiled once. `checkpointer` (the run directory's checkpoint.sqlite) is
+    a cache of the session's steps: nothing reads it back (agent/resume.py)."""
     builder = StateGraph(RunState, context_schema=LoopContext)
     builder.add_node("seed", seed)
     builder.add_node("generate", generate)
     builder.add_node("sweep", sweep)
     builder.add_node("evaluate", evaluate, input_schema=EvalTask)
     builder.add_node("decide", decide)
-    builder.add_edge(START, "seed")
+    builder.add_conditional_edges(START, route_start, ["seed", "generate", "sweep"])
     builder.add_conditional_edges("seed", route_seeded, ["evaluate", "generate", "decide"])
     builder.add_conditional_edges("generate", route_generated, ["evaluate", "decide"])
     builder.add_conditional_edges("sweep", route_generated, ["evaluate", "decide"])
@@ -364,14 +378,20 @@ def build_graph(checkpointer) -> Any:
     return builder.compile(checkpointer=checkpointer, name="krefine")
 
 
-def run_graph(graph, ctx: LoopContext, thread_id: str, initial: RunState | None) -> RunState:
-    """Run (initial given) or resume (None) to the end; checkpoints are synced every step."""
+def run_graph(graph, ctx: LoopContext, thread_id: str, start: RunState | None,
+              on_step: Callable[[RunState], None] | None = None) -> RunState:
+    """Run from `start` to the end; None: resume from the state rebuilt from the run
+    directory. A stopped run's state comes back as it is. `on_step` sees the state after
+    every step (what a failed run's summary is written from)."""
+    state = start if start is not None else state_from_rundir(ctx.rundir, str(ctx.problem.path))
+    if state["stop_reason"]:
+        return state
     config = {"configurable": {"thread_id": thread_id}, "max_concurrency": ctx.concurrency,
               "recursion_limit": 10_000}
-    graph.invoke(initial, config, context=ctx, durability="sync")
-    return graph.get_state(config).values
-
-
-def checkpoint_values(graph, thread_id: str) -> dict:
-    return graph.get_state({"configurable": {"thread_id": thread_id}}).values
+    if graph.checkpointer:   # the cache starts afresh: this session runs from `state`, not from it
+        graph.checkpointer.delete_thread(thread_id)
+    for state in graph.stream(state, config, context=ctx, stream_mode="values", durability="exit"):
+        if on_step is not None:
+            on_step(state)
+    return state
 

@@ -1,13 +1,15 @@
 """The refinement loop's state and the pure rules over it: ranking, parents, stopping.
 
-Covers what langgraph checkpoints between nodes (`RunState`, one `CandidateRecord` per
-candidate, the budget spent) and the decisions that read only that state: which
-candidate is best, which ones the next round refines (greedy or beam, repair of failed
-ones), which one the constant sweep re-launches next, and why the loop stops. Does no I/O and calls no model or evaluator: the nodes
-in agent/graph.py do, then hand plain values to these functions.
+Covers what flows between the loop's nodes (`RunState`, one `CandidateRecord` per
+candidate, the budget spent), how a verdict becomes record fields (`judged_record`), and
+the decisions that read only that state: which candidate is best, which ones the next
+round refines (greedy or beam, repair of failed ones), which one the constant sweep
+re-launches next, and why the loop stops. Does no I/O and calls no model or evaluator:
+the nodes in agent/graph.py do, then hand plain values to these functions.
 
-Everything here is plain JSON-able data (dicts, lists, str, numbers), so the SQLite
-checkpointer can save it and `krefine resume` can read it back in a later process.
+Everything here is plain JSON-able data (dicts, lists, str, numbers). The run directory
+holds all of it: `krefine resume` rebuilds it from there (agent/resume.py), and
+langgraph's checkpointer only caches it.
 """
 from __future__ import annotations
 

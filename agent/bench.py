@@ -20,7 +20,7 @@ A problem is any .py file under SUITE_DIR that defines `class Model` (a KernelBe
 checkout's KernelBench/level1 works as it is). Each (setting, problem) gets its run
 directory OUT/<setting>/<problem>; one that has summary.json is skipped, one that was
 interrupted (kill -9, SIGTERM from `timeout` or a cut-off device call, Ctrl-C) is
-resumed from its checkpoint, no finished candidate judged again; one whose summary says
+resumed from its run directory, no finished candidate judged again; one whose summary says
 the evaluator failed (stop_reason evaluator_error: a kill can take the judge down
 first) is resumed too. SIGTERM is handled as Ctrl-C: the problem in progress unwinds
 (its judges closed), the bench exits 130, and the same command goes on from there. With several GPUs, one worker process per GPU takes problems

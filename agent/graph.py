@@ -3,12 +3,14 @@ with the constant sweep → evaluate → decide between rounds.
 
 All wiring lives in this file. Nodes are plain functions returning partial state
 updates; routers return `Literal[...]` (or the round's `Send`s); the graph is compiled
-once per run with the run directory's SQLite checkpointer. Every artifact is written
-through agent/rundir.py, and each node is idempotent on disk, so `krefine resume` can
-re-run whichever node a kill interrupted without losing or re-judging a candidate:
+once per run. Every artifact is written through agent/rundir.py, the run's one truth:
+`krefine resume` rebuilds the state of the last decide from it (agent/resume.py) and
+starts where that decide routed (`route_start`); each node is idempotent on disk, so
+whatever a kill interrupted after that decide is taken up without losing or re-judging
+a candidate (langgraph's SQLite checkpoint is only a cache, never read back):
 
   seed       ([search] seed_kernel = "inductor") reuses candidates/r00-c00.py, or a recorded failure
-  generate   reuses completions already in completions.jsonl for this round's ids
+  generate   reuses the completions of this round's ids already traced (completions/<id>.txt)
   sweep      re-derives the same variants from the same state; reuses their files and events
   evaluate   reuses evals/<id>.json when it exists
   decide     only rewrites best.py / summary.json from state
@@ -19,101 +21,29 @@ candidates of the current round (ids after the round's last, origin "sweep"), ju
 the same evaluate node; the model's rounds go on after. With no model (`--model none`)
 the run is the seed and its sweeps, and stops with "no_model".
 
-Does not choose parents or stop reasons (agent/state.py), load models or problems
-(agent/runner.py), or run candidate code (tools/judge/ does, in its worker).
+The evaluate node is agent/judging.py's, the run-scoped context (`LoopContext`)
+agent/context.py's. Does not choose parents or stop reasons (agent/state.py), load
+models or problems (agent/runner.py), or run candidate code (tools/judge/ does).
 """
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import queue
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Literal
+from typing import Any, Callable, Literal
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from agent.extract import extract_code
-from agent.llm import NO_MODEL, ReplayExhausted
-from agent.prompting import render_initial, render_refine
-from agent.rundir import RunDir, candidate_id
+from agent.context import GpuPool, LoopContext
+from agent.judging import ensure_profiled, evaluate
+from agent.resume import state_from_rundir
+from agent.rundir import candidate_id, parse_candidate_id
 from agent.state import (ORIGIN_MODEL, ORIGIN_SEED, ORIGIN_SWEEP, SWEEP_GOES_ON, CandidateRecord, EvalTask,
-                         RunState, Spent, assign_slots, best_candidate, by_model, choose_parents, stop_reason,
-                         sweep_parent)
+                         RunState, Spent, assign_slots, best_candidate, bottleneck_label, by_model, choose_parents,
+                         new_record, stop_reason, sweep_parent)
 from agent.sweep import Variant, sweep_variants
-from tools.jsonio import append_jsonl, read_json, read_jsonl, write_json
-from tools.judge.feedback import feedback_for
-from tools.verdict import Diagnostic, Status, Verdict
 
-
-class GpuPool:
-    """GPU indices handed out one evaluation at a time, for a stand-in `evaluate` (tests):
-    the real judges hold their GPU with tools/judge/gpulock.py, and the runner uses this
-    only to count GPUs."""
-
-    def __init__(self, n: int):
-        self.size = max(1, n)
-        self._free: queue.Queue[int] = queue.Queue()
-        for i in range(self.size):
-            self._free.put(i)
-
-    @contextlib.contextmanager
-    def lease(self) -> Iterator[int]:
-        gpu = self._free.get()
-        try:
-            yield gpu
-        finally:
-            self._free.put(gpu)
-
-
-@dataclass
-class LoopContext:
-    """Run-scoped things the nodes use but the checkpoint must not hold.
-
-    The model, the evaluator and the prompt functions are fields so tests can stand
-    in for them; the defaults are the real ones. `judges` (tools.judge.JudgePool) is the
-    real evaluator: one persistent judge per GPU for this run's problem. A stand-in
-    `evaluate` callable, when given, is used instead, one evaluation per GPU at a time.
-    """
-    rundir: RunDir
-    problem: Any                     # tools.problem.Problem
-    config: Any                      # agent.config.AgentConfig
-    backend: Any                     # agent.llm.Backend
-    device: str                      # "cuda" | "cpu"
-    progress: Any                    # agent.progress.Progress
-    gpus: GpuPool = field(default_factory=lambda: GpuPool(1))
-    wall_offset_s: float = 0.0       # wall time spent by earlier sessions of this run
-    started_s: float = field(default_factory=time.monotonic)
-    judges: Any = None               # tools.judge.JudgePool (the runner makes and closes it)
-    evaluate: Callable[..., Verdict] | None = None
-    make_seed: Callable[[Any, str], str] | None = None   # (problem, device) -> seed source; None: the real one
-    render_initial: Callable[[str], str] = render_initial
-    render_refine: Callable[..., str] = render_refine
-    extract_code: Callable[[str], str | None] = extract_code
-    replay_exhausted_error: type[BaseException] = ReplayExhausted
-
-    def wall_s(self) -> float:
-        return self.wall_offset_s + (time.monotonic() - self.started_s)
-
-    @property
-    def profile_policy(self) -> str:
-        return self.config.eval.test.profile
-
-    @property
-    def concurrency(self) -> int:
-        """Candidates of a round judged at once: compile phases overlap in a judge."""
-        return self.judges.concurrency if self.evaluate is None and self.judges is not None else self.gpus.size
-
-    @property
-    def timed(self) -> bool:
-        return self.device == "cuda"
-
-    @property
-    def has_model(self) -> bool:
-        """False for `--model none`: no generate rounds, the seed and the sweep only."""
-        return getattr(self.backend, "name", None) != NO_MODEL
+__all__ = ["GpuPool", "LoopContext", "build_graph", "run_graph", "make_summary"]
 
 
 # ---------------------------------------------------------------- seed (round 0)
@@ -129,12 +59,11 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
     if ctx.config.search.seed_kernel != "inductor" or cid in state["candidates"]:
         return {"pending": []}
     # 1) idempotent: a seed written, or a failure traced, by a killed session is kept
-    traced = any(e["node"] == "generate" and e["iteration"] == 0 for e in rd.events())
+    traced = any(e["node"] == "generate" and e["iteration"] == 0 for e in rd.events_of(cid) + rd.events_of(None))
     t0 = time.monotonic()
-    code, error = None, None
-    if rd.candidate_src(cid).exists():
-        code = rd.candidate_src(cid).read_text(encoding="utf-8")
-    elif not traced:
+    error = None
+    code = rd.source(cid)
+    if code is None and not traced:
         try:
             search = ctx.config.search
             ctx.progress.seeding(cid, search.seed_timeout_s)
@@ -143,7 +72,7 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
         except ValueError as e:
             error = f"no Inductor seed: {e}"
         if code is not None:
-            rd.write_text(rd.candidate_src(cid), code)
+            rd.write_source(cid, code)
     # 2) the trace marks it as not model-written
     if not traced:
         rd.append_event(iteration=0, candidate=cid if code is not None else None, node="generate",
@@ -152,11 +81,7 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
                         error=error, artifacts={"candidate": rd.candidate_src(cid)} if code is not None else {})
     if code is None:
         return {"pending": []}
-    record = CandidateRecord(id=cid, round=0, index=0, parent=None, has_code=True, finish_reason=None,
-                             status="pending", correct=False, speedup={"eager": None, "compile": None},
-                             speedup_low={"eager": None, "compile": None},
-                             flags=[], bottleneck=None, roofline_fraction=None,
-                             tokens={"prompt": 0, "completion": 0}, origin=ORIGIN_SEED, change=None)
+    record = new_record(cid, 0, 0, parent=None, origin=ORIGIN_SEED)
     ctx.progress.generated(record)
     return {"candidates": {cid: record}, "pending": [cid]}
 
@@ -181,8 +106,6 @@ def generate(state: RunState, runtime: Runtime[LoopContext]) -> dict:
                              baseline=cfg.budget.target_baseline)
     slots = assign_slots(parents, cfg.budget.candidates_per_round)
     # 2) completions this round already recorded before a kill are reused, not re-sampled
-    recorded = {r["candidate"]: r for r in read_jsonl(rd.completions_jsonl)}
-    traced = {e["candidate"] for e in rd.events() if e["node"] == "generate"}
     new: dict[str, CandidateRecord] = {}
     refreshed: dict[str, CandidateRecord] = {}   # parents that got their summary just now
     exhausted = False
@@ -199,9 +122,10 @@ def generate(state: RunState, runtime: Runtime[LoopContext]) -> dict:
         prompt = _prompt(ctx, parent)
         reused = []
         for cid in ids:  # a kill mid-round leaves a prefix of the round recorded
-            if cid not in recorded:
+            got = rd.completion_record(cid)
+            if got is None:
                 break
-            reused.append(recorded[cid])
+            reused.append(got)
         fresh: list = []
         call_s = 0.0
         if len(reused) < count and not exhausted:
@@ -214,9 +138,9 @@ def generate(state: RunState, runtime: Runtime[LoopContext]) -> dict:
         # 3) every completion becomes a candidate, code or not: no code is feedback too
         for i, (cid, got) in enumerate(zip(ids, reused + [_completion_record(c) for c in fresh])):
             record = _write_candidate(ctx, cid, round_, parent, prompt, got, fresh=i >= len(reused),
-                                      traced=cid in traced, call_s=call_s / max(1, len(fresh)))
+                                      call_s=call_s / max(1, len(fresh)))
             new[record["id"]] = record
-    if not new:
+    if exhausted:   # traced even when part of the round was had: a resumed run must know it
         rd.append_event(iteration=round_, candidate=None, node="generate", status="replay_exhausted",
                         error="the replay file has no more completions")
     tokens = sum(r["tokens"]["prompt"] + r["tokens"]["completion"] for r in new.values())
@@ -226,38 +150,17 @@ def generate(state: RunState, runtime: Runtime[LoopContext]) -> dict:
             "replay_exhausted": exhausted, "spent": spent}
 
 
-def ensure_profiled(ctx: LoopContext, cid: str) -> Verdict | None:
-    """[eval] profile = "refined": give a correct candidate its bottleneck summary once
-    its feedback is about to be used (a parent, the final best), not at evaluation."""
-    rd = ctx.rundir
-    if ctx.profile_policy != "refined" or not ctx.timed or ctx.judges is None or ctx.evaluate is not None \
-            or not rd.eval(cid).exists():
-        return None
-    verdict = Verdict.from_json(read_json(rd.eval(cid)))
-    if not verdict.correct or verdict.bottleneck is not None or "profile_refined" in verdict.checks.get("phase_s", {}):
-        return None
-    t0 = time.monotonic()
-    src = rd.candidate_src(cid)
-    profiled = ctx.judges.add_bottleneck(src.read_text(encoding="utf-8"), verdict, candidate_name=src.name)
-    write_json(rd.eval(cid), profiled.to_json())
-    rd.append_event(iteration=int(cid.split("-c")[0].lstrip("r")), candidate=cid, node="profile",
-                    status="refined" if profiled.bottleneck else "refine_failed",
-                    duration_s=time.monotonic() - t0,
-                    metrics={"bottleneck": bottleneck_label(profiled.bottleneck),
-                             "roofline_fraction": (profiled.bottleneck or {}).get("roofline_fraction")},
-                    error=None if profiled.bottleneck else profiled.checks.get("profile_error"),
-                    artifacts={"eval": rd.eval(cid)})
-    return profiled
-
-
 def _prompt(ctx: LoopContext, parent: str | None) -> str:
     if parent is None:
         return ctx.render_initial(ctx.problem.source)
     rd = ctx.rundir
-    parent_src = rd.candidate_src(parent).read_text(encoding="utf-8") if rd.candidate_src(parent).exists() else ""
-    verdict = Verdict.from_json(read_json(rd.eval(parent)))
-    return ctx.render_refine(ctx.problem.source, parent_src, verdict, ctx.config.prompt,
+    return ctx.render_refine(ctx.problem.source, rd.source(parent) or "", rd.verdict(parent), ctx.config.prompt,
                              ctx.backend.count_tokens)
+
+
+def _generated(rd, cid: str) -> bool:
+    """Its generate event is in the trace: the candidate was written whole."""
+    return any(e["node"] == "generate" for e in rd.events_of(cid))
 
 
 def _completion_record(c) -> dict:
@@ -267,32 +170,28 @@ def _completion_record(c) -> dict:
 
 
 def _write_candidate(ctx: LoopContext, cid: str, round_: int, parent: str | None, prompt: str,
-                     got: dict, *, fresh: bool, traced: bool, call_s: float) -> CandidateRecord:
-    """Write prompt, raw completion and extracted source, then the completions.jsonl line
-    (which makes the candidate reusable after a kill), then its generate event."""
+                     got: dict, *, fresh: bool, call_s: float) -> CandidateRecord:
+    """A fresh completion: write prompt, raw completion and extracted source, then its
+    generate event, which holds the rest of the completion's record and makes the
+    candidate reusable after a kill. A reused one (`fresh` False) is all on disk."""
     rd = ctx.rundir
     code = ctx.extract_code(got["completion"])
-    rd.write_text(rd.prompt(cid), prompt)
-    rd.write_text(rd.completion(cid), got["completion"])
-    if code is not None:
-        rd.write_text(rd.candidate_src(cid), code)
     if fresh:
-        append_jsonl(rd.completions_jsonl, {"candidate": cid, "parent": parent, "round": round_, **got})
-    record = CandidateRecord(id=cid, round=round_, index=int(cid.split("-c")[1]), parent=parent,
-                             has_code=code is not None, finish_reason=got.get("finish_reason"),
-                             status="pending", correct=False, speedup={"eager": None, "compile": None},
-                             speedup_low={"eager": None, "compile": None},
-                             flags=[], bottleneck=None, roofline_fraction=None,
-                             tokens={"prompt": got["prompt_tokens"], "completion": got["completion_tokens"]},
-                             origin=ORIGIN_MODEL, change=None)
-    if not traced:
+        rd.write_text(rd.prompt(cid), prompt)
+        rd.write_text(rd.completion(cid), got["completion"])
+        if code is not None:
+            rd.write_source(cid, code)
+    record = new_record(cid, round_, parse_candidate_id(cid)[1], parent=parent, origin=ORIGIN_MODEL,
+                        has_code=code is not None, finish_reason=got.get("finish_reason"),
+                        tokens=(got["prompt_tokens"], got["completion_tokens"]))
+    if fresh:
         artifacts = {"prompt": rd.prompt(cid), "completion": rd.completion(cid)}
         if code is not None:
             artifacts["candidate"] = rd.candidate_src(cid)
         rd.append_event(iteration=round_, candidate=cid, node="generate",
                         status="ok" if code is not None else "no_code", duration_s=call_s,
                         metrics={"origin": ORIGIN_MODEL, "parent": parent, "prompt_tokens": got["prompt_tokens"],
-                                 "completion_tokens": got["completion_tokens"],
+                                 "completion_tokens": got["completion_tokens"], "model": got.get("model"),
                                  "finish_reason": got.get("finish_reason")},
                         artifacts=artifacts)
     ctx.progress.generated(record)
@@ -311,12 +210,11 @@ def sweep(state: RunState, runtime: Runtime[LoopContext]) -> dict:
     parent, round_ = state["sweep_next"], state["round"]
     # 1) ids after the round's last
     first = 1 + max((r["index"] for r in state["candidates"].values() if r["round"] == round_), default=-1)
-    traced = {e["candidate"] for e in rd.events() if e["node"] == "generate"}
     # 2) one candidate per variant, traced like a generated one
     new: dict[str, CandidateRecord] = {}
     for i, variant in enumerate(plan_sweep(ctx, state, parent)):
         cid = candidate_id(round_, first + i)
-        new[cid] = _write_variant(ctx, cid, round_, parent, variant, traced=cid in traced)
+        new[cid] = _write_variant(ctx, cid, round_, parent, variant, traced=_generated(rd, cid))
     return {"candidates": new, "pending": list(new), "swept": [*(state.get("swept") or []), parent],
             "sweep_next": None}
 
@@ -329,11 +227,10 @@ def plan_sweep(ctx: LoopContext, state: RunState, parent: str) -> list[Variant]:
     records = state["candidates"].values()
     left = cfg.sweep_budget - sum(1 for r in records if r.get("origin") == ORIGIN_SWEEP)
     limit = min(cfg.sweep_variants, left)
-    if limit <= 0 or not rd.candidate_src(parent).exists():
+    if limit <= 0 or rd.source(parent) is None:
         return []
-    held = {rd.candidate_src(r["id"]).read_text(encoding="utf-8") for r in records
-            if r["has_code"] and rd.candidate_src(r["id"]).exists()}
-    variants = sweep_variants(rd.candidate_src(parent).read_text(encoding="utf-8"), limit + len(held))
+    held = {rd.source(r["id"]) for r in records if r["has_code"]} - {None}
+    variants = sweep_variants(rd.source(parent), limit + len(held))
     return [v for v in variants if v.source not in held][:limit]
 
 
@@ -341,12 +238,9 @@ def _write_variant(ctx: LoopContext, cid: str, round_: int, parent: str, variant
                    traced: bool) -> CandidateRecord:
     """Write a sweep variant's source, then (once) its generate event with what changed."""
     rd = ctx.rundir
-    rd.write_text(rd.candidate_src(cid), variant.source)
-    record = CandidateRecord(id=cid, round=round_, index=int(cid.split("-c")[1]), parent=parent, has_code=True,
-                             finish_reason=None, status="pending", correct=False,
-                             speedup={"eager": None, "compile": None}, speedup_low={"eager": None, "compile": None},
-                             flags=[], bottleneck=None, roofline_fraction=None, tokens={"prompt": 0, "completion": 0},
-                             origin=ORIGIN_SWEEP, change=variant.change)
+    rd.write_source(cid, variant.source)
+    record = new_record(cid, round_, parse_candidate_id(cid)[1], parent=parent, origin=ORIGIN_SWEEP,
+                        change=variant.change)
     if not traced:
         rd.append_event(iteration=round_, candidate=cid, node="generate", status="ok",
                         metrics={"origin": ORIGIN_SWEEP, "parent": parent, "change": variant.change,
@@ -374,108 +268,6 @@ def next_sweep(ctx: LoopContext, state: RunState, reason: str | None) -> str | N
     return parent if parent is not None and plan_sweep(ctx, state, parent) else None
 
 
-# ---------------------------------------------------------------- evaluate
-
-def evaluate(task: EvalTask, runtime: Runtime[LoopContext]) -> dict:
-    """Judge one candidate (or reuse its verdict from a killed session) and trace it."""
-    ctx = runtime.context
-    rd = ctx.rundir
-    record = task["candidate"]
-    cid = record["id"]
-    # 1) idempotent: a verdict on disk is a finished evaluation, never redone
-    if rd.eval(cid).exists():
-        verdict = Verdict.from_json(read_json(rd.eval(cid)))
-    elif not record["has_code"]:
-        verdict = no_code_verdict(rd.completion(cid).read_text(encoding="utf-8"), record["finish_reason"])
-    elif ctx.evaluate is None:
-        src = rd.candidate_src(cid)
-        ctx.progress.judging(record)
-        verdict = ctx.judges.judge(src.read_text(encoding="utf-8"), candidate_name=src.name,
-                                   profile=ctx.profile_policy == "all")
-    else:
-        with ctx.gpus.lease() as gpu:
-            src = rd.candidate_src(cid)
-            ctx.progress.judging(record)
-            verdict = ctx.evaluate(ctx.problem, src.read_text(encoding="utf-8"), device=ctx.device,
-                                   settings=ctx.config.eval, candidate_name=src.name,
-                                   profile=ctx.profile_policy != "none", gpu_index=gpu)
-    # 2) code cut off at the token limit: the judge saw only a syntax error, the model must hear why
-    if record["has_code"] and record.get("finish_reason") == "length" and not verdict.correct \
-            and not rd.eval(cid).exists():
-        verdict = cut_off_verdict(verdict, ctx.config.sampling.max_new_tokens)
-    # 3) the verdict first, then the trace events that point at it
-    if not rd.eval(cid).exists():
-        write_json(rd.eval(cid), verdict.to_json())
-    _trace_phases(rd, record, verdict)
-    judged = dict(record, status=verdict.status.value, correct=verdict.correct,
-                  speedup={"eager": verdict.speedup_eager, "compile": verdict.speedup_compile},
-                  speedup_low={b: (verdict.speedup_interval.get(b) or {}).get("low") for b in ("eager", "compile")},
-                  flags=list(verdict.flags), bottleneck=bottleneck_label(verdict.bottleneck),
-                  roofline_fraction=(verdict.bottleneck or {}).get("roofline_fraction"))
-    ctx.progress.evaluated(judged, verdict)
-    return {"candidates": {cid: judged}}
-
-
-def no_code_verdict(completion: str, finish_reason: str | None) -> Verdict:
-    """The verdict of a completion with no code in it, made without running anything."""
-    if not completion.strip():
-        message = "the completion was empty: no code to compile"
-    else:
-        message = "no Python code defining ModelNew was found in the completion"
-    if finish_reason == "length":
-        message += " (it was cut off at the token limit)"
-    verdict = Verdict(status=Status.COMPILE_ERROR, diagnostics=(Diagnostic(kind="no_code", message=message),),
-                      checks={"phase_s": {}})
-    return dataclasses.replace(verdict, feedback=feedback_for(verdict))
-
-
-def cut_off_verdict(verdict: Verdict, max_new_tokens: int) -> Verdict:
-    """`verdict` of code whose completion hit max_new_tokens, with that said first."""
-    message = (f"the completion was cut off at the token limit ({max_new_tokens} new tokens): "
-               "the code may be incomplete; write a shorter answer")
-    verdict = dataclasses.replace(verdict, diagnostics=(Diagnostic(kind="cut_off", message=message), *verdict.diagnostics))
-    return dataclasses.replace(verdict, feedback=feedback_for(verdict))
-
-
-# evaluator phases (verdict.checks["phase_s"]) in the order they run, and their trace node
-_PHASE_NODE = {"setup": "compile", "compile": "compile", "test": "test", "gpu_compile": "compile",
-               "time": "profile", "profile": "profile"}
-
-
-def _trace_phases(rd: RunDir, record: CandidateRecord, verdict: Verdict) -> None:
-    """One compile / test / profile event per node the evaluator reached, timed by its phase_s.
-
-    The node of the last phase reached carries the verdict's status (where it failed,
-    or "correct"); earlier nodes are "ok".
-    """
-    cid = record["id"]
-    if any(e.get("candidate") == cid and e.get("node") in ("compile", "test", "profile") for e in rd.events()):
-        return  # traced before a kill; the verdict was reused
-    phase_s = (verdict.checks or {}).get("phase_s") or {}
-    reached = [k for k in _PHASE_NODE if k in phase_s] or ["compile"]
-    last_node = _PHASE_NODE[reached[-1]]
-    error = verdict.diagnostics[0].message if verdict.diagnostics and not verdict.correct else None
-    for node in ("compile", "test", "profile"):
-        keys = [k for k in reached if _PHASE_NODE[k] == node]
-        if not keys:
-            continue
-        metrics: dict[str, Any] = {f"{k}_s": phase_s[k] for k in keys if k in phase_s}
-        if node == "profile":
-            metrics.update(speedup={"eager": verdict.speedup_eager, "compile": verdict.speedup_compile},
-                           bottleneck=bottleneck_label(verdict.bottleneck))
-        last = node == last_node
-        rd.append_event(iteration=record["round"], candidate=cid, node=node,
-                        status=verdict.status.value if last else "ok",
-                        duration_s=sum(phase_s.get(k, 0.0) for k in keys), metrics=metrics,
-                        error=error if last else None, artifacts={"eval": rd.eval(cid)})
-
-
-def bottleneck_label(bottleneck: dict | None) -> str | None:
-    """The profiler's class for the progress table (e.g. "memory-bound"), if it has one."""
-    label = (bottleneck or {}).get("class")
-    return label if isinstance(label, str) else None
-
-
 # ---------------------------------------------------------------- decide
 
 def decide(state: RunState, runtime: Runtime[LoopContext]) -> dict:
@@ -488,7 +280,7 @@ def decide(state: RunState, runtime: Runtime[LoopContext]) -> dict:
     # 1) best so far: best.py always mirrors it
     best = best_candidate(records, baseline)
     if best is not None and best != state["best"]:
-        rd.write_text(rd.best, rd.candidate_src(best).read_text(encoding="utf-8"))
+        rd.write_text(rd.best, rd.source(best))
     # 2) budget spent
     judged = sum(1 for r in records if r["status"] != "pending" and by_model(r))
     swept = sum(1 for r in records if r["status"] != "pending" and r.get("origin") == ORIGIN_SWEEP)
@@ -537,6 +329,15 @@ def make_summary(state: RunState, timed: bool) -> dict:
 
 # ---------------------------------------------------------------- routers and wiring
 
+def route_start(state: RunState) -> Literal["seed", "generate", "sweep"]:
+    """A new run starts at the seed; a resumed one (agent/resume.py: the state of its last
+    decide) where that decide routed. Before any decide, the seed: it and generate reuse
+    what a killed session wrote."""
+    if state.get("sweep_next"):
+        return "sweep"
+    return "generate" if state["candidates"] or state["round"] else "seed"
+
+
 def route_seeded(state: RunState, runtime: Runtime[LoopContext]) -> list[Send] | Literal["generate", "decide"]:
     """The seed to evaluate (then decide), or straight on to round 1 without one (to
     decide, which stops the run, where there is no model)."""
@@ -559,14 +360,16 @@ def route_decided(state: RunState) -> Literal["generate", "sweep", "__end__"]:
     return END if state["stop_reason"] else "generate"
 
 
-def build_graph(checkpointer) -> Any:
+def build_graph(checkpointer=None) -> Any:
+    """The loop, compiled once. `checkpointer` (the run directory's checkpoint.sqlite) is
+    a cache of the session's steps: nothing reads it back (agent/resume.py)."""
     builder = StateGraph(RunState, context_schema=LoopContext)
     builder.add_node("seed", seed)
     builder.add_node("generate", generate)
     builder.add_node("sweep", sweep)
     builder.add_node("evaluate", evaluate, input_schema=EvalTask)
     builder.add_node("decide", decide)
-    builder.add_edge(START, "seed")
+    builder.add_conditional_edges(START, route_start, ["seed", "generate", "sweep"])
     builder.add_conditional_edges("seed", route_seeded, ["evaluate", "generate", "decide"])
     builder.add_conditional_edges("generate", route_generated, ["evaluate", "decide"])
     builder.add_conditional_edges("sweep", route_generated, ["evaluate", "decide"])
@@ -575,14 +378,20 @@ def build_graph(checkpointer) -> Any:
     return builder.compile(checkpointer=checkpointer, name="krefine")
 
 
-def run_graph(graph, ctx: LoopContext, thread_id: str, initial: RunState | None) -> RunState:
-    """Run (initial given) or resume (None) to the end; checkpoints are synced every step."""
+def run_graph(graph, ctx: LoopContext, thread_id: str, start: RunState | None,
+              on_step: Callable[[RunState], None] | None = None) -> RunState:
+    """Run from `start` to the end; None: resume from the state rebuilt from the run
+    directory. A stopped run's state comes back as it is. `on_step` sees the state after
+    every step (what a failed run's summary is written from)."""
+    state = start if start is not None else state_from_rundir(ctx.rundir, str(ctx.problem.path))
+    if state["stop_reason"]:
+        return state
     config = {"configurable": {"thread_id": thread_id}, "max_concurrency": ctx.concurrency,
               "recursion_limit": 10_000}
-    graph.invoke(initial, config, context=ctx, durability="sync")
-    return graph.get_state(config).values
-
-
-def checkpoint_values(graph, thread_id: str) -> dict:
-    return graph.get_state({"configurable": {"thread_id": thread_id}}).values
+    if graph.checkpointer:   # the cache starts afresh: this session runs from `state`, not from it
+        graph.checkpointer.delete_thread(thread_id)
+    for state in graph.stream(state, config, context=ctx, stream_mode="values", durability="exit"):
+        if on_step is not None:
+            on_step(state)
+    return state
 

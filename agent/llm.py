@@ -10,8 +10,9 @@ Three backends, picked by `make_backend(spec, config)` (and "none": no model at 
     at first use or `load()`.
   - openai:URL: an OpenAI-compatible server (`vllm serve facebook/KernelLLM`) through
     POST /v1/completions with `n`; stdlib HTTP, retries on 429/5xx/connection errors.
-  - replay:FILE: recorded completions (JSONL, a "completion" string per line, e.g. a
-    run's completions.jsonl), handed out in file order; ReplayExhausted when used up.
+  - replay:FILE: recorded completions (JSONL, a "completion" string per line), or
+    replay:RUN_DIR, a run's own completions in the order they were made; handed out in
+    order; ReplayExhausted when used up.
   - none: `NoModelBackend`, for a run that is the Inductor seed and the constant sweep
     only (agent/graph.py never asks it for a completion).
 
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Iterator, Protocol
 
 from agent.config import DEFAULT_MODEL_ID, AgentConfig, ModelConfig, SamplingConfig, url_fault
+from agent.rundir import RunDir
 from tools.errors import BadInput
 
 _HOW_TO = ("point --model at a local checkpoint directory, an OpenAI-compatible server "
@@ -628,10 +630,14 @@ class ReplayBackend:
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path).expanduser()
-        if self.path.is_dir():              # a run directory: its completions.jsonl
+        # RUN_DIR/completions.jsonl: runs wrote one until their completions were stored only
+        # in completions/; an old run is replayed from it, a new one from its trace
+        if self.path.is_dir() and (self.path / "completions.jsonl").exists():
             self.path = self.path / "completions.jsonl"
+        elif self.path.name == "completions.jsonl" and not self.path.exists():
+            self.path = self.path.parent
         self.name = f"replay:{self.path}"
-        self.records = _read_replay(self.path)
+        self.records = _read_run(self.path) if self.path.is_dir() else _read_replay(self.path)
         self.position = 0
         self._lock = threading.Lock()
 
@@ -657,6 +663,20 @@ class ReplayBackend:
 
     def count_tokens(self, text: str) -> int:
         return estimate_tokens(text)
+
+
+def _read_run(path: Path) -> list[dict]:
+    """A run directory's completions (agent/rundir.py `RunDir.completions`)."""
+    rd = RunDir(path)
+    if not rd.trace.exists():
+        raise BadInput(path, "not a run directory (no trace.jsonl) and not a replay file")
+    try:
+        records = rd.completions()
+    except OSError as e:
+        raise BadInput(path, f"cannot read a recorded completion: {e}") from None
+    if not records:
+        raise BadInput(path, "the run holds no completions of a model")
+    return records
 
 
 def _read_replay(path: Path) -> list[dict]:

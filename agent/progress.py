@@ -66,8 +66,8 @@ class Progress:
     def resumed(self, state: dict, judged: set[str] | None = None) -> None:
         """A resumed run: show what earlier sessions already judged. `judged`: the
         candidates with a verdict in the run directory (a verdict written after the last
-        checkpoint is there, not in `state`), which says whether the interrupted round
-        was still judging."""
+        decide is there, not in `state`: agent/resume.py), which says whether the
+        interrupted round was still judging."""
         judged = set(judged or ()) | {c for c, r in state["candidates"].items() if r["status"] != "pending"}
         current = state["round"]
         unjudged = sorted(c for c, r in state["candidates"].items() if r["round"] == current and c not in judged)

@@ -283,7 +283,7 @@ class RayJudgePool:
             self.fleet.say(f"ray: {j.describe()} died judging {self.ref.name} {cid}: "
                            + ("re-queued on another judge" if again else f"{deaths} deaths in a row, not tried again"))
         # deaths a killed earlier driver recorded count too: a restart is no third chance
-        before = sum(1 for e in self.rundir.events() if e.get("node") == "evaluate" and e.get("candidate") == cid
+        before = sum(1 for e in self.rundir.events_of(cid) if e.get("node") == "evaluate"
                      and e.get("status") == "judge_died" and (e.get("metrics") or {}).get("step") == method)
         return self.fleet.run(self.ref.key, method, (self.ref, self.settings, *args),
                               deaths_before=before, on_death=on_death)

@@ -10,12 +10,15 @@ logic. Layout:
                         --ray lost the judge actor judging it and handed it to another)
   candidates/<id>.py    every candidate's extracted source
   prompts/<id>.txt      exact prompt text sent for that candidate
-  completions/<id>.txt  raw model output for that candidate
-  completions.jsonl     {"candidate": id, "completion": str, ...} per candidate, replayable
+  completions/<id>.txt  raw model output for that candidate: the one copy of it. Its
+                        generate event carries the rest (parent, tokens, model,
+                        finish_reason); `completions()` joins the two, in the order they
+                        were made (what `--model replay:RUN_DIR` hands out again)
   evals/<id>.json       the verdict JSON (schema 1)
   best.py               best correct candidate so far
   summary.json          run outcome
-  checkpoint.sqlite     langgraph checkpoints
+  checkpoint.sqlite     langgraph's checkpoints: a cache, never read back (agent/resume.py
+                        rebuilds the loop's state from the files above)
   report.html           written by `krefine report`
 
 Candidate ids are `r<round:02d>-c<index:02d>`, rounds counted from 1, so lexical order
@@ -35,6 +38,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tools.jsonio import append_jsonl, read_json, read_jsonl, write_json, write_text_atomic
+from agent.state import ORIGIN_MODEL
+from tools.verdict import Verdict
 
 TRACE_SCHEMA = 1
 NODES = ("generate", "compile", "test", "profile", "decide", "evaluate")
@@ -52,13 +57,23 @@ def parse_candidate_id(cid: str) -> tuple[int, int]:
     return int(r[1:]), int(c[1:])
 
 
+@dataclass
+class _Memory:
+    """What one RunDir object has read or written, so the loop reads each file at most
+    once: the trace (read from the file once, then kept as appended; re-reading made a
+    run quadratic), its events by candidate, candidates' sources and their verdicts.
+    One process writes a run at a time."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    events: list | None = None
+    by_candidate: dict = field(default_factory=dict)      # candidate id | None -> [event, ...]
+    sources: dict = field(default_factory=dict)           # candidate id -> source text
+    verdicts: dict = field(default_factory=dict)          # candidate id -> Verdict
+
+
 @dataclass(frozen=True)
 class RunDir:
     root: Path
-    # the trace as this object has read and appended it: read from the file once, then
-    # kept (the loop's nodes ask it per candidate; re-reading made a run quadratic)
-    _trace_events: list | None = field(default=None, init=False, repr=False, compare=False)
-    _trace_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+    _memory: _Memory = field(default_factory=_Memory, init=False, repr=False, compare=False)
 
     @property
     def run_id(self) -> str:
@@ -75,8 +90,6 @@ class RunDir:
     def checkpoint(self) -> Path: return self.root / "checkpoint.sqlite"
     @property
     def report(self) -> Path: return self.root / "report.html"
-    @property
-    def completions_jsonl(self) -> Path: return self.root / "completions.jsonl"
     @property
     def meta(self) -> Path: return self.root / "run.json"  # problem path, config, model, device
 
@@ -111,29 +124,93 @@ class RunDir:
                  "metrics": metrics or {}, "error": error,
                  "artifacts": {k: os.path.relpath(v, self.root) if os.path.isabs(str(v)) else str(v)
                                for k, v in (artifacts or {}).items()}}
-        with self._trace_lock:
-            events = self._events()
+        with self._memory.lock:
+            self._events()
             append_jsonl(self.trace, event)
-            events.append(event)
+            self._keep(event)
         return event
 
     def events(self) -> Iterator[dict]:
         """Every event so far, in file order: the file is read once per RunDir object,
-        then what this object appends is added (one process writes a run at a time)."""
-        with self._trace_lock:
+        then what this object appends is added."""
+        with self._memory.lock:
             return iter(list(self._events()))
 
+    def events_of(self, cid: str | None) -> list[dict]:
+        """The events naming candidate `cid` (None: those naming none), in file order."""
+        with self._memory.lock:
+            self._events()
+            return list(self._memory.by_candidate.get(cid, ()))
+
     def last_event(self) -> dict | None:
-        with self._trace_lock:
+        with self._memory.lock:
             events = self._events()
             return events[-1] if events else None
 
     def _events(self) -> list:
-        if self._trace_events is None:   # frozen: the one late-set field
-            object.__setattr__(self, "_trace_events", list(read_jsonl(self.trace)) if self.trace.exists() else [])
-        return self._trace_events
+        memory = self._memory
+        if memory.events is None:
+            memory.events = []
+            for event in (read_jsonl(self.trace) if self.trace.exists() else ()):
+                self._keep(event)
+        return memory.events
 
-    # 4) small helpers so readers never build paths by hand
+    def _keep(self, event: dict) -> None:
+        self._memory.events.append(event)
+        self._memory.by_candidate.setdefault(event.get("candidate"), []).append(event)
+
+    # 4) a candidate's source and verdict: written once, then read from memory
+    def write_source(self, cid: str, source: str) -> None:
+        write_text_atomic(self.candidate_src(cid), source)
+        self._memory.sources[cid] = source
+
+    def source(self, cid: str) -> str | None:
+        """candidates/<cid>.py, or None when no code was extracted for it."""
+        if cid not in self._memory.sources:
+            path = self.candidate_src(cid)
+            if not path.exists():
+                return None
+            self._memory.sources[cid] = path.read_text(encoding="utf-8")
+        return self._memory.sources[cid]
+
+    def write_verdict(self, cid: str, verdict: Verdict) -> None:
+        write_json(self.eval(cid), verdict.to_json())
+        self._memory.verdicts[cid] = verdict
+
+    def verdict(self, cid: str) -> Verdict | None:
+        """evals/<cid>.json as a Verdict, or None before the candidate is judged."""
+        if cid not in self._memory.verdicts:
+            path = self.eval(cid)
+            if not path.exists():
+                return None
+            self._memory.verdicts[cid] = Verdict.from_json(read_json(path))
+        return self._memory.verdicts[cid]
+
+    # 5) the model's completions: text in completions/, the rest in the generate event
+    def completion_ids(self) -> list[str]:
+        """The model-written candidates, in the order their completions were recorded."""
+        return [e["candidate"] for e in self.events() if e["node"] == "generate" and e["candidate"]
+                and (e.get("metrics") or {}).get("origin", ORIGIN_MODEL) == ORIGIN_MODEL]
+
+    def completion_record(self, cid: str) -> dict | None:
+        """{"candidate", "parent", "round", "completion", "prompt_tokens", "completion_tokens",
+        "model", "finish_reason"} of a model-written candidate; None before its generate
+        event (written after its files: a candidate without one was cut off by a kill)."""
+        event = next((e for e in self.events_of(cid) if e["node"] == "generate"), None)
+        if event is None:
+            return None
+        m = event.get("metrics") or {}
+        return {"candidate": cid, "parent": m.get("parent"), "round": event["iteration"],
+                "completion": self.completion(cid).read_text(encoding="utf-8"),
+                "prompt_tokens": int(m.get("prompt_tokens") or 0),
+                "completion_tokens": int(m.get("completion_tokens") or 0),
+                "model": m.get("model"), "finish_reason": m.get("finish_reason")}
+
+    def completions(self) -> list[dict]:
+        """Every completion the model gave this run, in order (`completion_record`)."""
+        return [self.completion_record(cid) for cid in self.completion_ids()]
+
+    # 6) small helpers so readers never build paths by hand
     def read_summary(self) -> dict | None:
         return read_json(self.summary) if self.summary.exists() else None
 

@@ -2,9 +2,10 @@
 
 Sets a run up and hands it to the graph (agent/graph.py): load the problem, resolve
 the device, claim the run directory, load the model backend, write run.json, then run
-the loop with the SQLite checkpointer in the run directory. `resume` rebuilds the same
-pieces from run.json and continues from the last checkpoint; the replay backend is
-moved past the completions the run already consumed. A caller that shares an evaluator
+the loop. `resume` rebuilds the same pieces from run.json and the loop's state from the
+run directory (agent/resume.py; checkpoint.sqlite, langgraph's, is only a cache), and
+goes on from there; the replay backend is moved past the completions the run already
+consumed. A caller that shares an evaluator
 or a model between runs (krefine bench --ray) passes them in as `Services`.
 
 Exit status (docs/DESIGN.md): 0 solved, 1 budget spent without a solution, 2 bad input
@@ -25,13 +26,15 @@ from typing import Any, Callable
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from agent.config import AgentConfig, load_config, upgrade
-from agent.graph import GpuPool, LoopContext, build_graph, checkpoint_values, make_summary, run_graph
+from agent.context import GpuPool, LoopContext
+from agent.graph import build_graph, make_summary, run_graph
 from agent.llm import NO_MODEL, ReplayBackend, check_spec, make_backend
 from agent.progress import Progress, make_progress
+from agent.resume import state_from_rundir
 from agent.rundir import RunDir
-from agent.state import initial_state
+from agent.state import RunState, initial_state
 from tools.errors import EXIT_FAIL, EXIT_OK, BadInput, EvaluatorError
-from tools.jsonio import read_json, read_jsonl, write_json
+from tools.jsonio import read_json, write_json
 from tools.judge import JudgePool
 from tools.judge.warm import warm_imports
 from tools.problem import load_problem
@@ -83,12 +86,13 @@ def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Pa
                          "config": dataclasses.asdict(config), "model": spec, "device": device,
                          "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     # 4) the loop
-    return _drive(rd, problem, config, backend, device, make_progress(progress), services)
+    return _drive(rd, problem, config, backend, device, make_progress(progress), services,
+                  initial_state(str(problem.path)))
 
 
 def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services | None = None,
                budget: dict | None = None) -> dict:
-    """Continue an interrupted run from its checkpoint; a finished one just re-reports,
+    """Continue an interrupted run from its run directory; a finished one just re-reports,
     unless `budget` ({"budget.max_rounds": 6, ...}) raises the budget that stopped it:
     then it goes on under the new budget, which run.json keeps."""
     rd = RunDir(Path(run_dir))
@@ -111,10 +115,14 @@ def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services
     if budget:
         config = _raised(rd, meta, budget)
     # 2) the replay backend resumes after every completion already recorded
-    consumed = sum(1 for _ in read_jsonl(rd.completions_jsonl))
+    consumed = len(rd.completion_ids())
     backend = _load_backend(config.model.id, config, skip=consumed, shared=services.backend if services else None)
-    return _drive(rd, problem, config, backend, meta["device"], make_progress(progress), services,
-                  reopen=bool(budget))
+    # 3) the state of its last decide; a raised budget reopens a run that budget stopped
+    state = state_from_rundir(rd, str(problem.path))
+    if budget and state["stop_reason"] in _BUDGET_STOPS:
+        state = RunState(state, stop_reason=None)
+    return _drive(rd, problem, config, backend, meta["device"], make_progress(progress), services, state,
+                  resumed=True)
 
 
 # what a raised budget can undo (agent/state.py stop_reason)
@@ -138,17 +146,12 @@ def _raised(rd: RunDir, meta: dict, budget: dict) -> AgentConfig:
 
 
 def _drive(rd: RunDir, problem, config: AgentConfig, backend, device: str, progress: Progress,
-           services: Services | None = None, reopen: bool = False) -> dict:
-    """Run the graph from its last checkpoint, or from the start when there is none.
-    `reopen`: a run its budget stopped goes on (the budget was raised)."""
+           services: Services | None, state: RunState, resumed: bool = False) -> dict:
+    """Run the graph from `state` (the initial one, or a resumed run's) to its end."""
+    latest = {"state": state}   # after the last step: a failed run's summary is made from it
     with _checkpointer(rd) as saver:
         graph = build_graph(saver)
-        before = checkpoint_values(graph, THREAD_ID)
-        if reopen and before and before.get("stop_reason") in _BUDGET_STOPS:
-            graph.update_state({"configurable": {"thread_id": THREAD_ID}}, {"stop_reason": None}, as_node="decide")
-            before = checkpoint_values(graph, THREAD_ID)
-        initial = None if before else initial_state(str(problem.path))
-        if before and not before.get("stop_reason"):
+        if resumed and not state["stop_reason"]:
             rd.summary.unlink(missing_ok=True)  # left by a session that failed; the run goes on
         gpus = evaluation_slots(device)
         if services is None:   # judged here, from the loop's threads: torch's lazy modules first
@@ -157,14 +160,14 @@ def _drive(rd: RunDir, problem, config: AgentConfig, backend, device: str, progr
             JudgePool(problem, device=device, gpu_count=gpus.size, settings=config.eval)
         ctx = LoopContext(rundir=rd, problem=problem, config=config, backend=backend, device=device,
                           progress=progress, gpus=gpus, judges=judges,
-                          wall_offset_s=(before.get("spent") or {}).get("wall_s", 0.0) if before else 0.0)
-        if before:
-            progress.resumed(before, judged=rd.judged())
+                          wall_offset_s=state["spent"]["wall_s"])
+        if resumed:
+            progress.resumed(state, judged=rd.judged())
         try:
-            state = run_graph(graph, ctx, THREAD_ID, initial)
+            state = run_graph(graph, ctx, THREAD_ID, state, on_step=lambda s: latest.update(state=s))
         except EvaluatorError:
             progress.close()
-            _write_failed_summary(rd, checkpoint_values(graph, THREAD_ID), device, "evaluator_error")
+            _write_failed_summary(rd, latest["state"], device, "evaluator_error")
             raise
         except KeyboardInterrupt:
             progress.close()
@@ -190,6 +193,9 @@ def _write_failed_summary(rd: RunDir, state: dict, device: str, reason: str) -> 
 
 @contextlib.contextmanager
 def _checkpointer(rd: RunDir):
+    """checkpoint.sqlite: langgraph's record of the session's steps, a cache that nothing
+    reads back (a run resumes from its files, agent/resume.py), kept so the run
+    directory's layout holds it as the contract says."""
     # evaluate tasks of one round run in langgraph's worker threads
     conn = sqlite3.connect(rd.checkpoint, check_same_thread=False)
     try:

@@ -1,18 +1,22 @@
 """The refinement loop's state and the pure rules over it: ranking, parents, stopping.
 
-Covers what langgraph checkpoints between nodes (`RunState`, one `CandidateRecord` per
-candidate, the budget spent) and the decisions that read only that state: which
-candidate is best, which ones the next round refines (greedy or beam, repair of failed
-ones), which one the constant sweep re-launches next, and why the loop stops. Does no I/O and calls no model or evaluator: the nodes
-in agent/graph.py do, then hand plain values to these functions.
+Covers what flows between the loop's nodes (`RunState`, one `CandidateRecord` per
+candidate, the budget spent), how a verdict becomes record fields (`judged_record`), and
+the decisions that read only that state: which candidate is best, which ones the next
+round refines (greedy or beam, repair of failed ones), which one the constant sweep
+re-launches next, and why the loop stops. Does no I/O and calls no model or evaluator:
+the nodes in agent/graph.py do, then hand plain values to these functions.
 
-Everything here is plain JSON-able data (dicts, lists, str, numbers), so the SQLite
-checkpointer can save it and `krefine resume` can read it back in a later process.
+Everything here is plain JSON-able data (dicts, lists, str, numbers). The run directory
+holds all of it: `krefine resume` rebuilds it from there (agent/resume.py), and
+langgraph's checkpointer only caches it.
 """
 from __future__ import annotations
 
 import math
 from typing import Annotated, Literal, TypedDict
+
+from tools.verdict import Verdict
 
 # stop reasons recorded in summary.json
 StopReason = Literal["target_reached", "roofline", "replay_exhausted", "max_rounds",
@@ -58,6 +62,33 @@ def may_be_best(record: CandidateRecord) -> bool:
     """The model's, or a sweep variant (of the model's or of the seed): what the run's best
     and its target count. The seed itself never is."""
     return record.get("origin", ORIGIN_MODEL) in (ORIGIN_MODEL, ORIGIN_SWEEP)
+
+
+def new_record(cid: str, round_: int, index: int, *, parent: str | None, origin: str, has_code: bool = True,
+               finish_reason: str | None = None, tokens: tuple[int, int] = (0, 0),
+               change: str | None = None) -> CandidateRecord:
+    """A candidate just written, not yet judged."""
+    return CandidateRecord(id=cid, round=round_, index=index, parent=parent, has_code=has_code,
+                           finish_reason=finish_reason, status="pending", correct=False,
+                           speedup={"eager": None, "compile": None}, speedup_low={"eager": None, "compile": None},
+                           flags=[], bottleneck=None, roofline_fraction=None,
+                           tokens={"prompt": tokens[0], "completion": tokens[1]}, origin=origin, change=change)
+
+
+def judged_record(record: CandidateRecord, verdict: Verdict) -> CandidateRecord:
+    """`record` with what its verdict says: the one place a verdict becomes record fields
+    (the evaluate node, and a state rebuilt from the run directory)."""
+    return dict(record, status=verdict.status.value, correct=verdict.correct,
+                speedup={"eager": verdict.speedup_eager, "compile": verdict.speedup_compile},
+                speedup_low={b: (verdict.speedup_interval.get(b) or {}).get("low") for b in ("eager", "compile")},
+                flags=list(verdict.flags), bottleneck=bottleneck_label(verdict.bottleneck),
+                roofline_fraction=(verdict.bottleneck or {}).get("roofline_fraction"))
+
+
+def bottleneck_label(bottleneck: dict | None) -> str | None:
+    """The profiler's class for the progress table (e.g. "memory-bound"), if it has one."""
+    label = (bottleneck or {}).get("class")
+    return label if isinstance(label, str) else None
 
 
 class Spent(TypedDict):

@@ -53,6 +53,7 @@ from agent.config import AgentConfig  # noqa: E402
 from agent.extract import extract_code  # noqa: E402
 from agent.llm import TransformersBackend, packaged_gguf  # noqa: E402
 from agent.prompting import render_initial  # noqa: E402
+from agent.rundir import RunDir  # noqa: E402
 
 CLASSES = ("code", "no_code", "truncated", "syntax_error", "no_modelnew")
 
@@ -173,7 +174,7 @@ def loop(args, emit) -> dict:
 
 def _summarize(run: Path) -> dict:
     summary = json.loads((run / "summary.json").read_text())
-    records = [json.loads(ln) for ln in (run / "completions.jsonl").read_text().splitlines() if ln.strip()]
+    records = RunDir(run).completions()
     verdicts = {r["candidate"]: json.loads((run / "evals" / f"{r['candidate']}.json").read_text())
                 for r in records if (run / "evals" / f"{r['candidate']}.json").exists()}
     return {"stop_reason": summary["stop_reason"], "solved": summary["solved"], "best": summary["best"],

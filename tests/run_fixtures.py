@@ -160,9 +160,12 @@ class Problem:
 
 def loop_run(tmp_path: Path, texts: list[str], *, device: str = "cuda", gpus: int = 1,
              wall_offset_s: float = 0.0, evaluator=None, prepare=None, make_seed=None,
+             progress=None, resume: bool = False,
              **overrides) -> tuple[dict, RunDir, ScriptedBackend, ScriptedEvaluator]:
-    """Run the real graph to its end with scripted model + evaluator; returns final state."""
-    rd = RunDir(tmp_path / "run").create()
+    """Run the real graph to its end with scripted model + evaluator; returns final state.
+    `resume`: go on with the run already in tmp_path/run, from its files (`texts` are then
+    the completions left to hand out)."""
+    rd = RunDir(tmp_path / "run") if resume else RunDir(tmp_path / "run").create()
     if prepare is not None:
         prepare(rd)  # e.g. leave what a killed session left
     problem_path = tmp_path / "tiny.py"
@@ -172,10 +175,10 @@ def loop_run(tmp_path: Path, texts: list[str], *, device: str = "cuda", gpus: in
     ctx = LoopContext(rundir=rd, problem=Problem(problem_path, "tiny", TINY_PROBLEM), config=config,
                       backend=backend, device=device, evaluate=evaluator, render_initial=render_initial,
                       render_refine=render_refine, extract_code=extract, replay_exhausted_error=Exhausted,
-                      progress=QuietProgress(), gpus=GpuPool(gpus), wall_offset_s=wall_offset_s,
+                      progress=progress or QuietProgress(), gpus=GpuPool(gpus), wall_offset_s=wall_offset_s,
                       make_seed=make_seed)
     with _checkpointer(rd) as saver:
-        state = run_graph(build_graph(saver), ctx, "t", initial_state(str(problem_path)))
+        state = run_graph(build_graph(saver), ctx, "t", None if resume else initial_state(str(problem_path)))
     return state, rd, backend, evaluator
 
 

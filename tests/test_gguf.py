@@ -19,6 +19,7 @@ import pytest
 from agent.config import AgentConfig, SamplingConfig
 from agent.llm import TransformersBackend, make_backend, packaged_gguf
 from agent.prompting import render_initial
+from agent.rundir import RunDir
 from llm_fixtures import tiny_llama_dir  # noqa: F401  (pytest fixture)
 from run_fixtures import cli, fast_config
 from tools.errors import BadInput
@@ -189,7 +190,7 @@ def test_krefine_run_with_smollm2_ends_at_its_round_budget_with_a_summary(smollm
 @pytest.mark.slow
 def test_every_smollm2_completion_is_recorded_with_a_verdict_within_max_new_tokens(smollm2_run):
     _, out = smollm2_run
-    records = [json.loads(line) for line in (out / "completions.jsonl").read_text().splitlines()]
+    records = RunDir(out).completions()
     assert [r["candidate"] for r in records] == ["r01-c00", "r01-c01"]
     assert all(0 < r["completion_tokens"] <= 32 for r in records)
     assert all("verdict" in json.loads((out / "evals" / f"{r['candidate']}.json").read_text()) for r in records)
@@ -199,7 +200,7 @@ def test_every_smollm2_completion_is_recorded_with_a_verdict_within_max_new_toke
 @pytest.mark.slow
 def test_the_smollm2_runs_token_budget_counts_its_real_prompt_and_completion_tokens(smollm2_run):
     _, out = smollm2_run
-    records = [json.loads(line) for line in (out / "completions.jsonl").read_text().splitlines()]
+    records = RunDir(out).completions()
     spent = json.loads((out / "summary.json").read_text())["budget_spent"]
     assert spent["tokens"] == sum(r["prompt_tokens"] + r["completion_tokens"] for r in records)
     assert all(r["prompt_tokens"] > 1000 for r in records)   # the whole KernelLLM prompt, in SmolLM2's tokens

@@ -9,8 +9,8 @@ import threading
 import time
 
 from agent.rundir import TRACE_FIELDS
-from run_fixtures import ScriptedEvaluator, judged, loop_run
-from tools.jsonio import append_jsonl, read_json, read_jsonl
+from run_fixtures import ScriptedEvaluator, extract, judged, loop_run
+from tools.jsonio import read_json
 
 
 def test_round_one_prompt_is_the_initial_template(tmp_path):
@@ -81,7 +81,7 @@ def test_every_candidate_has_prompt_completion_source_and_verdict_on_disk(tmp_pa
     state, rd, _, _ = loop_run(tmp_path, [judged("incorrect"), judged("correct", 2.0)], **{"budget.candidates_per_round": 1})
     for cid in state["candidates"]:
         assert all(p.exists() for p in (rd.prompt(cid), rd.completion(cid), rd.candidate_src(cid), rd.eval(cid)))
-    assert [r["candidate"] for r in read_jsonl(rd.completions_jsonl)] == ["r01-c00", "r02-c00"]
+    assert rd.completion_ids() == ["r01-c00", "r02-c00"]
 
 
 def test_best_py_is_the_fastest_correct_candidate(tmp_path):
@@ -113,18 +113,21 @@ def test_no_gpu_times_two_candidates_at_once(tmp_path):
 
 
 def test_generate_reuses_completions_recorded_before_a_kill(tmp_path):
-    """A kill mid-generate leaves part of the round in completions.jsonl: re-running the
-    node takes those and samples only the rest."""
+    """A kill mid-generate leaves part of the round recorded (completion file, then its
+    generate event): re-running the node takes those and samples only the rest."""
     def killed_mid_round(rd):
-        append_jsonl(rd.completions_jsonl, {"candidate": "r01-c00", "parent": None, "round": 1,
-                                            "completion": judged("incorrect"), "prompt_tokens": 7,
-                                            "completion_tokens": 3, "model": "m", "finish_reason": "stop"})
+        rd.write_text(rd.prompt("r01-c00"), "INITIAL")
+        rd.write_text(rd.completion("r01-c00"), judged("incorrect"))
+        rd.write_source("r01-c00", extract(judged("incorrect")))
+        rd.append_event(iteration=1, candidate="r01-c00", node="generate", status="ok",
+                        metrics={"origin": "model", "parent": None, "prompt_tokens": 7, "completion_tokens": 3,
+                                 "model": "m", "finish_reason": "stop"})
 
     state, rd, backend, _ = loop_run(tmp_path, [judged("incorrect")], prepare=killed_mid_round,
                                      **{"budget.candidates_per_round": 2, "budget.max_rounds": 1})
     assert backend.calls == [1]
     assert state["candidates"]["r01-c00"]["tokens"] == {"prompt": 7, "completion": 3}
-    assert [r["candidate"] for r in read_jsonl(rd.completions_jsonl)] == ["r01-c00", "r01-c01"]
+    assert rd.completion_ids() == ["r01-c00", "r01-c01"]
     assert [e["candidate"] for e in rd.events() if e["node"] == "generate"] == ["r01-c00", "r01-c01"]
 
 

@@ -15,6 +15,7 @@ import re
 
 import pytest
 
+from agent.rundir import RunDir
 from run_fixtures import cli, fast_config
 
 _HEAD = "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n\n\n"
@@ -66,7 +67,7 @@ def junk_run(tmp_path_factory):
 
 
 def _completions(run) -> list[dict]:
-    return [json.loads(line) for line in (run / "completions.jsonl").read_text().splitlines()]
+    return RunDir(run).completions()
 
 
 def _kind_of(run, cid: str) -> str:

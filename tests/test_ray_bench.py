@@ -26,6 +26,7 @@ import pytest
 from agent import ray_bench
 from agent.cli import main
 from agent.config import load_config
+from agent.rundir import RunDir
 from llm_fixtures import tiny_llama_dir  # noqa: F401  (pytest fixture)
 from run_fixtures import REPO, cli, cli_env
 from tools.errors import BadInput
@@ -299,7 +300,6 @@ def test_a_transformers_model_generates_on_a_model_actor_never_in_the_driver(clu
             "--filter", "relu|2_affine", "--out", str(out), "--set", "budget.max_rounds=1",
             "--set", "budget.candidates_per_round=1", "--set", "sampling.max_new_tokens=16", *ON_RAY]
     assert main(args) == 0
-    models = [json.loads((out / "default" / p / "completions.jsonl").read_text())["model"]
-              for p in ("1_relu", "2_affine")]
+    models = [RunDir(out / "default" / p).completions()[0]["model"] for p in ("1_relu", "2_affine")]
     assert models == [str(tiny_llama_dir)] * 2
     assert "ray: 2 judge actor(s) on krefine_gpu (cpu), 1 model actor(s)" in capsys.readouterr().out

@@ -18,7 +18,6 @@ import pytest
 
 from agent.rundir import RunDir
 from run_fixtures import HALVING as WRONG, REPO, TINY_PROBLEM, cli, cli_env, fast_config, write_replay
-from tools.jsonio import read_jsonl
 
 pytestmark = pytest.mark.slow  # real evaluations on CPU, tens of seconds in all
 
@@ -50,7 +49,7 @@ def _wait_for_evals(proc, rd: RunDir, n: int, timeout_s: float = 240) -> None:
         time.sleep(0.05)
 
 
-def _interrupted_then_resumed(tmp_path, sig: int, after: int):
+def _interrupted_then_resumed(tmp_path, sig: int, after: int, drop_checkpoint: bool = False):
     proc, rd = _start(tmp_path)
     _wait_for_evals(proc, rd, after)
     if sig == signal.SIGKILL:
@@ -59,6 +58,8 @@ def _interrupted_then_resumed(tmp_path, sig: int, after: int):
         proc.send_signal(sig)
     code = proc.wait(timeout=60)
     interrupted_stderr = proc.stderr.read()
+    if drop_checkpoint:
+        rd.checkpoint.unlink()
     before = {p.name: p.stat().st_mtime_ns for p in (rd.root / "evals").glob("*.json")}
     resumed = cli("resume", str(rd.root))
     return (code, interrupted_stderr), before, resumed, rd
@@ -93,7 +94,7 @@ def test_resume_judges_no_finished_candidate_twice(killed):
 
 def test_resume_continues_the_replay_where_the_run_left_it(killed):
     _, _, _, rd = killed
-    recorded = list(read_jsonl(rd.completions_jsonl))
+    recorded = rd.completions()
     assert [r["candidate"] for r in recorded] == ALL_IDS
     assert [f"# attempt {i}" in r["completion"] for i, r in enumerate(recorded)] == [True] * len(ALL_IDS)
 
@@ -118,3 +119,16 @@ def test_resuming_a_finished_run_changes_nothing(killed):
     trace = rd.trace.read_text()
     again = cli("resume", str(rd.root))
     assert again.returncode == 1 and rd.trace.read_text() == trace
+
+
+def test_kill_minus_9_then_resume_without_the_checkpoint_finishes_the_run_judging_nothing_twice(tmp_path):
+    """checkpoint.sqlite is a cache: the run directory alone resumes the run (issue 20)."""
+    (code, _), before, resumed, rd = _interrupted_then_resumed(tmp_path, signal.SIGKILL, after=3, drop_checkpoint=True)
+    assert code == -signal.SIGKILL and resumed.returncode == 1, resumed.stderr
+    s = rd.read_summary()
+    assert (s["stop_reason"], s["candidates_evaluated"], s["rounds"]) == ("max_rounds", ROUNDS * PER_ROUND, ROUNDS)
+    after = {p.name: p.stat().st_mtime_ns for p in (rd.root / "evals").glob("*.json")}
+    assert sorted(p.removesuffix(".json") for p in after) == ALL_IDS
+    assert all(after[name] == mtime for name, mtime in before.items())
+    compiles = collections.Counter(e["candidate"] for e in rd.events() if e["node"] == "compile")
+    assert sorted(compiles) == ALL_IDS and set(compiles.values()) == {1}

@@ -24,3 +24,29 @@ def test_a_new_rundir_object_sees_the_events_already_on_disk(tmp_path):
     again.append_event(iteration=1, candidate=None, node="decide", status="max_rounds")
     assert [e["status"] for e in again.events()] == ["continue", "max_rounds"]
     assert again.last_event()["status"] == "max_rounds"
+
+
+# --- a completion is stored once (issue 20: completions.jsonl held a second copy)
+
+def _texts(n: int) -> list[str]:
+    from run_fixtures import judged
+    return [judged("incorrect").replace("# judge", f"# completion {i}\n# judge") for i in range(n)]
+
+
+def test_a_completions_text_is_in_exactly_one_file_of_the_run_directory(tmp_path):
+    from run_fixtures import loop_run
+    texts = _texts(4)
+    _, rd, _, _ = loop_run(tmp_path, texts, **{"budget.candidates_per_round": 2, "budget.max_rounds": 2})
+    files = [p for p in rd.root.rglob("*") if p.is_file()]
+    for text in texts:
+        holders = [p.relative_to(rd.root).as_posix() for p in files if text.encode() in p.read_bytes()]
+        assert len(holders) == 1 and holders[0].startswith("completions/"), holders
+
+
+def test_replay_of_a_run_directory_hands_out_its_completions_in_the_order_they_were_made(tmp_path):
+    from agent.llm import ReplayBackend
+    from run_fixtures import loop_run
+    texts = _texts(4)
+    _, rd, _, _ = loop_run(tmp_path, texts, **{"budget.candidates_per_round": 2, "budget.max_rounds": 2})
+    assert [r["completion"] for r in ReplayBackend(rd.root).records] == texts
+    assert [r["completion"] for r in ReplayBackend(rd.root / "completions.jsonl").records] == texts

@@ -9,6 +9,7 @@ import json
 import pytest
 from rich.console import Console
 
+from agent.llm import ReplayBackend
 from agent.progress import LiveProgress
 
 from agent.prompting import render_initial
@@ -181,9 +182,9 @@ def test_story_third_prompt_carries_the_wrong_tail(story):
 
 
 @pytest.mark.slow
-def test_story_completions_jsonl_replays_the_run(story):
+def test_story_run_directory_replays_the_run(story):
     _, rd = story
-    recorded = [json.loads(line) for line in rd.completions_jsonl.read_text().splitlines()]
+    recorded = ReplayBackend(rd.root).records
     shipped = [json.loads(line) for line in (REPO / "examples/relu.replay.jsonl").read_text().splitlines()]
     assert [r["completion"] for r in recorded] == [s["completion"] for s in shipped[:3]]
     assert [r["candidate"] for r in recorded] == ["r01-c00", "r02-c00", "r03-c00"]

@@ -1,0 +1,96 @@
+"""`krefine resume` rebuilds the loop's state from the run directory (agent/resume.py):
+checkpoint.sqlite is a cache that is never read back (issue 20).
+
+Scripted model and evaluator (tests/run_fixtures.py `loop_run`), so each run takes
+well under a second; tests/test_resume.py does the same with the real CLI and kill -9.
+"""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from agent.progress import QuietProgress
+from agent.resume import state_from_rundir
+from agent.rundir import RunDir
+from run_fixtures import judged, loop_run
+
+# three rounds of two: best r03-c00 (1.4x), never the 1.5x target, so max_rounds stops it
+TEXTS = [judged("incorrect"), judged("correct", 1.2),
+         judged("correct", 1.3), judged("compile_error"),
+         judged("correct", 1.4), judged("incorrect")]
+BUDGET = {"budget.candidates_per_round": 2, "budget.max_rounds": 3, "search.strategy": "beam",
+          "search.beam_width": 2}
+
+
+class Killed(BaseException):
+    """Stands in for kill -9 part-way through a node."""
+
+
+class KillAt(QuietProgress):
+    """Raises Killed at the `n`th call of `hook` (generated: after a candidate's generate
+    event; evaluated: after its verdict and phase events)."""
+
+    def __init__(self, hook: str, n: int):
+        super().__init__()
+        self.hook, self.left = hook, n
+
+    def generated(self, record: dict) -> None:
+        self._count("generated")
+
+    def evaluated(self, record: dict, verdict) -> None:
+        self._count("evaluated")
+
+    def _count(self, hook: str) -> None:
+        if hook == self.hook:
+            self.left -= 1
+            if self.left == 0:
+                raise Killed()
+
+
+def _without_wall(state: dict) -> dict:
+    """Less what two runs of the same script cannot share: wall time, the problem's path."""
+    return {**state, "problem_path": None, "spent": {k: v for k, v in state["spent"].items() if k != "wall_s"}}
+
+
+def _killed_then_resumed(tmp_path, hook: str, n: int, checkpoint=None):
+    with pytest.raises(Killed):
+        loop_run(tmp_path, TEXTS, progress=KillAt(hook, n), **BUDGET)
+    rd = RunDir(tmp_path / "run")
+    rd.checkpoint.unlink()
+    if checkpoint is not None:
+        shutil.copy(checkpoint, rd.checkpoint)
+    left = TEXTS[len(RunDir(rd.root).completion_ids()):]
+    return loop_run(tmp_path, left, resume=True, **BUDGET)
+
+
+def test_the_state_rebuilt_from_a_finished_run_directory_is_the_state_the_loop_ended_with(tmp_path):
+    state, rd, _, _ = loop_run(tmp_path, TEXTS, **BUDGET)
+    assert state["best"] == "r03-c00" and state["stop_reason"] == "max_rounds"
+    assert state_from_rundir(RunDir(rd.root), state["problem_path"]) == state
+
+
+@pytest.mark.parametrize("hook, n", [("generated", 3), ("evaluated", 3), ("evaluated", 4), ("generated", 6)])
+def test_a_killed_run_resumed_without_its_checkpoint_ends_as_an_uninterrupted_one(tmp_path, hook, n):
+    whole, _, _, _ = loop_run(tmp_path / "whole", TEXTS, **BUDGET)
+    resumed, _, _, _ = _killed_then_resumed(tmp_path / "killed", hook, n)
+    assert (resumed["round"], resumed["best"], list(resumed["candidates"])) == \
+        (whole["round"], whole["best"], list(whole["candidates"]))
+    assert _without_wall(resumed) == _without_wall(whole)
+
+
+def test_a_resumed_run_judges_no_candidate_twice(tmp_path):
+    with pytest.raises(Killed):
+        loop_run(tmp_path, TEXTS, progress=KillAt("evaluated", 3), **BUDGET)
+    judged_before = RunDir(tmp_path / "run").judged()
+    (tmp_path / "run" / "checkpoint.sqlite").unlink()
+    _, rd, _, evaluator = loop_run(tmp_path, TEXTS[len(RunDir(tmp_path / "run").completion_ids()):],
+                                   resume=True, **BUDGET)
+    assert len(judged_before) >= 3 and not judged_before & set(evaluator.calls)   # a round's other thread may finish too
+    assert sorted(judged_before | set(evaluator.calls)) == sorted(rd.judged()) and len(rd.judged()) == 6
+
+
+def test_a_stale_checkpoint_from_another_run_changes_nothing_on_resume(tmp_path):
+    whole, other, _, _ = loop_run(tmp_path / "whole", TEXTS[:2], **{**BUDGET, "budget.max_rounds": 1})
+    resumed, _, _, _ = _killed_then_resumed(tmp_path / "killed", "evaluated", 3, checkpoint=other.checkpoint)
+    assert resumed["best"] == "r03-c00" and len(resumed["candidates"]) == 6

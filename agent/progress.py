@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from agent.rundir import parse_candidate_id
 from agent.runstats import no_best_line
 
 _STYLE = {"correct": "green", "incorrect": "yellow", "compile_error": "red", "runtime_error": "red",
@@ -63,14 +64,16 @@ class Progress:
         self.status_line = ""
         self._lock = threading.Lock()
 
-    def resumed(self, state: dict, judged: set[str] | None = None) -> None:
+    def resumed(self, state: dict, judged: set[str] | None = None, written: set[str] | None = None) -> None:
         """A resumed run: show what earlier sessions already judged. `judged`: the
-        candidates with a verdict in the run directory (a verdict written after the last
-        decide is there, not in `state`: agent/resume.py), which says whether the
-        interrupted round was still judging."""
+        candidates with a verdict in the run directory, `written`: those with a source
+        there (what a session wrote after the last decide is on disk, not in `state`:
+        agent/resume.py); together they say which round a kill interrupted."""
         judged = set(judged or ()) | {c for c, r in state["candidates"].items() if r["status"] != "pending"}
-        current = state["round"]
-        unjudged = sorted(c for c, r in state["candidates"].items() if r["round"] == current and c not in judged)
+        rounds = {c: r["round"] for c, r in state["candidates"].items()}
+        rounds.update({c: parse_candidate_id(c)[0] for c in written or ()})
+        current = max([state["round"], *rounds.values()])
+        unjudged = sorted(c for c, n in rounds.items() if n == current and c not in judged)
         with self._lock:
             for record in state["candidates"].values():
                 self.rows[record["id"]] = {"round": record["round"], "id": record["id"],

@@ -103,6 +103,10 @@ class RunDir:
         """The candidates with a verdict on disk (written whole: tools/jsonio)."""
         return {p.stem for p in (self.root / "evals").glob("*.json")}
 
+    def written(self) -> set[str]:
+        """The candidates with a source on disk (the seed, sweep variants, model candidates)."""
+        return {p.stem for p in (self.root / "candidates").glob("*.py")}
+
     def create(self) -> "RunDir":
         """Create the directory; refuse one that exists and is not empty."""
         if self.root.exists() and any(self.root.iterdir()):

@@ -162,7 +162,7 @@ def _drive(rd: RunDir, problem, config: AgentConfig, backend, device: str, progr
                           progress=progress, gpus=gpus, judges=judges,
                           wall_offset_s=state["spent"]["wall_s"])
         if resumed:
-            progress.resumed(state, judged=rd.judged())
+            progress.resumed(state, judged=rd.judged(), written=rd.written())
         try:
             state = run_graph(graph, ctx, THREAD_ID, state, on_step=lambda s: latest.update(state=s))
         except EvaluatorError:

@@ -21,3 +21,11 @@ def test_a_run_killed_after_its_round_was_judged_resumes_after_it():
     p = Progress()
     p.resumed(_state(2, {"r01-c00": "incorrect", "r02-c00": "pending"}), judged={"r02-c00"})
     assert p.status_line == "resuming after round 2: 2 candidates already judged"
+
+
+def test_a_round_written_after_the_last_decide_is_the_round_resumed():
+    # agent/resume.py rebuilds the state of the last decide (round 1): round 2's candidates
+    # are only on disk, one of them judged
+    p = Progress()
+    p.resumed(_state(1, {"r01-c00": "incorrect"}), judged={"r02-c00"}, written={"r01-c00", "r02-c00", "r02-c01"})
+    assert p.status_line == "resuming round 2: 2 candidates already judged, 1 of round 2 still to judge"

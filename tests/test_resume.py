@@ -105,6 +105,7 @@ def test_resume_names_the_round_it_takes_up(killed):
     after, n = re.match(r"resuming (after )?round (\d+)", line).groups()
     round_judged = {f"r{int(n):02d}-c{c:02d}.json" for c in range(PER_ROUND)} <= set(before)
     assert round_judged == bool(after), line
+    assert int(n) == max(int(name[1:3]) for name in before), line   # the last round anything was judged in
 
 
 def test_ctrl_c_then_resume_finishes_the_run(tmp_path):

@@ -37,10 +37,10 @@ The results table puts the seed (round 0's torch.compile seed alone: no sweep, n
 model) beside the run's best (sweep variants and model candidates, which may descend
 from the seed): with `--model none`, best over seed is what the sweep added to
 torch.compile's code. results.md is that table in Markdown, ready for BENCHMARKS.md,
-with the suite figures (runstats.suite_figures): correct %, fast_1 and fast_1.5
+with the suite figures (benchstats.suite_figures): correct %, fast_1 and fast_1.5
 against eager and torch.compile, geometric means, the best's gain over the seed, the
 judge's wall per candidate, GPU time and seed coverage. Exit status (exit_status): 0 when at least one problem ran; 2 or 3 when none could. The figures come
-from agent/runstats.py; the loop itself is agent/runner.py's run_problem/resume_run.
+from agent/benchstats.py; the loop itself is agent/runner.py's run_problem/resume_run.
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ from rich.console import Console
 from agent.config import load_config, parse_assignment, split_assignment, toml_value
 from agent.benchresults import print_results, write_results
 from agent.bench_job import BAD_INPUT, Job, Setting, collect, run_job, say_done
-from agent.runstats import ProblemResult
+from agent.benchstats import ProblemResult
 from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, EXIT_OK, BadInput
 from tools.jsonio import read_json
 from tools.sandbox.isolation import spare_forkservers

@@ -12,8 +12,9 @@ from pathlib import Path
 
 from rich.console import Console
 
+from agent.benchstats import ProblemResult, problem_result
 from agent.config import load_config
-from agent.runstats import ProblemResult, fmt_speedup, load_run, problem_result
+from agent.runstats import fmt_speedup, load_run
 from tools.errors import BadInput, EvaluatorError
 
 

@@ -1,10 +1,10 @@
 """`krefine bench`'s results: OUT/results.csv, results.json, results.md, bench.html and
-the tables printed at the end, from every problem's ProblemResult (agent/runstats.py).
+the tables printed at the end, from every problem's ProblemResult (agent/benchstats.py).
 
 The per-problem table puts the seed (round 0's torch.compile seed alone: no sweep, no
 model) beside the run's best (sweep variants and model candidates), the best's speedups
 with their interval, the timing measure and `why`. results.md is that table in Markdown,
-ready for BENCHMARKS.md, and the suite figures (runstats.suite_figures). Every file is
+ready for BENCHMARKS.md, and the suite figures (benchstats.suite_figures). Every file is
 written whole or not at all (tools/jsonio.write_text_atomic). Does not run problems or
 read run dirs (agent/bench.py and agent/runstats.py do).
 """
@@ -18,8 +18,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from agent.runstats import (BASELINES, FAST_P_THRESHOLDS, PASS_K, SUITE_FAST, ProblemResult, budget_curve,
-                            fast_p, fmt_speedup, mean_pass_at_k, suite_figures)
+from agent.benchstats import (FAST_P_THRESHOLDS, PASS_K, SUITE_FAST, ProblemResult, budget_curve, fast_p,
+                              mean_pass_at_k, suite_figures)
+from agent.runstats import BASELINES, fmt_speedup
 from tools.jsonio import write_json, write_text_atomic
 
 # per_setting: [(agent.bench.Setting, [ProblemResult, ...]), ...]: a Setting has .label and .overrides
@@ -150,7 +151,7 @@ def results_markdown(suite: Path, per_setting: list[tuple]) -> str:
 
 
 def figures_markdown(fig: dict) -> str:
-    """runstats.suite_figures as a Markdown table (seed | best) and a few lines."""
+    """benchstats.suite_figures as a Markdown table (seed | best) and a few lines."""
     n = fig["problems"]
     rows = [("correct", lambda side: f"{side['correct']}/{n} ({side['correct_share']:.0%})")]
     for b, name in (("eager", "eager"), ("compile", "torch.compile")):

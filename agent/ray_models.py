@@ -19,10 +19,10 @@ from tools.errors import EvaluatorError
 
 
 class ModelService:
-    """One model actor: agent/llm.py's TransformersBackend, loaded once."""
+    """One model actor: agent/llm_transformers.py's TransformersBackend, loaded once."""
 
     def __init__(self, spec: str, model_config):
-        from agent.llm import TransformersBackend
+        from agent.llm_transformers import TransformersBackend
         self.backend = TransformersBackend(spec, model_config)   # loaded by load(), or lazily by a restart's first call
 
     def load(self) -> str:

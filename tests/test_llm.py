@@ -117,7 +117,7 @@ def test_an_uncached_hub_id_with_the_hub_unreachable_fails_in_one_line(hub_unrea
 
 def test_a_cached_hub_id_with_the_hub_unreachable_loads_from_the_cache(hub_unreachable, monkeypatch, tmp_path):
     import huggingface_hub.constants
-    from agent.llm import _hub_kwargs
+    from agent.llm_transformers import _hub_kwargs
     snap = tmp_path / "models--org--cached" / "snapshots" / "abc123"
     snap.mkdir(parents=True)
     (snap / "config.json").write_text("{}")
@@ -128,7 +128,7 @@ def test_a_cached_hub_id_with_the_hub_unreachable_loads_from_the_cache(hub_unrea
 
 
 def test_behind_a_proxy_the_hub_is_not_probed_directly(hub_unreachable, monkeypatch):
-    from agent.llm import _hub_kwargs
+    from agent.llm_transformers import _hub_kwargs
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
     assert _hub_kwargs("krefine-tests/not-a-model") == {}
 

@@ -294,7 +294,8 @@ def test_a_transformers_model_generates_on_a_model_actor_never_in_the_driver(clu
                                                                            monkeypatch, capsys):
     def no_load_here(self):
         raise AssertionError("the driver loaded the model")
-    monkeypatch.setattr("agent.llm.TransformersBackend.load", no_load_here)   # this process only, not the actor's
+    # this process only, not the actor's
+    monkeypatch.setattr("agent.llm_transformers.TransformersBackend.load", no_load_here)
     out = tmp_path / "out"
     args = ["bench", str(PROBLEMS), "--config", str(CONFIG), "--device", "cpu", "--model", str(tiny_llama_dir),
             "--filter", "relu|2_affine", "--out", str(out), "--set", "budget.max_rounds=1",

@@ -1,8 +1,10 @@
-"""agent/runstats.py: reading run dirs, lineage, rounds table, fast_p, pass@k, budget curve."""
+"""agent/runstats.py and agent/benchstats.py: reading run dirs, lineage, rounds table, fast_p, pass@k,
+budget curve."""
 from __future__ import annotations
 
 import pytest
 
+from agent import benchstats as bs
 from agent import runstats as rs
 from fixtures.runs.builder import Cand, build_run, recorded, story
 from tools.errors import BadInput
@@ -16,7 +18,7 @@ def run(tmp_path):
 
 
 def result(correct=True, eager=None, compile=None, solved_at=None, candidates=4, n=(0, 0), c=(0, 0)):
-    return rs.ProblemResult(problem="p", run_dir="d", finished=True, solved=solved_at is not None,
+    return bs.ProblemResult(problem="p", run_dir="d", finished=True, solved=solved_at is not None,
                             stop_reason="x", best="r01-c00" if correct else None, correct=correct,
                             speedup_eager=eager, speedup_compile=compile, candidates=candidates, rounds=1,
                             solved_at=solved_at, n_round1=n[0], c_round1=c[0], n_all=n[1], c_all=c[1],
@@ -97,34 +99,34 @@ def test_diff_of_first_round_candidate_is_empty(run):
 
 def test_problem_result_solved_at_counts_the_whole_solving_round(tmp_path):
     build_run(tmp_path / "run", story()[:4], best="r02-c00")    # solved in round 2 of 2 x 2
-    r = rs.problem_result(rs.load_run(tmp_path / "run"))
+    r = bs.problem_result(rs.load_run(tmp_path / "run"))
     assert (r.solved, r.solved_at, r.n_round1, r.c_round1, r.n_all, r.c_all) == (True, 4, 2, 0, 4, 1)
 
 
 def test_problem_result_unsolved_run_has_no_solved_at(tmp_path):
     build_run(tmp_path / "run", story()[:2], solved=False, stop_reason="max_rounds")
-    r = rs.problem_result(rs.load_run(tmp_path / "run"))
+    r = bs.problem_result(rs.load_run(tmp_path / "run"))
     assert (r.solved, r.solved_at, r.correct, r.stop_reason) == (False, None, False, "max_rounds")
 
 
 def test_fast_p_matches_hand_count():
     results = [result(eager=0.9), result(eager=1.2), result(eager=1.6), result(eager=2.5),
                result(correct=False)]
-    assert [rs.fast_p(results, p) for p in rs.FAST_P_THRESHOLDS] == [4 / 5, 3 / 5, 2 / 5, 1 / 5]
+    assert [bs.fast_p(results, p) for p in bs.FAST_P_THRESHOLDS] == [4 / 5, 3 / 5, 2 / 5, 1 / 5]
 
 
 def test_fast_p_against_compile_reads_compile_speedups():
     results = [result(eager=3.0, compile=0.8), result(eager=3.0, compile=1.7)]
-    assert rs.fast_p(results, 1.0, "compile") == 0.5
+    assert bs.fast_p(results, 1.0, "compile") == 0.5
 
 
 def test_fast_p_is_strictly_greater_than_p():
-    assert rs.fast_p([result(eager=1.0)], 1.0) == 0.0
+    assert bs.fast_p([result(eager=1.0)], 1.0) == 0.0
 
 
 def test_fast_0_counts_untimed_correct_kernels_but_fast_1_does_not():
     results = [result(eager=None), result(correct=False)]
-    assert (rs.fast_p(results, 0.0), rs.fast_p(results, 1.0)) == (0.5, 0.0)
+    assert (bs.fast_p(results, 0.0), bs.fast_p(results, 1.0)) == (0.5, 0.0)
 
 
 @pytest.mark.parametrize("n,c,k,expected", [
@@ -135,21 +137,21 @@ def test_fast_0_counts_untimed_correct_kernels_but_fast_1_does_not():
     (4, 3, 2, 1.0),                                     # n - c < k: always a hit
 ])
 def test_pass_at_k_is_the_unbiased_estimator(n, c, k, expected):
-    assert rs.pass_at_k(n, c, k) == pytest.approx(expected)
+    assert bs.pass_at_k(n, c, k) == pytest.approx(expected)
 
 
 def test_pass_at_k_is_undefined_with_fewer_samples_than_k():
-    assert rs.pass_at_k(3, 3, 5) is None
+    assert bs.pass_at_k(3, 3, 5) is None
 
 
 def test_mean_pass_at_k_skips_problems_with_too_few_samples():
-    mean, counted = rs.mean_pass_at_k([(5, 2), (1, 1), (5, 0)], 2)
+    mean, counted = bs.mean_pass_at_k([(5, 2), (1, 1), (5, 0)], 2)
     assert (mean, counted) == (pytest.approx((0.7 + 0.0) / 2), 2)
 
 
 def test_budget_curve_is_share_solved_within_each_budget():
     results = [result(solved_at=2), result(solved_at=4), result(correct=False, candidates=6), result(solved_at=2)]
-    assert rs.budget_curve(results) == [(1, 0.0), (2, 0.5), (3, 0.5), (4, 0.75), (5, 0.75), (6, 0.75)]
+    assert bs.budget_curve(results) == [(1, 0.0), (2, 0.5), (3, 0.5), (4, 0.75), (5, 0.75), (6, 0.75)]
 
 
 def test_node_span_starts_duration_before_its_timestamp(run):
@@ -203,48 +205,48 @@ def built(tmp_path, cands, name="p", **kw):
 
 
 def test_a_sweep_variant_is_the_runs_best_and_the_seed_sits_beside_it(tmp_path):
-    r = rs.problem_result(built(tmp_path, [seed(), sweep(interval=0.1, measure="cuda_graph")]))
+    r = bs.problem_result(built(tmp_path, [seed(), sweep(interval=0.1, measure="cuda_graph")]))
     assert (r.seed, r.seed_speedup_eager, r.seed_speedup_compile, r.best, r.best_verdict, r.speedup_eager) == \
         ("correct", 1.2, 1.0, "r01-c00", "correct", 1.5)
 
 
 def test_the_bests_interval_and_measure_come_from_its_verdict(tmp_path):
-    r = rs.problem_result(built(tmp_path, [seed(), sweep(interval=0.1, measure="cuda_graph")]))
+    r = bs.problem_result(built(tmp_path, [seed(), sweep(interval=0.1, measure="cuda_graph")]))
     assert ((r.eager_low, r.eager_high, r.compile_low, r.compile_high), r.measure) == \
         (pytest.approx((1.35, 1.65, 1.125, 1.375)), "cuda_graph")
 
 
 def test_a_seed_named_best_by_the_summary_is_not_counted_as_best(tmp_path):
-    r = rs.problem_result(built(tmp_path, [seed()], best="r00-c00"))
+    r = bs.problem_result(built(tmp_path, [seed()], best="r00-c00"))
     assert (r.best, r.correct, r.seed) == (None, False, "correct")
 
 
 def test_an_unknown_origin_counts_as_the_loops_work(tmp_path):
-    r = rs.problem_result(built(tmp_path, [seed(), sweep(origin="beam")]))
+    r = bs.problem_result(built(tmp_path, [seed(), sweep(origin="beam")]))
     assert (r.best, r.correct) == ("r01-c00", True)
 
 
 def test_sweep_variants_are_not_model_samples_for_pass_at_k(tmp_path):
-    r = rs.problem_result(built(tmp_path, [seed(), sweep(), Cand("r01-c01", "r00-c00", Status.INCORRECT)]))
+    r = bs.problem_result(built(tmp_path, [seed(), sweep(), Cand("r01-c01", "r00-c00", Status.INCORRECT)]))
     assert (r.n_all, r.c_all, r.n_round1) == (1, 0, 1)
 
 
 def test_the_table_counts_sweep_variants_beside_the_models_candidates(tmp_path):
     from agent.benchresults import TABLE_COLUMNS, table_row
-    r = rs.problem_result(built(tmp_path, [seed(), sweep(), sweep("r01-c01", eager=1.4),
+    r = bs.problem_result(built(tmp_path, [seed(), sweep(), sweep("r01-c01", eager=1.4),
                                            Cand("r01-c02", "r00-c00", Status.INCORRECT)]))
     assert table_row(r)[TABLE_COLUMNS.index("cands")] == "1+2"
 
 
 def test_judge_wall_per_candidate_is_the_verdicts_duration(tmp_path):
     run = built(tmp_path, [seed(eval_s=2.0), sweep(eval_s=0.5)])
-    assert rs.judge_walls(run) == {"r00-c00": 6.0, "r01-c00": 1.5}   # duration_s = 3 phases
+    assert bs.judge_walls(run) == {"r00-c00": 6.0, "r01-c00": 1.5}   # duration_s = 3 phases
 
 
 def test_judge_wall_prefers_an_evaluate_event(tmp_path):
     rd = build_run(tmp_path / "p", [seed(), sweep()])
     rd.append_event(iteration=1, candidate="r01-c00", node="evaluate", status="correct", duration_s=4.25)
-    assert rs.judge_walls(rs.load_run(rd.root))["r01-c00"] == 4.25
+    assert bs.judge_walls(rs.load_run(rd.root))["r01-c00"] == 4.25
 
 
 @pytest.mark.parametrize("cands, kw, why", [
@@ -267,22 +269,22 @@ def test_judge_wall_prefers_an_evaluate_event(tmp_path):
     ([seed(), sweep()], {"write_summary": False}, "interrupted"),
 ])
 def test_why_not_names_the_cause_from_the_run_dir(tmp_path, cands, kw, why):
-    assert rs.why_not(built(tmp_path, cands, **kw)) == why
+    assert bs.why_not(built(tmp_path, cands, **kw)) == why
 
 
 def test_why_not_against_compile_reads_the_compile_speedup(tmp_path):
-    assert rs.why_not(built(tmp_path, [seed(), sweep(eager=1.5, compile=0.9)]), "compile") == \
+    assert bs.why_not(built(tmp_path, [seed(), sweep(eager=1.5, compile=0.9)]), "compile") == \
         "slower: 0.90x compile"
 
 
 def test_no_seed_reason_is_in_the_problem_result(tmp_path):
-    r = rs.problem_result(built(tmp_path, [], seed_error="unsupported statement: extern_kernels.convolution",
+    r = bs.problem_result(built(tmp_path, [], seed_error="unsupported statement: extern_kernels.convolution",
                                 solved=False))
     assert (r.seed, r.best_verdict, r.why) == ("no seed", "—", "no seed: unsupported statement: extern_kernels.convolution")
 
 
 def figures_of(tmp_path, runs):
-    return rs.suite_figures([rs.problem_result(built(tmp_path, cands, name=f"p{i}", **kw))
+    return bs.suite_figures([bs.problem_result(built(tmp_path, cands, name=f"p{i}", **kw))
                              for i, (cands, kw) in enumerate(runs)])
 
 

@@ -7,7 +7,7 @@ key or a wrong type is an error, never a silent default. The defaults here are t
 defaults written in agent.toml; tests/test_config.py keeps the two equal. Old key names
 ([search] seed, [model] openai_base_url) are read as today's by `upgrade`, with a note.
 
-Does not read the environment (the OpenAI key is read by agent/llm.py's make_backend,
+Does not read the environment (the OpenAI key is read by agent/models/llm.py's make_backend,
 by the variable named here) and does not decide anything about a run.
 """
 from __future__ import annotations

@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent.benchstats import problem_result  # noqa: E402
-from agent.runstats import load_run  # noqa: E402
+from agent.bench.stats import problem_result  # noqa: E402
+from agent.loop.runstats import load_run  # noqa: E402
 
 STAGES = {"g1": ["--gpus", "1"], "g2": ["--gpus", "2"], "ray": ["--ray", "local", "--set", "bench.judges=2"]}
 

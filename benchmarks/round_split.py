@@ -10,7 +10,7 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from agent.rundir import RunDir  # noqa: E402
+from agent.loop.rundir import RunDir  # noqa: E402
 
 
 def main(run_dir: str) -> int:

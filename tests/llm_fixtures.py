@@ -44,7 +44,7 @@ def build_tiny_llama(directory: Path, seed: int = 0) -> Path:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    from agent.prompting import render_initial
+    from agent.loop.prompting import render_initial
 
     # 1) tokenizer: byte-level BPE, so any text round-trips
     corpus = [render_initial(_TRITON_SAMPLE), _TRITON_SAMPLE] * 4

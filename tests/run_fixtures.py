@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.config import load_config
-from agent.graph import GpuPool, LoopContext, build_graph, run_graph
-from agent.progress import QuietProgress
-from agent.rundir import RunDir
-from agent.runner import _checkpointer
-from agent.state import initial_state
+from agent.loop.graph import GpuPool, LoopContext, build_graph, run_graph
+from agent.loop.progress import QuietProgress
+from agent.loop.rundir import RunDir
+from agent.loop.runner import _checkpointer
+from agent.loop.state import initial_state
 from tools.verdict import Diagnostic, Status, Verdict
 
 REPO = Path(__file__).resolve().parent.parent
@@ -72,7 +72,7 @@ class ModelNew(nn.Module):
 
 
 class Exhausted(Exception):
-    """Stands in for agent.llm.ReplayExhausted."""
+    """Stands in for agent.models.llm.ReplayExhausted."""
 
 
 @dataclass

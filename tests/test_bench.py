@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent import bench
+from agent.bench import suite as bench
 from agent.cli import main
 from fixtures.runs.builder import build_run, story
 from tools.errors import BadInput
@@ -46,7 +46,7 @@ def calls(monkeypatch) -> list[dict]:
         solved = any(c.cid == "r03-c00" for c in cands)
         build_run(Path(out_dir), cands, solved=solved, stop_reason="target_reached" if solved else "max_rounds")
         return {}
-    monkeypatch.setattr("agent.runner.run_problem", fake_run_problem)
+    monkeypatch.setattr("agent.loop.runner.run_problem", fake_run_problem)
     return seen
 
 
@@ -98,7 +98,7 @@ def test_second_run_skips_problems_with_summary(suite, calls, tmp_path):
 
 def test_interrupted_run_dir_is_resumed_not_restarted(suite, calls, tmp_path, monkeypatch):
     resumed = []
-    monkeypatch.setattr("agent.runner.resume_run", lambda d, progress=True: resumed.append(Path(d)))
+    monkeypatch.setattr("agent.loop.runner.resume_run", lambda d, progress=True: resumed.append(Path(d)))
     build_run(tmp_path / "out" / "default" / "2_add", story()[:2], write_summary=False)
     bench_main(suite, "--out", tmp_path / "out", "--device", "cpu")
     assert (resumed, [c["problem"] for c in calls]) == ([tmp_path / "out" / "default" / "2_add"], ["1_relu", "10_gelu"])
@@ -238,7 +238,7 @@ def test_a_bench_where_every_problem_failed_in_the_evaluator_is_exit_3(suite, tm
     from tools.errors import EvaluatorError
     def broken(*args, **kwargs):
         raise EvaluatorError("worker could not start")
-    monkeypatch.setattr("agent.runner.run_problem", broken)
+    monkeypatch.setattr("agent.loop.runner.run_problem", broken)
     assert bench_main(suite, "--out", tmp_path / "out", "--device", "cpu") == 3
 
 
@@ -289,7 +289,7 @@ def seeded(monkeypatch):
         else:
             build_run(Path(out_dir), [], seed_error="the Inductor output has no Triton kernel", solved=False)
         return {}
-    monkeypatch.setattr("agent.runner.run_problem", fake_run_problem)
+    monkeypatch.setattr("agent.loop.runner.run_problem", fake_run_problem)
 
 
 def test_results_csv_puts_the_seed_beside_the_best_with_why(suite, seeded, tmp_path):
@@ -318,7 +318,7 @@ def test_results_json_has_the_suite_figures_per_setting(suite, seeded, tmp_path)
 
 def test_a_run_the_evaluator_failed_on_is_resumed_by_the_next_bench(suite, calls, tmp_path, monkeypatch):
     resumed = []
-    monkeypatch.setattr("agent.runner.resume_run", lambda d, progress=True: resumed.append(Path(d)))
+    monkeypatch.setattr("agent.loop.runner.resume_run", lambda d, progress=True: resumed.append(Path(d)))
     build_run(tmp_path / "out" / "default" / "2_add", story()[:2], stop_reason="evaluator_error", solved=False)
     bench_main(suite, "--out", tmp_path / "out", "--device", "cpu")
     assert resumed == [tmp_path / "out" / "default" / "2_add"]
@@ -351,7 +351,7 @@ def test_gpu_workers_do_not_outlive_a_bench_killed_with_minus_9(tmp_path):
         (suite / f"{i}_p.py").write_text(f"import pathlib, time\nclass Model: pass\n"
                                          "def get_inputs(): return []\ndef get_init_inputs(): return []\n"
                                          f"pathlib.Path({str(tmp_path)!r}, 'loading{i}').touch()\ntime.sleep(120)\n")
-    script = ("import sys; from pathlib import Path; from agent import bench\n"
+    script = ("import sys; from pathlib import Path; from agent.bench import suite as bench\n"
               f"jobs = [bench.Job(bench.Setting('default', {{'run.device': 'cpu'}}), p, n, Path({str(tmp_path)!r}) / n)"
               f" for n, p in bench.find_problems(Path({str(suite)!r}), [])]\n"
               "bench.run_jobs(jobs, ['7', '9'], None, None, bench.Console(quiet=True))\n")

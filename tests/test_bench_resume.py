@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from agent.rundir import RunDir
+from agent.loop.rundir import RunDir
 from run_fixtures import HALVING, REPO, TINY_PROBLEM, cli, cli_env, fast_config, processes_under, write_replay
 
 pytestmark = pytest.mark.slow  # real evaluations on CPU: about a minute a scenario

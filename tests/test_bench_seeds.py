@@ -1,4 +1,4 @@
-"""agent/bench_seeds.py: a bench's Inductor seeds compiled first, in parallel, into the
+"""agent/bench/seeds.py: a bench's Inductor seeds compiled first, in parallel, into the
 seed cache, and each run then finding its seed there."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent import bench
-from agent.bench_seeds import seed_tasks
+from agent.bench import suite as bench
+from agent.bench.seeds import seed_tasks
 from agent.cli import main
 from agent.config import load_config
 from tools.dialect.seedcache import SeedCache, torch_version

@@ -179,7 +179,7 @@ def test_a_server_url_without_a_scheme_in_the_file_is_bad_input_with_a_hint(tmp_
 
 def _run_config(monkeypatch, *argv):
     """The config krefine run would start with for `argv` (the loop itself not run)."""
-    from agent import runner
+    from agent.loop import runner
     from agent.cli import main
     seen = {}
     monkeypatch.setattr(runner, "run_problem", lambda problem, config, out, **kw: seen.setdefault("c", config)
@@ -230,7 +230,7 @@ def test_run_model_flag_is_the_model_id_key(monkeypatch):
 
 
 def test_bench_ray_flag_sets_bench_ray_address():
-    from agent.bench import make_settings, parse_options
+    from agent.bench.suite import make_settings, parse_options
     setting, = make_settings(parse_options(["--ray", "local"]))
     assert load_config(None, setting.overrides).bench.ray_address == "local"
 

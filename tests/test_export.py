@@ -6,8 +6,8 @@ import json
 import pytest
 
 from agent.cli import main
-from agent.export import chrome_trace
-from agent.runstats import load_run
+from agent.cli.export import chrome_trace
+from agent.loop.runstats import load_run
 from fixtures.runs.builder import build_run, recorded, story
 
 

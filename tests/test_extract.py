@@ -1,7 +1,7 @@
 """extract_code: the candidate module out of whatever a model wrote around it."""
 from __future__ import annotations
 
-from agent.extract import extract_code
+from agent.loop.extract import extract_code
 
 MODULE = '''import torch
 import triton

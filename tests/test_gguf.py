@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from agent.config import AgentConfig, SamplingConfig
-from agent.llm import TransformersBackend, make_backend, packaged_gguf
-from agent.prompting import render_initial
-from agent.rundir import RunDir
+from agent.models.llm import TransformersBackend, make_backend, packaged_gguf
+from agent.loop.prompting import render_initial
+from agent.loop.rundir import RunDir
 from llm_fixtures import tiny_llama_dir  # noqa: F401  (pytest fixture)
 from run_fixtures import cli, fast_config
 from tools.errors import BadInput

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import time
 
-from agent.rundir import TRACE_FIELDS
+from agent.loop.rundir import TRACE_FIELDS
 from run_fixtures import ScriptedEvaluator, extract, judged, loop_run
 from tools.jsonio import read_json
 

@@ -549,7 +549,7 @@ def test_importing_the_reference_model_is_rejected():
     'os.environ["TRITON_INTERPRET"] = "0"',
     "del torch.cuda.Event",
     "import tools.sandbox.worker",
-    "from agent import graph",
+    "from agent.loop import graph",
     "import krefine",
     "import candidate",
     "import ctypes",

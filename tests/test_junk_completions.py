@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from agent.rundir import RunDir
+from agent.loop.rundir import RunDir
 from run_fixtures import cli, fast_config
 
 _HEAD = "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n\n\n"

@@ -9,10 +9,10 @@ import pytest
 
 from agent import cli
 from agent.config import AgentConfig, SamplingConfig
-from agent.kernelllm import KernelLLM
-from agent.llm import Completion
-from agent.prompting import render_initial
-from agent.repl import run_repl
+from agent.models.kernelllm import KernelLLM
+from agent.models.llm import Completion
+from agent.loop.prompting import render_initial
+from agent.cli.repl import run_repl
 from llm_fixtures import tiny_llama_dir  # noqa: F401  (pytest fixture)
 
 MODULE = "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
@@ -93,7 +93,7 @@ def test_krefine_repl_streams_a_replayed_answer(tmp_path, monkeypatch, capsys):
     replay = tmp_path / "r.jsonl"
     replay.write_text(json.dumps({"completion": ANSWER}) + "\n")
     monkeypatch.setattr("sys.stdin", io.StringIO(MODULE + "END\n"))
-    from agent import repl
+    from agent.cli import repl
     assert repl.main(argparse.Namespace(model=f"replay:{replay}", config=None)) == 0
     assert ANSWER in capsys.readouterr().out
 

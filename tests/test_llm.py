@@ -10,9 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from agent.config import AgentConfig, SamplingConfig, load_config
-from agent.llm import (BackendUnavailable, OpenAIBackend, ReplayBackend, ReplayExhausted,
+from agent.models.llm import (BackendUnavailable, OpenAIBackend, ReplayBackend, ReplayExhausted,
                        TransformersBackend, make_backend)
-from agent.prompting import render_initial
+from agent.loop.prompting import render_initial
 from llm_fixtures import BOS, tiny_llama_dir  # noqa: F401  (pytest fixture)
 from tools.errors import BadInput
 
@@ -117,7 +117,7 @@ def test_an_uncached_hub_id_with_the_hub_unreachable_fails_in_one_line(hub_unrea
 
 def test_a_cached_hub_id_with_the_hub_unreachable_loads_from_the_cache(hub_unreachable, monkeypatch, tmp_path):
     import huggingface_hub.constants
-    from agent.llm_transformers import _hub_kwargs
+    from agent.models.transformers_backend import _hub_kwargs
     snap = tmp_path / "models--org--cached" / "snapshots" / "abc123"
     snap.mkdir(parents=True)
     (snap / "config.json").write_text("{}")
@@ -128,7 +128,7 @@ def test_a_cached_hub_id_with_the_hub_unreachable_loads_from_the_cache(hub_unrea
 
 
 def test_behind_a_proxy_the_hub_is_not_probed_directly(hub_unreachable, monkeypatch):
-    from agent.llm_transformers import _hub_kwargs
+    from agent.models.transformers_backend import _hub_kwargs
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
     assert _hub_kwargs("krefine-tests/not-a-model") == {}
 
@@ -314,7 +314,7 @@ def test_openai_unreachable_server_is_backend_unavailable_in_one_line(server):
 
 
 def test_openai_refused_connection_is_server_unreachable_naming_the_server(server):
-    from agent.llm import ServerUnreachable
+    from agent.models.llm import ServerUnreachable
     url = server.url
     server.close()
     with pytest.raises(ServerUnreachable, match="Connection refused") as e:

@@ -8,7 +8,7 @@ import pytest
 
 from agent import REPO_ROOT
 from agent.config import PromptConfig
-from agent.prompting import render_feedback, render_initial, render_refine
+from agent.loop.prompting import render_feedback, render_initial, render_refine
 from tools.verdict import Diagnostic, Status, Timing, Verdict
 
 # Verbatim copy of PROMPT_TEMPLATE from kernelllm.py, the script shipped with the model:

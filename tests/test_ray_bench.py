@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from agent import ray_bench
+from agent.bench import ray_bench
 from agent.cli import main
 from agent.config import load_config
-from agent.rundir import RunDir
+from agent.loop.rundir import RunDir
 from llm_fixtures import tiny_llama_dir  # noqa: F401  (pytest fixture)
 from run_fixtures import REPO, cli, cli_env
 from tools.errors import BadInput
@@ -126,7 +126,7 @@ def test_the_killed_judges_candidate_gets_one_verdict_and_one_set_of_phase_event
 
 @pytest.fixture(scope="module")
 def fleet(cluster):
-    from agent.ray_judges import JudgeFleet
+    from agent.bench.ray_judges import JudgeFleet
     fleet = JudgeFleet.start(2, device="cpu", resource="krefine_fleet", cache=2, slots=2)
     fleet.wait_ready(120)
     yield fleet
@@ -134,8 +134,8 @@ def fleet(cluster):
 
 
 def pool_for(fleet, problem: Path, rd_root: Path):
-    from agent.ray_judges import RayJudgePool
-    from agent.rundir import RunDir
+    from agent.bench.ray_judges import RayJudgePool
+    from agent.loop.rundir import RunDir
     from tools.problem import load_problem
     return RayJudgePool(fleet, load_problem(problem), load_config(CONFIG).eval, RunDir(rd_root).create())
 
@@ -277,7 +277,7 @@ def test_more_judges_than_the_cluster_has_wait_for_it_to_grow():
 
 def test_a_judge_actor_keeps_judge_cache_problems_and_closes_the_oldest(tmp_path):
     """JudgeService in this process (what the actor runs); syntax errors never reach a worker."""
-    from agent.judge_actor import JudgeService, ProblemRef
+    from agent.bench.judge_actor import JudgeService, ProblemRef
     from tools.problem import load_problem
     service = JudgeService("cpu", cache_size=1)
     settings = load_config(CONFIG).eval
@@ -295,7 +295,7 @@ def test_a_transformers_model_generates_on_a_model_actor_never_in_the_driver(clu
     def no_load_here(self):
         raise AssertionError("the driver loaded the model")
     # this process only, not the actor's
-    monkeypatch.setattr("agent.llm_transformers.TransformersBackend.load", no_load_here)
+    monkeypatch.setattr("agent.models.transformers_backend.TransformersBackend.load", no_load_here)
     out = tmp_path / "out"
     args = ["bench", str(PROBLEMS), "--config", str(CONFIG), "--device", "cpu", "--model", str(tiny_llama_dir),
             "--filter", "relu|2_affine", "--out", str(out), "--set", "budget.max_rounds=1",

@@ -169,9 +169,9 @@ def test_report_script_opens_the_linked_candidate(report, tmp_path):
 
 @needs_chromium
 def test_bench_page_renders_in_chromium_with_no_console_messages(tmp_path):
-    from agent import bench
-    from agent.benchstats import problem_result
-    from agent.runstats import load_run
+    from agent.bench import suite as bench
+    from agent.bench.stats import problem_result
+    from agent.loop.runstats import load_run
     build_run(tmp_path / "run", story())
     results = [problem_result(load_run(tmp_path / "run"))]
     settings = [(bench.Setting(f"budget.max_rounds={n}", {}), results) for n in (3, 4)]

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from agent.rundir import RunDir
+from agent.loop.rundir import RunDir
 from run_fixtures import HALVING as WRONG, REPO, TINY_PROBLEM, cli, cli_env, fast_config, write_replay
 
 pytestmark = pytest.mark.slow  # real evaluations on CPU, tens of seconds in all

@@ -1,4 +1,4 @@
-"""`krefine resume` rebuilds the loop's state from the run directory (agent/resume.py):
+"""`krefine resume` rebuilds the loop's state from the run directory (agent/loop/resume.py):
 checkpoint.sqlite is a cache that is never read back (issue 20).
 
 Scripted model and evaluator (tests/run_fixtures.py `loop_run`), so each run takes
@@ -10,9 +10,9 @@ import shutil
 
 import pytest
 
-from agent.progress import QuietProgress
-from agent.resume import state_from_rundir
-from agent.rundir import RunDir
+from agent.loop.progress import QuietProgress
+from agent.loop.resume import state_from_rundir
+from agent.loop.rundir import RunDir
 from run_fixtures import judged, loop_run
 
 # three rounds of two: best r03-c00 (1.4x), never the 1.5x target, so max_rounds stops it

@@ -1,11 +1,11 @@
-"""agent/rundir.py: the run directory's trace."""
+"""agent/loop/rundir.py: the run directory's trace."""
 from __future__ import annotations
 
-from agent.rundir import RunDir
+from agent.loop.rundir import RunDir
 # --- the trace is read once per RunDir, then kept (issue 20: the loop's nodes re-read it)
 
 def test_the_trace_file_is_read_once_however_often_nodes_ask(tmp_path, monkeypatch):
-    from agent import rundir as rundir_module
+    from agent.loop import rundir as rundir_module
     reads = []
     real = rundir_module.read_jsonl
     monkeypatch.setattr(rundir_module, "read_jsonl", lambda path: reads.append(path) or real(path))
@@ -44,7 +44,7 @@ def test_a_completions_text_is_in_exactly_one_file_of_the_run_directory(tmp_path
 
 
 def test_replay_of_a_run_directory_hands_out_its_completions_in_the_order_they_were_made(tmp_path):
-    from agent.llm import ReplayBackend
+    from agent.models.llm import ReplayBackend
     from run_fixtures import loop_run
     texts = _texts(4)
     _, rd, _, _ = loop_run(tmp_path, texts, **{"budget.candidates_per_round": 2, "budget.max_rounds": 2})

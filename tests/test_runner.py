@@ -9,11 +9,11 @@ import json
 import pytest
 from rich.console import Console
 
-from agent.llm import ReplayBackend
-from agent.progress import LiveProgress
+from agent.models.llm import ReplayBackend
+from agent.loop.progress import LiveProgress
 
-from agent.prompting import render_initial
-from agent.rundir import RunDir
+from agent.loop.prompting import render_initial
+from agent.loop.rundir import RunDir
 from conftest import HAS_CUDA
 from run_fixtures import REPO, TINY_PROBLEM, cli, fast_config, write_replay
 from tools.jsonio import read_json

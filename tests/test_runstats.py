@@ -1,11 +1,11 @@
-"""agent/runstats.py and agent/benchstats.py: reading run dirs, lineage, rounds table, fast_p, pass@k,
+"""agent/loop/runstats.py and agent/bench/stats.py: reading run dirs, lineage, rounds table, fast_p, pass@k,
 budget curve."""
 from __future__ import annotations
 
 import pytest
 
-from agent import benchstats as bs
-from agent import runstats as rs
+from agent.bench import stats as bs
+from agent.loop import runstats as rs
 from fixtures.runs.builder import Cand, build_run, recorded, story
 from tools.errors import BadInput
 from tools.verdict import Diagnostic, Status
@@ -232,7 +232,7 @@ def test_sweep_variants_are_not_model_samples_for_pass_at_k(tmp_path):
 
 
 def test_the_table_counts_sweep_variants_beside_the_models_candidates(tmp_path):
-    from agent.benchresults import TABLE_COLUMNS, table_row
+    from agent.bench.results import TABLE_COLUMNS, table_row
     r = bs.problem_result(built(tmp_path, [seed(), sweep(), sweep("r01-c01", eager=1.4),
                                            Cand("r01-c02", "r00-c00", Status.INCORRECT)]))
     assert table_row(r)[TABLE_COLUMNS.index("cands")] == "1+2"

@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from agent.benchstats import fast_p, mean_pass_at_k, problem_result
+from agent.bench.stats import fast_p, mean_pass_at_k, problem_result
 from agent.config import load_config
-from agent.runstats import load_run
+from agent.loop.runstats import load_run
 from run_fixtures import REPO, cli, fast_config, judged, loop_run, write_replay
 from tools.errors import BadInput
 from tools.jsonio import read_json, read_jsonl

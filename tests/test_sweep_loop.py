@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from agent.config import load_config
-from agent.graph import LoopContext, build_graph, run_graph
-from agent.llm import NoModelBackend
-from agent.progress import QuietProgress
-from agent.rundir import RunDir
-from agent.runner import _checkpointer
-from agent.sweep import sweep_variants
+from agent.loop.graph import LoopContext, build_graph, run_graph
+from agent.models.llm import NoModelBackend
+from agent.loop.progress import QuietProgress
+from agent.loop.rundir import RunDir
+from agent.loop.runner import _checkpointer
+from agent.loop.sweep import sweep_variants
 from run_fixtures import (REPO, TINY_PROBLEM, Exhausted, Problem, ScriptedBackend, cli, extract, fast_config,
                           render_initial, render_refine)
 from tools.jsonio import read_json
@@ -97,7 +97,7 @@ def run(tmp_path: Path, texts: list[str] | None, *, device: str = "cuda", judge=
                       backend=backend, device=device, evaluate=judge, render_initial=render_initial,
                       render_refine=render_refine, extract_code=extract, replay_exhausted_error=Exhausted,
                       progress=progress or QuietProgress(), make_seed=make_seed)
-    from agent.state import initial_state
+    from agent.loop.state import initial_state
     with _checkpointer(rd) as saver:
         state = run_graph(build_graph(saver), ctx, "t", None if resume else initial_state(str(problem_path)))
     return state, rd, judge
@@ -298,7 +298,7 @@ def test_real_judge_on_cpu_judges_the_seeds_variants_correct(tmp_path):
     judges = JudgePool(problem, device="cpu", gpu_count=1, settings=config.eval)
     ctx = LoopContext(rundir=rd, problem=problem, config=config, backend=NoModelBackend(), device="cpu",
                       progress=QuietProgress(), judges=judges, make_seed=lambda p, d: _kernelbook_relu())
-    from agent.state import initial_state
+    from agent.loop.state import initial_state
     try:
         with _checkpointer(rd) as saver:
             state = run_graph(build_graph(saver), ctx, "t", initial_state(str(problem.path)))
@@ -328,16 +328,16 @@ def test_bench_with_model_none_runs_seed_and_sweep(tmp_path):
 
 
 def test_model_none_loads_nothing_and_takes_no_model_actor():
-    from agent import ray_bench
-    from agent.llm import make_backend, server_url
+    from agent.bench import ray_bench
+    from agent.models.llm import make_backend, server_url
     config = load_config(None, {"model.id": "openai:http://localhost:8000"})
     assert isinstance(make_backend("none", config), NoModelBackend) and server_url("none", config.model) is None
     assert ray_bench.make_plan({"CPU": 2}, load_config(None, {"run.device": "cpu"}), "none").model_actors == 0
 
 
 def test_inspect_labels_a_sweep_variant_with_what_it_changed(tmp_path):
-    from agent.inspect import origin_label
-    from agent.runstats import load_run
+    from agent.cli.inspect import origin_label
+    from agent.loop.runstats import load_run
     _, rd, _ = run(tmp_path, None, make_seed=_seed(256), **{"search.seed_kernel": "inductor"})
     loaded = load_run(rd.root)
     assert origin_label(loaded, loaded.candidates["r00-c00"]) == "Inductor seed"

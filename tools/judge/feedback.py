@@ -5,7 +5,7 @@ One renderer: `feedback_sections` digests the Verdict's own fields into plain va
 and renders them through prompts/partials/feedback.j2, most important section first
 (the status line, the errors, the numeric check, the traceback, the timing, the
 profile, the kernels, the flags). `feedback_for` joins them; the judge stores that text
-in the verdict, and agent/prompting.py renders the same sections, dropping the least
+in the verdict, and agent/loop/prompting.py renders the same sections, dropping the least
 important ones (and cutting the first that does not fit) only when the prompt's
 feedback token budget is smaller.
 """

@@ -2,7 +2,7 @@
 
 A Judge (service.py) costs a reference, two baselines and a fork server to build, so
 every host keeps its Judges here: the loop's process (service.py `JudgePool`), the
-judge service (daemon.py) and the Ray judge actor (agent/judge_actor.py). Those are
+judge service (daemon.py) and the Ray judge actor (agent/bench/judge_actor.py). Those are
 transports that turn requests into `acquire` and `release`; this module alone decides
 when a Judge is built, shared, kept and closed:
 

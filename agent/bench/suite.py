@@ -1,0 +1,425 @@
+"""`krefine bench SUITE_DIR [options]`: the loop over every problem of a suite.
+
+  -h, --help          the flags below
+  --filter REGEX      only problems whose name matches (repeatable: any of them)
+  --out DIR           results directory (default runs/bench-<suite>); resumable
+  --config FILE       agent.toml to start from; --set TABLE.KEY=VALUE overrides it
+  --model SPEC        as `krefine run --model`; "{problem}" in it becomes each problem's
+                      name, e.g. replay:replays/{problem}.jsonl
+  --device cuda|cpu   --gpus N: use only the first N GPUs
+  --ray [ADDRESS]     judge on a Ray cluster: auto (default: the running one), local,
+                      HOST:PORT or ray://HOST:PORT; the flag sets [bench] ray_address (the
+                      rest of [bench] is in agent.toml; agent/bench/ray_bench.py)
+  --sweep TABLE.KEY=V1,V2,...   one suite pass per value (repeatable: every combination)
+  --list              print the problems that would run, and stop
+  --report-only       run nothing: read OUT's run dirs back and write the results (a
+                      bench carried back from a cut-off device call; the problems with
+                      no run dir are listed as "not run")
+
+A problem is any .py file under SUITE_DIR that defines `class Model` (a KernelBench
+checkout's KernelBench/level1 works as it is). Each (setting, problem) gets its run
+directory OUT/<setting>/<problem>; one that has summary.json is skipped, one that was
+interrupted (kill -9, SIGTERM from `timeout` or a cut-off device call, Ctrl-C) is
+resumed from its run directory, no finished candidate judged again; one whose summary says
+the evaluator failed (stop_reason evaluator_error: a kill can take the judge down
+first) is resumed too. SIGTERM is handled as Ctrl-C: the problem in progress unwinds
+(its judges closed), the bench exits 130, and the same command goes on from there. With several GPUs, one worker process per GPU takes problems
+from a queue (CUDA_VISIBLE_DEVICES names its GPU); on cpu there is one, in-process. With
+--ray, judge actors on the cluster's GPUs serve problem loops that run in this process.
+
+Writes OUT/results.csv, OUT/results.json, OUT/results.md and OUT/bench.html (budget
+curves of every setting overlaid; agent/bench/results.py) and prints one line per problem,
+then the results table, fast_p, pass@k and the budget curve. Every file is written whole or not at all
+(a kill while writing leaves the previous one), and all are rewritten from the run
+dirs on each bench, so a rerun after any kill reports the whole suite.
+
+The results table puts the seed (round 0's torch.compile seed alone: no sweep, no
+model) beside the run's best (sweep variants and model candidates, which may descend
+from the seed): with `--model none`, best over seed is what the sweep added to
+torch.compile's code. results.md is that table in Markdown, ready for BENCHMARKS.md,
+with the suite figures (benchstats.suite_figures): correct %, fast_1 and fast_1.5
+against eager and torch.compile, geometric means, the best's gain over the seed, the
+judge's wall per candidate, GPU time and seed coverage. Exit status (exit_status): 0 when at least one problem ran; 2 or 3 when none could. The figures come
+from agent/bench/stats.py; the loop itself is agent/loop/runner.py's run_problem/resume_run.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import os
+import queue
+import re
+import signal
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from agent.config import load_config, parse_assignment, split_assignment, toml_value
+from agent.bench.results import print_results, write_results
+from agent.bench.job import BAD_INPUT, Job, Setting, collect, run_job, say_done
+from agent.bench.stats import ProblemResult
+from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, EXIT_OK, BadInput
+from tools.jsonio import read_json
+from tools.sandbox.isolation import spare_forkservers
+
+
+def main(args) -> int:
+    opts = parse_options(args.rest)
+    # 1) the problems and the settings; every bad flag fails before anything runs
+    suite = Path(args.suite_dir)
+    problems = find_problems(suite, opts.filter)
+    if opts.list:
+        for name, path in problems:
+            print(f"{name}\t{path}")
+        return 0
+    settings = make_settings(opts)
+    for s in settings:
+        load_config(opts.config, s.overrides, s.origins)
+    if opts.model:
+        from agent.models.llm import check_spec
+        check_spec(opts.model)
+    out = Path(opts.out or Path("runs") / f"bench-{suite.resolve().name}")
+    jobs = [Job(s, path, name, out / s.label / name) for s in settings for name, path in problems]
+    if opts.seeds_only:
+        return _seeds_only(jobs, opts, settings[0])
+    console = Console()
+    if opts.report_only:
+        if not out.is_dir():
+            raise BadInput(str(out), f"krefine bench --report-only: {out}: no such results directory")
+        return _report(out, suite, settings, jobs, {}, console)
+    # 2) run what is not finished yet, one worker per GPU
+    todo = [j for j in jobs if not finished(j.run_dir)]
+    address = ray_address(opts, settings[0])
+    console.print(f"bench: {len(problems)} problems x {len(settings)} setting(s); "
+                  f"{len(jobs) - len(todo)} already done, {len(todo)} to run; results in {out}")
+    with terminated_as_interrupt():
+        try:
+            if todo and not address:
+                _seeds_first(todo, opts, settings[0], console)
+            if address and todo:
+                from agent.bench import ray_bench
+                errors = ray_bench.run_jobs(todo, address, opts.config, opts.model, console)
+            else:
+                gpus = visible_gpus(_device(opts, settings[0]), opts.gpus)
+                errors = run_jobs(todo, gpus, opts.config, opts.model, console)
+        except KeyboardInterrupt:
+            print(f"krefine bench: interrupted; the same command resumes it (results in {out})", file=sys.stderr)
+            raise
+    # 3) read every run dir back and report
+    return _report(out, suite, settings, jobs, errors, console)
+
+
+def _report(out: Path, suite: Path, settings: list[Setting], jobs: list[Job], errors: dict[Path, str],
+            console: Console) -> int:
+    per_setting = [(s, [collect(j, errors.get(j.run_dir)) for j in jobs if j.setting == s]) for s in settings]
+    write_results(out, suite, per_setting)
+    print_results(console, per_setting)
+    console.print(f"wrote {out / 'results.csv'}, {out / 'results.json'}, {out / 'results.md'}, {out / 'bench.html'}")
+    return exit_status([r for _, results in per_setting for r in results])
+
+
+def finished(run_dir: Path) -> bool:
+    """A run the bench need not touch again: it has summary.json, and the summary does
+    not say the evaluator failed (that is retried: a kill can reach the judge first)."""
+    path = run_dir / "summary.json"
+    if not path.exists():
+        return False
+    try:
+        return read_json(path).get("stop_reason") != "evaluator_error"
+    except (OSError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def terminated_as_interrupt():
+    """SIGTERM (timeout, a device call cut off) raises KeyboardInterrupt for the block, as
+    Ctrl-C does, so the problem in progress unwinds and closes its judges; the handler
+    before it is put back after. Only in the main thread (signal handlers live there)."""
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: _interrupt())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def exit_status(results: list[ProblemResult]) -> int:
+    """0 when at least one problem ran: its scores are the bench's result, solved or not
+    (the others are reported, each with its reason). When none could run, 2 if every
+    one failed on bad input (an unreachable model server among them, as for
+    `krefine run`), else 3."""
+    failed = [r.error for r in results if r.error]
+    if len(failed) < len(results):
+        return EXIT_OK
+    return EXIT_BAD_INPUT if all(e.startswith(f"{BAD_INPUT}: ") for e in failed) else EXIT_EVALUATOR
+
+
+# ---------------------------------------------------------------- options and discovery
+
+def option_parser():
+    """krefine bench's flags (also what `krefine bench --help` prints)."""
+    from agent.cli import UsageParser  # usage errors are BadInput: one line, exit 2
+    p = UsageParser(prog="krefine bench", usage="krefine bench SUITE_DIR [options]",
+                    description="Run the loop over every problem (a .py defining class Model) under SUITE_DIR. "
+                                "Rerunning the same command resumes: finished problems are skipped, "
+                                "interrupted ones resumed.",
+                    epilog="Writes OUT/results.csv, results.json, results.md (the per-problem table, the seed "
+                           "beside the run's best, and the suite figures, for BENCHMARKS.md) and bench.html.")
+    p.add_argument("--filter", action="append", default=[], metavar="REGEX",
+                   help="only problems whose name matches (repeatable: any of them)")
+    p.add_argument("--out", default=None, metavar="DIR", help="results directory (default runs/bench-<suite>)")
+    p.add_argument("--config", default=None, metavar="FILE", help="agent.toml to start from")
+    p.add_argument("--model", default=None, metavar="SPEC",
+                   help='as krefine run --model; "{problem}" becomes each problem\'s name, '
+                        'e.g. replay:replays/{problem}.jsonl')
+    p.add_argument("--device", choices=("cuda", "cpu"), default=None)
+    p.add_argument("--gpus", type=int, default=None, metavar="N", help="use only the first N GPUs")
+    p.add_argument("--sweep", action="append", default=[], metavar="TABLE.KEY=V1,V2,...",
+                   help="one suite pass per value (repeatable: every combination)")
+    p.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE", dest="overrides",
+                   help="override one agent.toml value (repeatable)")
+    p.add_argument("--list", action="store_true", help="print the problems that would run, and stop")
+    p.add_argument("--report-only", action="store_true",
+                   help="run nothing: read OUT's run dirs back and write the results (unrun problems: \"not run\")")
+    p.add_argument("--seeds-only", action="store_true",
+                   help="compile the Inductor seeds the suite lacks into [search] seed_cache "
+                        "([bench] seed_jobs per GPU), then stop: a later bench judges at once")
+    p.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS",
+                   help="[bench] ray_address: judge on a Ray cluster: auto (default), local, HOST:PORT or "
+                        "ray://HOST:PORT")
+    return p
+
+
+def parse_options(argv: list[str]) -> argparse.Namespace:
+    opts = option_parser().parse_args(argv)
+    if opts.gpus is not None and opts.gpus < 1:
+        raise BadInput("", f"krefine bench: --gpus must be at least 1, got {opts.gpus}")
+    if opts.report_only and (opts.seeds_only or opts.list):
+        raise BadInput("", "krefine bench: --report-only runs nothing; leave out --seeds-only and --list")
+    if opts.seeds_only and opts.ray is not None:
+        raise BadInput("", "krefine bench: --seeds-only compiles on this host's GPUs; leave out --ray")
+    if opts.ray is not None and opts.gpus is not None:
+        raise BadInput("", "krefine bench: --gpus counts this host's GPUs; on a Ray cluster set --set bench.judges=N")
+    return opts
+
+
+def find_problems(suite: Path, filters: list[str]) -> list[tuple[str, Path]]:
+    """(name, path) of every problem file under `suite`, in natural order (2_ before 10_).
+
+    The name is the path below the suite without .py, "/" turned into "__", so two
+    levels' same-named files get different run dirs.
+    """
+    if not suite.is_dir():
+        raise BadInput(suite, "no such suite directory")
+    try:
+        patterns = [re.compile(f) for f in filters]
+    except re.error as e:
+        raise BadInput("", f"krefine bench: --filter {e.pattern!r}: {e}") from None
+    found = []
+    for path in suite.rglob("*.py"):
+        rel = path.relative_to(suite)
+        if any(part.startswith((".", "__")) for part in rel.parts):
+            continue
+        name = "__".join(rel.with_suffix("").parts)
+        if patterns and not any(p.search(name) for p in patterns):
+            continue
+        if re.search(r"^class Model\b", path.read_text(encoding="utf-8", errors="replace"), re.M):
+            found.append((name, path))
+    if not found:
+        raise BadInput(suite, "no problem files (.py defining class Model)"
+                              + (f" match --filter {' '.join(filters)}" if filters else ""))
+    return sorted(found, key=lambda np: _natural(np[0]))
+
+
+def make_settings(opts: argparse.Namespace) -> list[Setting]:
+    """The fixed overrides (--set, and the flags that set a key: --device, --ray) times every
+    combination of the --sweep values."""
+    fixed = dict(parse_assignment(a, "--set") for a in opts.overrides)
+    origins = {key: f"--set {key}" for key in fixed}
+    for flag, key, value in (("--device", "run.device", opts.device), ("--ray", "bench.ray_address", opts.ray)):
+        if value is not None:
+            fixed[key], origins[key] = value, flag
+    axes = []
+    for a in opts.sweep:
+        key, raw = split_assignment(a, "--sweep")
+        axes.append([(key, toml_value(v)) for v in raw.split(",") if v.strip()])
+        origins[key] = f"--sweep {key}"
+    if not axes:
+        return [Setting("default", fixed, origins)]
+    return [Setting(",".join(f"{k}={_label(v)}" for k, v in combo), {**fixed, **dict(combo)}, origins)
+            for combo in itertools.product(*axes)]
+
+
+def ray_address(opts: argparse.Namespace, setting: Setting) -> str:
+    """The Ray cluster to judge on ("" = this host): [bench] ray_address, which --ray sets.
+    Without Ray installed, asking for one is one line and exit 2."""
+    address = load_config(opts.config, setting.overrides).bench.ray_address
+    where = setting.origins.get("bench.ray_address", "[bench] ray_address")
+    if address:
+        from agent.bench.ray_bench import require_ray
+        require_ray(where)
+    return address
+
+
+def visible_gpus(device: str, limit: int | None) -> list[str | None]:
+    """One CUDA_VISIBLE_DEVICES value per worker process, or [None]: one worker, in this
+    process, seeing what this process sees (cpu, or the only GPU there is). --gpus
+    (`limit`) beyond the GPUs there are, or on cpu, is bad input."""
+    if device != "cuda":
+        if limit is not None:
+            raise BadInput("", f"krefine bench: --gpus {limit}: judging on {device} uses no GPU (leave --gpus out)")
+        return [None]
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        ids = [x.strip() for x in listed.split(",") if x.strip()]
+    else:
+        import torch
+        ids = [str(i) for i in range(torch.cuda.device_count())]
+    if limit is not None and limit > len(ids):
+        raise BadInput("", f"krefine bench: --gpus {limit}: only {len(ids)} GPU{'s' if len(ids) != 1 else ''} visible")
+    if limit is not None and limit < len(ids):
+        return ids[:limit]
+    return ids if len(ids) > 1 else [None]
+
+
+# ---------------------------------------------------------------- running
+
+def _seeds_first(todo: list[Job], opts, setting: Setting, console: Console) -> tuple[int, dict[str, str]]:
+    """The Inductor seeds the runs will need, compiled in parallel into the seed cache
+    before any run starts (agent/bench/seeds.py); (how many were compiled, problem ->
+    reason for those that gave no seed)."""
+    from agent.bench.seeds import prepare_seeds, seed_tasks
+    device = _device(opts, setting)
+    tasks, per_gpu = seed_tasks(todo, lambda s: load_config(opts.config, s.overrides), device)
+    if not tasks:
+        return 0, {}
+    gpus = visible_gpus(device, opts.gpus)
+    console.print(f"seeds: {len(tasks)} to compile, {per_gpu} at a time per GPU ({len(gpus)} GPU(s)) "
+                  "before judging; the rest are cached")
+    return len(tasks), prepare_seeds(tasks, gpus, per_gpu, device, console.print)
+
+
+def _seeds_only(jobs: list[Job], opts, setting: Setting) -> int:
+    """--seeds-only: the suite's seeds into the seed cache, nothing judged."""
+    config = load_config(opts.config, setting.overrides)
+    if config.search.seed_kernel != "inductor" or not config.search.seed_cache or config.bench.seed_jobs < 1:
+        raise BadInput("", 'krefine bench --seeds-only: needs [search] seed_kernel = "inductor", a [search] seed_cache '
+                           "and [bench] seed_jobs of at least 1 (e.g. --set search.seed_kernel=inductor)")
+    console = Console()
+    with terminated_as_interrupt():
+        compiled, failed = _seeds_first(jobs, opts, setting, console)
+    problems = len({j.problem for j in jobs})
+    console.print(f"seeds: {problems} problems, {problems - compiled} already cached, {compiled} compiled now "
+                  f"({len(failed)} without a seed, reasons above); cache {config.search.seed_cache}", highlight=False)
+    return EXIT_OK
+
+
+def run_jobs(jobs: list[Job], gpus: list[str | None], config_path: str | None, model: str | None,
+             console: Console) -> dict[Path, str]:
+    """Run every job; returns run_dir -> one-line error for those that could not run."""
+    errors: dict[Path, str] = {}
+    def done(i: int, job: Job, error: str | None) -> None:
+        if error:
+            errors[job.run_dir] = error
+        say_done(console, i, len(jobs), job, error)
+    if gpus == [None]:
+        dead: dict[str, str] = {}
+        with spare_forkservers():   # each problem's judge finds its fork server started
+            for i, job in enumerate(jobs, 1):
+                done(i, job, run_job(job, config_path, model, progress=True, dead=dead))
+        return errors
+    import multiprocessing as mp
+    ctx = mp.get_context("spawn")   # no forked copies of threads, sqlite handles, CUDA state
+    todo, results = ctx.Queue(), ctx.Queue()
+    for job in jobs:
+        todo.put(job)
+    workers = []
+    for gpu in gpus[: len(jobs)]:
+        todo.put(None)
+        with _visible(gpu):         # a spawned child takes os.environ as it is at start()
+            w = ctx.Process(target=_worker, args=(todo, results, config_path, model), daemon=True)
+            w.start()
+        workers.append(w)
+    ended = 0
+    try:
+        while ended < len(jobs):
+            try:
+                job, error = results.get(timeout=5)
+            except queue.Empty:
+                if not any(w.is_alive() for w in workers):
+                    break           # a worker died hard; what is left is reported as not run
+                continue
+            ended += 1
+            done(ended, job, error)
+    finally:
+        # interrupted (Ctrl-C, SIGTERM): each worker unwinds its problem the same way
+        for w in workers:
+            if w.is_alive() and ended < len(jobs):
+                w.terminate()
+        for w in workers:
+            w.join(timeout=30)
+    return errors
+
+
+def _worker(todo, results, config_path: str | None, model: str | None) -> None:
+    """One GPU's worker: problems from `todo` until None. SIGTERM (from the bench, or from
+    the kernel when the bench itself dies, even by kill -9) unwinds the problem in
+    progress as Ctrl-C would, so no orphan goes on judging into a run dir that the
+    next bench resumes."""
+    _die_with_parent()
+    signal.signal(signal.SIGTERM, lambda signum, frame: _interrupt())
+    dead: dict[str, str] = {}   # this process's: at most one refused connection per server and GPU
+    try:
+        with spare_forkservers():   # each problem's judge finds its fork server started
+            while (job := todo.get()) is not None:
+                results.put((job, run_job(job, config_path, model, progress=False, dead=dead)))
+    except KeyboardInterrupt:
+        return
+
+
+def _interrupt():
+    raise KeyboardInterrupt
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGTERM this process when its parent dies (prctl PR_SET_PDEATHSIG); a no-op elsewhere."""
+    import ctypes
+    import ctypes.util
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)   # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+@contextlib.contextmanager
+def _visible(gpu: str):
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["CUDA_VISIBLE_DEVICES"]
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = before
+
+
+# ---------------------------------------------------------------- small helpers
+
+def _device(opts: argparse.Namespace, setting: Setting) -> str:
+    from agent.loop.runner import resolve_device
+    return resolve_device(load_config(opts.config, setting.overrides).run.device)
+
+
+def _label(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _natural(name: str) -> list:
+    return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", name)]

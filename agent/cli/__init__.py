@@ -1,0 +1,189 @@
+"""The `krefine` command line: argument parsing, dispatch, and the exit-status contract.
+
+Each subcommand lives in its own module with `main(args) -> int`; this file only parses
+and maps failures to docs/DESIGN.md's exit statuses: BadInput -> one line on stderr, exit 2;
+EvaluatorError -> one line, exit 3. Tracebacks only with --debug.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, BadInput, EvaluatorError
+
+# subcommand -> module holding its main(args)
+COMMANDS = {
+    "eval": "agent.cli.evalcmd",
+    "run": "agent.loop.runner",
+    "resume": "agent.loop.runner",
+    "inspect": "agent.cli.inspect",
+    "report": "agent.cli.report",
+    "export": "agent.cli.export",
+    "bench": "agent.bench.suite",
+    "repl": "agent.cli.repl",
+    "judge": "agent.cli.judgecmd",
+}
+
+
+def _finite(text: str) -> float:
+    """argparse type: a finite number ("nan" and "inf" parse as floats but mean nothing here)."""
+    import math
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+# `krefine run`'s flags that set one agent.toml value (TABLE.KEY): a value out of range is
+# blamed on the flag, not on the file (agent/config.py load_config's origins). Each flag's
+# other spellings (--max-rounds, --min-speedup, --seed) are argparse aliases of it; README
+# "Configuration" has the table of every knob
+RUN_FLAGS = {"--model": "model.id", "--max-iterations": "budget.max_rounds",
+             "--candidates": "budget.candidates_per_round", "--target-speedup": "budget.target_speedup",
+             "--time-budget": "budget.time_budget_s", "--device": "run.device",
+             "--seed-kernel": "search.seed_kernel"}
+
+
+def flag_overrides(args: argparse.Namespace, flags: dict[str, str]) -> tuple[dict, dict]:
+    """load_config's overrides and their origins: `--set TABLE.KEY=VALUE`s (if the command
+    has them), then `flags` (a flag given wins over a --set of its key)."""
+    from agent.config import parse_assignment
+    overrides, origins = {}, {}
+    for text in getattr(args, "sets", None) or []:
+        key, value = parse_assignment(text, "--set")
+        overrides[key], origins[key] = value, f"--set {key}"
+    for flag, key in flags.items():
+        value = getattr(args, flag.lstrip("-").replace("-", "_"))
+        if value is not None or key not in overrides:
+            overrides[key], origins[key] = value, flag
+    return overrides, origins
+
+
+class _ModuleHelp(argparse.Action):
+    """-h/--help of a subcommand whose module parses its own flags: that module's
+    option_parser() help, imported only when asked for."""
+    def __init__(self, option_strings, dest, module: str, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show the flags and exit", **kwargs)
+        self.module = module
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        importlib.import_module(self.module).option_parser().print_help()
+        parser.exit()
+
+
+class UsageParser(argparse.ArgumentParser):
+    def error(self, message: str):  # usage errors are bad input too: one line, exit 2
+        raise BadInput("", f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = UsageParser(prog="krefine", description="Turn a PyTorch module into fast, correct Triton kernels.")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=UsageParser)
+
+    e = sub.add_parser("eval", help="judge candidates against a problem (one verdict each)")
+    e.add_argument("problem")
+    e.add_argument("candidates", nargs="+", metavar="candidate",
+                   help="one or more candidate files, judged in one session (JSON lines with --json)")
+    e.add_argument("--device", choices=("cuda", "cpu"), default=None,
+                   help="default: cuda if present, else cpu (Triton interpreter, no timing)")
+    e.add_argument("--json", action="store_true", help="print each verdict as one JSON object per line")
+    e.add_argument("--min-speedup", "--target-speedup", dest="target_speedup", type=_finite, default=None,
+                   metavar="X", help="exit 1 unless correct and at least X times faster than eager (krefine run's "
+                                     "--target-speedup; unset: correct is enough, whatever [budget] target_speedup says)")
+    e.add_argument("--config", default=None, help="agent.toml to read [eval] [timing] [guards] and [run] device from")
+    e.add_argument("--no-profile", action="store_true", help="skip the bottleneck profile step")
+    e.add_argument("--gpu", type=int, default=0, help="GPU index")
+    e.add_argument("--keep-judge", type=_finite, default=None, metavar="SECONDS",
+                   help="[eval] keep_judge_s: judge in a service kept warm this long after the last eval, "
+                        "so the next eval is fast (0: judge in this process)")
+
+    r = sub.add_parser("run", help="run the refinement loop on a problem")
+    r.add_argument("problem")
+    r.add_argument("--config", default=None)
+    r.add_argument("--model", default=None,
+                   help='[model] id: ID | PATH | openai:URL | replay:FILE | none (no model: the seed and the sweep only)')
+    r.add_argument("--seed-kernel", "--seed", choices=("none", "inductor"), default=None,
+                   help='[search] seed_kernel: "inductor" judges torch.compile\'s kernels as round 0 and '
+                        'refines them (--seed is its old name)')
+    r.add_argument("--max-iterations", "--max-rounds", type=int, default=None, metavar="N",
+                   help="[budget] max_rounds: generate -> judge rounds (--max-rounds is the same flag)")
+    r.add_argument("--candidates", type=int, default=None, metavar="N", help="[budget] candidates_per_round")
+    r.add_argument("--target-speedup", "--min-speedup", type=_finite, default=None, metavar="X",
+                   help="[budget] target_speedup (--min-speedup, krefine eval's name, is the same flag)")
+    r.add_argument("--time-budget", type=_finite, default=None, metavar="SECONDS", help="[budget] time_budget_s")
+    r.add_argument("--device", choices=("cuda", "cpu"), default=None, help="[run] device")
+    r.add_argument("--out", default=None, metavar="DIR")
+    r.add_argument("--set", action="append", default=[], dest="sets", metavar="TABLE.KEY=VALUE",
+                   help="override one agent.toml value, as krefine bench --set (repeatable; a flag above wins)")
+
+    rs = sub.add_parser("resume", help="continue an interrupted run")
+    rs.add_argument("run_dir")
+    rs.add_argument("--set", action="append", default=[], dest="sets", metavar="budget.KEY=VALUE",
+                    help="raise a budget ([budget] keys only): a run stopped by that budget goes on")
+
+    i = sub.add_parser("inspect", help="show a run in the terminal")
+    i.add_argument("run_dir")
+    i.add_argument("--iteration", "--round", type=int, default=None, metavar="N",
+                   help="that round's candidates (--round is the same flag)")
+    i.add_argument("--candidate", default=None, metavar="ID")
+
+    rp = sub.add_parser("report", help="write RUN_DIR/report.html")
+    rp.add_argument("run_dir")
+
+    x = sub.add_parser("export", help="export a run")
+    x.add_argument("run_dir")
+    x.add_argument("--chrome-trace", action="store_true", required=True)
+    x.add_argument("--out", default=None)
+
+    # bench's flags are its module's (agent/bench/suite.py option_parser): --help prints them
+    b = sub.add_parser("bench", help="run the loop over a suite of problems", add_help=False)
+    b.add_argument("-h", "--help", action=_ModuleHelp, module="agent.bench.suite")
+    b.add_argument("suite_dir")
+    b.add_argument("rest", nargs=argparse.REMAINDER)
+
+    j = sub.add_parser("judge", help="the judge services krefine eval keeps warm: status or stop")
+    j.add_argument("action", choices=("status", "stop"))
+    j.add_argument("--json", action="store_true", help="status: one JSON object per service")
+
+    rl = sub.add_parser("repl", help="paste a module, stream KernelLLM's kernel")
+    rl.add_argument("--model", default=None, help="ID | PATH | openai:URL | replay:FILE")
+    rl.add_argument("--config", default=None)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in argv
+    try:
+        args = build_parser().parse_args(argv)
+        module = importlib.import_module(COMMANDS[args.command])
+        return int(module.main(args) or 0)
+    except BadInput as e:
+        if debug:
+            raise
+        print(f"krefine: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except EvaluatorError as e:
+        if debug:
+            raise
+        print(f"krefine: evaluator failed: {' '.join(str(e).split())}", file=sys.stderr)
+        return EXIT_EVALUATOR
+    except KeyboardInterrupt:
+        print("krefine: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # our own bug: still one line and exit 3, traceback with --debug
+        if debug:
+            raise
+        print(f"krefine: internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]} "
+              "(run with --debug for the traceback)", file=sys.stderr)
+        return EXIT_EVALUATOR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

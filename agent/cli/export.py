@@ -1,0 +1,69 @@
+"""`krefine export RUN_DIR --chrome-trace [--out FILE]`: a run's node spans as a trace.
+
+Writes the Chrome Trace Event format (JSON object form), which chrome://tracing and
+https://ui.perfetto.dev open: one complete ("X") event per trace.jsonl event, one
+thread per candidate so a round's parallel evaluations show side by side, a "loop"
+thread for the decide node and a "rounds" thread spanning each round.
+Times are microseconds from the run's first span. Default output:
+RUN_DIR/trace.chrome.json. Does not read anything but trace.jsonl (via runstats).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent.loop.runstats import Run, Span, load_run, node_spans
+from tools.jsonio import write_json
+
+PID = 1
+LOOP_TID, ROUNDS_TID = 1, 2   # candidate threads follow from 3, in id order
+
+
+def main(args) -> int:
+    run = load_run(args.run_dir)
+    out = Path(args.out) if args.out else run.dir.root / "trace.chrome.json"
+    trace = chrome_trace(run)
+    write_json(out, trace)
+    spans = sum(1 for e in trace["traceEvents"] if e["ph"] == "X")
+    print(f"wrote {out}: {spans} spans; open it in https://ui.perfetto.dev or chrome://tracing")
+    return 0
+
+
+def chrome_trace(run: Run) -> dict:
+    spans = node_spans(run)
+    t0 = min((s.start_s for s in spans), default=0.0)
+    def us(t: float) -> float:  # ts and dur both from these, so back-to-back spans meet exactly
+        return round((t - t0) * 1e6, 3)
+    lanes = sorted({_lane(s) for s in spans} - {None})
+    tids = {cid: ROUNDS_TID + 1 + i for i, cid in enumerate(lanes)}
+    # 1) names and order of the process and its threads
+    events: list[dict] = [_meta("process_name", 0, {"name": f"krefine run {run.dir.run_id}"})]
+    for name, tid in (("loop", LOOP_TID), ("rounds", ROUNDS_TID), *tids.items()):
+        events.append(_meta("thread_name", tid, {"name": name}))
+        events.append(_meta("thread_sort_index", tid, {"sort_index": tid}))
+    # 2) one span per round, from its first node's start to its last node's end
+    for r in sorted({s.iteration for s in spans}):
+        in_round = [s for s in spans if s.iteration == r]
+        start, end = min(s.start_s for s in in_round), max(s.end_s for s in in_round)
+        events.append({"name": f"round {r}", "cat": "round", "ph": "X", "pid": PID, "tid": ROUNDS_TID,
+                       "ts": us(start), "dur": round(us(end) - us(start), 3), "args": {"iteration": r}})
+    # 3) every node
+    for s in spans:
+        e = s.event
+        events.append({"name": s.node, "cat": s.node,
+                       "ph": "X", "pid": PID, "tid": tids.get(_lane(s), LOOP_TID),
+                       "ts": us(s.start_s), "dur": round(us(s.end_s) - us(s.start_s), 3),
+                       "args": {"candidate": s.candidate, "iteration": s.iteration, "status": s.status,
+                                "metrics": e.get("metrics") or {}, "error": e.get("error"),
+                                "artifacts": e.get("artifacts") or {}}})
+    return {"traceEvents": events, "displayTimeUnit": "ms",
+            "otherData": {"run_id": run.dir.run_id, "start_unix_s": t0}}
+
+
+def _lane(s: Span) -> str | None:
+    """The candidate thread a span goes on; None: the loop thread. decide names the best
+    candidate but is the loop's own step."""
+    return s.candidate if s.candidate and s.node != "decide" else None
+
+
+def _meta(name: str, tid: int, args: dict) -> dict:
+    return {"name": name, "ph": "M", "pid": PID, "tid": tid, "args": args}

@@ -1,0 +1,243 @@
+"""Live progress of a run in the terminal, and the final summary.
+
+On a TTY a rich Live table (round / candidate / parent / verdict / speedup /
+bottleneck / note) is redrawn as candidates are generated and judged; otherwise one
+plain line per event, so logs and CI output stay readable. The loop's nodes call
+`generated`, `evaluated` and `decided` (from evaluation threads too, hence the lock);
+the runner calls `finished` with summary.json's contents.
+
+Does not write anything to the run directory: trace.jsonl is the record, this is
+only a view.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from agent.loop.rundir import parse_candidate_id
+from agent.loop.runstats import no_best_line
+
+_STYLE = {"correct": "green", "incorrect": "yellow", "compile_error": "red", "runtime_error": "red",
+          "timeout": "magenta", "rejected": "magenta", "pending": "dim", "judging": "cyan"}
+_MAX_ROWS = 30  # the live table shows the newest rows; the trace has them all
+
+
+def _speedup(speedup: dict | None) -> str:
+    if not speedup or all(v is None for v in speedup.values()):
+        return "-"
+    return " / ".join(f"{v:.2f}x" if v is not None else "-" for v in (speedup.get("eager"), speedup.get("compile")))
+
+
+def _note(verdict: Any) -> str:
+    """The first diagnostic, or the flags of a correct candidate, in one short line."""
+    if verdict is None:
+        return ""
+    if verdict.correct:
+        return ", ".join(verdict.flags)
+    for d in verdict.diagnostics:
+        # a compiler's message ends with the error itself, after the source it quotes
+        lines = [ln.strip() for ln in d.message.splitlines() if ln.strip()] or [""]
+        where = f" (line {d.line})" if d.line else ""
+        return f"{lines[-1]}{where}"[:120]
+    return ""
+
+
+def _change(record: dict) -> str:
+    """A sweep variant's launch constants ("sweep: XBLOCK 1024->2048"); "" for others."""
+    return f"sweep: {record['change']}" if record.get("change") else ""
+
+
+def _next_step(state: dict) -> str:
+    return f"sweep {state['sweep_next']}" if state.get("sweep_next") else "continue"
+
+
+class Progress:
+    """Shared bookkeeping; subclasses decide how to show it."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, dict] = {}
+        self.status_line = ""
+        self._lock = threading.Lock()
+
+    def resumed(self, state: dict, judged: set[str] | None = None, written: set[str] | None = None) -> None:
+        """A resumed run: show what earlier sessions already judged. `judged`: the
+        candidates with a verdict in the run directory, `written`: those with a source
+        there (what a session wrote after the last decide is on disk, not in `state`:
+        agent/loop/resume.py); together they say which round a kill interrupted."""
+        judged = set(judged or ()) | {c for c, r in state["candidates"].items() if r["status"] != "pending"}
+        rounds = {c: r["round"] for c, r in state["candidates"].items()}
+        rounds.update({c: parse_candidate_id(c)[0] for c in written or ()})
+        current = max([state["round"], *rounds.values()])
+        unjudged = sorted(c for c, n in rounds.items() if n == current and c not in judged)
+        with self._lock:
+            for record in state["candidates"].values():
+                self.rows[record["id"]] = {"round": record["round"], "id": record["id"],
+                                           "parent": record["parent"] or "-", "verdict": record["status"],
+                                           "speedup": _speedup(record["speedup"]),
+                                           "bottleneck": record.get("bottleneck") or "", "note": ""}
+            if unjudged:
+                self.status_line = (f"resuming round {current}: {len(judged)} candidates already judged, "
+                                    f"{len(unjudged)} of round {current} still to judge")
+            else:
+                self.status_line = f"resuming after round {current}: {len(judged)} candidates already judged"
+            self._show_decided()
+
+    def generated(self, record: dict) -> None:
+        with self._lock:
+            self.rows[record["id"]] = {"round": record["round"], "id": record["id"],
+                                       "parent": record["parent"] or "-", "verdict": "pending",
+                                       "speedup": "-", "bottleneck": "", "note": _change(record)}
+            self._show_generated(self.rows[record["id"]])
+
+    def seeding(self, cid: str, timeout_s: float) -> None:
+        """Round 0's Inductor seed is being made (up to `timeout_s`; at once when cached)."""
+        with self._lock:
+            self.rows[cid] = {"round": 0, "id": cid, "parent": "-", "verdict": "seeding", "speedup": "-",
+                              "bottleneck": "", "note": f"torch.compile in its own process, at most {timeout_s:.0f} s"}
+            self._show_started(self.rows[cid])
+
+    def judging(self, record: dict) -> None:
+        """A candidate went to the judge (its verdict comes with evaluated())."""
+        with self._lock:
+            row = self.rows.setdefault(record["id"], {"round": record["round"], "id": record["id"],
+                                                      "parent": record["parent"] or "-", "speedup": "-",
+                                                      "bottleneck": "", "note": _change(record)})
+            row["verdict"] = "judging"
+            self._show_started(row)
+
+    def evaluated(self, record: dict, verdict: Any) -> None:
+        with self._lock:
+            row = self.rows.setdefault(record["id"], {"round": record["round"], "id": record["id"],
+                                                      "parent": record["parent"] or "-"})
+            row.update(verdict=record["status"], speedup=_speedup(record["speedup"]),
+                       bottleneck=record.get("bottleneck") or "",
+                       note=" · ".join(x for x in (_change(record), _note(verdict)) if x))
+            self._show_evaluated(row)
+
+    def decided(self, state: dict) -> None:
+        with self._lock:
+            spent = state["spent"]
+            best = state["best"]
+            speed = _speedup(state["candidates"][best]["speedup"]) if best else "-"
+            self.status_line = (f"round {state['round']}: best {best or 'none'} ({speed}) · "
+                                f"{spent['candidates']} judged · {spent['tokens']} tokens · "
+                                f"{spent['wall_s']:.0f}s · {state['stop_reason'] or _next_step(state)}")
+            self._show_decided()
+
+    def finished(self, summary: dict, run_dir: str) -> None:
+        self.close()
+        best = summary.get("best")
+        sweep = summary["budget_spent"].get("sweep")
+        swept = f" + {sweep} sweep variants" if sweep else ""
+        lines = [f"stop reason: {summary['stop_reason']}  solved: {'yes' if summary['solved'] else 'no'}",
+                 (f"best: {best['candidate']} speedup {_speedup(best['speedup'])} (eager / compile)"
+                  if summary.get("timed") else f"best: {best['candidate']} (untimed on cpu)")
+                 if best else f"best: none ({no_best_line(summary)})",
+                 f"{summary['candidates_evaluated']} candidates in {summary['rounds']} rounds{swept}, "
+                 f"{summary['budget_spent']['tokens']} tokens, {summary['budget_spent']['wall_s']:.1f}s",
+                 f"run directory: {run_dir}"]
+        self._print_final(lines)
+
+    def close(self) -> None:
+        pass
+
+    # views
+    def _show_generated(self, row: dict) -> None: ...
+    def _show_started(self, row: dict) -> None: ...
+    def _show_evaluated(self, row: dict) -> None: ...
+    def _show_decided(self) -> None: ...
+    def _print_final(self, lines: list[str]) -> None: ...
+
+
+class QuietProgress(Progress):
+    """For library callers (krefine bench) that draw their own display."""
+
+
+class PlainProgress(Progress):
+    """One line per event, for pipes, logs and CI."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        super().__init__()
+        self.stream = stream or sys.stdout
+
+    def _line(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    def _show_generated(self, row: dict) -> None:
+        self._line(f"[round {row['round']}] {row['id']} generated (parent {row['parent']})")
+
+    def _show_started(self, row: dict) -> None:
+        what = "making the Inductor seed" if row["verdict"] == "seeding" else "judging"
+        self._line(f"[round {row['round']}] {row['id']} {what}" + (f" ({row['note']})" if row["note"] else ""))
+
+    def _show_evaluated(self, row: dict) -> None:
+        extra = "  ".join(x for x in (f"speedup {row['speedup']}" if row["speedup"] != "-" else "",
+                                       row["bottleneck"], row["note"]) if x)
+        self._line(f"[round {row['round']}] {row['id']} {row['verdict']}" + (f"  {extra}" if extra else ""))
+
+    def _show_decided(self) -> None:
+        self._line(self.status_line)
+
+    def _print_final(self, lines: list[str]) -> None:
+        for line in lines:
+            self._line(line)
+
+
+class LiveProgress(Progress):
+    """A rich table redrawn in place on a terminal."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        super().__init__()
+        self.console = console or Console()
+        self.live = Live(self._table(), console=self.console, auto_refresh=False, transient=False)
+        self.live.start()
+
+    def _table(self) -> Table:
+        # one line per candidate: the note takes what width is left and is cut, never wrapped
+        table = Table(title="krefine", caption=self.status_line or None, expand=True)
+        for name in ("round", "candidate", "parent", "verdict", "speedup e/c", "bottleneck"):
+            table.add_column(name, no_wrap=True)
+        table.add_column("note", no_wrap=True, overflow="ellipsis", ratio=1)
+        for row in list(self.rows.values())[-_MAX_ROWS:]:
+            style = _STYLE.get(row.get("verdict", ""), "")
+            table.add_row(str(row["round"]), row["id"], row.get("parent", "-"),
+                          f"[{style}]{row.get('verdict', '')}[/]" if style else row.get("verdict", ""),
+                          row.get("speedup", "-"), row.get("bottleneck", ""), row.get("note", ""))
+        return table
+
+    def _redraw(self) -> None:
+        self.live.update(self._table(), refresh=True)
+
+    def _show_generated(self, row: dict) -> None:
+        self._redraw()
+
+    def _show_started(self, row: dict) -> None:
+        self._redraw()
+
+    def _show_evaluated(self, row: dict) -> None:
+        self._redraw()
+
+    def _show_decided(self) -> None:
+        self._redraw()
+
+    def close(self) -> None:
+        if self.live.is_started:
+            self.live.stop()
+
+    def _print_final(self, lines: list[str]) -> None:
+        for line in lines:
+            self.console.print(line, highlight=False)
+
+
+def make_progress(enabled: bool = True, stream: TextIO | None = None) -> Progress:
+    if not enabled:
+        return QuietProgress()
+    stream = stream or sys.stdout
+    if stream.isatty():
+        return LiveProgress(Console(file=stream))
+    return PlainProgress(stream)

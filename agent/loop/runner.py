@@ -1,0 +1,251 @@
+"""`krefine run` and `krefine resume`, and `run_problem()` for library callers (bench).
+
+Sets a run up and hands it to the graph (agent/loop/graph.py): load the problem, resolve
+the device, claim the run directory, load the model backend, write run.json, then run
+the loop. `resume` rebuilds the same pieces from run.json and the loop's state from the
+run directory (agent/loop/resume.py; checkpoint.sqlite, langgraph's, is only a cache), and
+goes on from there; the replay backend is moved past the completions the run already
+consumed. A caller that shares an evaluator
+or a model between runs (krefine bench --ray) passes them in as `Services`.
+
+Exit status (docs/DESIGN.md): 0 solved, 1 budget spent without a solution, 2 bad input
+(BadInput, incl. a backend that cannot load), 3 evaluator failure (EvaluatorError).
+Does not decide anything about the loop itself.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sqlite3
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from agent.config import AgentConfig, load_config, upgrade
+from agent.loop.context import GpuPool, LoopContext
+from agent.loop.graph import build_graph, make_summary, run_graph
+from agent.models.llm import NO_MODEL, ReplayBackend, check_spec, make_backend
+from agent.loop.progress import Progress, make_progress
+from agent.loop.resume import state_from_rundir
+from agent.loop.rundir import RunDir
+from agent.loop.state import RunState, initial_state
+from tools.errors import EXIT_FAIL, EXIT_OK, BadInput, EvaluatorError
+from tools.jsonio import read_json, write_json
+from tools.judge import JudgePool
+from tools.judge.warm import warm_imports
+from tools.problem import load_problem
+from tools.settings import SettingsError, build
+
+THREAD_ID = "krefine"  # one run per checkpoint.sqlite, so one thread
+
+
+@dataclass(frozen=True)
+class Services:
+    """What a run borrows instead of making its own (krefine bench --ray)."""
+    judges: Callable[..., Any]       # (problem, device, EvalSettings, RunDir) -> a pool with JudgePool's interface
+    backend: Any = None              # a loaded backend shared by every run; None: load the run's model spec
+
+
+def main(args) -> int:
+    if args.command == "resume":
+        from agent.config import parse_assignment
+        summary = resume_run(args.run_dir, budget=dict(parse_assignment(a, "--set") for a in args.sets))
+    else:
+        from agent.cli import RUN_FLAGS, flag_overrides
+        config = load_config(args.config, *flag_overrides(args, RUN_FLAGS))   # --model is [model] id
+        summary = run_problem(args.problem, config, args.out)
+    return EXIT_OK if summary["solved"] else EXIT_FAIL
+
+
+def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Path | None, *,
+                model_spec: str | None = None, progress: bool = True, services: Services | None = None) -> dict:
+    """Run the loop on one problem; returns summary.json's contents."""
+    # 1) the model spec, the problem and the device: bad input fails before anything is written
+    spec = _absolute_spec(model_spec or config.model.id)
+    check_spec(spec)
+    if spec == NO_MODEL and config.search.seed_kernel != "inductor":
+        raise BadInput("--model none", 'a run without a model is the Inductor seed and its constant sweep: it needs '
+                                       '[search] seed_kernel = "inductor" (krefine run --seed-kernel inductor; '
+                                       'krefine bench --set search.seed_kernel=inductor)')
+    problem = load_problem(problem_path)
+    device = resolve_device(config.run.device)
+    # 2) the run directory: --out must be new or empty
+    rd = RunDir(Path(out_dir) if out_dir else default_run_dir(config.run.out_root, problem.name))
+    if rd.root.exists() and any(rd.root.iterdir()):
+        raise BadInput(rd.root, "run directory exists and is not empty (use `krefine resume` or another --out)")
+    # 3) the model: one line and exit 2 when it cannot load
+    backend = _load_backend(spec, config, skip=0, shared=services.backend if services else None)
+    rd.create()
+    write_json(rd.meta, {"schema": 1,
+                         "problem": {"path": str(Path(problem.path).resolve()), "name": problem.name,
+                                     "source": problem.source},
+                         "config": dataclasses.asdict(config), "model": spec, "device": device,
+                         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    # 4) the loop
+    return _drive(rd, problem, config, backend, device, make_progress(progress), services,
+                  initial_state(str(problem.path)))
+
+
+def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services | None = None,
+               budget: dict | None = None) -> dict:
+    """Continue an interrupted run from its run directory; a finished one just re-reports,
+    unless `budget` ({"budget.max_rounds": 6, ...}) raises the budget that stopped it:
+    then it goes on under the new budget, which run.json keeps."""
+    rd = RunDir(Path(run_dir))
+    if not rd.meta.exists():
+        raise BadInput(rd.root, "not a run directory (no run.json)")
+    meta = read_json(rd.meta)
+    # 1) the same problem, config, model and device as the interrupted session
+    problem = load_problem(meta["problem"]["path"])
+    if problem.source != meta["problem"]["source"]:
+        raise BadInput(problem.path, "problem file changed since the run started; its original "
+                                     f"source is in {rd.meta}")
+    # a run.json of older krefine names knobs by their old names ([search] seed, [model]
+    # openai_base_url): read as today's; its model spec is the id the old ones applied to
+    doc = {**meta["config"], "model": {**meta["config"].get("model", {}), "id": meta["model"]}}
+    try:
+        config = build(AgentConfig, upgrade(doc), f"{rd.meta} config")
+    except SettingsError as e:
+        raise BadInput(rd.meta, str(e)) from None
+    meta = {**meta, "config": dataclasses.asdict(config)}
+    if budget:
+        config = _raised(rd, meta, budget)
+    # 2) the replay backend resumes after every completion already recorded
+    consumed = len(rd.completion_ids())
+    backend = _load_backend(config.model.id, config, skip=consumed, shared=services.backend if services else None)
+    # 3) the state of its last decide; a raised budget reopens a run that budget stopped
+    state = state_from_rundir(rd, str(problem.path))
+    if budget and state["stop_reason"] in _BUDGET_STOPS:
+        state = RunState(state, stop_reason=None)
+    return _drive(rd, problem, config, backend, meta["device"], make_progress(progress), services, state,
+                  resumed=True)
+
+
+# what a raised budget can undo (agent/loop/state.py stop_reason)
+_BUDGET_STOPS = ("max_rounds", "token_budget", "time_budget")
+
+
+def _raised(rd: RunDir, meta: dict, budget: dict) -> AgentConfig:
+    """The run's config with `budget`'s [budget] values, written back to run.json."""
+    doc = {**meta["config"], "budget": dict(meta["config"]["budget"])}
+    for key, value in budget.items():
+        table, _, name = key.partition(".")
+        if table != "budget" or not name:
+            raise BadInput(f"--set {key}", "only [budget] values (budget.KEY=VALUE) can change when a run resumes")
+        doc["budget"][name] = value
+    try:
+        config = build(AgentConfig, doc, "--set")
+    except SettingsError as e:
+        raise BadInput("--set", str(e).removeprefix("--set.")) from None
+    write_json(rd.meta, {**meta, "config": dataclasses.asdict(config)})
+    return config
+
+
+def _drive(rd: RunDir, problem, config: AgentConfig, backend, device: str, progress: Progress,
+           services: Services | None, state: RunState, resumed: bool = False) -> dict:
+    """Run the graph from `state` (the initial one, or a resumed run's) to its end."""
+    latest = {"state": state}   # after the last step: a failed run's summary is made from it
+    with _checkpointer(rd) as saver:
+        graph = build_graph(saver)
+        if resumed and not state["stop_reason"]:
+            rd.summary.unlink(missing_ok=True)  # left by a session that failed; the run goes on
+        gpus = evaluation_slots(device)
+        if services is None:   # judged here, from the loop's threads: torch's lazy modules first
+            warm_imports(device)
+        judges = services.judges(problem, device, config.eval, rd) if services else \
+            JudgePool(problem, device=device, gpu_count=gpus.size, settings=config.eval)
+        ctx = LoopContext(rundir=rd, problem=problem, config=config, backend=backend, device=device,
+                          progress=progress, gpus=gpus, judges=judges,
+                          wall_offset_s=state["spent"]["wall_s"])
+        if resumed:
+            progress.resumed(state, judged=rd.judged(), written=rd.written())
+        try:
+            state = run_graph(graph, ctx, THREAD_ID, state, on_step=lambda s: latest.update(state=s))
+        except EvaluatorError:
+            progress.close()
+            _write_failed_summary(rd, latest["state"], device, "evaluator_error")
+            raise
+        except KeyboardInterrupt:
+            progress.close()
+            print(f"krefine: run interrupted; continue it with: krefine resume {rd.root}", file=sys.stderr)
+            raise
+        except BaseException:
+            progress.close()
+            raise
+        finally:
+            ctx.judges.close()
+    summary = make_summary(state, device == "cuda")
+    rd.write_summary(summary)
+    summary = rd.read_summary()
+    progress.finished(summary, str(rd.root))
+    return summary
+
+
+def _write_failed_summary(rd: RunDir, state: dict, device: str, reason: str) -> None:
+    if not state:
+        return
+    rd.write_summary(make_summary(dict(state, stop_reason=reason), device == "cuda"))
+
+
+@contextlib.contextmanager
+def _checkpointer(rd: RunDir):
+    """checkpoint.sqlite: langgraph's record of the session's steps, a cache that nothing
+    reads back (a run resumes from its files, agent/loop/resume.py), kept so the run
+    directory's layout holds it as the contract says."""
+    # evaluate tasks of one round run in langgraph's worker threads
+    conn = sqlite3.connect(rd.checkpoint, check_same_thread=False)
+    try:
+        yield SqliteSaver(conn)
+    finally:
+        conn.close()
+
+
+def _load_backend(spec: str, config: AgentConfig, *, skip: int, shared: Any = None) -> Any:
+    """The model backend; BackendUnavailable (a BadInput: one line, exit 2) when it cannot serve.
+    A `shared` backend (model actors serving every run of a bench) is used as it is."""
+    if shared is not None:
+        return shared
+    backend = make_backend(spec, config)
+    load = getattr(backend, "load", None)
+    if load is not None:
+        load()  # weights or server now, so a backend that cannot serve fails before the run starts
+    if skip and isinstance(backend, ReplayBackend):
+        backend.seek(skip)  # the completions already recorded are not handed out again
+    return backend
+
+
+def _absolute_spec(spec: str) -> str:
+    """replay:FILE with FILE made absolute, so `resume` works from any directory."""
+    if spec.startswith("replay:"):
+        return "replay:" + str(Path(spec[len("replay:"):]).resolve())
+    return spec
+
+
+def resolve_device(wanted: str | None) -> str:
+    if wanted:
+        return wanted
+    import torch
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def evaluation_slots(device: str) -> GpuPool:
+    """The GPUs a run's judges spread over: every visible one (runs of one process share
+    them through tools/judge/gpulock.py, per device), one slot on cpu."""
+    if device != "cuda":
+        return GpuPool(1)
+    import torch
+    return GpuPool(max(1, torch.cuda.device_count()))
+
+
+def default_run_dir(out_root: str, problem_name: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = Path(out_root) / f"{stamp}-{problem_name}"
+    n = 1
+    while path.exists():  # two runs started in the same second
+        n += 1
+        path = Path(out_root) / f"{stamp}-{problem_name}-{n}"
+    return path

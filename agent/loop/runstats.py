@@ -1,0 +1,294 @@
+"""Reading finished (or interrupted) run directories, and what is drawn from one run.
+
+One place for what `krefine inspect`, `krefine report` and `krefine bench` all need:
+loading a run dir into plain values (`load_run`), the candidate lineage, the rounds
+table, the node spans of its trace, a candidate's diff against its parent, and the
+line a run with no best shows in its place. It only reads: it never writes a run dir
+(agent/loop/rundir.py and the loop do) and never renders (inspect/report/bench do). A run
+as one row of bench's results, and the suite figures, are agent/bench/stats.py's.
+
+Origins (a candidate's generate/seed/sweep event's metrics["origin"]): "model",
+"inductor_seed" (round 0's torch.compile seed) and "sweep" (a seed or candidate
+re-launched with other launch constants). Only the seed is kept out of the run's best;
+any other origin, unknown ones included, counts as the loop's work.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.loop.rundir import RunDir, parse_candidate_id
+from tools.errors import BadInput
+from tools.jsonio import read_json, read_jsonl
+
+BASELINES = ("eager", "compile")
+ORIGIN_MODEL = "model"
+ORIGIN_SEED = "inductor_seed"   # agent/loop/state.py's; read here, not imported from the loop
+ORIGIN_SWEEP = "sweep"
+# trace nodes whose event names a candidate's origin and parent in its metrics
+_ORIGIN_NODES = ("generate", "seed", "sweep")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: str
+    round: int
+    index: int
+    parent: str | None
+    status: str                     # a verdict status, or "pending" when never judged
+    speedup: dict[str, float | None]   # eager, compile
+    verdict: dict | None            # evals/<id>.json as written (schema 1)
+    prompt_tokens: int
+    completion_tokens: int
+    origin: str = ORIGIN_MODEL      # "inductor_seed": round 0's torch.compile seed; "sweep": a re-launch
+
+    @property
+    def correct(self) -> bool:
+        return self.status == "correct"
+
+    @property
+    def by_model(self) -> bool:
+        return self.origin == ORIGIN_MODEL
+
+    @property
+    def is_seed(self) -> bool:
+        return self.origin == ORIGIN_SEED
+
+    @property
+    def interval(self) -> dict[str, dict]:
+        """baseline -> {ratio, low, high, ...}: the speedup's interval (tools/perf/speedup.py),
+        {} when untimed or its timing was not trusted."""
+        return (self.verdict or {}).get("speedup_interval") or {}
+
+    @property
+    def measure(self) -> str | None:
+        """How its speedup was timed: per_call, cuda_graph or batched (None: untimed)."""
+        return ((self.verdict or {}).get("checks") or {}).get("timing_measure")
+
+    @property
+    def feedback(self) -> str:
+        return (self.verdict or {}).get("feedback", "")
+
+    @property
+    def reason(self) -> str:
+        """One line saying why it is not correct (or what is flagged when it is)."""
+        v = self.verdict or {}
+        if self.correct:
+            return ", ".join(v.get("flags", []))
+        for d in v.get("diagnostics", []):
+            where = f" (line {d['line']})" if d.get("line") else ""
+            return _one_line(f"{d.get('kind', '')}: {d.get('message', '')}{where}")
+        return _one_line(v.get("feedback", "") or ("not evaluated" if not v else ""))
+
+
+@dataclass(frozen=True)
+class Run:
+    dir: RunDir
+    meta: dict                       # run.json ({} when absent)
+    summary: dict | None             # summary.json (None while running / interrupted)
+    events: tuple[dict, ...]         # trace.jsonl, in file order
+    candidates: dict[str, Candidate] = field(default_factory=dict)  # in id order
+
+    @property
+    def problem_path(self) -> str | None:
+        return (self.meta.get("problem") or {}).get("path")
+
+    @property
+    def problem_source(self) -> str | None:
+        return (self.meta.get("problem") or {}).get("source")
+
+    @property
+    def name(self) -> str:
+        return Path(self.problem_path).stem if self.problem_path else self.dir.run_id
+
+    @property
+    def best_id(self) -> str | None:
+        best = (self.summary or {}).get("best")
+        return best.get("candidate") if best else None
+
+    def parent_of(self, cid: str) -> Candidate | None:
+        parent = self.candidates[cid].parent
+        return self.candidates.get(parent) if parent else None
+
+    def text(self, path: Path) -> str | None:
+        return path.read_text(encoding="utf-8", errors="replace") if path.exists() else None
+
+    def candidate(self, cid: str) -> Candidate:
+        if cid not in self.candidates:
+            known = ", ".join(self.candidates) or "none"
+            raise BadInput(self.dir.root, f"no candidate {cid!r} in this run (known: {known})")
+        return self.candidates[cid]
+
+    def round_candidates(self, round_: int) -> list[Candidate]:
+        found = [c for c in self.candidates.values() if c.round == round_]
+        if not found:
+            rounds = sorted({c.round for c in self.candidates.values()})
+            raise BadInput(self.dir.root, f"no round {round_} in this run (rounds: {', '.join(map(str, rounds)) or 'none'})")
+        return found
+
+
+CANDIDATE_ID = re.compile(r"^r\d+-c\d+$")
+
+
+def load_run(path: str | Path) -> Run:
+    """Read a run directory; BadInput (one line naming the path) when it is missing, not
+    a run directory, or holds a file that is not valid JSON."""
+    rd = RunDir(Path(path))
+    if not rd.root.exists():
+        raise BadInput(rd.root, "no such run directory")
+    if not rd.root.is_dir() or not (rd.trace.exists() or rd.summary.exists() or rd.meta.exists()):
+        raise BadInput(rd.root, "not a run directory (no trace.jsonl, run.json or summary.json)")
+    events = tuple(_json(rd.trace, lambda p: list(read_jsonl(p))))
+    generated: dict[str, dict] = {}
+    for e in events:
+        if e.get("node") in _ORIGIN_NODES and e.get("candidate"):
+            generated.setdefault(e["candidate"], e.get("metrics") or {})
+    ids = set(generated)
+    for sub, suffix in (("candidates", ".py"), ("evals", ".json")):
+        ids |= {p.name[: -len(suffix)] for p in (rd.root / sub).glob(f"*{suffix}")}
+    candidates = {}
+    for cid in sorted(i for i in ids if CANDIDATE_ID.match(i)):
+        verdict = _json(rd.eval(cid)) if rd.eval(cid).exists() else None
+        metrics = generated.get(cid, {})
+        round_, index = parse_candidate_id(cid)
+        speedup = (verdict or {}).get("speedup") or {}
+        candidates[cid] = Candidate(
+            id=cid, round=round_, index=index, parent=metrics.get("parent"),
+            status=verdict.get("verdict", "pending") if verdict else "pending",
+            speedup={b: speedup.get(b) for b in BASELINES}, verdict=verdict,
+            prompt_tokens=int(metrics.get("prompt_tokens") or 0),
+            completion_tokens=int(metrics.get("completion_tokens") or 0),
+            origin=metrics.get("origin") or (ORIGIN_SEED if (round_, index) == (0, 0) else ORIGIN_MODEL))
+    return Run(dir=rd, meta=_json(rd.meta) if rd.meta.exists() else {},
+               summary=_json(rd.summary) if rd.summary.exists() else None, events=events,
+               candidates=candidates)
+
+
+def _json(path: Path, read=read_json):
+    try:
+        return read(path)
+    except json.JSONDecodeError as e:
+        raise BadInput(path, f"not valid JSON ({e.msg}, line {e.lineno})") from None
+
+
+# ---------------------------------------------------------------- one run
+
+def children(run: Run) -> dict[str | None, list[str]]:
+    """parent id -> child ids; a candidate whose parent is unknown counts as a root (None)."""
+    tree: dict[str | None, list[str]] = {}
+    for c in run.candidates.values():
+        parent = c.parent if c.parent in run.candidates else None
+        tree.setdefault(parent, []).append(c.id)
+    return tree
+
+
+def diff_to_parent(run: Run, cid: str) -> str:
+    """Unified diff of the candidate's source against its parent's ('' for a root, or
+    when no code could be extracted from its completion)."""
+    parent = run.parent_of(cid)
+    if parent is None or not run.dir.candidate_src(cid).exists():
+        return ""
+    lines = difflib.unified_diff((run.text(run.dir.candidate_src(parent.id)) or "").splitlines(keepends=True),
+                                 (run.text(run.dir.candidate_src(cid)) or "").splitlines(keepends=True),
+                                 fromfile=f"{parent.id}.py", tofile=f"{cid}.py")
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+@dataclass(frozen=True)
+class RoundRow:
+    round: int
+    candidates: int
+    verdicts: dict[str, int]                 # status -> count, in first-seen order
+    best: dict[str, float | None]            # best correct speedup within the round
+    best_so_far: dict[str, float | None]     # ... over this and all earlier rounds
+    tokens: int                              # prompt + completion
+    wall_s: float | None                     # first event start .. last event end
+
+
+def rounds_table(run: Run) -> list[RoundRow]:
+    by_round: dict[int, list[Candidate]] = {}
+    for c in run.candidates.values():
+        by_round.setdefault(c.round, []).append(c)
+    spans = node_spans(run)
+    rows, so_far = [], {b: None for b in BASELINES}
+    for r in sorted(by_round):
+        cs = by_round[r]
+        best = {b: _max(c.speedup[b] for c in cs if c.correct) for b in BASELINES}
+        so_far = {b: _max([so_far[b], best[b]]) for b in BASELINES}
+        in_round = [s for s in spans if s.iteration == r]
+        rows.append(RoundRow(
+            round=r, candidates=len(cs), verdicts=dict(Counter(c.status for c in cs)),
+            best=best, best_so_far=dict(so_far),
+            tokens=sum(c.prompt_tokens + c.completion_tokens for c in cs),
+            wall_s=(max(s.end_s for s in in_round) - min(s.start_s for s in in_round)) if in_round else None))
+    return rows
+
+
+@dataclass(frozen=True)
+class Span:
+    """One node's time span. Events are appended when a node ends, so ts is its end."""
+    node: str
+    candidate: str | None
+    iteration: int
+    status: str
+    start_s: float
+    end_s: float
+    event: dict
+
+
+EVAL_NODES = ("compile", "test", "profile")
+
+
+def node_spans(run: Run) -> list[Span]:
+    """Every trace event as a span, in file order.
+
+    The loop writes a candidate's compile/test/profile events together once its verdict
+    is in, so their ts all read the verdict's time: they are laid back to back instead,
+    the last ending at its ts (the evaluator runs the phases one after another).
+    """
+    events = [e for e in run.events if "ts" in e and "node" in e]
+    ends = [e["ts"] for e in events]
+    last_start: dict[str, float] = {}
+    for i in reversed(range(len(events))):
+        e = events[i]
+        cid = e.get("candidate")
+        if e["node"] in EVAL_NODES and cid:
+            if cid in last_start:
+                ends[i] = min(ends[i], last_start[cid])
+            last_start[cid] = ends[i] - (e.get("duration_s") or 0.0)
+    return [Span(node=e["node"], candidate=e.get("candidate"), iteration=e.get("iteration", 0),
+                 status=e.get("status", ""), start_s=end - (e.get("duration_s") or 0.0), end_s=end, event=e)
+            for e, end in zip(events, ends)]
+
+
+# ---------------------------------------------------------------- small helpers
+
+def fmt_speedup(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2f}×"
+
+
+def _max(values) -> float | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _one_line(text: str, limit: int = 140) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def no_best_line(summary: dict) -> str:
+    """What a run with no best says in its place (krefine run's last lines, inspect, the
+    report): the seed is never the best, so a correct seed is named beside it."""
+    seed = summary.get("seed") or {}
+    if seed.get("status") != "correct":
+        return "no correct candidate"
+    sp = seed.get("speedup") or {}
+    timed = any(v is not None for v in sp.values())
+    figures = (f": {fmt_speedup(sp.get('eager'))} vs eager, {fmt_speedup(sp.get('compile'))} vs torch.compile"
+               if timed else " (untimed on cpu)")
+    return f"no correct candidate beyond the Inductor seed; the seed {seed.get('candidate')} is correct{figures}"

@@ -1,6 +1,8 @@
-"""krefine's orchestrator: config, the langgraph loop, LLM backends, prompts, traces,
-reports and the `krefine` CLI. Never imports or runs candidate code in its own process:
-every candidate goes through tools/ (the evaluator) in a sandboxed worker.
+"""krefine's orchestrator, in rooms: cli/ (the `krefine` command), loop/ (one run: the
+langgraph loop, its state and run directory), models/ (where candidates come from),
+bench/ (many problems, on one host or Ray); config.py beside them. Never imports or runs
+candidate code in its own process: every candidate goes through tools/ (the evaluator)
+in a sandboxed worker. docs/DESIGN.md walks one candidate through them.
 """
 from pathlib import Path
 

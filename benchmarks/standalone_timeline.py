@@ -16,7 +16,7 @@ the same candidate when --kb is given.
 
 Variants: "default" and "no_compile_baseline" judge in the eval process (--keep-judge 0),
 marked step by step; "rejected" is a static reject as a user runs it; "service" is the
-judge service (tools/judge/daemon.py) in a private directory: the first eval starts it
+judge service (tools/judge/service.py) in a private directory: the first eval starts it
 (cold), the next --runs evals find the problem's session warm, then one eval of
 --other-problem (a new session in the warm service). "cases": for each of --cases
 (benchmarks/judge_throughput.py's names), in one warm service, the problem's first eval
@@ -83,7 +83,7 @@ def inner(argv: list[str]) -> int:
     _mark("cli imported")
     import tools.problem as problem
     import tools.judge.pipeline as pipeline
-    import tools.judge.service as service
+    import tools.judge.session as service
     import tools.judge.static as static
     import tools.sandbox.forkserver as forkserver
     import tools.sandbox.isolation as isolation

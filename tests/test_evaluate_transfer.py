@@ -90,7 +90,7 @@ def _offer(monkeypatch, relu, honest):
     monkeypatch.setattr(cudaipc, "Staging", _FakeStaging)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda i=0: (1 << 34, 1 << 34))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
-    run = record.Run(relu, OK_SRC, "cuda", 0, _fast())
+    run = record.Evaluation(relu, OK_SRC, "cuda", 0, _fast())
     compile_phase._offer_staging(run, _FakeWorker(run, honest), [torch.zeros(16, 1000)])
     return run
 

@@ -7,7 +7,7 @@ import dataclasses
 from types import SimpleNamespace
 
 from tools.judge import ground_truth
-from tools.judge.record import Run
+from tools.judge.record import Evaluation
 from tools.settings import EvalSettings, GuardSettings
 from tools.verdict import Status
 
@@ -27,10 +27,10 @@ ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor
 RELU_IN_BYTES = 16000 * 4
 
 
-def _run(device: str = "cuda", probe: dict | None = PROBE, src: str = SRC, **guards) -> Run:
+def _run(device: str = "cuda", probe: dict | None = PROBE, src: str = SRC, **guards) -> Evaluation:
     settings = EvalSettings(guards=dataclasses.replace(GuardSettings(), **guards))
     judge = SimpleNamespace(footprint=SimpleNamespace(input_bytes=RELU_IN_BYTES, output_bytes=RELU_IN_BYTES))
-    run = Run(None, src, device, 0, settings, judge)
+    run = Evaluation(None, src, device, 0, settings, judge)
     ground_truth.begin(run, probe)
     return run
 

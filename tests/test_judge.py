@@ -1,4 +1,4 @@
-"""The persistent judge (tools/judge/service.py) and its fork server (tools/sandbox/forkserver.py),
+"""The persistent judge (tools/judge/session.py) and its fork server (tools/sandbox/forkserver.py),
 on CPU."""
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_a_static_reject_starts_no_session(softmax, monkeypatch):
 
     def no_session(*a, **k):
         raise AssertionError("a session was started for a statically rejected candidate")
-    monkeypatch.setattr("tools.judge.service.Judge.__init__", no_session)
+    monkeypatch.setattr("tools.judge.session.Judge.__init__", no_session)
     v = evaluate(softmax, _case("torch_matmul"), device="cpu")
     assert v.status is Status.REJECTED and v.duration_s < 0.5
 

@@ -1,4 +1,4 @@
-"""The judge service `krefine eval` keeps warm (tools/judge/daemon.py, remote.py), as a
+"""The judge service `krefine eval` keeps warm (tools/judge/service.py, remote.py), as a
 user meets it: the second eval reuses the session, rejects need no service, bad input
 is still exit 2, dead or outdated services are replaced, idle ones go away."""
 from __future__ import annotations
@@ -247,7 +247,7 @@ def test_a_service_gone_before_answering_is_replaced_once(svc):
     client starts a fresh one and asks again."""
     import threading
     env, d = svc
-    path = subprocess.run([sys.executable, "-c", "from tools.judge import remote; print(remote.socket_path('cpu', 0))"],
+    path = subprocess.run([sys.executable, "-c", "from tools.judge import client; print(client.socket_path('cpu', 0))"],
                           env=env, cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
     fake = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     fake.bind(path)
@@ -293,7 +293,7 @@ def _left_running(tmp: Path, timeout_s: float = 15.0) -> set[int]:
     """Services and fork servers started under TMPDIR `tmp` still running after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while True:
-        left = processes_under(tmp, "tools.judge.daemon") | processes_under(tmp, "tools.sandbox.forkserver")
+        left = processes_under(tmp, "tools.judge.service") | processes_under(tmp, "tools.sandbox.forkserver")
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.2)

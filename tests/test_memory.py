@@ -14,7 +14,7 @@ import torch
 from tools import settings as cfg
 from tools.errors import EvaluatorError
 from tools.judge import memory
-from tools.judge.record import Run
+from tools.judge.record import Evaluation
 from tools.sandbox.outputs import fingerprint
 from tools.verdict import Status
 
@@ -59,7 +59,7 @@ def test_a_fingerprint_reads_odd_sized_and_strided_tensors():
 def _oom_run(held_gib: float, tried_gib: float, allowance_floor_gib: float = 4.0):
     fp = memory.Footprint(int(allowance_floor_gib * GIB / 2), 0, int(allowance_floor_gib * GIB), ())
     judge = type("J", (), {"footprint": fp, "dev": "cpu"})()
-    run = Run(None, "", "cuda", 0, cfg.EvalSettings(), judge)
+    run = Evaluation(None, "", "cuda", 0, cfg.EvalSettings(), judge)
     reply = {"ok": False, "error_type": "OutOfMemoryError", "gpu_reserved_bytes": int(held_gib * GIB),
              "message": f"CUDA out of memory. Tried to allocate {tried_gib:.2f} GiB. GPU 0 has ..."}
     return run, reply
@@ -207,7 +207,7 @@ class _FakeJudge:
 
 def _service_with(monkeypatch, *busy: int):
     """A service whose cache keeps one session per entry of `busy` (its users)."""
-    from tools.judge.daemon import Service
+    from tools.judge.service import Service
     from tools.judge.sessions import SessionKey
     monkeypatch.setattr("tools.judge.sessions.Judge", _FakeJudge)
     svc = Service("cpu", 0, 60.0, {})
@@ -228,7 +228,7 @@ def test_memory_pressure_evicts_idle_sessions_but_not_busy_ones_or_the_asking_on
 
 
 def test_the_service_hooks_its_sessions_to_its_eviction(tmp_path):
-    from tools.judge.daemon import Service
+    from tools.judge.service import Service
     svc = Service("cpu", 0, 60.0, {})
     session, _ = svc.session(str(EXPLOITS / "problems" / "relu.py"), _lean_settings())
     try:

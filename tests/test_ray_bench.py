@@ -276,10 +276,10 @@ def test_more_judges_than_the_cluster_has_wait_for_it_to_grow():
 # ---------------------------------------------------------------- the judge actor's sessions
 
 def test_a_judge_actor_keeps_judge_cache_problems_and_closes_the_oldest(tmp_path):
-    """JudgeService in this process (what the actor runs); syntax errors never reach a worker."""
-    from agent.bench.judge_actor import JudgeService, ProblemRef
+    """JudgeActor in this process (what the actor runs); syntax errors never reach a worker."""
+    from agent.bench.judge_actor import JudgeActor, ProblemRef
     from tools.problem import load_problem
-    service = JudgeService("cpu", cache_size=1)
+    service = JudgeActor("cpu", cache_size=1)
     settings = load_config(CONFIG).eval
     refs = [ProblemRef.of(load_problem(p)) for p in sorted(PROBLEMS.glob("*.py"))[:2]]
     for ref in refs:

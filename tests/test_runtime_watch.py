@@ -345,9 +345,9 @@ def test_a_correct_candidate_shows_no_tampering_threads_or_host_reads():
 # 6) the judge's reading of the facts -----------------------------------------------------------
 
 def _facts(reply: dict):
-    from tools.judge.record import Run
+    from tools.judge.record import Evaluation
     from tools.judge.runtime_facts import check_runtime_facts
-    run = Run(None, "", "cpu", 0, cfg.EvalSettings(), None)
+    run = Evaluation(None, "", "cpu", 0, cfg.EvalSettings(), None)
     return check_runtime_facts(run, {"ok": True, **reply}, 0), run
 
 

@@ -201,7 +201,7 @@ def test_a_dead_shared_fork_server_is_forgotten_at_the_next_request():
 # --- the in-process host, with real Judges on cpu -----------------------------------
 
 def test_two_runs_of_one_problem_in_one_process_share_a_real_judge(monkeypatch):
-    from tools.judge.service import Judge
+    from tools.judge.session import Judge
     from tools.problem import load_problem
     monkeypatch.setattr("tools.judge.sessions.Judge", Judge)
     from tools.settings import EvalSettings

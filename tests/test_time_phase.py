@@ -5,14 +5,14 @@ tests/test_evaluate_gpu.py."""
 from __future__ import annotations
 
 from tools.judge.profiling import _graph_escape_check
-from tools.judge.record import Run
+from tools.judge.record import Evaluation
 from tools.judge.time_phase import _speedups
 from tools.settings import EvalSettings
 from tools.verdict import Timing
 
 
-def _run(measure: str = "cuda_graph", host_cand_ms: float = 0.01) -> Run:
-    run = Run(None, "", "cuda", 0, EvalSettings())
+def _run(measure: str = "cuda_graph", host_cand_ms: float = 0.01) -> Evaluation:
+    run = Evaluation(None, "", "cuda", 0, EvalSettings())
     run.checks.update(timing_measure=measure, timing_per_call_ms={"candidate": 0.03, "eager": 0.06, "compile": 0.045},
                       host_check={"candidate_ms_per_call": host_cand_ms, "eager_ms_per_call": 0.02})
     return run
@@ -135,7 +135,7 @@ def _fake_rounds(monkeypatch, *, noise: float, settings: EvalSettings = EvalSett
     import itertools
 
     from tools.judge import time_phase
-    run = Run(None, "", "cuda", 0, settings)
+    run = Evaluation(None, "", "cuda", 0, settings)
     flip = itertools.cycle([1 + noise, 1 - noise])
     asked, rechecked = [], []
 

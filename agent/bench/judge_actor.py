@@ -1,7 +1,7 @@
 """The judge actor: what runs on the nodes of a Ray cluster for `krefine bench --ray`, and
 how its results and faults cross back to the driver.
 
-`JudgeService` is one actor, one per GPU (`ray.remote` is applied by the driver's
+`JudgeActor` is one actor, one per GPU (`ray.remote` is applied by the driver's
 JudgeFleet in agent/bench/ray_judges.py, so this module imports without Ray). Its session
 cache (tools/judge/sessions.py) keeps one tools.judge.Judge per problem it has judged
 (at most [bench] judge_cache; the oldest idle one is closed), so a problem's reference,
@@ -48,7 +48,7 @@ class ProblemRef:
 
 
 
-class JudgeService:
+class JudgeActor:
     """One judge actor: the Ray side of a session cache (tools/judge/sessions.py) that
     keeps Judges by (problem, settings), reused across candidates."""
 

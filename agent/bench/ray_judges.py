@@ -1,5 +1,5 @@
 """Judging on a Ray cluster: the driver's side of the long-lived judge actors
-(agent/bench/judge_actor.py's JudgeService, one per GPU) shared by every problem of a bench.
+(agent/bench/judge_actor.py's JudgeActor, one per GPU) shared by every problem of a bench.
 
 - `JudgeFleet` (driver) gives each problem a home judge (the live one with the fewest
   problems) and sends the problem's candidates there, so its session is built once;
@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from agent.bench.judge_actor import JudgeService, ProblemRef, ray_result
+from agent.bench.judge_actor import JudgeActor, ProblemRef, ray_result
 from tools.errors import EvaluatorError
 from tools.judge.feedback import feedback_for
 from tools.verdict import Diagnostic, Status, Verdict
@@ -81,7 +81,7 @@ class JudgeFleet:
         options = dict(max_restarts=-1,          # Ray brings a dead judge back (on another node if its own is gone)
                        max_task_retries=0,       # ... but its candidate is re-queued here, so the death is traced
                        max_concurrency=slots + 2, **need)  # + info and forget while every slot judges
-        actor = ray.remote(JudgeService)
+        actor = ray.remote(JudgeActor)
         fleet = next(_FLEETS)   # names unique per fleet: a killed fleet's names may not be free yet
         return cls([actor.options(name=f"krefine-judge-{i}-{os.getpid()}-{fleet}", **options).remote(device, cache)
                     for i in range(n)], slots=slots, say=say)

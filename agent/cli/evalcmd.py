@@ -2,7 +2,7 @@
 
 Several candidates share one judge session (tools/judge/sessions.py): the reference, the
 baselines and the warm worker pool are made once, and compile phases overlap. By default
-the session lives in the judge service (tools/judge/daemon.py, started on first use,
+the session lives in the judge service (tools/judge/service.py, started on first use,
 gone `--keep-judge` seconds after the last eval), so the next `krefine eval` of the same
 problem finds it warm and this process never imports torch; `--keep-judge 0` judges
 here, in a session of this process's own. Either way the steps are the same (`_eval`):
@@ -65,7 +65,7 @@ def _keep_s(args, config) -> float:
 
 def _eval(args, config, keep: float, guess: str, early) -> int:
     """One path for both hosts of the session: this process's (keep 0) or the judge
-    service's (tools/judge/daemon.py); only step 3 differs."""
+    service's (tools/judge/service.py); only step 3 differs."""
     from tools.judge.static import static_verdict
     from tools.problem import load_problem, read_problem
     here = keep == 0
@@ -146,14 +146,14 @@ def _judge_here(problem, todo, device: str, gpu_index: int, settings, profile: b
 def _judge_in_service(args, todo, device: str, config, keep: float, profile: bool, say, heard) -> None:
     """In the warm judge service (started if none answers): verdicts come as documents."""
     import dataclasses
-    from tools.judge import remote
+    from tools.judge import client
     settings = {"eval": {k: v for k, v in dataclasses.asdict(config.eval.test).items() if k != "keep_judge_s"},
                 "timing": dataclasses.asdict(config.eval.timing), "guards": dataclasses.asdict(config.eval.guards)}
 
     def started(pid: int) -> None:   # what this eval leaves running, and how to end it
         print(f"krefine: left the judge service for {device}:{args.gpu} running (pid {pid}); it exits "
               f"after {keep:g} s without an eval, `krefine judge stop` ends it now", file=sys.stderr, flush=True)
-    remote.evaluate(args.problem, todo, device=device, service_device=args.device or "auto", gpu_index=args.gpu,
+    client.evaluate(args.problem, todo, device=device, service_device=args.device or "auto", gpu_index=args.gpu,
                     settings=settings, profile=profile, idle_s=keep, say=say, on_verdict=heard, on_start=started)
 
 

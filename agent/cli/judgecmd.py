@@ -3,7 +3,7 @@
 status: one line per service of this user (device, pid, age, idle life, the problems
 whose sessions it keeps); a socket nobody answers on is a dead service's, and its files
 are removed. stop: ask every service to exit (each finishes its requests in flight).
-Exit 0; 3 when the service directory is unusable (tools/judge/remote.py).
+Exit 0; 3 when the service directory is unusable (tools/judge/client.py).
 """
 from __future__ import annotations
 
@@ -15,17 +15,17 @@ from tools.errors import EXIT_OK
 
 
 def main(args) -> int:
-    from tools.judge import remote
-    paths = remote.services()
+    from tools.judge import client
+    paths = client.services()
     if args.action == "stop":
-        stopped = sum(remote.stop(p) for p in paths)
+        stopped = sum(client.stop(p) for p in paths)
         print(f"krefine: asked {stopped} judge service{'' if stopped == 1 else 's'} to stop")
         return EXIT_OK
     found = 0
     for path in paths:
-        info = remote.ping(path)
+        info = client.ping(path)
         if info is None:
-            remote.stop(path)   # a dead service's leftovers
+            client.stop(path)   # a dead service's leftovers
             continue
         found += 1
         if args.json:

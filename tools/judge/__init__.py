@@ -1,15 +1,15 @@
 """The judge room: one Verdict per candidate, computed where candidate code never runs.
 
-service.py is the session (Judge: one problem on one device, shared by many
+session.py is the session (Judge: one problem on one device, shared by many
 candidates; `evaluate`, a session of one candidate); sessions.py keeps every host's
 Judges (SessionCache: built once per problem, settings and GPU, shared, closed when no
 longer wanted; JudgePool, the in-process host); gpulock.py is the GPU hold. pipeline.py
 runs a candidate's steps (`judge_in`, `profile_in`): static.py (guards), reference.py
 (the problem's own Model), compile_phase.py, trials.py (with numerics.py and
-mismatch.py comparing outputs), time_phase.py and profiling.py, all writing into a Run
-(record.py), which ends as a Verdict with feedback.py's text. daemon.py is the judge
+mismatch.py comparing outputs), time_phase.py and profiling.py, all writing into an Evaluation
+(record.py), which ends as a Verdict with feedback.py's text. service.py is the judge
 service (the session cache behind a Unix socket, warm between `krefine eval`
-invocations); remote.py is its client (find, start, ask, stop). warm.py imports torch's
+invocations); client.py is its client (find, start, ask, stop). warm.py imports torch's
 lazy modules once per judge process, before its threads run; blame.py decides whether a
 fault of the problem's own code is the file's, replaying the step in a fresh process
 (recheck.py).
@@ -20,12 +20,12 @@ from tools.lazy import reexport
 
 _EXPORTS = {
     "GpuLock": "tools.judge.gpulock",
-    "Judge": "tools.judge.service",
+    "Judge": "tools.judge.session",
     "JudgePool": "tools.judge.sessions",
     "SessionCache": "tools.judge.sessions",
     "SessionKey": "tools.judge.sessions",
     "default_device": "tools.judge.reference",
-    "evaluate": "tools.judge.service",
+    "evaluate": "tools.judge.session",
     "judge_in": "tools.judge.pipeline",
     "profile_in": "tools.judge.pipeline",
 }

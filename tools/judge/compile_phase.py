@@ -14,7 +14,7 @@ import time
 
 from tools.errors import EvaluatorError
 from tools.judge import ground_truth
-from tools.judge.record import Run, died, error_diag
+from tools.judge.record import Evaluation, died, error_diag
 from tools.sandbox import isolation
 from tools.verdict import Status
 
@@ -86,7 +86,7 @@ def _warm(run, worker) -> Status | None:
     return None
 
 
-def _offer_staging(run: Run, worker, ref: list) -> None:
+def _offer_staging(run: Evaluation, worker, ref: list) -> None:
     """On cuda, give the worker a judge-owned CUDA IPC buffer for its outputs (two
     calls' worth: a trial's repeated call) when IPC works here and memory allows;
     otherwise outputs come through the pipe. checks["output_transfer"] says which."""

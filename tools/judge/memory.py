@@ -2,7 +2,7 @@
 
 KernelBench-size problems (inputs of 1-17 GB) fit only if no process holds a private
 copy of what it can drop. A session is *lean* when one trial's inputs and outputs
-together reach `[eval] lean_memory_mib`; then (tools/judge/service.py, time_phase.py,
+together reach `[eval] lean_memory_mib`; then (tools/judge/session.py, time_phase.py,
 the worker's lean mode in tools/sandbox/worker.py):
 
 - the judge never holds the problem's inputs while the candidate's worker runs: it

@@ -7,9 +7,9 @@ seed per judge session, so a candidate cannot precompute answers. `judge_in` run
 numbered steps, each in a module of its own: 1) guard (static.py), 2) reference
 (reference.py, once per session), 3) compile (compile_phase.py), 4) test (trials.py),
 5) on cpu the sm_90 compile (compile_phase.py), 6) time (time_phase.py), 7) profile
-(profiling.py); what they find goes into a Run (record.py). `profile_in` is step 7
+(profiling.py); what they find goes into a Evaluation (record.py). `profile_in` is step 7
 alone. What a session shares between candidates (reference, baselines, fork servers,
-the GPU lock) is tools/judge/service.py's.
+the GPU lock) is tools/judge/session.py's.
 
 Not covered here: what the guards look for (tools/guards/), how numbers are compared
 (tools/judge/numerics.py), bottleneck analysis (tools/perf/).
@@ -23,7 +23,7 @@ import time
 from tools.judge import memory
 from tools.judge.compile_phase import compile_phase, gpu_compile
 from tools.judge.profiling import profile_candidate
-from tools.judge.record import Run, to_verdict
+from tools.judge.record import Evaluation, to_verdict
 from tools.judge.static import static_checks
 from tools.judge.time_phase import time_candidate
 from tools.judge.trials import run_trials
@@ -38,7 +38,7 @@ def judge_in(judge, candidate_src: str, *, candidate_name: str = "candidate.py",
     t0 = time.monotonic()
     short = None
     for attempt in (1, 2):
-        run = Run(judge.problem, candidate_src, judge.device, judge.gpu_index, judge.settings, judge,
+        run = Evaluation(judge.problem, candidate_src, judge.device, judge.gpu_index, judge.settings, judge,
                   progress=progress)
         try:
             status = _judge(run, candidate_name, profile)
@@ -59,7 +59,7 @@ def judge_in(judge, candidate_src: str, *, candidate_name: str = "candidate.py",
     return to_verdict(run, status, t0)
 
 
-def _judge(run: Run, candidate_name: str, profile: bool) -> Status:
+def _judge(run: Evaluation, candidate_name: str, profile: bool) -> Status:
     s = run.settings
     status = static_checks(run, candidate_name)
     if status is not None:
@@ -101,7 +101,7 @@ def _judge(run: Run, candidate_name: str, profile: bool) -> Status:
 
 
 @contextlib.contextmanager
-def _fresh_worker(run: Run, candidate_name: str):
+def _fresh_worker(run: Evaluation, candidate_name: str):
     """A new worker for this candidate (forked when the session has a fork server);
     afterwards its output is kept, it is killed, and only then is the IPC buffer freed."""
     judge = run.judge
@@ -127,7 +127,7 @@ def profile_in(judge, candidate_src: str, verdict: Verdict, *, candidate_name: s
     stays as it was (status, timing, speedups). Only the evaluator's faults raise."""
     if not verdict.correct or judge.device != "cuda" or verdict.bottleneck is not None:
         return verdict
-    run = Run(judge.problem, candidate_src, judge.device, judge.gpu_index, judge.settings, judge)
+    run = Evaluation(judge.problem, candidate_src, judge.device, judge.gpu_index, judge.settings, judge)
     run.timing, run.device_info = dict(verdict.timing), dict(verdict.device)
     run.checks = {k: v for k, v in verdict.checks.items() if k == "host_check"}
     judge.check_device()

@@ -8,7 +8,7 @@ kernel into a failure: its errors go to checks["profile_error"].
 """
 from __future__ import annotations
 
-from tools.judge.record import Run, died, error_diag
+from tools.judge.record import Evaluation, died, error_diag
 from tools.sandbox import isolation
 from tools.verdict import Status
 
@@ -72,7 +72,7 @@ def profile_candidate(run, worker, ref_model, seed, dev, profile: bool) -> Statu
 _GRAPH_ESCAPE_RATIO = 0.5
 
 
-def _graph_escape_check(run: Run, breakdown: list[dict]) -> None:
+def _graph_escape_check(run: Evaluation, breakdown: list[dict]) -> None:
     """With the cuda_graph measure: does one replayed call take at least the kernel time
     the profiler sees in one plain forward? Otherwise the speedup falls back to the
     per-call figures (whose device sync counts every stream)."""
@@ -95,7 +95,7 @@ def _graph_escape_check(run: Run, breakdown: list[dict]) -> None:
         run.flag("excessive_speedup")
 
 
-def _ncu_pass(run: Run, seed: int) -> list[dict]:
+def _ncu_pass(run: Evaluation, seed: int) -> list[dict]:
     """Nsight Compute over the candidate's forwards, in a fresh worker wrapped by ncu
     (ncu and torch.profiler both use CUPTI, so never in the same process)."""
     import tempfile

@@ -1,6 +1,6 @@
 """What one evaluation has found so far, and the Verdict it ends as.
 
-Covers `Run` (diagnostics, flags, checks, timing, speedups, kernels, bottleneck: mutable
+Covers `Evaluation` (diagnostics, flags, checks, timing, speedups, kernels, bottleneck: mutable
 while the steps judge, frozen at the end by `to_verdict`, which places the KernelBook
 dialect's causes among the diagnostics and adds the feedback text), and how the steps
 turn a worker's fault into diagnostics: `error_diag` (an error reply), `died` (the worker exited) and
@@ -19,7 +19,7 @@ from tools.verdict import Diagnostic, Status, Verdict
 
 
 @dataclass
-class Run:
+class Evaluation:
     """What one evaluation has found so far (mutable while judging, frozen at the end)."""
     problem: Problem
     src: str
@@ -58,7 +58,7 @@ class Run:
             self.flags.append(name)
 
 
-def to_verdict(run: "Run", status: Status, t0: float) -> Verdict:
+def to_verdict(run: "Evaluation", status: Status, t0: float) -> Verdict:
     run.checks["phase_s"] = {k: round(v, 4) for k, v in run.phase_s.items()}
     from tools.dialect.causes import with_causes   # KernelBook-dialect causes, for the model
     verdict = Verdict(
@@ -72,7 +72,7 @@ def to_verdict(run: "Run", status: Status, t0: float) -> Verdict:
     return dataclasses.replace(verdict, feedback=feedback_for(verdict))
 
 
-def error_diag(run: Run, reply: dict) -> None:
+def error_diag(run: Evaluation, reply: dict) -> None:
     """A worker's error reply as a diagnostic. A GPU allocation failure within what the
     candidate may use raises memory.JudgeOutOfMemory instead: the judge's shortage."""
     if run.device == "cuda":
@@ -89,7 +89,7 @@ def error_diag(run: Run, reply: dict) -> None:
         run.checks["traceback"] = reply["traceback"]
 
 
-def died(run: Run, worker, during: str) -> Status:
+def died(run: Evaluation, worker, during: str) -> Status:
     code = worker.returncode
     how = f"signal {-code}" if code is not None and code < 0 else f"status {code}"
     tail = worker.output().get("stderr", "").strip().splitlines()[-3:]
@@ -99,7 +99,7 @@ def died(run: Run, worker, during: str) -> Status:
     return Status.RUNTIME_ERROR
 
 
-def health(run: Run, worker) -> None:
+def health(run: Evaluation, worker) -> None:
     """After a crash or hang: is the GPU still usable for the next candidate?"""
     if run.device != "cuda":
         return

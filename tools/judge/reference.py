@@ -2,7 +2,7 @@
 
 Covers `compute_reference` (get_inputs() of a seed, Model.forward on them, no grad,
 TF32 off (tools/problem.py strict_fp32), outputs checked to be tensors) and `default_device`. The Model is built once per session
-with KernelBench's seeds and init order (tools/judge/service.py's Judge); no candidate
+with KernelBench's seeds and init order (tools/judge/session.py's Judge); no candidate
 code runs here. A fault of the problem's code here is the file's (exit 2) only when a
 fresh process fails the same way (tools/judge/blame.py).
 """

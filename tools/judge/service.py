@@ -1,356 +1,331 @@
-"""The persistent judge: one problem on one device, judged for many candidates.
+"""The judge service: one process per (device, GPU) that outlives a `krefine eval`.
 
-A `Judge` keeps for its whole session what every candidate shares, so each candidate
-pays only for its own work:
+A standalone `krefine eval` would otherwise pay, every time, what a judge session pays
+once: python and `import torch` twice (here and in the fork server), the CUDA context,
+the reference, the torch.compile baseline (BENCHMARKS.md, "Standalone krefine eval").
+The first `krefine eval` on a GPU starts this service (tools/judge/client.py); its
+session cache (tools/judge/sessions.py) keeps the fork server and, per problem, the
+Judge session for later invocations, and it exits after `idle_s` seconds with no
+request (`[eval] keep_judge_s`).
+Each candidate still gets a fresh worker; isolation and verdicts are the Judge's, as in
+a session of `krefine run`.
 
-- the reference model, built once with KernelBench's seeds and init order, the
-  session's secret trial seeds, and the reference outputs of those trials (kept while
-  they fit the memory budget, else recomputed when needed);
-- the eager baseline and the torch.compile baseline, compiled once (in the background,
-  from the first candidate that passes the guards); both are still timed interleaved
-  with every candidate (tools/judge/time_phase.py);
-- a fork server per worker kind (tools/sandbox/forkserver.py): torch and triton
-  imported, no CUDA context. Each candidate still gets a fresh worker, never reused.
+Protocol: a Unix stream socket in a directory only its user may enter (client.py makes
+it), one JSON request line per connection, JSON reply lines:
 
-Static guards and syntax checks run first, before any of that is touched. The compile
-phase (fork, import, ModelNew, Triton JIT) of several candidates proceeds in parallel
-(`[eval] parallel_compile` at once, a shared hold on the GPU); trials, timing and
-profiling hold the GPU exclusively, one candidate at a time, so no candidate is timed
-beside another's work. `judge()` may be called from many threads at once.
+  {"op": "ping"}  -> {"ok": true, "pid", "protocol", "device", "gpu", "sessions", ...}
+  {"op": "stop"}  -> {"ok": true}; exits once no request is in flight
+  {"op": "eval", "problem": ABS_PATH, "candidates": [[name, src], ...],
+   "settings": {"eval": {...}, "timing": {...}, "guards": {...}}, "profile": bool,
+   "progress": bool, "keep_s": float}
+       -> {"progress": text}* , {"verdict": i, "doc": verdict json}* , {"done": true}
+          or {"error": "bad_input" | "evaluator" | "internal", "message": text}
 
-`evaluate()` is a session of one candidate. Does not decide verdicts:
-tools/judge/pipeline.py's steps do, given this session's state.
+A service whose device cannot judge (no GPU, no such GPU) answers every request with
+{"error": "bad_input", "message": text, "exiting": true} and exits within a second.
+
+No op exposes the session's secret seeds or reference outputs. Does not decide
+verdicts; loads problems with tools/problem.py exactly as the in-process CLI does.
 """
 from __future__ import annotations
 
-import secrets
+import contextlib
+import json
+import os
+import socket
+import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
-from tools.errors import EvaluatorError
-from tools.judge import memory
-from tools.judge.gpulock import GpuLock, gpu_lock
-from tools.judge.pipeline import judge_in, profile_in
-from tools.judge.blame import Step, blame
-from tools.judge.reference import compute_reference, default_device
-from tools.judge.static import static_verdict
-from tools.judge.warm import warm_imports
-from tools.problem import Problem
-from tools.settings import EvalSettings
-from tools.verdict import Verdict
-
-_REF_CACHE_SHARE = 0.25      # of free GPU memory (or 1 GiB on cpu) the cached references may take
-_REF_CACHE_MAX_BYTES = 1 << 30   # and never more: an idle session keeps them (README "judge service")
+PROTOCOL = 1
+MAX_REQUEST = 64 << 20      # one request line: candidate sources and settings
+MAX_SESSIONS = 2            # problems kept warm at once (each holds a reference and baselines)
 
 
-class Judge:
-    """See the module docstring. Use as a context manager, or call close()."""
+class Service:
+    """The socket's side of the session cache (tools/judge/sessions.py): requests in,
+    verdicts out; the cache keeps the sessions (MAX_SESSIONS of them) and the fork
+    servers they share."""
 
-    def __init__(self, problem, *, device: str | None = None, gpu_index: int = 0,
-                 settings: EvalSettings = EvalSettings(), use_forkserver: bool = True,
-                 forkservers: dict | None = None, share_forkservers: bool = False):
-        """`forkservers`: {kind: ForkServer} started earlier by the caller (krefine eval
-        starts one before it imports torch, so the two imports overlap); the judge owns
-        and closes them, unless `share_forkservers`: then the dict itself is shared with
-        the caller (the judge service's sessions, tools/judge/daemon.py), servers the
-        judge starts go into it too, and the caller closes them."""
-        self.problem = problem
-        self.device = device or default_device()
-        self.gpu_index = gpu_index
-        self.settings = settings
-        self.dev = f"cuda:{gpu_index}" if self.device == "cuda" else "cpu"
-        # nothing is timed on cpu: candidates there share nothing that needs holding
-        self.gpu = gpu_lock(self.dev) if self.device == "cuda" else GpuLock()
-        self.seeds = [secrets.randbelow(2**31 - 1) for _ in range(settings.test.trials)]
-        self.in_flight = 0
-        self.judged = 0
-        self._lock = threading.Lock()
-        self._use_forkserver = use_forkserver
-        self._share_forkservers = share_forkservers and forkservers is not None
-        self._forkservers: dict[str, object] = forkservers if self._share_forkservers else dict(forkservers or {})
-        # what the session paid once, in seconds (checks.session_s of every verdict)
-        self.setup_s: dict[str, float] = {}
-        self._ref_model = None
-        self._refs: dict[int, list] = {}
-        self._ref_cache_ok: bool | None = None
-        # measured on the first reference; lean: see tools/judge/memory.py
-        self.footprint: memory.Footprint | None = None
-        self.lean = False
-        self._last_ref: tuple[int, list] | None = None   # lean: the one reference in use
-        # set by the judge service: evicts its idle sessions when this one runs short
-        self.memory_pressure = None
-        self._healthy = False
-        self._baseline_thread: threading.Thread | None = None
-        self._compiled = None
-        self._compiled_error: str | None = None
-        self._compiled_failure: BaseException | None = None   # the judge's own (out of memory)
-        self._closed = False
-        if use_forkserver:   # start the main one now: it imports torch while we do other work
-            self.forkserver(self.device)
-        # torch's lazy modules, before this session's threads (the baseline's, the
-        # candidates') can import them at once (a no-op where the host did it at its start)
-        warm_s = warm_imports(self.device)
-        if warm_s:
-            self.setup_s["torch_imports"] = round(warm_s, 3)
+    def __init__(self, device: str, gpu_index: int, idle_s: float, forkservers: dict):
+        from tools.judge.sessions import SessionCache
+        self.device, self.gpu_index, self.idle_s = device, gpu_index, idle_s
+        self.started = time.time()
+        self.cache = SessionCache(keep=MAX_SESSIONS, forkservers=forkservers)
+        self.lock = threading.Lock()
+        self.active = 0
+        self.last = time.monotonic()
+        self.stopping = False
+        self.served = 0
 
-    def __enter__(self) -> "Judge":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    # --- what candidates share -----------------------------------------------------
-    def forkserver(self, kind: str):
-        """The fork server for workers of `kind` (cuda, cpu, compile), or None (spawn)."""
-        if not self._use_forkserver:
-            return None
-        with self._lock:
-            if kind not in self._forkservers:
-                from tools.sandbox.isolation import start_forkserver
-                started = start_forkserver(kind, self.gpu_index)
-                if self._forkservers.setdefault(kind, started) is not started and started is not None:
-                    started.close()   # a judge sharing the dict started one meanwhile
-            return self._forkservers[kind]
-
-    def check_device(self) -> None:
-        """Once per session (and again after a candidate crashed or hung: record.health)."""
-        if self.device != "cuda" or self._healthy:
-            return
-        import torch
-        if not torch.cuda.is_available():
-            raise EvaluatorError("--device cuda but no CUDA device is visible")
-        from tools.perf.gpuinfo import cuda_healthy
-        t = time.monotonic()
-        ok, why = cuda_healthy(self.gpu_index)
-        if not ok:
-            raise EvaluatorError(f"GPU {self.gpu_index} is not usable: {why}")
-        self.setup_s.setdefault("device_check", round(time.monotonic() - t, 3))
-        self._healthy = True
-
-    def reference_model(self):
-        with self._lock:
-            if self._ref_model is None:
-                import torch
-                from tools.problem import build_model
-                t = time.monotonic()
-                if self.device == "cuda":
-                    torch.cuda.set_device(self.gpu_index)
-                try:
-                    model = build_model(self.problem.module.Model, self.problem.module,
-                                        self.settings.test.init_seed, self.dev)
-                except Exception as e:
-                    blame(self.problem.path, e, "Model(*get_init_inputs())",
-                          Step("model", self.dev, init_seed=self.settings.test.init_seed))
-                model.eval()
-                self._ref_model = model
-                self.setup_s["reference_model"] = round(time.monotonic() - t, 3)
-            return self._ref_model
-
-    def compile_hold(self):
-        """The GPU hold of a compile phase: shared with at most `parallel_compile` in all,
-        unless the session is lean or one trial's outputs are large enough that parallel
-        workers (each with its inputs, outputs and IPC staging buffer) could exhaust GPU
-        memory; then exclusive."""
-        if self.large_outputs():
-            return self.gpu.exclusive()
-        return self.gpu.shared(limit=self.settings.test.parallel_compile)
-
-    def large_outputs(self) -> bool:
-        """Whether candidates take the GPU one at a time, whole, from fork to teardown
-        (tools/judge/pipeline.py): a lean session, or references too large to cache
-        (both known once the first reference is computed)."""
-        return self.lean or self._ref_cache_ok is False
-
-    def reference(self, seed: int) -> list:
-        """The reference outputs for `seed`: cached for the session while they fit and
-        the session is not lean; a lean one keeps only the last one computed."""
-        got = self._refs.get(seed)
-        last = self._last_ref
-        if got is None and last is not None and last[0] == seed:
-            got = last[1]
-        if got is not None:
-            return got
-        if self.lean:
-            self._last_ref = None   # freed before the next one is made, not beside it
-        t = time.monotonic()
-        sizes: dict | None = {} if self.footprint is None else None   # measured once: it resets the peak
-        out = memory.retry_oom(self, "the reference Model.forward(*get_inputs())", lambda: compute_reference(
-            self.reference_model(), self.problem.module, seed, self.dev, init_seed=self.settings.test.init_seed,
-            sizes=sizes))
-        with self._lock:
-            self.setup_s["references"] = round(self.setup_s.get("references", 0.0) + time.monotonic() - t, 3)
-            if self.footprint is None and sizes is not None:
-                self.footprint = memory.measure(sizes, out)
-                self.lean = self.footprint.trial_bytes >= self.settings.test.lean_memory_mib << 20
-                self._ref_cache_ok = not self.lean and self._fits(self.footprint.output_bytes)
-            if self._ref_cache_ok:
-                self._refs[seed] = out
-            else:
-                self._last_ref = (seed, out)
-        if self.lean:
-            memory.release(self.dev)   # the inputs and the forward's temporaries, before the worker runs
-        return out
-
-    def _fits(self, nbytes_per_trial: int) -> bool:
-        total = nbytes_per_trial * len(self.seeds)
-        if self.device != "cuda":
-            return total <= 1 << 30
-        import torch
-        free, _ = torch.cuda.mem_get_info(self.gpu_index)
-        return total <= min(_REF_CACHE_SHARE * free, _REF_CACHE_MAX_BYTES)
-
-    def relieve_memory(self) -> None:
-        """Short of GPU memory: the service evicts its idle sessions, this one drops
-        its cached references, and the allocator's cache goes back to the driver."""
-        if self.memory_pressure is not None:
-            self.memory_pressure(self)
-        with self._lock:
-            self._refs.clear()
-            self._last_ref = None
-            if self._ref_cache_ok:
-                self._ref_cache_ok = False   # recomputed per trial from now on
-        memory.release(self.dev, collect=True)
-
-    def candidate_done(self) -> None:
-        """After each candidate of a lean session: nothing of its size stays here."""
-        if self.lean:
-            self._last_ref = None
-            memory.release(self.dev)
-
-    def start_baseline(self) -> None:
-        """Compile the torch.compile baseline in the background, once (cuda only). A lean
-        session compiles it later, in the time phase, under the candidate's hold."""
-        if self.device != "cuda" or not self.settings.timing.compile_baseline or self.lean:
-            return
-        with self._lock:
-            if self._baseline_thread is None:
-                self._baseline_thread = threading.Thread(target=self._compile_baseline,
-                                                         name="krefine-compile-baseline", daemon=True)
-                self._baseline_thread.start()
-
-    def _compile_baseline(self) -> None:
-        import torch
-        from tools.problem import make_inputs
-        t = time.monotonic()
-
-        def compile_once():
-            cmodel = torch.compile(self.reference_model())
-            with torch.no_grad():
-                cmodel(*make_inputs(self.problem.module, self.seeds[0], self.dev))
-            torch.cuda.synchronize(self.gpu_index)
-            return cmodel
+    # --- sessions ----------------------------------------------------------------
+    def session(self, path: str, settings):
+        """The warm session for (problem file content, settings), made on first use;
+        (it, whether it existed). The caller releases it (`release`)."""
+        from tools.errors import BadInput
+        from tools.judge.sessions import SessionKey, problem_id
         try:
-            torch.cuda.set_device(self.gpu_index)
-            import torch._inductor.config as inductor_config
-            # one small graph: compiling in this process beats starting a pool of
-            # compile workers, each of which imports torch again (~4 s on the GPU image)
-            inductor_config.compile_threads = 1
-            self._compiled = memory.retry_oom(self, "the torch.compile baseline", compile_once)
-        except memory.JudgeOutOfMemory as e:   # the judge's own shortage: exit 3, not a null speedup
-            self._compiled_failure = e
-        except Exception as e:  # torch.compile cannot handle some models: report, don't fail
-            self._compiled_error = f"{type(e).__name__}: {str(e)[:300]}"
-        if self.lean:
-            memory.release(self.dev)
-        self.setup_s["compile_baseline"] = round(time.monotonic() - t, 3)
+            data = open(path, "rb").read()
+        except OSError as e:
+            raise BadInput(path, f"cannot read the problem: {e.strerror or e}") from None
+        key = SessionKey(problem_id(path, data), settings, self.device, self.gpu_index)
+        return self.cache.acquire(key, lambda: self._load(path), label=path)
 
-    def compiled_baseline(self):
-        """(the compiled model or None, its error or None); waits for the compile (a
-        lean session compiles here, in the caller's hold of the GPU)."""
-        with self._lock:
-            now = self.lean and self._baseline_thread is None and self._compiled is None \
-                and self._compiled_error is None and self._compiled_failure is None
-        if now:
-            self._compile_baseline()
-        self.start_baseline()
-        if self._baseline_thread is not None:
-            self._baseline_thread.join()
-        if self._compiled_failure is not None:
-            raise self._compiled_failure
-        return self._compiled, self._compiled_error
+    def _load(self, path: str):
+        from tools.errors import BadInput
+        from tools.problem import load_problem
+        if self.device == "cuda":
+            import torch
+            if not torch.cuda.is_available():
+                raise BadInput("", "--device cuda but no CUDA device is visible (use --device cpu)")
+        return load_problem(path)
 
-    def session_costs(self) -> dict[str, float]:
-        """What the session has paid once so far (s): device check, reference model and
-        outputs, torch.compile baseline, and how long each fork server took to start."""
-        costs = dict(self.setup_s)
-        for kind, fs in list(self._forkservers.items()):
-            if getattr(fs, "ready_after_s", None) is not None:
-                costs[f"forkserver_{kind}_ready_after"] = fs.ready_after_s
-        return costs
+    def evict_idle(self, keep=None) -> int:
+        """Close every idle session but `keep`'s judge (tools/judge/sessions.py)."""
+        return self.cache.evict_idle(keep)
 
-    # --- judging -------------------------------------------------------------------
-    def judge(self, candidate_src: str, *, candidate_name: str = "candidate.py",
-              profile: bool = True, progress=None):
-        """One Verdict for one candidate (thread-safe; see pipeline.judge_in)."""
-        if self._closed:
-            raise EvaluatorError("this judge is closed")
-        with self._lock:
-            self.in_flight += 1
+    def release(self, session) -> None:
+        self.cache.release(session)
+
+    # --- requests ----------------------------------------------------------------
+    def handle(self, conn: socket.socket) -> None:
+        with self.lock:
+            self.active += 1
         try:
-            verdict = judge_in(self, candidate_src, candidate_name=candidate_name, profile=profile,
-                               progress=progress)
+            with conn:
+                req = _read_request(conn)
+                if req is None:
+                    _send(conn, {"error": "bad_request", "message": "expected one JSON request line"})
+                    return
+                op = req.get("op")
+                if op == "ping":
+                    _send(conn, self.describe())
+                elif op == "stop":
+                    self.stopping = True
+                    _send(conn, {"ok": True})
+                elif op == "eval":
+                    self.evaluate(conn, req)
+                else:
+                    _send(conn, {"error": "bad_request", "message": f"unknown op {op!r}"})
+        except Exception as e:  # noqa: BLE001 - the service outlives one bad connection
+            print(f"krefine judge service: request failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         finally:
-            with self._lock:
-                self.in_flight -= 1
-                self.judged += 1
-        return verdict
+            with self.lock:
+                self.active -= 1
+                self.last = time.monotonic()
 
-    def add_bottleneck(self, candidate_src: str, verdict, *, candidate_name: str = "candidate.py"):
-        """`verdict` (a correct one judged here without a summary) with the bottleneck
-        summary added: the profile step on its own, for a candidate whose feedback will
-        be used ([eval] profile = "refined")."""
-        return profile_in(self, candidate_src, verdict, candidate_name=candidate_name)
+    def describe(self) -> dict:
+        with self.lock:
+            sessions = [{"problem": s.label, "busy": s.users, "judged": s.judge.judged if s.judge else 0}
+                        for s in self.cache.sessions()]
+        return {"ok": True, "pid": os.getpid(), "protocol": PROTOCOL, "device": self.device,
+                "gpu": self.gpu_index, "started": self.started, "idle_s": self.idle_s,
+                "served": self.served, "active": self.active - 1, "sessions": sessions}
 
-    def judge_many(self, sources: list[tuple[str, str]], *, profile: bool = True,
-                   progress=None, on_verdict=None) -> list:
-        """Verdicts for [(name, src), ...] in order, judged concurrently so compile phases
-        overlap; `on_verdict(index, verdict)` hears each one as it is ready."""
-        width = max(1, min(len(sources), self.settings.test.parallel_compile + 1))
+    def evaluate(self, conn: socket.socket, req: dict) -> None:
+        from tools.errors import BadInput, EvaluatorError
+        from tools.settings import SettingsError, eval_settings_from_toml
+        out = _Sender(conn)
+        say = (lambda text: out.send({"progress": text})) if req.get("progress") else None
+        if req.get("keep_s") is not None:
+            self.idle_s = float(req["keep_s"])   # the newest client's wish
+        try:
+            settings = eval_settings_from_toml(req.get("settings") or {}, "request")
+            cands = [(str(n), str(s)) for n, s in req["candidates"]]
+            entry, reused = self.session(str(req["problem"]), settings)
+        except (BadInput, SettingsError) as e:
+            _send(conn, {"error": "bad_input", "message": str(e)})
+            return
+        except EvaluatorError as e:
+            _send(conn, {"error": "evaluator", "message": str(e)})
+            return
+        except (KeyError, TypeError, ValueError) as e:
+            _send(conn, {"error": "bad_request", "message": f"{type(e).__name__}: {e}"})
+            return
+        judge = entry.judge
+        service = {"pid": os.getpid(), "reused_session": reused,
+                   "age_s": round(time.time() - self.started, 1), "served_before": self.served}
 
-        def one(i: int):
-            name, src = sources[i]
-            v = self.judge(src, candidate_name=name, profile=profile, progress=progress)
-            if on_verdict is not None:
-                on_verdict(i, v)
-            return v
-        with ThreadPoolExecutor(max_workers=width, thread_name_prefix="krefine-judge") as pool:
-            return list(pool.map(one, range(len(sources))))
+        def heard(i: int, verdict) -> None:
+            doc = verdict.to_json()
+            doc["checks"] = {**doc.get("checks", {}), "judge_service": service}
+            out.send({"verdict": i, "doc": doc})
+        try:
+            if say and not reused:
+                say(f"judge service: a new session for {os.path.basename(req['problem'])} "
+                    "(reference, baselines; later evals reuse it)")
+            if len(cands) == 1:
+                name, src = cands[0]
+                heard(0, judge.judge(src, candidate_name=name, profile=bool(req.get("profile")), progress=say))
+            else:
+                judge.judge_many(cands, profile=bool(req.get("profile")), progress=say, on_verdict=heard)
+            self.served += len(cands)
+            out.send({"done": True})
+        except BadInput as e:
+            out.send({"error": "bad_input", "message": str(e)})
+        except Exception as e:  # noqa: BLE001 - the evaluator's failure or our bug: exit 3 there
+            self.cache.drop(entry)
+            kind = "evaluator" if isinstance(e, EvaluatorError) else "internal"
+            out.send({"error": kind, "message": str(e) if kind == "evaluator" else f"{type(e).__name__}: {e}"})
+        finally:
+            self.release(entry)
+            if self.device == "cuda":   # an idle service holds its sessions' tensors, not a cache
+                from tools.judge.memory import release
+                release(f"cuda:{self.gpu_index}")
+
+    def idle(self) -> bool:
+        with self.lock:
+            return self.active == 0 and time.monotonic() - self.last > self.idle_s
 
     def close(self) -> None:
-        """Fork servers closed (unless shared) and the session's GPU memory given back:
-        references, the model, the compiled baseline and Dynamo's cache entry for it."""
-        self._closed = True
-        with self._lock:
-            servers = [] if self._share_forkservers else list(self._forkservers.values())
-            self._forkservers = {}
-        for fs in servers:
-            if fs is not None:
-                fs.close()
-        if self._baseline_thread is not None:
-            self._baseline_thread.join()
-        model, self._ref_model, self._compiled = self._ref_model, None, None
-        self._refs.clear()
-        self._last_ref = None
-        if model is not None and self.device == "cuda":
-            memory.forget_compiled(model)
-        memory.release(self.dev, collect=True)
+        self.cache.close()
 
 
-def evaluate(problem: Problem, candidate_src: str, *, device: str | None = None,
-             settings: EvalSettings = EvalSettings(), candidate_name: str = "candidate.py",
-             profile: bool = True, gpu_index: int = 0, progress=None, forkserver=None) -> Verdict:
-    """Judge `candidate_src` against `problem` in a session of its own (a Judge).
-    Only the evaluator's own faults raise. `progress(text)`, when given, hears each
-    phase as it starts (for a CLI's stderr). `forkserver`: one for this device started
-    earlier by the caller; the session takes it over (the caller closes it only when
-    a static verdict made no session)."""
-    device = device or default_device()
-    # a static reject or a syntax error needs no session (no fork server, no CUDA)
-    quick = static_verdict(candidate_src, candidate_name, settings, device, gpu_index)
-    if quick is not None:
-        return quick
-    with Judge(problem, device=device, gpu_index=gpu_index, settings=settings,
-               forkservers={device: forkserver} if forkserver is not None else None) as judge:
-        return judge.judge(candidate_src, candidate_name=candidate_name, profile=profile,
-                           progress=progress)
+def _read_request(conn: socket.socket) -> dict | None:
+    buf = bytearray()
+    while b"\n" not in buf:
+        chunk = conn.recv(1 << 20)
+        if not chunk:
+            break
+        buf += chunk
+        if len(buf) > MAX_REQUEST:
+            return None
+    try:
+        req = json.loads(bytes(buf).split(b"\n", 1)[0])
+    except ValueError:
+        return None
+    return req if isinstance(req, dict) else None
+
+
+def _send(conn: socket.socket, msg: dict) -> None:
+    conn.sendall(json.dumps(msg, default=str).encode() + b"\n")
+
+
+class _Sender:
+    """Reply lines to one client; once it has gone (Ctrl-C), the rest is dropped and the
+    judging finishes, so the session stays consistent for the next client."""
+
+    def __init__(self, conn: socket.socket):
+        self.conn, self.gone, self.lock = conn, False, threading.Lock()
+
+    def send(self, msg: dict) -> None:
+        with self.lock:
+            if self.gone:
+                return
+            try:
+                _send(self.conn, msg)
+            except OSError:
+                self.gone = True
+
+
+def serve(path: str, device: str, gpu_index: int, idle_s: float) -> int:
+    """Listen on `path` first (clients queue while torch imports), start the fork server
+    before importing torch, then answer requests until idle or stopped."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(path)
+    except OSError as e:
+        print(f"krefine judge service: {path}: {e} (another service has it)", file=sys.stderr)
+        return 0
+    os.chmod(path, 0o600)
+    sock.listen(64)
+    me = os.stat(path).st_ino
+    from tools.sandbox.isolation import device_fault, guess_device, start_forkserver
+    guess = device if device != "auto" else guess_device()
+    early = start_forkserver(guess, gpu_index)
+    from tools.judge.reference import default_device
+    resolved = device if device != "auto" else default_device()
+    why = device_fault(resolved, gpu_index)
+    if why is not None:   # no GPU, or no such GPU: tell who is waiting, then leave nothing running
+        if early is not None:
+            early.close()
+        print(f"krefine judge service: {why}", file=sys.stderr, flush=True)
+        _refuse(sock, path, me, why)
+        return 0
+    forkservers = {}
+    if early is not None and resolved == guess:
+        forkservers[resolved] = early
+    elif early is not None:
+        early.close()
+    # every request runs in a thread of its own: torch's lazy modules now, before two
+    # first uses at once can race for them (tools/judge/warm.py); clients queue meanwhile
+    from tools.judge.warm import WARMED, warm_imports
+    warm_s = warm_imports(resolved)
+    missing = ", ".join(f"{name} ({why})" for name, why in WARMED.items() if why != "ok")
+    svc = Service(resolved, gpu_index, idle_s, forkservers)
+    print(f"krefine judge service: pid {os.getpid()} on {resolved}:{gpu_index}, {path}; torch's lazy modules "
+          f"imported in {warm_s:.1f} s" + (f", not: {missing}" if missing else ""), file=sys.stderr, flush=True)
+    def accept(timeout_s: float) -> bool:
+        sock.settimeout(timeout_s)
+        try:
+            conn, _ = sock.accept()
+        except TimeoutError:
+            return False
+        conn.settimeout(None)
+        threading.Thread(target=svc.handle, args=(conn,), daemon=True, name="krefine-service").start()
+        return True
+    try:
+        while not (svc.stopping and svc.active == 0) and not svc.idle():
+            accept(0.5)
+    finally:
+        _unlink_ours(path, me)        # no new client finds us now ...
+        while accept(0.05):          # ... and one that connected meanwhile is still served
+            pass
+        while svc.active:
+            time.sleep(0.05)
+        sock.close()
+        svc.close()
+    return 0
+
+
+def _unlink_ours(path: str, me: int) -> None:
+    """Remove the socket, its lock and its log, unless a newer service has replaced them."""
+    try:
+        if os.stat(path).st_ino == me:
+            os.unlink(path)
+            for extra in (".lock", ".log"):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.splitext(path)[0] + extra)
+    except OSError:
+        pass
+
+
+def _refuse(sock: socket.socket, path: str, me: int, why: str) -> None:
+    """A service that cannot judge on its device answers every request with `why` (the
+    client that started it is already connected and waiting: it gets exit 2, not a
+    vanished service), says it is exiting, and goes."""
+    refusal = {"error": "bad_input", "message": why, "exiting": True}
+    sock.settimeout(0.5)   # the starting client connected while torch was imported
+    quiet_until = time.monotonic() + 0.5
+    unlinked = False
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except TimeoutError:
+            if unlinked:
+                break
+            if time.monotonic() >= quiet_until:
+                _unlink_ours(path, me)   # no new client finds us; drain those already queued
+                unlinked = True
+                sock.settimeout(0.05)
+            continue
+        with conn:
+            conn.settimeout(5.0)
+            with contextlib.suppress(OSError):
+                _read_request(conn)
+                _send(conn, refusal)
+    sock.close()
+
+
+if __name__ == "__main__":
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m tools.judge.service")
+    ap.add_argument("--socket", required=True)
+    ap.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
+    ap.add_argument("--gpu", type=int, default=0)
+    ap.add_argument("--idle", type=float, default=300.0)
+    a = ap.parse_args()
+    code = serve(a.socket, a.device, a.gpu, a.idle)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)   # no interpreter teardown of torch and CUDA: nothing is left to flush

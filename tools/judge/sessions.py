@@ -1,8 +1,8 @@
 """The session cache: Judges built once per (problem, settings, device, GPU) and shared.
 
-A Judge (service.py) costs a reference, two baselines and a fork server to build, so
-every host keeps its Judges here: the loop's process (service.py `JudgePool`), the
-judge service (daemon.py) and the Ray judge actor (agent/bench/judge_actor.py). Those are
+A Judge (session.py) costs a reference, two baselines and a fork server to build, so
+every host keeps its Judges here: the loop's process (session.py `JudgePool`), the
+judge service (service.py) and the Ray judge actor (agent/bench/judge_actor.py). Those are
 transports that turn requests into `acquire` and `release`; this module alone decides
 when a Judge is built, shared, kept and closed:
 
@@ -20,8 +20,8 @@ when a Judge is built, shared, kept and closed:
   than its trial needs; a Judge short of memory closes the idle ones on its GPU.
 
 `JudgePool` is the in-process host: one problem's Judges for a run, one per GPU, each
-a session of `local_sessions()`. Does not judge (service.py, pipeline.py) or speak a
-protocol (daemon.py).
+a session of `local_sessions()`. Does not judge (session.py, pipeline.py) or speak a
+protocol (service.py).
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Hashable
 
-from tools.judge.service import Judge
+from tools.judge.session import Judge
 
 ROOM_FACTOR = 3   # a new session wants this many times its inputs free (make_room)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from tools.judge.record import Run, to_verdict
+from tools.judge.record import Evaluation, to_verdict
 from tools.settings import EvalSettings
 from tools.verdict import Status, Verdict
 
@@ -21,7 +21,7 @@ def static_verdict(src: str, candidate_name: str, settings: EvalSettings, device
                    gpu_index: int) -> Verdict | None:
     """The verdict of a candidate the syntax check or a static guard refuses, else None."""
     t0 = time.monotonic()
-    run = Run(None, src, device, gpu_index, settings, None)
+    run = Evaluation(None, src, device, gpu_index, settings, None)
     status = static_checks(run, candidate_name)
     return None if status is None else to_verdict(run, status, t0)
 
@@ -33,14 +33,14 @@ def file_verdict(src: str, fault: str, candidate_name: str, settings: EvalSettin
     file gets a verdict of its own: a syntax error as the judge reports it, with its line;
     any other fault (empty, binary, no ModelNew) as one diagnostic."""
     t0 = time.monotonic()
-    run = Run(None, src, device, gpu_index, settings, None)
+    run = Evaluation(None, src, device, gpu_index, settings, None)
     run.device_info = {"type": device}
     if not _syntax_error(run, candidate_name):
         run.diag("bad_candidate", fault)
     return to_verdict(run, Status.COMPILE_ERROR, t0)
 
 
-def static_checks(run: Run, candidate_name: str) -> Status | None:
+def static_checks(run: Evaluation, candidate_name: str) -> Status | None:
     """1) guard: parse and static checks, before CUDA or any candidate code."""
     run.device_info = {"type": run.device}
     if _syntax_error(run, candidate_name):
@@ -55,7 +55,7 @@ def static_checks(run: Run, candidate_name: str) -> Status | None:
     return None
 
 
-def _syntax_error(run: Run, candidate_name: str) -> bool:
+def _syntax_error(run: Evaluation, candidate_name: str) -> bool:
     """Does the source not compile? Then its diagnostic, with the line, is on `run`."""
     try:
         compile(run.src, candidate_name, "exec")

@@ -1,4 +1,4 @@
-"""The client side of the judge service (tools/judge/daemon.py): find it, start it, ask it.
+"""The client side of the judge service (tools/judge/service.py): find it, start it, ask it.
 
 A service is keyed by the device, the GPU and everything that changes what it would
 judge with: this Python, the tools/ sources, torch's and triton's versions and the
@@ -147,7 +147,7 @@ def _spawn(path: Path, device: str, gpu_index: int, idle_s: float) -> subprocess
     env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(TOOLS.parent), env.get("PYTHONPATH"))))
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "tools.judge.daemon", "--socket", str(path), "--device", device,
+            [sys.executable, "-m", "tools.judge.service", "--socket", str(path), "--device", device,
              "--gpu", str(gpu_index), "--idle", str(idle_s)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd="/",
             start_new_session=True,   # outlives this process and its terminal's Ctrl-C

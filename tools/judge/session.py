@@ -1,0 +1,356 @@
+"""The persistent judge: one problem on one device, judged for many candidates.
+
+A `Judge` keeps for its whole session what every candidate shares, so each candidate
+pays only for its own work:
+
+- the reference model, built once with KernelBench's seeds and init order, the
+  session's secret trial seeds, and the reference outputs of those trials (kept while
+  they fit the memory budget, else recomputed when needed);
+- the eager baseline and the torch.compile baseline, compiled once (in the background,
+  from the first candidate that passes the guards); both are still timed interleaved
+  with every candidate (tools/judge/time_phase.py);
+- a fork server per worker kind (tools/sandbox/forkserver.py): torch and triton
+  imported, no CUDA context. Each candidate still gets a fresh worker, never reused.
+
+Static guards and syntax checks run first, before any of that is touched. The compile
+phase (fork, import, ModelNew, Triton JIT) of several candidates proceeds in parallel
+(`[eval] parallel_compile` at once, a shared hold on the GPU); trials, timing and
+profiling hold the GPU exclusively, one candidate at a time, so no candidate is timed
+beside another's work. `judge()` may be called from many threads at once.
+
+`evaluate()` is a session of one candidate. Does not decide verdicts:
+tools/judge/pipeline.py's steps do, given this session's state.
+"""
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from tools.errors import EvaluatorError
+from tools.judge import memory
+from tools.judge.gpulock import GpuLock, gpu_lock
+from tools.judge.pipeline import judge_in, profile_in
+from tools.judge.blame import Step, blame
+from tools.judge.reference import compute_reference, default_device
+from tools.judge.static import static_verdict
+from tools.judge.warm import warm_imports
+from tools.problem import Problem
+from tools.settings import EvalSettings
+from tools.verdict import Verdict
+
+_REF_CACHE_SHARE = 0.25      # of free GPU memory (or 1 GiB on cpu) the cached references may take
+_REF_CACHE_MAX_BYTES = 1 << 30   # and never more: an idle session keeps them (README "judge service")
+
+
+class Judge:
+    """See the module docstring. Use as a context manager, or call close()."""
+
+    def __init__(self, problem, *, device: str | None = None, gpu_index: int = 0,
+                 settings: EvalSettings = EvalSettings(), use_forkserver: bool = True,
+                 forkservers: dict | None = None, share_forkservers: bool = False):
+        """`forkservers`: {kind: ForkServer} started earlier by the caller (krefine eval
+        starts one before it imports torch, so the two imports overlap); the judge owns
+        and closes them, unless `share_forkservers`: then the dict itself is shared with
+        the caller (the judge service's sessions, tools/judge/service.py), servers the
+        judge starts go into it too, and the caller closes them."""
+        self.problem = problem
+        self.device = device or default_device()
+        self.gpu_index = gpu_index
+        self.settings = settings
+        self.dev = f"cuda:{gpu_index}" if self.device == "cuda" else "cpu"
+        # nothing is timed on cpu: candidates there share nothing that needs holding
+        self.gpu = gpu_lock(self.dev) if self.device == "cuda" else GpuLock()
+        self.seeds = [secrets.randbelow(2**31 - 1) for _ in range(settings.test.trials)]
+        self.in_flight = 0
+        self.judged = 0
+        self._lock = threading.Lock()
+        self._use_forkserver = use_forkserver
+        self._share_forkservers = share_forkservers and forkservers is not None
+        self._forkservers: dict[str, object] = forkservers if self._share_forkservers else dict(forkservers or {})
+        # what the session paid once, in seconds (checks.session_s of every verdict)
+        self.setup_s: dict[str, float] = {}
+        self._ref_model = None
+        self._refs: dict[int, list] = {}
+        self._ref_cache_ok: bool | None = None
+        # measured on the first reference; lean: see tools/judge/memory.py
+        self.footprint: memory.Footprint | None = None
+        self.lean = False
+        self._last_ref: tuple[int, list] | None = None   # lean: the one reference in use
+        # set by the judge service: evicts its idle sessions when this one runs short
+        self.memory_pressure = None
+        self._healthy = False
+        self._baseline_thread: threading.Thread | None = None
+        self._compiled = None
+        self._compiled_error: str | None = None
+        self._compiled_failure: BaseException | None = None   # the judge's own (out of memory)
+        self._closed = False
+        if use_forkserver:   # start the main one now: it imports torch while we do other work
+            self.forkserver(self.device)
+        # torch's lazy modules, before this session's threads (the baseline's, the
+        # candidates') can import them at once (a no-op where the host did it at its start)
+        warm_s = warm_imports(self.device)
+        if warm_s:
+            self.setup_s["torch_imports"] = round(warm_s, 3)
+
+    def __enter__(self) -> "Judge":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- what candidates share -----------------------------------------------------
+    def forkserver(self, kind: str):
+        """The fork server for workers of `kind` (cuda, cpu, compile), or None (spawn)."""
+        if not self._use_forkserver:
+            return None
+        with self._lock:
+            if kind not in self._forkservers:
+                from tools.sandbox.isolation import start_forkserver
+                started = start_forkserver(kind, self.gpu_index)
+                if self._forkservers.setdefault(kind, started) is not started and started is not None:
+                    started.close()   # a judge sharing the dict started one meanwhile
+            return self._forkservers[kind]
+
+    def check_device(self) -> None:
+        """Once per session (and again after a candidate crashed or hung: record.health)."""
+        if self.device != "cuda" or self._healthy:
+            return
+        import torch
+        if not torch.cuda.is_available():
+            raise EvaluatorError("--device cuda but no CUDA device is visible")
+        from tools.perf.gpuinfo import cuda_healthy
+        t = time.monotonic()
+        ok, why = cuda_healthy(self.gpu_index)
+        if not ok:
+            raise EvaluatorError(f"GPU {self.gpu_index} is not usable: {why}")
+        self.setup_s.setdefault("device_check", round(time.monotonic() - t, 3))
+        self._healthy = True
+
+    def reference_model(self):
+        with self._lock:
+            if self._ref_model is None:
+                import torch
+                from tools.problem import build_model
+                t = time.monotonic()
+                if self.device == "cuda":
+                    torch.cuda.set_device(self.gpu_index)
+                try:
+                    model = build_model(self.problem.module.Model, self.problem.module,
+                                        self.settings.test.init_seed, self.dev)
+                except Exception as e:
+                    blame(self.problem.path, e, "Model(*get_init_inputs())",
+                          Step("model", self.dev, init_seed=self.settings.test.init_seed))
+                model.eval()
+                self._ref_model = model
+                self.setup_s["reference_model"] = round(time.monotonic() - t, 3)
+            return self._ref_model
+
+    def compile_hold(self):
+        """The GPU hold of a compile phase: shared with at most `parallel_compile` in all,
+        unless the session is lean or one trial's outputs are large enough that parallel
+        workers (each with its inputs, outputs and IPC staging buffer) could exhaust GPU
+        memory; then exclusive."""
+        if self.large_outputs():
+            return self.gpu.exclusive()
+        return self.gpu.shared(limit=self.settings.test.parallel_compile)
+
+    def large_outputs(self) -> bool:
+        """Whether candidates take the GPU one at a time, whole, from fork to teardown
+        (tools/judge/pipeline.py): a lean session, or references too large to cache
+        (both known once the first reference is computed)."""
+        return self.lean or self._ref_cache_ok is False
+
+    def reference(self, seed: int) -> list:
+        """The reference outputs for `seed`: cached for the session while they fit and
+        the session is not lean; a lean one keeps only the last one computed."""
+        got = self._refs.get(seed)
+        last = self._last_ref
+        if got is None and last is not None and last[0] == seed:
+            got = last[1]
+        if got is not None:
+            return got
+        if self.lean:
+            self._last_ref = None   # freed before the next one is made, not beside it
+        t = time.monotonic()
+        sizes: dict | None = {} if self.footprint is None else None   # measured once: it resets the peak
+        out = memory.retry_oom(self, "the reference Model.forward(*get_inputs())", lambda: compute_reference(
+            self.reference_model(), self.problem.module, seed, self.dev, init_seed=self.settings.test.init_seed,
+            sizes=sizes))
+        with self._lock:
+            self.setup_s["references"] = round(self.setup_s.get("references", 0.0) + time.monotonic() - t, 3)
+            if self.footprint is None and sizes is not None:
+                self.footprint = memory.measure(sizes, out)
+                self.lean = self.footprint.trial_bytes >= self.settings.test.lean_memory_mib << 20
+                self._ref_cache_ok = not self.lean and self._fits(self.footprint.output_bytes)
+            if self._ref_cache_ok:
+                self._refs[seed] = out
+            else:
+                self._last_ref = (seed, out)
+        if self.lean:
+            memory.release(self.dev)   # the inputs and the forward's temporaries, before the worker runs
+        return out
+
+    def _fits(self, nbytes_per_trial: int) -> bool:
+        total = nbytes_per_trial * len(self.seeds)
+        if self.device != "cuda":
+            return total <= 1 << 30
+        import torch
+        free, _ = torch.cuda.mem_get_info(self.gpu_index)
+        return total <= min(_REF_CACHE_SHARE * free, _REF_CACHE_MAX_BYTES)
+
+    def relieve_memory(self) -> None:
+        """Short of GPU memory: the service evicts its idle sessions, this one drops
+        its cached references, and the allocator's cache goes back to the driver."""
+        if self.memory_pressure is not None:
+            self.memory_pressure(self)
+        with self._lock:
+            self._refs.clear()
+            self._last_ref = None
+            if self._ref_cache_ok:
+                self._ref_cache_ok = False   # recomputed per trial from now on
+        memory.release(self.dev, collect=True)
+
+    def candidate_done(self) -> None:
+        """After each candidate of a lean session: nothing of its size stays here."""
+        if self.lean:
+            self._last_ref = None
+            memory.release(self.dev)
+
+    def start_baseline(self) -> None:
+        """Compile the torch.compile baseline in the background, once (cuda only). A lean
+        session compiles it later, in the time phase, under the candidate's hold."""
+        if self.device != "cuda" or not self.settings.timing.compile_baseline or self.lean:
+            return
+        with self._lock:
+            if self._baseline_thread is None:
+                self._baseline_thread = threading.Thread(target=self._compile_baseline,
+                                                         name="krefine-compile-baseline", daemon=True)
+                self._baseline_thread.start()
+
+    def _compile_baseline(self) -> None:
+        import torch
+        from tools.problem import make_inputs
+        t = time.monotonic()
+
+        def compile_once():
+            cmodel = torch.compile(self.reference_model())
+            with torch.no_grad():
+                cmodel(*make_inputs(self.problem.module, self.seeds[0], self.dev))
+            torch.cuda.synchronize(self.gpu_index)
+            return cmodel
+        try:
+            torch.cuda.set_device(self.gpu_index)
+            import torch._inductor.config as inductor_config
+            # one small graph: compiling in this process beats starting a pool of
+            # compile workers, each of which imports torch again (~4 s on the GPU image)
+            inductor_config.compile_threads = 1
+            self._compiled = memory.retry_oom(self, "the torch.compile baseline", compile_once)
+        except memory.JudgeOutOfMemory as e:   # the judge's own shortage: exit 3, not a null speedup
+            self._compiled_failure = e
+        except Exception as e:  # torch.compile cannot handle some models: report, don't fail
+            self._compiled_error = f"{type(e).__name__}: {str(e)[:300]}"
+        if self.lean:
+            memory.release(self.dev)
+        self.setup_s["compile_baseline"] = round(time.monotonic() - t, 3)
+
+    def compiled_baseline(self):
+        """(the compiled model or None, its error or None); waits for the compile (a
+        lean session compiles here, in the caller's hold of the GPU)."""
+        with self._lock:
+            now = self.lean and self._baseline_thread is None and self._compiled is None \
+                and self._compiled_error is None and self._compiled_failure is None
+        if now:
+            self._compile_baseline()
+        self.start_baseline()
+        if self._baseline_thread is not None:
+            self._baseline_thread.join()
+        if self._compiled_failure is not None:
+            raise self._compiled_failure
+        return self._compiled, self._compiled_error
+
+    def session_costs(self) -> dict[str, float]:
+        """What the session has paid once so far (s): device check, reference model and
+        outputs, torch.compile baseline, and how long each fork server took to start."""
+        costs = dict(self.setup_s)
+        for kind, fs in list(self._forkservers.items()):
+            if getattr(fs, "ready_after_s", None) is not None:
+                costs[f"forkserver_{kind}_ready_after"] = fs.ready_after_s
+        return costs
+
+    # --- judging -------------------------------------------------------------------
+    def judge(self, candidate_src: str, *, candidate_name: str = "candidate.py",
+              profile: bool = True, progress=None):
+        """One Verdict for one candidate (thread-safe; see pipeline.judge_in)."""
+        if self._closed:
+            raise EvaluatorError("this judge is closed")
+        with self._lock:
+            self.in_flight += 1
+        try:
+            verdict = judge_in(self, candidate_src, candidate_name=candidate_name, profile=profile,
+                               progress=progress)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+                self.judged += 1
+        return verdict
+
+    def add_bottleneck(self, candidate_src: str, verdict, *, candidate_name: str = "candidate.py"):
+        """`verdict` (a correct one judged here without a summary) with the bottleneck
+        summary added: the profile step on its own, for a candidate whose feedback will
+        be used ([eval] profile = "refined")."""
+        return profile_in(self, candidate_src, verdict, candidate_name=candidate_name)
+
+    def judge_many(self, sources: list[tuple[str, str]], *, profile: bool = True,
+                   progress=None, on_verdict=None) -> list:
+        """Verdicts for [(name, src), ...] in order, judged concurrently so compile phases
+        overlap; `on_verdict(index, verdict)` hears each one as it is ready."""
+        width = max(1, min(len(sources), self.settings.test.parallel_compile + 1))
+
+        def one(i: int):
+            name, src = sources[i]
+            v = self.judge(src, candidate_name=name, profile=profile, progress=progress)
+            if on_verdict is not None:
+                on_verdict(i, v)
+            return v
+        with ThreadPoolExecutor(max_workers=width, thread_name_prefix="krefine-judge") as pool:
+            return list(pool.map(one, range(len(sources))))
+
+    def close(self) -> None:
+        """Fork servers closed (unless shared) and the session's GPU memory given back:
+        references, the model, the compiled baseline and Dynamo's cache entry for it."""
+        self._closed = True
+        with self._lock:
+            servers = [] if self._share_forkservers else list(self._forkservers.values())
+            self._forkservers = {}
+        for fs in servers:
+            if fs is not None:
+                fs.close()
+        if self._baseline_thread is not None:
+            self._baseline_thread.join()
+        model, self._ref_model, self._compiled = self._ref_model, None, None
+        self._refs.clear()
+        self._last_ref = None
+        if model is not None and self.device == "cuda":
+            memory.forget_compiled(model)
+        memory.release(self.dev, collect=True)
+
+
+def evaluate(problem: Problem, candidate_src: str, *, device: str | None = None,
+             settings: EvalSettings = EvalSettings(), candidate_name: str = "candidate.py",
+             profile: bool = True, gpu_index: int = 0, progress=None, forkserver=None) -> Verdict:
+    """Judge `candidate_src` against `problem` in a session of its own (a Judge).
+    Only the evaluator's own faults raise. `progress(text)`, when given, hears each
+    phase as it starts (for a CLI's stderr). `forkserver`: one for this device started
+    earlier by the caller; the session takes it over (the caller closes it only when
+    a static verdict made no session)."""
+    device = device or default_device()
+    # a static reject or a syntax error needs no session (no fork server, no CUDA)
+    quick = static_verdict(candidate_src, candidate_name, settings, device, gpu_index)
+    if quick is not None:
+        return quick
+    with Judge(problem, device=device, gpu_index=gpu_index, settings=settings,
+               forkservers={device: forkserver} if forkserver is not None else None) as judge:
+        return judge.judge(candidate_src, candidate_name=candidate_name, profile=profile,
+                           progress=progress)

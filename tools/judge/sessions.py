@@ -1,7 +1,7 @@
 """The session cache: Judges built once per (problem, settings, device, GPU) and shared.
 
 A Judge (session.py) costs a reference, two baselines and a fork server to build, so
-every host keeps its Judges here: the loop's process (session.py `JudgePool`), the
+every host keeps its Judges here: the loop's process (`JudgePool`, below), the
 judge service (service.py) and the Ray judge actor (agent/bench/judge_actor.py). Those are
 transports that turn requests into `acquire` and `release`; this module alone decides
 when a Judge is built, shared, kept and closed:

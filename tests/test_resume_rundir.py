@@ -94,3 +94,16 @@ def test_a_stale_checkpoint_from_another_run_changes_nothing_on_resume(tmp_path)
     whole, other, _, _ = loop_run(tmp_path / "whole", TEXTS[:2], **{**BUDGET, "budget.max_rounds": 1})
     resumed, _, _, _ = _killed_then_resumed(tmp_path / "killed", "evaluated", 3, checkpoint=other.checkpoint)
     assert resumed["best"] == "r03-c00" and len(resumed["candidates"]) == 6
+
+
+def test_a_replay_spent_before_the_kill_is_traced_once(tmp_path):
+    # round 2 got one completion of two; a session that resumed it found the replay spent,
+    # traced that, and was killed before its decide; the next resume must not trace it again
+    with pytest.raises(Killed):
+        loop_run(tmp_path, TEXTS[:3], progress=KillAt("evaluated", 3), **BUDGET)
+    RunDir(tmp_path / "run").append_event(iteration=2, candidate=None, node="generate", status="replay_exhausted",
+                                          error="the replay file has no more completions")
+    (tmp_path / "run" / "checkpoint.sqlite").unlink()
+    _, rd, _, _ = loop_run(tmp_path, [], resume=True, **BUDGET)
+    spent = [e for e in RunDir(rd.root).events() if (e["node"], e["status"]) == ("generate", "replay_exhausted")]
+    assert [e["iteration"] for e in spent] == [2]

@@ -1,5 +1,6 @@
 """tools/dialect/conv_rewrite.py: transposed, 1-D and dilated convolutions rewritten as
-the 2-D / 3-D undilated convolutions Inductor has a Triton template for, exactly."""
+the 2-D / 3-D undilated convolutions Inductor has a Triton template for, exactly; depthwise
+ones as a sum over the kernel's taps (pointwise work, no convolution left)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,7 +23,19 @@ CASES = [
     (3, True, 4, 6, (3, 5, 3), (2, 1, 2), (1, 2, 0), (1, 1, 2), (1, 0, 1), 2),
     (1, False, 4, 8, 3, 3, 2, 4, 0, 4),
     (2, False, 4, 6, (3, 5), 1, (2, 4), (2, 3), 0, 1),
+    # depthwise: one input channel per group (channel multiplier 1 or 2)
+    (2, False, 4, 4, 3, 1, 1, 1, 0, 4),
+    (2, False, 3, 6, (3, 7), (2, 1), (1, 3), (1, 2), 0, 3),
+    (3, False, 3, 3, 3, 2, 1, 1, 0, 3),
 ]
+
+
+def _depthwise(case) -> bool:
+    """Whether the convolution the rewrite finally sees is depthwise (a transposed one
+    becomes a convolution with its channels swapped per group)."""
+    nd, transposed, c_in, c_out, k, s, p, d, op, g = case
+    return g == (c_out if transposed else c_in) and (c_in if transposed else c_out) % g == 0 \
+        and (c_in // g if transposed else 1) == 1
 
 
 def _args(case):
@@ -53,8 +66,16 @@ def test_the_rewrite_computes_the_same_convolution(case):
 def test_only_convolutions_with_a_triton_template_are_left(case):
     gm, _, _ = _traced(case)
     convs = [n for n in gm.graph.nodes if n.target == CONV]
-    assert convs and all(not n.args[6] and list(n.args[5]) == [1] * (n.args[1].meta["val"].dim() - 2)
-                         and n.args[1].meta["val"].dim() >= 4 for n in convs)
+    assert all(not n.args[6] and list(n.args[5]) == [1] * (n.args[1].meta["val"].dim() - 2)
+               and n.args[1].meta["val"].dim() >= 4 for n in convs)
+    assert bool(convs) != _depthwise(case)   # a depthwise one leaves none: a sum over its taps
+
+
+def test_a_depthwise_kernel_with_more_taps_than_the_limit_stays_a_convolution():
+    from tools.dialect.conv_rewrite import MAX_TAPS
+    k = int(MAX_TAPS ** 0.5) + 1
+    gm, _, _ = _traced((2, False, 2, 2, k, 1, k // 2, 1, 0, 2))
+    assert [n.target for n in gm.graph.nodes if n.op == "call_function"] == [CONV]
 
 
 def test_a_convolution_the_template_takes_is_left_as_it_is():
@@ -106,3 +127,43 @@ def test_average_pooling_that_does_not_count_the_padding_is_left_as_it_is():
     gm = make_fx(torch.nn.AvgPool3d(3, 2, 1, count_include_pad=False),
                  decomposition_table=template_decompositions())(x)
     assert any("avg_pool3d" in str(n.target) for n in gm.graph.nodes)
+
+
+DEPTHWISE_PROBLEM = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(8, 8, (3, 5), stride=2, padding=1, groups=8)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def get_inputs():
+    return [torch.randn(2, 8, 33, 35)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.slow
+def test_a_depthwise_convolution_seeds_as_triton_kernels_alone(tmp_path):
+    # the template compile in its own process (Inductor's compile threads outlive it)
+    import subprocess
+    import sys
+    from tools.dialect.inductor_capture import read_capture
+    from tools.dialect.kernelbook import convert
+    from tools.problem import load_problem
+    path, out = tmp_path / "depthwise.py", tmp_path / "capture.py"
+    path.write_text(DEPTHWISE_PROBLEM)
+    done = subprocess.run([sys.executable, "-m", "tools.dialect", "capture", str(path), "--device", "cpu",
+                           "--templates", "--out", str(out)], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    src = convert(load_problem(path), read_capture(out.read_text()))
+    assert "@triton.jit" in src and "extern_kernels" not in src and "convolution(" not in src

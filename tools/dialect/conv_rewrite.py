@@ -19,8 +19,21 @@ until what is left is a convolution the template takes (the rest of the work is 
 which Inductor writes as Triton kernels). The zeros cost multiply-adds (a stride-s
 transposed convolution does s^d times the work): a correct pure-Triton seed to refine,
 not a fast one.
+
+A depthwise convolution (one input channel per group, at most MAX_TAPS kernel taps) is
+not left to the template at all: it is the sum over the taps of the input's strided
+window times that tap's weight per channel, which Inductor fuses into pointwise Triton
+kernels (the padded input, then one kernel reading it once per tap). The GEMM template
+ran KernelBench's depthwise convolutions at 0.003-0.01x eager on the H200s (2026-11-26:
+each group a GEMM of one input channel). The products are the convolution's; only the
+order of the additions differs.
 """
 from __future__ import annotations
+
+import itertools
+import math
+
+MAX_TAPS = 64   # a depthwise kernel with more taps stays a convolution (one load per tap)
 
 
 def template_decompositions() -> dict:
@@ -62,9 +75,35 @@ def convolution(x, w, bias, stride, padding, dilation, transposed, output_paddin
         return y.squeeze(-2)
     if transposed:
         return _transposed(x, w, bias, stride, padding, dilation, output_padding, groups)
+    if groups == x.shape[1] and w.shape[1] == 1 and math.prod(w.shape[2:]) <= MAX_TAPS:
+        return _depthwise(x, w, bias, stride, padding, dilation)
     if any(d != 1 for d in dilation):
         return conv(x, _spread(w, dilation, first_dim=2), bias, stride, padding, [1] * nd, False, [0] * nd, groups)
     return NotImplemented
+
+
+def _depthwise(x, w, bias, stride, padding, dilation):
+    """Σ over the kernel's taps of x's strided window (zero-padded) × the tap's weight, per
+    output channel (channel c*m + j reads input channel c: m = out / in channels)."""
+    import torch
+    n, c = x.shape[:2]
+    nd, kernel = w.dim() - 2, list(w.shape[2:])
+    m = w.shape[0] // c
+    out = [(x.shape[2 + i] + 2 * padding[i] - dilation[i] * (kernel[i] - 1) - 1) // stride[i] + 1 for i in range(nd)]
+    pads = [p for i in reversed(range(nd)) for p in (padding[i], padding[i])]
+    xp = torch.ops.aten.constant_pad_nd.default(x, pads, 0.0)
+    if m > 1:   # each input channel feeds m output channels, in order
+        xp = xp.unsqueeze(2).expand(n, c, m, *xp.shape[2:]).reshape(n, c * m, *xp.shape[2:])
+    y = None
+    for taps in itertools.product(*(range(k) for k in kernel)):
+        window = xp
+        for i, t in enumerate(taps):
+            start = t * dilation[i]
+            window = window[(slice(None), slice(None), *([slice(None)] * i),
+                             slice(start, start + stride[i] * (out[i] - 1) + 1, stride[i]))]
+        term = window * w[(slice(None), 0, *taps)].reshape(1, c * m, *[1] * nd)
+        y = term if y is None else y + term
+    return y if bias is None else y + bias.reshape(1, c * m, *[1] * nd)
 
 
 def _transposed(x, w, bias, stride, padding, dilation, output_padding, groups):

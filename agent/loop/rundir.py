@@ -35,10 +35,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
-from tools.jsonio import append_jsonl, read_json, read_jsonl, write_json, write_text_atomic
 from agent.loop.state import ORIGIN_MODEL
+from tools.jsonio import append_jsonl, read_json, read_jsonl, write_json, write_text_atomic
 from tools.verdict import Verdict
 
 TRACE_SCHEMA = 1
@@ -170,12 +170,8 @@ class RunDir:
 
     def source(self, cid: str) -> str | None:
         """candidates/<cid>.py, or None when no code was extracted for it."""
-        if cid not in self._memory.sources:
-            path = self.candidate_src(cid)
-            if not path.exists():
-                return None
-            self._memory.sources[cid] = path.read_text(encoding="utf-8")
-        return self._memory.sources[cid]
+        return _remembered(self._memory.sources, cid, self.candidate_src(cid),
+                           lambda path: path.read_text(encoding="utf-8"))
 
     def write_verdict(self, cid: str, verdict: Verdict) -> None:
         write_json(self.eval(cid), verdict.to_json())
@@ -183,12 +179,8 @@ class RunDir:
 
     def verdict(self, cid: str) -> Verdict | None:
         """evals/<cid>.json as a Verdict, or None before the candidate is judged."""
-        if cid not in self._memory.verdicts:
-            path = self.eval(cid)
-            if not path.exists():
-                return None
-            self._memory.verdicts[cid] = Verdict.from_json(read_json(path))
-        return self._memory.verdicts[cid]
+        return _remembered(self._memory.verdicts, cid, self.eval(cid),
+                           lambda path: Verdict.from_json(read_json(path)))
 
     # 5) the model's completions: text in completions/, the rest in the generate event
     def completion_ids(self) -> list[str]:
@@ -223,3 +215,12 @@ class RunDir:
 
     def write_text(self, path: Path, text: str) -> None:
         write_text_atomic(path, text)
+
+
+def _remembered(store: dict, cid: str, path: Path, read: Callable[[Path], Any]) -> Any:
+    """store[cid], read from `path` the first time it is asked for; None while no such file."""
+    if cid not in store:
+        if not path.exists():
+            return None
+        store[cid] = read(path)
+    return store[cid]

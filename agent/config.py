@@ -259,7 +259,7 @@ def upgrade(doc: dict, named: Callable[[str], str] | None = None) -> dict:
     [model] openai_base_url = URL (deprecated) with id = X is id = "openai:URL" with
     served_model_name = X, which is what it meant; with a replay: or none id it meant
     nothing and is dropped."""
-    say = (lambda text: _note(text)) if named else (lambda text: None)
+    say = _note if named else (lambda text: None)
     doc = {t: dict(v) if isinstance(v, dict) else v for t, v in doc.items()}
     for old, new in OLD_NAMES.items():
         table, _, key = old.partition(".")
@@ -286,7 +286,7 @@ def upgrade(doc: dict, named: Callable[[str], str] | None = None) -> dict:
             raise SettingsError(f"[model]: openai_base_url {url!r}: {fault}", "[model]", "openai_base_url",
                                 f" {url!r}: {fault}")
         if isinstance(spec, str) and spec.startswith("openai:"):
-            if _base(spec[len("openai:"):]) != _base(url):
+            if server_base(spec[len("openai:"):]) != server_base(url):
                 raise SettingsError(f"[model]: openai_base_url {url!r} and id {spec!r} name different servers; "
                                     f"keep id = \"openai:URL\" only", "[model]", "openai_base_url",
                                     f" {url!r} and [model] id {spec!r} name different servers; keep id only")
@@ -301,7 +301,8 @@ def upgrade(doc: dict, named: Callable[[str], str] | None = None) -> dict:
     return doc
 
 
-def _base(url: str) -> str:
+def server_base(url: str) -> str:
+    """An OpenAI-compatible server's base URL: no trailing slash, no trailing /v1."""
     base = url.strip().rstrip("/")
     return base[:-3] if base.endswith("/v1") else base
 

@@ -331,7 +331,7 @@ def test_model_none_loads_nothing_and_takes_no_model_actor():
     from agent.bench import ray_bench
     from agent.models.llm import make_backend, server_url
     config = load_config(None, {"model.id": "openai:http://localhost:8000"})
-    assert isinstance(make_backend("none", config), NoModelBackend) and server_url("none", config.model) is None
+    assert isinstance(make_backend("none", config), NoModelBackend) and server_url("none") is None
     assert ray_bench.make_plan({"CPU": 2}, load_config(None, {"run.device": "cpu"}), "none").model_actors == 0
 
 

@@ -52,7 +52,7 @@ def run_job(job: Job, config_path: str | None, model: str | None, *, progress: b
         # --model is [model] id, "{problem}" filled in per problem
         config = load_config(config_path, {**job.setting.overrides,
                                            **({"model.id": model.replace("{problem}", job.name)} if model else {})})
-        server = server_url(config.model.id, config.model)
+        server = server_url(config.model.id)
         if dead is not None and server in dead:
             return f"{BAD_INPUT}: the model server {server} refused the connection ({dead[server]}); not asked again"
         if (job.run_dir / "run.json").exists():

@@ -58,7 +58,7 @@ def make_backend(spec: str, config: AgentConfig) -> Backend:
         return NoModelBackend()
     if spec.startswith("replay:"):
         return ReplayBackend(spec[len("replay:"):])
-    url = server_url(spec, m)
+    url = server_url(spec)
     if url is not None:
         # the key comes from the environment, by the name agent.toml gives, never from the file
         key = os.environ.get(m.openai_api_key_env) or None

@@ -16,28 +16,23 @@ import urllib.error
 import urllib.request
 from typing import Iterator
 
-from agent.config import ModelConfig, SamplingConfig
-from agent.models.base import NO_MODEL, BackendUnavailable, Completion, ServerUnreachable, estimate_tokens
+from agent.config import ModelConfig, SamplingConfig, server_base
+from agent.models.base import BackendUnavailable, Completion, ServerUnreachable, estimate_tokens
 
 _RETRY_HTTP = (429, 500, 502, 503, 504)
 
 
-def server_url(spec: str, model: ModelConfig) -> str | None:
+def server_url(spec: str) -> str | None:
     """The base URL of the OpenAI-compatible server make_backend would serve `spec`
     from (without a trailing /v1), or None for a replay file, a transformers model or "none"."""
-    if spec.startswith("replay:") or spec == NO_MODEL:
-        return None
-    if not spec.startswith("openai:"):
-        return None
-    base = spec[len("openai:"):].strip().rstrip("/")
-    return base[:-3] if base.endswith("/v1") else base
+    return server_base(spec[len("openai:"):]) if spec.startswith("openai:") else None
 
 
 class OpenAIBackend:
     """POST {base}/v1/completions on a server such as `vllm serve facebook/KernelLLM`."""
 
     def __init__(self, base_url: str, model: str, config: ModelConfig, api_key: str | None = None):
-        self.base = server_url(f"openai:{base_url}", config)
+        self.base = server_base(base_url)
         self.model, self.config, self.name = model, config, f"openai:{self.base}"
         self._api_key = api_key
         self._tokenize_works: bool | None = None   # vLLM's /tokenize: exact counts when present

@@ -140,9 +140,10 @@ def generate(state: RunState, runtime: Runtime[LoopContext]) -> dict:
             record = _write_candidate(ctx, cid, round_, parent, prompt, got, fresh=i >= len(reused),
                                       call_s=call_s / max(1, len(fresh)))
             new[record["id"]] = record
-    traced = any(e["node"] == "generate" and e["status"] == "replay_exhausted" and e["iteration"] == round_
-                 for e in rd.events_of(None))   # a resumed round traced it before the kill
-    if exhausted and not traced:   # traced even when part of the round was had: a resumed run must know it
+    # traced even when part of the round was had (a resumed run must know it), once: a
+    # session killed after tracing it may have resumed this round already
+    if exhausted and not any(e["node"] == "generate" and e["status"] == "replay_exhausted"
+                             and e["iteration"] == round_ for e in rd.events_of(None)):
         rd.append_event(iteration=round_, candidate=None, node="generate", status="replay_exhausted",
                         error="the replay file has no more completions")
     tokens = sum(r["tokens"]["prompt"] + r["tokens"]["completion"] for r in new.values())

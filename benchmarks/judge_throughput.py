@@ -131,6 +131,7 @@ def main() -> None:
     ap.add_argument("--kb", type=Path, default=None)
     ap.add_argument("--out", default=None)
     ap.add_argument("--before", type=Path, default=None, help="an older checkout for standalone before/after")
+    ap.add_argument("--before-first", action="store_true", help="standalone: the older checkout first")
     ap.add_argument("--before-only", default="", help="comma-separated case names --before applies to")
     ap.add_argument("--only", default="", help="comma-separated case names")
     ap.add_argument("--stages", default="session,standalone,kb", help="session,standalone,kb,repeat")
@@ -155,12 +156,17 @@ def main() -> None:
             r["session"] = session(prob, cands)
             print(name, "session", json.dumps(r["session"]), flush=True)
         if "standalone" in stages:
-            r["standalone"] = {k: standalone(prob, c, ROOT) for k, c in cands if k in ("correct", "rejected")}
-            if args.again:   # again: the torch.compile baseline now comes from Inductor's on-disk caches
-                r["standalone"]["correct_again"] = standalone(prob, dict(cands)["correct"], ROOT)
-            if args.before is not None and (not args.before_only or name in args.before_only.split(",")):
-                r["before"] = {k: standalone(prob, c, args.before.resolve()) for k, c in cands
-                               if k in ("correct", "rejected")}
+            with_before = args.before is not None and (not args.before_only or name in args.before_only.split(","))
+            # the first of the two pays the on-disk caches (Triton's, Inductor's) both share:
+            # --before-first swaps the order, so a before/after pair can be run both ways
+            for which in (("before", "after") if args.before_first else ("after", "before")):
+                if which == "after":
+                    r["standalone"] = {k: standalone(prob, c, ROOT) for k, c in cands if k in ("correct", "rejected")}
+                    if args.again:   # again: the torch.compile baseline now comes from Inductor's on-disk caches
+                        r["standalone"]["correct_again"] = standalone(prob, dict(cands)["correct"], ROOT)
+                elif with_before:
+                    r["before"] = {k: standalone(prob, c, args.before.resolve()) for k, c in cands
+                                   if k in ("correct", "rejected")}
             print(name, "standalone", json.dumps({k: r[k] for k in ("standalone", "before") if k in r}), flush=True)
         if "kb" in stages and args.kb is not None:
             modes = set(args.kb_modes.split(","))

@@ -16,7 +16,7 @@
 # Set-up before it, in the same call (carry .whl, .raywheel, .kb):
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl .whl/extra/*.whl
 #   bash benchmarks/device_ray_slim.sh install          (Ray, ~30 MB, for the ray stage)
-# and KernelBench level 1 in LEVEL (.kb/level1).
+# and KernelBench level 1 in LEVEL (.kb/level1). LEVEL1=0: the subset's seeds and STAGES only.
 set -u
 out=${1:?out}; budget=${2:-560}
 L=${LEVEL:-.kb/level1}; seeds=${SEEDS:-/tmp/seeds}
@@ -30,7 +30,7 @@ common=(--model none --set search.seed_kernel=inductor --set "search.seed_cache=
         --config benchmarks/kb_memory.toml --device cuda)
 
 if [ ! -f /tmp/kbsession.seeds ]; then
-  for f in "$subset" .; do
+  for f in "$subset" $([ "${LEVEL1:-1}" != 0 ] && echo .); do   # LEVEL1=0: the subset's seeds only
     echo "== seeds ($f) $(date +%T) ($SECONDS s)"
     timeout $(( $(left) - 20 )) python3 -m agent.cli bench "$L" --seeds-only --gpus 2 --filter "$f" "${common[@]}" \
       --out /tmp/kbseedsonly 2>&1 | grep -v "^\s*$" | tail -40
@@ -59,7 +59,7 @@ if [ -d /tmp/kbscale/g2/default ] && [ ! -f /tmp/kbsession.reused ]; then
   done
   touch /tmp/kbsession.reused
 fi
-if [ "$(left)" -gt 60 ]; then
+if [ "${LEVEL1:-1}" != 0 ] && [ "$(left)" -gt 60 ]; then   # LEVEL1=0: the scaling stages only
   # its own limit 45 s before ours: a bench stopped by SIGTERM takes up to ~30 s to unwind
   BENCH_DIR=/tmp/kbbench TAIL=110 bash benchmarks/kb_level1_gpu.sh "$out" "$L" "$seeds" $(( $(left) - 45 ))
 fi

@@ -69,3 +69,23 @@ def test_a_spare_is_a_real_fork_server_that_comes_up():
         finally:
             first.close()
             spare.close()
+
+
+def test_prestarted_servers_are_what_the_first_judge_takes(started):
+    with isolation.spare_forkservers():
+        isolation.prestart_forkservers("cuda", 0)
+        assert len(started) == 2                 # its workers' server and its compiles'
+        workers, compiles = isolation.start_forkserver("cuda", 0), isolation.start_forkserver("compile", 0)
+    assert (workers.n, compiles.n) == (0, 1)
+
+
+def test_prestart_outside_the_context_starts_nothing(started):
+    isolation.prestart_forkservers("cuda", 0)
+    assert started == []
+
+
+def test_prestart_keeps_a_spare_already_there(started):
+    with isolation.spare_forkservers():
+        isolation.start_forkserver("cuda", 0)    # server 0 in use, 1 its spare
+        isolation.prestart_forkservers("cuda", 0)
+        assert [s.n for s in started] == [0, 1, 2] and not started[1].closed   # 2: the compile kind

@@ -47,8 +47,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
-import os
-import queue
 import re
 import signal
 import sys
@@ -58,11 +56,11 @@ from rich.console import Console
 
 from agent.config import load_config, parse_assignment, split_assignment, toml_value
 from agent.bench.results import print_results, write_results
-from agent.bench.job import BAD_INPUT, Job, Setting, collect, run_job, say_done
+from agent.bench.job import BAD_INPUT, Job, Setting, collect
 from agent.bench.stats import ProblemResult
 from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, EXIT_OK, BadInput
 from tools.jsonio import read_json
-from tools.sandbox.isolation import spare_forkservers
+from agent.bench.workers import run_jobs, visible_gpus  # noqa: F401 - the bench's runner, and its tests'
 
 
 def main(args) -> int:
@@ -96,14 +94,13 @@ def main(args) -> int:
                   f"{len(jobs) - len(todo)} already done, {len(todo)} to run; results in {out}")
     with terminated_as_interrupt():
         try:
-            if todo and not address:
-                _seeds_first(todo, opts, settings[0], console)
             if address and todo:
                 from agent.bench import ray_bench
                 errors = ray_bench.run_jobs(todo, address, opts.config, opts.model, console)
-            else:
-                gpus = visible_gpus(_device(opts, settings[0]), opts.gpus)
-                errors = run_jobs(todo, gpus, opts.config, opts.model, console)
+            else:   # the seeds are compiled (or found) while the GPU workers start
+                device = _device(opts, settings[0])
+                errors = run_jobs(todo, visible_gpus(device, opts.gpus), opts.config, opts.model, console,
+                                  device=device, first=lambda: todo and _seeds_first(todo, opts, settings[0], console))
         except KeyboardInterrupt:
             print(f"krefine bench: interrupted; the same command resumes it (results in {out})", file=sys.stderr)
             raise
@@ -146,6 +143,10 @@ def terminated_as_interrupt():
         yield
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def _interrupt():
+    raise KeyboardInterrupt
 
 
 def exit_status(results: list[ProblemResult]) -> int:
@@ -266,27 +267,6 @@ def ray_address(opts: argparse.Namespace, setting: Setting) -> str:
     return address
 
 
-def visible_gpus(device: str, limit: int | None) -> list[str | None]:
-    """One CUDA_VISIBLE_DEVICES value per worker process, or [None]: one worker, in this
-    process, seeing what this process sees (cpu, or the only GPU there is). --gpus
-    (`limit`) beyond the GPUs there are, or on cpu, is bad input."""
-    if device != "cuda":
-        if limit is not None:
-            raise BadInput("", f"krefine bench: --gpus {limit}: judging on {device} uses no GPU (leave --gpus out)")
-        return [None]
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
-        ids = [x.strip() for x in listed.split(",") if x.strip()]
-    else:
-        import torch
-        ids = [str(i) for i in range(torch.cuda.device_count())]
-    if limit is not None and limit > len(ids):
-        raise BadInput("", f"krefine bench: --gpus {limit}: only {len(ids)} GPU{'s' if len(ids) != 1 else ''} visible")
-    if limit is not None and limit < len(ids):
-        return ids[:limit]
-    return ids if len(ids) > 1 else [None]
-
-
 # ---------------------------------------------------------------- running
 
 def _seeds_first(todo: list[Job], opts, setting: Setting, console: Console) -> tuple[int, dict[str, str]]:
@@ -317,97 +297,6 @@ def _seeds_only(jobs: list[Job], opts, setting: Setting) -> int:
     console.print(f"seeds: {problems} problems, {problems - compiled} already cached, {compiled} compiled now "
                   f"({len(failed)} without a seed, reasons above); cache {config.search.seed_cache}", highlight=False)
     return EXIT_OK
-
-
-def run_jobs(jobs: list[Job], gpus: list[str | None], config_path: str | None, model: str | None,
-             console: Console) -> dict[Path, str]:
-    """Run every job; returns run_dir -> one-line error for those that could not run."""
-    errors: dict[Path, str] = {}
-    def done(i: int, job: Job, error: str | None) -> None:
-        if error:
-            errors[job.run_dir] = error
-        say_done(console, i, len(jobs), job, error)
-    if gpus == [None]:
-        dead: dict[str, str] = {}
-        with spare_forkservers():   # each problem's judge finds its fork server started
-            for i, job in enumerate(jobs, 1):
-                done(i, job, run_job(job, config_path, model, progress=True, dead=dead))
-        return errors
-    import multiprocessing as mp
-    ctx = mp.get_context("spawn")   # no forked copies of threads, sqlite handles, CUDA state
-    todo, results = ctx.Queue(), ctx.Queue()
-    for job in jobs:
-        todo.put(job)
-    workers = []
-    for gpu in gpus[: len(jobs)]:
-        todo.put(None)
-        with _visible(gpu):         # a spawned child takes os.environ as it is at start()
-            w = ctx.Process(target=_worker, args=(todo, results, config_path, model), daemon=True)
-            w.start()
-        workers.append(w)
-    ended = 0
-    try:
-        while ended < len(jobs):
-            try:
-                job, error = results.get(timeout=5)
-            except queue.Empty:
-                if not any(w.is_alive() for w in workers):
-                    break           # a worker died hard; what is left is reported as not run
-                continue
-            ended += 1
-            done(ended, job, error)
-    finally:
-        # interrupted (Ctrl-C, SIGTERM): each worker unwinds its problem the same way
-        for w in workers:
-            if w.is_alive() and ended < len(jobs):
-                w.terminate()
-        for w in workers:
-            w.join(timeout=30)
-    return errors
-
-
-def _worker(todo, results, config_path: str | None, model: str | None) -> None:
-    """One GPU's worker: problems from `todo` until None. SIGTERM (from the bench, or from
-    the kernel when the bench itself dies, even by kill -9) unwinds the problem in
-    progress as Ctrl-C would, so no orphan goes on judging into a run dir that the
-    next bench resumes."""
-    _die_with_parent()
-    signal.signal(signal.SIGTERM, lambda signum, frame: _interrupt())
-    dead: dict[str, str] = {}   # this process's: at most one refused connection per server and GPU
-    try:
-        with spare_forkservers():   # each problem's judge finds its fork server started
-            while (job := todo.get()) is not None:
-                results.put((job, run_job(job, config_path, model, progress=False, dead=dead)))
-    except KeyboardInterrupt:
-        return
-
-
-def _interrupt():
-    raise KeyboardInterrupt
-
-
-def _die_with_parent() -> None:
-    """Linux: SIGTERM this process when its parent dies (prctl PR_SET_PDEATHSIG); a no-op elsewhere."""
-    import ctypes
-    import ctypes.util
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)   # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-@contextlib.contextmanager
-def _visible(gpu: str):
-    before = os.environ.get("CUDA_VISIBLE_DEVICES")
-    os.environ["CUDA_VISIBLE_DEVICES"] = gpu
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["CUDA_VISIBLE_DEVICES"]
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = before
 
 
 # ---------------------------------------------------------------- small helpers

@@ -228,12 +228,7 @@ def start_forkserver(device: str, gpu_index: int = 0):
     with _spares_lock:
         keep = _spares is not None and key not in _spares
     if keep:
-        fresh = _new_forkserver(device, gpu_index)   # imports while `server` is used
-        with _spares_lock:
-            if _spares is not None and key not in _spares and fresh is not None:
-                _spares[key], fresh = fresh, None
-        if fresh is not None:
-            fresh.close()
+        _start_spare(key)   # it imports while `server` is used
     return server
 
 
@@ -260,6 +255,30 @@ def spare_forkservers():
                 left, _spares = list((_spares or {}).values()), None
             for fs in left:
                 fs.close()
+
+
+def prestart_forkservers(device: str, gpu_index: int = 0) -> None:
+    """Inside spare_forkservers(): start now the servers the first judge on `device`
+    ("cuda" or "cpu") and GPU `gpu_index` will take, one for its workers and one for its
+    compiles, so it finds them started as the later judges do (a bench's GPU worker, before
+    its first problem: they import in their own processes while it imports). A no-op
+    outside the context, or for a kind that has its spare already."""
+    for kind in (device, "compile"):
+        key = (kind, gpu_index)
+        with _spares_lock:
+            if _spares is None or key in _spares:
+                continue
+        _start_spare(key)
+
+
+def _start_spare(key: tuple[str, int]) -> None:
+    """A new server for `key` kept as its spare, unless one was kept meanwhile."""
+    fresh = _new_forkserver(*key)
+    with _spares_lock:
+        if _spares is not None and key not in _spares and fresh is not None:
+            _spares[key], fresh = fresh, None
+    if fresh is not None:
+        fresh.close()
 
 
 def _new_forkserver(device: str, gpu_index: int):

@@ -18,7 +18,7 @@ reseed=${RESEED:-^(46|72|8[2-6]|97)_}
 seeds=$(mktemp -d /tmp/reseeds.XXXX)
 gate_s=$(( ${PAIRS:-3} * 70 ))
 echo "== reseed $reseed $(date +%T)"
-BENCH_DIR=/tmp/kbre SEED_S=${SEED_S:-300} SWEEP_BELOW=0 TAIL=30 \
+BENCH_DIR=/tmp/kbre FULL_FILTER="$reseed" SEED_S=${SEED_S:-300} SWEEP_BELOW=0 TAIL=30 \
   bash benchmarks/kb_level1_gpu.sh "$out/re" "${LEVEL:-.kb/level1}" "$seeds" $(( budget - gate_s - SECONDS ))
 rm -f "$out/re/seeds.tgz"
 before=${BEFORE:-.before}

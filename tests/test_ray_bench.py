@@ -282,10 +282,26 @@ def test_a_judge_actor_keeps_judge_cache_problems_and_closes_the_oldest(tmp_path
     service = JudgeActor("cpu", cache_size=1)
     settings = load_config(CONFIG).eval
     refs = [ProblemRef.of(load_problem(p)) for p in sorted(PROBLEMS.glob("*.py"))[:2]]
-    for ref in refs:
-        verdict = service.judge(ref, settings, "def broken(:\n", "r01-c00.py", False)
-        assert verdict.status.value == "compile_error"
-    assert service.problems() == [refs[1].key]
+    try:
+        for ref in refs:
+            verdict = service.judge(ref, settings, "def broken(:\n", "r01-c00.py", False)
+            assert verdict.status.value == "compile_error"
+        assert service.problems() == [refs[1].key]
+    finally:
+        service._cache.close()   # its spare fork servers (an actor's die with its process)
+
+
+def test_a_gpu_judge_actor_starts_its_first_judges_fork_servers_when_it_starts(monkeypatch):
+    """Before any problem: the first judge finds its servers importing, as the later ones do."""
+    from agent.bench.judge_actor import JudgeActor
+    from tools.sandbox import isolation
+    started = []
+    monkeypatch.setattr(isolation, "_new_forkserver", lambda kind, gpu: started.append((kind, gpu)) or None)
+    actor = JudgeActor("cuda", cache_size=1)
+    try:
+        assert started == [("cuda", 0), ("compile", 0)]
+    finally:
+        actor._cache.close()
 
 
 # ---------------------------------------------------------------- the model on its own actor

@@ -53,9 +53,15 @@ class JudgeActor:
     keeps Judges by (problem, settings), reused across candidates."""
 
     def __init__(self, device: str, cache_size: int):
+        from tools.judge.sessions import SessionCache
+        from tools.sandbox.isolation import prestart_forkservers
+        # each new problem's Judge finds its fork server started (and its imports done)
+        # while the last was judged; the spare dies with the actor (its socket closes)
+        self._cache = SessionCache(keep=cache_size, spares=True)
+        if device == "cuda":   # the first problem's too: they import while this actor does
+            prestart_forkservers(device)  # (its GPU is 0: Ray sets CUDA_VISIBLE_DEVICES)
         import torch  # noqa: F401  torch and the evaluator now, not under the first candidate
         import tools.judge  # noqa: F401
-        from tools.judge.sessions import SessionCache
         from tools.judge.warm import warm_imports
         warm_imports(device)   # before this actor's threads judge (and import) at once
         self.device = device
@@ -63,9 +69,6 @@ class JudgeActor:
         self._judging: dict[int, str] = {}
         self._lock = threading.Lock()
         self._files = Path(tempfile.mkdtemp(prefix="krefine-judge-"))
-        # each new problem's Judge finds its fork server started (and its imports done)
-        # while the last was judged; the spare dies with the actor (its socket closes)
-        self._cache = SessionCache(keep=cache_size, spares=True)
 
     def info(self) -> dict:
         import ray

@@ -320,3 +320,45 @@ def test_a_transformers_model_generates_on_a_model_actor_never_in_the_driver(clu
     models = [RunDir(out / "default" / p).completions()[0]["model"] for p in ("1_relu", "2_affine")]
     assert models == [str(tiny_llama_dir)] * 2
     assert "ray: 2 judge actor(s) on krefine_gpu (cpu), 1 model actor(s)" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- what the job's working_dir ships
+
+def packaged(root: Path, out: Path) -> set[str]:
+    """The files Ray's own packaging puts in the working_dir zip, with the bench's excludes."""
+    import zipfile
+    from ray._private.runtime_env.packaging import _zip_files
+    zipped = root.parent / "wd.zip"
+    _zip_files(str(root), ray_bench.working_dir_excludes(root, out), str(zipped), include_gitignore=True)
+    with zipfile.ZipFile(zipped) as z:
+        return {n for n in z.namelist() if not n.endswith("/")}
+
+
+@pytest.fixture
+def checkout(tmp_path) -> Path:
+    root = tmp_path / "checkout"
+    for rel in ("agent/x.py", "tools/y.py", "big/blob.bin", "secret/weights.bin", ".venv/lib/torch.so",
+                "odd[1]/f.bin", "runs/r/run.json", "results/out.json"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x")
+    (root / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (root / ".gitignore").write_text("/big/\n")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / ".git" / "info" / "exclude").write_text("/secret/\n/odd[[]1]/\n")
+    return root
+
+
+def test_the_working_dir_ships_the_code(checkout):
+    assert {"agent/x.py", "tools/y.py"} <= packaged(checkout, checkout / "results")
+
+
+@pytest.mark.parametrize("left_out", ["big/blob.bin", "secret/weights.bin", "odd[1]/f.bin", "runs/r/run.json",
+                                      "results/out.json"])
+def test_the_working_dir_leaves_out_what_git_ignores_and_the_results(checkout, left_out):
+    assert left_out not in packaged(checkout, checkout / "results")
+
+
+def test_a_virtual_environment_in_the_checkout_is_left_out_without_git(checkout):
+    import shutil
+    shutil.rmtree(checkout / ".git")
+    assert not any(n.startswith(".venv/") for n in packaged(checkout, checkout / "results"))

@@ -23,7 +23,9 @@ import dataclasses
 import importlib.util
 import logging
 import os
+import re
 import socket
+import subprocess
 import sys
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -67,9 +69,7 @@ def joined(address: str, out: Path):
         yield ray.cluster_resources()
         return
     _check_reachable(address)
-    excludes = ["runs", "*.sqlite", "**/__pycache__"]   # (Ray leaves .git out itself)
-    with contextlib.suppress(ValueError):   # the results may be written inside the checkout
-        excludes.append(str(out.resolve().relative_to(REPO_ROOT)))
+    excludes = working_dir_excludes(REPO_ROOT, out)
     extra = {"include_dashboard": False} if address == "local" else {}
     try:   # Ray's faults raise; its notices (logging_level) would bury the bench's lines
         ray.init(address=address, runtime_env={"working_dir": str(REPO_ROOT), "excludes": excludes},
@@ -81,6 +81,30 @@ def joined(address: str, out: Path):
         yield ray.cluster_resources()
     finally:
         ray.shutdown()
+
+
+def working_dir_excludes(root: Path, out: Path) -> list[str]:
+    """What the job's working_dir leaves out of the checkout `root`: run directories, the
+    results `out` when inside it, what git ignores there (Ray itself reads only
+    .gitignore, not .git/info/exclude or git's global excludes), and any virtual
+    environment in it (a .venv with torch is GBs; Ray refuses a package over 512 MiB)."""
+    excludes = ["runs", "*.sqlite", "**/__pycache__"]   # (Ray leaves .git out itself)
+    with contextlib.suppress(ValueError):   # the results may be written inside the checkout
+        excludes.append("/" + _escaped(out.resolve().relative_to(root.resolve()).as_posix()) + "/")
+    with contextlib.suppress(OSError):
+        excludes += ["/" + _escaped(d.name) + "/" for d in sorted(root.iterdir()) if (d / "pyvenv.cfg").is_file()]
+    try:
+        listed = subprocess.run(["git", "-C", str(root), "ls-files", "--others", "--ignored", "--exclude-standard",
+                                 "--directory", "-z"], capture_output=True, timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        listed = b""   # not a git checkout, or no git: the patterns above
+    excludes += ["/" + _escaped(p) for p in listed.decode(errors="surrogateescape").split("\0") if p]
+    return list(dict.fromkeys(excludes))
+
+
+def _escaped(path: str) -> str:
+    """A path as a gitignore pattern that matches it alone."""
+    return re.sub(r"([\\*?\[\]!#])", r"\\\1", path)
 
 
 def _check_reachable(address: str) -> None:
@@ -160,6 +184,10 @@ def run_jobs(jobs: list, address: str, config_path: str | None, model: str | Non
                                  cache=config.bench.judge_cache, slots=config.eval.test.parallel_compile + 1, say=say)
         models = None
         try:
+            # the problem loops load their problems here (on the meta device): torch's lazy
+            # modules now, while the actors start
+            from tools.judge.warm import warm_imports
+            warm_imports("cpu")
             if plan.model_actors:
                 models = ModelPool.start(_absolute_path(config.model.id), config.model, plan.model_actors,
                                          resource=plan.model_resource)
@@ -167,10 +195,7 @@ def run_jobs(jobs: list, address: str, config_path: str | None, model: str | Non
             fleet.wait_ready(config.bench.start_timeout_s)
             services = Services(judges=lambda problem, device, settings, rd: RayJudgePool(fleet, problem, settings, rd),
                                 backend=models)
-            # 2) problem loops in threads, enough that every judge has candidates waiting; each
-            #    loads its problem here (on the meta device): torch's lazy modules first
-            from tools.judge.warm import warm_imports
-            warm_imports("cpu")
+            # 2) problem loops in threads, enough that every judge has candidates waiting
             width = config.bench.problems_in_flight or 2 * plan.judges
             errors: dict[Path, str] = {}
             dead: dict[str, str] = {}   # model servers that refused the connection: not asked again

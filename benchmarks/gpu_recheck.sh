@@ -16,21 +16,22 @@ export PYTHONPATH=$PWD:/tmp/site:${PYTHONPATH:-} PYTHONUNBUFFERED=1
 mkdir -p "$out/re"
 reseed=${RESEED:-^(46|72|8[2-6]|97)_}
 seeds=$(mktemp -d /tmp/reseeds.XXXX)
-gate_s=$(( ${PAIRS:-3} * 70 ))
+before=${BEFORE:-.before}
+gate_s=0; [ -d "$before" ] && gate_s=$(( ${PAIRS:-3} * 70 ))   # the time the gate pairs keep
 echo "== reseed $reseed $(date +%T)"
 BENCH_DIR=/tmp/kbre FULL_FILTER="$reseed" SEED_S=${SEED_S:-300} SWEEP_BELOW=0 TAIL=30 \
   bash benchmarks/kb_level1_gpu.sh "$out/re" "${LEVEL:-.kb/level1}" "$seeds" $(( budget - gate_s - SECONDS ))
 rm -f "$out/re/seeds.tgz"
-before=${BEFORE:-.before}
 if [ -d "$before" ]; then
+  pairs=$(mktemp -d /tmp/gate.XXXX)   # this call's pairs only
   for i in $(seq 1 "${PAIRS:-3}"); do
     [ $(( budget - SECONDS )) -lt 70 ] && { echo "== gate: out of time after $((i - 1)) pairs"; break; }
     flag=; [ $((i % 2)) = 0 ] && flag=--before-first
     echo "== gate pair $i $flag $(date +%T) ($SECONDS s)"
     python3 benchmarks/judge_throughput.py --stages standalone --only gate --before "$before" $flag \
-      --out "/tmp/gate$i.json" 2>&1 | grep "standalone"
+      --out "$pairs/gate$i.json" 2>&1 | grep "standalone"
   done
-  python3 - "$out/gate.json" /tmp/gate[0-9]*.json <<'PY'
+  ls "$pairs"/gate*.json >/dev/null 2>&1 && python3 - "$out/gate.json" "$pairs"/gate*.json <<'PY'
 import json, sys
 pairs = [json.load(open(p))["cases"]["gate"] for p in sys.argv[2:]]
 json.dump(pairs, open(sys.argv[1], "w"), indent=1)

@@ -146,6 +146,8 @@ def main() -> None:
         return
     if args.out is None:
         ap.error("--out is required")
+    if args.before_first and args.before is None:
+        ap.error("--before-first orders a before/after pair: it needs --before")
     stages = set(args.stages.split(","))
     results: dict = {"cases": {}}
     for name, prob, cands in cases(args.kb):

@@ -67,9 +67,9 @@ def test_without_cuda_visible_devices_one_worker_per_counted_gpu(monkeypatch):
 
 @pytest.mark.slow
 def test_the_workers_are_started_before_first_and_no_problem_runs_before_it_ends(tmp_path):
-    """`first` (the bench's seeds) finds the workers started, and every problem finds what
-    `first` wrote: the workers' start (their fork servers started, device="cpu") overlaps
-    it, the problems do not."""
+    """`first` (the bench's seeds) finds the workers started, no problem is loaded while it
+    runs (the workers would have had time to: they start in ~2 s here), and every problem
+    finds what `first` wrote."""
     import multiprocessing
     import time
     marker = tmp_path / "seeds-ready"
@@ -77,17 +77,22 @@ def test_the_workers_are_started_before_first_and_no_problem_runs_before_it_ends
     suite.mkdir()
     for i in range(3):
         (suite / f"{i}_p.py").write_text(
-            "import os\nclass Model: pass\ndef get_inputs(): return []\ndef get_init_inputs(): return []\n"
+            "import os, pathlib\nclass Model: pass\ndef get_inputs(): return []\ndef get_init_inputs(): return []\n"
+            f"pathlib.Path({str(tmp_path)!r}, 'loading{i}').touch()\n"
             f"raise RuntimeError('ready=' + str(os.path.exists({str(marker)!r})))\n")
     jobs = [bench.Job(bench.Setting("default", {"run.device": "cpu"}), path, name, tmp_path / "out" / name)
             for name, path in bench.find_problems(suite, [])]
-    seen = []
+    children, loaded = [], []
 
     def first():
-        seen.append(len(multiprocessing.active_children()))
-        time.sleep(1.0)                 # a worker that took a problem now would not find the marker
+        children.append(len(multiprocessing.active_children()))
+        deadline = time.monotonic() + 6.0
+        while time.monotonic() < deadline and not loaded:
+            loaded.extend(tmp_path.glob("loading*"))
+            time.sleep(0.1)
         marker.touch()
 
-    errors = bench.run_jobs(jobs, ["7", "9"], None, None, bench.Console(quiet=True), device="cpu", first=first)
-    assert seen and seen[0] >= 2
+    errors = bench.run_jobs(jobs, ["7", "9"], None, None, bench.Console(quiet=True), first=first)
+    assert children and children[0] >= 2
+    assert loaded == []
     assert len(errors) == 3 and all("ready=True" in e for e in errors.values())

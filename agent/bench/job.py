@@ -1,7 +1,7 @@
 """One problem of a bench: its setting and run directory (`Setting`, `Job`), running or
 resuming it (`run_job`: the reason it could not run, or None), its line when done
 (`say_done`) and its result read back (`collect`). Shared by the bench's GPU workers
-(agent/bench/suite.py) and its Ray driver (agent/bench/ray_bench.py), which import this and not each
+(agent/bench/workers.py) and its Ray driver (agent/bench/ray_bench.py), which import this and not each
 other.
 """
 from __future__ import annotations

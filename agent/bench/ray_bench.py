@@ -6,7 +6,7 @@
            does not answer: one line, exit 2.
   2) plan  the device (cuda when the cluster has GPUs), the resource each judge actor
            holds and how many there are, and model actors for a transformers model.
-  3) run   problem loops in driver threads: agent/bench/suite.py's run_job with the judge
+  3) run   problem loops in driver threads: agent/bench/job.py's run_job with the judge
            fleet's pools and the model actors as agent.loop.runner.Services. The driver writes
            every run directory exactly as a single-host bench does, so a driver restarted
            with the same --out resumes the way bench always does. A status line every
@@ -160,7 +160,7 @@ def make_plan(resources: dict, config, model_spec: str | None) -> Plan:
 
 
 def run_jobs(jobs: list, address: str, config_path: str | None, model: str | None, console) -> dict[Path, str]:
-    """agent/bench/suite.py's run_jobs on the cluster: run_dir -> one-line error for jobs that
+    """agent/bench/workers.py's run_jobs on the cluster: run_dir -> one-line error for jobs that
     could not run."""
     from agent.bench.job import run_job, say_done
     from agent.bench.ray_judges import JudgeFleet, RayJudgePool

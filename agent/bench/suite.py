@@ -60,7 +60,7 @@ from agent.bench.job import BAD_INPUT, Job, Setting, collect
 from agent.bench.stats import ProblemResult
 from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, EXIT_OK, BadInput
 from tools.jsonio import read_json
-from agent.bench.workers import run_jobs, visible_gpus  # noqa: F401 - the bench's runner, and its tests'
+from agent.bench.workers import interrupt, run_jobs, visible_gpus
 
 
 def main(args) -> int:
@@ -99,8 +99,9 @@ def main(args) -> int:
                 errors = ray_bench.run_jobs(todo, address, opts.config, opts.model, console)
             else:   # the seeds are compiled (or found) while the GPU workers start
                 device = _device(opts, settings[0])
-                errors = run_jobs(todo, visible_gpus(device, opts.gpus), opts.config, opts.model, console,
-                                  device=device, first=lambda: todo and _seeds_first(todo, opts, settings[0], console))
+                gpus = visible_gpus(device, opts.gpus)
+                errors = run_jobs(todo, gpus, opts.config, opts.model, console,
+                                  device=device, first=lambda: _seeds_first(todo, opts, device, gpus, console))
         except KeyboardInterrupt:
             print(f"krefine bench: interrupted; the same command resumes it (results in {out})", file=sys.stderr)
             raise
@@ -138,15 +139,11 @@ def terminated_as_interrupt():
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = signal.signal(signal.SIGTERM, lambda signum, frame: _interrupt())
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: interrupt())
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, before)
-
-
-def _interrupt():
-    raise KeyboardInterrupt
 
 
 def exit_status(results: list[ProblemResult]) -> int:
@@ -269,16 +266,15 @@ def ray_address(opts: argparse.Namespace, setting: Setting) -> str:
 
 # ---------------------------------------------------------------- running
 
-def _seeds_first(todo: list[Job], opts, setting: Setting, console: Console) -> tuple[int, dict[str, str]]:
+def _seeds_first(todo: list[Job], opts, device: str, gpus: list[str | None],
+                 console: Console) -> tuple[int, dict[str, str]]:
     """The Inductor seeds the runs will need, compiled in parallel into the seed cache
-    before any run starts (agent/bench/seeds.py); (how many were compiled, problem ->
-    reason for those that gave no seed)."""
+    on `gpus` (visible_gpus) before any run starts (agent/bench/seeds.py); (how many were
+    compiled, problem -> reason for those that gave no seed)."""
     from agent.bench.seeds import prepare_seeds, seed_tasks
-    device = _device(opts, setting)
     tasks, per_gpu = seed_tasks(todo, lambda s: load_config(opts.config, s.overrides), device)
     if not tasks:
         return 0, {}
-    gpus = visible_gpus(device, opts.gpus)
     console.print(f"seeds: {len(tasks)} to compile, {per_gpu} at a time per GPU ({len(gpus)} GPU(s)) "
                   "before judging; the rest are cached")
     return len(tasks), prepare_seeds(tasks, gpus, per_gpu, device, console.print)
@@ -292,7 +288,8 @@ def _seeds_only(jobs: list[Job], opts, setting: Setting) -> int:
                            "and [bench] seed_jobs of at least 1 (e.g. --set search.seed_kernel=inductor)")
     console = Console()
     with terminated_as_interrupt():
-        compiled, failed = _seeds_first(jobs, opts, setting, console)
+        device = _device(opts, setting)
+        compiled, failed = _seeds_first(jobs, opts, device, visible_gpus(device, opts.gpus), console)
     problems = len({j.problem for j in jobs})
     console.print(f"seeds: {problems} problems, {problems - compiled} already cached, {compiled} compiled now "
                   f"({len(failed)} without a seed, reasons above); cache {config.search.seed_cache}", highlight=False)

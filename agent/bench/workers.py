@@ -47,9 +47,10 @@ def visible_gpus(device: str, limit: int | None) -> list[str | None]:
 
 
 def gpu_count() -> int:
-    """The GPUs CUDA would number here, from NVML (milliseconds: the bench process of a
-    multi-GPU host then never imports torch, ~3 s, before its workers start); torch's
-    count where NVML is absent or a GPU is split by MIG (NVML counts the whole GPU)."""
+    """The GPUs CUDA would number here, from NVML (milliseconds: with the device named,
+    `--device cuda` or [run] device, the bench process imports no torch, ~3 s, before its
+    workers start); torch's count where NVML is absent or a GPU is split by MIG (NVML
+    counts the whole GPU)."""
     try:
         import pynvml as nv
         nv.nvmlInit()
@@ -133,7 +134,7 @@ def _worker(todo, results, config_path: str | None, model: str | None, device: s
     next bench resumes. Before its first problem it starts its judges' fork servers and
     imports what they use (`device`: the runs' device; None: not)."""
     _die_with_parent()
-    signal.signal(signal.SIGTERM, lambda signum, frame: _interrupt())
+    signal.signal(signal.SIGTERM, lambda signum, frame: interrupt())
     dead: dict[str, str] = {}   # this process's: at most one refused connection per server and GPU
     try:
         with spare_forkservers():   # each problem's judge finds its fork server started
@@ -148,7 +149,8 @@ def _worker(todo, results, config_path: str | None, model: str | None, device: s
         return
 
 
-def _interrupt():
+def interrupt():
+    """SIGTERM's handler here and in the bench: unwind as Ctrl-C would."""
     raise KeyboardInterrupt
 
 

@@ -199,7 +199,8 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     except SettingsError as e:
         raise BadInput(path, str(e)) from None
     # 2) overrides on top; one that uses an old name counts as its new name, and either
-    #    wins over the file's value under the other
+    #    wins over the file's value under the other (`_replaced`: an id = "openai:URL"
+    #    over the file's openai_base_url too)
     for key, value in (overrides or {}).items():
         if value is None:
             continue
@@ -218,8 +219,7 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     merged = copy.deepcopy(doc)
     for key, value in live.items():
         table, _, name = key.partition(".")
-        new = OLD_NAMES.get(key, key)
-        for other in {new, *(old for old, n in OLD_NAMES.items() if n == new)} - {key}:
+        for other in _replaced(key, value) - set(live):
             merged.get(table, {}).pop(other.partition(".")[2], None)   # the file's, under another name
         merged.setdefault(table, {})[name] = value
     try:
@@ -247,6 +247,17 @@ def _blame(e: SettingsError, live: dict, origins: dict[str, str], path: Path) ->
 # "table.old_key" -> "table.new_key": read as the new name, with a one-line note
 OLD_NAMES = {"search.seed": "search.seed_kernel"}   # RNG seeds are [eval] init_seed and [sampling] seed
 _NOTED: set[str] = set()
+
+
+def _replaced(key: str, value: Any) -> set[str]:
+    """The file's keys that an override of `key` to `value` replaces: the same knob under
+    its other names, and for an id = "openai:URL" the deprecated [model] openai_base_url,
+    whose server that id names now."""
+    new = OLD_NAMES.get(key, key)
+    names = {new, *(old for old, n in OLD_NAMES.items() if n == new)}
+    if new == "model.id" and isinstance(value, str) and value.startswith("openai:"):
+        names.add("model.openai_base_url")
+    return names - {key}
 
 
 def upgrade(doc: dict, named: Callable[[str], str] | None = None) -> dict:

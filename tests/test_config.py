@@ -252,6 +252,12 @@ def test_the_old_openai_base_url_is_read_as_an_openai_id_serving_the_old_id(tmp_
     assert (config.model.id, config.model.served_model_name) == ("openai:http://h:8000", "my/kernelllm")
 
 
+def test_a_model_flag_naming_a_server_wins_over_the_files_old_openai_base_url(tmp_path, monkeypatch):
+    path = _write(tmp_path, '[model]\nopenai_base_url = "http://a:8000"\n')
+    assert _run_config(monkeypatch, "--config", str(path), "--model", "openai:http://b:9000").model.id == \
+        "openai:http://b:9000"
+
+
 def test_a_run_json_config_with_old_names_still_builds():
     from agent.config import upgrade
     from tools.settings import build

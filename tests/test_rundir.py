@@ -1,6 +1,8 @@
 """agent/loop/rundir.py: the run directory's trace."""
 from __future__ import annotations
 
+import pytest
+
 from agent.loop.rundir import RunDir
 # --- the trace is read once per RunDir, then kept (issue 20: the loop's nodes re-read it)
 
@@ -50,3 +52,20 @@ def test_replay_of_a_run_directory_hands_out_its_completions_in_the_order_they_w
     _, rd, _, _ = loop_run(tmp_path, texts, **{"budget.candidates_per_round": 2, "budget.max_rounds": 2})
     assert [r["completion"] for r in ReplayBackend(rd.root).records] == texts
     assert [r["completion"] for r in ReplayBackend(rd.root / "completions.jsonl").records] == texts
+
+
+# --- a trace line torn by a kill is mended before the next session appends
+
+@pytest.mark.parametrize("tail", ['{"schema": 1, "node": "gen', '{"schema": 1, "node": "decide", "status": "x"}'])
+def test_an_append_after_a_torn_last_line_leaves_a_trace_every_reader_can_read(tmp_path, tail):
+    from tools.jsonio import read_jsonl
+    rd = RunDir(tmp_path / "run").create()
+    rd.append_event(iteration=0, candidate=None, node="decide", status="continue")
+    with open(rd.trace, "a", encoding="utf-8") as f:
+        f.write(tail)                                    # the kill came before its newline
+    kept = [e["status"] for e in read_jsonl(rd.trace)]   # what a reader makes of it now
+    resumed = RunDir(rd.root)
+    for status in ("continue", "max_rounds"):
+        resumed.append_event(iteration=1, candidate=None, node="decide", status=status)
+    assert [e["status"] for e in read_jsonl(rd.trace)] == [*kept, "continue", "max_rounds"]
+    assert [e["status"] for e in RunDir(rd.root).events()] == [*kept, "continue", "max_rounds"]

@@ -16,7 +16,7 @@ from agent.loop.prompting import render_initial
 from agent.loop.rundir import RunDir
 from conftest import HAS_CUDA
 from run_fixtures import REPO, TINY_PROBLEM, cli, fast_config, write_replay
-from tools.jsonio import read_json
+from tools.jsonio import read_json, write_json
 
 NO_CODE = "I am sorry, I cannot help with that."
 
@@ -280,3 +280,23 @@ def test_resume_keeps_the_raised_budget_in_run_json(one_round_run):
 def test_resume_may_change_only_the_budget(one_round_run):
     r = cli("resume", str(one_round_run), "--set", "sampling.temperature=1")
     assert r.returncode == 2 and r.stderr.strip().endswith("only [budget] values (budget.KEY=VALUE) can change when a run resumes")
+
+
+def test_a_raised_budget_keeps_an_old_runs_openai_base_url_server_for_the_next_resume(tmp_path, monkeypatch):
+    """run.json of older krefine: id = X and openai_base_url = URL meant X served at URL."""
+    import dataclasses
+    from agent.config import AgentConfig
+    from agent.loop import runner
+    problem = REPO / "examples" / "relu.py"
+    config = dataclasses.asdict(AgentConfig())
+    config["model"] = {**config["model"], "id": "my/kernelllm", "openai_base_url": "http://h:8000"}
+    rd = RunDir(tmp_path / "run").create()
+    write_json(rd.meta, {"schema": 1, "problem": {"path": str(problem), "name": "relu",
+                                                  "source": problem.read_text(encoding="utf-8")},
+                         "config": config, "model": "my/kernelllm", "device": "cpu"})
+    loaded = []
+    monkeypatch.setattr(runner, "_load_backend", lambda spec, config, **kw: loaded.append((spec, config.model)))
+    monkeypatch.setattr(runner, "_drive", lambda *a, **kw: {})
+    runner.resume_run(rd.root, progress=False, budget={"budget.max_rounds": 20})
+    runner.resume_run(rd.root, progress=False)
+    assert [(spec, m.served_model_name) for spec, m in loaded] == [("openai:http://h:8000", "my/kernelllm")] * 2

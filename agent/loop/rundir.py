@@ -30,6 +30,7 @@ variants (agent/loop/sweep.py) follow the model's candidates of the round they w
 """
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -65,6 +66,7 @@ class _Memory:
     One process writes a run at a time."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     events: list | None = None
+    appending: bool = False                               # trace.jsonl's tail made whole for appends
     by_candidate: dict = field(default_factory=dict)      # candidate id | None -> [event, ...]
     sources: dict = field(default_factory=dict)           # candidate id -> source text
     verdicts: dict = field(default_factory=dict)          # candidate id -> Verdict
@@ -130,6 +132,9 @@ class RunDir:
                                for k, v in (artifacts or {}).items()}}
         with self._memory.lock:
             self._events()
+            if not self._memory.appending:
+                _mend_tail(self.trace)
+                self._memory.appending = True
             append_jsonl(self.trace, event)
             self._keep(event)
         return event
@@ -215,6 +220,36 @@ class RunDir:
 
     def write_text(self, path: Path, text: str) -> None:
         write_text_atomic(path, text)
+
+
+def _mend_tail(path: Path) -> None:
+    """Before a session's first append: a last line without its newline (a kill mid-append)
+    is cut, as read_jsonl skips it, or ended when it is a whole record, as read_jsonl keeps
+    it; appended after as it is, it would be a broken line mid-file that every read fails on.
+    One process writes a run at a time, so no other writer is mid-line."""
+    try:
+        f = open(path, "rb+")
+    except FileNotFoundError:
+        return
+    with f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return
+        f.seek(0)
+        data = f.read()
+        start = data.rfind(b"\n") + 1
+        try:
+            json.loads(data[start:])
+        except ValueError:           # torn (JSONDecodeError, or bytes cut mid-character)
+            f.truncate(start)
+        else:
+            f.seek(size)
+            f.write(b"\n")
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _remembered(store: dict, cid: str, path: Path, read: Callable[[Path], Any]) -> Any:

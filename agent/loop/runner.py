@@ -62,10 +62,10 @@ def main(args) -> int:
 
 
 def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Path | None, *,
-                model_spec: str | None = None, progress: bool = True, services: Services | None = None) -> dict:
-    """Run the loop on one problem; returns summary.json's contents."""
+                progress: bool = True, services: Services | None = None) -> dict:
+    """Run the loop on one problem, with the model config.model.id names; returns summary.json's contents."""
     # 1) the model spec, the problem and the device: bad input fails before anything is written
-    spec = _absolute_spec(model_spec or config.model.id)
+    spec = _absolute_spec(config.model.id)
     check_spec(spec)
     if spec == NO_MODEL and config.search.seed_kernel != "inductor":
         raise BadInput("--model none", 'a run without a model is the Inductor seed and its constant sweep: it needs '
@@ -111,7 +111,9 @@ def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services
         config = build(AgentConfig, upgrade(doc), f"{rd.meta} config")
     except SettingsError as e:
         raise BadInput(rd.meta, str(e)) from None
-    meta = {**meta, "config": dataclasses.asdict(config)}
+    # as run.json is written back (a raised budget): the config read as today's, and its
+    # model spec the id that config names, so the next resume reads the same model
+    meta = {**meta, "model": config.model.id, "config": dataclasses.asdict(config)}
     if budget:
         config = _raised(rd, meta, budget)
     # 2) the replay backend resumes after every completion already recorded

@@ -17,7 +17,8 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 
-from agent.loop.runstats import BASELINES, EVAL_NODES, ORIGIN_SEED, ORIGIN_SWEEP, Candidate, Run
+from agent.loop.runstats import BASELINES, EVAL_NODES, Candidate, Run
+from agent.loop.state import ORIGIN_SEED, ORIGIN_SWEEP
 
 FAST_P_THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
 PASS_K = (1, 5, 10)

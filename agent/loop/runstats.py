@@ -22,13 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.loop.rundir import RunDir, parse_candidate_id
+from agent.loop.state import ORIGIN_MODEL, ORIGIN_SEED
 from tools.errors import BadInput
 from tools.jsonio import read_json, read_jsonl
 
 BASELINES = ("eager", "compile")
-ORIGIN_MODEL = "model"
-ORIGIN_SEED = "inductor_seed"   # agent/loop/state.py's; read here, not imported from the loop
-ORIGIN_SWEEP = "sweep"
 # trace nodes whose event names a candidate's origin and parent in its metrics
 _ORIGIN_NODES = ("generate", "seed", "sweep")
 

@@ -3,7 +3,7 @@ backend raises (BackendUnavailable, ServerUnreachable, ReplayExhausted), "none"
 (`NoModelBackend`) and `estimate_tokens`.
 
 Apart from agent/models/llm.py (which picks a backend and imports them all) so that each
-backend's own module (agent/models/transformers_backend.py, llm_openai.py, llm_replay.py) needs
+backend's own module (agent/models/transformers_backend.py, openai_backend.py, replay.py) needs
 only this one, never another backend's.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The judge service `krefine eval` keeps warm (tools/judge/service.py, remote.py), as a
+"""The judge service `krefine eval` keeps warm (tools/judge/service.py, client.py), as a
 user meets it: the second eval reuses the session, rejects need no service, bad input
 is still exit 2, dead or outdated services are replaced, idle ones go away."""
 from __future__ import annotations

@@ -223,7 +223,7 @@ def _service_with(monkeypatch, *busy: int):
 
 def test_memory_pressure_evicts_idle_sessions_but_not_busy_ones_or_the_asking_one(monkeypatch):
     svc, (idle, busy, asking) = _service_with(monkeypatch, 0, 1, 0)
-    assert svc.evict_idle(keep=asking) == 1
+    assert svc.cache.evict_idle(keep=asking) == 1
     assert idle.closed and not busy.closed and not asking.closed and len(svc.cache.sessions()) == 2
 
 

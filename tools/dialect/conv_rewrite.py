@@ -63,8 +63,9 @@ def _triple(v) -> list[int]:
 
 
 def convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
-    """aten.convolution's signature; NotImplemented (leave it to Inductor) for a 2-D / 3-D
-    undilated, non-transposed convolution."""
+    """aten.convolution's signature; a depthwise convolution (at most MAX_TAPS taps,
+    dilated or not) is rewritten as a sum over its taps (`_depthwise`); NotImplemented
+    (leave it to Inductor) for any other 2-D / 3-D undilated, non-transposed convolution."""
     import torch
     conv = torch.ops.aten.convolution.default
     nd = w.dim() - 2

@@ -7,7 +7,7 @@ seed per judge session, so a candidate cannot precompute answers. `judge_in` run
 numbered steps, each in a module of its own: 1) guard (static.py), 2) reference
 (reference.py, once per session), 3) compile (compile_phase.py), 4) test (trials.py),
 5) on cpu the sm_90 compile (compile_phase.py), 6) time (time_phase.py), 7) profile
-(profiling.py); what they find goes into a Evaluation (record.py). `profile_in` is step 7
+(profiling.py); what they find goes into an Evaluation (record.py). `profile_in` is step 7
 alone. What a session shares between candidates (reference, baselines, fork servers,
 the GPU lock) is tools/judge/session.py's.
 
@@ -34,12 +34,12 @@ from tools.verdict import Status, Verdict
 
 def judge_in(judge, candidate_src: str, *, candidate_name: str = "candidate.py",
              profile: bool = True, progress=None) -> Verdict:
-    """Judge one candidate in `judge`'s session (service.Judge.judge calls this)."""
+    """Judge one candidate in `judge`'s session (session.Judge.judge calls this)."""
     t0 = time.monotonic()
     short = None
     for attempt in (1, 2):
         run = Evaluation(judge.problem, candidate_src, judge.device, judge.gpu_index, judge.settings, judge,
-                  progress=progress)
+                         progress=progress)
         try:
             status = _judge(run, candidate_name, profile)
             break

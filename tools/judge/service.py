@@ -80,10 +80,6 @@ class Service:
                 raise BadInput("", "--device cuda but no CUDA device is visible (use --device cpu)")
         return load_problem(path)
 
-    def evict_idle(self, keep=None) -> int:
-        """Close every idle session but `keep`'s judge (tools/judge/sessions.py)."""
-        return self.cache.evict_idle(keep)
-
     def release(self, session) -> None:
         self.cache.release(session)
 
@@ -115,9 +111,8 @@ class Service:
                 self.last = time.monotonic()
 
     def describe(self) -> dict:
-        with self.lock:
-            sessions = [{"problem": s.label, "busy": s.users, "judged": s.judge.judged if s.judge else 0}
-                        for s in self.cache.sessions()]
+        sessions = [{"problem": s.label, "busy": s.users, "judged": s.judge.judged if s.judge else 0}
+                    for s in self.cache.sessions()]
         return {"ok": True, "pid": os.getpid(), "protocol": PROTOCOL, "device": self.device,
                 "gpu": self.gpu_index, "started": self.started, "idle_s": self.idle_s,
                 "served": self.served, "active": self.active - 1, "sessions": sessions}
@@ -154,11 +149,7 @@ class Service:
             if say and not reused:
                 say(f"judge service: a new session for {os.path.basename(req['problem'])} "
                     "(reference, baselines; later evals reuse it)")
-            if len(cands) == 1:
-                name, src = cands[0]
-                heard(0, judge.judge(src, candidate_name=name, profile=bool(req.get("profile")), progress=say))
-            else:
-                judge.judge_many(cands, profile=bool(req.get("profile")), progress=say, on_verdict=heard)
+            judge.judge_many(cands, profile=bool(req.get("profile")), progress=say, on_verdict=heard)
             self.served += len(cands)
             out.send({"done": True})
         except BadInput as e:

@@ -49,12 +49,11 @@ class Judge:
 
     def __init__(self, problem, *, device: str | None = None, gpu_index: int = 0,
                  settings: EvalSettings = EvalSettings(), use_forkserver: bool = True,
-                 forkservers: dict | None = None, share_forkservers: bool = False):
-        """`forkservers`: {kind: ForkServer} started earlier by the caller (krefine eval
-        starts one before it imports torch, so the two imports overlap); the judge owns
-        and closes them, unless `share_forkservers`: then the dict itself is shared with
-        the caller (the judge service's sessions, tools/judge/service.py), servers the
-        judge starts go into it too, and the caller closes them."""
+                 forkservers: dict | None = None):
+        """`forkservers`: {kind: ForkServer}, the caller's (a session cache's,
+        tools/judge/sessions.py): the dict itself is shared with the caller, servers the
+        judge starts go into it too, and the caller closes them. None: the judge starts
+        its own and closes them."""
         self.problem = problem
         self.device = device or default_device()
         self.gpu_index = gpu_index
@@ -67,8 +66,8 @@ class Judge:
         self.judged = 0
         self._lock = threading.Lock()
         self._use_forkserver = use_forkserver
-        self._share_forkservers = share_forkservers and forkservers is not None
-        self._forkservers: dict[str, object] = forkservers if self._share_forkservers else dict(forkservers or {})
+        self._share_forkservers = forkservers is not None
+        self._forkservers: dict[str, object] = forkservers if forkservers is not None else {}
         # what the session paid once, in seconds (checks.session_s of every verdict)
         self.setup_s: dict[str, float] = {}
         self._ref_model = None
@@ -339,18 +338,15 @@ class Judge:
 
 def evaluate(problem: Problem, candidate_src: str, *, device: str | None = None,
              settings: EvalSettings = EvalSettings(), candidate_name: str = "candidate.py",
-             profile: bool = True, gpu_index: int = 0, progress=None, forkserver=None) -> Verdict:
+             profile: bool = True, gpu_index: int = 0, progress=None) -> Verdict:
     """Judge `candidate_src` against `problem` in a session of its own (a Judge).
     Only the evaluator's own faults raise. `progress(text)`, when given, hears each
-    phase as it starts (for a CLI's stderr). `forkserver`: one for this device started
-    earlier by the caller; the session takes it over (the caller closes it only when
-    a static verdict made no session)."""
+    phase as it starts (for a CLI's stderr)."""
     device = device or default_device()
     # a static reject or a syntax error needs no session (no fork server, no CUDA)
     quick = static_verdict(candidate_src, candidate_name, settings, device, gpu_index)
     if quick is not None:
         return quick
-    with Judge(problem, device=device, gpu_index=gpu_index, settings=settings,
-               forkservers={device: forkserver} if forkserver is not None else None) as judge:
+    with Judge(problem, device=device, gpu_index=gpu_index, settings=settings) as judge:
         return judge.judge(candidate_src, candidate_name=candidate_name, profile=profile,
                            progress=progress)

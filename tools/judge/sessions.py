@@ -12,7 +12,7 @@ when a Judge is built, shared, kept and closed:
   it at once, so the next request builds a fresh one, and closes it when its last user
   lets go, never under a candidate another request is judging;
 - at most `keep` sessions (idle ones closed least recently used first; `keep=0`: closed
-  as soon as nobody uses them), and with `idle_s`, none idle for longer;
+  as soon as nobody uses them);
 - fork servers: each Judge's own, or with `forkservers` one set for every session (dead
   ones replaced, closed with the cache); with `spares`, each new Judge's fork server was
   started while the last was judged (tools/sandbox/isolation.py spare_forkservers);
@@ -29,7 +29,6 @@ import contextlib
 import hashlib
 import os
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Hashable
@@ -65,15 +64,14 @@ class Session:
         self.dropped = False
         self.error: BaseException | None = None
         self.ready = threading.Event()
-        self.idle_since = time.monotonic()
 
 
 class SessionCache:
     """See the module docstring. Thread-safe; close() ends every session it keeps."""
 
-    def __init__(self, *, keep: int | None = None, idle_s: float | None = None,
-                 forkservers: dict | None = None, spares: bool = False):
-        self.keep, self.idle_s = keep, idle_s
+    def __init__(self, *, keep: int | None = None, forkservers: dict | None = None,
+                 spares: bool = False):
+        self.keep = keep
         self.forkservers = forkservers    # shared by every session, or None: each Judge its own
         self._sessions: OrderedDict[SessionKey, Session] = OrderedDict()
         self._lock = threading.Lock()
@@ -131,15 +129,10 @@ class SessionCache:
         """One user fewer; a dropped session goes with its last user."""
         with self._lock:
             s.users -= 1
-            s.idle_since = time.monotonic()
             closing = s.users == 0 and s.dropped
         if closing:
             _close(s)
         self._trim()
-        if self.idle_s is not None and s.users == 0:   # an idle session expires without a next request
-            timer = threading.Timer(self.idle_s + 0.01, self._trim)
-            timer.daemon = True
-            timer.start()
 
     def drop(self, s: Session) -> None:
         """Forget a session whose judge failed: the next request builds a fresh one; this
@@ -213,7 +206,7 @@ class SessionCache:
         problem = load()
         self.make_room(key, getattr(problem, "input_bytes", 0))
         judge = Judge(problem, device=key.device, gpu_index=key.gpu_index, settings=key.settings,
-                      forkservers=self.forkservers, share_forkservers=self.forkservers is not None)
+                      forkservers=self.forkservers)
         judge.memory_pressure = self.evict_idle   # its own shortage: close the idle sessions
         return judge
 
@@ -232,14 +225,11 @@ class SessionCache:
                 del self._sessions[s.key]
 
     def _trim(self) -> None:
-        """Close idle sessions beyond `keep` (least recently used first) or idle too long."""
-        now = time.monotonic()
+        """Close idle sessions beyond `keep` (least recently used first)."""
         with self._lock:
             idle = [k for k, s in self._sessions.items() if s.users == 0 and s.judge is not None]
             over = max(0, len(self._sessions) - self.keep) if self.keep is not None else 0
-            stale = idle[:over] + [k for k in idle[over:] if self.idle_s is not None
-                                   and now - self._sessions[k].idle_since >= self.idle_s]
-            closing = [self._sessions.pop(k) for k in stale]
+            closing = [self._sessions.pop(k) for k in idle[:over]]
         for s in closing:
             _close(s)
 

@@ -243,7 +243,7 @@ def test_a_ray_address_in_agent_toml_that_does_not_parse_names_the_key(tmp_path,
 # ---------------------------------------------------------------- the plan
 
 def plan(resources: dict, model: str = "replay:x.jsonl", **overrides):
-    return ray_bench.make_plan(resources, load_config(None, overrides), model)
+    return ray_bench.make_plan(resources, load_config(None, {"model.id": model, **overrides}))
 
 
 def test_a_gpu_cluster_gets_one_judge_per_gpu_on_cuda():

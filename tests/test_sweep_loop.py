@@ -332,7 +332,7 @@ def test_model_none_loads_nothing_and_takes_no_model_actor():
     from agent.models.llm import make_backend, server_url
     config = load_config(None, {"model.id": "openai:http://localhost:8000"})
     assert isinstance(make_backend("none", config), NoModelBackend) and server_url("none") is None
-    assert ray_bench.make_plan({"CPU": 2}, load_config(None, {"run.device": "cpu"}), "none").model_actors == 0
+    assert ray_bench.make_plan({"CPU": 2}, load_config(None, {"run.device": "cpu", "model.id": "none"})).model_actors == 0
 
 
 def test_inspect_labels_a_sweep_variant_with_what_it_changed(tmp_path):

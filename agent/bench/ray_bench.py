@@ -132,7 +132,7 @@ def _auto_address() -> str:
         return "auto"
 
 
-def make_plan(resources: dict, config, model_spec: str | None) -> Plan:
+def make_plan(resources: dict, config) -> Plan:
     """What runs where, from the cluster's resources and the first setting's config."""
     bench = config.bench
     device = config.run.device or ("cuda" if resources.get("GPU", 0) >= 1 else "cpu")
@@ -140,7 +140,7 @@ def make_plan(resources: dict, config, model_spec: str | None) -> Plan:
     if device == "cuda" and resource != "GPU":
         raise BadInput("", f"krefine bench: [bench] judge_resource = {resource!r} with device cuda: a judge "
                            "on a GPU holds Ray's GPU resource, so that Ray gives it that GPU alone")
-    spec = model_spec or config.model.id
+    spec = config.model.id
     transformers = spec != "none" and not spec.startswith(("replay:", "openai:"))
     if transformers and "{problem}" in spec:
         raise BadInput("", "krefine bench: --ray loads a transformers model once for the suite; "
@@ -174,7 +174,7 @@ def run_jobs(jobs: list, address: str, config_path: str | None, model: str | Non
     out = jobs[0].run_dir.parent.parent
     with joined(address, out) as resources:
         # 1) the plan; each job's config names the cluster's device, not the driver's
-        plan = make_plan(resources, config, None)   # --model is config.model.id
+        plan = make_plan(resources, config)   # --model is config.model.id
         jobs = [_on_device(j, plan.device) for j in jobs]
         _one_model_config(jobs, config_path, plan)
         say(f"ray: {plan.judges} judge actor(s) on {plan.judge_resource} ({plan.device})"

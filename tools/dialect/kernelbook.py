@@ -45,6 +45,7 @@ from tools.dialect.inductor_capture import Capture, capture
 from tools.dialect.inductor_wrapper import (BLOCK_PARAMS, FIXED_GRID, GRID_NUMELS, Kernel, call_name, dotted,
                                             read_wrapper, short_code, static_config)
 from tools.dialect.kernelbook_model import check_sources, infer_sources, meta_model, model_new
+from tools.dialect.portable import portable
 
 HEADER = """\
 import torch
@@ -212,9 +213,9 @@ ATTEMPTS = (("default", False), ("with Triton templates", True))
 
 
 def seed_candidate(problem, device: str, capture_fn=None) -> str:
-    """The Inductor seed: torch.compile's kernels for `problem` in KernelBook format, and
-    only @triton.jit kernels: a seed the static guards would reject (a cuBLAS / cuDNN call
-    left in it, `extern_kernels.mm`) is no seed. On cuda, when the default compile gives
+    """The Inductor seed: torch.compile's kernels for `problem` in KernelBook format made
+    portable (tools/dialect/portable.py), and only @triton.jit kernels: a seed the static
+    guards would reject (a cuBLAS / cuDNN call left in it, `extern_kernels.mm`) is no seed. On cuda, when the default compile gives
     no such seed (GEMMs and convolutions go to libraries), Inductor compiles again with
     its Triton templates (max-autotune). ValueError naming every attempt's reason.
     `capture_fn(problem, device, templates=...)` records a compile (tools/dialect/
@@ -233,7 +234,7 @@ def seed_from(problem, attempts) -> str:
     for label, get in attempts:
         prefix = f"{label}: " if len(attempts) > 1 else ""
         try:
-            code = convert(problem, get())
+            code = portable(convert(problem, get()))
         except ValueError as e:
             reasons.append(f"{prefix}{e}")
             continue

@@ -12,6 +12,7 @@ from tools.guards.escapes import (check_concurrency, check_filesystem, check_for
                                   check_side_stream)
 from tools.guards.flags import check_caching, check_reduced_precision
 from tools.guards.host import check_host_transfer
+from tools.guards.portability import check_private_runtime
 from tools.guards.own_work import check_fallback, check_reference_model, check_triton_kernel
 from tools.guards.source import Finding, Source, parse_source
 from tools.guards.tampering import check_disguise, check_monkeypatch
@@ -29,6 +30,7 @@ STATIC_GUARDS: tuple[Callable[[Source, GuardSettings], Finding | None], ...] = (
     check_network,
     check_side_stream,
     check_foreign_kernel,
+    check_private_runtime,
     check_filesystem,
     check_triton_kernel,
     check_reduced_precision,

@@ -16,8 +16,9 @@ def short(s: str, n: int) -> str:
 
 
 def candidate_line(e: BaseException, cand_path: str) -> tuple[int | None, str | None]:
-    """Innermost traceback frame inside the candidate file, following the chain of
-    causes (the interpreter wraps a kernel's error in its own InterpreterError)."""
+    """Innermost traceback frame inside the candidate file (not in a helper that sets
+    `__tracebackhide__`, tools/dialect/portable.py's), following the chain of causes (the
+    interpreter wraps a kernel's error in its own InterpreterError)."""
     line, seen = None, set()
     target = os.path.realpath(cand_path or "")
     while e is not None and id(e) not in seen:
@@ -27,8 +28,9 @@ def candidate_line(e: BaseException, cand_path: str) -> tuple[int | None, str | 
             found = e.lineno
         tb = e.__traceback__
         while tb is not None:
-            if cand_path and os.path.realpath(tb.tb_frame.f_code.co_filename) == target:
-                found = tb.tb_lineno
+            if cand_path and os.path.realpath(tb.tb_frame.f_code.co_filename) == target \
+                    and "__tracebackhide__" not in tb.tb_frame.f_code.co_varnames:
+                found = tb.tb_lineno   # a helper that hides itself reports at its caller
             tb = tb.tb_next
         line = found or line
         e = e.__cause__ or e.__context__

@@ -17,11 +17,13 @@ import json
 import statistics
 import sys
 import time
-import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from kb_eval import stub_llm_imports  # noqa: E402
 
 PAIRS = [  # (KernelBench level1 file, our candidate)
     ("19_ReLU.py", "kb_19_relu.py"),
@@ -49,22 +51,9 @@ def ours(problem_path: Path, cand_path: Path, transfer: str = "auto") -> dict:
             "diagnostics": [d.message[:200] for d in v.diagnostics]}
 
 
-def _stub_kernelbench_imports() -> None:
-    """KernelBench's utils import LLM clients we do not need for evaluation."""
-    for name in ("dotenv", "openai", "litellm"):
-        try:
-            __import__(name)
-        except ImportError:
-            m = types.ModuleType(name)
-            m.load_dotenv = lambda *a, **k: None
-            m.OpenAI = object
-            m.completion = None
-            sys.modules[name] = m
-
-
 def kernelbench(kb_src: Path, problem_path: Path, cand_path: Path) -> dict:
     sys.path.insert(0, str(kb_src))
-    _stub_kernelbench_imports()
+    stub_llm_imports()
     import torch
     from kernelbench.eval import eval_kernel_against_ref
     from kernelbench.timing import measure_ref_program_time

@@ -1,0 +1,279 @@
+"""KernelBench's verdicts beside krefine's: agreement, the speedup ratio, and why they differ.
+
+Plain functions over the records benchmarks/kb_harness.py writes, one per evaluation
+(a problem's seed or best):
+
+  {"problem", "kind": "seed"|"best", "candidate", "features": [...], "same_reference": bool,
+   "krefine": {"verdict", "correct", "speedup_eager", "reason", "diagnostics": [kind, ...],
+               "patterns": [...]},
+   "kb": {"status": "ok"|"timeout"|"crashed"|"no_result", "compiled", "correctness",
+          "runtime_ms", "ref_ms", "speedup", "error_name", "error", "max_difference": [...],
+          "strict_fp32": {"correctness", ...}|None, "static_errors": [...]}}
+
+`features(ref_src)`: what in a reference can make two sound judges disagree. `explain(rec)`:
+one line for a record whose correctness verdicts differ, by the rules in RULES order, each
+from evidence in the record; "unexplained" when none applies (never a guess).
+`summary(recs)`: the share that agree, and the ratio KernelBench speedup / krefine speedup
+over the records both call correct. `markdown(recs)`: the table, the summary and the
+disagreements. Only a record whose KernelBench evaluation gave a verdict ("ok") counts; the
+others are listed apart. Imports only the standard library; runs nothing.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import statistics
+
+UNEXPLAINED = "unexplained"
+# KernelBench's "Output mismatch" within TF32's error, when no strict-fp32 recheck ran:
+# TF32 keeps a 10-bit mantissa, ~5e-4 relative error a product, up to ~1e-3 over a reduction
+TF32_MAX_DIFF = 2e-3
+TF32_CONV = ("KernelBench's reference runs cuDNN convolutions in TF32 (torch's default); "
+             "krefine's strict-fp32 reference is the exact one")
+KINDS = ("seed", "best")
+
+_CONV = re.compile(r"\b(nn\.Conv(Transpose)?[123]d|(F|functional)\.conv(_transpose)?[123]d|torch\.conv(_transpose)?[123]d)\b")
+_DROPOUT = re.compile(r"\b(nn\.\w*Dropout\w*|F\.\w*dropout\w*|torch\.\w*dropout\w*)\s*\(")
+_RANDOM = re.compile(r"\btorch\.((rand|randn|randint)(_like)?|randperm|bernoulli|multinomial|normal|poisson)\s*\(|"
+                     r"\.(bernoulli_|normal_|uniform_|exponential_|random_)\s*\(")
+
+
+def features(ref_src: str) -> list[str]:
+    """"conv" (a cuDNN convolution in the reference), "stochastic" (Dropout, or a random draw
+    in forward: no kernel can match the reference's draws)."""
+    model = _class_source(ref_src, "Model") or ref_src
+    forward = _method_source(model, "forward") or ""
+    found = []
+    if _CONV.search(model):
+        found.append("conv")
+    if _DROPOUT.search(model) or _RANDOM.search(forward):
+        found.append("stochastic")
+    return found
+
+
+def has_verdict(rec: dict) -> bool:
+    return rec["kb"].get("status") == "ok"
+
+
+def agrees(rec: dict) -> bool:
+    return bool(rec["krefine"]["correct"]) == bool(rec["kb"]["correctness"])
+
+
+def speedup_ratio(rec: dict) -> float | None:
+    """KernelBench's speedup over krefine's (both over eager), when both are correct and timed."""
+    kb, kr = rec["kb"].get("speedup"), rec["krefine"].get("speedup_eager")
+    if not (has_verdict(rec) and agrees(rec) and rec["krefine"]["correct"]) or not kb or not kr:
+        return None
+    return kb / kr
+
+
+# ---------------------------------------------------------------- explanations
+
+def _other_reference(rec):
+    if rec.get("same_reference") is False:
+        return "krefine judged another text of the problem than the level dir's file KernelBench got"
+    return None
+
+
+def _import_error(rec):
+    kb = rec["kb"]
+    if not rec["krefine"]["correct"] or kb.get("compiled"):
+        return None
+    if re.search(r"(ModuleNotFoundError|ImportError)\b", f"{kb.get('error_name')} {kb.get('error')}"):
+        return f"the file does not import outside krefine ({kb.get('error')})"
+    return None
+
+
+def _out_of_memory(rec):
+    if "out of memory" in (rec["kb"].get("error") or "").lower():
+        return ("KernelBench ran out of GPU memory (reference, candidate and their outputs in one "
+                "process): no verdict on the kernel")
+    return None
+
+
+def _stochastic(rec):
+    if "stochastic" in rec.get("features", []) or "stochastic_reference" in rec["krefine"].get("diagnostics", []):
+        return ("stochastic reference (Dropout or a random draw in forward): no kernel can match its draws, "
+                "so either verdict is chance")
+    return None
+
+
+def _tf32(rec):
+    kb = rec["kb"]
+    if not rec["krefine"]["correct"] or not str(kb.get("error") or "").startswith("Output mismatch"):
+        return None
+    strict = kb.get("strict_fp32") or {}
+    if strict.get("correctness"):
+        if "conv" in rec.get("features", []):
+            return TF32_CONV + "; with TF32 off KernelBench's own check passes"
+        return ("KernelBench's reference computes in TF32; with TF32 off (cuDNN, cuBLAS) "
+                "KernelBench's own check passes")
+    diffs = kb.get("max_difference") or []
+    if strict.get("correctness") is None and "conv" in rec.get("features", []) and diffs \
+            and max(diffs) < TF32_MAX_DIFF:
+        return TF32_CONV + f" (max difference {max(diffs):.2g} < {TF32_MAX_DIFF:g}; not rechecked)"
+    return None
+
+
+def _krefine_reason(rec):
+    kr = rec["krefine"]
+    if kr["correct"] or not rec["kb"].get("correctness"):
+        return None
+    reason = kr.get("reason") or ""
+    kinds = kr.get("diagnostics") or []
+    if not reason:
+        return None
+    if kinds and kinds[0] == "mismatch" and "rel_l2" in kr.get("patterns", []):   # tagged only when no element is off
+        return (f"krefine's relative-L2 limit (every element within KernelBench's tolerance, the error's "
+                f"norm is not; near-zero outputs cannot pass as zeros): {reason}")
+    if kinds and kinds[0] == "mismatch" and "reduced_precision" in kr.get("patterns", []) \
+            and "conv" in rec.get("features", []):
+        return (f"the kernel computes at TF32-like precision, as KernelBench's cuDNN reference does (torch's "
+                f"default); krefine's strict-fp32 reference is the exact one: {reason}")
+    if kinds and kinds[0].startswith("guard:"):
+        return f"krefine's guard {kinds[0].removeprefix('guard:')} rejected it: {reason}"
+    return f"krefine {kr['verdict']}: {reason}"
+
+
+RULES = (_other_reference, _import_error, _out_of_memory, _stochastic, _tf32, _krefine_reason)
+
+
+def explain(rec: dict) -> str:
+    """Why the two correctness verdicts differ, from the first rule that the evidence fits;
+    "" when they agree (or KernelBench gave none)."""
+    if not has_verdict(rec) or agrees(rec):
+        return ""
+    for rule in RULES:
+        why = rule(rec)
+        if why:
+            return why
+    return UNEXPLAINED
+
+
+# ---------------------------------------------------------------- figures
+
+def summary(recs: list[dict]) -> dict:
+    judged = [r for r in recs if has_verdict(r)]
+    agreed = [r for r in judged if agrees(r)]
+    ratios = sorted(x for x in map(speedup_ratio, judged) if x is not None)
+    differ = [r for r in judged if not agrees(r)]
+    return {"evaluations": len(recs), "kb_verdicts": len(judged), "agree": len(agreed),
+            "agree_share": len(agreed) / len(judged) if judged else None,
+            "both_correct": sum(1 for r in agreed if r["krefine"]["correct"]),
+            "disagree": len(differ), "unexplained": sum(1 for r in differ if explain(r) == UNEXPLAINED),
+            "kb_only_correct": sum(1 for r in differ if r["kb"]["correctness"]),
+            "krefine_only_correct": sum(1 for r in differ if r["krefine"]["correct"]),
+            "ratio": spread(ratios)}
+
+
+def spread(xs: list[float]) -> dict | None:
+    """median, p10, p90, min, max (inclusive deciles) and n; None when empty."""
+    if not xs:
+        return None
+    deciles = statistics.quantiles(xs, n=10, method="inclusive") if len(xs) > 1 else [xs[0]] * 9
+    return {"n": len(xs), "median": statistics.median(xs), "p10": deciles[0], "p90": deciles[8],
+            "min": min(xs), "max": max(xs)}
+
+
+TABLE = ("problem", "kind", "krefine", "krefine ×eager", "KernelBench", "KB ×eager", "KB / krefine",
+         "KB ms", "KB ref ms", "KB error", "explanation")
+
+
+def markdown(recs: list[dict], title: str = "KernelBench's harness beside krefine") -> str:
+    """The per-evaluation table, the summary (all, seeds, bests) and the disagreements, in
+    the order given."""
+    lines = [f"# {title}", "",
+             "krefine: the bench's verdict and speedup over eager (geometric mean of per-round median "
+             "ratios, rounds interleaved with eager); KernelBench: "
+             f"eval_kernel_against_ref in a fresh process (seed 42, 5 correctness trials, 100 perf trials, "
+             "cuda_event, fp32, backend triton), speedup = its reference's mean time / the kernel's.", "",
+             "| " + " | ".join(TABLE) + " |", "|" + "|".join("---" for _ in TABLE) + "|"]
+    lines += ["| " + " | ".join(_cell(c) for c in _row(r)) + " |" for r in recs]
+    lines += ["", "## Summary", "", "| | evaluations | KB verdicts | agree | both correct | only KB correct | "
+              "only krefine correct | unexplained | KB / krefine: median [p10, p90] (min–max, n) |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for label, part in (("all", recs), *((k, [r for r in recs if r["kind"] == k]) for k in KINDS)):
+        if part:
+            s = summary(part)
+            lines.append(f"| {label} | {s['evaluations']} | {s['kb_verdicts']} | {s['agree']} ({_pct(s['agree_share'])}) "
+                         f"| {s['both_correct']} | {s['kb_only_correct']} | {s['krefine_only_correct']} | "
+                         f"{s['unexplained']} | {_spread(s['ratio'])} |")
+    differ = [r for r in recs if explain(r)]
+    lines += ["", f"## Disagreements ({len(differ)})", ""]
+    if differ:
+        lines += ["| problem | kind | krefine | KernelBench | explanation |", "|---|---|---|---|---|"]
+        lines += [f"| {_cell(r['problem'])} | {r['kind']} | {_cell(_krefine(r))} | {_cell(_kb(r))} | "
+                  f"{_cell(explain(r))} |" for r in differ]
+    missing = [r for r in recs if not has_verdict(r)]
+    if missing:
+        lines += ["", f"## No KernelBench verdict ({len(missing)})", ""]
+        lines += [f"- {r['problem']} {r['kind']}: {r['kb'].get('status')}: {_cell(r['kb'].get('error') or '')}"
+                  for r in missing]
+    return "\n".join(lines) + "\n"
+
+
+def _row(r: dict) -> list[str]:
+    kb, kr = r["kb"], r["krefine"]
+    ratio = speedup_ratio(r)
+    return [r["problem"], r["kind"], kr["verdict"], _x(kr.get("speedup_eager")), _kb_verdict(kb),
+            _x(kb.get("speedup")), "—" if ratio is None else f"{ratio:.2f}", _num(kb.get("runtime_ms")),
+            _num(kb.get("ref_ms")), kb.get("error") or "", explain(r)]
+
+
+def _kb_verdict(kb: dict) -> str:
+    if kb.get("status") != "ok":
+        return f"({kb.get('status')})"
+    return "correct" if kb["correctness"] else ("incorrect" if kb["compiled"] else "not compiled")
+
+
+def _krefine(r: dict) -> str:
+    kr = r["krefine"]
+    return kr["verdict"] + (f": {kr['reason']}" if kr.get("reason") and not kr["correct"] else "")
+
+
+def _kb(r: dict) -> str:
+    kb = r["kb"]
+    return _kb_verdict(kb) + (f": {kb['error']}" if kb.get("error") else "")
+
+
+def _x(v) -> str:
+    return "—" if v is None else f"{v:.2f}×"
+
+
+def _num(v) -> str:
+    return "—" if v is None else f"{v:.3g}"
+
+
+def _pct(v) -> str:
+    return "—" if v is None else f"{v:.0%}"
+
+
+def _spread(s: dict | None) -> str:
+    if s is None:
+        return "—"
+    return f"{s['median']:.2f} [{s['p10']:.2f}, {s['p90']:.2f}] ({s['min']:.2f}–{s['max']:.2f}, n={s['n']})"
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _class_source(src: str, name: str) -> str | None:
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return None
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+    return ast.get_source_segment(src, node) if node else None
+
+
+def _method_source(cls_src: str, name: str) -> str | None:
+    try:
+        tree = ast.parse(cls_src)
+    except SyntaxError:
+        return None
+    for cls in tree.body:
+        for n in getattr(cls, "body", []):
+            if isinstance(n, ast.FunctionDef) and n.name == name:
+                return ast.get_source_segment(cls_src, n)
+    return None

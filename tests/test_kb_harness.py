@@ -1,0 +1,240 @@
+"""benchmarks/kb_harness.py and kb_compare.py: KernelBench's verdicts beside krefine's.
+
+The comparison (agreement, the speedup ratio, the explanation rules) on made-up records, what
+a rerun skips, and bad input (one line, exit 2). KernelBench's own evaluation needs a GPU:
+benchmarks/kb_harness_gpu.sh runs it.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HARNESS = ROOT / "benchmarks" / "kb_harness.py"
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module   # a dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+cmp = _load("kb_compare")
+
+CONV_REF = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x):
+        return self.conv(x)
+
+def get_inputs():
+    return [torch.randn(2, 3, 16, 16)]
+
+def get_init_inputs():
+    return []
+'''
+
+DROPOUT_REF = CONV_REF.replace("nn.Conv2d(3, 8, 3)", "nn.Dropout(0.2)")
+
+
+def rec(problem="1_x", kind="seed", *, kr_correct=True, kr_speedup=1.0, kr_verdict=None, reason="",
+        diagnostics=(), patterns=(), kb_correct=True, kb_compiled=True, kb_speedup=1.0, error=None,
+        error_name=None, max_difference=(), strict=None, features=(), status="ok"):
+    return {"problem": problem, "kind": kind, "features": list(features),
+            "krefine": {"verdict": kr_verdict or ("correct" if kr_correct else "incorrect"), "correct": kr_correct,
+                        "speedup_eager": kr_speedup if kr_correct else None, "reason": reason,
+                        "diagnostics": list(diagnostics), "patterns": list(patterns)},
+            "kb": {"status": status, "compiled": kb_compiled, "correctness": kb_correct,
+                   "speedup": kb_speedup if kb_correct else None, "runtime_ms": 1.0, "ref_ms": kb_speedup,
+                   "error": error, "error_name": error_name, "max_difference": list(max_difference),
+                   "strict_fp32": strict}}
+
+
+MISMATCH = "Output mismatch (max difference 0.0011)"
+
+
+# ---------------------------------------------------------------- features
+
+def test_a_conv_reference_is_marked_conv():
+    assert cmp.features(CONV_REF) == ["conv"]
+
+
+def test_dropout_in_the_model_is_marked_stochastic():
+    assert "stochastic" in cmp.features(DROPOUT_REF)
+
+
+def test_random_inputs_in_get_inputs_do_not_make_a_reference_stochastic():
+    assert "stochastic" not in cmp.features(CONV_REF)
+
+
+def test_a_random_draw_in_forward_is_marked_stochastic():
+    src = CONV_REF.replace("return self.conv(x)", "return self.conv(x) * torch.rand_like(x).bernoulli_(0.5)")
+    assert "stochastic" in cmp.features(src)
+
+
+# ---------------------------------------------------------------- explanations
+
+def test_records_that_agree_get_no_explanation():
+    assert cmp.explain(rec(kr_correct=False, kb_correct=False, kb_speedup=None)) == ""
+
+
+def test_a_conv_mismatch_that_passes_with_tf32_off_is_explained_by_tf32():
+    r = rec(kb_correct=False, error=MISMATCH, max_difference=[0.0011], strict={"correctness": True},
+            features=["conv"])
+    assert cmp.explain(r).startswith(cmp.TF32_CONV)
+
+
+def test_a_small_conv_mismatch_without_recheck_is_explained_by_tf32():
+    r = rec(kb_correct=False, error=MISMATCH, max_difference=[0.0011], features=["conv"])
+    assert cmp.explain(r).startswith(cmp.TF32_CONV)
+
+
+def test_a_conv_mismatch_that_fails_with_tf32_off_too_is_unexplained():
+    r = rec(kb_correct=False, error=MISMATCH, max_difference=[0.0011], strict={"correctness": False},
+            features=["conv"])
+    assert cmp.explain(r) == cmp.UNEXPLAINED
+
+
+def test_a_large_mismatch_without_conv_is_unexplained():
+    r = rec(kb_correct=False, error="Output mismatch (max difference 0.5)", max_difference=[0.5])
+    assert cmp.explain(r) == cmp.UNEXPLAINED
+
+
+def test_an_import_error_says_the_file_does_not_import_outside_krefine():
+    r = rec(kb_correct=False, kb_compiled=False, error_name="builtins.ModuleNotFoundError",
+            error="No module named 'tools'")
+    assert cmp.explain(r).startswith("the file does not import outside krefine")
+
+
+def test_a_stochastic_reference_explains_either_direction():
+    kb_wrong = rec(kb_correct=False, error=MISMATCH, features=["stochastic"])
+    kr_wrong = rec(kr_correct=False, reason="mismatch: trial 1: ...", diagnostics=["mismatch"],
+                   features=["stochastic"])
+    assert cmp.explain(kb_wrong).startswith("stochastic reference") and \
+        cmp.explain(kr_wrong).startswith("stochastic reference")
+
+
+def test_krefines_stochastic_reference_diagnostic_explains_without_the_feature():
+    r = rec(kr_correct=False, reason="stochastic_reference: dropout", diagnostics=["stochastic_reference"])
+    assert cmp.explain(r).startswith("stochastic reference")
+
+
+def test_kernelbench_correct_names_krefines_reason():
+    r = rec(kr_correct=False, kr_verdict="rejected", reason="guard:library_ops: the forward runs aten.mm",
+            diagnostics=["guard:library_ops"])
+    assert cmp.explain(r) == "krefine's guard library_ops rejected it: guard:library_ops: the forward runs aten.mm"
+
+
+def test_krefines_relative_l2_limit_is_named_when_it_alone_failed():
+    r = rec(kr_correct=False, reason="mismatch: trial 1: rel L2 2e-3", diagnostics=["mismatch"],
+            patterns=["rel_l2"])
+    assert cmp.explain(r).startswith("krefine's relative-L2 limit")
+
+
+def test_a_tf32_precision_kernel_on_a_conv_is_explained_when_only_krefine_says_incorrect():
+    r = rec(kr_correct=False, reason="mismatch: small errors everywhere", diagnostics=["mismatch"],
+            patterns=["reduced_precision"], features=["conv"])
+    assert cmp.explain(r).startswith("the kernel computes at TF32-like precision")
+
+
+def test_a_bench_that_judged_another_text_of_the_problem_says_so():
+    r = dict(rec(kb_correct=False, error=MISMATCH), same_reference=False)
+    assert cmp.explain(r).startswith("krefine judged another text")
+
+
+def test_kernelbench_out_of_memory_is_explained():
+    r = rec(kb_correct=False, error="OutOfMemoryError: CUDA out of memory. Tried to allocate 8 GiB")
+    assert cmp.explain(r).startswith("KernelBench ran out of GPU memory")
+
+
+def test_krefine_incorrect_without_a_reason_is_unexplained():
+    assert cmp.explain(rec(kr_correct=False)) == cmp.UNEXPLAINED
+
+
+def test_an_evaluation_without_a_kernelbench_verdict_is_not_a_disagreement():
+    assert cmp.explain(rec(kb_correct=False, status="timeout", error="no result within 300 s")) == ""
+
+
+# ---------------------------------------------------------------- figures
+
+def test_agreement_share_counts_only_evaluations_with_a_kernelbench_verdict():
+    recs = [rec(), rec(kb_correct=False, error=MISMATCH), rec(status="timeout", kb_correct=False)]
+    s = cmp.summary(recs)
+    assert (s["agree"], s["kb_verdicts"], s["agree_share"]) == (1, 2, 0.5)
+
+
+def test_speedup_ratio_is_kernelbench_over_krefine_where_both_are_correct():
+    recs = [rec(kr_speedup=2.0, kb_speedup=1.0), rec(kr_speedup=1.0, kb_speedup=1.5),
+            rec(kr_correct=False, kb_speedup=9.0, reason="x", diagnostics=["mismatch"])]
+    r = cmp.summary(recs)["ratio"]
+    assert (r["n"], r["min"], r["max"], r["median"]) == (2, 0.5, 1.5, 1.0)
+
+
+def test_spread_gives_inclusive_deciles():
+    s = cmp.spread([float(x) for x in range(11)])
+    assert (s["p10"], s["p90"], s["median"]) == (1.0, 9.0, 5.0)
+
+
+def test_the_table_lists_every_disagreement_with_its_explanation():
+    recs = [rec("1_a"), rec("2_b", kb_correct=False, error=MISMATCH, max_difference=[0.001], features=["conv"]),
+            rec("3_c", kb_correct=False, error="Output mismatch (max difference 0.5)", max_difference=[0.5])]
+    md = cmp.markdown(recs)
+    section = md.split("## Disagreements (2)")[1]
+    assert "2_b" in section and cmp.TF32_CONV in section and "3_c" in section and cmp.UNEXPLAINED in section
+
+
+# ---------------------------------------------------------------- the harness
+
+def test_a_rerun_skips_evaluations_already_recorded(tmp_path):
+    h = _load("kb_harness")
+    jobs = [h.Job(p, "default", "seed", "r00-c00", f"text {p}", tmp_path / f"{p}.py", "level1", True, {})
+            for p in ("1_a", "2_b")]
+    done = [{"setting": "default", "problem": "1_a", "kind": "seed", "sha": jobs[0].sha}]
+    assert [j.problem for j in h.pending(jobs, done)] == ["2_b"]
+
+
+def test_a_changed_text_is_evaluated_again(tmp_path):
+    h = _load("kb_harness")
+    job = h.Job("1_a", "default", "best", "r00-c01", "new text", tmp_path / "1_a.py", "level1", True, {})
+    done = [{"setting": "default", "problem": "1_a", "kind": "best", "sha": "0" * 16}]
+    assert h.pending([job], done) == [job]
+
+
+def _harness(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, str(HARNESS), *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=120)
+
+
+def _bench(tmp_path) -> Path:
+    run = tmp_path / "bench" / "default" / "1_a"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"problem": {"path": "1_a.py", "source": ""}}))
+    return tmp_path / "bench"
+
+
+@pytest.mark.parametrize("case", ["missing_bench", "not_a_bench", "no_kb_src", "missing_level"])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, case):
+    kb = tmp_path / "kb"
+    (kb / "src" / "kernelbench").mkdir(parents=True)
+    (kb / "src" / "kernelbench" / "eval.py").write_text("")
+    level = tmp_path / "level1"
+    level.mkdir()
+    bench = _bench(tmp_path)
+    args = {"missing_bench": [tmp_path / "nowhere", "--kb", kb, "--levels", level],
+            "not_a_bench": [level, "--kb", kb, "--levels", level],
+            "no_kb_src": [bench, "--kb", tmp_path, "--levels", level],
+            "missing_level": [bench, "--kb", kb, "--levels", tmp_path / "level9"]}[case]
+    p = _harness(*args, "--out", tmp_path / "out.jsonl")
+    assert (p.returncode, len(p.stderr.strip().splitlines())) == (2, 1), p.stderr

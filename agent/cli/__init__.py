@@ -136,10 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="write RUN_DIR/report.html")
     rp.add_argument("run_dir")
 
-    x = sub.add_parser("export", help="export a run")
+    x = sub.add_parser("export", help="take a kernel away, or export a run's trace")
     x.add_argument("run_dir")
-    x.add_argument("--chrome-trace", action="store_true", required=True)
-    x.add_argument("--out", default=None)
+    what = x.add_mutually_exclusive_group(required=True)
+    what.add_argument("--kernel", nargs="?", const="best", default=None, metavar="CANDIDATE",
+                      help="the run's best kernel (or candidate CANDIDATE) as the standalone file that was judged")
+    what.add_argument("--chrome-trace", action="store_true", help="the run's node spans as a Chrome trace")
+    x.add_argument("--out", "-o", default=None, metavar="FILE",
+                   help="--kernel: write FILE (default: print the source); --chrome-trace: default RUN_DIR/trace.chrome.json")
 
     # bench's flags are its module's (agent/bench/suite.py option_parser): --help prints them
     b = sub.add_parser("bench", help="run the loop over a suite of problems", add_help=False)

@@ -1,6 +1,13 @@
-"""`krefine export RUN_DIR --chrome-trace [--out FILE]`: a run's node spans as a trace.
+"""`krefine export RUN_DIR --kernel [CANDIDATE] [-o FILE]`: a kernel to take away, and
+`krefine export RUN_DIR --chrome-trace [-o FILE]`: a run's node spans as a trace.
 
-Writes the Chrome Trace Event format (JSON object form), which chrome://tracing and
+--kernel writes the run's best.py (or candidates/CANDIDATE.py) byte for byte: the text the
+judge judged, a standalone module that imports only torch, triton and what Triton ships
+(tools/dialect/portable.py); without -o it goes to stdout, alone there, so
+`krefine export RUN --kernel > kernel.py` works. A candidate that was not judged correct
+is written too, with a note on stderr saying so.
+
+--chrome-trace writes the Chrome Trace Event format (JSON object form), which chrome://tracing and
 https://ui.perfetto.dev open: one complete ("X") event per trace.jsonl event, one
 thread per candidate so a round's parallel evaluations show side by side, a "loop"
 thread for the decide node and a "rounds" thread spanning each round.
@@ -9,9 +16,11 @@ RUN_DIR/trace.chrome.json. Does not read anything but trace.jsonl (via runstats)
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from agent.loop.runstats import Run, Span, load_run, node_spans
+from tools.errors import BadInput
 from tools.jsonio import write_json
 
 PID = 1
@@ -20,11 +29,42 @@ LOOP_TID, ROUNDS_TID = 1, 2   # candidate threads follow from 3, in id order
 
 def main(args) -> int:
     run = load_run(args.run_dir)
+    if args.kernel is not None:
+        return export_kernel(run, args.kernel, args.out)
     out = Path(args.out) if args.out else run.dir.root / "trace.chrome.json"
     trace = chrome_trace(run)
     write_json(out, trace)
     spans = sum(1 for e in trace["traceEvents"] if e["ph"] == "X")
     print(f"wrote {out}: {spans} spans; open it in https://ui.perfetto.dev or chrome://tracing")
+    return 0
+
+
+def export_kernel(run: Run, which: str, out: str | None) -> int:
+    """Write candidate `which` ("best": the run's best.py) as judged; BadInput when there is none."""
+    if which == "best":
+        path = run.dir.best
+        if not path.exists():
+            raise BadInput(run.dir.root, "no best.py: the run has no correct candidate yet "
+                           f"(`krefine inspect {run.dir.root}` lists its candidates; export one with --kernel ID)")
+        cid = ((run.summary or {}).get("best") or {}).get("candidate") or "best"
+    else:
+        cid, path = which, run.dir.candidate_src(which)
+        if not path.exists():
+            known = ", ".join(c for c in run.candidates if run.dir.candidate_src(c).exists()) or "none"
+            raise BadInput(run.dir.root, f"no candidate {which!r} with code in this run (candidates: {known})")
+    text = path.read_bytes()
+    status = run.candidates[cid].status if cid in run.candidates else "correct"
+    if out is None:
+        sys.stdout.buffer.write(text)
+        sys.stdout.flush()
+    else:
+        Path(out).write_bytes(text)
+        speed = (run.candidates[cid].speedup.get("eager") if cid in run.candidates else None)
+        print(f"wrote {out}: candidate {cid}, {status}"
+              + (f", {speed:.2f}x eager" if isinstance(speed, (int, float)) else "")
+              + "; it imports only torch and triton")
+    if status != "correct":
+        print(f"krefine: note: candidate {cid} was judged {status}, not correct", file=sys.stderr)
     return 0
 
 

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from agent.loop.extract import extract_code
+from agent.loop.extract import extract_candidate
 from agent.models.llm import NO_MODEL, ReplayExhausted
 from agent.loop.prompting import render_initial, render_refine
 from agent.loop.rundir import RunDir
@@ -63,7 +63,7 @@ class LoopContext:
     make_seed: Callable[[Any, str], str] | None = None   # (problem, device) -> seed source; None: the real one
     render_initial: Callable[[str], str] = render_initial
     render_refine: Callable[..., str] = render_refine
-    extract_code: Callable[[str], str | None] = extract_code
+    extract_code: Callable[[str], str | None] = extract_candidate
     replay_exhausted_error: type[BaseException] = ReplayExhausted
 
     def wall_s(self) -> float:

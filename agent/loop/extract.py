@@ -25,6 +25,13 @@ _CODE_START = re.compile(r"^(import|from|class|def|async|if|elif|else|for|while|
 _PROSE = re.compile(r"^(?:\d+\.|[-*])?\s*[A-Za-z][^=(){}\[\]]*\s[A-Za-z`]")
 
 
+def extract_candidate(completion: str) -> str | None:
+    """The candidate module in `completion` as it is judged and taken away (portable)."""
+    from tools.dialect.portable import portable
+    code = extract_code(completion)
+    return portable(code) if code is not None else None
+
+
 def extract_code(completion: str) -> str | None:
     """The candidate module source in `completion`, ending in a newline; None when
     nothing in it looks like Python code."""

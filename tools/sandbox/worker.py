@@ -129,7 +129,6 @@ class Worker(MeasureOps):
 
     def op_load(self, h: dict):
         from tools.problem import build_model, exec_module
-        import torch
         from pathlib import Path
         path = Path(h["problem"])
         self.problem = exec_module(path, path.read_text(encoding="utf-8"))
@@ -142,11 +141,10 @@ class Worker(MeasureOps):
             return {"ok": False, "phase": "import", "error_type": "MissingModelNew",
                     "message": "the candidate defines no ModelNew class"}, b""
         try:
-            self.model = build_model(cls, self.problem, int(h["init_seed"]), self.device)
+            self.model = build_model(cls, self.problem, int(h["init_seed"]), self.device,
+                                     h.get("module_mode", "train"))
         except BaseException as e:
             return self.describe_error(e, "construct"), b""
-        if isinstance(self.model, torch.nn.Module):
-            self.model.eval()
         jit_names = sorted(n for n, v in vars(module).items() if is_jit(v))
         return {"ok": True, "import_s": time.perf_counter() - t0, "jit_functions": jit_names}, b""
 

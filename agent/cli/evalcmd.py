@@ -298,6 +298,10 @@ def render(v: Verdict) -> str:
             lines.append(f"bottleneck: {v.bottleneck.get('class', '?')}")
     if v.flags:
         lines.append("flags:   " + ", ".join(v.flags))
+    if v.checks.get("portable_form"):
+        lines.append("note:    judged the file's portable form: its KernelBook imports of torch's private runtime "
+                     "(grid, triton_helpers, empty_strided_cuda, device 0) replaced by definitions in the file, as "
+                     "krefine run stores and delivers candidates; line numbers above are that form's")
     return "\n".join(lines)
 
 

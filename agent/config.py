@@ -312,6 +312,17 @@ def upgrade(doc: dict, named: Callable[[str], str] | None = None) -> dict:
     return doc
 
 
+def upgrade_run_config(doc: dict) -> dict:
+    """A run.json's config read as today's: upgrade()'s old names, and a config written
+    before [eval] module_mode (whose run judged Model and ModelNew in eval mode) keeps
+    eval mode, so a resumed run does not change what it judges halfway through."""
+    doc = upgrade(doc)
+    test = (doc.get("eval") or {}).get("test")
+    if isinstance(test, dict) and "module_mode" not in test:
+        doc["eval"] = {**doc["eval"], "test": {**test, "module_mode": "eval"}}
+    return doc
+
+
 def server_base(url: str) -> str:
     """An OpenAI-compatible server's base URL: no trailing slash, no trailing /v1."""
     base = url.strip().rstrip("/")

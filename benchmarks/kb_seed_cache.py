@@ -6,9 +6,9 @@ a `krefine bench` of the suite on the GPU judges seeds instead of compiling them
 For each problem of LEVEL_DIR: its default capture, converted; when that gives no seed
 (or one the guards would reject), its capture with Triton templates; the entry is what
 `python -m tools.dialect seed PROBLEM --device cuda --cache SEED_CACHE` would have
-written on the device whose torch version the capture names (tools/dialect/kernelbook.py
-`seed_candidate`, `SeedCache`). A capture that failed on the device counts with the reason
-in CAPTURE_DIR/capture_log.tsv. Problems with nothing recorded are listed (--missing).
+written on the device whose torch version (and module mode) the capture names
+(tools/dialect/kernelbook.py `seed_candidate`, `SeedCache`). A capture that failed on
+the device counts with the reason in CAPTURE_DIR/capture_log.tsv. Problems with nothing recorded are listed (--missing).
 """
 from __future__ import annotations
 
@@ -34,18 +34,18 @@ def main() -> int:
     for row in csv.reader((cap_dir / "capture_log.tsv").open(encoding="utf-8"), delimiter="\t"):
         if len(row) >= 5:
             logged[(row[0], row[1])] = row[4].removeprefix("kernelbook: ")
-    cache, missing, counts = SeedCache(args.cache), [], {"seed": 0, "no seed": 0}
+    missing, counts = [], {"seed": 0, "no seed": 0}
     for path in sorted(Path(args.level).glob("*.py"), key=lambda p: int(p.name.split("_")[0])):
         name, problem = path.stem, load_problem(path)
         # each attempt's capture as the device recorded it, or its logged failure, in order,
         # up to the first the device did not get to
-        attempts, torch_version = [], ""
+        attempts, torch_version, module_mode = [], "", "train"
         for label, templates in ATTEMPTS:
             mode = "templates" if templates else "default"
             f = cap_dir / "captures" / f"{name}.{mode}.py"
             if f.exists():
                 cap = read_capture(f.read_text(encoding="utf-8"))
-                torch_version = cap.torch_version
+                torch_version, module_mode = cap.torch_version, cap.module_mode
                 attempts.append((label, lambda cap=cap: cap))
             elif (name, mode) in logged:
                 attempts.append((label, lambda why=logged[(name, mode)]: _fail(why)))
@@ -58,7 +58,7 @@ def main() -> int:
         if not torch_version or (code is None and len(attempts) < len(ATTEMPTS)):
             missing.append(name)      # no capture to name the torch, or not every attempt known
             continue
-        cache.put(problem, "cuda", torch_version, code, reason)
+        SeedCache(args.cache, module_mode).put(problem, "cuda", torch_version, code, reason)
         counts["seed" if code is not None else "no seed"] += 1
         print(f"{name}: {'seed' if code is not None else 'no seed: ' + reason[:150]}")
     print(f"cache {args.cache}: {counts['seed']} seeds, {counts['no seed']} without a seed, "

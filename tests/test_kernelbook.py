@@ -323,7 +323,7 @@ def test_corpus_candidate_gets_the_verdict_its_docstring_states(path, device):
 
 
 @pytest.mark.slow
-def test_a_batchnorm_seed_computes_what_the_judge_runs_the_model_as_in_eval_mode():
+def test_a_batchnorm_seed_computes_the_training_mode_forward_the_judge_runs_by_default():
     from tools.dialect import seed_candidate
     verdict = _judge("batchnorm_train", seed_candidate(_problem("batchnorm_train"), "cpu"))
     assert verdict.status is Status.CORRECT, verdict.feedback

@@ -22,7 +22,7 @@ def compiles(monkeypatch):
     """Every capture() call (torch.compile) recorded; each returns the H100 template capture."""
     calls = []
 
-    def fake(problem, device, templates=False):
+    def fake(problem, device, templates=False, module_mode="train"):
         calls.append(templates)
         if not templates:
             raise ValueError("the Inductor output has no Triton kernel")

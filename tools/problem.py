@@ -249,7 +249,7 @@ def set_seed(seed: int) -> None:
 
 
 def make_init(mod: types.ModuleType, seed: int, device: str) -> tuple[list, dict]:
-    args, kwargs = split_init(_seeded(mod.get_init_inputs, seed))
+    args, kwargs = split_init(seeded(mod.get_init_inputs, seed))
     return [_to(a, device) for a in args], {k: _to(v, device) for k, v in kwargs.items()}
 
 
@@ -259,21 +259,27 @@ def make_inputs(mod: types.ModuleType, seed: int, device: str) -> list:
     seed on the same device, so they see identical values."""
     import torch
     with torch.device(device):
-        return [_to(x, device) for x in _seeded(mod.get_inputs, seed)]
+        return [_to(x, device) for x in seeded(mod.get_inputs, seed)]
 
 
-def build_model(cls, mod: types.ModuleType, seed: int, device: str):
-    """KernelBench order: seed, init inputs, seed again, construct, move to device."""
+def build_model(cls, mod: types.ModuleType, seed: int, device: str, module_mode: str = "train"):
+    """KernelBench order: seed, init inputs, seed again, construct, move to device.
+    `module_mode` ([eval] module_mode): "train" leaves the module as its constructor
+    left it (training mode, unless the problem's own code calls .eval(): KernelBench
+    runs it so); "eval" calls .eval() on it."""
     import torch
     with _SEEDED:
         args, kwargs = make_init(mod, seed, device)
         set_seed(seed)
         with torch.no_grad():
             model = cls(*args, **kwargs)
+    if module_mode == "eval" and isinstance(model, torch.nn.Module):
+        model.eval()
     return model.to(device) if hasattr(model, "to") else model
 
 
-def _seeded(fn, seed: int):
+def seeded(fn, seed: int):
+    """fn() right after set_seed(seed), no other thread seeding or drawing inputs meanwhile."""
     with _SEEDED:
         set_seed(seed)
         return fn()

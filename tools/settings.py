@@ -163,6 +163,9 @@ class TrialSettings:
     profile: typing.Literal["refined", "all", "none"] = "refined"  # who gets the bottleneck summary
     keep_judge_s: float = 300.0         # krefine eval: the judge service's idle life (0: none)
     lean_memory_mib: int = 256          # a trial's inputs+outputs from here: lean session (tools/judge/memory.py)
+    # Model and ModelNew as the problem leaves them ("train": a fresh module's training
+    # mode, as KernelBench runs them) or both after .eval() (inference semantics)
+    module_mode: typing.Literal["train", "eval"] = "train"
 
     def validate(self) -> str | None:
         if self.trials < 1:

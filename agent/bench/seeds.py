@@ -28,14 +28,15 @@ class SeedTask:
     name: str
     cache: str
     timeout_s: float
+    module_mode: str = "train"          # [eval] module_mode: the forward the judge runs
 
 
 def seed_tasks(jobs, load_config, device: str) -> tuple[list[SeedTask], int]:
-    """The seeds `jobs` need that their caches lack (one per problem and cache), and the
-    compiles per GPU the first such setting allows ([bench] seed_jobs)."""
+    """The seeds `jobs` need that their caches lack (one per problem, cache and module
+    mode), and the compiles per GPU the first such setting allows ([bench] seed_jobs)."""
     from tools.dialect.seedcache import SeedCache, problem_file, torch_version
     version = torch_version()
-    tasks: dict[tuple[Path, str], SeedTask] = {}
+    tasks: dict[tuple[Path, str, str], SeedTask] = {}
     per_gpu = 0
     configs: dict[str, object] = {}                    # one load per setting (by label), not per job
     for job in jobs:
@@ -44,17 +45,18 @@ def seed_tasks(jobs, load_config, device: str) -> tuple[list[SeedTask], int]:
         if s.seed_kernel != "inductor" or not s.seed_cache or cfg.bench.seed_jobs < 1:
             continue
         per_gpu = per_gpu or cfg.bench.seed_jobs
-        key = (job.problem.resolve(), str(Path(s.seed_cache).expanduser()))
+        mode = cfg.eval.test.module_mode
+        key = (job.problem.resolve(), str(Path(s.seed_cache).expanduser()), mode)
         if key in tasks:
             continue
         try:
-            SeedCache(s.seed_cache).get(problem_file(job.problem), device, version, s.seed_timeout_s)
+            SeedCache(s.seed_cache, mode).get(problem_file(job.problem), device, version, s.seed_timeout_s)
             continue                                   # cached: a seed, or a lasting reason for none
         except KeyError:
             pass
         except ValueError:
             continue
-        tasks[key] = SeedTask(job.problem, job.name, s.seed_cache, s.seed_timeout_s)
+        tasks[key] = SeedTask(job.problem, job.name, s.seed_cache, s.seed_timeout_s, mode)
     return list(tasks.values()), per_gpu
 
 
@@ -79,7 +81,7 @@ def prepare_seeds(tasks: list[SeedTask], gpus: list[str | None], per_gpu: int, d
                 return
             t0 = time.monotonic()
             try:
-                seed_in_subprocess(t.problem, device, t.timeout_s, t.cache, env=env)
+                seed_in_subprocess(t.problem, device, t.timeout_s, t.cache, env=env, module_mode=t.module_mode)
                 result = "seed"
             except ValueError as e:
                 result = f"no seed: {str(e)[:160]}"

@@ -67,7 +67,8 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
         try:
             search = ctx.config.search
             ctx.progress.seeding(cid, search.seed_timeout_s)
-            make = ctx.make_seed or _inductor_seed(search.seed_timeout_s, search.seed_cache)
+            make = ctx.make_seed or _inductor_seed(search.seed_timeout_s, search.seed_cache,
+                                                   ctx.config.eval.test.module_mode)
             code = make(ctx.problem, ctx.device)
         except ValueError as e:
             error = f"no Inductor seed: {e}"
@@ -86,10 +87,10 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
     return {"candidates": {cid: record}, "pending": [cid]}
 
 
-def _inductor_seed(timeout_s: float, cache_dir: str = "") -> Callable[[Any, str], str]:
-    def make(problem, device: str) -> str:
+def _inductor_seed(timeout_s: float, cache_dir: str = "", module_mode: str = "train") -> Callable[[Any, str], str]:
+    def make(problem, device: str) -> str:   # the forward the judge runs: [eval] module_mode
         from tools.dialect import seed_in_subprocess
-        return seed_in_subprocess(problem.path, device, timeout_s, cache_dir or None)
+        return seed_in_subprocess(problem.path, device, timeout_s, cache_dir or None, module_mode=module_mode)
     return make
 
 

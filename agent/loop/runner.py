@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from agent.config import AgentConfig, load_config, upgrade
+from agent.config import AgentConfig, load_config, upgrade_run_config
 from agent.loop.context import GpuPool, LoopContext
 from agent.loop.graph import build_graph, make_summary, run_graph
 from agent.models.llm import NO_MODEL, ReplayBackend, check_spec, make_backend
@@ -108,7 +108,7 @@ def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services
     # openai_base_url): read as today's; its model spec is the id the old ones applied to
     doc = {**meta["config"], "model": {**meta["config"].get("model", {}), "id": meta["model"]}}
     try:
-        config = build(AgentConfig, upgrade(doc), f"{rd.meta} config")
+        config = build(AgentConfig, upgrade_run_config(doc), f"{rd.meta} config")
     except SettingsError as e:
         raise BadInput(rd.meta, str(e)) from None
     # as run.json is written back (a raised budget): the config read as today's, and its

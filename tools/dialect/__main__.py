@@ -1,12 +1,15 @@
 """`python -m tools.dialect`: the KernelBook conversion from the command line.
 
-  python -m tools.dialect seed PROBLEM --device D [--out FILE] [--cache DIR]
-  python -m tools.dialect capture PROBLEM --device D --out FILE [--templates]  (Inductor code + header)
+  python -m tools.dialect seed PROBLEM --device D [--out FILE] [--cache DIR] [--module-mode M]
+  python -m tools.dialect capture PROBLEM --device D --out FILE [--templates] [--module-mode M]
   python -m tools.dialect convert PROBLEM CAPTURE [--out FILE] [--cache DIR]
+
+--module-mode (train | eval, default train) is `[eval] module_mode`: the forward compiled
+is the module's as constructed (training mode) or after .eval(), as the judge runs it.
 
 With --cache, `seed` answers from the seed cache (tools/dialect/kernelbook.py's
 SeedCache) or fills it, and `convert` puts its result (or its reason) in the cache
-under the capture's torch version, as the seed its device would have made.
+under the capture's torch version and module mode, as the seed its device would have made.
 `seed` is what tools/dialect/kernelbook.py's `seed_in_subprocess` runs: a fault prints
 one line `kernelbook: <reason>` on stderr (exit 1; a bad problem file, exit 2). The
 conversion itself is tools/dialect/kernelbook.py's.
@@ -35,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--out")
     ap.add_argument("--cache", help="seed / convert: the seed cache directory")
+    ap.add_argument("--module-mode", choices=("train", "eval"), default="train",
+                    help="seed / capture: compile the module as constructed (train) or after .eval()")
     ap.add_argument("--templates", action="store_true",
                     help="capture: max-autotune with Inductor's Triton templates for GEMMs and convolutions")
     args = ap.parse_args(argv)
@@ -48,16 +53,19 @@ def main(argv: list[str] | None = None) -> int:
                 text = convert(problem, cap)
             except ValueError as e:
                 if args.cache:
-                    SeedCache(args.cache).put(problem, cap.device, cap.torch_version, None, str(e))
+                    SeedCache(args.cache, cap.module_mode).put(problem, cap.device, cap.torch_version,
+                                                               None, str(e))
                 raise
             if args.cache:
                 rejected = guard_rejection(text)
-                SeedCache(args.cache).put(problem, cap.device, cap.torch_version, text if rejected is None else None,
-                                          f"the guards would reject it ({rejected})")
+                SeedCache(args.cache, cap.module_mode).put(
+                    problem, cap.device, cap.torch_version, text if rejected is None else None,
+                    f"the guards would reject it ({rejected})")
         elif args.command == "capture":
-            text = capture_text(capture(problem, args.device, templates=args.templates))
+            text = capture_text(capture(problem, args.device, templates=args.templates,
+                                        module_mode=args.module_mode))
         else:
-            text = cached_seed(problem, args.device, args.cache)
+            text = cached_seed(problem, args.device, args.cache, args.module_mode)
     except (ValueError, BadInput) as e:
         print(f"kernelbook: {e}", file=sys.stderr)
         return 2 if isinstance(e, BadInput) else 1

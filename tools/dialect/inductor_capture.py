@@ -2,7 +2,8 @@
 output and what the code alone does not say.
 
 `capture(problem, device)` compiles the problem's Model (the user's trusted module) with
-Inductor under no_grad, in one graph, and returns a `Capture`: the output module that
+Inductor under no_grad, in one graph, in the mode the judge runs it (`[eval] module_mode`:
+as constructed, i.e. training mode, by default), and returns a `Capture`: the output module that
 run_and_get_code would return, which module tensor each call() argument is (the graph's
 example inputs are the model's own parameters, buffers and the inputs, matched by
 identity), and on cuda the launch config the autotuner settled on for each kernel.
@@ -32,14 +33,19 @@ class Capture:
     device: str = "cuda"
     torch_version: str = ""
     templates: bool = False                     # compiled with Inductor's Triton templates (GEMM, conv)
+    module_mode: str = "train"                  # [eval] module_mode the model was compiled in
 
 
 BUILD_SEED = 42         # weights and inputs to compile with; their values do not change the code
 CAPTURE_LINE = "# kernelbook-capture: "
 
 
-def capture(problem, device: str, templates: bool = False) -> Capture:
+def capture(problem, device: str, templates: bool = False, module_mode: str = "train") -> Capture:
     """torch.compile `problem`'s Model on `device` and record its Inductor output.
+
+    module_mode: "train" compiles the forward of the module as constructed (training
+    mode: BatchNorm on the batch's statistics), "eval" after .eval(), as the judge runs
+    Model and ModelNew under the same `[eval] module_mode`.
 
     cuda: the compiled forward runs once, so the autotuner's chosen configs are read
     off the loaded kernels. cpu: Inductor's Triton backend writes the code and nothing
@@ -62,9 +68,7 @@ def capture(problem, device: str, templates: bool = False) -> Capture:
 
     from tools.problem import build_model, make_inputs, strict_fp32
     # 1) the model and inputs as the judge builds them
-    model = build_model(problem.module.Model, problem.module, BUILD_SEED, device)
-    if isinstance(model, torch.nn.Module):
-        model.eval()   # as the judge runs Model and ModelNew: BatchNorm on running statistics, no dropout
+    model = build_model(problem.module.Model, problem.module, BUILD_SEED, device, module_mode)
     inputs = make_inputs(problem.module, BUILD_SEED, device)
     # 2) compile through a backend that sees the graph's inputs (real tensors, in call() order)
     graph_inputs: list[list] = []
@@ -118,7 +122,7 @@ def capture(problem, device: str, templates: bool = False) -> Capture:
     names.update({id(t): f"buffer:{n}" for n, t in model.named_buffers()})
     sources = [names.get(id(t)) for t in graph_inputs[0]]
     return Capture(code=codes[0], arg_sources=None if None in sources else tuple(sources), device=device,
-                   torch_version=torch.__version__, templates=templates,
+                   torch_version=torch.__version__, templates=templates, module_mode=module_mode,
                    launch_configs=chosen if device != "cpu" else {})
 
 
@@ -200,7 +204,8 @@ def _chosen_configs(code: str) -> dict[str, dict[str, int]]:
 def capture_text(cap: Capture) -> str:
     """A capture as one Python file: the Inductor code under a one-line JSON header."""
     meta = {"arg_sources": list(cap.arg_sources or ()), "launch_configs": cap.launch_configs,
-            "device": cap.device, "torch": cap.torch_version, "templates": cap.templates}
+            "device": cap.device, "torch": cap.torch_version, "templates": cap.templates,
+            "module_mode": cap.module_mode}
     return CAPTURE_LINE + json.dumps(meta, sort_keys=True) + "\n" + cap.code
 
 
@@ -211,4 +216,6 @@ def read_capture(text: str) -> Capture:
     meta = json.loads(first[len(CAPTURE_LINE):])
     return Capture(code=rest, arg_sources=tuple(meta.get("arg_sources") or ()) or None,
                    launch_configs=meta.get("launch_configs") or {}, device=meta.get("device", "cuda"),
-                   torch_version=meta.get("torch", ""), templates=bool(meta.get("templates")))
+                   torch_version=meta.get("torch", ""), templates=bool(meta.get("templates")),
+                   # a header without it was written when every capture was compiled in eval mode
+                   module_mode=meta.get("module_mode", "eval"))

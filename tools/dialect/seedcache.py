@@ -7,13 +7,14 @@ kernelbook.py, milliseconds). `SeedCache` keeps both results under `[search] see
   DIR/<problem>-<key>.py | .err                 the seed, or the reason there is none
   DIR/<problem>-<key>.<attempt>.capture | .err  each compile attempt's capture, or why it failed
 
-A seed's key holds the problem's source, the device, torch's version and the digest of
-the converter (every file of tools/dialect/ but this one: a fix to the conversion makes
-new seeds, a fix to this plumbing does not). A capture's key holds the same but only
-the capture's own code (CAPTURE_CODE), so a converter change re-converts the kept
-captures without compiling again. A failure that another try may not repeat (out of
-memory, a CUDA error, a crash) is not kept; a timeout is kept with its limit and tried
-again only under a longer one.
+A seed's key holds the problem's source, the device, the module mode it was compiled in
+(`[eval] module_mode`: a seed of the eval-mode forward is never one of the training-mode
+forward), torch's version and the digest of the converter (every file of tools/dialect/
+but this one: a fix to the conversion makes new seeds, a fix to this plumbing does not).
+A capture's key holds the same but only the capture's own code (CAPTURE_CODE), so a
+converter change re-converts the kept captures without compiling again. A failure that
+another try may not repeat (out of memory, a CUDA error, a crash) is not kept; a timeout
+is kept with its limit and tried again only under a longer one.
 
 `seed_in_subprocess` is how the agent gets a seed: from the cache in its own process when
 it is there, else from a `python -m tools.dialect seed` process (torch.compile and a CUDA
@@ -40,16 +41,17 @@ _TIMEOUT = re.compile(r"took longer than (\d+(?:\.\d+)?) s")
 CAPTURE_CODE = ("inductor_capture.py", "conv_rewrite.py")
 
 
-def seed_cache_key(problem_source: str, device: str, torch_version: str) -> str:
-    """What a seed depends on: the problem's source, the device, torch (Inductor writes
-    the kernels) and the converter (tools/dialect/ but this file)."""
+def seed_cache_key(problem_source: str, device: str, torch_version: str, module_mode: str = "train") -> str:
+    """What a seed depends on: the problem's source, the device, the module mode
+    (`[eval] module_mode`), torch (Inductor writes the kernels) and the converter
+    (tools/dialect/ but this file)."""
     return _key(problem_source, device, torch_version, _digest(tuple(sorted(
-        f.name for f in _HERE.glob("*.py") if f.name != Path(__file__).name))))
+        f.name for f in _HERE.glob("*.py") if f.name != Path(__file__).name))), module_mode)
 
 
-def capture_cache_key(problem_source: str, device: str, torch_version: str) -> str:
+def capture_cache_key(problem_source: str, device: str, torch_version: str, module_mode: str = "train") -> str:
     """What a capture depends on: the same, with only the capture's own code."""
-    return _key(problem_source, device, torch_version, _digest(CAPTURE_CODE))
+    return _key(problem_source, device, torch_version, _digest(CAPTURE_CODE), module_mode)
 
 
 
@@ -94,14 +96,16 @@ def problem_file(path: str | Path) -> SimpleNamespace:
 
 
 class SeedCache:
-    """Seeds and captures on disk (see the module docstring). `problem` is anything with
-    `.path` and `.source` (a tools.problem.Problem)."""
+    """Seeds and captures on disk (see the module docstring), of the forward in one
+    module mode (`[eval] module_mode`). `problem` is anything with `.path` and `.source`
+    (a tools.problem.Problem)."""
 
-    def __init__(self, root: str | Path):
+    def __init__(self, root: str | Path, module_mode: str = "train"):
         self.root = Path(root).expanduser()
+        self.module_mode = module_mode
 
     def path(self, problem, device: str, torch_version: str, suffix: str) -> Path:
-        key = seed_cache_key(problem.source, device, torch_version)
+        key = seed_cache_key(problem.source, device, torch_version, self.module_mode)
         return self.root / f"{Path(problem.path).stem}-{key}{suffix}"
 
     def get(self, problem, device: str, torch_version: str, timeout_s: float | None = None) -> str:
@@ -115,14 +119,14 @@ class SeedCache:
     def capture(self, problem, device: str, torch_version: str, templates: bool) -> Capture:
         """tools.dialect.inductor_capture.capture through the cache: a kept capture is
         read back; a new one (or its lasting failure) is kept."""
-        key = capture_cache_key(problem.source, device, torch_version)
+        key = capture_cache_key(problem.source, device, torch_version, self.module_mode)
         ok = self.root / f"{Path(problem.path).stem}-{key}.{'templates' if templates else 'default'}.capture"
         try:
             return read_capture(self._read(ok, ".capture-err", problem, None))
         except KeyError:
             pass
         try:
-            cap = capture(problem, device, templates=templates)
+            cap = capture(problem, device, templates=templates, module_mode=self.module_mode)
         except ValueError as e:
             self._write(ok, ".capture-err", None, str(e))
             raise
@@ -151,13 +155,15 @@ class SeedCache:
         tmp.replace(target)
 
 
-def cached_seed(problem, device: str, cache_dir: str | Path | None) -> str:
-    """seed_candidate through the seed cache at `cache_dir` (None or "": no cache): a
-    kept seed, else one converted from kept captures, else compiled (and kept)."""
+def cached_seed(problem, device: str, cache_dir: str | Path | None, module_mode: str = "train") -> str:
+    """seed_candidate of the `module_mode` forward through the seed cache at `cache_dir`
+    (None or "": no cache): a kept seed, else one converted from kept captures, else
+    compiled (and kept)."""
     if not cache_dir:
-        return seed_candidate(problem, device)
+        return seed_candidate(problem, device, capture_fn=lambda p, d, templates: capture(
+            p, d, templates=templates, module_mode=module_mode))
     import torch
-    cache, version = SeedCache(cache_dir), torch.__version__
+    cache, version = SeedCache(cache_dir, module_mode), torch.__version__
     try:
         return cache.get(problem, device, version)
     except KeyError:
@@ -172,8 +178,10 @@ def cached_seed(problem, device: str, cache_dir: str | Path | None) -> str:
 
 
 def seed_in_subprocess(problem_path: str | Path, device: str, timeout_s: float,
-                       cache_dir: str | Path | None = None, env: dict[str, str] | None = None) -> str:
-    """The seed of the problem at `problem_path`: from the seed cache at `cache_dir` in this
+                       cache_dir: str | Path | None = None, env: dict[str, str] | None = None,
+                       module_mode: str = "train") -> str:
+    """The seed of the problem at `problem_path` (its forward in `module_mode`, as the
+    judge runs it: `[eval] module_mode`): from the seed cache at `cache_dir` in this
     process when it is there (no torch import), else from a fresh `python -m tools.dialect
     seed` process (compiling the problem loads torch.compile and, on cuda, a CUDA context:
     not in the agent's own process), with `env` added to the agent's environment.
@@ -184,7 +192,7 @@ def seed_in_subprocess(problem_path: str | Path, device: str, timeout_s: float,
     cache, version, problem = None, None, None
     if cache_dir:
         problem = problem_file(problem_path)
-        cache, version = SeedCache(cache_dir), torch_version()
+        cache, version = SeedCache(cache_dir, module_mode), torch_version()
         try:
             return cache.get(problem, device, version, timeout_s)
         except KeyError:
@@ -194,7 +202,8 @@ def seed_in_subprocess(problem_path: str | Path, device: str, timeout_s: float,
         try:
             proc = subprocess.run(
                 [sys.executable, "-m", "tools.dialect", "seed", str(problem_path), "--device", device,
-                 "--out", str(out), *(["--cache", str(cache_dir)] if cache_dir else [])],
+                 "--module-mode", module_mode, "--out", str(out),
+                 *(["--cache", str(cache_dir)] if cache_dir else [])],
                 cwd=Path(__file__).resolve().parents[2],     # the repo root: tools/ importable
                 env={**os.environ, **(env or {})},            # the agent's own, e.g. + CUDA_VISIBLE_DEVICES
                 stdin=subprocess.DEVNULL,                     # never waits on input

@@ -5,8 +5,8 @@ The judge runs the problem's own code (tools/problem.py): its import, get_init_i
 and get_inputs() on the meta device, Model(*get_init_inputs()), get_inputs() on the
 device, the reference forward. When one raises, `blame` names the file (BadInput, exit 2,
 one line) only when the same step, replayed by a fresh interpreter (tools/judge/recheck.py:
-same device, same seeds, a worker's scrubbed environment), raises the same exception type
-at the same step. Otherwise the judge process was at fault, not the file: a lazy torch
+same device, seeds and module mode, a worker's scrubbed environment), raises the same
+exception type at the same step. Otherwise the judge process was at fault, not the file: a lazy torch
 import raced by another thread (tools/judge/warm.py), state another session left behind;
 that is an EvaluatorError (exit 3) that says so and asks for a report. Running out of
 memory is this machine's limit, never the file's: exit 3 at once, no replay.
@@ -51,6 +51,7 @@ class Step:
     device: str = "cpu"     # the judge's device string: "cpu" or "cuda:N"
     seed: int = 0           # the trial seed (inputs, forward)
     init_seed: int = 0      # the weight-init seed (model, forward)
+    module_mode: str = "train"   # [eval] module_mode (model, forward)
 
 
 def blame(path, e: BaseException, what: str, step: Step, *, confirm: bool = True) -> NoReturn:
@@ -66,7 +67,7 @@ def blame(path, e: BaseException, what: str, step: Step, *, confirm: bool = True
     if not fresh.get("ok") and fresh.get("step") == step.name and fresh.get("type") == qualified_type(e):
         raise BadInput(path, f"{what} raised {fault}") from None
     if fresh.get("ok"):
-        there = "not in a fresh process (same device and seeds)"
+        there = "not in a fresh process (same device, seeds and module mode)"
     elif fresh.get("step") in STEPS:
         there = f"{STEPS[fresh['step']][0]} raised {fresh.get('fault')} in a fresh process"
     else:
@@ -91,7 +92,8 @@ def replay(path: str, step: Step) -> dict:
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "tools.judge.recheck", path, step.name, "--device", kind,
-                 "--seed", str(step.seed), "--init-seed", str(step.init_seed), "--out", str(out)],
+                 "--seed", str(step.seed), "--init-seed", str(step.init_seed),
+                 "--module-mode", step.module_mode, "--out", str(out)],
                 cwd=work,                                          # temp cwd, removed afterwards
                 env=worker_env(work, kind, int(index or 0)),      # scrubbed: none of the judge's state
                 stdin=subprocess.DEVNULL,                          # no stdin

@@ -46,7 +46,8 @@ def compile_phase(run, worker, seeds, candidate_name) -> tuple[Status | None, li
         try:
             loaded, _ = worker.request({"op": "load", "problem": str(run.problem.path),
                                         "candidate": candidate_name,
-                                        "init_seed": s.test.init_seed}, s.test.compile_timeout_s)
+                                        "init_seed": s.test.init_seed,
+                                        "module_mode": s.test.module_mode}, s.test.compile_timeout_s)
         except isolation.WorkerTimeout as e:
             run.diag("timeout", f"importing and constructing ModelNew took too long: {e}")
             return Status.TIMEOUT, first_ref

@@ -5,7 +5,8 @@ same seeds and init order as KernelBench, and compares what the candidate's work
 hands back; candidate code never runs here (tools/sandbox/). Inputs come from a secret
 seed per judge session, so a candidate cannot precompute answers. `judge_in` runs the
 numbered steps, each in a module of its own: 1) guard (static.py), 2) reference
-(reference.py, once per session), 3) compile (compile_phase.py), 4) test (trials.py),
+(reference.py, once per session; a reference that does not give its outputs again, a
+random one, makes every candidate `incorrect`), 3) compile (compile_phase.py), 4) test (trials.py),
 5) on cpu the sm_90 compile (compile_phase.py), 6) time (time_phase.py), 7) profile
 (profiling.py); what they find goes into an Evaluation (record.py). `profile_in` is step 7
 alone. What a session shares between candidates (reference, baselines, fork servers,
@@ -78,8 +79,15 @@ def _judge(run: Evaluation, candidate_name: str, profile: bool) -> Status:
         if judge.footprint is None or judge.large_outputs():
             hold.enter_context(judge.gpu.exclusive())
         judge.reference(seeds[0])   # sizes the staging buffer and the GPU holds
+        run.checks.update(trials=s.test.trials, init_seed=s.test.init_seed, trial_seeds="secret",
+                          module_mode=s.test.module_mode)
+        # a reference that does not match itself (Dropout in training mode) no kernel can
+        # match: every candidate is told so, none passes by luck or by a loose tolerance
+        unreproducible = judge.unreproducible()
+        if unreproducible is not None:
+            run.diag(*unreproducible)
+            return Status.INCORRECT
         judge.start_baseline()
-        run.checks.update(trials=s.test.trials, init_seed=s.test.init_seed, trial_seeds="secret")
 
         # 3) compile: a fresh worker imports the candidate, builds ModelNew, JITs its kernels.
         #    Where a trial is large (service.Judge.large_outputs), one candidate at a time

@@ -110,7 +110,7 @@ def _ncu_pass(run: Evaluation, seed: int) -> list[dict]:
         w.request({"op": "setup", "device": "cuda", "max_file_mib": s.max_file_mib,
                    "address_space_gib": 0, "network_isolation": False}, s.compile_timeout_s)
         w.request({"op": "load", "problem": str(run.problem.path), "candidate": "candidate.py",
-                   "init_seed": s.init_seed}, s.compile_timeout_s)
+                   "init_seed": s.init_seed, "module_mode": s.module_mode}, s.compile_timeout_s)
         w.request({"op": "ncu_forward", "seed": seed, "iters": 1}, s.compile_timeout_s)
     except (isolation.WorkerTimeout, isolation.WorkerDied) as e:
         run.checks["ncu_error"] = str(e)[:300]

@@ -1,7 +1,8 @@
 """The fresh process of tools/judge/blame.py: one of the judge's calls into a problem's
 code, replayed as the judge makes it.
 
-  python -m tools.judge.recheck PROBLEM STEP --device cpu|cuda --seed N --init-seed M --out FILE
+  python -m tools.judge.recheck PROBLEM STEP --device cpu|cuda --seed N --init-seed M
+                                --module-mode train|eval --out FILE
 
 runs the calls that blame.STEPS lists for STEP (those the judge made before it, then STEP
 itself) with tools/problem.py's own functions, stops at the first that raises, and
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from tools.judge.blame import STEPS, qualified_type
 
-def replay(path: str, step: str, device: str, seed: int, init_seed: int) -> dict:
+def replay(path: str, step: str, device: str, seed: int, init_seed: int, module_mode: str = "train") -> dict:
     """{"ok": true} or the first call of `step`'s replay that raised."""
     import torch
     from tools.problem import build_model, exec_module, make_inputs, read_problem
@@ -37,8 +38,7 @@ def replay(path: str, step: str, device: str, seed: int, init_seed: int) -> dict
                 with torch.device("meta"):
                     mod.get_inputs()
             elif name == "model":
-                model = build_model(mod.Model, mod, init_seed, dev)
-                model.eval()
+                model = build_model(mod.Model, mod, init_seed, dev, module_mode)
             elif name == "inputs":
                 inputs = make_inputs(mod, seed, dev)
             else:
@@ -59,9 +59,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--init-seed", type=int, default=0)
+    ap.add_argument("--module-mode", choices=("train", "eval"), default="train")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
-    result = replay(a.problem, a.step, a.device, a.seed, a.init_seed)
+    result = replay(a.problem, a.step, a.device, a.seed, a.init_seed, a.module_mode)
     Path(a.out).write_text(json.dumps(result), encoding="utf-8")
     return 0
 

@@ -1,16 +1,21 @@
 """The reference, in the judge: the problem's own Model on the trial inputs.
 
 Covers `compute_reference` (get_inputs() of a seed, Model.forward on them, no grad,
-TF32 off (tools/problem.py strict_fp32), outputs checked to be tensors) and `default_device`. The Model is built once per session
-with KernelBench's seeds and init order (tools/judge/session.py's Judge); no candidate
-code runs here. A fault of the problem's code here is the file's (exit 2) only when a
+TF32 off (tools/problem.py strict_fp32), outputs checked to be tensors),
+`check_reproducible` (whether the reference gives its outputs again with the RNG seeded
+otherwise: a random one, Dropout in training mode, can be matched by no kernel) and
+`default_device`. The Model is built once per session with KernelBench's seeds and init
+order, in the mode `[eval] module_mode` says (tools/judge/session.py's Judge); no
+candidate code runs here. A fault of the problem's code here is the file's (exit 2) only when a
 fresh process fails the same way (tools/judge/blame.py).
 """
 from __future__ import annotations
 
 from tools.errors import BadInput
 from tools.judge.blame import Step, blame
-from tools.problem import make_inputs, strict_fp32
+from tools.problem import make_inputs, seeded, strict_fp32
+
+_OTHER_SEED = 0x5EED   # added to the trial seed for the second draw: any other seed would do
 
 
 def default_device() -> str:
@@ -18,7 +23,8 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def compute_reference(ref_model, mod, seed: int, dev: str, *, init_seed: int, sizes: dict | None = None) -> list:
+def compute_reference(ref_model, mod, seed: int, dev: str, *, init_seed: int, module_mode: str = "train",
+                      sizes: dict | None = None) -> list:
     """The problem's own Model (built with `init_seed`) on the trial inputs of `seed`.
     An allocation failure is raised as it is, for the judge to relieve memory and
     retry (tools/judge/memory.py). `sizes`, when given, receives the inputs' bytes and
@@ -48,7 +54,7 @@ def compute_reference(ref_model, mod, seed: int, dev: str, *, init_seed: int, si
         if is_oom(e):
             raise
         blame(path, e, "the reference Model.forward(*get_inputs())",
-              Step("forward", dev, seed=seed, init_seed=init_seed))
+              Step("forward", dev, seed=seed, init_seed=init_seed, module_mode=module_mode))
     if sizes is not None:
         sizes["peak_bytes"] = torch.cuda.max_memory_allocated(dev) - base if cuda else 0
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
@@ -57,3 +63,73 @@ def compute_reference(ref_model, mod, seed: int, dev: str, *, init_seed: int, si
             f"{type(out).__name__} of {', '.join(sorted({type(o).__name__ for o in outs})) or 'nothing'}"
         raise BadInput(path, f"Model.forward returned {got}; expected a tensor or a tuple of tensors")
     return outs
+
+
+def check_reproducible(ref_model, mod, seed: int, dev: str, ref: list, settings) -> tuple[str, str] | None:
+    """None when the reference, called again on the inputs of `seed` with the RNG seeded
+    otherwise, gives `ref` (its outputs for them) again within the trial tolerances of
+    `settings` ([eval], a TrialSettings); else the diagnostic (kind, message) every
+    candidate then gets: no kernel can match a reference that does not match itself.
+    The judge asks once per session (tools/judge/session.py)."""
+    import torch
+    from tools.judge.memory import is_oom
+    from tools.judge.numerics import compare, tolerances
+    inputs = make_inputs(mod, seed, dev)
+    drew: list[bool] = []
+
+    def forward():
+        before = _rng_states(dev)
+        with torch.no_grad():
+            out = ref_model(*inputs)
+        if dev.startswith("cuda"):
+            torch.cuda.synchronize()
+        drew.append(_rng_states(dev) != before)
+        return out
+    try:
+        # no other thread seeds the RNG meanwhile; the precision lock first, as the
+        # timing takes it before it makes inputs (tools/problem.py as_the_user_has_it)
+        with strict_fp32():
+            out = seeded(forward, seed + _OTHER_SEED)
+    except Exception as e:
+        if is_oom(e):
+            raise
+        return ("unreproducible_reference", f"the reference raised {type(e).__name__}: {str(e)[:200]} when called "
+                "a second time on the same inputs: no kernel can match it")
+    del inputs
+    again = list(out) if isinstance(out, (tuple, list)) else [out]
+
+    def agrees(a, r) -> bool:
+        if not isinstance(a, torch.Tensor) or a.shape != r.shape:
+            return False
+        atol, rtol, rel = tolerances(r.dtype, settings)
+        return compare(a, r, atol=atol, rtol=rtol, rel_l2_limit=rel).ok
+    if len(again) == len(ref) and all(agrees(a, r) for a, r in zip(again, ref)):
+        return None
+    dropouts = _random_modules(ref_model)
+    if drew[0] or dropouts:
+        train = settings.module_mode == "train"
+        example = f"; e.g. {', '.join(dropouts)}" if dropouts else ""
+        hint = ('; judge inference semantics with [eval] module_mode = "eval" (--set eval.module_mode=eval)'
+                if train else "")   # eval mode cannot help a reference random in eval mode
+        return ("stochastic_reference", f"the reference is random{' in training mode' if train else ''} (its "
+                f"output changes with the RNG seed{example}): no kernel can match it draw for draw{hint}")
+    return ("unreproducible_reference", "the reference is not reproducible: called again on the same inputs it "
+            "returns other values, beyond the tolerance (state kept between calls, or nondeterministic kernels): "
+            "no kernel can match it")
+
+
+def _rng_states(dev: str) -> tuple:
+    """Every generator a forward may draw from: torch's CPU one, the device's, Python's."""
+    import random
+
+    import torch
+    cuda = bytes(torch.cuda.get_rng_state(dev).numpy()) if dev.startswith("cuda") else b""
+    return bytes(torch.random.get_rng_state().numpy()), cuda, random.getstate()
+
+
+def _random_modules(model) -> list[str]:
+    """The model's dropout modules that drop in its present mode, as "name = Dropout(p=0.5)"."""
+    import torch
+    found = [f"{name or 'the model'} = {type(m).__name__}(p={m.p:g})" for name, m in model.named_modules()
+             if isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.training and m.p > 0]
+    return found[:2]

@@ -3,9 +3,10 @@
 A `Judge` keeps for its whole session what every candidate shares, so each candidate
 pays only for its own work:
 
-- the reference model, built once with KernelBench's seeds and init order, the
-  session's secret trial seeds, and the reference outputs of those trials (kept while
-  they fit the memory budget, else recomputed when needed);
+- the reference model, built once with KernelBench's seeds and init order (in the
+  mode `[eval] module_mode` says), the session's secret trial seeds, the reference
+  outputs of those trials (kept while they fit the memory budget, else recomputed when
+  needed), and whether the reference is reproducible at all (`unreproducible`);
 - the eager baseline and the torch.compile baseline, compiled once (in the background,
   from the first candidate that passes the guards); both are still timed interleaved
   with every candidate (tools/judge/time_phase.py);
@@ -33,7 +34,7 @@ from tools.judge import memory
 from tools.judge.gpulock import GpuLock, gpu_lock
 from tools.judge.pipeline import judge_in, profile_in
 from tools.judge.blame import Step, blame
-from tools.judge.reference import compute_reference, default_device
+from tools.judge.reference import check_reproducible, compute_reference, default_device
 from tools.judge.static import static_verdict
 from tools.judge.warm import warm_imports
 from tools.problem import Problem
@@ -73,6 +74,8 @@ class Judge:
         self._ref_model = None
         self._refs: dict[int, list] = {}
         self._ref_cache_ok: bool | None = None
+        self._unreproducible: tuple | None = None   # (check_reproducible's answer,) once asked
+        self._reproducible_lock = threading.Lock()
         # measured on the first reference; lean: see tools/judge/memory.py
         self.footprint: memory.Footprint | None = None
         self.lean = False
@@ -135,13 +138,13 @@ class Judge:
                 t = time.monotonic()
                 if self.device == "cuda":
                     torch.cuda.set_device(self.gpu_index)
-                try:
+                s = self.settings.test
+                try:   # in the mode [eval] module_mode says: as constructed (training), or eval
                     model = build_model(self.problem.module.Model, self.problem.module,
-                                        self.settings.test.init_seed, self.dev)
+                                        s.init_seed, self.dev, s.module_mode)
                 except Exception as e:
                     blame(self.problem.path, e, "Model(*get_init_inputs())",
-                          Step("model", self.dev, init_seed=self.settings.test.init_seed))
-                model.eval()
+                          Step("model", self.dev, init_seed=s.init_seed, module_mode=s.module_mode))
                 self._ref_model = model
                 self.setup_s["reference_model"] = round(time.monotonic() - t, 3)
             return self._ref_model
@@ -176,7 +179,7 @@ class Judge:
         sizes: dict | None = {} if self.footprint is None else None   # measured once: it resets the peak
         out = memory.retry_oom(self, "the reference Model.forward(*get_inputs())", lambda: compute_reference(
             self.reference_model(), self.problem.module, seed, self.dev, init_seed=self.settings.test.init_seed,
-            sizes=sizes))
+            module_mode=self.settings.test.module_mode, sizes=sizes))
         with self._lock:
             self.setup_s["references"] = round(self.setup_s.get("references", 0.0) + time.monotonic() - t, 3)
             if self.footprint is None and sizes is not None:
@@ -190,6 +193,24 @@ class Judge:
         if self.lean:
             memory.release(self.dev)   # the inputs and the forward's temporaries, before the worker runs
         return out
+
+    def unreproducible(self) -> tuple[str, str] | None:
+        """Once per session: why no candidate can match the reference (it is random, e.g.
+        Dropout in training mode, or otherwise gives other outputs when called again), as
+        the diagnostic (kind, message) every candidate gets; None when it is reproducible.
+        Costs one more reference forward, on the first trial's inputs."""
+        with self._reproducible_lock:
+            if self._unreproducible is None:
+                seed = self.seeds[0]
+                t = time.monotonic()
+                found = memory.retry_oom(self, "the reference's second call", lambda: check_reproducible(
+                    self.reference_model(), self.problem.module, seed, self.dev, self.reference(seed),
+                    self.settings.test))
+                self._unreproducible = (found,)
+                self.setup_s["reproducible_check"] = round(time.monotonic() - t, 3)
+                if self.lean:
+                    memory.release(self.dev)
+            return self._unreproducible[0]
 
     def _fits(self, nbytes_per_trial: int) -> bool:
         total = nbytes_per_trial * len(self.seeds)

@@ -1,5 +1,6 @@
 """BatchNorm2d as a module builds it: in training mode until someone calls eval(); the
-judge runs Model and ModelNew in eval mode (running statistics), so the seed must too."""
+judge runs Model and ModelNew so by default ([eval] module_mode = "train": the batch's
+statistics, as KernelBench runs them), so the seed must compile that forward too."""
 import torch
 import torch.nn as nn
 

@@ -152,7 +152,7 @@ class Worker(MeasureOps):
         """The candidate as module `candidate`, or the error reply when importing fails."""
         self.cand_path = os.path.join(self.workdir, name)
         from tools.dialect.runtime import install
-        install(self.device)   # KernelBook's torch-2.5 names, before any candidate code
+        install(self.device)   # libdevice for the interpreter, before any candidate code
         preimport_toolchain(self.cand_path)   # torch's / Triton's own import-time set-up is not the candidate's
         self.watch.baseline()  # what must stay as it is from here on
         spec = importlib.util.spec_from_file_location("candidate", self.cand_path)

@@ -56,6 +56,10 @@ def test_a_training_mode_dropout_reference_is_incorrect_naming_the_dropout_and_t
     assert "--set eval.module_mode=eval" in verdict.feedback
 
 
+def test_a_stochastic_reference_verdict_carries_the_flag_the_loop_stops_on():
+    assert "stochastic_reference" in _judge("dropout", "double").flags
+
+
 def test_a_dropout_reference_in_eval_mode_is_reproducible_and_its_identity_kernel_correct():
     verdict = _judge("dropout", "double", module_mode="eval")
     assert verdict.status is Status.CORRECT, verdict.feedback

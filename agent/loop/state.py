@@ -20,7 +20,10 @@ from tools.verdict import Verdict
 
 # stop reasons recorded in summary.json
 StopReason = Literal["target_reached", "roofline", "replay_exhausted", "max_rounds",
-                     "token_budget", "time_budget", "no_model"]
+                     "token_budget", "time_budget", "no_model", "reference_not_reproducible"]
+# a verdict flag saying the problem's reference cannot be matched by any candidate
+# (Dropout in training mode: tools/judge/reference.py), so no round can do better
+UNMATCHABLE_FLAGS = ("stochastic_reference", "unreproducible_reference")
 # stop reasons about the model's side of the run: the sweep, which needs no model, may still go on
 SWEEP_GOES_ON = ("replay_exhausted", "max_rounds", "token_budget", "no_model")
 
@@ -220,6 +223,8 @@ def stop_reason(state: RunState, *, best: CandidateRecord | None, baseline: str,
     """Why the loop stops after this round, or None to go on. First match wins; with no
     model there is nothing to go on to ("no_model")."""
     spent = state["spent"]
+    if any(f in UNMATCHABLE_FLAGS for r in state["candidates"].values() for f in r.get("flags") or ()):
+        return "reference_not_reproducible"
     if best is not None and target_met(best, baseline=baseline, target_speedup=target_speedup, timed=timed):
         return "target_reached"
     if (best is not None and roofline_stop_fraction and best["roofline_fraction"] is not None

@@ -246,11 +246,12 @@ def seed_from(problem, attempts) -> str:
 
 
 def guard_rejection(code: str) -> str | None:
-    """The first rejecting static finding on a converted seed, as one line; None if none
-    (default guard settings: a seed is pure Triton whatever a run allows its model)."""
+    """The first rejecting static finding on a converted seed in the form it is judged in
+    (portable), as one line; None if none (default guard settings: a seed is pure Triton
+    whatever a run allows its model)."""
     from tools.guards.suite import run_static_guards
     from tools.settings import GuardSettings
-    rejecting = [f for f in run_static_guards(code, GuardSettings()) if f.reject]
+    rejecting = [f for f in run_static_guards(portable(code), GuardSettings()) if f.reject]
     if not rejecting:
         return None
     f = rejecting[0]

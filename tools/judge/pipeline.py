@@ -86,6 +86,7 @@ def _judge(run: Evaluation, candidate_name: str, profile: bool) -> Status:
         unreproducible = judge.unreproducible()
         if unreproducible is not None:
             run.diag(*unreproducible)
+            run.flag(unreproducible[0])   # the loop stops on it: no candidate can be correct
             return Status.INCORRECT
         judge.start_baseline()
 

@@ -33,6 +33,7 @@ TF32_CONV = ("KernelBench's reference runs cuDNN convolutions in TF32 (torch's d
 KINDS = ("seed", "best")
 
 _CONV = re.compile(r"\b(nn\.Conv(Transpose)?[123]d|(F|functional)\.conv(_transpose)?[123]d|torch\.conv(_transpose)?[123]d)\b")
+_INT_INPUT = re.compile(r"\b(randint|randperm)\s*\(|dtype\s*=\s*torch\.(long|int(8|16|32|64)?|uint8|bool)\b")
 _DROPOUT = re.compile(r"\b(nn\.\w*Dropout\w*|F\.\w*dropout\w*|torch\.\w*dropout\w*)\s*\(")
 _RANDOM = re.compile(r"\btorch\.((rand|randn|randint)(_like)?|randperm|bernoulli|multinomial|normal|poisson)\s*\(|"
                      r"\.(bernoulli_|normal_|uniform_|exponential_|random_)\s*\(")
@@ -40,10 +41,13 @@ _RANDOM = re.compile(r"\btorch\.((rand|randn|randint)(_like)?|randperm|bernoulli
 
 def features(ref_src: str) -> list[str]:
     """"conv" (a cuDNN convolution in the reference), "stochastic" (Dropout, or a random draw
-    in forward: no kernel can match the reference's draws)."""
+    in forward: no kernel can match the reference's draws), "integer_inputs" (get_inputs
+    makes an integer tensor, e.g. class targets)."""
     model = _class_source(ref_src, "Model") or ref_src
     forward = _method_source(model, "forward") or ""
     found = []
+    if _INT_INPUT.search(ref_src.split("def get_inputs", 1)[-1]):
+        found.append("integer_inputs")
     if _CONV.search(model):
         found.append("conv")
     if _DROPOUT.search(model) or _RANDOM.search(forward):
@@ -81,6 +85,17 @@ def _import_error(rec):
         return None
     if re.search(r"(ModuleNotFoundError|ImportError)\b", f"{kb.get('error_name')} {kb.get('error')}"):
         return f"the file does not import outside krefine ({kb.get('error')})"
+    return None
+
+
+def _float_cast(rec):
+    """KernelBench's eval casts every input tensor to its `precision` (fp32), integer ones too."""
+    kb = rec["kb"]
+    # an op of the reference refusing a float tensor wanted an integer one: krefine, which
+    # casts nothing, ran the same reference
+    if rec["krefine"]["correct"] and re.search(r"not implemented for '(Float|Half|BFloat16)'", f"{kb.get('error')}"):
+        return ("KernelBench casts every input to its precision (fp32), the integer inputs too, so its own "
+                f"reference cannot run on them ({kb.get('error')})")
     return None
 
 
@@ -135,7 +150,7 @@ def _krefine_reason(rec):
     return f"krefine {kr['verdict']}: {reason}"
 
 
-RULES = (_other_reference, _import_error, _out_of_memory, _stochastic, _tf32, _krefine_reason)
+RULES = (_other_reference, _import_error, _float_cast, _out_of_memory, _stochastic, _tf32, _krefine_reason)
 
 
 def explain(rec: dict) -> str:

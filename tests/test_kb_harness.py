@@ -118,6 +118,18 @@ def test_an_import_error_says_the_file_does_not_import_outside_krefine():
     assert cmp.explain(r).startswith("the file does not import outside krefine")
 
 
+def test_kernelbenchs_cast_of_integer_inputs_to_fp32_is_named():
+    r = rec(kb_correct=False, kb_compiled=False, error_name="builtins.NotImplementedError",
+            error="\"nll_loss_forward_reduce_cuda_kernel_2d_index\" not implemented for 'Float'")
+    assert cmp.explain(r).startswith("KernelBench casts every input to its precision")
+
+
+def test_integer_inputs_are_a_feature_of_a_problem_with_class_targets():
+    src = "class Model:\n    def forward(self, x, t):\n        return x\n\ndef get_inputs():\n" \
+          "    return [torch.randn(4, 10), torch.randint(0, 10, (4,))]\n"
+    assert "integer_inputs" in cmp.features(src)
+
+
 def test_a_stochastic_reference_explains_either_direction():
     kb_wrong = rec(kb_correct=False, error=MISMATCH, features=["stochastic"])
     kr_wrong = rec(kr_correct=False, reason="mismatch: trial 1: ...", diagnostics=["mismatch"],

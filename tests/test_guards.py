@@ -13,6 +13,7 @@ import textwrap
 import pytest
 
 from tools import guards
+from tools.dialect.portable import portable
 from tools.guards import STATIC_GUARDS, Finding, parse_source, run_static_guards
 from tools.settings import GuardSettings
 
@@ -278,7 +279,7 @@ def test_custom_op_of_the_files_own_library_is_not_a_library_op():
     assert "torch_compute" not in found(src)
 
 
-def test_kernelbook_style_call_with_inductor_helpers_is_fine():
+def test_kernelbook_style_call_with_inductor_helpers_is_fine_in_its_portable_form():
     src = textwrap.dedent('''\
         import torch
         import torch.nn as nn
@@ -323,7 +324,12 @@ def test_kernelbook_style_call_with_inductor_helpers_is_fine():
                 output = call([input_0])
                 return output[0]
         ''')
-    assert found(src) == {}
+    assert found(portable(src)) == {}
+
+
+def test_kernelbook_imports_of_torchs_private_runtime_are_rejected_as_they_stand():
+    src = candidate(prelude="from torch._inductor.runtime.triton_heuristics import grid")
+    assert found(src)["private_runtime"].reject
 
 
 def test_subclassing_a_torch_nn_layer_is_rejected():
@@ -924,6 +930,7 @@ _TRIGGERS = [
     candidate(forward="out = out.half()"),
     candidate(init="self.c = {}", forward="self.c[x.data_ptr()] = out"),
     candidate(forward="v = x.tolist()"),
+    candidate(prelude="from torch._inductor.runtime.hints import DeviceProperties"),
 ]
 
 

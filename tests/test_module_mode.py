@@ -111,3 +111,16 @@ def test_a_run_json_config_that_names_its_module_mode_resumes_in_it():
     from agent.config import AgentConfig, upgrade_run_config
     assert build(AgentConfig, upgrade_run_config(dataclasses.asdict(AgentConfig())),
                  "run.json config").eval.test.module_mode == "train"
+
+
+def test_krefine_eval_set_module_mode_eval_judges_inference_semantics():
+    import json
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "agent.cli", "eval", "tests/problems/batchnorm_relu.py",
+                           "tests/problems/batchnorm_relu_running_stats.py", "--device", "cpu", "--keep-judge", "0",
+                           "--json", "--set", "eval.module_mode=eval"], capture_output=True, text=True, cwd=root,
+                          timeout=600)
+    verdict = json.loads(done.stdout.strip().splitlines()[-1])
+    assert done.returncode == 0 and verdict["verdict"] == "correct", done.stderr[-1000:]

@@ -97,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
                    metavar="X", help="exit 1 unless correct and at least X times faster than eager (krefine run's "
                                      "--target-speedup; unset: correct is enough, whatever [budget] target_speedup says)")
     e.add_argument("--config", default=None, help="agent.toml to read [eval] [timing] [guards] and [run] device from")
+    e.add_argument("--set", action="append", default=[], dest="sets", metavar="TABLE.KEY=VALUE",
+                   help="any agent.toml value, as krefine run --set (e.g. eval.module_mode=eval)")
     e.add_argument("--no-profile", action="store_true", help="skip the bottleneck profile step")
     e.add_argument("--gpu", type=int, default=0, help="GPU index")
     e.add_argument("--keep-judge", type=_finite, default=None, metavar="SECONDS",

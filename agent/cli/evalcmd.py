@@ -30,9 +30,11 @@ from tools.verdict import Verdict
 
 def main(args) -> int:
     import argparse
+    from agent.cli import flag_overrides
     from agent.config import load_config
-    # --device is [run] device, as for krefine run: the flag, else the file's, else whatever is present
-    config = load_config(args.config, {"run.device": args.device}, {"run.device": "--device"})
+    # --device is [run] device, as for krefine run: the flag, else a --set, else the file's,
+    # else whatever is present
+    config = load_config(args.config, *flag_overrides(args, {"--device": "run.device"}))
     args = argparse.Namespace(**{**vars(args), "device": config.run.device})
     keep = _keep_s(args, config)
     # 0) judged here: the workers' fork server imports torch and triton (~5 s on a GPU

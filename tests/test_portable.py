@@ -190,3 +190,18 @@ def test_export_of_an_unknown_candidate_is_one_line_and_exit_2(seed_run):
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 2 and done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1 and "r09-c09" in done.stderr
+
+
+def test_a_triton_helpers_name_torch_does_not_ship_leaves_the_file_for_the_guard_to_name():
+    src = _dialect("ok_gelu_grid").replace("libdevice.erf(", "triton_helpers.not_a_helper(")
+    assert portable(src) == src
+    (finding,) = [f for f in run_static_guards(src, GuardSettings()) if f.reject]
+    assert finding.guard == "private_runtime"
+
+
+def test_triton_helpers_math_and_libdevice_are_tritons_own_modules():
+    src = ("from torch._inductor.runtime import triton_helpers\nimport triton\n\n\n@triton.jit\ndef k(x):\n"
+           "    return triton_helpers.math.exp(triton_helpers.libdevice.tanh(x))\n")
+    out = portable(src)
+    assert _private_references(out) == [] and "return tl_math.exp(libdevice.tanh(x))" in out
+    assert "from triton.language import math as tl_math" in out and "from triton.language.extra import libdevice" in out

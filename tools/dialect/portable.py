@@ -114,8 +114,12 @@ def portable(source: str) -> str:
         return source
     # 3) the definitions still used, after the module's leading imports
     need.defs = {d for d in need.defs if d == "_device_of" or _still_used(tree, d, need, edits)}
-    block = "\n\n" + _definitions(need, bound, edits)
-    edits.insert(_insert_line(tree), block)
+    try:
+        block = _definitions(need, bound, edits)
+    except ValueError:
+        return source   # a triton_helpers name torch does not ship: the guard names it as it stands
+    if block.strip():
+        edits.insert(_insert_line(tree), "\n\n" + block)
     return edits.apply()
 
 
@@ -174,8 +178,15 @@ def _header_statement(stmt: ast.stmt, edits: "_Edits", need: _Needs) -> None:
 def _use(node: ast.AST, edits: "_Edits", need: _Needs) -> None:
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Load):
         if node.value.id == "triton_helpers" or need.imports.get(node.value.id, "") is None:
-            need.helpers.setdefault(node.attr, node.attr)
-            edits.replace(node, node.attr)
+            if node.attr in ("math", "libdevice"):   # Triton's own modules, re-exported
+                local = "tl_math" if node.attr == "math" else "libdevice"
+                need.imports[local] = ("from triton.language import math as tl_math" if node.attr == "math"
+                                       else "from triton.language.extra import libdevice")
+                need.loaded.add(local)
+                edits.replace(node, local)
+            else:
+                need.helpers.setdefault(node.attr, node.attr)
+                edits.replace(node, node.attr)
     dotted = _dotted(node) if isinstance(node, ast.Attribute) else None
     if dotted in _PRIVATE_FUNCS and not edits.covers(node):
         need.defs.add(_PRIVATE_FUNCS[dotted])
@@ -224,6 +235,8 @@ def _still_used(tree: ast.Module, name: str, need: _Needs, edits: "_Edits") -> b
 
 
 def _definitions(need: _Needs, bound: set[str], edits: "_Edits") -> str:
+    if not (need.grids or need.helpers or need.defs or any(need.imports.values())):
+        return ""
     lines = [f"{m} as {a}" if a else m for m, a in
              (("import torch", None), ("import triton", None), ("import triton.language", "tl"))
              if (a or m.split()[-1]) not in bound]

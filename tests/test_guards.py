@@ -882,6 +882,16 @@ def test_tf32_dot_is_flagged_and_ieee_dot_is_not():
     assert "reduced_precision" not in found(ieee)
 
 
+def test_tf32x3_dot_keeps_fp32_accuracy_and_is_not_flagged():
+    src = candidate().replace("tl.maximum(x, 0.0)", 'tl.dot(x, x, input_precision="tf32x3")')
+    assert "reduced_precision" not in found(src)
+
+
+def test_the_reduced_precision_flag_says_the_tolerance_decides_and_names_tf32x3():
+    f = found(candidate().replace("tl.maximum(x, 0.0)", 'tl.dot(x, x, input_precision="tf32")'))["reduced_precision"]
+    assert "tolerance decides" in f.message and 'input_precision="tf32x3"' in f.message and "will fail" not in f.message
+
+
 def test_output_cache_keyed_by_shape_is_flagged_not_rejected():
     src = candidate(init="self.cache = {}",
                     forward="key = tuple(x.shape)\nif key in self.cache:\n    return self.cache[key]\nself.cache[key] = out")
@@ -968,3 +978,21 @@ def test_rejecting_findings_come_before_flags():
     findings = run_static_guards(src, STRICT)
     assert [f.reject for f in findings] == sorted((f.reject for f in findings), reverse=True)
     assert findings[0].reject and not findings[-1].reject
+
+
+def test_dot_precisions_count_each_tl_dot_by_its_precision():
+    import ast
+    from tools.guards.flags import dot_precisions
+    src = ('acc = tl.dot(a, b)\nacc = tl.dot(a, b, input_precision="tf32x3")\n'
+           'acc = tl.dot(a, b, allow_tf32=False)\nacc = tl.dot(a, b, input_precision="tf32")\n')
+    assert dot_precisions(ast.parse(src)) == {"default": 1, "tf32x3": 1, "ieee": 1, "tf32": 1}
+
+
+def test_the_verdicts_checks_report_the_dot_precision_used():
+    from tools.judge.record import Evaluation
+    from tools.judge.static import static_checks
+    from tools.settings import EvalSettings
+    src = candidate().replace("tl.maximum(x, 0.0)", 'tl.dot(x, x, input_precision="tf32x3")')
+    run = Evaluation(None, src, "cpu", 0, EvalSettings(), None)
+    static_checks(run, "candidate.py")
+    assert run.checks["dot_precision"] == {"tf32x3": 1}

@@ -1,8 +1,9 @@
 """The dialect room: KernelBook's dialect, the torch-2.5-era Inductor code KernelLLM writes.
 
-runtime.py makes such code run unchanged (`install`, in the worker, with
-inductor_grid.py's launch grids and interp_libdevice.py's libdevice for Triton's
-interpreter); causes.py names its usual faults in feedback (`explain`, placed among a
+portable.py rewrites such code as a standalone module (`portable`: inductor_grid.py's
+launch grids and torch's triton_helpers defined in the file), the one form that is stored,
+judged and delivered; runtime.py gives the worker libdevice for Triton's interpreter
+(`install`, with interp_libdevice.py); causes.py names its usual faults in feedback (`explain`, placed among a
 verdict's diagnostics by `with_causes`; names.py says where a missing name came from).
 kernelbook.py rewrites torch.compile's output in the dialect (`convert`, with
 inductor_wrapper.py reading Inductor's wrapper, kernelbook_model.py building ModelNew

@@ -14,7 +14,7 @@ A size counts as hard-coded only when no product of the problem's sizes makes it
 dims of its inputs, outputs, parameters and submodule outputs, and its integer
 parameters (kernel_size, channels, ...) up to their cubes (a k×k×k window).
 
-Not covered: making such code run (tools/dialect/runtime.py).
+Not covered: making such code run (tools/dialect/portable.py).
 """
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ KernelBook's code (torch 2.5's Inductor output) launches kernels with `grid(xnum
 and its relatives: functions of the launch meta (the kernel's constexprs such as XBLOCK)
 returning the (x, y, z) grid. torch 2.7 replaced them with launcher-side GridExpr
 classes (pytorch PRs #147583, #148305), so importing them fails. These are the same
-functions, rewritten from their documented behaviour; tools/dialect/runtime.py puts them
-back into triton_heuristics in the worker. They compute only integers.
+functions, rewritten from their documented behaviour; tools/dialect/portable.py copies
+their source into a candidate that imports them. They compute only integers.
 """
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ history is guessed):
     (`tl.relu`): the advice is a libdevice function, a tl.* formula, or the nearest
     names the module has.
 
-Not covered: making KernelBook-era code run (tools/dialect/runtime.py gives the launch
-grids back in the worker); finding the failure in a verdict (tools/dialect/causes.py).
+Not covered: making KernelBook-era code run (tools/dialect/portable.py defines the launch
+grids and helpers in the file); finding the failure in a verdict (tools/dialect/causes.py).
 """
 from __future__ import annotations
 

@@ -127,9 +127,9 @@ def test_launch_grids_in_the_file_compute_what_torch_2_5_did():
 
 def test_a_private_name_conversion_cannot_define_is_rejected():
     src = _dialect("ok_gelu_grid").replace(
-        "import torch.nn as nn\n", "import torch.nn as nn\nfrom torch._dynamo.testing import rand_strided\n")
+        "import torch.nn as nn\n", "import torch.nn as nn\nfrom torch._inductor.runtime.hints import DeviceProperties\n")
     findings = [f for f in run_static_guards(portable(src), GuardSettings()) if f.reject]
-    assert [f.guard for f in findings] == ["private_runtime"] and "torch._dynamo.testing" in findings[0].message
+    assert [f.guard for f in findings] == ["private_runtime"] and "torch._inductor.runtime.hints" in findings[0].message
 
 
 # --- a seed run's best.py, in a fresh interpreter ------------------------------------------
@@ -205,3 +205,14 @@ def test_triton_helpers_math_and_libdevice_are_tritons_own_modules():
     out = portable(src)
     assert _private_references(out) == [] and "return tl_math.exp(libdevice.tanh(x))" in out
     assert "from triton.language import math as tl_math" in out and "from triton.language.extra import libdevice" in out
+
+
+def test_rand_strided_of_a_files_own_benchmark_is_defined_in_the_file():
+    import torch
+    scope: dict = {}
+    out = portable("import torch\nfrom torch._dynamo.testing import rand_strided\n"
+                   "def make():\n    return rand_strided((4, 3), (1, 4), device='cpu', dtype=torch.float32)\n")
+    assert _private_references(out) == []
+    exec(out, scope)
+    t = scope["make"]()
+    assert tuple(t.shape) == (4, 3) and t.stride() == (1, 4)

@@ -47,6 +47,7 @@ _PRIVATE_FUNCS = {
     _GUARDS + "_empty_strided_cpu": "empty_strided_cuda",
     _GUARDS + "_reinterpret_tensor": "reinterpret_tensor",
     "torch._C._cuda_getCurrentRawStream": "get_raw_stream",
+    "torch._dynamo.testing.rand_strided": "rand_strided",
 }
 
 # `__tracebackhide__`: an error is reported at the caller's line (as pytest does; krefine's
@@ -82,6 +83,13 @@ def empty_strided_cuda(size, stride, dtype):
 def get_raw_stream(index):
     """The current CUDA stream's handle (0 without a GPU)."""
     return torch.cuda.current_stream().cuda_stream if torch.cuda.is_available() else 0
+''',
+    "rand_strided": '''\
+def rand_strided(size, stride, dtype=torch.float32, device="cpu", extra_size=0):
+    """A random tensor of that size and stride (torch._dynamo.testing's, for a file's own benchmark)."""
+    need = 1 + sum((n - 1) * s for n, s in zip(size, stride)) + extra_size if all(size) else 0
+    make = torch.randn if dtype.is_floating_point else torch.zeros
+    return torch.as_strided(make(need, dtype=dtype, device=device), size, stride)
 ''',
     "_device_of": '''\
 def _device_of(*tensors):
@@ -141,6 +149,13 @@ def _header_statement(stmt: ast.stmt, edits: "_Edits", need: _Needs) -> None:
             need.grids.add(a.name)
             if a.asname and a.asname != a.name:
                 need.imports[a.asname] = f"{a.asname} = {a.name}"
+        edits.delete(stmt)
+    elif isinstance(stmt, ast.ImportFrom) and stmt.module == "torch._dynamo.testing" \
+            and all(a.name == "rand_strided" for a in stmt.names):
+        for a in stmt.names:
+            need.defs.add("rand_strided")
+            if (a.asname or a.name) != "rand_strided":
+                need.imports[a.asname] = f"{a.asname} = rand_strided"
         edits.delete(stmt)
     elif isinstance(stmt, ast.ImportFrom) and stmt.module == "torch._C" \
             and all(a.name == "_cuda_getCurrentRawStream" for a in stmt.names):
@@ -248,7 +263,8 @@ def _definitions(need: _Needs, bound: set[str], edits: "_Edits") -> str:
     helpers = _helper_source(need.helpers)
     if helpers:
         parts.append(helpers)
-    for name in ("assert_size_stride", "reinterpret_tensor", "empty_strided_cuda", "get_raw_stream", "_device_of"):
+    for name in ("assert_size_stride", "reinterpret_tensor", "empty_strided_cuda", "get_raw_stream", "rand_strided",
+                 "_device_of"):
         if name in need.defs:
             parts.append(_DEFS[name])
     parts += [ln for ln in need.imports.values() if ln and not ln.startswith("from ")]

@@ -200,7 +200,7 @@ def markdown(recs: list[dict], title: str = "KernelBench's harness beside krefin
     lines = [f"# {title}", "",
              "krefine: the bench's verdict and speedup over eager (geometric mean of per-round median "
              "ratios, rounds interleaved with eager); KernelBench: "
-             f"eval_kernel_against_ref in a fresh process (seed 42, 5 correctness trials, 100 perf trials, "
+             "eval_kernel_against_ref in a fresh process (seed 42, 5 correctness trials, 100 perf trials, "
              "cuda_event, fp32, backend triton), speedup = its reference's mean time / the kernel's.", "",
              "| " + " | ".join(TABLE) + " |", "|" + "|".join("---" for _ in TABLE) + "|"]
     lines += ["| " + " | ".join(_cell(c) for c in _row(r)) + " |" for r in recs]

@@ -152,19 +152,13 @@ def _header_statement(stmt: ast.stmt, edits: Edits, need: _Needs) -> None:
             if a.asname and a.asname != a.name:
                 need.imports[a.asname] = f"{a.asname} = {a.name}"
         edits.delete(stmt)
-    elif isinstance(stmt, ast.ImportFrom) and stmt.module == "torch._dynamo.testing" \
-            and all(a.name == "rand_strided" for a in stmt.names):
-        for a in stmt.names:
-            need.defs.add("rand_strided")
-            if (a.asname or a.name) != "rand_strided":
-                need.imports[a.asname] = f"{a.asname} = rand_strided"
-        edits.delete(stmt)
-    elif isinstance(stmt, ast.ImportFrom) and stmt.module == "torch._C" \
-            and all(a.name == "_cuda_getCurrentRawStream" for a in stmt.names):
-        for a in stmt.names:
-            need.defs.add("get_raw_stream")
-            if (a.asname or a.name) != "get_raw_stream":
-                need.imports[a.asname or a.name] = f"{a.asname or a.name} = get_raw_stream"
+    elif isinstance(stmt, ast.ImportFrom) and stmt.names \
+            and all(f"{stmt.module}.{a.name}" in _PRIVATE_FUNCS for a in stmt.names):
+        for a in stmt.names:   # e.g. _cuda_getCurrentRawStream as get_raw_stream, rand_strided
+            local, portable_name = a.asname or a.name, _PRIVATE_FUNCS[f"{stmt.module}.{a.name}"]
+            need.defs.add(portable_name)
+            if local != portable_name:
+                need.imports[local] = f"{local} = {portable_name}"
         edits.delete(stmt)
     elif isinstance(stmt, ast.ImportFrom) and stmt.module == "torch._inductor.runtime" \
             and all(a.name == "triton_helpers" for a in stmt.names):

@@ -982,7 +982,7 @@ def test_rejecting_findings_come_before_flags():
 
 def test_dot_precisions_count_each_tl_dot_by_its_precision():
     import ast
-    from tools.guards.flags import dot_precisions
+    from tools.precision import dot_precisions
     src = ('acc = tl.dot(a, b)\nacc = tl.dot(a, b, input_precision="tf32x3")\n'
            'acc = tl.dot(a, b, allow_tf32=False)\nacc = tl.dot(a, b, input_precision="tf32")\n')
     assert dot_precisions(ast.parse(src)) == {"default": 1, "tf32x3": 1, "ieee": 1, "tf32": 1}

@@ -50,29 +50,6 @@ def check_reduced_precision(source: Source, settings: GuardSettings) -> Finding 
     return None
 
 
-def dot_precisions(tree: ast.AST) -> dict[str, int]:
-    """How many `tl.dot` calls use each precision: "ieee", "tf32x3", "tf32", or "default"
-    (none given: TF32 for fp32 operands on a GPU, exact in Triton's interpreter). For the
-    verdict's checks; decides nothing."""
-    counts: dict[str, int] = {}
-    for n in ast.walk(tree):
-        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "dot"
-                and isinstance(n.func.value, ast.Name) and n.func.value.id in ("tl", "triton.language", "language")):
-            continue
-        kw = {k.arg: k.value for k in n.keywords if k.arg}
-        precision = kw.get("input_precision")
-        if isinstance(precision, ast.Constant) and isinstance(precision.value, str):
-            which = precision.value.lower()
-        elif precision is not None:
-            which = "computed"
-        elif isinstance(kw.get("allow_tf32"), ast.Constant):
-            which = "tf32" if kw["allow_tf32"].value else "ieee"
-        else:
-            which = "default"
-        counts[which] = counts.get(which, 0) + 1
-    return counts
-
-
 _KEY_ATTRS = words("data_ptr shape size stride _version untyped_storage storage_offset")
 
 

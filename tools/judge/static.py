@@ -47,12 +47,12 @@ def static_checks(run: Evaluation, candidate_name: str) -> Status | None:
     run.device_info = {"type": run.device}
     if _syntax_error(run, candidate_name):
         return Status.COMPILE_ERROR
-    from tools.guards.flags import dot_precisions
+    from tools.precision import dot_precisions
     from tools.guards.suite import run_static_guards
     findings = run_static_guards(run.src, run.settings.guards)
     dots = dot_precisions(ast.parse(run.src))
     if dots:
-        run.checks["dot_precision"] = dots   # tl.dot calls by precision (tools/guards/flags.py)
+        run.checks["dot_precision"] = dots   # tl.dot calls by precision (tools/precision.py)
     for f in findings:
         run.flag(f.flag)
         run.diag(f"guard:{f.guard}", f.message, f.line)

@@ -99,12 +99,15 @@ class SearchConfig:
     seed_kernel: Literal["none", "inductor"] = "none"  # inductor: round 0 is torch.compile's kernels in KernelBook format
     seed_timeout_s: float = 600.0       # torch.compile of the problem for the seed (its own process)
     seed_cache: str = "~/.cache/krefine/seeds"  # seeds kept per problem source, device, torch and converter ("" = none)
-    sweep_variants: int = 6             # launch-constant variants per sweep of the best correct candidate (0 = no sweep)
-    sweep_budget: int = 18              # sweep variants per run, all sweeps together
+    sweep_variants: int = 3             # variants per sweep of the best correct candidate sent to the judge (0 = no sweep)
+    sweep_budget: int = 18              # sweep variants judged per run, all sweeps together
+    prescreen_variants: int = 64        # variants per sweep checked and timed on one input first (0 = no pre-screen)
+    prescreen_budget: int = 256         # variants pre-screened per run, all sweeps together
+    prescreen_reps: int = 30            # CUDA-graph replays timed per pre-screened variant
 
     def validate(self) -> Fault | None:
-        return positive(self, "seed_timeout_s") or at_least(self, 1, "beam_width") \
-            or at_least(self, 0, "sweep_variants", "sweep_budget")
+        return positive(self, "seed_timeout_s") or at_least(self, 1, "beam_width", "prescreen_reps") \
+            or at_least(self, 0, "sweep_variants", "sweep_budget", "prescreen_variants", "prescreen_budget")
 
 
 @dataclass(frozen=True)

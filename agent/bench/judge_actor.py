@@ -92,6 +92,10 @@ class JudgeActor:
         with crossing(), self._session(ref, settings, candidate_name) as judge:
             return judge.add_bottleneck(src, verdict, candidate_name=candidate_name)
 
+    def prescreen(self, ref: ProblemRef, settings, sources: list[str], reps: int) -> list:
+        with crossing(), self._session(ref, settings, "prescreen") as judge:
+            return judge.prescreen(sources, reps=reps)
+
     def forget(self, problem_key: str) -> None:
         """A problem is finished: close its idle Judges now rather than when evicted."""
         self._cache.evict(lambda key: key.problem == problem_key)

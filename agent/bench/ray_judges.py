@@ -266,6 +266,15 @@ class RayJudgePool:
                   "phase_s": {**verdict.checks.get("phase_s", {}), "profile_refined": 0.0}}
         return dataclasses.replace(verdict, checks=checks)
 
+    def prescreen(self, sources: list[str], *, reps: int = 30) -> list:
+        """tools/judge/prescreen.py on a judge's GPU; a judge lost on the way fails every variant."""
+        screens, lost = self._run("prescreen", (sources, reps), "prescreen")
+        if screens is not None:
+            return screens
+        from tools.judge.prescreen import FAILED, Screen
+        return [Screen(i, FAILED, error=f"the pre-screen took down its judge ({'; '.join(lost)})")
+                for i in range(len(sources))]
+
     def close(self) -> None:
         self.fleet.forget(self.ref.key)
 

@@ -41,7 +41,8 @@ from agent.loop.rundir import candidate_id, parse_candidate_id
 from agent.loop.state import (ORIGIN_MODEL, ORIGIN_SEED, ORIGIN_SWEEP, SWEEP_GOES_ON, CandidateRecord, EvalTask,
                          RunState, Spent, assign_slots, best_candidate, bottleneck_label, by_model, choose_parents,
                          new_record, stop_reason, sweep_parent)
-from agent.loop.sweep import Variant, sweep_variants
+from agent.loop.sweep import Variant
+from agent.loop.sweep_plan import plan_sweep, prescreened
 
 __all__ = ["GpuPool", "LoopContext", "build_graph", "run_graph", "make_summary"]
 
@@ -223,21 +224,6 @@ def sweep(state: RunState, runtime: Runtime[LoopContext]) -> dict:
             "sweep_next": None}
 
 
-def plan_sweep(ctx: LoopContext, state: RunState, parent: str) -> list[Variant]:
-    """The variants a sweep of `parent` writes: at most [search] sweep_variants, within what
-    is left of sweep_budget, none whose source the run already holds (a variant of a
-    variant may undo its change)."""
-    cfg, rd = ctx.config.search, ctx.rundir
-    records = state["candidates"].values()
-    left = cfg.sweep_budget - sum(1 for r in records if r.get("origin") == ORIGIN_SWEEP)
-    limit = min(cfg.sweep_variants, left)
-    if limit <= 0 or rd.source(parent) is None:
-        return []
-    held = {rd.source(r["id"]) for r in records if r["has_code"]} - {None}
-    variants = sweep_variants(rd.source(parent), limit + len(held))
-    return [v for v in variants if v.source not in held][:limit]
-
-
 def _write_variant(ctx: LoopContext, cid: str, round_: int, parent: str, variant: Variant, *,
                    traced: bool) -> CandidateRecord:
     """Write a sweep variant's source, then (once) its generate event with what changed."""
@@ -269,7 +255,7 @@ def next_sweep(ctx: LoopContext, state: RunState, reason: str | None) -> str | N
         return None
     parent = sweep_parent(list(state["candidates"].values()), state.get("swept") or [],
                           ctx.config.budget.target_baseline)
-    return parent if parent is not None and plan_sweep(ctx, state, parent) else None
+    return parent if parent is not None and plan_sweep(ctx, state, parent, screen=False) else None
 
 
 # ---------------------------------------------------------------- decide
@@ -288,7 +274,7 @@ def decide(state: RunState, runtime: Runtime[LoopContext]) -> dict:
     # 2) budget spent
     judged = sum(1 for r in records if r["status"] != "pending" and by_model(r))
     swept = sum(1 for r in records if r["status"] != "pending" and r.get("origin") == ORIGIN_SWEEP)
-    spent = Spent(rounds=state["spent"]["rounds"], candidates=judged, sweep=swept,
+    spent = Spent(rounds=state["spent"]["rounds"], candidates=judged, sweep=swept, prescreen=prescreened(rd),
                   tokens=state["spent"]["tokens"], wall_s=round(ctx.wall_s(), 3))
     # 3) stop or loop
     b = cfg.budget

@@ -101,6 +101,12 @@ class Progress:
                               "bottleneck": "", "note": f"torch.compile in its own process, at most {timeout_s:.0f} s"}
             self._show_started(self.rows[cid])
 
+    def note(self, text: str) -> None:
+        """A step between candidates (the sweep's pre-screen): shown as the status line."""
+        with self._lock:
+            self.status_line = text
+            self._show_decided()
+
     def judging(self, record: dict) -> None:
         """A candidate went to the judge (its verdict comes with evaluated())."""
         with self._lock:

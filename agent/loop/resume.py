@@ -54,7 +54,8 @@ def state_from_rundir(rd: RunDir, problem_path: str) -> RunState:
     return RunState(problem_path=problem_path, round=decide["iteration"], candidates=candidates, pending=[],
                     best=decide["candidate"],
                     spent=Spent(rounds=int(spent.get("rounds", 0)), candidates=int(spent.get("candidates", 0)),
-                                sweep=int(spent.get("sweep", 0)), tokens=int(spent.get("tokens", 0)),
+                                sweep=int(spent.get("sweep", 0)),
+                                prescreen=int(spent.get("prescreen", 0)), tokens=int(spent.get("tokens", 0)),
                                 wall_s=float(spent.get("wall_s", 0.0))),
                     replay_exhausted=exhausted, stop_reason=None if status in _GOES_ON else status,
                     swept=swept, sweep_next=metrics.get("sweep") if status == "sweep" else None)

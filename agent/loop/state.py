@@ -98,6 +98,7 @@ class Spent(TypedDict):
     rounds: int                      # rounds that produced at least one model candidate
     candidates: int                  # model candidates judged (neither an Inductor seed nor a sweep variant is one)
     sweep: int                       # sweep variants judged ([search] sweep_budget caps those written)
+    prescreen: int                   # sweep variants pre-screened ([search] prescreen_budget caps them)
     tokens: int                      # prompt + completion tokens over all candidates
     wall_s: float                    # wall-clock seconds, summed over resumed sessions
 
@@ -129,7 +130,7 @@ class EvalTask(TypedDict):
 
 def initial_state(problem_path: str) -> RunState:
     return RunState(problem_path=problem_path, round=0, candidates={}, pending=[], best=None,
-                    spent=Spent(rounds=0, candidates=0, sweep=0, tokens=0, wall_s=0.0),
+                    spent=Spent(rounds=0, candidates=0, sweep=0, prescreen=0, tokens=0, wall_s=0.0),
                     replay_exhausted=False, stop_reason=None, swept=[], sweep_next=None)
 
 

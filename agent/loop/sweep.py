@@ -41,12 +41,16 @@ import re
 from dataclasses import dataclass
 from typing import Iterator
 
+from tools.precision import with_dot_precision
+
 MAX_BLOCK = 8192
 MIN_BLOCK = 16
+MAX_GROUP = 32
 WARPS = (1, 2, 4, 8, 16)
 MIN_STAGES, MAX_STAGES = 1, 5
+PRECISION_CHANGE = "tl.dot ieee->tf32x3"
 _BLOCK_NAME = re.compile("BLOCK", re.IGNORECASE)
-_KIND_ORDER = ("block", "warps", "stages")
+_KIND_ORDER = ("block", "group", "warps", "stages")
 
 
 @dataclass(frozen=True)
@@ -73,13 +77,17 @@ class _Knob:
     kind: str                       # "block" | "warps" | "stages"
     value: int
     sites: frozenset[_Site]
+    grid: "TileGrid | None" = None  # a template's launch grid, computed from its tile sizes
+    allowed: tuple[int, ...] = ()   # when set, the only values a move may give it
 
     def neighbours(self) -> list[int]:
         v = self.value
-        if self.kind == "block":
+        if self.kind in ("block", "group"):
             if v < 1 or v & (v - 1):
                 return []
-            return [n for n in (v * 2, v // 2) if min(MIN_BLOCK, v) <= n <= MAX_BLOCK and n != v]
+            low, high = (min(MIN_BLOCK, v), MAX_BLOCK) if self.kind == "block" else (1, MAX_GROUP)
+            return [n for n in (v * 2, v // 2) if low <= n <= high and n != v
+                    and (not self.allowed or n in self.allowed)]
         if self.kind == "warps":
             if v not in WARPS:
                 return []
@@ -88,32 +96,37 @@ class _Knob:
         return [n for n in (v + 1, v - 1) if MIN_STAGES <= n <= MAX_STAGES]
 
 
-def sweep_variants(source: str, limit: int) -> list[Variant]:
-    """Up to `limit` variants of `source`, each changing only launch constants; [] when the
-    source has none (or does not parse)."""
+def sweep_variants(source: str, limit: int, *, wide: bool = False) -> list[Variant]:
+    """Up to `limit` variants of `source`, each changing only launch constants or the
+    precision of its exact-fp32 dots; [] when the source has none (or does not parse).
+    wide: also every pair of one kernel's constants moved together (the pre-screen's
+    space, agent/loop/prescreen.py), after the single moves."""
     if limit <= 0:
         return []
     try:
-        tree = ast.parse(source)
+        ast.parse(source)
     except (SyntaxError, ValueError):
         return []
-    # 1) the constants at every launch site
-    knobs = _launch_knobs(tree)
-    # 2) the moves to try, in order
-    moves = _moves(knobs)
-    # 3) one variant per move, checked to differ from the original only where it should
-    out: list[Variant] = []
-    seen = {source}
-    for move in moves:
-        text = _apply(source, move)
-        if text in seen:
-            continue
-        _check(source, text, move)
-        seen.add(text)
-        out.append(Variant(text, _describe(move)))
-        if len(out) >= limit:
-            break
-    return out
+    # 0) the bases: the source, and before it its dots at tf32x3 (tools/precision.py)
+    bases = [(source, "")]
+    faster_dots = with_dot_precision(source, "tf32x3")
+    if faster_dots is not None:
+        bases.insert(0, (faster_dots, PRECISION_CHANGE))
+    # 1) the constants at every launch site, 2) the moves to try, stage by stage
+    staged = [(text, change, _moves(_launch_knobs(ast.parse(text)), wide)) for text, change in bases]
+    out: list[Variant] = [Variant(faster_dots, PRECISION_CHANGE)] if faster_dots is not None else []
+    seen = {source, *(v.source for v in out)}
+    # 3) one variant per move, checked to differ from its base only where it should
+    for stage in range(3):
+        for base, base_change, stages in staged:
+            for move in stages[stage]:
+                text = _apply(base, move)
+                if text in seen:
+                    continue
+                _check(base, text, move)
+                seen.add(text)
+                out.append(Variant(text, "; ".join(filter(None, (base_change, _describe(move))))))
+    return out[:limit]
 
 
 def changed_constants(original: str, variant: str) -> list[tuple[int, int, object, object]] | None:
@@ -132,6 +145,21 @@ def changed_constants(original: str, variant: str) -> list[tuple[int, int, objec
             changes.append((x.lineno, x.col_offset, x.value, y.value))
             y.value = x.value
     return changes if ast.dump(a) == ast.dump(b) else None
+
+
+@dataclass(frozen=True)
+class TileGrid:
+    """A GEMM template's fixed launch grid, (cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N), 1, 1):
+    the literal at `site` is recomputed whenever either tile size moves."""
+    site: _Site
+    m: int
+    n: int
+    tile_m: tuple[str, int]         # the knobs' names and current values
+    tile_n: tuple[str, int]
+
+    def value(self, moved: dict[str, int]) -> int:
+        tm, tn = (moved.get(name, v) for name, v in (self.tile_m, self.tile_n))
+        return -(-self.m // tm) * -(-self.n // tn)
 
 
 # ---------------------------------------------------------------- reading launch sites
@@ -170,7 +198,8 @@ def _launch_knobs(tree: ast.Module) -> list[_Knob]:
                 knob = _knob(kernel, kw, kernels[kernel], grid, literal_of)
                 if knob is not None:
                     knobs.append(knob)
-    return _merge_overlapping(knobs)
+    from agent.loop.sweep_template import template_knobs
+    return _merge_overlapping(knobs) + template_knobs(tree, set(kernels))
 
 
 def _knob(kernel: str, kw: ast.keyword, constexprs: set[str], grid: ast.AST | None, literal_of) -> _Knob | None:
@@ -322,14 +351,17 @@ def _site(node: ast.Constant, offset: int = 0) -> _Site:
 Move = tuple[tuple[_Knob, int], ...]      # (knob, new value) for each constant that changes
 
 
-def _moves(knobs: list[_Knob]) -> list[Move]:
-    """Single changes round-robin over the constants (one neighbour each, then the next),
-    then per launch its first block size and num_warps moved the same way together."""
+def _moves(knobs: list[_Knob], wide: bool = False) -> tuple[list[Move], list[Move], list[Move]]:
+    """Three stages: single changes round-robin over the constants (one neighbour each,
+    then the next); per launch its first block size and num_warps moved the same way
+    together; and (wide) every other pair of one kernel's constants, each neighbour of
+    one with each of the other's."""
     ordered = sorted(knobs, key=lambda k: _KIND_ORDER.index(k.kind))   # stable: source order within a kind
-    moves: list[Move] = []
+    singles: list[Move] = []
     depth = max((len(k.neighbours()) for k in ordered), default=0)
     for i in range(depth):
-        moves += [((k, k.neighbours()[i]),) for k in ordered if len(k.neighbours()) > i]
+        singles += [((k, k.neighbours()[i]),) for k in ordered if len(k.neighbours()) > i]
+    together: list[Move] = []
     for kernel in dict.fromkeys(k.kernel for k in knobs):
         block = next((k for k in knobs if k.kernel == kernel and k.kind == "block"), None)
         warps = next((k for k in knobs if k.kernel == kernel and k.kind == "warps"), None)
@@ -337,13 +369,29 @@ def _moves(knobs: list[_Knob]) -> list[Move]:
             continue
         for nb, nw in zip(block.neighbours(), warps.neighbours()):
             if (nb > block.value) == (nw > warps.value):
-                moves.append(((block, nb), (warps, nw)))
-    return moves
+                together.append(((block, nb), (warps, nw)))
+    pairs: list[Move] = []
+    for i, a in enumerate(ordered if wide else ()):
+        for b in ordered[i + 1:]:
+            if a.kernel == b.kernel:
+                pairs += [((a, x), (b, y)) for x in a.neighbours() for y in b.neighbours()]
+    return singles, together, pairs
+
+
+def _grid_edits(move: Move) -> dict[_Site, int]:
+    """The template grids a move changes: each recomputed from its tile sizes after the move."""
+    edits = {}
+    for grid in dict.fromkeys(k.grid for k, _ in move if k.grid is not None):
+        value = grid.value({k.name: new for k, new in move if k.grid == grid})
+        if value != grid.value({}):
+            edits[grid.site] = value
+    return edits
 
 
 def _apply(source: str, move: Move) -> str:
     lines = source.splitlines(keepends=True)
-    edits = sorted(((site, new + site.offset) for knob, new in move for site in knob.sites),
+    edits = sorted([*((site, new + site.offset) for knob, new in move for site in knob.sites),
+                    *_grid_edits(move).items()],
                    key=lambda e: (e[0].line, e[0].col), reverse=True)
     for site, value in edits:
         raw = lines[site.line - 1].encode("utf-8")
@@ -354,7 +402,7 @@ def _apply(source: str, move: Move) -> str:
 def _check(original: str, variant: str, move: Move) -> None:
     """Our own guarantee, checked on every variant: only the move's integer literals differ."""
     changes = changed_constants(original, variant)
-    expected = {(s.line, s.col) for knob, _ in move for s in knob.sites}
+    expected = {(s.line, s.col) for knob, _ in move for s in [*knob.sites, *_grid_edits(move)]}
     if changes is None or {(line, col) for line, col, _, _ in changes} != expected \
             or not all(type(old) is int and type(new) is int for _, _, old, new in changes):
         raise AssertionError(f"sweep: a variant changed more than its launch constants ({_describe(move)})")

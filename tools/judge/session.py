@@ -322,6 +322,17 @@ class Judge:
         be used ([eval] profile = "refined")."""
         return profile_in(self, candidate_src, verdict, candidate_name=candidate_name)
 
+    def prescreen(self, sources: list[str], *, reps: int = 30) -> list:
+        """tools/judge/prescreen.py's Screens for these variants' sources: one input drawn
+        from a fresh seed (none of the trials'), checked and timed in one worker process
+        while this judge holds its GPU exclusively."""
+        from tools.judge.prescreen import prescreen
+        with self.gpu.exclusive():
+            return prescreen(self.problem.path, sources, device=self.device, settings=self.settings.test,
+                             seed=secrets.randbelow(2**31 - 1), reps=reps,
+                             gpu_index=self.gpu_index if self.device == "cuda" else None,
+                             timeout_s=self.settings.test.compile_timeout_s)
+
     def judge_many(self, sources: list[tuple[str, str]], *, profile: bool = True,
                    progress=None, on_verdict=None) -> list:
         """Verdicts for [(name, src), ...] in order, judged concurrently so compile phases

@@ -282,6 +282,14 @@ class JudgePool:
             with judge._lock:
                 judge.in_flight -= 1
 
+    def prescreen(self, sources: list[str], *, reps: int = 30) -> list:
+        judge = self._pick()
+        try:
+            return judge.prescreen(sources, reps=reps)
+        finally:
+            with judge._lock:
+                judge.in_flight -= 1
+
     @property
     def concurrency(self) -> int:
         """How many candidates the loop should hand over at once."""

@@ -8,15 +8,18 @@ verdict's diagnostics by `with_causes`; names.py says where a missing name came 
 kernelbook.py rewrites torch.compile's output in the dialect (`convert`, with
 inductor_wrapper.py reading Inductor's wrapper, kernelbook_model.py building ModelNew
 and inductor_capture.py recording the compile), for the Inductor seed of a run;
-`python -m tools.dialect seed PROBLEM --device D` (__main__.py) prints one.
+`python -m tools.dialect seed PROBLEM --device D` (__main__.py) prints one; portfolio.py
+keeps every configuration's seed (`portfolio_in_subprocess`).
 
 This file only re-exports; modules under tools/ import the concrete submodules.
 """
 from tools.dialect.causes import Shapes, explain, problem_shapes
 from tools.dialect.inductor_capture import Capture, capture, capture_text, read_capture
 from tools.dialect.kernelbook import HEADER, convert, seed_candidate
+from tools.dialect.portfolio import PortfolioEntry, portfolio_in_subprocess, seed_portfolio
 from tools.dialect.seedcache import seed_in_subprocess
 from tools.dialect.runtime import install
 
-__all__ = ["HEADER", "Capture", "Shapes", "capture", "capture_text", "convert", "explain", "install",
-           "problem_shapes", "read_capture", "seed_candidate", "seed_in_subprocess"]
+__all__ = ["HEADER", "Capture", "PortfolioEntry", "Shapes", "capture", "capture_text", "convert", "explain",
+           "install", "portfolio_in_subprocess", "problem_shapes", "read_capture", "seed_candidate",
+           "seed_in_subprocess", "seed_portfolio"]

@@ -1,18 +1,22 @@
 """`python -m tools.dialect`: the KernelBook conversion from the command line.
 
   python -m tools.dialect seed PROBLEM --device D [--out FILE] [--cache DIR] [--module-mode M]
+  python -m tools.dialect portfolio PROBLEM --device D --out DIR [--cache DIR] [--module-mode M]
   python -m tools.dialect capture PROBLEM --device D --out FILE [--templates] [--module-mode M]
   python -m tools.dialect convert PROBLEM CAPTURE [--out FILE] [--cache DIR]
 
 --module-mode (train | eval, default train) is `[eval] module_mode`: the forward compiled
 is the module's as constructed (training mode) or after .eval(), as the judge runs it.
 
-With --cache, `seed` answers from the seed cache (tools/dialect/kernelbook.py's
-SeedCache) or fills it, and `convert` puts its result (or its reason) in the cache
+With --cache, `seed` and `portfolio` answer from the seed cache (tools/dialect/seedcache.py's
+SeedCache) or fill it, and `convert` puts its result (or its reason) in the cache
 under the capture's torch version and module mode, as the seed its device would have made.
-`seed` is what tools/dialect/kernelbook.py's `seed_in_subprocess` runs: a fault prints
-one line `kernelbook: <reason>` on stderr (exit 1; a bad problem file, exit 2). The
-conversion itself is tools/dialect/kernelbook.py's.
+`portfolio` writes OUT/portfolio.json, the seed portfolio (tools/dialect/portfolio.py):
+[{"label", "code", "reason"}, ...], also when no entry has code (then exit 1).
+`seed` and `portfolio` are what tools/dialect/seedcache.py's `seed_in_subprocess` and
+portfolio.py's `portfolio_in_subprocess` run: a fault prints one line `kernelbook:
+<reason>` on stderr (exit 1; a bad problem file, exit 2). The conversion itself is
+tools/dialect/kernelbook.py's.
 """
 from __future__ import annotations
 
@@ -22,29 +26,41 @@ from pathlib import Path
 
 from tools.dialect.inductor_capture import capture, capture_text, read_capture
 from tools.dialect.kernelbook import convert, guard_rejection
+from tools.dialect.portfolio import FILE_NAME, cached_portfolio, entries_json, no_portfolio
 from tools.dialect.seedcache import SeedCache, cached_seed
 
 
 def main(argv: list[str] | None = None) -> int:
     """python -m tools.dialect seed PROBLEM --device D [--out FILE]
+       python -m tools.dialect portfolio PROBLEM --device D --out DIR   (DIR/portfolio.json)
        python -m tools.dialect capture PROBLEM --device D --out FILE   (Inductor code + header)
        python -m tools.dialect convert PROBLEM CAPTURE [--out FILE]"""
     from tools.errors import BadInput
     from tools.problem import load_problem
     ap = argparse.ArgumentParser(prog="python -m tools.dialect")
-    ap.add_argument("command", choices=("seed", "capture", "convert"))
+    ap.add_argument("command", choices=("seed", "portfolio", "capture", "convert"))
     ap.add_argument("problem")
     ap.add_argument("capture_file", nargs="?")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    ap.add_argument("--out")
-    ap.add_argument("--cache", help="seed / convert: the seed cache directory")
+    ap.add_argument("--out", help="portfolio: the directory for portfolio.json; else the file to write")
+    ap.add_argument("--cache", help="seed / portfolio / convert: the seed cache directory")
     ap.add_argument("--module-mode", choices=("train", "eval"), default="train",
-                    help="seed / capture: compile the module as constructed (train) or after .eval()")
+                    help="seed / portfolio / capture: compile the module as constructed (train) or after .eval()")
     ap.add_argument("--templates", action="store_true",
                     help="capture: max-autotune with Inductor's Triton templates for GEMMs and convolutions")
     args = ap.parse_args(argv)
+    if args.command == "portfolio" and not args.out:
+        ap.error("portfolio needs --out DIR")
     try:
         problem = load_problem(args.problem)
+        if args.command == "portfolio":
+            entries = cached_portfolio(problem, args.device, args.cache, args.module_mode)
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            (Path(args.out) / FILE_NAME).write_text(entries_json(entries), encoding="utf-8")
+            reason = no_portfolio(entries)
+            if reason is not None:
+                raise ValueError(reason)
+            return 0
         if args.command == "convert":
             if not args.capture_file:
                 raise ValueError("convert needs a CAPTURE file")

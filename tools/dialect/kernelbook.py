@@ -234,15 +234,20 @@ def seed_from(problem, attempts) -> str:
     for label, get in attempts:
         prefix = f"{label}: " if len(attempts) > 1 else ""
         try:
-            code = portable(convert(problem, get()))
+            return accepted_seed(problem, get())
         except ValueError as e:
             reasons.append(f"{prefix}{e}")
-            continue
-        rejected = guard_rejection(code)
-        if rejected is None:
-            return code
-        reasons.append(f"{prefix}the guards would reject it ({rejected})")
     raise ValueError("; ".join(reasons))
+
+
+def accepted_seed(problem, cap: Capture) -> str:
+    """`cap` converted and made portable, when the static guards accept it; ValueError
+    saying why not."""
+    code = portable(convert(problem, cap))
+    rejected = guard_rejection(code)
+    if rejected is not None:
+        raise ValueError(f"the guards would reject it ({rejected})")
+    return code
 
 
 def guard_rejection(code: str) -> str | None:

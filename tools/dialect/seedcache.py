@@ -39,20 +39,28 @@ _TRANSIENT = ("out of memory", "CUDA error", "exit status")
 _TIMEOUT = re.compile(r"took longer than (\d+(?:\.\d+)?) s")
 # the capture's own code: what it compiles and how (conv_rewrite: the template compile's rewrites)
 CAPTURE_CODE = ("inductor_capture.py", "conv_rewrite.py")
+# what makes a portfolio of the seed's captures (tools/precision.py: its tf32x3 variants)
+PORTFOLIO_CODE = ("portfolio.py", "../precision.py")
+# the cache's plumbing: no part of what a seed is
+_PLUMBING = ("seedcache.py", "portfolio.py")
 
 
 def seed_cache_key(problem_source: str, device: str, torch_version: str, module_mode: str = "train") -> str:
     """What a seed depends on: the problem's source, the device, the module mode
     (`[eval] module_mode`), torch (Inductor writes the kernels) and the converter
-    (tools/dialect/ but this file)."""
+    (tools/dialect/ but this file and portfolio.py)."""
     return _key(problem_source, device, torch_version, _digest(tuple(sorted(
-        f.name for f in _HERE.glob("*.py") if f.name != Path(__file__).name))), module_mode)
+        f.name for f in _HERE.glob("*.py") if f.name not in _PLUMBING))), module_mode)
 
 
 def capture_cache_key(problem_source: str, device: str, torch_version: str, module_mode: str = "train") -> str:
     """What a capture depends on: the same, with only the capture's own code."""
     return _key(problem_source, device, torch_version, _digest(CAPTURE_CODE), module_mode)
 
+
+def portfolio_cache_key(problem_source: str, device: str, torch_version: str, module_mode: str = "train") -> str:
+    """What a seed portfolio depends on: what its seeds do, and the portfolio's own code."""
+    return _key(seed_cache_key(problem_source, device, torch_version, module_mode), _digest(PORTFOLIO_CODE))
 
 
 def _key(*parts: str) -> str:
@@ -116,6 +124,18 @@ class SeedCache:
     def put(self, problem, device: str, torch_version: str, code: str | None, reason: str = "") -> None:
         self._write(self.path(problem, device, torch_version, ".py"), ".err", code, reason)
 
+    def portfolio_path(self, problem, device: str, torch_version: str) -> Path:
+        key = portfolio_cache_key(problem.source, device, torch_version, self.module_mode)
+        return self.root / f"{Path(problem.path).stem}-{key}.portfolio.json"
+
+    def get_portfolio(self, problem, device: str, torch_version: str, timeout_s: float | None = None) -> str:
+        """The cached seed portfolio's JSON (tools/dialect/portfolio.py); ValueError and
+        KeyError as `get`."""
+        return self._read(self.portfolio_path(problem, device, torch_version), ".err", problem, timeout_s)
+
+    def put_portfolio(self, problem, device: str, torch_version: str, text: str | None, reason: str = "") -> None:
+        self._write(self.portfolio_path(problem, device, torch_version), ".err", text, reason)
+
     def capture(self, problem, device: str, torch_version: str, templates: bool) -> Capture:
         """tools.dialect.inductor_capture.capture through the cache: a kept capture is
         read back; a new one (or its lasting failure) is kept."""
@@ -146,13 +166,18 @@ class SeedCache:
         raise KeyError(problem.path)
 
     def _write(self, ok: Path, err_suffix: str, text: str | None, reason: str) -> None:
-        if text is None and any(t in reason for t in _TRANSIENT):
+        if text is None and not lasting(reason):
             return
         target = ok if text is not None else ok.with_suffix(err_suffix)
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")   # concurrent seeders: rename is atomic
         tmp.write_text(text if text is not None else reason + "\n", encoding="utf-8")
         tmp.replace(target)
+
+
+def lasting(reason: str) -> bool:
+    """Whether another try would fail the same way (what the cache may keep)."""
+    return not any(t in reason for t in _TRANSIENT)
 
 
 def cached_seed(problem, device: str, cache_dir: str | Path | None, module_mode: str = "train") -> str:
@@ -183,8 +208,7 @@ def seed_in_subprocess(problem_path: str | Path, device: str, timeout_s: float,
     """The seed of the problem at `problem_path` (its forward in `module_mode`, as the
     judge runs it: `[eval] module_mode`): from the seed cache at `cache_dir` in this
     process when it is there (no torch import), else from a fresh `python -m tools.dialect
-    seed` process (compiling the problem loads torch.compile and, on cuda, a CUDA context:
-    not in the agent's own process), with `env` added to the agent's environment.
+    seed` process (`run_dialect`), with `env` added to the agent's environment.
     ValueError with the child's one-line reason when it fails; a timeout is cached too,
     and compiled again only under a longer `timeout_s`."""
     import subprocess
@@ -200,21 +224,30 @@ def seed_in_subprocess(problem_path: str | Path, device: str, timeout_s: float,
     with tempfile.TemporaryDirectory(prefix="krefine-seed-") as tmp:
         out = Path(tmp) / "seed.py"
         try:
-            proc = subprocess.run(
-                [sys.executable, "-m", "tools.dialect", "seed", str(problem_path), "--device", device,
-                 "--module-mode", module_mode, "--out", str(out),
-                 *(["--cache", str(cache_dir)] if cache_dir else [])],
-                cwd=Path(__file__).resolve().parents[2],     # the repo root: tools/ importable
-                env={**os.environ, **(env or {})},            # the agent's own, e.g. + CUDA_VISIBLE_DEVICES
-                stdin=subprocess.DEVNULL,                     # never waits on input
-                capture_output=True, text=True,               # stderr's last line is the reason
-                timeout=timeout_s)                            # torch.compile of a hung problem
+            run_dialect("seed", problem_path, device, module_mode, cache_dir, out, timeout_s, env)
         except subprocess.TimeoutExpired:
             reason = f"seed: torch.compile took longer than {timeout_s:.0f} s"
             if cache is not None:
                 cache.put(problem, device, version, None, reason)
             raise ValueError(reason) from None
-        if proc.returncode != 0 or not out.exists():
-            lines = [ln for ln in proc.stderr.splitlines() if ln.strip()] or [f"exit status {proc.returncode}"]
-            raise ValueError(lines[-1].removeprefix("kernelbook: "))
         return out.read_text(encoding="utf-8")
+
+
+def run_dialect(command: str, problem_path: str | Path, device: str, module_mode: str,
+                cache_dir: str | Path | None, out: Path, timeout_s: float, env: dict[str, str] | None) -> None:
+    """`python -m tools.dialect COMMAND PROBLEM ... --out OUT` in a fresh process
+    (compiling the problem loads torch.compile and, on cuda, a CUDA context: not in the
+    agent's own process). ValueError with the child's one-line reason when it fails or
+    writes no OUT; subprocess.TimeoutExpired past `timeout_s`."""
+    import subprocess
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.dialect", command, str(problem_path), "--device", device,
+         "--module-mode", module_mode, "--out", str(out), *(["--cache", str(cache_dir)] if cache_dir else [])],
+        cwd=Path(__file__).resolve().parents[2],     # the repo root: tools/ importable
+        env={**os.environ, **(env or {})},            # the agent's own, e.g. + CUDA_VISIBLE_DEVICES
+        stdin=subprocess.DEVNULL,                     # never waits on input
+        capture_output=True, text=True,               # stderr's last line is the reason
+        timeout=timeout_s)                            # torch.compile of a hung problem
+    if proc.returncode != 0 or not out.exists():
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()] or [f"exit status {proc.returncode}"]
+        raise ValueError(lines[-1].removeprefix("kernelbook: "))

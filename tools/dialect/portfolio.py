@@ -1,0 +1,188 @@
+"""The seed portfolio: every Inductor seed of a problem, each from one configuration.
+
+A run's seed (tools/dialect/kernelbook.py `seed_candidate`) is one candidate: the first
+compile whose conversion the static guards accept. `seed_portfolio` keeps each
+configuration's own result as a `PortfolioEntry` (label, portable code or the reason
+there is none):
+
+  "default"            torch.compile as it is;
+  "templates"          (cuda) Inductor's Triton templates for GEMMs and convolutions
+                       (max-autotune), compiled only when the default leaves a library
+                       call for them to replace or gives no seed;
+  "<label>+tf32x3"     that seed with its exact-fp32 `tl.dot`s computed as three TF32
+                       products (tools/precision.py `with_dot_precision`), only where it
+                       has such dots. Nothing else in the file changes: whether it meets
+                       the problem's tolerance is the judge's to say.
+
+The entry `seed_candidate` returns comes first (default when accepted, else templates),
+then the other compile, then the tf32x3 variants in the same order; a code equal byte
+for byte to an earlier entry's is left out. A configuration that fails is an entry with
+its reason and stops none of the others.
+
+`cached_portfolio` keeps it in the seed cache (tools/dialect/seedcache.py, beside the
+seed and the captures it reuses); `portfolio_in_subprocess` is how the agent gets one
+(the cache in its own process, else `python -m tools.dialect portfolio`). Judging the
+entries and choosing among them is not done here.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tools.dialect.inductor_capture import Capture, capture
+from tools.dialect.kernelbook import accepted_seed, guard_rejection
+from tools.dialect.seedcache import SeedCache, lasting, problem_file, run_dialect, torch_version
+from tools.precision import with_dot_precision
+
+PRECISION = "tf32x3"
+SAME_AS_DEFAULT = "same as default: no library GEMM/convolution to replace"
+# a call the templates would replace: extern_kernels.mm(...), .convolution(...), ...
+_LIBRARY_CALL = re.compile(r"\bextern_kernels\.\w+\(")
+FILE_NAME = "portfolio.json"
+
+
+@dataclass(frozen=True)
+class PortfolioEntry:
+    label: str              # the configuration: "default", "templates", "default+tf32x3", "templates+tf32x3"
+    code: str | None        # portable KernelBook source the static guards accept; None: none
+    reason: str = ""        # why there is no code ("" when there is)
+
+
+def seed_portfolio(problem, device: str, capture_fn=None) -> list[PortfolioEntry]:
+    """The seed portfolio of `problem` (tools.problem.Problem) on `device` (see the module
+    docstring). `capture_fn(problem, device, templates=...)` records a compile, as for
+    `seed_candidate`. Raises only on our own bugs."""
+    capture_fn = capture_fn or capture
+    # 1) the default compile
+    default, cap = _configuration(problem, "default", lambda: capture_fn(problem, device, templates=False))
+    configs = [default]
+    # 2) on cuda, Inductor's Triton templates; a default seed with no library call leaves
+    #    them nothing to replace (the same code). A default with no seed at all is compiled
+    #    again, as seed_candidate does: the templates compile also runs attention as matmuls
+    if device == "cuda":
+        if default.code is not None and not _LIBRARY_CALL.search(cap.code):
+            configs.append(PortfolioEntry("templates", None, SAME_AS_DEFAULT))
+        else:
+            configs.append(_configuration(problem, "templates",
+                                          lambda: capture_fn(problem, device, templates=True))[0])
+    # 3) seed_candidate's seed first (stable: default before templates when both or neither)
+    configs.sort(key=lambda e: e.code is None)
+    # 4) each seed with its exact-fp32 dots at tf32x3
+    variants = [v for v in (_precision_variant(e) for e in configs if e.code is not None) if v is not None]
+    # 5) one entry per code
+    seen: set[str] = set()
+    out = []
+    for entry in configs + variants:
+        if entry.code is None or entry.code not in seen:
+            out.append(entry)
+        if entry.code is not None:
+            seen.add(entry.code)
+    return out
+
+
+def _configuration(problem, label: str, get) -> tuple[PortfolioEntry, Capture | None]:
+    """One compile converted: its entry, and the Capture (None when the compile failed)."""
+    try:
+        cap = get()
+    except ValueError as e:
+        return PortfolioEntry(label, None, str(e)), None
+    try:
+        return PortfolioEntry(label, accepted_seed(problem, cap)), cap
+    except ValueError as e:
+        return PortfolioEntry(label, None, str(e)), cap
+
+
+def _precision_variant(entry: PortfolioEntry) -> PortfolioEntry | None:
+    code = with_dot_precision(entry.code, PRECISION)
+    if code is None:
+        return None                 # no exact-fp32 dot: nothing to vary
+    label = f"{entry.label}+{PRECISION}"
+    rejected = guard_rejection(code)
+    return PortfolioEntry(label, code) if rejected is None else \
+        PortfolioEntry(label, None, f"the guards would reject it ({rejected})")
+
+
+def entries_json(entries: list[PortfolioEntry]) -> str:
+    """The portfolio's JSON: [{"label", "code", "reason"}, ...] in the portfolio's order."""
+    return json.dumps([asdict(e) for e in entries], indent=1) + "\n"
+
+
+def read_entries(text: str) -> list[PortfolioEntry]:
+    return [PortfolioEntry(d["label"], d.get("code"), d.get("reason", "")) for d in json.loads(text)]
+
+
+def no_portfolio(entries: list[PortfolioEntry]) -> str | None:
+    """Every entry's reason on one line when none has code; None when one has."""
+    if any(e.code is not None for e in entries):
+        return None
+    return "; ".join(f"{e.label}: {e.reason}" for e in entries) or "no configuration"
+
+
+def cached_portfolio(problem, device: str, cache_dir: str | Path | None,
+                     module_mode: str = "train") -> list[PortfolioEntry]:
+    """seed_portfolio of the `module_mode` forward through the seed cache at `cache_dir`
+    (None or "": no cache): a kept portfolio, else one converted from kept captures, else
+    compiled. It is kept unless an entry failed in a way another try may not repeat; the
+    seed cache gets its seed too (its first entry), when it has none."""
+    if not cache_dir:
+        return seed_portfolio(problem, device, capture_fn=lambda p, d, templates: capture(
+            p, d, templates=templates, module_mode=module_mode))
+    import torch
+    cache, version = SeedCache(cache_dir, module_mode), torch.__version__
+    try:    # a kept timeout is tried again: the caller that set the limit came here
+        return read_entries(cache.get_portfolio(problem, device, version, math.inf))
+    except KeyError:
+        pass
+    entries = seed_portfolio(problem, device,
+                             capture_fn=lambda p, d, templates: cache.capture(p, d, version, templates))
+    if all(lasting(e.reason) for e in entries):
+        cache.put_portfolio(problem, device, version, entries_json(entries))
+    try:
+        cache.get(problem, device, version, math.inf)
+    except KeyError:        # the seed is the first entry: seed_candidate's
+        seed = entries[0].code if entries else None
+        cache.put(problem, device, version, seed, no_portfolio(entries) or "")
+    except ValueError:
+        pass                # its reason for no seed is kept
+    return entries
+
+
+def portfolio_in_subprocess(problem_path: str | Path, device: str, timeout_s: float,
+                            cache_dir: str | Path | None = None, env: dict[str, str] | None = None,
+                            module_mode: str = "train") -> list[PortfolioEntry]:
+    """The seed portfolio of the problem at `problem_path` (its `module_mode` forward), as
+    `seed_in_subprocess` gets a seed: from the seed cache at `cache_dir` in this process
+    (no torch import), else from a `python -m tools.dialect portfolio` process with `env`
+    added to the agent's environment. ValueError with a one-line reason when no entry has
+    code or the child failed; a timeout is cached, and compiled again only under a longer
+    `timeout_s`."""
+    cache, version, problem = None, None, None
+    if cache_dir:
+        problem = problem_file(problem_path)
+        cache, version = SeedCache(cache_dir, module_mode), torch_version()
+        try:
+            return _some(read_entries(cache.get_portfolio(problem, device, version, timeout_s)))
+        except KeyError:
+            pass
+    with tempfile.TemporaryDirectory(prefix="krefine-portfolio-") as tmp:
+        out = Path(tmp) / "out"
+        try:
+            run_dialect("portfolio", problem_path, device, module_mode, cache_dir, out, timeout_s, env)
+        except subprocess.TimeoutExpired:
+            reason = f"portfolio: torch.compile took longer than {timeout_s:.0f} s"
+            if cache is not None:
+                cache.put_portfolio(problem, device, version, None, reason)
+            raise ValueError(reason) from None
+        return _some(read_entries((out / FILE_NAME).read_text(encoding="utf-8")))
+
+
+def _some(entries: list[PortfolioEntry]) -> list[PortfolioEntry]:
+    reason = no_portfolio(entries)
+    if reason is not None:
+        raise ValueError(reason)
+    return entries

@@ -1,5 +1,5 @@
-"""agent/bench/seeds.py: a bench's Inductor seeds compiled first, in parallel, into the
-seed cache, and each run then finding its seed there."""
+"""agent/bench/seeds.py: a bench's Inductor seed portfolios compiled first, in parallel,
+into the seed cache, and each run then finding its seed there."""
 from __future__ import annotations
 
 import shutil
@@ -11,6 +11,7 @@ from agent.bench import suite as bench
 from agent.bench.seeds import seed_tasks
 from agent.cli import main
 from agent.config import load_config
+from tools.dialect.portfolio import PortfolioEntry, entries_json
 from tools.dialect.seedcache import SeedCache, torch_version
 from tools.problem import load_problem
 
@@ -38,12 +39,21 @@ def test_every_problem_without_a_cached_seed_is_a_seed_task(tmp_path):
     assert [t.name for t in tasks] == ["1_relu", "2_relu"] and per_gpu == 4
 
 
-def test_a_problem_whose_seed_or_reason_is_cached_is_not_compiled_again(tmp_path):
+def test_a_problem_whose_portfolio_or_reason_is_cached_is_not_compiled_again(tmp_path):
     cache = tmp_path / "c"
     jobs = _jobs(tmp_path, {"search.seed_kernel": "inductor", "search.seed_cache": str(cache)})
-    SeedCache(cache).put(load_problem(jobs[0].problem), "cpu", torch_version(), "SEED")
-    SeedCache(cache).put(load_problem(jobs[1].problem), "cpu", torch_version(), None, "no Triton kernel")
+    SeedCache(cache).put_portfolio(load_problem(jobs[0].problem), "cpu", torch_version(),
+                                   entries_json([PortfolioEntry("default", "SEED")]))
+    SeedCache(cache).put_portfolio(load_problem(jobs[1].problem), "cpu", torch_version(), None,
+                                   "portfolio: torch.compile took longer than 900 s")
     assert seed_tasks(jobs, _load, "cpu")[0] == []
+
+
+def test_a_problem_with_a_cached_seed_but_no_portfolio_is_a_seed_task(tmp_path):
+    cache = tmp_path / "c"
+    jobs = _jobs(tmp_path, {"search.seed_kernel": "inductor", "search.seed_cache": str(cache)}, names=("1_relu",))
+    SeedCache(cache).put(load_problem(jobs[0].problem), "cpu", torch_version(), "SEED")
+    assert [t.name for t in seed_tasks(jobs, _load, "cpu")[0]] == ["1_relu"]
 
 
 def test_no_seed_tasks_without_the_inductor_seed_a_cache_or_seed_jobs(tmp_path):

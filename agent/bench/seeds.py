@@ -3,11 +3,13 @@
 A seed is torch.compile of the problem in its own process: 25-45 s on a GPU, up to two
 minutes where Inductor autotunes (GEMM and convolution templates), mostly on the CPU. The
 loop makes a run's seed when the run starts, so a bench on one GPU would compile one
-problem at a time while the GPU waits. `prepare_seeds` compiles every seed the bench will
-need first, `seed_jobs` at a time per GPU (each child sees only its GPU), into the seed
-cache ([search] seed_cache, tools/dialect/seedcache.py's SeedCache); each run then finds
-its seed there. A seed already cached, or a lasting reason for none, is not compiled
-again; a failure is reported and left for the run, which records it as usual.
+problem at a time while the GPU waits. `prepare_seeds` makes every problem's seed
+portfolio (tools/dialect/portfolio.py: the seed and the other configurations' seeds) the
+bench will need first, `seed_jobs` at a time per GPU (each child sees only its GPU), into
+the seed cache ([search] seed_cache, tools/dialect/seedcache.py's SeedCache), which then
+holds both the portfolio and its first entry as the seed; each run finds them there. A
+portfolio already cached, or a lasting reason for none, is not made again; a failure is
+reported and left for the run, which records it as usual.
 
 Does not judge, and does nothing for settings without `[search] seed_kernel = "inductor"` and a
 seed cache, for [bench] seed_jobs = 0, or on a Ray cluster (the actors' hosts may not
@@ -32,8 +34,8 @@ class SeedTask:
 
 
 def seed_tasks(jobs, load_config, device: str) -> tuple[list[SeedTask], int]:
-    """The seeds `jobs` need that their caches lack (one per problem, cache and module
-    mode), and the compiles per GPU the first such setting allows ([bench] seed_jobs)."""
+    """The seed portfolios `jobs` need that their caches lack (one per problem, cache and
+    module mode), and the compiles per GPU the first such setting allows ([bench] seed_jobs)."""
     from tools.dialect.seedcache import SeedCache, problem_file, torch_version
     version = torch_version()
     tasks: dict[tuple[Path, str, str], SeedTask] = {}
@@ -50,8 +52,8 @@ def seed_tasks(jobs, load_config, device: str) -> tuple[list[SeedTask], int]:
         if key in tasks:
             continue
         try:
-            SeedCache(s.seed_cache, mode).get(problem_file(job.problem), device, version, s.seed_timeout_s)
-            continue                                   # cached: a seed, or a lasting reason for none
+            SeedCache(s.seed_cache, mode).get_portfolio(problem_file(job.problem), device, version, s.seed_timeout_s)
+            continue                                   # cached: a portfolio, or a lasting reason for none
         except KeyError:
             pass
         except ValueError:
@@ -61,10 +63,10 @@ def seed_tasks(jobs, load_config, device: str) -> tuple[list[SeedTask], int]:
 
 
 def prepare_seeds(tasks: list[SeedTask], gpus: list[str | None], per_gpu: int, device: str, say) -> dict[str, str]:
-    """Compile `tasks`' seeds into their caches, `per_gpu` at a time on each of `gpus`
+    """Make `tasks`' seed portfolios in their caches, `per_gpu` at a time on each of `gpus`
     (CUDA_VISIBLE_DEVICES per child; [None]: what this process sees). Returns problem name
     -> reason for those that gave no seed. `say(line)` reports each one as it ends."""
-    from tools.dialect.seedcache import seed_in_subprocess
+    from tools.dialect.portfolio import portfolio_in_subprocess
     todo: queue.Queue[SeedTask] = queue.Queue()
     for t in tasks:
         todo.put(t)
@@ -81,8 +83,10 @@ def prepare_seeds(tasks: list[SeedTask], gpus: list[str | None], per_gpu: int, d
                 return
             t0 = time.monotonic()
             try:
-                seed_in_subprocess(t.problem, device, t.timeout_s, t.cache, env=env, module_mode=t.module_mode)
-                result = "seed"
+                entries = portfolio_in_subprocess(t.problem, device, t.timeout_s, t.cache, env=env,
+                                                  module_mode=t.module_mode)
+                more = sum(e.code is not None for e in entries) - 1
+                result = f"seed + {more} more" if more else "seed"
             except ValueError as e:
                 result = f"no seed: {str(e)[:160]}"
                 with lock:

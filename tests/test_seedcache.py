@@ -90,3 +90,12 @@ def test_a_change_to_the_cache_itself_keeps_every_seed(dialect_copy):
     with (dialect_copy / "seedcache.py").open("a") as f:
         f.write("# a fix\n")
     assert _keys(dialect_copy) == before
+
+
+def test_a_seed_process_asked_again_after_a_kept_timeout_compiles_again(tmp_path, compiles):
+    # seed_in_subprocess starts the process only when its limit is longer than the kept one's
+    problem = load_problem(PROBLEM)
+    import torch
+    seedcache.SeedCache(tmp_path).put(problem, "cuda", torch.__version__, None,
+                                      "seed: torch.compile took longer than 200 s")
+    assert "triton_tem_fused_mm_0[" in seedcache.cached_seed(problem, "cuda", tmp_path)

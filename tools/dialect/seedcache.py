@@ -6,13 +6,15 @@ kernelbook.py, milliseconds). `SeedCache` keeps both results under `[search] see
 
   DIR/<problem>-<key>.py | .err                 the seed, or the reason there is none
   DIR/<problem>-<key>.<attempt>.capture | .err  each compile attempt's capture, or why it failed
+  DIR/<problem>-<key>.portfolio.json | .err     the seed portfolio (portfolio.py), or a timeout
 
 A seed's key holds the problem's source, the device, the module mode it was compiled in
 (`[eval] module_mode`: a seed of the eval-mode forward is never one of the training-mode
 forward), torch's version and the digest of the converter (every file of tools/dialect/
-but this one: a fix to the conversion makes new seeds, a fix to this plumbing does not).
-A capture's key holds the same but only the capture's own code (CAPTURE_CODE), so a
-converter change re-converts the kept captures without compiling again. A failure that
+but this one and portfolio.py: a fix to the conversion makes new seeds, a fix to this
+plumbing does not). A capture's key holds the same but only the capture's own code
+(CAPTURE_CODE), so a converter change re-converts the kept captures without compiling
+again; a portfolio's, the seed's and the portfolio's own code (PORTFOLIO_CODE). A failure that
 another try may not repeat (out of memory, a CUDA error, a crash) is not kept; a timeout
 is kept with its limit and tried again only under a longer one.
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import os
 import re
 import sys
@@ -189,8 +192,8 @@ def cached_seed(problem, device: str, cache_dir: str | Path | None, module_mode:
             p, d, templates=templates, module_mode=module_mode))
     import torch
     cache, version = SeedCache(cache_dir, module_mode), torch.__version__
-    try:
-        return cache.get(problem, device, version)
+    try:    # a kept timeout is tried again: the caller that set the limit came here
+        return cache.get(problem, device, version, math.inf)
     except KeyError:
         pass
     try:

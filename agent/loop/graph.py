@@ -51,47 +51,69 @@ __all__ = ["GpuPool", "LoopContext", "build_graph", "run_graph", "make_summary"]
 
 def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
     """[search] seed_kernel = "inductor": torch.compile's Triton for the problem, in KernelBook
-    format, as round 0's one candidate. Judged like any other and a parent like any
-    other, but not the model's: never the run's best, never counted in its figures.
-    A seed that cannot be made is traced (status seed_failed) and round 1 starts."""
+    format, as round 0: the seed portfolio (tools/dialect/portfolio.py: each Inductor
+    configuration and its dots at tf32x3; [search] seed_portfolio = false keeps the first
+    alone), r00-c00 being the seed a run always had. Judged like any other and parents
+    like any other, but not the model's: never the run's best, never counted in its
+    figures. No seed at all is traced (status seed_failed) and round 1 starts."""
     ctx = runtime.context
     rd = ctx.rundir
-    cid = candidate_id(0, 0)
-    if ctx.config.search.seed_kernel != "inductor" or cid in state["candidates"]:
+    if ctx.config.search.seed_kernel != "inductor" or any(r["round"] == 0 for r in state["candidates"].values()):
         return {"pending": []}
-    # 1) idempotent: a seed written, or a failure traced, by a killed session is kept
-    traced = any(e["node"] == "generate" and e["iteration"] == 0 for e in rd.events_of(cid) + rd.events_of(None))
+    # 1) idempotent: seeds written, or a failure traced, by a killed session are kept
+    traced = _seed_events(rd, with_failure=True)
     t0 = time.monotonic()
-    error = None
-    code = rd.source(cid)
-    if code is None and not traced:
+    error, entries = None, []
+    left = [("seed", rd.source(c)) for c in sorted(rd.written()) if c.startswith("r00-")]
+    if not traced and left:         # written by a killed session before it traced them: kept
+        entries = left
+    elif not traced:
         try:
             search = ctx.config.search
-            ctx.progress.seeding(cid, search.seed_timeout_s)
+            ctx.progress.seeding(candidate_id(0, 0), search.seed_timeout_s)
             make = ctx.make_seed or _inductor_seed(search.seed_timeout_s, search.seed_cache,
                                                    ctx.config.eval.test.module_mode)
-            code = make(ctx.problem, ctx.device)
+            made = make(ctx.problem, ctx.device)
+            entries = [("seed", made)] if isinstance(made, str) else made
+            entries = entries if search.seed_portfolio else entries[:1]
         except ValueError as e:
             error = f"no Inductor seed: {e}"
-        if code is not None:
-            rd.write_source(cid, code)
-    # 2) the trace marks it as not model-written
     if not traced:
-        rd.append_event(iteration=0, candidate=cid if code is not None else None, node="generate",
-                        status="ok" if code is not None else "seed_failed", duration_s=time.monotonic() - t0,
-                        metrics={"origin": ORIGIN_SEED, "parent": None, "prompt_tokens": 0, "completion_tokens": 0},
-                        error=error, artifacts={"candidate": rd.candidate_src(cid)} if code is not None else {})
-    if code is None:
-        return {"pending": []}
-    record = new_record(cid, 0, 0, parent=None, origin=ORIGIN_SEED)
-    ctx.progress.generated(record)
-    return {"candidates": {cid: record}, "pending": [cid]}
+        for i, (label, code) in enumerate(entries):
+            cid = candidate_id(0, i)
+            rd.write_source(cid, code)
+            rd.append_event(iteration=0, candidate=cid, node="generate", status="ok",
+                            duration_s=time.monotonic() - t0 if i == 0 else 0.0,
+                            metrics={"origin": ORIGIN_SEED, "parent": None, "prompt_tokens": 0,
+                                     "completion_tokens": 0, **({"change": f"Inductor {label}"} if label != "seed" else {})},
+                            artifacts={"candidate": rd.candidate_src(cid)})
+        if not entries:
+            rd.append_event(iteration=0, candidate=None, node="generate", status="seed_failed",
+                            duration_s=time.monotonic() - t0, error=error,
+                            metrics={"origin": ORIGIN_SEED, "parent": None, "prompt_tokens": 0, "completion_tokens": 0})
+        traced = _seed_events(rd)
+    # 2) the candidates, as their generate events say
+    records = {}
+    for e in sorted((e for e in traced if e["candidate"] and e["status"] == "ok"), key=lambda e: e["candidate"]):
+        cid = e["candidate"]
+        records[cid] = new_record(cid, 0, parse_candidate_id(cid)[1], parent=None, origin=ORIGIN_SEED,
+                                  change=(e.get("metrics") or {}).get("change"))
+        ctx.progress.generated(records[cid])
+    return {"candidates": records, "pending": list(records)} if records else {"pending": []}
 
 
-def _inductor_seed(timeout_s: float, cache_dir: str = "", module_mode: str = "train") -> Callable[[Any, str], str]:
-    def make(problem, device: str) -> str:   # the forward the judge runs: [eval] module_mode
-        from tools.dialect import seed_in_subprocess
-        return seed_in_subprocess(problem.path, device, timeout_s, cache_dir or None, module_mode=module_mode)
+def _seed_events(rd, with_failure: bool = False) -> list[dict]:
+    """Round 0's generate events: each seed written (and a seed failure, if asked)."""
+    events = [e for c in sorted(rd.written()) if c.startswith("r00-") for e in rd.events_of(c)]
+    events += rd.events_of(None) if with_failure else []
+    return [e for e in events if e["node"] == "generate" and e["iteration"] == 0]
+
+
+def _inductor_seed(timeout_s: float, cache_dir: str = "", module_mode: str = "train") -> Callable[[Any, str], list]:
+    def make(problem, device: str) -> list[tuple[str, str]]:   # the forward the judge runs: [eval] module_mode
+        from tools.dialect import portfolio_in_subprocess
+        entries = portfolio_in_subprocess(problem.path, device, timeout_s, cache_dir or None, module_mode=module_mode)
+        return [(e.label, e.code) for e in entries if e.code is not None]
     return make
 
 

@@ -41,13 +41,10 @@ import re
 from dataclasses import dataclass
 from typing import Iterator
 
+from agent.loop.sweep_template import template_knobs
+from agent.loop.sweep_knobs import TileGrid, _Knob, _Site, _site
 from tools.precision import with_dot_precision
 
-MAX_BLOCK = 8192
-MIN_BLOCK = 16
-MAX_GROUP = 32
-WARPS = (1, 2, 4, 8, 16)
-MIN_STAGES, MAX_STAGES = 1, 5
 PRECISION_CHANGE = "tl.dot ieee->tf32x3"
 _BLOCK_NAME = re.compile("BLOCK", re.IGNORECASE)
 _KIND_ORDER = ("block", "group", "warps", "stages")
@@ -57,43 +54,6 @@ _KIND_ORDER = ("block", "group", "warps", "stages")
 class Variant:
     source: str
     change: str                     # "kernel: XBLOCK 1024->2048, num_warps 4->8"
-
-
-@dataclass(frozen=True)
-class _Site:
-    """One integer literal in the source; it holds the constant's value plus `offset`
-    (the 1023 of `(n + 1023) // 1024` has offset -1)."""
-    line: int
-    col: int                        # utf-8 byte offsets, as ast gives them
-    end_col: int
-    offset: int = 0
-
-
-@dataclass(frozen=True)
-class _Knob:
-    """One launch constant: every site that must change with it, and its current value."""
-    kernel: str
-    name: str                       # "XBLOCK", "num_warps", or "BLOCK_M+BLOCK_N" when merged
-    kind: str                       # "block" | "warps" | "stages"
-    value: int
-    sites: frozenset[_Site]
-    grid: "TileGrid | None" = None  # a template's launch grid, computed from its tile sizes
-    allowed: tuple[int, ...] = ()   # when set, the only values a move may give it
-
-    def neighbours(self) -> list[int]:
-        v = self.value
-        if self.kind in ("block", "group"):
-            if v < 1 or v & (v - 1):
-                return []
-            low, high = (min(MIN_BLOCK, v), MAX_BLOCK) if self.kind == "block" else (1, MAX_GROUP)
-            return [n for n in (v * 2, v // 2) if low <= n <= high and n != v
-                    and (not self.allowed or n in self.allowed)]
-        if self.kind == "warps":
-            if v not in WARPS:
-                return []
-            i = WARPS.index(v)
-            return [WARPS[j] for j in (i + 1, i - 1) if 0 <= j < len(WARPS)]
-        return [n for n in (v + 1, v - 1) if MIN_STAGES <= n <= MAX_STAGES]
 
 
 def sweep_variants(source: str, limit: int, *, wide: bool = False) -> list[Variant]:
@@ -147,21 +107,6 @@ def changed_constants(original: str, variant: str) -> list[tuple[int, int, objec
     return changes if ast.dump(a) == ast.dump(b) else None
 
 
-@dataclass(frozen=True)
-class TileGrid:
-    """A GEMM template's fixed launch grid, (cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N), 1, 1):
-    the literal at `site` is recomputed whenever either tile size moves."""
-    site: _Site
-    m: int
-    n: int
-    tile_m: tuple[str, int]         # the knobs' names and current values
-    tile_n: tuple[str, int]
-
-    def value(self, moved: dict[str, int]) -> int:
-        tm, tn = (moved.get(name, v) for name, v in (self.tile_m, self.tile_n))
-        return -(-self.m // tm) * -(-self.n // tn)
-
-
 # ---------------------------------------------------------------- reading launch sites
 
 def _launch_knobs(tree: ast.Module) -> list[_Knob]:
@@ -198,7 +143,6 @@ def _launch_knobs(tree: ast.Module) -> list[_Knob]:
                 knob = _knob(kernel, kw, kernels[kernel], grid, literal_of)
                 if knob is not None:
                     knobs.append(knob)
-    from agent.loop.sweep_template import template_knobs
     return _merge_overlapping(knobs) + template_knobs(tree, set(kernels))
 
 
@@ -340,10 +284,6 @@ def _bindings(nodes) -> dict[str, list]:
 
 def _is_int(node) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is int
-
-
-def _site(node: ast.Constant, offset: int = 0) -> _Site:
-    return _Site(node.lineno, node.col_offset, node.end_col_offset, offset)
 
 
 # ---------------------------------------------------------------- moves and edits

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import ast
 
-from agent.loop.sweep import TileGrid, _Knob, _site
+from agent.loop.sweep_knobs import TileGrid, _Knob, _site
 
 _TILES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")
 

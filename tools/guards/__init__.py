@@ -8,8 +8,9 @@ profilers and dispatch modes, threads, processes, streams, network, file writes 
 the temp dir, non-Triton kernel toolkits, a file with no Triton kernel at all, and two
 flag-only hints (reduced precision, output caching). Every dotted path is read in its
 canonical form, through the modules the judge has loaded (`os.sys.modules` is
-`sys.modules`: modules.py). Each guard is a plain function in STATIC_GUARDS (suite.py),
-never looked up by name; one module per family: torch_ops.py, host.py, tampering.py,
+`sys.modules`: modules.py; where torch is not imported, as module_table.py's table has
+them). Each guard is a plain function in STATIC_GUARDS (suite.py), never looked up by
+name; one module per family: torch_ops.py, host.py, tampering.py,
 own_work.py, escapes.py, flags.py. They read a Source (source.py, built with names.py,
 modules.py, regions.py and own_objects.py).
 

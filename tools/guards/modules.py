@@ -12,8 +12,11 @@ torch, triton or numpy starts another reading (`some_pkg.sys._getframe` is also
 `sys._getframe`). The guard tables then see every path in its canonical form;
 `is_module(path)` says whether the walk ended on a module object.
 
-Imports nothing a candidate names: only `_PRELOAD` (stdlib parts, numpy, torch,
-triton), once per process, so the walk sees the same modules in every judge. Not
+Imports nothing a candidate names, and reads the same modules in every judge: those of
+`module_table.PRELOAD` (stdlib parts, numpy, torch, triton). A process that has imported
+torch imports the rest of them once; one that has not (`krefine eval` deciding what the
+files alone decide) reads them from the installation's module table instead
+(module_table.py), so a candidate is refused there without importing any of them. Not
 covered: objects made at run time (`importlib.import_module(name)`, `sys.modules[k]`:
 both rejected by themselves), attributes a module only gains when some code runs.
 """
@@ -22,31 +25,31 @@ from __future__ import annotations
 import importlib
 import sys
 import threading
-import types
 from functools import lru_cache
 
-# top-level names the walk may start from, and that the fallback reading looks for
-_ROOTS = frozenset(sys.stdlib_module_names) | {"torch", "triton", "numpy"}
-
-# imported once before the first walk, so the answer does not depend on what else the
-# process happened to import; torch's lazily imported parts are never imported here
-# (tools/judge/warm.py: importing them from a judge thread could deadlock)
-_PRELOAD = ("os", "sys", "threading", "logging", "typing", "numpy", "torch", "triton", "triton.language")
+from tools.guards.module_table import MISSING, PRELOAD, ROOTS, Loaded, Module, load_table
 
 _LOCK = threading.Lock()
-_LOADED: list[bool] = []
+_LOADED: list[Loaded] = []
 
 
-def _preload() -> None:
+def _loaded() -> Loaded:
+    """What every walk of this process reads, decided at the first: a process that has
+    imported torch imports the rest of PRELOAD too, so the answer does not depend on what
+    else it happened to import (torch's lazily imported parts never: tools/judge/warm.py,
+    importing them from a judge thread could deadlock); any other reads the module table,
+    or imports PRELOAD where there is no table."""
     with _LOCK:
-        if _LOADED:
-            return
-        for name in _PRELOAD:
-            try:
-                importlib.import_module(name)
-            except Exception:  # noqa: BLE001 - an absent library only leaves its paths as spelled
-                pass
-        _LOADED.append(True)
+        if not _LOADED:
+            table = None if "torch" in sys.modules else load_table()
+            if table is None:
+                for name in PRELOAD:
+                    try:
+                        importlib.import_module(name)
+                    except Exception:  # noqa: BLE001 - an absent library only leaves its paths as spelled
+                        pass
+            _LOADED.append(Loaded(table))
+        return _LOADED[0]
 
 
 def canonical(path: str) -> tuple[str, ...]:
@@ -64,51 +67,25 @@ def is_module(path: str) -> bool:
 def _walk(path: str) -> tuple[tuple[str, ...], bool]:
     """(canonical(path), is_module(path))."""
     parts = path.split(".")
-    if not parts[0] or parts[0] not in _ROOTS:   # relative imports, candidate packages
+    if not parts[0] or parts[0] not in ROOTS:   # relative imports, candidate packages
         return _with_fallback((path,), parts, 1), False
-    _preload()
-    obj = sys.modules.get(parts[0])
-    if not isinstance(obj, types.ModuleType):
+    loaded = _loaded()
+    obj = loaded.entry(parts[0])
+    if not isinstance(obj, Module):
         return _with_fallback((path,), parts, 1), False
-    name, i = _module_name(obj, parts[0]), 1
+    name, i = obj.name or parts[0], 1
     while i < len(parts):
-        nxt = vars(obj).get(parts[i], _MISSING)
-        if nxt is _MISSING:
-            nxt = sys.modules.get(f"{name}.{parts[i]}", _MISSING)
-        if nxt is _MISSING:   # not loaded here, or made at run time: read the rest as spelled
+        nxt = obj.attr(parts[i], name)
+        if nxt is MISSING:
+            nxt = loaded.entry(f"{name}.{parts[i]}")
+        if nxt is MISSING:   # not loaded here, or made at run time: read the rest as spelled
             return _with_fallback((".".join([name, *parts[i:]]),), parts, i), False
-        if isinstance(nxt, types.ModuleType):
-            obj, name, i = nxt, _module_name(nxt, f"{name}.{parts[i]}"), i + 1
+        if isinstance(nxt, Module):
+            obj, name, i = nxt, nxt.name or f"{name}.{parts[i]}", i + 1
             continue
-        walked = ".".join([name, *parts[i:]])
-        home = _home(nxt, name)
-        return ((walked, ".".join([home, *parts[i + 1:]])) if home else (walked,)), False
+        walked = ".".join([name, *parts[i:]])   # nxt: a function's or class's home, or None
+        return ((walked, ".".join([nxt, *parts[i + 1:]])) if nxt else (walked,)), False
     return (name,), True
-
-
-_MISSING = object()
-
-
-def _module_name(module: types.ModuleType, spelled: str) -> str:
-    name = vars(module).get("__name__")
-    return name if isinstance(name, str) and name else spelled
-
-
-def _home(obj: object, via: str) -> str | None:
-    """`module.qualname` of a function or class that lives in another package than the
-    module it was reached through; None otherwise."""
-    if not isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, type)):
-        return None
-    try:
-        module, qual = obj.__module__, obj.__qualname__
-    except Exception:  # noqa: BLE001 - an object whose metadata raises keeps its spelled path
-        return None
-    if not (isinstance(module, str) and isinstance(qual, str)) or "<" in qual:
-        return None
-    root = module.split(".")[0]
-    if root == via.split(".")[0] or root.lstrip("_") not in _ROOTS and root not in _ROOTS:
-        return None
-    return f"{module}.{qual}"
 
 
 def _dedupe(*paths: str) -> tuple[str, ...]:
@@ -119,6 +96,6 @@ def _with_fallback(paths: tuple[str, ...], parts: list[str], start: int) -> tupl
     """`paths`, then the path from the first later component that names a known top-level
     module (walked itself): `pkg.sys._getframe` is also `sys._getframe`."""
     for j in range(max(start, 1), len(parts)):
-        if parts[j] in _ROOTS:
+        if parts[j] in ROOTS:   # a top-level name a walk may start from
             return _dedupe(*paths, *canonical(".".join(parts[j:])))
     return paths

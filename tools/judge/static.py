@@ -1,7 +1,9 @@
 """Step 1) guard: parse and static checks, before CUDA or any candidate code.
 
-(The guards import torch, triton and numpy once per process, never CUDA, to read
-dotted paths through the real modules: tools/guards/modules.py.)
+(The guards read dotted paths through torch, triton and numpy, never CUDA: a process
+that has imported torch through the modules themselves, any other through the
+installation's module table, so `krefine eval` refuses here without importing them:
+tools/guards/modules.py, module_table.py.)
 
 A syntax error is a compile error; a static guard's rejecting finding (tools/guards/)
 rejects the candidate, and every finding becomes a flag and a diagnostic. A candidate

@@ -6,7 +6,9 @@ the session lives in the judge service (tools/judge/service.py, started on first
 gone `--keep-judge` seconds after the last eval), so the next `krefine eval` of the same
 problem finds it warm and this process never imports torch; `--keep-judge 0` judges
 here, in a session of this process's own. Either way the steps are the same (`_eval`):
-what the files alone decide is decided here, only the rest goes to the session.
+what the files alone decide is decided here without importing torch (the problem is
+loaded, and torch asked about the device, only when a candidate is judged), only the
+rest goes to the session.
 
 --min-speedup X is krefine run's target speedup (`--target-speedup` is the same flag),
 given per call: without it correct is enough, whatever [budget] target_speedup says.
@@ -69,20 +71,18 @@ def _eval(args, config, keep: float, guess: str, early) -> int:
     """One path for both hosts of the session: this process's (keep 0) or the judge
     service's (tools/judge/service.py); only step 3 differs."""
     from tools.judge.static import static_verdict
-    from tools.problem import load_problem, read_problem
+    from tools.problem import read_problem
     here = keep == 0
-    # 1) inputs: every fault here is one line and exit 2, before any work starts; the
-    #    service loads the problem itself, so this process needs no torch for it
-    problem = load_problem(args.problem) if here else read_problem(args.problem)
+    # 1) inputs: every fault that needs no torch to find is one line and exit 2, before any
+    #    work starts; loading the problem and asking torch about the device wait for step 3
+    #    (as the service does them): a candidate refused in step 2 needs neither
+    path, _ = read_problem(args.problem)
     cands = _read_candidates(args)
     _check_target_speedup(args)
-    device = _device(args, here, guess)
-    if args.target_speedup is not None and device == "cpu":
-        raise BadInput("", "--min-speedup needs --device cuda: nothing is timed on cpu")
-    profile = not args.no_profile and config.eval.test.profile != "none"
+    device = _device(args, guess, here)
     say = None if args.json else (lambda what: print(f"krefine: {what} ...", file=sys.stderr, flush=True))
     if say:
-        say(_judging(args, cands, problem.name if here else None, device))
+        say(_judging(args, cands, path.stem if here else None, device))
 
     # 2) what the files alone decide (no candidate, a syntax error, a static guard's
     #    reject) needs no session, no service and no torch
@@ -99,7 +99,11 @@ def _eval(args, config, keep: float, guess: str, early) -> int:
     rest = out.undecided()
     todo = [(names[i], cands[i][1]) for i in rest]
     heard = lambda j, v: out.heard(rest[j], v)   # noqa: E731
+    profile = not args.no_profile and config.eval.test.profile != "none"
     if rest and here:
+        from tools.problem import load_problem
+        problem = load_problem(args.problem)
+        device = _device_here(args)
         _judge_here(problem, todo, device, args.gpu, config.eval, profile, say if len(cands) == 1 else None,
                     heard, early if device == guess else None)
     elif rest:
@@ -119,20 +123,34 @@ def _judging(args, cands, problem_name: str | None, device: str) -> str:
     return f"judging {len(cands)} candidates against {problem_name} on {device} in one session"
 
 
-def _device(args, here: bool, guess: str) -> str:
-    """Here torch decides (a fallback to cpu is said); for the service the guess stands
-    and the service checks cuda itself (this process imports no torch)."""
-    if not here:
-        if args.gpu < 0 or args.device == "cpu":
-            _check_device(args.device or "cpu", args.gpu)
-        return guess
+def _device(args, guess: str, here: bool) -> str:
+    """The device as far as it is known without torch: --device, else the guess
+    (isolation.guess_device). The service keeps it (and checks cuda itself); here it
+    stands until a candidate is judged (`_device_here`: torch decides). Checked now is
+    only what needs no torch: a negative --gpu, a GPU index on --device cpu, and
+    --min-speedup on cpu (here only when --device says cpu)."""
+    if args.gpu < 0 or args.device == "cpu":
+        _check_device(args.device or "cpu", args.gpu)
+    device = args.device or guess
+    _check_cpu_speedup(args, args.device if here else device)
+    return device
+
+
+def _device_here(args) -> str:
+    """Judged in this process: torch decides (a fallback to cpu is said) and checks it."""
     from tools.judge import default_device
     device = args.device or default_device()
     if args.device is None and device == "cpu":
         print("krefine: no CUDA device found: judging on cpu with Triton's interpreter "
               "(correctness only, no timing)", file=sys.stderr)
     _check_device(device, args.gpu)
+    _check_cpu_speedup(args, device)
     return device
+
+
+def _check_cpu_speedup(args, device: str) -> None:
+    if args.target_speedup is not None and device == "cpu":
+        raise BadInput("", "--min-speedup needs --device cuda: nothing is timed on cpu")
 
 
 def _judge_here(problem, todo, device: str, gpu_index: int, settings, profile: bool, say, heard, server) -> None:

@@ -135,3 +135,34 @@ def test_seeded_cpu_run_records_the_portable_seed_and_refines_it(tmp_path):
     result = problem_result(load_run(out))
     assert (result.n_all, result.correct) == (1, False)
     print(json.dumps(read_json(out / "evals" / "r00-c00.json")["verdict"]))
+
+
+def _portfolio(*entries):
+    """A stand-in portfolio maker: (label, status, speedup) per configuration."""
+    def make(problem, device):
+        return [(label, f"# judge: {status}{f' {speedup}' if speedup else ''}\nclass ModelNew: pass\n# {label}\n")
+                for label, status, speedup in entries]
+    return make
+
+
+def test_every_configuration_of_the_portfolio_is_a_round_zero_candidate_with_its_lineage(tmp_path):
+    make = _portfolio(("default", "correct", 0.5), ("templates+tf32x3", "correct", 1.3), ("templates", "incorrect", None))
+    state, rd, _, _ = loop_run(tmp_path, [judged("correct", 2.0)] * 2, make_seed=make, **SEEDED)
+    zero = {c: r for c, r in state["candidates"].items() if r["round"] == 0}
+    assert sorted(zero) == ["r00-c00", "r00-c01", "r00-c02"]
+    assert [zero[c]["change"] for c in sorted(zero)] == ["Inductor default", "Inductor templates+tf32x3",
+                                                         "Inductor templates"]
+    assert {zero[c]["origin"] for c in zero} == {"inductor_seed"}
+
+
+def test_the_fastest_correct_configuration_is_the_parent_round_one_refines(tmp_path):
+    make = _portfolio(("default", "correct", 0.5), ("templates+tf32x3", "correct", 1.3))
+    state, _, backend, _ = loop_run(tmp_path, [judged("correct", 2.0)] * 2, make_seed=make, **SEEDED)
+    assert state["candidates"]["r01-c00"]["parent"] == "r00-c01"
+
+
+def test_seed_portfolio_false_keeps_the_first_configuration_alone(tmp_path):
+    make = _portfolio(("default", "correct", 0.5), ("templates+tf32x3", "correct", 1.3))
+    state, _, _, _ = loop_run(tmp_path, [judged("correct", 2.0)] * 2, make_seed=make,
+                              **{**SEEDED, "search.seed_portfolio": False})
+    assert [c for c in state["candidates"] if c.startswith("r00-")] == ["r00-c00"]

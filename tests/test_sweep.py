@@ -209,3 +209,40 @@ def test_changed_constants_refuses_a_source_that_differs_in_code():
     assert changed_constants("x = f(1)\n", "x = f(2)\n") == [(1, 6, 1, 2)]
     assert changed_constants("x = f(1)\n", "x = g(1)\n") is None
     assert changed_constants("x = f(1)\n", "x = f(1, 2)\n") is None
+
+
+# Inductor's matmul template as a max-autotune seed has it (level 2's 12_Gemm_Multiply_LeakyReLU)
+GEMM_TEMPLATE = 'import torch\nimport triton\nimport triton.language as tl\n\n\n@triton.jit\ndef triton_tem_fused_addmm_t_0(arg_A, arg_B, out_ptr0):\n    EVEN_K : tl.constexpr = True\n    USE_FAST_ACCUM : tl.constexpr = False\n    ACC_TYPE : tl.constexpr = tl.float32\n    BLOCK_M : tl.constexpr = 64\n    BLOCK_N : tl.constexpr = 128\n    BLOCK_K : tl.constexpr = 32\n    GROUP_M : tl.constexpr = 8\n    ALLOW_TF32 : tl.constexpr = False\n    INDEX_DTYPE : tl.constexpr = tl.int32\n    A = arg_A\n    B = arg_B\n\n    M = 1024\n    N = 8192\n    K = 8192\n    if M * N == 0:\n        # early exit due to zero-size input(s)\n        return\n    stride_am = 8192\n    stride_ak = 1\n    stride_bk = 1\n    stride_bn = 8192\n\n    # based on triton.ops.matmul\n    pid = tl.program_id(0).to(INDEX_DTYPE)\n    grid_m = (M + BLOCK_M - 1) // BLOCK_M\n    grid_n = (N + BLOCK_N - 1) // BLOCK_N\n\n    # re-order program ID for better L2 performance\n    width = GROUP_M * grid_n\n    group_id = pid // width\n    group_size = min(grid_m - group_id * GROUP_M, GROUP_M)\n    pid_m = group_id * GROUP_M + (pid % group_size)\n    pid_n = (pid % width) // (group_size)\n    tl.assume(pid_m >= 0)\n    tl.assume(pid_n >= 0)\n\n    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)\n    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)\n    if ((stride_am == 1 and stride_ak == M) or (stride_am == K and stride_ak == 1)) and (M >= BLOCK_M and K > 1):\n        offs_a_m = tl.max_contiguous(tl.multiple_of(rm % M, BLOCK_M), BLOCK_M)\n    else:\n        offs_a_m = rm % M\n    if ((stride_bk == 1 and stride_bn == K) or (stride_bk == N and stride_bn == 1)) and (N >= BLOCK_N and K > 1):\n        offs_b_n = tl.max_contiguous(tl.multiple_of(rn % N, BLOCK_N), BLOCK_N)\n    else:\n        offs_b_n = rn % N\n    offs_k = tl.arange(0, BLOCK_K)\n    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC_TYPE)\n\n    for k_idx in range(0, tl.cdiv(K, BLOCK_K)):\n\n        a_k_idx_vals = offs_k[None, :] + (k_idx * BLOCK_K)\n        b_k_idx_vals = offs_k[:, None] + (k_idx * BLOCK_K)\n\n        idx_m = offs_a_m[:, None]\n        idx_n = a_k_idx_vals\n        xindex = idx_n + 8192*idx_m\n        a = tl.load(A + (xindex))\n\n        idx_m = b_k_idx_vals\n        idx_n = offs_b_n[None, :]\n        xindex = idx_n + 8192*idx_m\n        b = tl.load(B + ((tl.broadcast_to(idx_m + 8192*idx_n, [BLOCK_K, BLOCK_N])).broadcast_to(xindex.shape)))\n\n\n        acc += tl.dot(a, b, allow_tf32=ALLOW_TF32, out_dtype=ACC_TYPE)\n\n\n    # rematerialize rm and rn to save registers\n    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)\n    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)\n    idx_m = rm[:, None]\n    idx_n = rn[None, :]\n    mask = (idx_m < M) & (idx_n < N)\n\n    # inductor generates a suffix\n    xindex = idx_n + 8192*idx_m\n    tl.store(out_ptr0 + (tl.broadcast_to(xindex, [BLOCK_M, BLOCK_N])), acc, mask)\n\n\ndef call(args):\n    arg0_1, arg2_1 = args\n    buf0 = torch.empty_strided((1024, 8192), (8192, 1), dtype=torch.float32, device=arg0_1.device)\n    triton_tem_fused_addmm_t_0[1024, 1, 1](arg2_1, arg0_1, buf0, num_warps=4, num_stages=3)\n    return (buf0,)\n'
+
+
+def _tiles(source: str) -> dict[str, int]:
+    tree = ast.parse(source)
+    kernel = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("triton_tem"))
+    out = {s.target.id: s.value.value for s in kernel.body
+           if isinstance(s, ast.AnnAssign) and isinstance(s.value, ast.Constant) and type(s.value.value) is int}
+    launch = next(n for n in ast.walk(tree) if isinstance(n, ast.Subscript) and getattr(n.value, "id", "") == kernel.name)
+    out["grid"] = launch.slice.elts[0].value
+    return out
+
+
+def test_the_first_variant_of_a_source_with_exact_dots_sets_them_to_tf32x3():
+    first = sweep_variants(GEMM_TEMPLATE, 1)[0]
+    assert first.change == "tl.dot ieee->tf32x3"
+    assert 'input_precision="tf32x3"' in first.source and "allow_tf32=ALLOW_TF32" not in first.source
+
+
+def test_a_template_tile_move_recomputes_its_grid():
+    for v in sweep_variants(GEMM_TEMPLATE, 200, wide=True):
+        t = _tiles(v.source)
+        assert t["grid"] == -(-1024 // t["BLOCK_M"]) * -(-8192 // t["BLOCK_N"]), v.change
+
+
+def test_block_k_moves_only_to_divisors_of_k_while_loads_are_unmasked():
+    ks = {_tiles(v.source)["BLOCK_K"] for v in sweep_variants(GEMM_TEMPLATE, 200, wide=True)}
+    assert ks <= {16, 32, 64} and 8192 % max(ks) == 0 and len(ks) > 1
+
+
+def test_wide_adds_pairs_of_one_kernels_constants_after_the_singles():
+    narrow = sweep_variants(GEMM_TEMPLATE, 500)
+    wide = sweep_variants(GEMM_TEMPLATE, 500, wide=True)
+    assert len(wide) > 3 * len(narrow) and [v.change for v in wide[:len(narrow)]] == [v.change for v in narrow]

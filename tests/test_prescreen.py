@@ -1,0 +1,111 @@
+"""tools/judge/prescreen.py and the sweep's use of it (agent/loop/sweep_plan.py): many
+variants checked on one input and timed in one worker; only right ones reach the judge."""
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from agent.loop.sweep import Variant
+from agent.loop.sweep_plan import _prescreen
+from tools.judge.prescreen import CORRECT, FAILED, INCORRECT, Screen, prescreen
+from tools.settings import EvalSettings, TrialSettings
+
+PROBLEM = '''\
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * 2.0
+
+
+def get_inputs():
+    return [torch.randn(1000)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+GOOD = '''\
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m), 0.0) * 2.0, mask=m)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        n = x.numel()
+        k[(triton.cdiv(n, 256),)](x, y, n, BLOCK=256)
+        return y
+'''
+WRONG = GOOD.replace("* 2.0, mask=m", "* 3.0, mask=m")
+RAISES = GOOD.replace("y = torch.empty_like(x)", "raise RuntimeError('boom')")
+DIES = GOOD.replace("y = torch.empty_like(x)", "import os; os._exit(7)")
+# right on the first call only: later calls hand back the first output
+FIRST_CALL_ONLY = GOOD.replace("    def forward(self, x):\n        y = torch.empty_like(x)",
+                               "    def forward(self, x):\n        if hasattr(self, 'kept'):\n"
+                               "            return self.kept\n        y = torch.empty_like(x)").replace(
+                               "        return y\n", "        self.kept = y\n        return y\n")
+
+
+@pytest.fixture
+def problem(tmp_path) -> Path:
+    p = tmp_path / "relu2.py"
+    p.write_text(PROBLEM)
+    return p
+
+
+def test_each_variant_gets_its_own_status_and_a_dying_worker_is_replaced(problem):
+    screens = prescreen(problem, [GOOD, WRONG, RAISES, DIES, GOOD], device="cpu", settings=TrialSettings(), seed=7)
+    assert [s.status for s in screens] == [CORRECT, INCORRECT, FAILED, FAILED, CORRECT]
+    assert "boom" in screens[2].error and "exited (7)" in screens[3].error
+
+
+def test_right_on_the_prescreen_input_but_wrong_on_the_trials_is_judged_incorrect(problem):
+    from tools.judge.session import Judge
+    from tools.problem import load_problem
+    [screen] = prescreen(problem, [FIRST_CALL_ONLY], device="cpu", settings=TrialSettings(), seed=7)
+    assert screen.status == CORRECT
+    with Judge(load_problem(problem), device="cpu", settings=EvalSettings()) as judge:
+        verdict = judge.judge(FIRST_CALL_ONLY)
+    assert not verdict.correct
+
+
+def _ctx(tmp_path, screens):
+    rd = SimpleNamespace(root=tmp_path, source=lambda cid: GOOD, append_event=lambda **kw: None)
+    judges = SimpleNamespace(prescreen=lambda sources, reps: screens[:len(sources)])
+    return SimpleNamespace(rundir=rd, judges=judges, progress=SimpleNamespace(note=lambda text: None),
+                           config=SimpleNamespace(search=SimpleNamespace(prescreen_reps=3)))
+
+
+def test_a_variant_wrong_on_the_prescreen_never_reaches_the_judge(tmp_path):
+    variants = [Variant(f"# {i}\n" + GOOD, f"change {i}") for i in range(3)]
+    screens = [Screen(0, CORRECT, ms=2.0), Screen(1, INCORRECT, error="max abs error 1"),
+               Screen(2, CORRECT, ms=1.5), Screen(3, FAILED, error="boom")]
+    chosen = _prescreen(_ctx(tmp_path, screens), {"round": 0}, "r00-c00", variants, limit=3)
+    assert [v.source for v in chosen] == [variants[1].source]          # the only right one
+    assert "pre-screen 1.5 vs 2 ms" in chosen[0].change
+
+
+def test_the_fastest_right_variants_go_first_and_the_results_are_kept(tmp_path):
+    from tools.jsonio import read_json
+    variants = [Variant(f"# {i}\n" + GOOD, f"change {i}") for i in range(3)]
+    screens = [Screen(0, CORRECT, ms=2.0), Screen(1, CORRECT, ms=3.0), Screen(2, CORRECT, ms=1.0),
+               Screen(3, CORRECT, ms=1.5)]
+    chosen = _prescreen(_ctx(tmp_path, screens), {"round": 0}, "r00-c00", variants, limit=2)
+    assert [v.source for v in chosen] == [variants[1].source, variants[2].source]
+    kept = read_json(tmp_path / "prescreen" / "r00-c00.json")
+    assert len(kept["variants"]) == 3 and [c["source"] for c in kept["chosen"]] == [v.source for v in chosen]

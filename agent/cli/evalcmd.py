@@ -76,13 +76,13 @@ def _eval(args, config, keep: float, guess: str, early) -> int:
     # 1) inputs: every fault that needs no torch to find is one line and exit 2, before any
     #    work starts; loading the problem and asking torch about the device wait for step 3
     #    (as the service does them): a candidate refused in step 2 needs neither
-    path, _ = read_problem(args.problem)
+    problem_path, _ = read_problem(args.problem)
     cands = _read_candidates(args)
     _check_target_speedup(args)
     device = _device(args, guess, here)
     say = None if args.json else (lambda what: print(f"krefine: {what} ...", file=sys.stderr, flush=True))
     if say:
-        say(_judging(args, cands, path.stem if here else None, device))
+        say(_judging(args, cands, problem_path.stem if here else None, device))
 
     # 2) what the files alone decide (no candidate, a syntax error, a static guard's
     #    reject) needs no session, no service and no torch

@@ -64,8 +64,8 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
     traced = _seed_events(rd, with_failure=True)
     t0 = time.monotonic()
     error, entries = None, []
-    left = [("seed", rd.source(c)) for c in sorted(rd.written()) if c.startswith("r00-")]
-    if not traced and left:         # written by a killed session before it traced them: kept
+    left = [] if traced else [("seed", rd.source(c)) for c in sorted(rd.written()) if c.startswith("r00-")]
+    if left:                        # written by a killed session before it traced them: kept
         entries = left
     elif not traced:
         try:

@@ -40,6 +40,8 @@ def plan_sweep(ctx, state, parent: str, *, screen: bool = True) -> list[Variant]
     if width <= 0:
         variants = sweep_variants(rd.source(parent), limit + len(held))
         return [v for v in variants if v.source not in held][:limit]
+    if not screen:                                         # whether there is any: no need to make them all
+        width = limit
     variants = [v for v in sweep_variants(rd.source(parent), width + len(held), wide=True)
                 if v.source not in held][:width]
     if not screen or not variants:

@@ -29,14 +29,12 @@ from __future__ import annotations
 import json
 import math
 import re
-import subprocess
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tools.dialect.inductor_capture import Capture, capture
 from tools.dialect.kernelbook import accepted_seed, guard_rejection
-from tools.dialect.seedcache import SeedCache, lasting, problem_file, run_dialect, torch_version
+from tools.dialect.seedcache import SeedCache, cached_or_child, lasting
 from tools.precision import with_dot_precision
 
 PRECISION = "tf32x3"
@@ -161,24 +159,8 @@ def portfolio_in_subprocess(problem_path: str | Path, device: str, timeout_s: fl
     added to the agent's environment. ValueError with a one-line reason when no entry has
     code or the child failed; a timeout is cached, and compiled again only under a longer
     `timeout_s`."""
-    cache, version, problem = None, None, None
-    if cache_dir:
-        problem = problem_file(problem_path)
-        cache, version = SeedCache(cache_dir, module_mode), torch_version()
-        try:
-            return _some(read_entries(cache.get_portfolio(problem, device, version, timeout_s)))
-        except KeyError:
-            pass
-    with tempfile.TemporaryDirectory(prefix="krefine-portfolio-") as tmp:
-        out = Path(tmp) / "out"
-        try:
-            run_dialect("portfolio", problem_path, device, module_mode, cache_dir, out, timeout_s, env)
-        except subprocess.TimeoutExpired:
-            reason = f"portfolio: torch.compile took longer than {timeout_s:.0f} s"
-            if cache is not None:
-                cache.put_portfolio(problem, device, version, None, reason)
-            raise ValueError(reason) from None
-        return _some(read_entries((out / FILE_NAME).read_text(encoding="utf-8")))
+    return _some(read_entries(cached_or_child("portfolio", problem_path, device, timeout_s, cache_dir, env,
+                                              module_mode, result=FILE_NAME)))
 
 
 def _some(entries: list[PortfolioEntry]) -> list[PortfolioEntry]:

@@ -214,26 +214,37 @@ def seed_in_subprocess(problem_path: str | Path, device: str, timeout_s: float,
     seed` process (`run_dialect`), with `env` added to the agent's environment.
     ValueError with the child's one-line reason when it fails; a timeout is cached too,
     and compiled again only under a longer `timeout_s`."""
+    return cached_or_child("seed", problem_path, device, timeout_s, cache_dir, env, module_mode)
+
+
+def cached_or_child(command: str, problem_path: str | Path, device: str, timeout_s: float,
+                    cache_dir: str | Path | None, env: dict[str, str] | None, module_mode: str,
+                    result: str = "") -> str:
+    """What `python -m tools.dialect COMMAND` ("seed" | "portfolio") writes for the problem:
+    the seed cache's copy when it has one (read in this process, no torch import), else a
+    child's, read from `result` under its --out ("" = --out itself). A timeout is cached
+    (SeedCache keeps it with its limit) and raised as ValueError."""
     import subprocess
     import tempfile
+    get, put = ("get", "put") if command == "seed" else (f"get_{command}", f"put_{command}")
     cache, version, problem = None, None, None
     if cache_dir:
         problem = problem_file(problem_path)
         cache, version = SeedCache(cache_dir, module_mode), torch_version()
         try:
-            return cache.get(problem, device, version, timeout_s)
+            return getattr(cache, get)(problem, device, version, timeout_s)
         except KeyError:
             pass
-    with tempfile.TemporaryDirectory(prefix="krefine-seed-") as tmp:
-        out = Path(tmp) / "seed.py"
+    with tempfile.TemporaryDirectory(prefix=f"krefine-{command}-") as tmp:
+        out = Path(tmp) / "out"
         try:
-            run_dialect("seed", problem_path, device, module_mode, cache_dir, out, timeout_s, env)
+            run_dialect(command, problem_path, device, module_mode, cache_dir, out, timeout_s, env)
         except subprocess.TimeoutExpired:
-            reason = f"seed: torch.compile took longer than {timeout_s:.0f} s"
+            reason = f"{command}: torch.compile took longer than {timeout_s:.0f} s"
             if cache is not None:
-                cache.put(problem, device, version, None, reason)
+                getattr(cache, put)(problem, device, version, None, reason)
             raise ValueError(reason) from None
-        return out.read_text(encoding="utf-8")
+        return (out / result if result else out).read_text(encoding="utf-8")
 
 
 def run_dialect(command: str, problem_path: str | Path, device: str, module_mode: str,

@@ -74,7 +74,7 @@ def prescreen(problem_path: str | Path, sources: list[str], *, device: str, sett
             spec["start"] = min(set(range(len(sources))) - set(results))
             spec_file = Path(tmp) / "spec.json"
             spec_file.write_text(json.dumps(spec), encoding="utf-8")
-            _one_worker(spec_file, env, results, len(sources), timeout_s)
+            _one_worker(spec_file, spec["start"], env, results, len(sources), timeout_s)
     return [results[i] for i in range(len(sources))]
 
 
@@ -83,13 +83,12 @@ def _visible(gpu_index: int) -> str:
     return listed[gpu_index] if gpu_index < len(listed) else str(gpu_index)
 
 
-def _one_worker(spec_file: Path, env: dict, results: dict[int, Screen], n: int, timeout_s: float) -> None:
+def _one_worker(spec_file: Path, start: int, env: dict, results: dict[int, Screen], n: int, timeout_s: float) -> None:
     """Run a worker from spec["start"] until it ends; the variant it was on when it died
     or stalled past `timeout_s` is recorded failed."""
     err = tempfile.TemporaryFile()
     proc = subprocess.Popen([sys.executable, "-m", "tools.judge.prescreen", str(spec_file)], cwd=ROOT, env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
-    start = json.loads(spec_file.read_text())["start"]
     current, buf, deadline = start, b"", time.monotonic() + timeout_s * 2   # start-up: imports and the reference
     try:
         while True:

@@ -147,8 +147,8 @@ def render_initial(src: str) -> str:
     return f"INITIAL\n{src}"
 
 
-def render_refine(src, parent_src, verdict, prompt_config, count_tokens) -> str:
-    return f"REFINE\n{verdict.feedback}\nPARENT\n{parent_src}"
+def render_refine(src, parent_src, verdict, prompt_config, count_tokens, facts=()) -> str:
+    return f"REFINE\n{verdict.feedback}\nPARENT\n{parent_src}" + "".join(f"\nFACT {f}" for f in facts)
 
 
 @dataclass

@@ -314,3 +314,48 @@ def test_checks_that_are_evaluator_internals_stay_out_of_the_prompt():
                                                      "sandbox": {"netns": True}, "tolerance": {"atol": 1e-4}})
     prompt = refine(verdict)
     assert "netns" not in prompt and "phase_s" not in prompt and "tolerance.atol: 0.0001" in prompt
+
+
+# -- the precision and launch facts the search found (issue 31, item 4) ------------------
+
+LAUNCHED = '''\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def mm(a_ptr, b_ptr, c_ptr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pass
+
+
+def call(a, b, c):
+    mm[(64,)](a, b, c, BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3)
+'''
+
+
+def _with_dots(**dots) -> Verdict:
+    return dataclasses.replace(SLOW, checks={**SLOW.checks, "dot_precision": dots})
+
+
+def test_search_facts_name_each_kernels_launch_constants():
+    from agent.loop.prompting import search_facts
+    facts = search_facts(LAUNCHED, _with_dots())
+    assert facts == ["launch mm: BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3"]
+
+
+def test_search_facts_name_an_exact_fp32_dot_and_its_tensor_core_form():
+    from agent.loop.prompting import search_facts
+    fact = next(f for f in search_facts(LAUNCHED, _with_dots(ieee=2)) if f.startswith("tl.dot"))
+    assert "ieee x 2" in fact and "tf32x3" in fact and "tolerance" in fact
+
+
+def test_search_facts_give_the_lineage_oldest_first():
+    from agent.loop.prompting import search_facts
+    facts = search_facts(LAUNCHED, None, ["Inductor templates", "mm: BLOCK_M 128->64"])
+    assert facts[0] == "found by: Inductor templates -> mm: BLOCK_M 128->64"
+
+
+def test_facts_follow_the_status_line_in_a_refine_prompt():
+    prompt = render_refine(PROBLEM, PARENT, SLOW, PromptConfig(), words, facts=["launch mm: BLOCK_M=64"])
+    status, facts = prompt.index("Result: correct"), prompt.index("- launch mm: BLOCK_M=64")
+    assert status < facts < prompt.index("Timing, median")

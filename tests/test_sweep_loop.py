@@ -351,3 +351,15 @@ def test_run_seed_kernel_flag_sets_the_search_seed_kernel():
     from agent.cli import RUN_FLAGS, build_parser, flag_overrides
     args = build_parser().parse_args(["run", "p.py", "--model", "none", "--seed-kernel", "inductor"])
     assert load_config(None, *flag_overrides(args, RUN_FLAGS)).search.seed_kernel == "inductor"
+
+
+def test_the_model_refines_the_swept_best_and_its_prompt_names_how_it_was_found(tmp_path):
+    state, rd, _ = run(tmp_path, [completion(256), completion(512)], **{"search.sweep_budget": 6,
+                                                                        "budget.max_rounds": 2})
+    best = max((r for r in state["candidates"].values() if r["round"] == 1 and r["status"] == "correct"),
+               key=lambda r: r["speedup"]["eager"] or 0)
+    assert best["origin"] == "sweep" and state["candidates"]["r02-c00"]["parent"] == best["id"]
+    prompt = rd.prompt("r02-c00").read_text()
+    xblock, warps = re.search(r"XBLOCK=(\d+), num_warps=(\d+)", rd.source(best["id"])).groups()
+    assert f"\nFACT found by: k: XBLOCK 256->{xblock}" in prompt
+    assert f"\nFACT launch k: XBLOCK={xblock}, num_warps={warps}" in prompt

@@ -36,6 +36,7 @@ from langgraph.types import Send
 
 from agent.loop.context import GpuPool, LoopContext
 from agent.loop.judging import ensure_profiled, evaluate
+from agent.loop.prompting import search_facts
 from agent.loop.resume import state_from_rundir
 from agent.loop.rundir import candidate_id, parse_candidate_id
 from agent.loop.state import (ORIGIN_MODEL, ORIGIN_SEED, ORIGIN_SWEEP, SWEEP_GOES_ON, CandidateRecord, EvalTask,
@@ -143,7 +144,7 @@ def generate(state: RunState, runtime: Runtime[LoopContext]) -> dict:
                 refreshed[parent] = dict(state["candidates"][parent],
                                          bottleneck=bottleneck_label(profiled.bottleneck),
                                          roofline_fraction=(profiled.bottleneck or {}).get("roofline_fraction"))
-        prompt = _prompt(ctx, parent)
+        prompt = _prompt(ctx, parent, state["candidates"])
         reused = []
         for cid in ids:  # a kill mid-round leaves a prefix of the round recorded
             got = rd.completion_record(cid)
@@ -177,12 +178,26 @@ def generate(state: RunState, runtime: Runtime[LoopContext]) -> dict:
             "replay_exhausted": exhausted, "spent": spent}
 
 
-def _prompt(ctx: LoopContext, parent: str | None) -> str:
+def _prompt(ctx: LoopContext, parent: str | None, candidates: dict) -> str:
     if parent is None:
         return ctx.render_initial(ctx.problem.source)
     rd = ctx.rundir
-    return ctx.render_refine(ctx.problem.source, rd.source(parent) or "", rd.verdict(parent), ctx.config.prompt,
-                             ctx.backend.count_tokens)
+    source, verdict = rd.source(parent) or "", rd.verdict(parent)
+    return ctx.render_refine(ctx.problem.source, source, verdict, ctx.config.prompt, ctx.backend.count_tokens,
+                             facts=search_facts(source, verdict, _lineage(candidates, parent)))
+
+
+def _lineage(candidates: dict, cid: str) -> list[str]:
+    """The changes that made `cid` from the seed, oldest first (portfolio entry, sweep moves)."""
+    changes: list[str] = []
+    seen: set[str] = set()
+    while cid in candidates and cid not in seen:
+        seen.add(cid)
+        record = candidates[cid]
+        if record.get("change"):
+            changes.append(str(record["change"]))
+        cid = record.get("parent")
+    return changes[::-1]
 
 
 def _generated(rd, cid: str) -> bool:

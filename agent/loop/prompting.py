@@ -13,12 +13,13 @@ Does not call a model or count tokens itself: the caller passes the backend's
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 import jinja2
 
 from agent import PROMPTS_DIR
 from agent.config import PromptConfig
+from agent.loop.sweep import launch_constants
 from tools.judge.feedback import SEPARATOR, cut_marker, feedback_sections
 from tools.verdict import Verdict
 
@@ -39,8 +40,9 @@ def render_initial(problem_src: str) -> str:
 
 
 def render_refine(problem_src: str, parent_src: str, verdict: Verdict, config: PromptConfig,
-                  count_tokens: CountTokens) -> str:
-    """A refinement turn: the module, the parent candidate and its fitted feedback."""
+                  count_tokens: CountTokens, facts: Sequence[str] = ()) -> str:
+    """A refinement turn: the module, the parent candidate and its fitted feedback
+    (`facts`, from `search_facts`, go right after the status line)."""
     def render(feedback: str, include_example: bool) -> str:
         return _ENV.get_template("refine.j2").render(
             code=problem_src, parent=parent_src.rstrip("\n"), feedback=feedback,
@@ -48,23 +50,27 @@ def render_refine(problem_src: str, parent_src: str, verdict: Verdict, config: P
 
     # 1) with the example, if it fits next to the feedback cut only to its own budget
     if config.include_example:
-        prompt = render(render_feedback(verdict, config.feedback_token_budget, count_tokens), True)
+        prompt = render(render_feedback(verdict, config.feedback_token_budget, count_tokens, facts), True)
         if count_tokens(prompt) <= config.max_prompt_tokens:
             return prompt
     # 2) without it: the example is worth less than any of the feedback
     budget = min(config.feedback_token_budget,
                  config.max_prompt_tokens - count_tokens(render("", False)))
-    return render(render_feedback(verdict, max(budget, 0), count_tokens), False)
+    return render(render_feedback(verdict, max(budget, 0), count_tokens, facts), False)
 
 
-def render_feedback(verdict: Verdict, token_budget: int, count_tokens: CountTokens) -> str:
+def render_feedback(verdict: Verdict, token_budget: int, count_tokens: CountTokens,
+                    facts: Sequence[str] = ()) -> str:
     """The feedback block of a refinement prompt, at most `token_budget` tokens.
 
     Sections go in by importance; the first that does not fit is cut to the space left
     and the rest are dropped. The status line is always kept, whatever the budget.
     """
     parts: list[str] = []
-    for i, text in enumerate(feedback_sections(verdict)):
+    sections = feedback_sections(verdict)
+    if facts:
+        sections.insert(1, str(_ENV.get_template("partials/feedback.j2").module.facts(list(facts))))
+    for i, text in enumerate(sections):
         if i == 0 or _fits(parts + [text], token_budget, count_tokens):
             parts.append(text)
             continue
@@ -107,3 +113,35 @@ def _cut_to_fit(text: str, fits: Callable[[str], bool]) -> str | None:
         else:
             hi = mid - 1
     return keep(lo)
+
+
+# -- what the search found -------------------------------------------------------------
+
+def search_facts(source: str, verdict: Verdict | None, lineage: Sequence[str] = ()) -> list[str]:
+    """The precision and launch facts of a parent the search made: how it was found
+    (`lineage`: the portfolio entry and sweep moves, oldest first), its `tl.dot`
+    precisions (the verdict's `dot_precision` check) and each kernel's launch constants."""
+    facts = []
+    if lineage:
+        facts.append("found by: " + " -> ".join(lineage))
+    dots = (verdict.checks.get("dot_precision") if verdict is not None else None) or {}
+    if dots:
+        used = ", ".join(f"{p} x {n}" for p, n in sorted(dots.items()))
+        facts.append(f"tl.dot precision: {used}. {_precision_note(set(dots))}")
+    for kernel, constants in launch_constants(source):
+        facts.append(f"launch {kernel}: " + ", ".join(f"{n}={v}" for n, v in constants))
+    return facts
+
+
+def _precision_note(used: set[str]) -> str:
+    if "ieee" in used:
+        return ('"ieee" is exact fp32 on the CUDA cores (slow); input_precision="tf32x3" (three TF32 '
+                "tensor-core products, about fp32 accuracy) is usually 2-5x faster: the judge's "
+                "tolerance, not the name, decides whether it is accurate enough.")
+    if "tf32x3" in used:
+        return ('"tf32x3" is three TF32 tensor-core products, about fp32 accuracy; it was judged '
+                "within the tolerance: keep it.")
+    if used & {"tf32", "default"}:
+        return ("a single TF32 product (also what tl.dot does with fp32 operands by default) "
+                'has ~1e-3 error and usually fails the fp32 tolerance; "tf32x3" does not.')
+    return ""

@@ -107,6 +107,20 @@ def changed_constants(original: str, variant: str) -> list[tuple[int, int, objec
     return changes if ast.dump(a) == ast.dump(b) else None
 
 
+def launch_constants(source: str) -> list[tuple[str, list[tuple[str, int]]]]:
+    """Each launched kernel's launch constants the sweep can move, as (kernel, [(name,
+    value)]) in source order: the launch facts a refinement prompt names."""
+    try:
+        knobs = _launch_knobs(ast.parse(source))
+    except SyntaxError:
+        return []
+    out: dict[str, list[tuple[str, int]]] = {}
+    for k in knobs:
+        if (k.name, k.value) not in out.setdefault(k.kernel, []):
+            out[k.kernel].append((k.name, k.value))
+    return list(out.items())
+
+
 # ---------------------------------------------------------------- reading launch sites
 
 def _launch_knobs(tree: ast.Module) -> list[_Knob]:

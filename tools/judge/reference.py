@@ -27,8 +27,9 @@ def compute_reference(ref_model, mod, seed: int, dev: str, *, init_seed: int, mo
                       sizes: dict | None = None) -> list:
     """The problem's own Model (built with `init_seed`) on the trial inputs of `seed`.
     An allocation failure is raised as it is, for the judge to relieve memory and
-    retry (tools/judge/memory.py). `sizes`, when given, receives the inputs' bytes and
-    the allocator's peak during the forward, inputs included (0 on cpu)."""
+    retry (tools/judge/memory.py). `sizes`, when given, receives the inputs' bytes, the
+    allocator's peak during the forward, inputs included (0 on cpu), and "aliases": which
+    output shares memory with an input or parameter, in words, or None."""
     import torch
     from tools.judge.memory import is_oom, tensor_bytes
     path = getattr(mod, "__file__", None) or "problem"
@@ -47,6 +48,11 @@ def compute_reference(ref_model, mod, seed: int, dev: str, *, init_seed: int, mo
     try:
         with torch.no_grad(), strict_fp32():   # an fp32 reference in fp32, not cuDNN's TF32
             out = ref_model(*inputs)
+        if sizes is not None:   # tools/judge/ownership.py: an output that is an input has no kernel work
+            from tools.sandbox.ownership import shared_memory
+            flat = list(out) if isinstance(out, (tuple, list)) else [out]
+            shared = shared_memory([o for o in flat if type(o) is torch.Tensor], inputs, ref_model, [])
+            sizes["aliases"] = shared[0] if shared else None
         del inputs
         if cuda:
             torch.cuda.synchronize()

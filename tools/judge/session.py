@@ -78,6 +78,7 @@ class Judge:
         self._reproducible_lock = threading.Lock()
         # measured on the first reference; lean: see tools/judge/memory.py
         self.footprint: memory.Footprint | None = None
+        self.reference_aliases: str | None = None   # set with the footprint: see reference.py
         self.lean = False
         self._last_ref: tuple[int, list] | None = None   # lean: the one reference in use
         # set by the judge service: evicts its idle sessions when this one runs short
@@ -183,6 +184,7 @@ class Judge:
         with self._lock:
             self.setup_s["references"] = round(self.setup_s.get("references", 0.0) + time.monotonic() - t, 3)
             if self.footprint is None and sizes is not None:
+                self.reference_aliases = sizes.get("aliases")   # tools/judge/ownership.py
                 self.footprint = memory.measure(sizes, out)
                 self.lean = self.footprint.trial_bytes >= self.settings.test.lean_memory_mib << 20
                 self._ref_cache_ok = not self.lean and self._fits(self.footprint.output_bytes)

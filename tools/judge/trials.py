@@ -8,7 +8,7 @@ and its diagnosis; `recheck_timed_outputs` checks the outputs of timed calls the
 """
 from __future__ import annotations
 
-from tools.judge import ground_truth
+from tools.judge import ground_truth, ownership
 from tools.judge.compile_phase import compile_specs
 from tools.judge.memory import release
 from tools.judge.record import died, error_diag, health
@@ -33,6 +33,13 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
                                        for r in refs[0]]
         n_out = len(poison)
         timeout = s.test.compile_timeout_s if i == 0 else s.test.run_timeout_s
+        if i == ownership.off_trial(seeds):   # who writes the outputs: the forward without its kernels
+            try:
+                ownership.run_without_triton(run, worker, seed, poison, dev, None if lean else refs[0], timeout)
+            except isolation.WorkerDied:
+                return died(run, worker, f"trial {i + 1}, the forward with its Triton launches skipped")
+            if lean:
+                release(dev)
         try:
             reply, payload = worker.request({"op": "trial", "seed": seed, "poison": poison, "refill_seed": seed2,
                                              "refill": judge.footprint.refill(dev) if lean else None,
@@ -60,6 +67,7 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
             return Status.COMPILE_ERROR if reply.get("kind") == "triton_compile" else Status.RUNTIME_ERROR
         launches = reply.get("launches", {})
         run.checks.setdefault("triton_launches", launches)
+        run.checks.setdefault("output_aliases", []).extend(reply.get("aliases") or [])
         if s.guards.require_triton_launch and sum(launches.values()) == 0:
             run.diag("guard:no_triton_launch", f"trial {i + 1}: forward launched no @triton.jit "
                      "kernel; the work must be done in Triton kernels")
@@ -156,6 +164,9 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
             run.checks.setdefault("same_storage_refill", []).append(bool(reply.get("same_storage")))
             release(dev)   # the copies compared and their scratch, before the worker runs again
     run.checks["comparisons"] = comparisons
+    status = ownership.decide(run, getattr(run.judge, "reference_aliases", None))   # right answers: but whose, in whose memory?
+    if status is not None:
+        return status
     run.checks["inputs_unmutated"] = True
     run.checks["repeat_consistent"] = True
     atol, rtol, rel = tolerances(ref[0].dtype, s.test)

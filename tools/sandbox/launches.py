@@ -2,7 +2,8 @@
 
 Covers the hooks on JITFunction.run (and Autotuner.run, InterpretedFunction.run) that
 count every launch for the judge's runtime guard and, during the warm request, compile
-the forward's kernels without running them; `launch_spec` and `spec_json` describe one
+the forward's kernels without running them (while `worker.triton_off`, skip them:
+tools/sandbox/ownership.py); `launch_spec` and `spec_json` describe one
 launch well enough to compile it for sm_90 in a clean worker (`find_kernel`,
 `compile_for_gpu`), since Triton's interpreter hides GPU-only compile errors, registers
 and spills. Decides nothing: the judge reads the counts and the compile results.
@@ -22,6 +23,9 @@ def hook_launches(worker) -> None:
 
     def wrap(orig):
         def run(fn, *args, grid, warmup, **kwargs):
+            if worker.triton_off:   # tools/sandbox/ownership.py: the forward without its kernels
+                worker.skipped += 1
+                return None
             if worker.compile_only:
                 worker.compiled += 1
                 kernel = orig(fn, *args, grid=grid, warmup=True, **kwargs)
@@ -43,6 +47,9 @@ def hook_launches(worker) -> None:
 
         def autotune_run(orig):
             def run(tuner, *args, **kwargs):
+                if worker.triton_off:   # skipped, not benchmarked: no config is chosen on no work
+                    worker.skipped += 1
+                    return None
                 if worker.compile_only:   # compile every config; benchmark none, cache none
                     kwargs.pop("warmup", None)
                     return tuner.warmup(*args, **kwargs)

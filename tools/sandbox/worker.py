@@ -29,15 +29,16 @@ from tools.sandbox.faults import candidate_line, short, triton_error_line
 from tools.sandbox.launches import compile_for_gpu, find_kernel, hook_launches, is_jit, launch_spec, spec_json
 from tools.sandbox.lockdown import lock_down
 from tools.sandbox.measure_ops import MeasureOps
+from tools.sandbox.ownership import OwnershipOps, remember, shared_memory
 from tools.sandbox.outputs import all_tensors, device_of, fingerprint, flatten_output, poisoned_allocations, same
 from tools.sandbox.toolchain import preimport_toolchain
 from tools.sandbox.watch import Watch
 
 # requests that make inputs of the problem's size: a lean worker releases them afterwards
-_SIZED_OPS = frozenset({"trial", "warm", "time", "estimate", "host_run", "host_done", "profile", "ncu_forward"})
+_SIZED_OPS = frozenset({"trial", "triton_off", "warm", "time", "estimate", "host_run", "host_done", "profile", "ncu_forward"})
 
 
-class Worker(MeasureOps):
+class Worker(MeasureOps, OwnershipOps):
     def __init__(self, cmd_fd: int, res_fd: int):
         self.cmd_fd, self.res_fd = cmd_fd, res_fd
         self.workdir = os.getcwd()
@@ -58,6 +59,7 @@ class Worker(MeasureOps):
         self.lean = False            # drop inputs and the allocator's cache after each request
         self.watch = Watch()         # facts of each forward call (tools/sandbox/watch.py)
         self._held = []              # outputs of a wrong type: never touched, never freed here
+        self._earlier = []           # weak references to earlier calls' outputs (ownership.py)
 
     # 1) lock down: op_setup calls tools/sandbox/lockdown.py, then launches.py hooks the launches
     def note_launch(self, fn, args, kwargs) -> None:
@@ -218,6 +220,7 @@ class Worker(MeasureOps):
         outs_all, kinds, types = [], [], []
         aten_ops: dict[str, int] = {}
         gpu = Recorder(self, h.get("activity"))   # what CUPTI saw of these calls
+        aliases: list[str] = []
         for call in range(2 if h.get("repeat") else 1):
             self._poison(h.get("poison", []))
             try:
@@ -230,13 +233,15 @@ class Worker(MeasureOps):
             types += names
             if not all_tensors(names):
                 return self._wrong_type(out, kinds, types, aten_ops)
+            aliases += shared_memory(flat, inputs, self.model, self._earlier)
+            remember(flat, self._earlier)
             outs_all.extend(flat)
         kept = self.watch.inputs_kept(inputs)
         mutated = [i for i, (a, b) in enumerate(zip(inputs, before)) if b is not None and not (kept[i] and same(a, b))]
         specs, payload = self._pack(outs_all, h)
         return {"ok": True, "structure": kinds, "outputs": specs, "output_types": types,
                 "output_devices": [device_of(t) for t in outs_all],
-                "inputs_mutated": mutated, "launches": dict(self.launches),
+                "inputs_mutated": mutated, "launches": dict(self.launches), "aliases": aliases,
                 "aten_compute": aten_ops, "activity": gpu.facts()}, payload
 
     def _lean_trial(self, h: dict):
@@ -248,7 +253,7 @@ class Worker(MeasureOps):
         copy: no more than one call's inputs and outputs live here at a time."""
         import torch
         self.launches.clear()
-        kinds, types, devices, specs, views, mutated, ptrs = [], [], [], [], [], set(), []
+        kinds, types, devices, specs, views, mutated, ptrs, aliases = [], [], [], [], [], set(), [], []
         aten_ops: dict[str, int] = {}
         gpu = Recorder(self, h.get("activity"))   # what CUPTI saw of these calls
         at, inputs = 0, None
@@ -272,6 +277,8 @@ class Worker(MeasureOps):
             if not all_tensors(names):
                 return self._wrong_type(out, kinds, types, aten_ops)
             devices += [device_of(t) for t in flat]
+            aliases += shared_memory(flat, inputs, self.model, self._earlier)
+            remember(flat, self._earlier)
             kept = self.watch.inputs_kept(inputs)
             mutated.update(i for i, (a, b) in enumerate(zip(inputs, before))
                            if b is not None and not (kept[i] and torch.equal(fingerprint(a), b)))
@@ -287,7 +294,8 @@ class Worker(MeasureOps):
             del out, flat, tensors   # "realloc": the next call's inputs take these blocks
         return {"ok": True, "structure": kinds, "outputs": specs, "output_types": types,
                 "output_devices": devices, "inputs_mutated": sorted(mutated), "launches": dict(self.launches),
-                "aten_compute": aten_ops, "same_storage": ptrs[0] == ptrs[1], "activity": gpu.facts()}, views
+                "aten_compute": aten_ops, "same_storage": ptrs[0] == ptrs[1], "activity": gpu.facts(),
+                "aliases": aliases}, views
 
     def _wrong_type(self, out, kinds: list, types: list, aten_ops: dict):
         """The reply for an output that is not exactly a torch.Tensor (or an exact tuple or

@@ -1,0 +1,93 @@
+"""Who made the candidate's outputs, as the worker sees it: facts for the judge.
+
+Covers two requests' worth of facts (tools/judge/ownership.py decides what they mean):
+
+1) `op_triton_off`: one forward on a trial's inputs with every Triton launch of the
+   candidate skipped (tools/sandbox/launches.py returns before launching while
+   `triton_off` is set; autotuners are skipped, not benchmarked) and allocations filled
+   with NaN. Its outputs go to the judge, which compares them with the reference: a
+   value that is right without the candidate's kernels was made by something else
+   (PyTorch's copy, index or fill kernels moving the input into place, a view of the
+   input). A copy of a Triton kernel's result (`torch.cat` of two kernel outputs) is
+   not right here, since that kernel did not run.
+2) `shared_memory`: which outputs share storage with an input, a parameter or buffer
+   of the model, or an earlier call's output still alive (returned again, or kept).
+
+Not covered: a candidate that tells a skipped launch from a real one (reading back what
+its kernel should have written) can behave honestly in this one call; which call it is
+is the judge's secret (README "Trust").
+"""
+from __future__ import annotations
+
+import weakref
+
+from tools.sandbox.outputs import all_tensors, flatten_output, poisoned_allocations
+
+
+def _span(t) -> tuple[str, int, int] | None:
+    """(device, first byte, end) of the storage behind tensor `t`; None when empty."""
+    from tools.sandbox.outputs import _BASE
+    import torch
+    base = _BASE or torch._C.TensorBase
+    storage = base.untyped_storage(t)
+    n = storage.nbytes()
+    if n == 0:
+        return None
+    start = storage.data_ptr()
+    return str(base.device.__get__(t)), start, start + n
+
+
+def _overlap(a, b) -> bool:
+    return a is not None and b is not None and a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
+
+
+def shared_memory(outputs: list, inputs: list, model, earlier: list) -> list[str]:
+    """Each output that shares storage with an input, a parameter or buffer of `model`, or
+    a tensor in `earlier` (weak references to earlier calls' outputs), in words."""
+    import torch
+    owned = [(f"input #{i}", _span(x)) for i, x in enumerate(inputs) if type(x) is torch.Tensor]
+    if isinstance(model, torch.nn.Module):
+        tensors = [*torch.nn.Module.named_parameters(model), *torch.nn.Module.named_buffers(model)]
+        owned += [(f"the model's {name}", _span(t)) for name, t in tensors
+                  if type(t) in (torch.Tensor, torch.nn.Parameter)]
+    owned += [("an earlier call's output", _span(t)) for t in (r() for r in earlier) if type(t) is torch.Tensor]
+    found = []
+    for k, out in enumerate(outputs):
+        span = _span(out)
+        hit = next((name for name, s in owned if _overlap(span, s)), None)
+        if hit is not None:
+            found.append(f"output {k} shares memory with {hit}")
+    return found
+
+
+def remember(outputs: list, earlier: list, keep: int = 16) -> None:
+    """Weak references to `outputs` onto `earlier` (the last `keep`): an output still alive
+    at a later call was kept by the candidate."""
+    earlier.extend(weakref.ref(t) for t in outputs)
+    del earlier[:-keep]
+
+
+class OwnershipOps:
+    """Worker's op_triton_off (tools/sandbox/worker.py)."""
+    triton_off = False   # tools/sandbox/launches.py skips every launch while set
+    skipped = 0
+
+    def op_triton_off(self, h: dict):
+        """One forward on the inputs of `seed` with every Triton launch skipped."""
+        seed = int(h["seed"])
+        inputs = self._inputs(seed) if self.lean else self._trial_inputs(seed)
+        self._poison(h.get("poison", []))
+        before, self.triton_off = self.skipped, True
+        try:
+            with poisoned_allocations():
+                out = self._forward(inputs)
+        except BaseException as e:   # a forward that needs its kernels' results to go on
+            return {"ok": True, "outputs": [], "inconclusive": f"{type(e).__name__}: {str(e)[:200]}"}, b""
+        finally:
+            self.triton_off = False
+        flat, _, names = flatten_output(out)
+        if not all_tensors(names):
+            self._held.append(out)
+            return {"ok": True, "outputs": [], "inconclusive": "not a tensor output"}, b""
+        specs, payload = self._pack(flat, h)
+        return {"ok": True, "outputs": specs, "skipped_launches": self.skipped - before}, payload

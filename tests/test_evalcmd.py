@@ -142,9 +142,11 @@ def test_a_batch_naming_a_file_that_does_not_exist_is_exit_2(tmp_path):
     assert r.returncode == 2 and r.stdout == "" and "gone.py: candidate file does not exist" in r.stderr
 
 
-def test_a_single_candidate_with_a_syntax_error_is_still_bad_input(tmp_path):
+def test_a_single_candidate_with_a_syntax_error_is_its_compile_error_in_json(tmp_path):
     cand = tmp_path / "syntax.py"
     cand.write_text(SYNTAX)
-    r = cli("eval", PROBLEM, str(cand), "--device", "cpu")
-    assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr.strip() == f"krefine: error: {cand}: candidate file is not valid Python: expected ':' (line 4)"
+    r = cli("eval", PROBLEM, str(cand), "--device", "cpu", "--json")
+    assert r.returncode == 1, r.stderr
+    (doc,) = [json.loads(line) for line in r.stdout.splitlines()]
+    assert doc["verdict"] == "compile_error"
+    assert [d["line"] for d in doc["diagnostics"] if d["kind"] == "syntax_error"] == [4]

@@ -15,9 +15,9 @@ given per call: without it correct is enough, whatever [budget] target_speedup s
 
 Exit statuses (docs/DESIGN.md): 0 correct (and at least --min-speedup when given; with
 several candidates, every one), 1 evaluated but not correct / not fast enough, 2 bad
-input, 3 evaluator failure. In a batch a candidate file that is not Python defining
-ModelNew (a syntax error, an empty file) is that candidate's compile_error, never the
-batch's exit 2: each candidate is a model's answer and gets its own verdict.
+input, 3 evaluator failure. A candidate file that is not Python defining ModelNew (a
+syntax error, an empty file) is that candidate's compile_error, never exit 2, alone or in
+a batch: each candidate is a model's answer and gets its own verdict.
 """
 from __future__ import annotations
 
@@ -179,13 +179,10 @@ def _judge_in_service(args, todo, device: str, config, keep: float, profile: boo
 
 def _read_candidates(args) -> list[tuple[str, str, str | None]]:
     """(path, source, fault) per candidate, fault being why the file is not Python that
-    defines ModelNew. One candidate: such a file is bad input (exit 2, docs/DESIGN.md). Several:
-    each is a model's answer and gets a verdict of its own, so such a file is that
-    candidate's compile_error (_file_verdicts) in order with the others; only a path that
-    names no readable file is the command line's fault."""
-    from tools.problem import load_candidate, read_candidate
-    if len(args.candidates) == 1:
-        return [(args.candidates[0], load_candidate(args.candidates[0]), None)]
+    defines ModelNew. Each candidate is a model's answer and gets a verdict of its own, so
+    such a file is that candidate's compile_error (_file_verdicts), one candidate or many;
+    only a path that names no readable file is the command line's fault (exit 2)."""
+    from tools.problem import read_candidate
     return [(path, *read_candidate(path)) for path in args.candidates]
 
 

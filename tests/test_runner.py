@@ -43,6 +43,15 @@ def test_a_non_finite_number_flag_exits_2_with_one_line(tmp_path, tiny, value):
     assert "finite" in r.stderr and not (tmp_path / "run").exists()
 
 
+@pytest.mark.skipif(HAS_CUDA, reason="needs a machine without a GPU")
+def test_device_cuda_without_a_gpu_exits_2_with_one_line_and_writes_nothing(tmp_path, tiny):
+    r = cli("run", str(tiny), "--model", "none", "--seed-kernel", "inductor", "--device", "cuda",
+            "--out", str(tmp_path / "run"))
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "krefine: error: --device cuda but no CUDA device is visible (use --device cpu)"]
+    assert not (tmp_path / "run").exists()
+
+
 def test_out_refuses_a_directory_that_is_not_empty(tmp_path, tiny):
     out = tmp_path / "run"
     out.mkdir()

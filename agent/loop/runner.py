@@ -228,7 +228,14 @@ def _absolute_spec(spec: str) -> str:
 
 
 def resolve_device(wanted: str | None) -> str:
+    """The device a run judges on: `wanted`, else cuda when one is visible. A device this
+    machine lacks is bad input (one line, exit 2), as for `krefine eval`, before anything
+    is written."""
     if wanted:
+        from tools.sandbox.isolation import device_fault
+        fault = device_fault(wanted, 0)
+        if fault is not None:
+            raise BadInput("", fault)
         return wanted
     import torch
     return "cuda" if torch.cuda.is_available() else "cpu"

@@ -6,7 +6,9 @@ captured, else batched calls: tools/perf/timer.py), the judge's own host clock a
 the candidate's calls, and the speedups with their intervals and flags
 (tools/perf/speedup.py). The candidate is timed in its worker, the baselines here,
 with the same timer; a timed call that skipped its kernels is rejected, and so is one
-whose recorded twin ran library kernels (tools/judge/ground_truth.py).
+whose recorded twin ran library kernels (tools/judge/ground_truth.py), or one that
+launched kernels or grids no checked call launched; and the timed mechanism's own
+outputs, on new secret inputs, are checked again (tools/judge/timed_path.py).
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import math
 import statistics
 import time
 
-from tools.judge import ground_truth, memory
+from tools.judge import ground_truth, memory, timed_path
 from tools.judge.record import died, error_diag, health
 from tools.judge.trials import recheck_timed_outputs
 from tools.problem import make_inputs
@@ -112,16 +114,18 @@ def _timed_rounds(run, worker, seed, measure: str, reps: int, timers: dict,
 
 def _one_batch(run, worker, seed, measure, reps, timers, rounds) -> Status | None:
     ts = run.settings.timing
-    payload, reply = b"", {}
+    payload, reply, fresh = b"", {}, None
     first = not rounds["candidate"]
     for r in range(ts.rounds):
         warm = ts.warmup if first and r == 0 else 2
         n = len(rounds["candidate"]) + 1
         rounds["eager"].append(timers["eager"](warm))
-        recorded = r == ts.rounds - 1 and ground_truth.recording(run)   # calls like these, recorded after
+        final = r == ts.rounds - 1
+        recorded = final and ground_truth.recording(run)   # calls like these, recorded after
+        fresh = timed_path.fresh_seed(run, seed) if final else None   # the checked outputs' inputs: never seen
         reply, payload, status = _ask(run, worker, {
             "op": "time", "seed": seed, "warmup": warm, "iters": ts.iters_per_round, "measure": measure,
-            "reps": reps, "return_output": r == ts.rounds - 1, "staged": run.staged is not None,
+            "reps": reps, "return_output": final, "check_seed": fresh, "staged": run.staged is not None,
             "activity": recorded}, f"timing round {n}")
         if status is not None:
             return status
@@ -131,13 +135,17 @@ def _one_batch(run, worker, seed, measure, reps, timers, rounds) -> Status | Non
         rounds["candidate"].append([float(x) for x in reply["samples_ms"]])
         if _skipped_work(run, reply, f"timing round {n}"):
             return Status.REJECTED
-        status = ground_truth.check(run, reply, f"timing round {n}", timed=True) if recorded else None
+        status = timed_path.check(run, reply, f"timing round {n}")
+        if status is None and recorded:
+            status = ground_truth.check(run, reply, f"timing round {n}", timed=True)
         if status is not None:
             return status
         for k in timers:
             if k != "eager":
                 rounds[k].append(timers[k](warm))
-    return recheck_timed_outputs(run, reply, payload, seed)
+    # the outputs' inputs: the new seed where the worker could write it into the timed inputs
+    on_fresh = fresh is not None and reply.get("fresh_inputs") in ("graph", "call")
+    return recheck_timed_outputs(run, reply, payload, fresh if on_fresh else seed)
 
 
 def _want_more(run, rounds: dict, extra_after_next_s: float) -> bool:
@@ -184,6 +192,8 @@ def _short_measure(run, worker, seed, baselines: dict, graphs: list):
         failures["candidate"] = probe["capture_error"]
     elif _skipped_work(run, probe, "the CUDA graph capture"):
         return "per_call", 1, {}, Status.REJECTED
+    elif (status := timed_path.check(run, probe, "the CUDA graph capture")) is not None:
+        return "per_call", 1, {}, status
     timers = {}
     for k, fn in baselines.items():
         if failures:

@@ -175,9 +175,16 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
 
 
 def recheck_timed_outputs(run, reply: dict, payload: bytes, seed: int) -> Status | None:
-    """The outputs of timed calls are checked too (deferred or skipped work shows here)."""
+    """The outputs the timed mechanism itself made (deferred, skipped or cached work shows
+    here) against the reference of `seed`, the seed of their inputs: a new secret one
+    where the worker wrote it into the timed inputs before the last timed sample, or into
+    the graph's input tensors before one more replay (reply["fresh_inputs"]: "call",
+    "graph"); else the timing seed, which the candidate saw before that call."""
     from tools.judge.numerics import compare, tolerances
-    ref = run.judge.reference(seed)
+    from tools.judge.timed_path import fresh_reference
+    on_new = seed not in run.judge.seeds and reply.get("fresh_inputs") in ("call", "graph")
+    fresh = reply["fresh_inputs"] if on_new else None
+    ref = run.judge.reference(seed) if fresh is None else fresh_reference(run, seed)
     try:
         outs = channel.unpack_tensors(reply.get("outputs", []), payload, run.judge.dev, run.staged)
     except channel.ProtocolError as e:
@@ -192,10 +199,16 @@ def recheck_timed_outputs(run, reply: dict, payload: bytes, seed: int) -> Status
         atol, rtol, rel = tolerances(r.dtype, run.settings.test)
         cmp = compare(o, r, atol=atol, rtol=rtol, rel_l2_limit=rel) if o.shape == r.shape else None
         if cmp is None or not cmp.ok:
-            run.diag("mismatch", "the output of a timed call is wrong although the test calls were right "
-                     "(work skipped or deferred under timing?): " + (cmp.describe() if cmp else "shape differs"))
+            what = {"graph": "the timed CUDA graph, replayed once on new inputs written into the tensors it was "
+                             "captured on, returned a wrong output",
+                    "call": "a timed call on new inputs (written into the timed inputs before the last timed "
+                            "sample) returned a wrong output",
+                    None: "the output of a timed call is wrong"}[fresh]
+            run.diag("mismatch", f"{what} although the test calls were right (work skipped, deferred or its "
+                     "result cached under timing or capture?): " + (cmp.describe() if cmp else "shape differs"))
             return Status.INCORRECT
-    run.checks["timed_outputs_rechecked"] = True
+    run.checks["timed_outputs_rechecked"] = {"graph": "the graph's replay on new inputs", None: "a timed call on the "
+                                             "timing inputs", "call": "a timed call on new inputs"}[fresh]
     if run.judge.lean:
         del outs
         release(run.judge.dev)

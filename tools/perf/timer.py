@@ -57,18 +57,21 @@ def nvtx_range(name: str):
 
 
 def time_cuda(fn: Callable[[], object], *, warmup: int, iters: int, device=None,
-              name: str = "krefine.timed") -> list[float]:
+              name: str = "krefine.timed", before_last: Callable[[], object] | None = None) -> list[float]:
     """Milliseconds of `iters` calls of fn, each after an L2 flush, one event pair each,
     a device-wide sync inside each pair (the "per_call" measure)."""
     return time_cuda_batched(fn, warmup=warmup, iters=iters, calls_per_sample=1,
-                             device=device, name=name)
+                             device=device, name=name, before_last=before_last)
 
 
 def time_cuda_batched(fn: Callable[[], object], *, warmup: int, iters: int,
-                      calls_per_sample: int, device=None,
-                      name: str = "krefine.timed_batched") -> list[float]:
+                      calls_per_sample: int, device=None, name: str = "krefine.timed_batched",
+                      before_last: Callable[[], object] | None = None) -> list[float]:
     """Ms per call of `iters` samples, each `calls_per_sample` back-to-back calls between
-    one event pair after one L2 flush, ended inside the pair by one device-wide sync."""
+    one event pair after one L2 flush, ended inside the pair by one device-wide sync.
+    `before_last` runs once before the last sample's flush, outside every event pair
+    (the worker writes new inputs there: the last sample's calls are timed calls on
+    inputs fn has not seen before)."""
     import torch
     device = torch.device(device or "cuda")
     flush = torch.empty(_FLUSH_BYTES, dtype=torch.int8, device=device)
@@ -79,6 +82,8 @@ def time_cuda_batched(fn: Callable[[], object], *, warmup: int, iters: int,
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     with nvtx_range(name):
         for i in range(iters):
+            if before_last is not None and i == iters - 1:
+                before_last()
             flush.zero_()
             starts[i].record()
             for _ in range(calls_per_sample):
@@ -132,6 +137,15 @@ class CapturedGraph:
                     ends[i].record(self.stream)
                 torch.cuda.synchronize(self.device)
         return [s.elapsed_time(e) / self.reps for s, e in zip(starts, ends)]
+
+    def replay(self) -> None:
+        """One untimed replay on the graph's stream, after the work queued on the caller's
+        stream (new values written into its inputs), waited for."""
+        import torch
+        self.stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(self.stream):
+            self.graph.replay()
+        torch.cuda.synchronize(self.device)
 
     def close(self) -> None:
         """Release the graph and its memory pool."""

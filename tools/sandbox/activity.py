@@ -8,7 +8,9 @@ and left after one, so that every kernel the forward queued is in. It sums the G
 kernels by name and the copies by kind (DtoH, HtoD, DtoD...) with their bytes, beside
 the Python launch counts of the same calls; `probe` runs one session before any
 candidate code, so the judge knows whether CUPTI works in this process before the
-candidate could interfere with it.
+candidate could interfere with it. A Recorder of checked calls (the trials', whether or
+not CUPTI records) also opens each call in the worker's launch log, whose signatures
+of the checked calls the timed ones are compared with (tools/sandbox/signatures.py).
 
 Facts only: tools/judge/ground_truth.py decides what they mean. Not covered: work the
 candidate queues outside a recorded call (another thread or stream after its forward
@@ -30,10 +32,11 @@ MAX_NAME_CHARS = 400   # C++ template names run to kilobytes; this keeps them ap
 
 class Recorder:
     """One request's recorded calls (`record()` around each), summed for the judge.
-    A recorder made with enabled=False records nothing and reports None."""
+    A recorder made with enabled=False records nothing on CUPTI and reports None;
+    with checked=True (the trials') each call is a checked call of the launch log."""
 
-    def __init__(self, worker, enabled: bool):
-        self.worker, self.enabled = worker, bool(enabled)
+    def __init__(self, worker, enabled: bool, *, checked: bool = True):
+        self.worker, self.enabled, self.checked = worker, bool(enabled), checked
         self.kernels: dict[str, int] = {}
         self.copies: dict[str, list[int]] = {}     # kind -> [count, bytes]
         self.launches: dict[str, int] = {}         # the Python hooks' count over the same calls
@@ -44,7 +47,20 @@ class Recorder:
 
     @contextlib.contextmanager
     def record(self, calls: int = 1):
-        """Record the GPU activity of the block (`calls` forward calls)."""
+        """Record the GPU activity of the block (`calls` forward calls) and, for checked
+        calls, its launches (one call: a block that raised is not counted)."""
+        # (a stand-in worker without a launch log records CUPTI only; the judge then finds
+        # no checked calls and says so in its checks)
+        log = getattr(self.worker, "launch_log", None) if self.checked else None
+        if log is not None:
+            log.begin("checked")
+        with self._cupti(calls):
+            yield
+        if log is not None:
+            log.end()
+
+    @contextlib.contextmanager
+    def _cupti(self, calls: int):
         if not self.enabled or self.error is not None:
             yield
             return
@@ -130,9 +146,7 @@ def probe() -> dict:
 
 def replay_graph(graph) -> None:
     """One replay of tools/perf/timer.py's CapturedGraph on its own stream."""
-    import torch
-    with torch.cuda.stream(graph.stream):
-        graph.graph.replay()
+    graph.replay()
 
 
 def _start():
@@ -199,7 +213,7 @@ def record_timed(worker, h: dict, call, reps: int) -> dict | None:
     the timed inputs) recorded once, or a few times for the batched measure, or, with
     call None, one replay of the timing graph (`reps` calls). Nothing tells these calls
     from the timed ones before them, so work done only when not under test shows here."""
-    rec = Recorder(worker, h.get("activity"))
+    rec = Recorder(worker, h.get("activity"), checked=False)   # `call` opens its own timed calls
     if not rec.enabled:
         return None
     if call is None:

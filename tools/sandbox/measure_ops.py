@@ -5,49 +5,77 @@ method `op_<op>`: each of these runs the candidate's forward as the judge asked 
 sends back figures (samples, call estimates, a kernel breakdown), never a verdict.
 They use the Worker's model, `_inputs`, `_forward`, `_pack` and launch counts. How to
 time is tools/perf/timer.py's, how to profile tools/perf/profiler.py's.
+
+What was timed is what the judge checks: every timed call (and every call captured into
+a timing graph) is a "timed" call of the worker's launch log (`launch_log`,
+tools/sandbox/signatures.py), whose signatures go back with each time reply; and the
+outputs a timing request returns come from the timed mechanism itself on inputs the
+candidate has not seen: the judge's `check_seed` written into the timed inputs before
+the last sample, or into the graph's input tensors before one more replay.
 """
 from __future__ import annotations
+
+import functools
 
 from tools.perf.ncu import NVTX_RANGE   # the range ncu's filter selects, around every timed forward
 from tools.sandbox.activity import record_timed
 from tools.sandbox.faults import short
 from tools.sandbox.outputs import all_tensors, flatten_output
+from tools.sandbox.signatures import LaunchLog
 
 
 class MeasureOps:
     """Worker's op_time, op_estimate, op_host_run, op_profile and op_ncu_forward."""
 
+    @functools.cached_property
+    def launch_log(self) -> LaunchLog:
+        """Each forward call's launches: the launch hook feeds it (tools/sandbox/launches.py),
+        the trials open its checked calls, the timing requests its timed ones."""
+        return LaunchLog()
+
     def op_time(self, h: dict):
         """One round of the candidate's timing with the measure the judge asked for
         (tools/perf/timer.py): per_call, batched (`reps` calls per sample) or cuda_graph (one
         graph of `reps` calls, captured on the first request and replayed by later ones,
-        so its inputs and outputs stay alive here between rounds)."""
+        so its inputs and outputs stay alive here between rounds). With `check_seed`, the
+        outputs sent back are the timed mechanism's own on that seed's inputs
+        (`fresh_inputs` says which mechanism, or null where they could not be written)."""
         from tools.perf import timer
         measure = h.get("measure", "per_call")
         seed, warmup, iters, reps = int(h["seed"]), int(h["warmup"]), int(h["iters"]), int(h.get("reps", 1))
+        check_seed = None if h.get("check_seed") is None else int(h["check_seed"])
         self.launches.clear()
-        call = None
+        self.launch_log.clear("timed")
+        call, fresh = None, None
         if measure == "cuda_graph":
             reply = self._time_graph(seed, warmup, iters, reps)
             if not reply.get("ok") or "capture_error" in reply:
+                self.launch_log.clear("timed")   # a capture that failed mid-call: not what any replay runs
                 return reply, b""
             last = self._graph[2]
+            if check_seed is not None and self._refill(self._graph[3], check_seed):
+                self._graph[1].replay()   # the graph's output tensors now hold this replay's results
+                fresh = "graph"
         else:
-            call, last, _ = self._timed_forward(seed)
+            call, last, inputs = self._timed_forward(seed)
+            refilled = []
+            before_last = None if check_seed is None else lambda: refilled.append(self._refill(inputs, check_seed))
             if measure == "batched":
                 samples = timer.time_cuda_batched(call, warmup=warmup, iters=iters, calls_per_sample=reps,
-                                                  name=NVTX_RANGE)
+                                                  name=NVTX_RANGE, before_last=before_last)
                 calls = warmup + iters * reps
             else:
-                samples = timer.time_cuda(call, warmup=warmup, iters=iters, name=NVTX_RANGE)
+                samples = timer.time_cuda(call, warmup=warmup, iters=iters, name=NVTX_RANGE, before_last=before_last)
                 calls = warmup + iters
+            fresh = "call" if refilled == [True] else None
             reply = {"ok": True, "samples_ms": samples, "launches": sum(self.launches.values()),
                      "calls": calls}
         flat, _, names = flatten_output(last[0])   # exact tensors only are read (tools/sandbox/outputs.py)
         specs, payload = self._pack(flat, h) if h.get("return_output") and all_tensors(names) else ([], b"")
         # after the outputs went: CUPTI's record of calls like the timed ones (tools/sandbox/activity.py)
-        return {**reply, "outputs": specs, "output_types": names,
-                "activity": record_timed(self, h, call, reps)}, payload
+        activity = record_timed(self, h, call, reps)
+        return {**reply, "outputs": specs, "output_types": names, "fresh_inputs": fresh, "activity": activity,
+                "launch_signatures": self.launch_log.take()}, payload
 
     def _time_graph(self, seed: int, warmup: int, iters: int, reps: int) -> dict:
         """Replays of the candidate's graph; captured (with its launches counted) on the
@@ -72,13 +100,40 @@ class MeasureOps:
 
     def _timed_forward(self, seed: int):
         """(call, box, inputs): call() runs one forward on inputs from `seed` without a
-        sync and keeps its output in box[0], for the outputs of timed calls to be checked."""
+        sync, as a timed call of the launch log, and keeps its output in box[0], for the
+        outputs of timed calls to be checked."""
         inputs = self._inputs(seed)
         last = [None]
+        log = self.launch_log
 
         def call():
+            log.begin("timed")
             last[0] = self._forward_nosync(inputs)
+            log.end()
         return call, last, inputs
+
+    def _refill(self, inputs: list, seed: int) -> bool:
+        """Write the inputs of `seed` into `inputs`' own tensors (those the timed callable
+        and the graph read), all or nothing: False, `inputs` untouched, when a tensor's
+        layout or a non-tensor argument differs, since a graph holds those as captured."""
+        import torch
+        fresh = self._inputs(seed)
+
+        def fits(a, b) -> bool:
+            if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+                return (type(a) is type(b) and a.shape == b.shape and a.dtype == b.dtype
+                        and a.stride() == b.stride() and a.device == b.device)
+            try:
+                return type(a) is type(b) and bool(a == b)
+            except Exception:   # noqa: BLE001 - an argument that cannot say it is equal is not
+                return False
+        if len(fresh) != len(inputs) or not all(fits(a, b) for a, b in zip(inputs, fresh)):
+            return False
+        with torch.no_grad():
+            for a, b in zip(inputs, fresh):
+                if isinstance(a, torch.Tensor):
+                    a.copy_(b)
+        return True
 
     def _drop_graph(self) -> None:
         if self._graph is not None:

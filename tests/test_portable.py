@@ -185,6 +185,14 @@ def test_export_kernel_writes_best_py_byte_for_byte(seed_run, tmp_path):
     assert out.read_bytes() == (seed_run / "best.py").read_bytes()
 
 
+def test_export_with_no_flag_writes_the_best_kernel(seed_run, tmp_path):
+    out = tmp_path / "kernel.py"
+    done = subprocess.run([sys.executable, "-m", "agent.cli", "export", str(seed_run), "-o", str(out)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes() == (seed_run / "best.py").read_bytes()
+
+
 def test_export_of_an_unknown_candidate_is_one_line_and_exit_2(seed_run):
     done = subprocess.run([sys.executable, "-m", "agent.cli", "export", str(seed_run), "--kernel", "r09-c09"],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)

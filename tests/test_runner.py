@@ -52,6 +52,11 @@ def test_device_cuda_without_a_gpu_exits_2_with_one_line_and_writes_nothing(tmp_
     assert not (tmp_path / "run").exists()
 
 
+def test_a_flag_out_of_range_is_named_as_the_user_spelled_it(tmp_path, tiny):
+    r = cli("run", str(tiny), "--model", "none", "--max-rounds", "-3", "--out", str(tmp_path / "run"))
+    assert r.returncode == 2 and r.stderr.strip() == "krefine: error: --max-rounds must be at least 1, got -3"
+
+
 def test_out_refuses_a_directory_that_is_not_empty(tmp_path, tiny):
     out = tmp_path / "run"
     out.mkdir()

@@ -59,8 +59,21 @@ def flag_overrides(args: argparse.Namespace, flags: dict[str, str]) -> tuple[dic
     for flag, key in flags.items():
         value = getattr(args, flag.lstrip("-").replace("-", "_"))
         if value is not None or key not in overrides:
-            overrides[key], origins[key] = value, flag
+            overrides[key], origins[key] = value, _as_typed(flag)
     return overrides, origins
+
+
+# each flag's other spellings: an error names the one the user typed
+_ALIASES = {"--max-iterations": ("--max-rounds",), "--target-speedup": ("--min-speedup",),
+            "--seed-kernel": ("--seed",)}
+
+
+def _as_typed(flag: str, argv: list[str] | None = None) -> str:
+    """`flag` as the command line spelled it (`--max-rounds` for --max-iterations), the
+    last spelling given winning as argparse's value does."""
+    spellings = (flag, *_ALIASES.get(flag, ()))
+    typed = [a.split("=", 1)[0] for a in (sys.argv[1:] if argv is None else argv)]
+    return next((a for a in reversed(typed) if a in spellings), flag)
 
 
 class _ModuleHelp(argparse.Action):
@@ -140,9 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     x = sub.add_parser("export", help="take a kernel away, or export a run's trace")
     x.add_argument("run_dir")
-    what = x.add_mutually_exclusive_group(required=True)
+    what = x.add_mutually_exclusive_group()
     what.add_argument("--kernel", nargs="?", const="best", default=None, metavar="CANDIDATE",
-                      help="the run's best kernel (or candidate CANDIDATE) as the standalone file that was judged")
+                      help="the run's best kernel (or candidate CANDIDATE) as the standalone file that was "
+                           "judged; the default when neither flag is given")
     what.add_argument("--chrome-trace", action="store_true", help="the run's node spans as a Chrome trace")
     x.add_argument("--out", "-o", default=None, metavar="FILE",
                    help="--kernel: write FILE (default: print the source); --chrome-trace: default RUN_DIR/trace.chrome.json")

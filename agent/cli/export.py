@@ -1,4 +1,5 @@
-"""`krefine export RUN_DIR --kernel [CANDIDATE] [-o FILE]`: a kernel to take away, and
+"""`krefine export RUN_DIR [--kernel [CANDIDATE]] [-o FILE]`: a kernel to take away (the
+default), and
 `krefine export RUN_DIR --chrome-trace [-o FILE]`: a run's node spans as a trace.
 
 --kernel writes the run's best.py (or candidates/CANDIDATE.py) byte for byte: the text the
@@ -29,8 +30,8 @@ LOOP_TID, ROUNDS_TID = 1, 2   # candidate threads follow from 3, in id order
 
 def main(args) -> int:
     run = load_run(args.run_dir)
-    if args.kernel is not None:
-        return export_kernel(run, args.kernel, args.out)
+    if args.kernel is not None or not args.chrome_trace:   # the kernel unless the trace is asked for
+        return export_kernel(run, args.kernel or "best", args.out)
     out = Path(args.out) if args.out else run.dir.root / "trace.chrome.json"
     trace = chrome_trace(run)
     write_json(out, trace)

@@ -20,6 +20,7 @@ def hook_launches(worker) -> None:
     hooks keep their own references to both: rebinding either later changes nothing."""
     from triton.runtime.jit import JITFunction
     note, watch = worker.note_launch, worker.watch
+    log_launch = worker.launch_log.attach()   # tools/sandbox/signatures.py: each call's kernels and grids
 
     def wrap(orig):
         def run(fn, *args, grid, warmup, **kwargs):
@@ -38,7 +39,7 @@ def hook_launches(worker) -> None:
             if warmup:
                 return orig(fn, *args, grid=grid, warmup=warmup, **kwargs)
             note(fn, args, kwargs)
-            return watch.launch(orig, fn, args, grid, kwargs)
+            return log_launch(watch.launch, orig, fn, args, grid, kwargs)
         return run
 
     JITFunction.run = wrap(JITFunction.run)

@@ -43,6 +43,7 @@ class Evaluation:
     staged: object = None           # its bytes (a uint8 tensor) once the probe proved IPC works
     progress: object = None         # callable(str) told when each phase starts, or None
     memory_peaks: dict = field(default_factory=dict)   # phase -> GPU memory peaks (memory.note_peaks)
+    graph_probe: dict | None = None  # the candidate's CUDA-graph capture reply, judged after a timing batch
 
     def __post_init__(self):
         # what is judged is the text a user takes away: KernelBook's torch-2.5 runtime

@@ -105,9 +105,6 @@ def _timed_rounds(run, worker, seed, measure: str, reps: int, timers: dict,
     while True:
         t = time.monotonic()
         status = _one_batch(run, worker, seed, measure, reps, timers, rounds)
-        probe, run.graph_probe = run.graph_probe, None
-        if status is None and probe is not None:   # the launches the timed graph was captured with
-            status = timed_path.check(run, probe, "the CUDA graph capture")
         batch_s = time.monotonic() - t
         first_s = batch_s if first_s is None else first_s
         extra_after_next_s = time.monotonic() - t0 - first_s + batch_s
@@ -118,6 +115,7 @@ def _timed_rounds(run, worker, seed, measure: str, reps: int, timers: dict,
 def _one_batch(run, worker, seed, measure, reps, timers, rounds) -> Status | None:
     ts = run.settings.timing
     payload, reply, fresh = b"", {}, None
+    launched: list[tuple[dict, str]] = []   # each round's reply, for its launch lists
     first = not rounds["candidate"]
     for r in range(ts.rounds):
         warm = ts.warmup if first and r == 0 else 2
@@ -138,15 +136,20 @@ def _one_batch(run, worker, seed, measure, reps, timers, rounds) -> Status | Non
         rounds["candidate"].append([float(x) for x in reply["samples_ms"]])
         if _skipped_work(run, reply, f"timing round {n}"):
             return Status.REJECTED
-        # what the GPU ran first (library kernels say more than a changed launch list), then the launches
+        # what the GPU ran (CUPTI's record, the batch's last round) is judged before the launch lists:
+        # library kernels when timed say more than a changed launch list
+        launched.append((reply, f"timing round {n}"))
         status = ground_truth.check(run, reply, f"timing round {n}", timed=True) if recorded else None
-        if status is None:
-            status = timed_path.check(run, reply, f"timing round {n}")
         if status is not None:
             return status
         for k in timers:
             if k != "eager":
                 rounds[k].append(timers[k](warm))
+    # then the launches: the timed graph's capture, each round's calls; then the timed outputs
+    probe, run.graph_probe = run.graph_probe, None
+    for got, where in ([(probe, "the CUDA graph capture")] if probe is not None else []) + launched:
+        if (status := timed_path.check(run, got, where)) is not None:
+            return status
     # the outputs' inputs: the new seed where the worker could write it into the timed inputs
     on_fresh = fresh is not None and reply.get("fresh_inputs") in ("graph", "call")
     return recheck_timed_outputs(run, reply, payload, fresh if on_fresh else seed)

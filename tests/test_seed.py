@@ -93,6 +93,19 @@ def test_a_seed_that_cannot_be_made_is_traced_and_round_one_starts_from_the_modu
     assert backend.prompts[0].startswith("INITIAL\n")
 
 
+def test_a_seed_that_cannot_be_made_says_why_in_the_summary_and_the_no_best_line(tmp_path):
+    from agent.loop.runstats import no_best_line
+
+    def fails(problem, device):
+        raise ValueError("default: the Inductor output has no Triton kernel")
+    _, rd, _, _ = loop_run(tmp_path, [judged("incorrect")] * 2, make_seed=fails, **SEEDED)
+    summary = rd.read_summary()
+    assert summary["seed"] == {"candidate": None, "status": "seed_failed",
+                               "error": "no Inductor seed: default: the Inductor output has no Triton kernel"}
+    assert no_best_line(summary) == ("no correct candidate; no Inductor seed: default: the Inductor output "
+                                     "has no Triton kernel")
+
+
 def test_no_seed_is_made_by_default(tmp_path):
     make = _seed("correct", 3.0)
     state, rd, _, _ = loop_run(tmp_path, [judged("correct", 2.0)], make_seed=make)

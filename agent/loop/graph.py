@@ -337,21 +337,29 @@ def decide(state: RunState, runtime: Runtime[LoopContext]) -> dict:
     if reason is not None:
         if best is not None:
             ensure_profiled(ctx, best)   # the final best gets its summary whatever the policy
-        rd.write_summary(make_summary(dict(state, **update), ctx.timed))
+        rd.write_summary(make_summary(dict(state, **update), ctx.timed, rd))
     ctx.progress.decided(dict(state, **update))
     return update
 
 
-def make_summary(state: RunState, timed: bool) -> dict:
-    """summary.json's body (RunDir.write_summary adds the schema)."""
+def make_summary(state: RunState, timed: bool, rd=None) -> dict:
+    """summary.json's body (RunDir.write_summary adds the schema); with the run directory,
+    a seed that could not be made says why (its trace event's error)."""
     best = state["candidates"].get(state["best"]) if state["best"] else None
     seeded = state["candidates"].get(candidate_id(0, 0))   # round 0: the Inductor seed, if any
+    failed = None if seeded or rd is None else seed_failure(rd)
     return {"stop_reason": state["stop_reason"], "solved": state["stop_reason"] == "target_reached",
             "best": {"candidate": best["id"], "speedup": dict(best["speedup"])} if best else None,
             "candidates_evaluated": state["spent"]["candidates"], "rounds": state["spent"]["rounds"],
             "budget_spent": dict(state["spent"]), "timed": timed,
             "seed": {"candidate": seeded["id"], "status": seeded["status"], "speedup": dict(seeded["speedup"])}
-            if seeded else None}
+            if seeded else ({"candidate": None, "status": "seed_failed", "error": failed} if failed else None)}
+
+
+def seed_failure(rd) -> str | None:
+    """Why round 0 has no seed, as its seed_failed event says; None when it has one or was not asked."""
+    failed = [e for e in rd.events_of(None) if e["node"] == "generate" and e["status"] == "seed_failed"]
+    return (failed[-1].get("error") or "no Inductor seed") if failed else None
 
 
 # ---------------------------------------------------------------- routers and wiring

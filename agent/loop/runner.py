@@ -180,7 +180,7 @@ def _drive(rd: RunDir, problem, config: AgentConfig, backend, device: str, progr
             raise
         finally:
             ctx.judges.close()
-    summary = make_summary(state, device == "cuda")
+    summary = make_summary(state, device == "cuda", rd)
     rd.write_summary(summary)
     summary = rd.read_summary()
     progress.finished(summary, str(rd.root))
@@ -190,7 +190,7 @@ def _drive(rd: RunDir, problem, config: AgentConfig, backend, device: str, progr
 def _write_failed_summary(rd: RunDir, state: dict, device: str, reason: str) -> None:
     if not state:
         return
-    rd.write_summary(make_summary(dict(state, stop_reason=reason), device == "cuda"))
+    rd.write_summary(make_summary(dict(state, stop_reason=reason), device == "cuda", rd))
 
 
 @contextlib.contextmanager

@@ -283,6 +283,8 @@ def no_best_line(summary: dict) -> str:
     """What a run with no best says in its place (krefine run's last lines, inspect, the
     report): the seed is never the best, so a correct seed is named beside it."""
     seed = summary.get("seed") or {}
+    if seed.get("status") == "seed_failed":
+        return f"no correct candidate; {seed.get('error') or 'no Inductor seed'}"
     if seed.get("status") != "correct":
         return "no correct candidate"
     sp = seed.get("speedup") or {}

@@ -48,8 +48,11 @@ def _note(verdict: Any) -> str:
 
 
 def _change(record: dict) -> str:
-    """A sweep variant's launch constants ("sweep: XBLOCK 1024->2048"); "" for others."""
-    return f"sweep: {record['change']}" if record.get("change") else ""
+    """A sweep variant's launch constants ("sweep: XBLOCK 1024->2048"), a seed portfolio
+    entry's configuration ("Inductor templates+tf32x3"); "" for others."""
+    if not record.get("change"):
+        return ""
+    return record["change"] if record.get("origin") == "inductor_seed" else f"sweep: {record['change']}"
 
 
 def _next_step(state: dict) -> str:
@@ -130,8 +133,12 @@ class Progress:
             spent = state["spent"]
             best = state["best"]
             speed = _speedup(state["candidates"][best]["speedup"]) if best else "-"
-            self.status_line = (f"round {state['round']}: best {best or 'none'} ({speed}) · "
-                                f"{spent['candidates']} judged · {spent['tokens']} tokens · "
+            # every verdict so far (seeds and sweep variants too); the model's count in the budget
+            judged = sum(1 for r in state["candidates"].values() if r.get("status", "pending") != "pending")
+            seed = state["candidates"].get("r00-c00")
+            seeded = f" · seed {seed['status']}" if seed and seed.get("status", "pending") != "pending" else ""
+            self.status_line = (f"round {state['round']}: best {best or 'none'} ({speed}){seeded} · "
+                                f"{judged} judged ({spent['candidates']} by the model) · {spent['tokens']} tokens · "
                                 f"{spent['wall_s']:.0f}s · {state['stop_reason'] or _next_step(state)}")
             self._show_decided()
 
@@ -140,7 +147,8 @@ class Progress:
         best = summary.get("best")
         sweep = summary["budget_spent"].get("sweep")
         swept = f" + {sweep} sweep variants" if sweep else ""
-        lines = [f"stop reason: {summary['stop_reason']}  solved: {'yes' if summary['solved'] else 'no'}",
+        solved = "no" if not summary["solved"] else "yes" if summary.get("timed") else "yes (correct; nothing is timed on cpu)"
+        lines = [f"stop reason: {summary['stop_reason']}  solved: {solved}",
                  (f"best: {best['candidate']} speedup {_speedup(best['speedup'])} (eager / compile)"
                   if summary.get("timed") else f"best: {best['candidate']} (untimed on cpu)")
                  if best else f"best: none ({no_best_line(summary)})",

@@ -313,3 +313,11 @@ def test_fit_text_never_ends_inside_a_clause():
         text = numerics.fit_text(lines, limit)
         tail = text.splitlines()[-1]
         assert tail in (lines[0], "wrong values", "wrong values: 10 of 100 elements", lines[1]), (limit, tail)
+
+
+def test_a_constant_factor_everywhere_is_not_also_an_axis_pattern():
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randn(4, 2049, generator=g)
+    ref[:, :4] = 1e-7          # too small for the factor to leave the tolerance there
+    cmp = compare(ref * 1.001, ref, atol=1e-4, rtol=1e-4, rel_l2_limit=1e-4)
+    assert [p.split(":")[0] for p in cmp.patterns] == ["constant_factor"]

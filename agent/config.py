@@ -173,8 +173,9 @@ EVAL_TABLES = ("eval", "timing", "guards")
 
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None,
                 origins: dict[str, str] | None = None) -> AgentConfig:
-    """Read agent.toml (the repo's when `path` is None; the same defaults when krefine
-    is installed without it) and apply dotted overrides.
+    """Read agent.toml (when `path` is None: ./agent.toml in the working directory if
+    there is one, else the repo's; the same defaults when krefine is installed without
+    it) and apply dotted overrides.
 
     `overrides` maps "table.key" to a value, e.g. {"budget.max_rounds": 3,
     "model.id": "replay:x.jsonl"}; a None value is skipped (an unset CLI flag). Any
@@ -184,6 +185,8 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     An old key name (OLD_NAMES, [model] openai_base_url) is read as its new one, with a
     one-line note on stderr.
     """
+    if path is None and Path("agent.toml").is_file():
+        path = Path("agent.toml")   # the user's, where they run krefine: as --config agent.toml
     if path is None and not DEFAULT_CONFIG.exists():
         doc: dict = {}          # installed without the repo's agent.toml: its defaults are ours
         path = DEFAULT_CONFIG

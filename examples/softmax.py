@@ -16,7 +16,7 @@ class Model(nn.Module):
         return torch.softmax(x, dim=-1)
 
 
-batch, dim = 1024, 2048
+batch, dim = 64, 2048   # small enough for Triton's CPU interpreter; a GPU takes any size
 
 
 def get_inputs():

@@ -292,3 +292,14 @@ def test_run_help_lists_set(capsys):
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     assert "--set TABLE.KEY=VALUE" in capsys.readouterr().out
+
+
+def test_an_agent_toml_in_the_working_directory_is_read(tmp_path, monkeypatch):
+    (tmp_path / "agent.toml").write_text("[budget]\nmax_rounds = 7\n")
+    monkeypatch.chdir(tmp_path)
+    assert load_config().budget.max_rounds == 7
+
+
+def test_without_one_the_checkouts_agent_toml_is_read(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert load_config().budget.max_rounds == load_config(DEFAULT_CONFIG).budget.max_rounds

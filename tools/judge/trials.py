@@ -47,8 +47,10 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
                                              "activity": ground_truth.recording(run)},
                                             timeout)
         except isolation.WorkerTimeout:
-            run.diag("timeout", f"trial {i + 1}: forward did not finish within {timeout:g} s "
-                     "(infinite loop, deadlock or a hung kernel)")
+            why = ("Triton's CPU interpreter runs each program in Python: a large input or many small "
+                   "programs can take this long, or a kernel hangs; try smaller inputs, larger blocks or "
+                   "--device cuda" if run.device == "cpu" else "an infinite loop, a deadlock or a hung kernel")
+            run.diag("timeout", f"trial {i + 1}: forward did not finish within {timeout:g} s ({why})")
             health(run, worker)
             return Status.TIMEOUT
         except isolation.WorkerDied:

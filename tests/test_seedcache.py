@@ -99,3 +99,16 @@ def test_a_seed_process_asked_again_after_a_kept_timeout_compiles_again(tmp_path
     seedcache.SeedCache(tmp_path).put(problem, "cuda", torch.__version__, None,
                                       "seed: torch.compile took longer than 200 s")
     assert "triton_tem_fused_mm_0[" in seedcache.cached_seed(problem, "cuda", tmp_path)
+
+
+def test_a_seed_childs_temp_files_go_with_its_own_temp_dir(tmp_path, monkeypatch):
+    seen = {}
+
+    def child(command, problem_path, device, module_mode, cache_dir, out, timeout_s, env):
+        seen.update(env)
+        (Path(env["TMPDIR"]) / "tmpleft0ver").mkdir()   # what torch.compile leaves behind
+        out.write_text("SEED")
+    monkeypatch.setattr(seedcache, "run_dialect", child)
+    assert seedcache.cached_or_child("seed", PROBLEM, "cpu", 60, None, None, "train") == "SEED"
+    assert not Path(seen["TMPDIR"]).exists()
+    assert seen["TORCHINDUCTOR_CACHE_DIR"].endswith("torchinductor_" + seedcache._user())

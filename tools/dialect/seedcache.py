@@ -237,6 +237,11 @@ def cached_or_child(command: str, problem_path: str | Path, device: str, timeout
             pass
     with tempfile.TemporaryDirectory(prefix=f"krefine-{command}-") as tmp:
         out = Path(tmp) / "out"
+        # the child's temp files (torch.compile leaves empty tmpXXXXXXXX dirs) go with this
+        # dir; Inductor's cache stays where it was, in the system temp dir
+        (Path(tmp) / "tmp").mkdir()
+        env = {"TORCHINDUCTOR_CACHE_DIR": os.environ.get("TORCHINDUCTOR_CACHE_DIR") or str(
+            Path(tempfile.gettempdir()) / f"torchinductor_{_user()}"), **(env or {}), "TMPDIR": str(Path(tmp) / "tmp")}
         try:
             run_dialect(command, problem_path, device, module_mode, cache_dir, out, timeout_s, env)
         except subprocess.TimeoutExpired:
@@ -265,3 +270,14 @@ def run_dialect(command: str, problem_path: str | Path, device: str, module_mode
     if proc.returncode != 0 or not out.exists():
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip()] or [f"exit status {proc.returncode}"]
         raise ValueError(lines[-1].removeprefix("kernelbook: "))
+
+
+def _user() -> str:
+    """The user name in Inductor's cache dir, as torch names it
+    (torch/_inductor/runtime/cache_dir_utils.py default_cache_dir)."""
+    import getpass
+    try:
+        name = getpass.getuser()
+    except (KeyError, ModuleNotFoundError, OSError):
+        name = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
+    return re.sub(r'[\\/:*?"<>|]', "_", name)

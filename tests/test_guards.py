@@ -862,6 +862,64 @@ def test_a_kernel_decorated_through_an_alias_counts():
     assert "no_triton_kernel" not in found(src)
 
 
+# --- reaching tensor memory, the judge or the dispatcher around the wrappers (issue 32) -------
+
+@pytest.mark.parametrize("prelude, forward", [
+    ('import pathlib', 'b = pathlib.Path("/proc/self/mem").read_bytes()'),
+    ('import os', 'b = open(os.path.join("/", "proc", str(os.getpid()), "mem"), "rb")'),
+    ('', 'b = open(f"/proc/{n}/map_files/x", "rb")'),
+    ('class V:\n    @property\n    def __array_interface__(self):\n        return {}', ''),
+    ('', 'v = type("V", (), {"__array_struct__": 1})'),
+    ('', 'st = x.__reduce_ex__(2)'),
+    ('import io', 'S.__reduce__()'),
+    ('S = None', 'S._write_file(buf, False, False, 4)'),
+    ('import copyreg', ''),
+    ('import pickle as p', ''),
+    ('import mmap', ''),
+    ('', 'v = torch.from_file("a.bin", True, 16)'),
+    ('import numpy as np', 'v = np.memmap("a.bin")'),
+    ('from numpy import ctypeslib', ''),
+])
+def test_what_reaches_tensor_memory_around_the_wrappers_is_a_host_read_anywhere(prelude, forward):
+    f = found(candidate(prelude=prelude, forward=forward))["host_transfer"]
+    assert f.reject and f.flag == "host_compute"
+
+
+def test_a_process_memory_file_is_also_a_filesystem_finding():
+    src = candidate(prelude="import pathlib", forward='b = pathlib.Path("/proc/self/mem").open("rb")')
+    assert {"host_transfer", "filesystem"} <= rejected_by(src)
+
+
+def test_a_docstring_that_names_proc_or_dunders_is_not_code():
+    src = candidate(prelude='"""Reads nothing from /proc/self/mem and defines no __array_interface__."""')
+    assert found(src) == {}
+
+
+@pytest.mark.parametrize("prelude", [
+    'lib = torch.library.Library(NS, "IMPL")',
+    'from torch.library import custom_op',
+    '@torch.library.custom_op("mine::relu", mutates_args=())\ndef f(x: torch.Tensor) -> torch.Tensor:\n    return x',
+    'torch.ops.load_library("libx.so")',
+    'torch.ops.aten.relu.default.py_impl(1)(print)',
+])
+def test_registering_operators_in_any_namespace_is_rejected_as_library_ops(prelude):
+    f = found(candidate(prelude=prelude))["op_registration"]
+    assert f.reject and f.flag == "library_ops"
+
+
+@pytest.mark.parametrize("prelude", [
+    "import inspect", "from inspect import getclosurevars", "v = print.__closure__",
+    "v = print.__wrapped__", "v = print.__defaults__", "import traceback\nv = traceback.walk_tb(None)",
+    "v = (lambda: 0).__code__", "import sys\nv = sys.exc_info()", "v = getattr(print, 'cell_contents', None)",
+])
+def test_introspection_that_reaches_the_judges_objects_is_monkeypatch(prelude):
+    assert found(candidate(prelude=prelude))["monkeypatch"].reject
+
+
+def test_reading_a_closure_cell_is_monkeypatch():
+    assert "monkeypatch" in rejected_by(candidate(forward="v = out.cell_contents"))
+
+
 # --- flag-only hints ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("line", ["out = out.half()", "out = out.to(torch.float16)", "out = out.bfloat16()"])
@@ -885,6 +943,18 @@ def test_tf32_dot_is_flagged_and_ieee_dot_is_not():
 def test_tf32x3_dot_keeps_fp32_accuracy_and_is_not_flagged():
     src = candidate().replace("tl.maximum(x, 0.0)", 'tl.dot(x, x, input_precision="tf32x3")')
     assert "reduced_precision" not in found(src)
+
+
+def test_a_dot_with_no_precision_is_flagged_as_tf32_on_a_gpu_not_rejected():
+    f = found(candidate().replace("tl.maximum(x, 0.0)", "tl.dot(x, x)"))["reduced_precision"]
+    assert not f.reject and "TF32" in f.message and "tf32x3" in f.message and "ieee" in f.message
+
+
+def test_a_dot_whose_precision_is_a_constexpr_bound_in_the_kernel_is_read_through_it():
+    exact = candidate().replace("tl.maximum(x, 0.0)", "tl.dot(x, x, allow_tf32=ALLOW_TF32)").replace(
+        "    x = tl.load(", "    ALLOW_TF32: tl.constexpr = False\n    x = tl.load(")
+    assert "reduced_precision" not in found(exact)
+    assert "reduced_precision" in found(exact.replace("= False", "= True"))
 
 
 def test_the_reduced_precision_flag_says_the_tolerance_decides_and_names_tf32x3():
@@ -941,6 +1011,7 @@ _TRIGGERS = [
     candidate(init="self.c = {}", forward="self.c[x.data_ptr()] = out"),
     candidate(forward="v = x.tolist()"),
     candidate(prelude="from torch._inductor.runtime.hints import DeviceProperties"),
+    candidate(prelude='lib = torch.library.Library(NS, "IMPL")'),
 ]
 
 
@@ -996,3 +1067,15 @@ def test_the_verdicts_checks_report_the_dot_precision_used():
     run = Evaluation(None, src, "cpu", 0, EvalSettings(), None)
     static_checks(run, "candidate.py")
     assert run.checks["dot_precision"] == {"tf32x3": 1}
+
+
+def test_the_verdicts_checks_say_a_dot_with_no_precision_runs_as_tf32_on_a_gpu():
+    from tools.judge.record import Evaluation
+    from tools.judge.static import static_checks
+    from tools.settings import EvalSettings
+    src = candidate().replace("tl.maximum(x, 0.0)", 'tl.dot(x, x) + tl.dot(x, x, input_precision="tf32") + '
+                              'tl.dot(x, x, input_precision="ieee")')
+    run = Evaluation(None, src, "cpu", 0, EvalSettings(), None)
+    static_checks(run, "candidate.py")
+    assert run.checks["dot_precision"] == {"default": 1, "tf32": 1, "ieee": 1}
+    assert run.checks["dot_precision_on_gpu"] == {"tf32": 2, "ieee": 1}

@@ -3,14 +3,18 @@ side streams, foreign kernel toolkits, files.
 
 Each rejects what its table names (an import, a call, a reference) with one sentence
 saying why; `check_filesystem` also reads open() modes and path literals (relative
-paths inside the temp dir may be read). What a candidate does at run time regardless
-is the worker's audit hook's to refuse (tools/sandbox/lockdown.py).
+paths inside the temp dir may be read), and refuses any string naming the kernel's
+pseudo-files (/proc, /sys, /dev but /dev/null: the process's memory and descriptors),
+whatever reads it. What a candidate does at run time regardless is the worker's audit
+hook's to refuse (tools/sandbox/lockdown.py) or to report (tools/sandbox/detours.py).
 """
 from __future__ import annotations
 
 import ast
+import re
 
 from tools.guards.names import resolve, words
+from tools.guards.regions import DEAD
 from tools.guards.source import Finding, Source, line_of, path_hits, spell, under
 from tools.settings import GuardSettings
 
@@ -93,6 +97,9 @@ _FS_PATH_ARG = ("os.remove", "os.unlink", "os.rmdir", "os.removedirs", "os.renam
 
 _FS_METHODS = words("write_text write_bytes touch unlink rmdir mkdir symlink_to hardlink_to rename tofile")
 
+# the kernel's pseudo-files: /proc/self/mem, /proc/<pid>/fd/3, /dev/mem, /sys/...
+_PSEUDO_FILES = re.compile(r"^/*proc(/|$)|^/+(sys|dev)(/|$)(?!/*null$)")
+
 
 def check_filesystem(source: Source, settings: GuardSettings) -> Finding | None:
     """Opening files for writing, raw descriptors, deletes, renames or directories outside
@@ -130,6 +137,9 @@ def check_filesystem(source: Source, settings: GuardSettings) -> Finding | None:
                     any(under(p, ("pathlib", "numpy")) for p in
                         resolve(n.value, source.aliases, source.self_attrs, frozenset())):
                 return bad(n, spell(source, s.parent))
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and _PSEUDO_FILES.match(n.value) \
+                and not isinstance(s.parent, ast.Expr) and s.region != DEAD:   # a docstring runs nothing
+            return bad(n, repr(n.value)[:60])
     return None
 
 

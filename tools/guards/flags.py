@@ -1,10 +1,13 @@
 """The two flag-only guards: reduced precision and output caching.
 
 `check_reduced_precision` flags fp16/bf16/tf32 math (an fp32 problem computed so will
-miss its 1e-4 tolerance); `check_caching` flags a forward that keeps results between
-calls (returns state held on self or in a global, looks inputs up in such a store,
-keys it by shape or pointer, or is wrapped in functools.cache). Neither rejects: fresh
-inputs per trial make a cache fail anyway, and precision shows in the comparison.
+miss its 1e-4 tolerance), a `tl.dot` with no precision given included: on an NVIDIA GPU
+its fp32 operands are TF32, while Triton's interpreter (the CPU judge) computes it
+exactly, so only the flag tells a CPU verdict what a GPU would run. `check_caching`
+flags a forward that keeps results between calls (returns state held on self or in a
+global, looks inputs up in such a store, keys it by shape or pointer, or is wrapped in
+functools.cache). Neither rejects: fresh inputs per trial make a cache fail anyway, and
+precision shows in the comparison (on a GPU).
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import ast
 from tools.guards.names import resolve, words
 from tools.guards.regions import DEAD, FORWARD, Site
 from tools.guards.source import Finding, Source, line_of, path_hits, spell
+from tools.precision import dot_sites
 from tools.settings import GuardSettings
 
 _HALF_PATHS = ("torch.float16", "torch.half", "torch.bfloat16", "torch.float8*", "triton.language.float16",
@@ -47,7 +51,17 @@ def check_reduced_precision(source: Source, settings: GuardSettings) -> Finding 
                                            or (n.arg == "allow_tf32" and isinstance(n.value, ast.Constant)
                                                and n.value.value is True)):
             return flag(n.value, spell(source, n.value))
-    return None
+    dead = {id(s.node) for s in source.sites if s.region == DEAD}
+    sites = [d for d in dot_sites(source.tree) if d.precision in ("tf32", "default") and id(d.call) not in dead]
+    site = min(sites, key=lambda d: (d.call.lineno, d.call.col_offset), default=None)
+    if site is None:
+        return None
+    if site.precision == "tf32":   # a name bound to a literal in the kernel, read as that literal
+        return flag(site.call, spell(source, site.call))
+    return Finding("reduced_precision", f"`{spell(source, site.call)}` gives no input_precision: a tl.dot of fp32 "
+                   "operands runs as TF32 on NVIDIA GPUs (about 1e-3 relative error), though Triton's interpreter "
+                   'on CPU computes it exactly; input_precision="tf32x3" (tensor cores) or "ieee" keep fp32 '
+                   "accuracy. The judge's tolerance decides.", line_of(site.call), False, "reduced_precision")
 
 
 _KEY_ATTRS = words("data_ptr shape size stride _version untyped_storage storage_offset")

@@ -13,9 +13,21 @@ index or a method result of those). Set-up may build weights with NumPy: `__init
 module level are not checked. Shapes, strides, `numel()`, `data_ptr()` and devices stay
 allowed, as does any arithmetic on them.
 
+Anywhere in the file (set-up too: a handle made there is read in the forward), rejects
+what reaches tensor memory around every Tensor method: the array protocols' names
+(`__array_interface__`, `__array_struct__`, `__cuda_array_interface__`, also as string
+pieces: NumPy reads the address they give), DLPack (`__dlpack__`, capsules),
+serialisation (`__reduce_ex__`, `__reduce__`, `__getstate__`, `_write_file`, pickle,
+copyreg, torch.save), mappings and files over memory (mmap, numpy.memmap/fromfile,
+torch.from_file/frombuffer, storages' from_file/from_buffer and shared-memory handles),
+ctypes and NumPy's ctypeslib, and any string naming a process memory file
+(/proc/<pid>/..., /proc/self/..., /dev/mem).
+
 Not covered: conversions the source does not show (a tensor whose origin the guard
-cannot read, `x.to(dev)` with `dev` a "cpu" string held in a variable); the worker's
-aten counter still sees the copy and the compute PyTorch does afterwards.
+cannot read, `x.to(dev)` with `dev` a "cpu" string held in a variable; a name built at
+run time other than from dunder pieces); the worker's aten counter still sees the copy
+and the compute PyTorch does afterwards, and its audit hook sees memory files opened,
+mappings and serialisation (tools/sandbox/detours.py).
 """
 from __future__ import annotations
 
@@ -24,8 +36,8 @@ import re
 from typing import Iterator
 
 from tools.guards.names import literal_getattr, resolve, words
-from tools.guards.regions import FORWARD, Site
-from tools.guards.source import Finding, Source, first, fn_name, line_of, spell, under
+from tools.guards.regions import DEAD, FORWARD, Site
+from tools.guards.source import Finding, Source, first, fn_name, line_of, path_hits, spell, under
 from tools.settings import GuardSettings
 
 # Tensor methods and attributes that hand its data to the host
@@ -53,6 +65,26 @@ _TORCH_FACTORIES = words("""empty empty_like empty_strided zeros zeros_like ones
 
 _CPU = re.compile(r"cpu(:\d+)?$")
 
+# names (attributes, defs, keywords, strings) and paths that reach tensor memory around
+# every Tensor method, wherever they appear
+_MEMORY_NAMES = words("""__array_interface__ __array_struct__ __cuda_array_interface__ __reduce_ex__ __reduce__
+ __getstate__ _reduce_ex_internal _write_file _share_fd_cpu_ _share_filename_cpu_ _new_shared _get_shared_fd
+ _new_shared_fd_cpu _new_shared_filename_cpu _new_using_fd_cpu _new_using_filename_cpu _new_with_file
+ _set_from_file from_file from_buffer __buffer__ __dlpack__ __dlpack_device__ share_memory_ _share_memory_""")
+# a piece of one of those dunder names, as a string ("__array_" + "interface__")
+_DUNDER_PIECES = frozenset(name[i:j] for name in _MEMORY_NAMES if name.startswith("__")
+                           for i in range(len(name)) for j in range(i + 5, len(name) + 1)
+                           if name[i:j].startswith("__") or name[i:j].endswith("__"))
+_MEMORY_PATHS = ("pickle", "_pickle", "cPickle", "copyreg", "copy_reg", "shelve", "dill", "cloudpickle", "mmap",
+                 "ctypes", "_ctypes", "cffi", "numpy.ctypeslib", "numpy.memmap", "numpy.fromfile",
+                 "numpy.lib.format", "numpy.lib.stride_tricks", "numpy.frombuffer", "numpy.from_dlpack",
+                 "torch.save", "torch.load", "torch.serialization", "torch.from_file", "torch.frombuffer",
+                 "torch.storage", "torch.*Storage", "torch._utils._rebuild*", "torch.utils.dlpack",
+                 "torch.to_dlpack", "torch._C._to_dlpack*", "torch.multiprocessing.reductions",
+                 "os.pread", "os.preadv", "os.readv", "os.sendfile", "os.memfd_create")
+# a process's memory as files: /proc/<pid>/..., /proc/self/... (mem, maps, map_files), /dev/mem
+_MEMORY_FILE = re.compile(r"^/*proc(/|$)|^/+dev/+(k?mem|port)\b")
+
 
 def check_host_transfer(source: Source, settings: GuardSettings) -> Finding | None:
     """Tensor data copied to the host in the forward path (.tolist(), .item(), .cpu(),
@@ -72,7 +104,31 @@ def check_host_transfer(source: Source, settings: GuardSettings) -> Finding | No
                                                                      p.split(".")[-1] in _HOST_ATTRS)
                                             for p in r.paths):
             out.append(bad(r.site.parent if r.called else r.node, r.site))
+    for node, what in _memory_reach(source):
+        out.append(Finding("host_transfer", f"`{what}` reaches tensor memory on the host (an address handed to "
+                           "NumPy, a serialised tensor or storage, a mapping or a process memory file); "
+                           "the work must stay on the device, in Triton kernels.", line_of(node), True,
+                           "host_compute"))
     return first(out)
+
+
+def _memory_reach(source: Source) -> Iterator[tuple[ast.AST, str]]:
+    """Anywhere but dead code: the names, paths and memory-file strings above."""
+    for path, node in path_hits(source, _MEMORY_PATHS, skip_dead=True):
+        yield node, (f"import {path}" if isinstance(node, (ast.Import, ast.ImportFrom)) else spell(source, node))
+    for s in source.sites:
+        n = s.node
+        if s.region == DEAD:
+            continue
+        if isinstance(n, ast.Attribute) and n.attr in _MEMORY_NAMES:
+            yield n, spell(source, n)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in _MEMORY_NAMES:
+            yield n, f"def {n.name}"
+        elif isinstance(n, ast.keyword) and n.arg in _MEMORY_NAMES:
+            yield n, f"{n.arg}="
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and not isinstance(s.parent, ast.Expr) \
+                and (n.value in _MEMORY_NAMES or n.value in _DUNDER_PIECES or _MEMORY_FILE.match(n.value)):
+            yield n, repr(n.value)[:60]   # a docstring (a bare string statement) runs nothing
 
 
 def _transfers(source: Source, sites: list[Site]) -> Iterator[tuple[ast.AST, Site]]:

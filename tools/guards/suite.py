@@ -15,7 +15,7 @@ from tools.guards.host import check_host_transfer
 from tools.guards.portability import check_private_runtime
 from tools.guards.own_work import check_fallback, check_reference_model, check_triton_kernel
 from tools.guards.source import Finding, Source, parse_source
-from tools.guards.tampering import check_disguise, check_monkeypatch
+from tools.guards.tampering import check_disguise, check_monkeypatch, check_op_registration
 from tools.guards.torch_ops import check_torch_compute
 from tools.settings import GuardSettings
 
@@ -26,6 +26,7 @@ STATIC_GUARDS: tuple[Callable[[Source, GuardSettings], Finding | None], ...] = (
     check_fallback,
     check_reference_model,
     check_monkeypatch,
+    check_op_registration,
     check_concurrency,
     check_network,
     check_side_stream,

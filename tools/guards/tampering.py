@@ -1,4 +1,5 @@
-"""The guards on tampering and disguise: `check_disguise`, `check_monkeypatch`.
+"""The guards on tampering and disguise: `check_disguise`, `check_monkeypatch`,
+`check_op_registration`.
 
 Rejects lookups the guards cannot read (eval/exec, getattr with a computed name on
 anything but the candidate's own objects, getattr/setattr passed around as values,
@@ -10,9 +11,13 @@ own), attribute stores through a parameter or a call's result, frame walking, gc
 walks, ctypes, dispatch interception, aten registrations, and detecting or switching off
 the judge's tracers, profilers and dispatch modes (sys/threading setprofile and
 settrace, sys.monitoring, torch.profiler, torch._C's dispatch-key and mode-stack
-controls). Not covered: tampering that only shows at run time, inside the worker's own
-process (README "Sandbox"); objects reached through containers (`d["m"].mm = f` where d
-holds a module the file cannot see) when no import names them.
+controls), introspection that reaches the judge's objects (inspect, closures' cells,
+frames, tracebacks), and registering operators with PyTorch in any namespace
+(torch.library in every spelling, custom ops, py_impl, loaded operator libraries: a
+kernel registered so runs below the worker's op counter). Not covered: tampering that
+only shows at run time, inside the worker's own process (README "Sandbox"); objects
+reached through containers (`d["m"].mm = f` where d holds a module the file cannot see)
+when no import names them.
 """
 from __future__ import annotations
 
@@ -100,7 +105,11 @@ TAMPER_PATHS = ("sys.modules", "sys._getframe", "sys._current_frames", "sys.sett
                 "torch._C._unset_dispatch_mode", "torch._C._set_torch_function_state",
                 "torch._C._set_skip_next_torch_function", "torch._C._skip_one_hop_torch_function",
                 # the GIL's switch interval is the worker's, tuned for the judge's threads
-                "sys.setswitchinterval")
+                "sys.setswitchinterval",
+                # introspection reaches the judge's objects: closures, frames, tracebacks' frames
+                "inspect", "traceback.walk_tb", "traceback.extract_tb", "traceback.TracebackException",
+                "traceback.StackSummary", "sys._getframemodulename", "sys.exc_info", "sys.exception",
+                "sys.last_traceback", "sys.last_value", "sys.last_exc", "types.CellType")
 
 
 _TAMPER_IMPORTS = ("builtins",)
@@ -108,7 +117,9 @@ _TAMPER_IMPORTS = ("builtins",)
 
 _FRAME_ATTRS = words("f_back f_globals f_locals f_builtins f_code tb_frame gi_frame cr_frame ag_frame "
                      "__globals__ __code__ __closure__ __subclasses__ __bases__ __base__ __mro__ "
-                     "__builtins__ __torch_function__ __torch_dispatch__ __setattr__ __delattr__")
+                     "__builtins__ __torch_function__ __torch_dispatch__ __setattr__ __delattr__ "
+                     "cell_contents __wrapped__ __defaults__ __kwdefaults__ __traceback__ tb_next f_trace "
+                     "gi_code cr_code ag_code gi_yieldfrom cr_await")
 
 
 def check_monkeypatch(source: Source, settings: GuardSettings) -> Finding | None:
@@ -157,6 +168,28 @@ def check_monkeypatch(source: Source, settings: GuardSettings) -> Finding | None
             if any(isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith(("aten", "prims"))
                    for a in (*call.args, *(k.value for k in call.keywords))):
                 add(call, spell(source, call))
+    return first(out)
+
+
+# everything that registers operators or kernels with PyTorch's dispatcher
+_REGISTRATION_PATHS = ("torch.library", "torch._library", "torch._custom_op", "torch._custom_ops",
+                       "torch.ops.load_library", "torch.classes.load_library",
+                       "torch._C._DispatchModule", "torch._C._dispatch_library", "torch.utils.cpp_extension")
+_REGISTRATION_ATTRS = words("py_impl py_kernels load_library _dispatch_library")
+
+
+def check_op_registration(source: Source, settings: GuardSettings) -> Finding | None:
+    """Registering operators or kernels with PyTorch, in any namespace, however the
+    namespace is given: the registered code runs below the op counter, and an aten
+    kernel replaced changes PyTorch for everything after it."""
+    def bad(node, what):
+        return Finding("op_registration", f"`{what}` registers operators with PyTorch; a kernel registered "
+                       "so runs below the judge's op counter. Call your Triton kernels directly and "
+                       "register nothing.", line_of(node), True, "library_ops")
+    out = [bad(node, f"import {path}" if isinstance(node, (ast.Import, ast.ImportFrom)) else spell(source, node))
+           for path, node in path_hits(source, _REGISTRATION_PATHS, skip_dead=True)]
+    out += [bad(s.node, spell(source, s.node)) for s in source.sites if s.region != DEAD and
+            isinstance(s.node, ast.Attribute) and s.node.attr in _REGISTRATION_ATTRS]
     return first(out)
 
 

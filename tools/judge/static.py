@@ -55,6 +55,12 @@ def static_checks(run: Evaluation, candidate_name: str) -> Status | None:
     dots = dot_precisions(ast.parse(run.src))
     if dots:
         run.checks["dot_precision"] = dots   # tl.dot calls by precision (tools/precision.py)
+        # what a GPU runs: no precision given is TF32 for fp32 operands (the interpreter is exact)
+        on_gpu: dict[str, int] = {}
+        for precision, n in dots.items():
+            key = "tf32" if precision == "default" else precision
+            on_gpu[key] = on_gpu.get(key, 0) + n
+        run.checks["dot_precision_on_gpu"] = on_gpu
     for f in findings:
         run.flag(f.flag)
         run.diag(f"guard:{f.guard}", f.message, f.line)

@@ -412,3 +412,90 @@ def test_a_tamper_note_names_the_line_that_raised_the_event():
         return audit(), _sys._getframe().f_lineno
     where, line = raiser()
     assert where.startswith(" (from ") and where.endswith(f"/tests/test_runtime_watch.py:{line})")
+
+
+# 7) around the wrappers: tensor memory, registrations, introspection (tools/sandbox/detours.py) ----
+
+AROUND = {   # (prelude, forward): no Tensor method the watch wraps is called
+    "proc_mem_from_pieces": ("import pathlib", 'p = pathlib.Path("/".join(["", "pr" + "oc", "self", "mem"]))\n'
+                             'with p.open("rb") as f:\n    f.seek(x.data_ptr())\n    b = f.read(64)'),
+    "proc_pid_mem_pread": ("", 'fd = os.open(f"/{\'proc\'}/{os.getpid()}/mem", os.O_RDONLY)\n'
+                           "b = os.pread(fd, 64, x.data_ptr())\nos.close(fd)"),
+    "mmap_made_at_import": ("import mmap\nAREA = mmap.mmap(-1, 4096)", ""),
+    "pickle": ("import pickle", "b = pickle.dumps(x)"),
+    "torch_save_to_bytes": ("import io", "torch.save(x, io.BytesIO())"),
+    "storage_write_file": ("import io", "x.untyped_storage()._write_file(io.BytesIO(), False, False, 4)"),
+    "dlpack_capsule": ("", "c = torch.utils.dlpack.to_dlpack(x)"),
+}
+
+
+@pytest.mark.parametrize("spelling", list(AROUND), ids=list(AROUND))
+def test_tensor_memory_reached_around_the_wrappers_is_reported(spelling):
+    prelude, forward = AROUND[spelling]
+    reply = _trial(_model(f"{forward}\nreturn relu(x)", prelude))
+    assert reply.get("memory_reads"), reply
+
+
+REGISTRATIONS = {
+    "namespace_in_a_variable": 'NS = "r3" + "w"\nLIB = torch.library.Library(NS, "DEF")\n'
+                               'LIB.define("f(Tensor x) -> Tensor")',
+    "custom_op": '@torch.library.custom_op("r3w::g", mutates_args=())\n'
+                 'def g(x: torch.Tensor) -> torch.Tensor:\n    return x.clone()',
+    "dispatch_rule_for_a_mode": "from torch.utils._python_dispatch import TorchDispatchMode\n"
+                                'torch.library.register_torch_dispatch("aten::mul.Tensor", TorchDispatchMode, print)',
+    "library_written_to_the_temp_dir": 'import mmap\nimport shutil\nshutil.copy(mmap.__file__, "ops.so")\n'
+                                       'torch.ops.load_library("ops.so")',
+}
+
+
+@pytest.mark.parametrize("spelling", list(REGISTRATIONS), ids=list(REGISTRATIONS))
+def test_an_operator_registration_by_candidate_code_is_reported(spelling):
+    reply = _trial(_model("return relu(x)", REGISTRATIONS[spelling]))
+    assert reply.get("op_registrations"), reply
+
+
+def test_operators_a_torch_module_registers_when_the_candidate_imports_it_are_not_the_candidates():
+    reply = _trial(_model("return relu(x)", "import torch.ao.quantization.fx._decomposed"))
+    assert "op_registrations" not in reply and "tamper" not in reply, reply
+
+
+def test_a_system_library_loaded_by_its_name_is_no_registration():
+    reply = _trial(_model("return relu(x)", 'import ctypes\nLIBM = ctypes.CDLL("libm.so.6")'))
+    assert "op_registrations" not in reply, reply
+
+
+INTROSPECTION = {
+    "getclosurevars_of_the_launch_hook": ("import inspect\nfrom triton.runtime.jit import JITFunction",
+                                          "v = inspect.getclosurevars(JITFunction.run)"),
+    "frame_walk": ("", "f = os.sys._getframe(1)"),
+    "a_tracebacks_frame": ("", "try:\n    raise ValueError\nexcept ValueError as e:\n"
+                               "    f = e.__traceback__.tb_frame.f_back"),
+}
+
+
+@pytest.mark.parametrize("spelling", list(INTROSPECTION), ids=list(INTROSPECTION))
+def test_introspection_that_reaches_the_judge_is_tampering(spelling):
+    prelude, forward = INTROSPECTION[spelling]
+    reply = _trial(_model(f"{forward}\nreturn relu(x)", prelude))
+    assert any("frame taken" in t or "introspected" in t for t in reply.get("tamper", [])), reply
+
+
+def test_a_library_reading_frames_for_itself_is_not_the_candidate_taking_one():
+    prelude = 'import logging\nLOG = logging.getLogger("candidate")\nLOG.setLevel(logging.INFO)'
+    reply = _trial(_model('LOG.info("forward")\nreturn relu(x)', prelude))   # findCaller: sys._getframe
+    assert "tamper" not in reply, reply
+
+
+def test_a_correct_candidate_reaches_nothing_around_the_wrappers():
+    reply = _trial(OK)
+    assert not {"memory_reads", "op_registrations", "tamper"} & set(reply), reply
+
+
+def test_the_judge_rejects_reads_around_the_wrappers_and_registrations():
+    status, run = _facts({"memory_reads": ["open /proc/12/mem"]})
+    assert status is Status.REJECTED and {"host_compute", "filesystem"} <= set(run.flags)
+    status, run = _facts({"memory_reads": ["mmap of anonymous memory"]})
+    assert status is Status.REJECTED and "filesystem" not in run.flags
+    status, run = _facts({"op_registrations": ["dispatcher impl('clone', 'CPU')"]})
+    assert status is Status.REJECTED and "library_ops" in run.flags
+    assert run.diagnostics[0].kind == "guard:op_registration"

@@ -3,10 +3,14 @@
 Reads the facts tools/sandbox/watch.py puts on a trial reply and rejects: tampering
 with what the judge relies on (`tamper`: a hook or library function replaced, a
 profile or trace hook set, gc object walks, a dispatch mode popped, an input's class
-reassigned), threads started by the candidate (`threads_started`), tensor data read on
-the host by candidate code during the forward (`host_reads`: a Triton forward never
-needs to), and a call whose Triton launches ran no program (`programs`: an empty grid
-runs nothing). Hook points the worker could not install (`watch_gaps`) and launch grids
+reassigned, frames or the judge's code introspected), operators registered with
+PyTorch's dispatcher or shared libraries loaded (`op_registrations`: their kernels run
+below the aten counter), threads started by the candidate (`threads_started`), tensor
+data read on the host by candidate code during the forward (`host_reads`: a Triton
+forward never needs to) or around the wrappers at any time (`memory_reads`: a process
+memory file opened, an mmap, a tensor or storage serialised; tools/sandbox/detours.py),
+and a call whose Triton launches ran no program (`programs`: an empty grid runs
+nothing). Hook points the worker could not install (`watch_gaps`) and launch grids
 it never saw evaluated are recorded in the verdict's checks, not judged: a gap is a
 visible fact, never a silent pass.
 
@@ -32,11 +36,30 @@ def check_runtime_facts(run, reply: dict, i: int) -> Status | None:
         run.flag("tampering")
         run.flag("monkeypatch")   # what the static guards call the same tricks when they see them
         return Status.REJECTED
+    registered = [str(r) for r in reply.get("op_registrations") or []]
+    if registered:
+        run.checks["op_registrations"] = registered
+        run.diag("guard:op_registration", f"{where}: the candidate registered operators with PyTorch "
+                 f"({'; '.join(registered[:4])}{'; ...' if len(registered) > 4 else ''}); a kernel registered "
+                 "so runs below the op counter, in any namespace. Call your Triton kernels directly and "
+                 "register nothing")
+        run.flag("library_ops")
+        return Status.REJECTED
     threads = int(reply.get("threads_started") or 0)
     if threads:
         run.diag("guard:concurrency", f"{where}: the candidate started {threads} thread(s); do all work in the "
                  "forward call, in Triton kernels")
         run.flag("concurrency")
+        return Status.REJECTED
+    around = [str(r) for r in reply.get("memory_reads") or []]
+    if around:
+        run.checks["memory_reads"] = around
+        run.diag("guard:host_transfer", f"{where}: candidate code reached tensor memory on the host "
+                 f"({'; '.join(around[:4])}{'; ...' if len(around) > 4 else ''}); compute in Triton kernels "
+                 "on the tensors' device, and read no process memory, mapping or serialised tensor")
+        run.flag("host_compute")
+        if any(r.startswith("open ") for r in around):
+            run.flag("filesystem")
         return Status.REJECTED
     reads = {str(k): int(v) for k, v in (reply.get("host_reads") or {}).items()}
     if reads:

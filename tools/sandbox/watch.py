@@ -7,8 +7,11 @@ of a storage; aten._local_scalar_dense behind the scalar ones is counted too), t
 ways Python starts a thread (_thread.start_new_thread and threading's reference to it,
 start_joinable_thread where Python has it) and the calls that push or pop a dispatch
 mode, and adds an audit hook for profile/trace hooks, gc object walks, code and class
-replacement and ctypes. `baseline` (just before the candidate is imported) records the
-identity of everything the judge relies on (tools/sandbox/integrity.py). `call` wraps
+replacement and ctypes; the ways around these wrappers (process memory files, mmap,
+serialisation, operator registrations, introspection of the judge's code) are
+tools/sandbox/detours.py's, installed with them. `baseline` (just before the candidate
+is imported) records the identity of everything the judge relies on
+(tools/sandbox/integrity.py). `call` wraps
 one forward call: it counts aten compute ops (tools/sandbox/outputs.py) and the Triton
 programs the call's launches ran (`launch`, from tools/sandbox/launches.py: the grid as
 Triton evaluates it), and afterwards checks hooks, identities, threads and the
@@ -36,6 +39,7 @@ import os
 import sys
 import types
 
+from tools.sandbox.detours import EVENTS as DETOUR_EVENTS, Detours
 from tools.sandbox.integrity import Snapshot
 from tools.sandbox.outputs import capture_types, count_aten_compute, describe_type, poisoned_allocations
 
@@ -87,6 +91,7 @@ class Watch:
         self._mode = None
         self._count = count_aten_compute
         self._own = self._lib = ()
+        self.detours = Detours(self)   # host reads, registrations, introspection around the wrappers
 
     # 1) set-up --------------------------------------------------------------------------
     def install(self) -> None:
@@ -117,6 +122,7 @@ class Watch:
         self._count = count_aten_compute   # its own reference: rebinding the module's name changes nothing
         with poisoned_allocations(), count_aten_compute({}, None):
             torch.ones(1).add_(1)   # the worker's own lazy imports (torch._inductor, dynamo) happen now
+        self.detours.install((_package_dir("triton"), _package_dir("tools")))
         sys.addaudithook(self._audit)
         self.installed = True
 
@@ -272,6 +278,8 @@ class Watch:
         return changed
 
     def _audit(self, event: str, args: tuple) -> None:
+        if event in DETOUR_EVENTS:
+            self.detours.audit(event, args)
         if event in _TAMPER_EVENTS:
             if not self.watching:
                 return
@@ -342,6 +350,7 @@ class Watch:
             reply["threads_started"] = self.threads
         if self.tamper:
             reply["tamper"] = list(self.tamper)
+        self.detours.report(reply)
         if self.gaps:
             reply["watch_gaps"] = list(self.gaps)
 

@@ -36,7 +36,7 @@ from langgraph.types import Send
 
 from agent.loop.context import GpuPool, LoopContext
 from agent.loop.judging import ensure_profiled, evaluate
-from agent.loop.prompting import search_facts
+from agent.loop.prompting import lineage, search_facts
 from agent.loop.resume import state_from_rundir
 from agent.loop.rundir import candidate_id, parse_candidate_id
 from agent.loop.state import (ORIGIN_MODEL, ORIGIN_SEED, ORIGIN_SWEEP, SWEEP_GOES_ON, CandidateRecord, EvalTask,
@@ -184,20 +184,7 @@ def _prompt(ctx: LoopContext, parent: str | None, candidates: dict) -> str:
     rd = ctx.rundir
     source, verdict = rd.source(parent) or "", rd.verdict(parent)
     return ctx.render_refine(ctx.problem.source, source, verdict, ctx.config.prompt, ctx.backend.count_tokens,
-                             facts=search_facts(source, verdict, _lineage(candidates, parent)))
-
-
-def _lineage(candidates: dict, cid: str) -> list[str]:
-    """The changes that made `cid` from the seed, oldest first (portfolio entry, sweep moves)."""
-    changes: list[str] = []
-    seen: set[str] = set()
-    while cid in candidates and cid not in seen:
-        seen.add(cid)
-        record = candidates[cid]
-        if record.get("change"):
-            changes.append(str(record["change"]))
-        cid = record.get("parent")
-    return changes[::-1]
+                             facts=search_facts(source, verdict, lineage(candidates, parent)))
 
 
 def _generated(rd, cid: str) -> bool:
@@ -343,8 +330,7 @@ def decide(state: RunState, runtime: Runtime[LoopContext]) -> dict:
 
 
 def make_summary(state: RunState, timed: bool, rd=None) -> dict:
-    """summary.json's body (RunDir.write_summary adds the schema); with the run directory,
-    a seed that could not be made says why (its trace event's error)."""
+    """summary.json's body (RunDir.write_summary adds the schema); `rd`: why no seed, if so."""
     best = state["candidates"].get(state["best"]) if state["best"] else None
     seeded = state["candidates"].get(candidate_id(0, 0))   # round 0: the Inductor seed, if any
     failed = None if seeded or rd is None else seed_failure(rd)
@@ -358,8 +344,8 @@ def make_summary(state: RunState, timed: bool, rd=None) -> dict:
 
 def seed_failure(rd) -> str | None:
     """Why round 0 has no seed, as its seed_failed event says; None when it has one or was not asked."""
-    failed = [e for e in rd.events_of(None) if e["node"] == "generate" and e["status"] == "seed_failed"]
-    return (failed[-1].get("error") or "no Inductor seed") if failed else None
+    failed = [e.get("error") for e in rd.events_of(None) if (e["node"], e["status"]) == ("generate", "seed_failed")]
+    return (failed[-1] or "no Inductor seed") if failed else None
 
 
 # ---------------------------------------------------------------- routers and wiring

@@ -133,6 +133,19 @@ def search_facts(source: str, verdict: Verdict | None, lineage: Sequence[str] = 
     return facts
 
 
+def lineage(candidates: dict, cid: str) -> list[str]:
+    """The changes that made `cid` from the seed, oldest first (portfolio entry, sweep moves)."""
+    changes: list[str] = []
+    seen: set[str] = set()
+    while cid in candidates and cid not in seen:
+        seen.add(cid)
+        record = candidates[cid]
+        if record.get("change"):
+            changes.append(str(record["change"]))
+        cid = record.get("parent")
+    return changes[::-1]
+
+
 def _precision_note(used: set[str]) -> str:
     if "ieee" in used:
         return ('"ieee" is exact fp32 on the CUDA cores (slow); input_precision="tf32x3" (three TF32 '

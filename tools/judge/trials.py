@@ -36,6 +36,8 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
         if i == ownership.off_trial(seeds):   # who writes the outputs: the forward without its kernels
             try:
                 ownership.run_without_triton(run, worker, seed, poison, dev, None if lean else refs[0], timeout)
+            except isolation.WorkerTimeout:
+                return _timed_out(run, worker, i, timeout)
             except isolation.WorkerDied:
                 return died(run, worker, f"trial {i + 1}, the forward with its Triton launches skipped")
             if lean:
@@ -47,12 +49,7 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
                                              "activity": ground_truth.recording(run)},
                                             timeout)
         except isolation.WorkerTimeout:
-            why = ("Triton's CPU interpreter runs each program in Python: a large input or many small "
-                   "programs can take this long, or a kernel hangs; try smaller inputs, larger blocks or "
-                   "--device cuda" if run.device == "cpu" else "an infinite loop, a deadlock or a hung kernel")
-            run.diag("timeout", f"trial {i + 1}: forward did not finish within {timeout:g} s ({why})")
-            health(run, worker)
-            return Status.TIMEOUT
+            return _timed_out(run, worker, i, timeout)
         except isolation.WorkerDied:
             return died(run, worker, f"trial {i + 1}")
         if not reply.get("ok"):
@@ -174,6 +171,15 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
     atol, rtol, rel = tolerances(ref[0].dtype, s.test)
     run.checks["tolerance"] = {"atol": atol, "rtol": rtol, "rel_l2": rel, "dtype": str(ref[0].dtype)}
     return None
+
+
+def _timed_out(run, worker, i: int, timeout: float) -> Status:
+    why = ("Triton's CPU interpreter runs each program in Python: a large input or many small "
+           "programs can take this long, or a kernel hangs; try smaller inputs, larger blocks or "
+           "--device cuda" if run.device == "cpu" else "an infinite loop, a deadlock or a hung kernel")
+    run.diag("timeout", f"trial {i + 1}: forward did not finish within {timeout:g} s ({why})")
+    health(run, worker)
+    return Status.TIMEOUT
 
 
 def recheck_timed_outputs(run, reply: dict, payload: bytes, seed: int) -> Status | None:

@@ -400,3 +400,12 @@ def test_a_problem_not_run_has_no_seed_verdict_rather_than_no_seed(suite, calls,
 def test_report_only_without_a_results_directory_is_exit_2_naming_it(suite, calls, tmp_path, capsys):
     assert bench_main(suite, "--out", tmp_path / "nowhere", "--report-only") == 2
     assert "nowhere" in capsys.readouterr().err and calls == []
+
+
+def test_device_cuda_without_a_gpu_is_exit_2_before_any_run(suite, calls, tmp_path, capsys, monkeypatch):
+    import agent.bench.workers as workers
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(workers, "gpu_count", lambda: 0)
+    assert bench_main(suite, "--out", tmp_path / "out", "--device", "cuda") == 2
+    assert calls == [] and capsys.readouterr().err == \
+        "krefine: error: --device cuda but no CUDA device is visible (use --device cpu)\n"

@@ -41,6 +41,8 @@ def visible_gpus(device: str, limit: int | None) -> list[str | None]:
         ids = [str(i) for i in range(gpu_count())]
     if limit is not None and limit > len(ids):
         raise BadInput("", f"krefine bench: --gpus {limit}: only {len(ids)} GPU{'s' if len(ids) != 1 else ''} visible")
+    if not ids:   # krefine eval's and run's line for the same fault
+        raise BadInput("", "--device cuda but no CUDA device is visible (use --device cpu)")
     if limit is not None and limit < len(ids):
         return ids[:limit]
     return ids if len(ids) > 1 else [None]

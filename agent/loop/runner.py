@@ -73,6 +73,10 @@ def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Pa
                                        'krefine bench --set search.seed_kernel=inductor)')
     problem = load_problem(problem_path)
     device = resolve_device(config.run.device)
+    if device == "cuda":   # a GPU this machine lacks: krefine eval's one line, exit 2, nothing written
+        from tools.sandbox.isolation import device_fault
+        if (fault := device_fault(device, 0)) is not None:
+            raise BadInput("", fault)
     # 2) the run directory: --out must be new or empty
     rd = RunDir(Path(out_dir) if out_dir else default_run_dir(config.run.out_root, problem.name))
     if rd.root.exists() and any(rd.root.iterdir()):
@@ -228,14 +232,8 @@ def _absolute_spec(spec: str) -> str:
 
 
 def resolve_device(wanted: str | None) -> str:
-    """The device a run judges on: `wanted`, else cuda when one is visible. A device this
-    machine lacks is bad input (one line, exit 2), as for `krefine eval`, before anything
-    is written."""
+    """The device a run judges on: `wanted`, else cuda when one is visible."""
     if wanted:
-        from tools.sandbox.isolation import device_fault
-        fault = device_fault(wanted, 0)
-        if fault is not None:
-            raise BadInput("", fault)
         return wanted
     import torch
     return "cuda" if torch.cuda.is_available() else "cpu"

@@ -427,13 +427,15 @@ def test_libdevice_directed_rounding_brackets_the_exact_quotient(interp):
     assert interp["libdevice.div_rz < div_ru"] == 0.0
 
 
-@pytest.mark.parametrize("name", ["maximum", "minimum", "max2", "min2", "any", "prod", "exp", "frexp mantissa",
+@pytest.mark.parametrize("name", ["maximum", "minimum", "max2", "min2", "any", "exp", "frexp mantissa",
                                   "frexp exponent", "div_floor_integer", "remainder_integer"])
 def test_triton_helper_matches_torch_exactly_in_the_interpreter(interp, name):
     assert interp[f"triton_helpers.{name}"] == 0.0
 
 
-@pytest.mark.parametrize("name", ["promote_to_tensor(sum)", "welford mean", "welford var"])
+# prod reduces pairwise in the interpreter (tools/dialect/interp_reduce.py), as a GPU does in a
+# tree: the rounding of a product depends on its order, as a sum's does
+@pytest.mark.parametrize("name", ["promote_to_tensor(sum)", "welford mean", "welford var", "prod"])
 def test_triton_helper_reduction_matches_torch_up_to_summation_order(interp, name):
     assert interp[f"triton_helpers.{name}"] <= 8.0
 

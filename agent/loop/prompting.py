@@ -42,7 +42,7 @@ def render_initial(problem_src: str) -> str:
 def render_refine(problem_src: str, parent_src: str, verdict: Verdict, config: PromptConfig,
                   count_tokens: CountTokens, facts: Sequence[str] = ()) -> str:
     """A refinement turn: the module, the parent candidate and its fitted feedback
-    (`facts`, from `search_facts`, go right after the status line)."""
+    (`facts`, from `search_facts`, follow the verdict's own sections)."""
     def render(feedback: str, include_example: bool) -> str:
         return _ENV.get_template("refine.j2").render(
             code=problem_src, parent=parent_src.rstrip("\n"), feedback=feedback,
@@ -67,9 +67,9 @@ def render_feedback(verdict: Verdict, token_budget: int, count_tokens: CountToke
     and the rest are dropped. The status line is always kept, whatever the budget.
     """
     parts: list[str] = []
-    sections = feedback_sections(verdict)
+    sections = feedback_sections(verdict)   # the verdict's own feedback, whole, then the search's facts
     if facts:
-        sections.insert(1, str(_ENV.get_template("partials/feedback.j2").module.facts(list(facts))))
+        sections.append(str(_ENV.get_template("partials/feedback.j2").module.facts(list(facts))))
     for i, text in enumerate(sections):
         if i == 0 or _fits(parts + [text], token_budget, count_tokens):
             parts.append(text)

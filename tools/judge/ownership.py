@@ -44,7 +44,7 @@ def run_without_triton(run, worker, seed: int, poison: list, dev, ref: list | No
     """The forward on the inputs of `seed` with no Triton launch; records what it finds in
     `run.checks["output_writers"]` (the decision is `decide`'s)."""
     from tools.judge.numerics import tolerances
-    facts: dict = {"seed_of_trial": True}
+    facts: dict = {}
     run.checks["output_writers"] = facts
     # a forward that hangs here hangs in the trial too: WorkerTimeout and WorkerDied are the caller's
     reply, payload = worker.request({"op": "triton_off", "seed": seed, "poison": poison,

@@ -44,6 +44,8 @@ SCRIPT = textwrap.dedent('''
     o, oi = torch.empty(4), torch.empty(4, dtype=torch.int32)
     k[(1,)](x, o, oi, R=4, C=64)
     print(o.tolist(), oi.tolist())
+    from triton.runtime import interpreter
+    print(getattr(interpreter.ReduceOps.generic_reduce, "_krefine_pairwise", False))
 ''')
 
 
@@ -56,10 +58,12 @@ def _run(mode: str) -> str:
 
 
 def test_pairwise_reduce_gives_what_tritons_element_loop_gives():
-    assert _run("pairwise") == _run("loop")
+    pairwise, loop = _run("pairwise").splitlines(), _run("loop").splitlines()
+    assert (pairwise[1], loop[1]) == ("True", "False")   # the pairwise path is the one that ran
+    assert pairwise[0] == loop[0]
 
 
 def test_pairwise_reduce_keeps_nan_and_the_earlier_index_of_a_tie():
-    values, index = _run("pairwise").split("] [")
+    values, index = _run("pairwise").splitlines()[0].split("] [")
     assert "nan" in values.split(",")[1]
     assert index.rstrip("]").split(", ")[2] == "3"

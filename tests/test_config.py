@@ -116,6 +116,7 @@ def test_override_of_unknown_table_is_bad_input():
 
 def test_without_the_repo_agent_toml_the_defaults_still_load(tmp_path, monkeypatch):
     monkeypatch.setattr("agent.config.DEFAULT_CONFIG", tmp_path / "absent.toml")
+    monkeypatch.chdir(tmp_path)           # no ./agent.toml either
     assert load_config(overrides={"budget.max_rounds": 2}).budget.max_rounds == 2
 
 

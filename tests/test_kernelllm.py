@@ -101,7 +101,7 @@ def test_krefine_repl_streams_a_replayed_answer(tmp_path, monkeypatch, capsys):
 def test_krefine_repl_with_a_model_that_cannot_load_says_so_in_one_line_and_exits_2(tmp_path, monkeypatch, capsys):
     toml = tmp_path / "agent.toml"
     toml.write_text(f'[model]\nid = "{tmp_path / "missing-model"}"\n')
-    monkeypatch.setattr("agent.config.DEFAULT_CONFIG", toml)
+    monkeypatch.chdir(tmp_path)           # ./agent.toml is read where krefine runs: the user's file
     monkeypatch.setattr("sys.stdin", io.StringIO(MODULE + "END\n"))
     assert cli.main(["repl"]) == 2
     err = capsys.readouterr().err.strip()

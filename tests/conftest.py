@@ -18,7 +18,7 @@ HAS_CUDA = _has_cuda()
 def pytest_collection_modifyitems(config, items):
     if HAS_CUDA:
         return
-    skip = pytest.mark.skip(reason="needs an NVIDIA GPU (run through the device tool)")
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU and a CUDA build of torch")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)

@@ -1,5 +1,5 @@
 """`krefine bench` cut off partway (kill -9, or SIGTERM to its process group as `timeout`
-and a cut-off device call send it), then the same command again: every problem ends
+and a job scheduler's time limit send it), then the same command again: every problem ends
 exactly once and no candidate is judged twice.
 
 The real CLI in a subprocess, the real loop and evaluator on CPU, a replay model per

@@ -1,4 +1,4 @@
-"""Evaluator properties that only a real GPU shows. Run through the device tool."""
+"""Evaluator properties that only a real GPU shows. Run on a GPU machine (`pytest -m gpu`)."""
 from __future__ import annotations
 
 from pathlib import Path

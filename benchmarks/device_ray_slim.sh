@@ -1,15 +1,15 @@
 #!/bin/bash
-# Ray for the GPU machine (no network there, at most 64 MiB carried a call) in ONE call:
-# Ray's wheel (79 MB) unpacked without what `krefine bench --ray local` never loads — the
-# Java jar (34 MB), the dashboard's web build (local starts with include_dashboard=False),
-# RLlib and source maps — and packed with xz: ~30 MB, so it travels beside .whl (18 MB)
-# and .kb in the call that installs everything. benchmarks/device_bigwheels.sh's two
-# parts needed two calls on one warm machine, and on 2026-11-25 the machine was given back
-# between them. tests/test_ray_bench.py passes against a Ray trimmed the same way.
+# Ray for a GPU machine without network access, in ONE transfer where each transfer is
+# size-limited: Ray's wheel (79 MB) unpacked without what `krefine bench --ray local`
+# never loads — the Java jar (34 MB), the dashboard's web build (local starts with
+# include_dashboard=False), RLlib and source maps — and packed with xz: ~30 MB, small
+# enough to copy beside .whl (18 MB) and .kb in one go. (benchmarks/device_bigwheels.sh
+# would split the whole wheel into two parts, to be staged one after the other on the
+# same machine.) tests/test_ray_bench.py passes against a Ray trimmed the same way.
 #
-# Here (dev machine, repo root; PyPI reachable), once:
+# On a machine with network access (repo root; PyPI reachable), once:
 #   bash benchmarks/device_ray_slim.sh            -> .raywheel/ray-slim.tar.xz (git-ignored)
-# On the device, carry [".whl", ".raywheel", ...]:
+# On the GPU machine, with .whl and .raywheel copied into the checkout:
 #   bash benchmarks/device_ray_slim.sh install     -> Ray in ${SITE:-/tmp/site}
 # (Ray's jsonschema family comes in .whl/extra: benchmarks/device_bigwheels.sh download.)
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The evaluator's GPU checks (issues 2 and 4), in stages that each fit one device call:
+# The evaluator's GPU checks, in stages that can be run one at a time (each under its own timeout):
 #   bash benchmarks/gpu_eval_checks.sh OUT_DIR KERNELBENCH_DIR STAGE...
 # tests      evaluator GPU tests (output transfer, hang / illegal address, timer, profile)
 # ncu        `krefine eval` with ncu on KernelBench problems beside an independent ncu run

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The GPU checks of issues 9 and 10, in stages that each fit one device call:
+# The judge's and the KernelBook dialect's GPU checks, in stages that can be run one at a
+# time (each under its own timeout):
 #   bash benchmarks/gpu_judge_checks.sh OUT_DIR KERNELBENCH_DIR STAGE...
-# Device set-up (carry .whl, .kb, .before): the stage `setup` installs the wheels of
-# ../shared/device/wheels.sh into /tmp/site; every later stage finds them on PYTHONPATH.
+# On a GPU machine without network access (with .whl, .kb and .before copied into the
+# checkout): the stage `setup` installs krefine's dependencies from the wheels in .whl/
+# into /tmp/site; every later stage finds them on PYTHONPATH. Where pip works, install
+# krefine normally and leave `setup` out.
 # smoke      krefine eval of the four gate candidates in one session (JSON lines)
 # gputests   evaluator, timer, judge, transfer, dialect and story GPU tests
 # small      P1 on the small problems: session, batch, standalone (+ .before for gate), KernelBench
@@ -10,8 +13,8 @@
 # repeat     P2: one candidate judged 5 times in 5 processes, per problem
 # ncu        P2: the verdict's timed figure against an independent ncu run (single-kernel candidates)
 # redteam    the red-team suite on the GPU (one judge session per problem)
-# corpus     issue 10: build the KernelBook corpus on the GPU, unpack it, judge it on the GPU
-# seeded     issue 10: krefine run with the Inductor seed and the KernelBook replay
+# corpus     build the KernelBook corpus on the GPU, unpack it, judge it on the GPU
+# seeded     krefine run with the Inductor seed and the KernelBook replay
 # loop       rounds per minute of the replayed story, this checkout and .before
 # timeline   standalone krefine eval mark by mark, the start-up pieces, KernelBench fresh
 # cases      standalone krefine eval through the judge service per problem, beside KernelBench fresh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The loop's and bench's GPU checks in one device call (issues 3 and 5): the replay
+# The loop's and bench's GPU checks in one run (a few minutes on one GPU): the replay
 # story on examples/relu.py with the time per round split by phase, then `krefine
 # bench` over KernelBench level-1 matmul problems with hand-written replayed candidates.
 #   bash benchmarks/gpu_loop_checks.sh OUT_DIR KERNELBENCH_DIR

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Re-checks on the GPU of fixes made on the CPU, in one device call (any GPU kind):
+# Re-checks on the GPU of fixes made on the CPU, in one run on any GPU machine:
 #   bash benchmarks/gpu_recheck.sh OUT [BUDGET_S]
 # 1) KernelBench level-1 problems whose seeds changed (RESEED, a regex; default the
 #    depthwise convolutions seeded as sums over taps, 46 and 82-86, and the
@@ -9,7 +9,8 @@
 # 2) the gate problem's standalone `krefine eval` before/after (BEFORE, default .before: an
 #    older checkout's agent/ and tools/), PAIRS times, the order alternating (the first of
 #    a pair pays the on-disk caches both share), into OUT/gate.json.
-# Carry .whl and .kb/level1 (and BEFORE); install the wheels first (see kb_gpu_session.sh).
+# Needs .kb/level1 (and BEFORE); without network, copy .whl too and install its wheels
+# first (see kb_gpu_session.sh).
 set -u
 out=${1:?out}; budget=${2:-560}
 export PYTHONPATH=$PWD:/tmp/site:${PYTHONPATH:-} PYTHONUNBUFFERED=1
@@ -23,7 +24,7 @@ BENCH_DIR=/tmp/kbre FULL_FILTER="$reseed" SEED_S=${SEED_S:-300} SWEEP_BELOW=0 TA
   bash benchmarks/kb_level1_gpu.sh "$out/re" "${LEVEL:-.kb/level1}" "$seeds" $(( budget - gate_s - SECONDS ))
 rm -f "$out/re/seeds.tgz"
 if [ -d "$before" ]; then
-  pairs=$(mktemp -d /tmp/gate.XXXX)   # this call's pairs only
+  pairs=$(mktemp -d /tmp/gate.XXXX)   # this run's pairs only
   for i in $(seq 1 "${PAIRS:-3}"); do
     [ $(( budget - SECONDS )) -lt 70 ] && { echo "== gate: out of time after $((i - 1)) pairs"; break; }
     flag=; [ $((i % 2)) = 0 ] && flag=--before-first

@@ -1,5 +1,5 @@
 """`krefine bench` on 1 GPU, on 2 GPUs, and through a local Ray instance with one judge
-actor per GPU, over the same problems; the scaling and whether the verdicts agree (issue 21).
+actor per GPU, over the same problems; the scaling and whether the verdicts agree.
 
     python3 benchmarks/gpu_scaling.py LEVEL_DIR --filter REGEX --seed-cache DIR --out OUT \\
         [--stages g1,g2,ray] [--set search.sweep_variants=1 ...]
@@ -9,7 +9,7 @@ Fill the seed cache first (`krefine bench LEVEL_DIR --seeds-only --set search.se
 Each stage is one `krefine bench --model none` (the Inductor seed and the sweep) into its
 own directory under --bench-dir (default /tmp/kbscale), timed from start to results; a
 stage whose directory already has results is read, not run again (so the stages can be
-split over device calls: carry the bench dir back, untar it, call again). During every
+split over several runs, on one machine or on another after untarring the bench dir). During every
 stage `nvidia-smi --query-compute-apps` is sampled each 2 s: which process held memory on
 which GPU. OUT/scaling.json gets, per stage: wall, candidates judged (the seed and each
 sweep variant), candidates per minute, the verdict table (problem -> seed verdict, best

@@ -5,7 +5,7 @@
 # conversion fails, a capture with Inductor's Triton templates (max-autotune; GEMMs and
 # convolutions) and its conversion. Writes OUT_DIR/captures/NAME.{default,templates}.py and
 # OUT_DIR/capture_log.tsv (problem, mode, exit, seconds, last line of stderr). A problem whose
-# log already has a line is skipped, so a second call goes on where the first was cut off.
+# log already has a line is skipped, so a second run goes on where the first was cut off.
 set -u
 out=${1:?out dir}; L=${2:?level dir}; jobs=${3:-4}; budget=${4:-540}
 mkdir -p "$out/captures"; log=$out/capture_log.tsv; touch "$log"

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# One device session's GPU measurements for issues 19 and 21, spread over consecutive
-# device calls on `nvidia-h100-x2` (or any 2-GPU kind), each call doing what is next:
+# KernelBench level 1 and the 1- vs 2-GPU scaling on a machine with 2 GPUs, in runs of
+# BUDGET_S seconds each (under `timeout` or a job scheduler's limit); each run does what
+# is next:
 #   bash benchmarks/kb_gpu_session.sh OUT [BUDGET_S]
 # 1) the Inductor seeds of every level-1 problem into SEEDS (the scaling subset first);
-# 2) issue 21: benchmarks/gpu_scaling.py on SUBSET (20 problems) with --gpus 1, --gpus 2 and
+# 2) benchmarks/gpu_scaling.py on SUBSET (20 problems) with --gpus 1, --gpus 2 and
 #    --ray local (2 judge actors; only once Ray is installed), each stage started only if
 #    its estimate fits the time left (a stage cut short would not measure anything);
-# 3) issue 19: every level-1 problem (benchmarks/kb_level1_gpu.sh; seed alone, then the
+# 3) every level-1 problem (benchmarks/kb_level1_gpu.sh; seed alone, then the
 #    sweep where the seed trails torch.compile). The 2-GPU scaling stage ran the subset with
 #    the very same settings, so its run directories are the level-1 bench's for those 20.
-# All state lives in /tmp (SEEDS, /tmp/kbscale, /tmp/kbbench), which a warm machine keeps
-# for only ~30 s after a call: issue the next call at once (a reply read at leisure finds a
-# fresh machine; 2026-11-25 lost a Ray stage that way), or carry the tars back. Everything comes back to OUT
-# as tars at the end of each call (carry them back and untar into /tmp if the machine went).
-# Set-up before it, in the same call (carry .whl, .raywheel, .kb):
+# All state lives in /tmp (SEEDS, /tmp/kbscale, /tmp/kbbench): run the next step on the same
+# machine, or untar the previous run's tars into /tmp first. Everything is also written to
+# OUT as tars at the end of each run (untar them into /tmp to go on from another machine).
+# Set-up before it, on a GPU machine without network access (with .whl, .raywheel, .kb
+# copied into the checkout; where pip works, install krefine and Ray normally):
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl .whl/extra/*.whl
 #   bash benchmarks/device_ray_slim.sh install          (Ray, ~30 MB, for the ray stage)
 # and KernelBench level 1 in LEVEL (.kb/level1). LEVEL1=0: the subset's seeds and STAGES only.

@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
-# KernelBench's own harness beside krefine's verdicts, in one device call (issue 30, item 3):
+# KernelBench's own harness beside krefine's verdicts, in one run of BUDGET_S seconds:
 #   bash benchmarks/kb_harness_gpu.sh OUT BUDGET_S LEVEL_DIR [LEVEL_DIR ...]
-#   e.g. bash benchmarks/kb_harness_gpu.sh $OUT 570 .kb/level1 .kb/level2    (carry .whl and .kb)
-# 0) set-up: krefine's wheels (.whl, .whl/extra) into /tmp/site once per machine; the level dirs
+#   e.g. bash benchmarks/kb_harness_gpu.sh $OUT 570 .kb/level1 .kb/level2    (needs .kb; offline, .whl too)
+# 0) set-up: krefine's wheels (.whl, .whl/extra; for a machine without network) into /tmp/site
+#    once per machine, when .whl is there; the level dirs
 #    copied side by side into one suite, SUITE (/tmp/kbsuite: one queue feeds every GPU; problems
-#    are named level1__19_ReLU, ...); a previous call's OUT files, carried back into PREV
+#    are named level1__19_ReLU, ...); a previous run's OUT files, copied into PREV
 #    (default .kb/prev: bench.tgz, seeds.tgz, kb_harness.jsonl), unpacked so both stages resume;
 # 1) `krefine bench` over the suite with the Inductor seed and no model (--model none,
 #    search.sweep_variants=${SWEEP:-0}: the seed alone; SWEEP=3 adds best.py variants), on every
 #    GPU, until HARNESS_S (default 240) seconds before BUDGET_S; the bench and the seed cache go to
-#    OUT every SNAP_S (60) seconds, so a call cut off still returns them;
+#    OUT every SNAP_S (60) seconds, so a run cut off (by `timeout`, SIGTERM) still leaves them;
 # 2) benchmarks/kb_harness.py over that bench with the time left (all of it when the bench is
 #    done): KernelBench's eval_kernel_against_ref on each seed (and best), a fresh process each,
 #    one per GPU, at most EVAL_S (300) seconds each; the JSONL and the table grow in OUT as it goes.
 # FILTER (a regex over the names above) narrows both stages. Back in OUT, five files:
 # kb_harness.jsonl, kb_harness.md, bench.tgz, seeds.tgz, log.txt. Python 3.12 + torch + triton
-# and KernelBench's imports (numpy, pydantic, requests: the image and .whl have them; its LLM
+# and KernelBench's imports (numpy, pydantic, requests: installed, or in .whl; its LLM
 # clients are stubbed) are all it needs; nothing is fetched.
 set -u
 out=${1:?out}; budget=${2:?budget seconds}; shift 2

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # KernelBench level 1 through `krefine bench` (Inductor seed + constant sweep, no model),
-# on every GPU of the device machine, in one device call (issue 19):
+# on every GPU of the machine, in one run of BUDGET_S seconds:
 #   bash benchmarks/kb_level1_gpu.sh OUT LEVEL_DIR SEED_CACHE [BUDGET_S]
 # The bench compiles the seeds it lacks first ([bench] seed_jobs per GPU, into SEED_CACHE:
-# carry it, see benchmarks/kb_seed_cache.py to fill it from captures), then
+# bring it along, see benchmarks/kb_seed_cache.py to fill it from captures), then
 # B) the sweep pass: SWEEP_FILTER's problems (a regex) with search.sweep_variants=0 and =3;
 # C) every problem (or FULL_FILTER's, a regex: e.g. "^(?!(19|20)_)" leaves out those that
 #    benchmarks/gpu_scaling.py judged) with search.sweep_variants=${FULL_SWEEP:-0} (0: the
 #    seed alone; B's runs are reused), `--gpus` all of them, until BUDGET_S (default 560)
 #    seconds after the start. SEED_JOBS (default 4) seeds compile at once per GPU.
 # D) then the sweep (3 variants) on the problems whose seed trails torch.compile (kb_slow_seeds.py).
-# The bench directory (BENCH_DIR, default /tmp/kbbench; resumable: carry OUT/bench.tgz back,
-# untar it there and call again), the seed cache and the nvidia-smi log of which process
+# The bench directory (BENCH_DIR, default /tmp/kbbench; resumable: untar OUT/bench.tgz there,
+# on this or another machine, and run again), the seed cache and the nvidia-smi log of which process
 # held memory on which GPU go to OUT. DEVICE=cpu runs it on the CPU (a smoke test).
 set -u
 out=${1:?out}; L=${2:?level dir}; cache=${3:?seed cache}; budget=${4:-560}
@@ -21,7 +21,7 @@ dev=${DEVICE:-cuda}
 ngpu=$({ nvidia-smi -L 2>/dev/null || echo cpu; } | tee "$out/gpus.txt" | wc -l)
 gpus=(--gpus "$ngpu"); [ "$dev" = cpu ] && gpus=()
 # the bench directory and the seed cache go to OUT every SNAP_S (60) seconds as well as at the
-# end: a device call cut off by its limit still returns what is under OUT
+# end: a run cut off (by `timeout`, SIGTERM) still leaves what is under OUT
 snap() { tar -czf "$out/.bench.tmp" -C "$(dirname "$bench")" "$(basename "$bench")" 2>/dev/null \
            && mv "$out/.bench.tmp" "$out/bench.tgz"
          tar -czf "$out/.seeds.tmp" -C "$(dirname "$cache")" "$(basename "$cache")" 2>/dev/null \

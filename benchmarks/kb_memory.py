@@ -16,7 +16,7 @@
          the markdown table of BENCHMARKS.md: peak / floor per problem, verdicts
 
 Every mode appends one JSON line per problem as it finishes and skips problems already
-in --out, so a run cut by a device call's time limit goes on where it stopped. Peaks
+in --out, so a run cut off (by `timeout`, SIGTERM) goes on where it stopped. Peaks
 include the CUDA contexts of the judge's processes (the service and the worker, about
 0.5 GiB each on an H100); the table gives the ratio with and without them.
 KernelBench is not part of krefine: pass its level directory (uncommitted).

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The search without a model (issue 31) over KernelBench problems, on every GPU of the machine:
+# The search without a model over KernelBench problems, on every GPU of the machine:
 #   FILTER='regex' bash benchmarks/kb_search_gpu.sh OUT BUDGET_S LEVEL_DIR [LEVEL_DIR ...]
 #   e.g. FILTER='^level2__(12|29)_' bash benchmarks/kb_search_gpu.sh /tmp/out 540 .kb/level1 .kb/level2
 # `krefine bench --model none` with the Inductor seed portfolio (round 0: each Inductor configuration and its
 # tf32x3 dots) and the pre-screened sweep (PRESCREEN variants per sweep checked and timed on one input,
 # the fastest SWEEP judged in full, SWEEP_BUDGET judged per run). Problems are named level1__19_ReLU, ...;
-# a previous call's OUT/bench.tgz and OUT/seeds.tgz, carried back into PREV (default .kb/prev), are unpacked
+# a previous run's OUT/bench.tgz and OUT/seeds.tgz, copied into PREV (default .kb/prev), are unpacked
 # first so the bench resumes and the seed cache is warm. OUT gets bench.tgz, seeds.tgz, results.md and
 # results.json (the bench's table) and log.txt; the bench stops SNAP seconds before BUDGET_S.
 set -u

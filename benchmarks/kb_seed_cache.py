@@ -6,9 +6,9 @@ a `krefine bench` of the suite on the GPU judges seeds instead of compiling them
 For each problem of LEVEL_DIR: its default capture, converted; when that gives no seed
 (or one the guards would reject), its capture with Triton templates; the entry is what
 `python -m tools.dialect seed PROBLEM --device cuda --cache SEED_CACHE` would have
-written on the device whose torch version (and module mode) the capture names
+written on the GPU machine whose torch version (and module mode) the capture names
 (tools/dialect/kernelbook.py `seed_candidate`, `SeedCache`). A capture that failed on
-the device counts with the reason in CAPTURE_DIR/capture_log.tsv. Problems with nothing recorded are listed (--missing).
+the GPU machine counts with the reason in CAPTURE_DIR/capture_log.tsv. Problems with nothing recorded are listed (--missing).
 """
 from __future__ import annotations
 

@@ -184,8 +184,8 @@ def loop_run(tmp_path: Path, texts: list[str], *, device: str = "cuda", gpus: in
 
 # ---------------------------------------------------------------- the real CLI
 
-def cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agent.cli", *args], cwd=cwd or REPO, env=cli_env(),
+def cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agent.cli", *args], cwd=cwd or REPO, env={**cli_env(), **(env or {})},
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -87,6 +87,16 @@ def test_smollm2_from_gguf_generates_n_completions_with_token_counts(smollm2):
 
 
 @needs_smollm2
+def test_generate_reports_each_step_of_new_tokens_while_it_runs(smollm2):
+    """The count the loop shows while a model loaded here writes: one call per step, up
+    to the longest completion's length (the rest pad after their end)."""
+    steps: list[int] = []
+    got = smollm2.generate("Write a Triton kernel that computes relu(x).", 2, SAMPLING, on_tokens=steps.append)
+    assert steps == list(range(1, len(steps) + 1))
+    assert max(c.completion_tokens for c in got) <= len(steps) <= SAMPLING.max_new_tokens
+
+
+@needs_smollm2
 def test_loading_smollm2_parses_its_gguf_file_once(smollm2):
     """transformers parses the whole file for the config, the tokenizer and the weights
     (2.5 s a parse of SmolLM2's on 2 cores, 4 parses in a 20 s load): one load, one parse."""

@@ -36,6 +36,7 @@ from langgraph.types import Send
 
 from agent.loop.context import GpuPool, LoopContext
 from agent.loop.judging import ensure_profiled, evaluate
+from agent.loop.progress import counting
 from agent.loop.prompting import lineage, search_facts
 from agent.loop.resume import state_from_rundir
 from agent.loop.rundir import candidate_id, parse_candidate_id
@@ -156,7 +157,8 @@ def generate(state: RunState, runtime: Runtime[LoopContext]) -> dict:
         if len(reused) < count and not exhausted:
             t0 = time.monotonic()
             try:
-                fresh = ctx.backend.generate(prompt, count - len(reused), cfg.sampling)
+                fresh = ctx.backend.generate(prompt, count - len(reused), cfg.sampling, **counting(
+                    ctx.backend, ctx.progress, round_, count - len(reused), cfg.sampling.max_new_tokens, ctx.device))
             except ctx.replay_exhausted_error:
                 exhausted = True
             call_s = time.monotonic() - t0

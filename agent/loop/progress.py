@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -66,6 +67,7 @@ class Progress:
         self.rows: dict[str, dict] = {}
         self.status_line = ""
         self._lock = threading.Lock()
+        self._last_tick = -1e9
 
     def resumed(self, state: dict, judged: set[str] | None = None, written: set[str] | None = None) -> None:
         """A resumed run: show what earlier sessions already judged. `judged`: the
@@ -109,6 +111,28 @@ class Progress:
         with self._lock:
             self.status_line = text
             self._show_decided()
+
+    tick_s = 0.5   # the status line's count is redrawn at most this often
+
+    def generating(self, text: str) -> None:
+        """The model is writing (a token count while it runs): the status line."""
+        now = time.monotonic()
+        if now - self._last_tick >= self.tick_s:
+            self._last_tick = now
+            self.note(text)
+
+    def token_ticker(self, round_: int, count: int, limit: int, device: str):
+        """on_tokens for a backend that counts: 'round 1: writing 4 candidates, 412 of at most
+        2048 tokens each, 37 s', with a hint on cpu where a long limit costs minutes."""
+        start = time.monotonic()
+
+        def tick(done: int) -> None:
+            elapsed = time.monotonic() - start
+            hint = (f" (on cpu a long completion takes minutes: --set sampling.max_new_tokens=256 cuts it)"
+                    if device == "cpu" and limit > 512 and elapsed > 20 else "")
+            self.generating(f"round {round_}: writing {count} candidate{'s' * (count != 1)}, "
+                            f"{done} of at most {limit} tokens each, {elapsed:.0f} s{hint}")
+        return tick
 
     def judging(self, record: dict) -> None:
         """A candidate went to the judge (its verdict comes with evaluated())."""
@@ -197,6 +221,8 @@ class PlainProgress(Progress):
     def _show_decided(self) -> None:
         self._line(self.status_line)
 
+    tick_s = 15.0   # a log gets one token-count line per 15 s, not one per token
+
     def _print_final(self, lines: list[str]) -> None:
         for line in lines:
             self._line(line)
@@ -246,6 +272,14 @@ class LiveProgress(Progress):
     def _print_final(self, lines: list[str]) -> None:
         for line in lines:
             self.console.print(line, highlight=False)
+
+
+def counting(backend: Any, progress: Progress, round_: int, count: int, limit: int, device: str) -> dict:
+    """generate()'s keyword for a backend that reports its token count (a model loaded
+    here); nothing for the others (a server, a replay file)."""
+    if not getattr(backend, "counts_tokens", False):
+        return {}
+    return {"on_tokens": progress.token_ticker(round_, count, limit, device)}
 
 
 def make_progress(enabled: bool = True, stream: TextIO | None = None) -> Progress:

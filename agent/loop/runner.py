@@ -25,9 +25,10 @@ from typing import Any, Callable
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from agent.config import AgentConfig, load_config, upgrade_run_config
+from agent.config import DEFAULT_MODEL_ID, AgentConfig, load_config, upgrade_run_config
 from agent.loop.context import GpuPool, LoopContext
 from agent.loop.graph import build_graph, make_summary, run_graph
+from agent.models.base import BackendUnavailable
 from agent.models.llm import NO_MODEL, ReplayBackend, check_spec, make_backend
 from agent.loop.progress import Progress, make_progress
 from agent.loop.resume import state_from_rundir
@@ -56,14 +57,18 @@ def main(args) -> int:
         summary = resume_run(args.run_dir, budget=dict(parse_assignment(a, "--set") for a in args.sets))
     else:
         from agent.cli import RUN_FLAGS, flag_overrides
-        config = load_config(args.config, *flag_overrides(args, RUN_FLAGS))   # --model is [model] id
-        summary = run_problem(args.problem, config, args.out)
+        overrides, origins = flag_overrides(args, RUN_FLAGS)
+        config = load_config(args.config, overrides, origins)   # --model is [model] id
+        named = overrides.get("model.id") is not None or config.model.id != DEFAULT_MODEL_ID
+        summary = run_problem(args.problem, config, args.out, model_fallback=not named)
     return EXIT_OK if summary["solved"] else EXIT_FAIL
 
 
 def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Path | None, *,
-                progress: bool = True, services: Services | None = None) -> dict:
-    """Run the loop on one problem, with the model config.model.id names; returns summary.json's contents."""
+                progress: bool = True, services: Services | None = None, model_fallback: bool = False) -> dict:
+    """Run the loop on one problem, with the model config.model.id names; returns summary.json's contents.
+    `model_fallback`: the model is the default one, nobody named it; when it cannot load, say
+    so in one line and run as --model none --seed-kernel inductor (a named model is exit 2)."""
     # 1) the model spec, the problem and the device: bad input fails before anything is written
     spec = _absolute_spec(config.model.id)
     check_spec(spec)
@@ -81,10 +86,23 @@ def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Pa
     rd = RunDir(Path(out_dir) if out_dir else default_run_dir(config.run.out_root, problem.name))
     if rd.root.exists() and any(rd.root.iterdir()):
         raise BadInput(rd.root, "run directory exists and is not empty (use `krefine resume` or another --out)")
-    # 3) the model: one line and exit 2 when it cannot load
-    backend = _load_backend(spec, config, skip=0, shared=services.backend if services else None)
+    # 3) the model: one line and exit 2 when it cannot load, or one line and no model
+    fallback = None
+    try:
+        backend = _load_backend(spec, config, skip=0, shared=services.backend if services else None)
+    except BackendUnavailable as e:
+        if not model_fallback:
+            raise
+        fallback = {"model": spec, "why": e.why}
+        print(f"krefine: {spec} cannot be loaded here ({e.why}); going on without a model: the Inductor seed "
+              "and its constant sweep, as --model none --seed-kernel inductor (name a model with --model to "
+              "make this an error)", file=sys.stderr, flush=True)
+        spec, config = NO_MODEL, dataclasses.replace(
+            config, model=dataclasses.replace(config.model, id=NO_MODEL),
+            search=dataclasses.replace(config.search, seed_kernel="inductor"))
+        backend = _load_backend(spec, config, skip=0)
     rd.create()
-    write_json(rd.meta, {"schema": 1,
+    write_json(rd.meta, {"schema": 1, **({"model_fallback": fallback} if fallback else {}),
                          "problem": {"path": str(Path(problem.path).resolve()), "name": problem.name,
                                      "source": problem.source},
                          "config": dataclasses.asdict(config), "model": spec, "device": device,

@@ -37,6 +37,8 @@ def plan_sweep(ctx, state, parent: str, *, screen: bool = True) -> list[Variant]
     if kept is not None:                                   # screened before (this session or a killed one)
         return [Variant(v["source"], v["change"]) for v in kept["chosen"] if v["source"] not in held][:limit]
     width = min(cfg.prescreen_variants, cfg.prescreen_budget - prescreened(rd)) if uses_prescreen(ctx) else 0
+    if ctx.device == "cpu":      # untimed: nothing ranks them, so screen no more than go on (each costs ~1 min)
+        width = min(width, limit)
     if width <= 0:
         variants = sweep_variants(rd.source(parent), limit + len(held))
         return [v for v in variants if v.source not in held][:limit]

@@ -14,9 +14,9 @@ from typing import Protocol
 from agent.config import DEFAULT_MODEL_ID, SamplingConfig
 from tools.errors import BadInput
 
-_HOW_TO = ("point --model at a local checkpoint directory, an OpenAI-compatible server "
-           f"(openai:http://HOST:PORT, e.g. from `vllm serve {DEFAULT_MODEL_ID}`) or recorded "
-           "completions (replay:FILE)")
+_HOW_TO = ("point --model at a local checkpoint directory, a .gguf file, an OpenAI-compatible server "
+           f"(openai:http://HOST:PORT, e.g. from `vllm serve {DEFAULT_MODEL_ID}` or `transformers serve`) or "
+           "recorded completions (replay:FILE), or run without a model: --model none --seed-kernel inductor")
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ class BackendUnavailable(BadInput):
 
     def __init__(self, spec: str, why: str):
         super().__init__(spec, f"{why}; {_HOW_TO}")
+        self.why = why               # without the advice: what krefine run says before going on without a model
 
 
 class ServerUnreachable(BackendUnavailable):

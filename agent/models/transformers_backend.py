@@ -12,7 +12,7 @@ import contextlib
 import os
 import threading
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from agent.config import ModelConfig, SamplingConfig
 from agent.models.base import BackendUnavailable, Completion
@@ -136,7 +136,12 @@ class TransformersBackend:
                 self.config.chat_template == "auto" and has_template and _KERNELLLM_BOS not in self.tokenizer.get_vocab())
         return self._chat
 
-    def generate(self, prompt: str, n: int, sampling: SamplingConfig) -> list[Completion]:
+    counts_tokens = True   # generate() takes on_tokens: the loop shows the count while it waits
+
+    def generate(self, prompt: str, n: int, sampling: SamplingConfig,
+                 on_tokens: Callable[[int], None] | None = None) -> list[Completion]:
+        """n completions in one call; `on_tokens(k)` after each step: k new tokens per
+        sequence so far (of at most sampling.max_new_tokens)."""
         import torch
         self.load()
         ids = self.prompt_ids(prompt)
@@ -145,7 +150,8 @@ class TransformersBackend:
             if sampling.seed is not None:
                 torch.manual_seed(sampling.seed)
             out = self.model.generate(input_ids=inputs, attention_mask=torch.ones_like(inputs),
-                                      num_return_sequences=n, **self._generate_kwargs(sampling))
+                                      num_return_sequences=n, **self._generate_kwargs(sampling),
+                                      **({"streamer": _StepCounter(on_tokens)} if on_tokens else {}))
         completions = []
         # cut by ids: decoding the whole sequence and slicing by len(prompt) characters
         # (kernelllm.py) loses the answer's start when the prompt holds special tokens
@@ -222,6 +228,24 @@ class TransformersBackend:
         except Exception as e:  # hub, safetensors, CUDA: whatever it is, the backend is unusable
             first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
             raise BackendUnavailable(self.spec, f"cannot load: {type(e).__name__}: {first}") from e
+
+
+class _StepCounter:
+    """A transformers streamer that only counts: generate() puts the prompt first, then
+    each step's new token of every sequence (one column per step)."""
+
+    def __init__(self, report: Callable[[int], None]):
+        self.report, self.steps, self.prompt_seen = report, 0, False
+
+    def put(self, value) -> None:
+        if not self.prompt_seen:
+            self.prompt_seen = True
+            return
+        self.steps += value.shape[-1] if value.dim() == 2 else 1
+        self.report(self.steps)
+
+    def end(self) -> None:
+        pass
 
 
 def _gguf_file(spec: str) -> Path | None:

@@ -197,3 +197,26 @@ def test_the_report_of_a_run_whose_only_correct_kernel_is_the_seed_names_the_see
     assert main(["report", str(tmp_path / "run")]) == 0
     html = (tmp_path / "run" / "report.html").read_text()
     assert "no correct candidate beyond the Inductor seed; the seed r00-c00 is correct" in html
+
+
+def test_the_report_counts_the_seed_and_the_sweep_among_the_candidates_it_judged(tmp_path):
+    # a --model none run: no model candidate, yet four were judged (its chart shows four)
+    build_run(tmp_path / "run", [Cand("r00-c00", None, Status.CORRECT, origin="inductor_seed"),
+                                 *(Cand(f"r00-c0{i}", "r00-c00", Status.CORRECT, origin="sweep") for i in (1, 2, 3))],
+              device="cpu", solved=True)
+    assert main(["report", str(tmp_path / "run")]) == 0
+    html = (tmp_path / "run" / "report.html").read_text()
+    assert "4 judged: 1 seed, 3 sweep variants" in html and "candidates evaluated" not in html
+
+
+def test_the_bench_page_of_an_untimed_suite_shows_unknown_speed_as_a_dash_not_zero(tmp_path):
+    from agent.bench import suite as bench
+    from agent.bench.stats import problem_result
+    from agent.loop.runstats import load_run
+    build_run(tmp_path / "run", [Cand("r00-c00", None, Status.CORRECT, origin="inductor_seed"),
+                                 Cand("r00-c01", "r00-c00", Status.CORRECT, origin="sweep")], device="cpu", solved=True)
+    bench.write_results(tmp_path / "out", tmp_path, [(bench.Setting("default", {}), [problem_result(load_run(tmp_path / "run"))])])
+    html = (tmp_path / "out" / "bench.html").read_text()
+    row = next(line for line in html.split("<tr>") if "fast_1 vs eager" in line)
+    assert "0.00" not in row and "—" in row
+    assert "yes (untimed)" in html and "0/0" not in html

@@ -125,8 +125,25 @@ def test_fast_p_is_strictly_greater_than_p():
 
 
 def test_fast_0_counts_untimed_correct_kernels_but_fast_1_does_not():
+    results = [result(eager=None), result(correct=True, eager=0.8), result(correct=False)]
+    assert (bs.fast_p(results, 0.0), bs.fast_p(results, 1.0)) == (2 / 3, 0.0)
+
+
+def test_fast_1_of_a_suite_where_nothing_was_timed_is_unknown_not_zero():
     results = [result(eager=None), result(correct=False)]
-    assert (bs.fast_p(results, 0.0), bs.fast_p(results, 1.0)) == (0.5, 0.0)
+    assert (bs.fast_p(results, 0.0), bs.fast_p(results, 1.0)) == (0.5, None)
+
+
+def test_judged_counts_every_origin_and_leaves_out_what_was_never_judged():
+    pairs = [("inductor_seed", "correct"), ("sweep", "correct"), ("sweep", "incorrect"), ("model", "compile_error"),
+             ("model", "pending")]
+    counts = rs.judged_counts(pairs)
+    assert counts == {"seed": 1, "sweep": 2, "model": 1}
+    assert rs.judged_text(counts) == "4 judged: 1 seed, 2 sweep variants, 1 from the model"
+
+
+def test_a_run_that_judged_nothing_says_so():
+    assert rs.judged_text(rs.judged_counts([("model", "pending")])) == "0 judged"
 
 
 @pytest.mark.parametrize("n,c,k,expected", [

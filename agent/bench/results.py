@@ -65,7 +65,7 @@ def write_results(out: Path, suite: Path, per_setting: list[tuple]) -> None:
     write_text_atomic(out / "bench.html", render(
         "bench", title=f"krefine bench: {suite.name}", suite=str(suite), suite_name=suite.name, out_dir=str(out),
         problems=len(per_setting[0][1]), budget_chart=chart, baselines=BASELINES, ks=PASS_K,
-        thresholds=[f"{p:g}" for p in FAST_P_THRESHOLDS], fmt=fmt_speedup, colors={},
+        thresholds=[f"{p:g}" for p in FAST_P_THRESHOLDS], fmt=fmt_speedup, cands=cands, colors={},
         settings=[{"label": s.label, "results": results, "scores": sc} for s, results, sc in scored]))
 
 
@@ -91,7 +91,7 @@ def print_results(console: Console, per_setting: list[tuple]) -> None:
     t.add_row("solved", *(f"{sc['solved']}/{sc['problems']}" for _, sc in scored))
     for b in BASELINES:
         for p in scored[0][1]["fast_p"][b]:
-            t.add_row(f"fast_{p} vs {b}", *(f"{sc['fast_p'][b][p]:.2f}" for _, sc in scored))
+            t.add_row(f"fast_{p} vs {b}", *(_share(sc['fast_p'][b][p]) for _, sc in scored))
     for kind, what in (("round1", "round-1 samples"), ("all", "all candidates")):
         for k in PASS_K:
             t.add_row(f"pass@{k} {what}", *(_pass(sc["pass_at_k"][kind][str(k)]) for _, sc in scored))
@@ -119,6 +119,11 @@ def table_row(r: ProblemResult, short_error: bool = False) -> list[str]:
             r.best_verdict, fmt_interval(r.speedup_eager, r.eager_low, r.eager_high),
             fmt_interval(r.speedup_compile, r.compile_low, r.compile_high), r.measure or "—",
             str(r.rounds), cands(r), "—" if r.wall_s is None else f"{r.wall_s:.0f} s", why or ""]
+
+
+def _share(v: float | None) -> str:
+    """A fast_p share, "—" where nothing was timed."""
+    return "—" if v is None else f"{v:.2f}"
 
 
 def cands(r: ProblemResult) -> str:
@@ -156,7 +161,7 @@ def figures_markdown(fig: dict) -> str:
     rows = [("correct", lambda side: f"{side['correct']}/{n} ({side['correct_share']:.0%})")]
     for b, name in (("eager", "eager"), ("compile", "torch.compile")):
         for p in SUITE_FAST:
-            rows.append((f"fast_{p:g} vs {name}", lambda side, b=b, p=p: f"{side['fast'][b][f'{p:g}']:.2f}"))
+            rows.append((f"fast_{p:g} vs {name}", lambda side, b=b, p=p: _share(side['fast'][b][f'{p:g}'])))
     for b, name in (("eager", "eager"), ("compile", "torch.compile")):
         rows.append((f"geometric mean vs {name} (correct, timed)", lambda side, b=b: _geo(side["geomean"][b])))
     out = ["| | seed | best |", "|---|---|---|"]
@@ -171,7 +176,7 @@ def figures_text(fig: dict) -> str:
     parts = []
     for of in ("seed", "best"):
         side = fig[of]
-        fast = ", ".join(f"fast_{p} {b} {v:.2f}" for b in BASELINES for p, v in side["fast"][b].items())
+        fast = ", ".join(f"fast_{p} {b} {_share(v)}" for b in BASELINES for p, v in side["fast"][b].items())
         parts.append(f"{of}: correct {side['correct']}/{n}; {fast}; geomean eager {_geo(side['geomean']['eager'])}, "
                      f"compile {_geo(side['geomean']['compile'])}")
     return "\n".join(parts + _figure_lines(fig))

@@ -215,15 +215,18 @@ def judge_walls(run: Run) -> dict[str, float]:
 
 # ---------------------------------------------------------------- suite figures
 
-def fast_p(results: list[ProblemResult], p: float, baseline: str = "eager", of: str = "best") -> float:
+def fast_p(results: list[ProblemResult], p: float, baseline: str = "eager", of: str = "best") -> float | None:
     """KernelBench's fast_p: share of problems whose kernel is correct and speedup > p;
     `of` = "best" (the run's best) or "seed" (the seed alone).
 
     A correct kernel with no timing (a cpu run) counts for p = 0 only: any measured
-    speedup is above 0, but nothing says it is above 1.
+    speedup is above 0, but nothing says it is above 1. None (shown "—") for p > 0 when
+    nothing was timed at all: 0.00 would claim every kernel was measured and slow.
     """
     if not results:
         return 0.0
+    if p > 0 and all(_side(r, of, baseline)[1] is None for r in results):
+        return None
     def fast(r: ProblemResult) -> bool:
         ok, s = _side(r, of, baseline)
         return ok and (s > p if s is not None else p == 0)

@@ -18,7 +18,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from agent.loop.runstats import (BASELINES, Candidate, Run, children, diff_to_parent, fmt_speedup,
-                            load_run, no_best_line, rounds_table)
+                            judged_text, load_run, no_best_line, rounds_table, run_judged)
 
 VERDICT_STYLE = {"correct": "bold green", "incorrect": "red", "compile_error": "yellow",
                  "runtime_error": "magenta", "timeout": "blue", "rejected": "bold red",
@@ -52,7 +52,9 @@ def outcome(run: Run) -> Panel:
         lines.append("no summary.json: the run is still going or was interrupted (krefine resume)", style="yellow")
     else:
         lines.append("solved" if s.get("solved") else "not solved", style="bold green" if s.get("solved") else "bold red")
-        lines.append(f"  stop: {s.get('stop_reason')}  candidates: {s.get('candidates_evaluated')}"
+        if s.get("solved") and not s.get("timed", True):
+            lines.append(" (correct; nothing is timed on cpu)")
+        lines.append(f"  stop: {s.get('stop_reason')}  candidates: {judged_text(run_judged(run))}"
                      f"  rounds: {s.get('rounds')}\n")
         best = s.get("best")
         if best:

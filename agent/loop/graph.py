@@ -40,6 +40,7 @@ from agent.loop.progress import counting
 from agent.loop.prompting import lineage, search_facts
 from agent.loop.resume import state_from_rundir
 from agent.loop.rundir import candidate_id, parse_candidate_id
+from agent.loop.runstats import judged_counts
 from agent.loop.state import (ORIGIN_MODEL, ORIGIN_SEED, ORIGIN_SWEEP, SWEEP_GOES_ON, CandidateRecord, EvalTask,
                          RunState, Spent, assign_slots, best_candidate, bottleneck_label, by_model, choose_parents,
                          new_record, stop_reason, sweep_parent)
@@ -339,6 +340,7 @@ def make_summary(state: RunState, timed: bool, rd=None) -> dict:
     return {"stop_reason": state["stop_reason"], "solved": state["stop_reason"] == "target_reached",
             "best": {"candidate": best["id"], "speedup": dict(best["speedup"])} if best else None,
             "candidates_evaluated": state["spent"]["candidates"], "rounds": state["spent"]["rounds"],
+            "judged": judged_counts((c.get("origin"), c["status"]) for c in state["candidates"].values()),
             "budget_spent": dict(state["spent"]), "timed": timed,
             "seed": {"candidate": seeded["id"], "status": seeded["status"], "speedup": dict(seeded["speedup"])}
             if seeded else ({"candidate": None, "status": "seed_failed", "error": failed} if failed else None)}

@@ -21,7 +21,7 @@ from rich.live import Live
 from rich.table import Table
 
 from agent.loop.rundir import parse_candidate_id
-from agent.loop.runstats import no_best_line
+from agent.loop.runstats import judged_text, no_best_line, solved_text
 
 _STYLE = {"correct": "green", "incorrect": "yellow", "compile_error": "red", "runtime_error": "red",
           "timeout": "magenta", "rejected": "magenta", "pending": "dim", "judging": "cyan"}
@@ -128,7 +128,7 @@ class Progress:
 
         def tick(done: int) -> None:
             elapsed = time.monotonic() - start
-            hint = (f" (on cpu a long completion takes minutes: --set sampling.max_new_tokens=256 cuts it)"
+            hint = (" (on cpu a long completion takes minutes: --set sampling.max_new_tokens=256 cuts it)"
                     if device == "cpu" and limit > 512 and elapsed > 20 else "")
             self.generating(f"round {round_}: writing {count} candidate{'s' * (count != 1)}, "
                             f"{done} of at most {limit} tokens each, {elapsed:.0f} s{hint}")
@@ -169,14 +169,14 @@ class Progress:
     def finished(self, summary: dict, run_dir: str) -> None:
         self.close()
         best = summary.get("best")
-        sweep = summary["budget_spent"].get("sweep")
-        swept = f" + {sweep} sweep variants" if sweep else ""
-        solved = "no" if not summary["solved"] else "yes" if summary.get("timed") else "yes (correct; nothing is timed on cpu)"
+        judged = judged_text(summary["judged"]) if "judged" in summary else \
+            f"{summary['candidates_evaluated']} candidates"       # a run finished before summaries had counts
+        solved = solved_text(summary)
         lines = [f"stop reason: {summary['stop_reason']}  solved: {solved}",
                  (f"best: {best['candidate']} speedup {_speedup(best['speedup'])} (eager / compile)"
                   if summary.get("timed") else f"best: {best['candidate']} (untimed on cpu)")
                  if best else f"best: none ({no_best_line(summary)})",
-                 f"{summary['candidates_evaluated']} candidates in {summary['rounds']} rounds{swept}, "
+                 f"{judged} in {summary['rounds']} rounds, "
                  f"{summary['budget_spent']['tokens']} tokens, {summary['budget_spent']['wall_s']:.1f}s",
                  f"run directory: {run_dir}"]
         self._print_final(lines)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.loop.rundir import RunDir, parse_candidate_id
-from agent.loop.state import ORIGIN_MODEL, ORIGIN_SEED
+from agent.loop.state import ORIGIN_MODEL, ORIGIN_SEED, ORIGIN_SWEEP
 from tools.errors import BadInput
 from tools.jsonio import read_json, read_jsonl
 
@@ -292,3 +292,31 @@ def no_best_line(summary: dict) -> str:
     figures = (f": {fmt_speedup(sp.get('eager'))} vs eager, {fmt_speedup(sp.get('compile'))} vs torch.compile"
                if timed else " (untimed on cpu)")
     return f"no correct candidate beyond the Inductor seed; the seed {seed.get('candidate')} is correct{figures}"
+
+
+def solved_text(summary: dict) -> str:
+    """'yes', 'no', or on cpu (nothing timed) what a yes means there."""
+    if not summary.get("solved"):
+        return "no"
+    return "yes" if summary.get("timed", True) else "yes (correct; nothing is timed on cpu)"
+
+
+def judged_counts(pairs) -> dict[str, int]:
+    """{"seed": 1, "sweep": 3, "model": 3} from (origin, status) pairs, what was never judged
+    left out (the model's candidates alone are the budget's `candidates`)."""
+    judged = [origin for origin, status in pairs if status not in (None, "pending")]
+    return {"seed": judged.count(ORIGIN_SEED), "sweep": judged.count(ORIGIN_SWEEP),
+            "model": sum(o not in (ORIGIN_SEED, ORIGIN_SWEEP) for o in judged)}
+
+
+def run_judged(run: "Run") -> dict[str, int]:
+    """judged_counts of a run as its directory holds it (runs made before summaries had counts too)."""
+    return judged_counts((c.origin, c.status) for c in run.candidates.values())
+
+
+def judged_text(counts: dict[str, int]) -> str:
+    """'7 judged: 1 seed, 3 sweep variants, 3 from the model'."""
+    names = {"seed": ("seed", "seeds"), "sweep": ("sweep variant", "sweep variants"),
+             "model": ("from the model", "from the model")}
+    said = [f"{n} {names[k][n != 1]}" for k, n in counts.items() if n]
+    return f"{sum(counts.values())} judged" + (f": {', '.join(said)}" if said else "")

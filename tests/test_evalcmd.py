@@ -113,6 +113,13 @@ def batch(tmp_path_factory, wrong):
     return r, paths, [json.loads(ln) for ln in r.stdout.splitlines()]
 
 
+def test_a_batch_progress_line_names_the_candidate_it_is_about(tmp_path, wrong):
+    r = cli("eval", PROBLEM, OK, wrong, "--device", "cpu")
+    said = [ln for ln in r.stderr.splitlines() if ln.startswith("krefine: ") and ln.endswith("...")][1:]
+    assert said and all(ln.startswith((f"krefine: {OK}: ", f"krefine: {wrong}: ")) for ln in said), said
+    assert any(ln.startswith(f"krefine: {wrong}: ") for ln in said)
+
+
 def test_a_batch_prints_one_verdict_per_candidate_in_order(batch):
     r, paths, docs = batch
     assert [d["candidate"] for d in docs] == paths, r.stderr

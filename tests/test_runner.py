@@ -283,6 +283,11 @@ def test_resume_with_a_raised_round_budget_runs_the_next_round(one_round_run):
     assert (summary["rounds"], summary["candidates_evaluated"]) == (2, 2)
 
 
+def test_resume_of_a_run_its_budget_stopped_says_how_to_give_it_more(one_round_run):
+    r = cli("resume", str(one_round_run))
+    assert f"to go on: krefine resume {one_round_run} --set budget.max_rounds=2" in r.stdout
+
+
 def test_resume_keeps_the_raised_budget_in_run_json(one_round_run):
     cli("resume", str(one_round_run), "--set", "budget.max_rounds=2")
     assert read_json(RunDir(one_round_run).meta)["config"]["budget"]["max_rounds"] == 2

@@ -100,12 +100,14 @@ def _eval(args, config, keep: float, guess: str, early) -> int:
     todo = [(names[i], cands[i][1]) for i in rest]
     heard = lambda j, v: out.heard(rest[j], v)   # noqa: E731
     profile = not args.no_profile and config.eval.test.profile != "none"
+    if say and len(cands) > 1:   # the judge names each line's candidate by its file name here: the user's path
+        say = _naming(say, {names[i]: cands[i][0] for i in rest})
     if rest and here:
         from tools.problem import load_problem
         problem = load_problem(args.problem)
         device = _device_here(args)
-        _judge_here(problem, todo, device, args.gpu, config.eval, profile, say if len(cands) == 1 else None,
-                    heard, early if device == guess else None)
+        _judge_here(problem, todo, device, args.gpu, config.eval, profile, say, heard,
+                    early if device == guess else None)
     elif rest:
         _judge_in_service(args, todo, device, config, keep, profile, say, heard)
 
@@ -191,6 +193,14 @@ def _file_verdicts(cands, names: list[str], settings, device: str, gpu_index: in
     from tools.judge.static import file_verdict
     return {i: file_verdict(src, fault, names[i], settings, device, gpu_index)
             for i, (_, src, fault) in enumerate(cands) if fault is not None}
+
+
+def _naming(say, paths: dict[str, str]):
+    """`say` with "candidate3.py: compile" told as "/the/user's/path.py: compile"."""
+    def said(what: str) -> None:
+        name, sep, rest = what.partition(": ")
+        say(f"{paths[name]}: {rest}" if sep and name in paths else what)
+    return said
 
 
 def _names(n: int) -> list[str]:

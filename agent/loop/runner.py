@@ -54,7 +54,10 @@ class Services:
 def main(args) -> int:
     if args.command == "resume":
         from agent.config import parse_assignment
-        summary = resume_run(args.run_dir, budget=dict(parse_assignment(a, "--set") for a in args.sets))
+        budget = dict(parse_assignment(a, "--set") for a in args.sets)
+        summary = resume_run(args.run_dir, budget=budget)
+        if not budget and (hint := more_budget_hint(args.run_dir, summary["stop_reason"])):
+            print(hint, flush=True)
     else:
         from agent.cli import RUN_FLAGS, flag_overrides
         overrides, origins = flag_overrides(args, RUN_FLAGS)
@@ -149,8 +152,21 @@ def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services
                   resumed=True)
 
 
-# what a raised budget can undo (agent/loop/state.py stop_reason)
+# what a raised budget can undo (agent/loop/state.py stop_reason), and the key that raises it
 _BUDGET_STOPS = ("max_rounds", "token_budget", "time_budget")
+_BUDGET_KEYS = {"max_rounds": "max_rounds", "token_budget": "token_budget", "time_budget": "time_budget_s"}
+
+
+def more_budget_hint(run_dir: str | Path, stop_reason: str | None) -> str | None:
+    """For a run its budget stopped, the resume command that gives it more (twice the
+    budget it had; one more round at least)."""
+    key = _BUDGET_KEYS.get(stop_reason or "")
+    if key is None:
+        return None
+    had = read_json(RunDir(Path(run_dir)).meta)["config"]["budget"][key]
+    more = max(int(had) + 1, 2 * int(had)) if key != "time_budget_s" else 2 * float(had)
+    return (f"the run stopped at its budget ({stop_reason}); to go on: krefine resume {run_dir} "
+            f"--set budget.{key}={more:g}")
 
 
 def _raised(rd: RunDir, meta: dict, budget: dict) -> AgentConfig:

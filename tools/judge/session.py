@@ -343,7 +343,9 @@ class Judge:
 
         def one(i: int):
             name, src = sources[i]
-            v = self.judge(src, candidate_name=name, profile=profile, progress=progress)
+            # several at once: each progress line names whose it is
+            said = progress if progress is None or len(sources) == 1 else (lambda what: progress(f"{name}: {what}"))
+            v = self.judge(src, candidate_name=name, profile=profile, progress=said)
             if on_verdict is not None:
                 on_verdict(i, v)
             return v

@@ -15,7 +15,7 @@ numbers add up to what one evaluation pays before it does any judging:
 
   python3 benchmarks/startup_costs.py --out $OUT/startup.json
 
-Used to decide what the persistent judge keeps warm (BENCHMARKS.md, "Evaluator").
+Used to decide what the persistent judge keeps warm (BENCHMARKS.md, "Evaluator throughput beside KernelBench").
 """
 from __future__ import annotations
 

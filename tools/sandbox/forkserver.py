@@ -1,6 +1,6 @@
 """A fork server: one process with torch and triton imported (and no CUDA context) that
 forks a fresh worker for each candidate, so a worker starts in milliseconds instead of
-paying Python + `import torch` (~4 s on the GPU image, BENCHMARKS.md "Evaluator").
+paying Python + `import torch` (~4 s on a GPU machine, BENCHMARKS.md "Evaluator throughput beside KernelBench").
 
 The judge starts it with the same isolation call as any worker
 (tools/sandbox/isolation.py: scrubbed environment, no stdin, own session) and talks to

@@ -39,9 +39,12 @@ class ModelConfig:
     # auto: when it has one and does not know <|begin_of_text|> (not KernelLLM's vocabulary)
     chat_template: Literal["auto", "always", "never"] = "auto"
     openai_api_key_env: str = "OPENAI_API_KEY"  # env variable holding the server's key (may be unset)
-    served_model_name: str = ""         # "model" field sent to an openai:URL server; empty: facebook/KernelLLM
+    # openai:URL only: the raw prompt to /v1/completions, or one user turn to /v1/chat/completions;
+    # auto: completions, then chat for the rest of the run once the server answers it has no /v1/completions
+    api: Literal["auto", "completions", "chat"] = "auto"
+    served_model_name: str = ""         # "model" sent to an openai:URL server; empty: the one it lists, else KernelLLM
     openai_suppress_bos: bool = True    # send add_special_tokens=false (vLLM) so no second BOS is added
-    request_timeout_s: float = 600.0    # one HTTP request to the server, all n completions
+    request_timeout_s: float = 600.0    # longest wait for an answer (all n completions) or a stream's next piece
     max_retries: int = 2                # retries of a failed request (connection, 429, 5xx)
     retry_backoff_s: float = 2.0        # first retry delay; doubles each retry
 
@@ -277,7 +280,7 @@ def upgrade(doc: dict, named: Callable[[str], str] | None = None) -> dict:
     [model] openai_base_url = URL (deprecated) with id = X is id = "openai:URL" with
     served_model_name = X, which is what it meant; with a replay: or none id it meant
     nothing and is dropped."""
-    say = _note if named else (lambda text: None)
+    say = note if named else (lambda text: None)
     doc = {t: dict(v) if isinstance(v, dict) else v for t, v in doc.items()}
     for old, new in OLD_NAMES.items():
         table, _, key = old.partition(".")
@@ -336,8 +339,8 @@ def server_base(url: str) -> str:
     return base[:-3] if base.endswith("/v1") else base
 
 
-def _note(text: str) -> None:
-    """One line on stderr, once per process (a bench loads the config per problem)."""
+def note(text: str) -> None:
+    """One line on stderr, once per process (a bench loads the config, and makes a backend, per problem)."""
     if text not in _NOTED:
         _NOTED.add(text)
         print(f"krefine: note: {text}", file=sys.stderr)

@@ -372,6 +372,7 @@ def test_a_server_that_dies_mid_round_ends_the_run_in_one_line_exit_2(died_run):
     assert code == 2 and "Traceback" not in err
     [line] = [ln for ln in err.splitlines() if ln.startswith("krefine: error:")]
     assert f"cannot reach http://127.0.0.1:{port}/v1/completions" in line
+    assert line.endswith(f"krefine resume {died_run[2]}")
 
 
 def test_a_run_whose_server_died_mid_round_resumes_to_a_summary(died_run, stand_ins):

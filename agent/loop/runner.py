@@ -213,6 +213,10 @@ def _drive(rd: RunDir, problem, config: AgentConfig, backend, device: str, progr
             progress.close()
             print(f"krefine: run interrupted; continue it with: krefine resume {rd.root}", file=sys.stderr)
             raise
+        except BackendUnavailable as e:   # the model went away mid-run (a server that died): one line, kept
+            progress.close()
+            e.args = (f"{e.path}: {e.why}; what was done is kept: when the model is back, krefine resume {rd.root}",)
+            raise
         except BaseException:
             progress.close()
             raise

@@ -9,8 +9,8 @@ Three backends, picked by `make_backend(spec, config)` (and "none": no model at 
     another family ([model] chat_template), sent as one user turn of its chat
     template. Loads lazily, at first use or `load()`.
   - openai:URL (agent/models/openai_backend.py): an OpenAI-compatible server (`vllm serve
-    facebook/KernelLLM`) through POST /v1/completions with `n`; stdlib HTTP, retries
-    on 429/5xx/connection errors.
+    facebook/KernelLLM`, `transformers serve`) through POST /v1/completions or
+    /v1/chat/completions ([model] api); stdlib HTTP, retries on 429/5xx/connection errors.
   - replay:FILE (agent/models/replay.py): recorded completions (JSONL, a "completion"
     string per line), or replay:RUN_DIR, a run's own completions in the order they
     were made; handed out in order; ReplayExhausted when used up.

@@ -230,10 +230,11 @@ def test_no_model_run_without_a_seed_stops_with_no_model(tmp_path):
     assert rd.read_summary()["stop_reason"] == "no_model" and state["candidates"] == {} and judge.calls == []
 
 
-def test_no_model_run_on_cpu_sweeps_its_seed_once(tmp_path):
+def test_no_model_run_on_cpu_sweeps_its_seed_once_with_one_variant(tmp_path):
+    # untimed: no variant can be told faster than another, and each costs minutes in the interpreter
     state, rd, _ = run(tmp_path, None, device="cpu", make_seed=_seed(256),
                        **{"search.seed_kernel": "inductor", "budget.target_speedup": 1.1})
-    assert state["swept"] == ["r00-c00"] and len(_sweep(state)) == 6
+    assert state["swept"] == ["r00-c00"] and len(_sweep(state)) == 1
     assert rd.read_summary()["stop_reason"] == "target_reached"   # untimed: a correct variant is enough
 
 
@@ -289,8 +290,8 @@ class ModelNew(nn.Module):
 @pytest.mark.slow
 def test_real_judge_on_cpu_judges_the_seeds_variants_correct(tmp_path):
     """--model none on cpu with the real judge (Triton's interpreter): the KernelBook-format
-    seed is pre-screened with as many launch-constant variants as go to the judge (nothing
-    is timed on cpu, so no more are worth running), and the three are judged correct."""
+    seed is pre-screened with the one launch-constant variant that goes to the judge (nothing
+    is timed on cpu, so no more are worth running), and it is judged correct."""
     from tools.judge import JudgePool
     from tools.problem import load_problem
     problem = load_problem(REPO / "tests" / "problems" / "relu.py")
@@ -306,9 +307,9 @@ def test_real_judge_on_cpu_judges_the_seeds_variants_correct(tmp_path):
     finally:
         judges.close()
     verdicts = {cid: read_json(rd.eval(cid))["verdict"] for cid in state["candidates"]}
-    assert verdicts == {f"r00-c0{i}": "correct" for i in range(4)}, verdicts
+    assert verdicts == {"r00-c00": "correct", "r00-c01": "correct"}, verdicts
     screened = read_json(rd.root / "prescreen" / "r00-c00.json")
-    assert len(screened["variants"]) == 3 and all(v["status"] == "correct" for v in screened["variants"])
+    assert len(screened["variants"]) == 1 and screened["variants"][0]["status"] == "correct"
     assert rd.read_summary()["best"]["candidate"] == "r00-c01"
     assert "XBLOCK=2048" in rd.best.read_text()
 
@@ -326,7 +327,7 @@ def test_bench_with_model_none_runs_seed_and_sweep(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     run_dir = next(out.glob("*/relu"))
     summary = read_json(run_dir / "summary.json")
-    assert summary["stop_reason"] == "target_reached" and summary["budget_spent"]["sweep"] == 3
+    assert summary["stop_reason"] == "target_reached" and summary["budget_spent"]["sweep"] == 1
     assert read_json(run_dir / "run.json")["model"] == "none"
 
 

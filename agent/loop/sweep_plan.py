@@ -30,6 +30,8 @@ def plan_sweep(ctx, state, parent: str, *, screen: bool = True) -> list[Variant]
     records = state["candidates"].values()
     left = cfg.sweep_budget - sum(1 for r in records if r.get("origin") == ORIGIN_SWEEP)
     limit = min(cfg.sweep_variants, left)
+    if ctx.device == "cpu":    # untimed: nothing ranks variants, so one shows the path (each costs minutes)
+        limit = min(limit, 1)
     if limit <= 0 or rd.source(parent) is None:
         return []
     held = {rd.source(r["id"]) for r in records if r["has_code"]} - {None}
@@ -37,7 +39,7 @@ def plan_sweep(ctx, state, parent: str, *, screen: bool = True) -> list[Variant]
     if kept is not None:                                   # screened before (this session or a killed one)
         return [Variant(v["source"], v["change"]) for v in kept["chosen"] if v["source"] not in held][:limit]
     width = min(cfg.prescreen_variants, cfg.prescreen_budget - prescreened(rd)) if uses_prescreen(ctx) else 0
-    if ctx.device == "cpu":      # untimed: nothing ranks them, so screen no more than go on (each costs ~1 min)
+    if ctx.device == "cpu":      # untimed: screen no more than go on
         width = min(width, limit)
     if width <= 0:
         variants = sweep_variants(rd.source(parent), limit + len(held))

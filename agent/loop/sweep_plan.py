@@ -66,7 +66,7 @@ def prescreened(rd) -> int:
 
 def _prescreen(ctx, state, parent: str, variants: list[Variant], limit: int) -> list[Variant]:
     rd = ctx.rundir
-    ctx.progress.note(f"pre-screening {len(variants)} variants of {parent} on one input")
+    ctx.progress.note(f"pre-screening {len(variants)} variant{'s' * (len(variants) != 1)} of {parent} on one input")
     t0 = time.monotonic()
     screens = ctx.judges.prescreen([rd.source(parent), *(v.source for v in variants)],
                                    reps=ctx.config.search.prescreen_reps)
@@ -89,7 +89,7 @@ def _prescreen(ctx, state, parent: str, variants: list[Variant], limit: int) -> 
                     artifacts={"prescreen": _dir(rd) / f"{parent}.json"})
     ctx.progress.note(f"pre-screen of {parent}: {len(right)}/{len(variants)} right on one input"
                       + (f", fastest {best:.4g} ms vs the parent's {own.ms:.4g} ms" if best and own.ms else "")
-                      + f" ({seconds:.1f} s); {len(chosen)} go to the judge")
+                      + f" ({seconds:.1f} s); {len(chosen)} go{'es' * (len(chosen) == 1)} to the judge")
     return chosen
 
 

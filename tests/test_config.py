@@ -304,3 +304,12 @@ def test_an_agent_toml_in_the_working_directory_is_read(tmp_path, monkeypatch):
 def test_without_one_the_checkouts_agent_toml_is_read(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert load_config().budget.max_rounds == load_config(DEFAULT_CONFIG).budget.max_rounds
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["run", "examples/relu.py", "--gpux", "3"], "krefine: error: unrecognized arguments: --gpux 3\n"),
+    (["run"], "krefine: error: run: the following arguments are required: problem\n"),
+])
+def test_a_usage_error_is_one_line_that_names_the_program_once(argv, said, capsys):
+    from agent.cli import main
+    assert main(argv) == 2 and capsys.readouterr().err == said

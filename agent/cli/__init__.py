@@ -91,7 +91,8 @@ class _ModuleHelp(argparse.Action):
 
 class UsageParser(argparse.ArgumentParser):
     def error(self, message: str):  # usage errors are bad input too: one line, exit 2
-        raise BadInput("", f"{self.prog}: {message}")
+        sub = self.prog.removeprefix("krefine").strip()   # "krefine: error: " is said already
+        raise BadInput("", f"{sub}: {message}" if sub else message)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -62,7 +62,7 @@ download)
   mv "$tmp/big.tar.sha256" ".bigwheels/$last/"
   rm -rf "$tmp"
   du -sh .whl .whl/extra .bigwheels/*
-  echo "stage: $(ls .bigwheels | grep -vx "$last" | tr '\n' ' ')one call each; then install with .whl and .bigwheels/$last"
+  echo "stage: $(ls .bigwheels | grep -vx "$last" | tr '\n' ' ')copy each part to the GPU machine in turn; then install with .whl and .bigwheels/$last"
   ;;
 stage)      # GPU machine, after each part but the last
   mkdir -p "$STAGE"
@@ -71,7 +71,7 @@ stage)      # GPU machine, after each part but the last
     p=${d##*/}
     prev=$(printf "\\$(printf '%03o' $(( $(printf '%d' "'$p") - 1 )))")
     if [ "$p" != a ] && [ ! -f "$STAGE/part-$prev" ]; then
-      echo "device_bigwheels: part $prev is not staged (the machine was given back?): stage from part a again" >&2; exit 1
+      echo "device_bigwheels: part $prev is not staged (was /tmp cleared or the machine restarted?): stage from part a again" >&2; exit 1
     fi
     cp "$d/part-$p" "$STAGE/"
   done
@@ -79,7 +79,7 @@ stage)      # GPU machine, after each part but the last
   ;;
 install)    # GPU machine, after the last part, which comes with .whl
   sum=$(ls .bigwheels/?/big.tar.sha256 2>/dev/null | head -1)
-  [ -n "$sum" ] || { echo "device_bigwheels: carry the last part (the one with big.tar.sha256) with .whl" >&2; exit 1; }
+  [ -n "$sum" ] || { echo "device_bigwheels: copy the last part (the one with big.tar.sha256) and .whl to this machine" >&2; exit 1; }
   cp "$(dirname "$sum")"/part-? "$STAGE/"
   cat "$STAGE"/part-? > "$STAGE/big.tar"
   (cd "$STAGE" && sha256sum -c --quiet -) < "$sum" \

@@ -42,7 +42,7 @@ PY
   ls -la "$OUT"
   ;;
 install)
-  [ -f "$OUT" ] || { echo "device_ray_slim: carry .raywheel (made here by: bash $0)" >&2; exit 1; }
+  [ -f "$OUT" ] || { echo "device_ray_slim: copy .raywheel to this machine (made on a machine with network by: bash $0)" >&2; exit 1; }
   mkdir -p "${SITE:-/tmp/site}"
   tar -xJf "$OUT" -C "${SITE:-/tmp/site}"
   [ -x "${SITE:-/tmp/site}/ray/core/src/ray/gcs/gcs_server" ] \

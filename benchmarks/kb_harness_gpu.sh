@@ -22,7 +22,7 @@ set -u
 out=${1:?out}; budget=${2:?budget seconds}; shift 2
 levels=("$@"); [ ${#levels[@]} -gt 0 ] || { echo "kb_harness_gpu.sh: name at least one level dir" >&2; exit 2; }
 for L in "${levels[@]}"; do [ -d "$L" ] || { echo "kb_harness_gpu.sh: $L: no such level dir" >&2; exit 2; }; done
-[ -f .kb/src/kernelbench/eval.py ] || { echo "kb_harness_gpu.sh: .kb/src/kernelbench/eval.py missing (carry .kb)" >&2; exit 2; }
+[ -f .kb/src/kernelbench/eval.py ] || { echo "kb_harness_gpu.sh: .kb/src/kernelbench/eval.py missing (copy a KernelBench checkout to .kb)" >&2; exit 2; }
 mkdir -p "$out"
 exec > >(tee -a "$out/log.txt") 2>&1
 export PYTHONPATH=$PWD:/tmp/site:${PYTHONPATH:-} PYTHONUNBUFFERED=1 KREFINE_KEEP_JUDGE_S=0

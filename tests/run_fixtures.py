@@ -230,3 +230,13 @@ def fast_config(tmp_path: Path, **tables) -> Path:
 def write_replay(path: Path, completions: list[str]) -> Path:
     path.write_text("".join(json.dumps({"completion": c}) + "\n" for c in completions))
     return path
+
+
+def send_json(handler, doc, status: int = 200) -> None:
+    """A stand-in server's JSON answer (an http.server request handler's reply)."""
+    data = json.dumps(doc).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)

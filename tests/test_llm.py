@@ -15,6 +15,7 @@ from agent.models.llm import (BackendUnavailable, OpenAIBackend, ReplayBackend, 
 from agent.loop.prompting import render_initial
 from llm_fixtures import BOS, tiny_llama_dir  # noqa: F401  (pytest fixture)
 from tools.errors import BadInput
+from tests.run_fixtures import send_json
 
 PROBLEM = "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n"
 SAMPLING = SamplingConfig(max_new_tokens=8, seed=0)
@@ -236,12 +237,7 @@ class FakeServer:
                               "usage": {"prompt_tokens": 17, "completion_tokens": 10 * n}})
 
             def _answer(self, doc, status=200):
-                data = json.dumps(doc).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, doc, status)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"

@@ -34,6 +34,7 @@ from agent.config import AgentConfig, SamplingConfig
 from agent.loop.prompting import render_initial
 from agent.loop.rundir import RunDir
 from agent.models.base import BackendUnavailable, estimate_tokens
+from tests.run_fixtures import send_json
 from agent.models.llm import make_backend, packaged_gguf
 from agent.models.openai_api import PATHS
 
@@ -253,12 +254,7 @@ class StandIn:
                 self._send(status, doc)
 
             def _send(self, status, doc):
-                data = json.dumps(doc).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, doc, status)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.port = self.httpd.server_address[1]

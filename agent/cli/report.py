@@ -28,7 +28,7 @@ from pygments.lexers import DiffLexer, PythonLexer
 from agent import PROMPTS_DIR
 from agent.cli.inspect import origin_label
 from agent.loop.runstats import (BASELINES, Candidate, Run, children, diff_to_parent, fmt_speedup,
-                            judged_text, load_run, no_best_line, rounds_table, run_judged, solved_text)
+                            judged_text, load_run, no_best_line, rounds_table, run_judged)
 
 VERDICT_COLORS = {"correct": "#2e9d4f", "incorrect": "#d9822b", "compile_error": "#c23030",
                   "runtime_error": "#a82a7e", "timeout": "#5c6bc0", "rejected": "#6b6b6b",
@@ -67,7 +67,7 @@ def run_page(run: Run) -> dict:
         "best_code": Markup(_python_html(best_src)) if best_src is not None else None,
         "colors": VERDICT_COLORS,
         "no_best": no_best_line(run.summary or {}),
-        "judged": judged_text(run_judged(run)), "solved": solved_text(run.summary or {}),
+        "judged": judged_text(run_judged(run)),
     }
 
 

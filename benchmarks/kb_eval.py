@@ -1,6 +1,6 @@
 """KernelBench's own evaluator on one (problem, candidate) pair, as its users run it.
 
-`evaluate` calls kernelbench.eval.eval_kernel_against_ref with the defaults of KernelBench's
+`eval_against_ref` calls kernelbench.eval.eval_kernel_against_ref with the defaults of KernelBench's
 scripts/run_and_check.py (seed 42, 5 correctness trials, 100 perf trials, cuda_event
 timing, fp32) and backend "triton", catching what escapes it as run_and_check.py does
 (compiled false, the error kept), and returns plain JSON values: compiled, correctness,
@@ -92,7 +92,7 @@ def import_kernelbench(kb_src: Path):
     return kb_eval
 
 
-def evaluate(kb_src: Path, ref_src: str, cand_src: str) -> dict:
+def eval_against_ref(kb_src: Path, ref_src: str, cand_src: str) -> dict:
     kb = import_kernelbench(kb_src)
     import torch
     from kernelbench.kernel_static_checker import validate_kernel_static
@@ -206,7 +206,7 @@ def main(argv: list[str]) -> int:
         return 2
     kb_src, problem, candidate, result = map(Path, argv)
     hide_krefine()
-    out = evaluate(kb_src, problem.read_text(), candidate.read_text())
+    out = eval_against_ref(kb_src, problem.read_text(), candidate.read_text())
     # the harness reads this file once the process is gone: a torn one (a kill) reads as no result
     result.write_text(json.dumps(out))
     return 0

@@ -142,7 +142,7 @@ _stopping = threading.Event()               # set by kill_all: no process starts
 
 
 def run_kernelbench(job: Job, kb_src: Path, gpu: str | None, timeout_s: float) -> dict:
-    """KernelBench's result for the job (kb_eval.evaluate's dict), or a status saying why
+    """KernelBench's result for the job (kb_eval.eval_against_ref's dict), or a status saying why
     there is none: "timeout", "crashed" (the process died, its output's tail as error)."""
     work = Path(tempfile.mkdtemp(prefix="kbh-"))   # the child's cwd: every path it gets is absolute
     try:

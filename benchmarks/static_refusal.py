@@ -35,7 +35,7 @@ CANDIDATE = "tests/exploits/torch_matmul.py"   # the forward calls torch.matmul:
 JUDGED = ("tests/problems/relu.py", "tests/problems/relu_ok.py", "--device", "cpu")   # correct
 
 
-def evaluate(repo: Path, *args: str) -> list[str]:
+def eval_cmd(repo: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "agent.cli", "eval", *(str(repo / a) if a.endswith(".py") else a for a in args),
             "--json"]
 
@@ -68,7 +68,7 @@ def medians(rounds: dict[str, tuple[list[str], Path, str | None]], reps: int) ->
 
 def warm_service(repo: Path, reps: int) -> list[float]:
     """`reps` evals of the correct candidate through `repo`'s judge service, started first."""
-    cmd = [*evaluate(repo, *JUDGED), "--keep-judge", "120"]
+    cmd = [*eval_cmd(repo, *JUDGED), "--keep-judge", "120"]
     timed(cmd, repo, "correct")
     try:
         return [timed(cmd, repo, "correct") for _ in range(reps)]
@@ -92,12 +92,12 @@ def main() -> int:
     repos = {"": args.repo.resolve(), **({"baseline_": args.baseline.resolve()} if args.baseline else {})}
     rounds = {"import_torch": ([sys.executable, "-c", "import torch"], repos[""], None)}
     for label, repo in repos.items():
-        refuse = evaluate(repo, PROBLEM, CANDIDATE)
+        refuse = eval_cmd(repo, PROBLEM, CANDIDATE)
         rounds[f"{label}eval_service_host"] = (refuse, repo, "rejected")
         rounds[f"{label}eval_keep_judge_0"] = ([*refuse, "--keep-judge", "0"], repo, "rejected")
     walls = medians(rounds, args.reps)
     if args.judged:
-        walls.update(medians({f"{label}judged_keep_judge_0": ([*evaluate(repo, *JUDGED), "--keep-judge", "0"],
+        walls.update(medians({f"{label}judged_keep_judge_0": ([*eval_cmd(repo, *JUDGED), "--keep-judge", "0"],
                                                                 repo, "correct")
                               for label, repo in repos.items()}, args.reps))
         walls.update({f"{label}judged_warm_service": warm_service(repo, args.reps) for label, repo in repos.items()})

@@ -175,8 +175,9 @@ def _judge_in_service(args, todo, device: str, config, keep: float, profile: boo
     def started(pid: int) -> None:   # what this eval leaves running, and how to end it
         print(f"krefine: left the judge service for {device}:{args.gpu} running (pid {pid}); it exits "
               f"after {keep:g} s without an eval, `krefine judge stop` ends it now", file=sys.stderr, flush=True)
-    client.evaluate(args.problem, todo, device=device, service_device=args.device or "auto", gpu_index=args.gpu,
-                    settings=settings, profile=profile, idle_s=keep, say=say, on_verdict=heard, on_start=started)
+    client.judge_via_service(args.problem, todo, device=device, service_device=args.device or "auto",
+                             gpu_index=args.gpu, settings=settings, profile=profile, idle_s=keep, say=say,
+                             on_verdict=heard, on_start=started)
 
 
 def _read_candidates(args) -> list[tuple[str, str, str | None]]:

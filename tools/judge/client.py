@@ -212,7 +212,7 @@ def stop(path: Path) -> bool:
     return True
 
 
-def evaluate(problem: str, candidates: list[tuple[str, str]], *, device: str, gpu_index: int,
+def judge_via_service(problem: str, candidates: list[tuple[str, str]], *, device: str, gpu_index: int,
              settings: dict, profile: bool, idle_s: float, say=None, on_verdict=None,
              on_start=None, service_device: str | None = None) -> list[dict]:
     """Verdict documents for `candidates` ([(name, src)]) from the service, started when

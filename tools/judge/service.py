@@ -100,7 +100,7 @@ class Service:
                     self.stopping = True
                     _send(conn, {"ok": True})
                 elif op == "eval":
-                    self.evaluate(conn, req)
+                    self.serve_eval(conn, req)
                 else:
                     _send(conn, {"error": "bad_request", "message": f"unknown op {op!r}"})
         except Exception as e:  # noqa: BLE001 - the service outlives one bad connection
@@ -117,7 +117,7 @@ class Service:
                 "gpu": self.gpu_index, "started": self.started, "idle_s": self.idle_s,
                 "served": self.served, "active": self.active - 1, "sessions": sessions}
 
-    def evaluate(self, conn: socket.socket, req: dict) -> None:
+    def serve_eval(self, conn: socket.socket, req: dict) -> None:
         from tools.errors import BadInput, EvaluatorError
         from tools.settings import SettingsError, eval_settings_from_toml
         out = _Sender(conn)

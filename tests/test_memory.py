@@ -213,8 +213,8 @@ class _FakeJudge:
 def _service_with(monkeypatch, *busy: int):
     """A service whose cache keeps one session per entry of `busy` (its users)."""
     from tools.judge.service import Service
-    from tools.judge.sessions import SessionKey
-    monkeypatch.setattr("tools.judge.sessions.Judge", _FakeJudge)
+    from tools.judge.pool import SessionKey
+    monkeypatch.setattr("tools.judge.pool.Judge", _FakeJudge)
     svc = Service("cpu", 0, 60.0, {})
     svc.cache.keep = None   # all of them, whatever MAX_SESSIONS says
     judges = []

@@ -1,4 +1,4 @@
-"""The session cache (tools/judge/sessions.py) every judge host shares: which requests
+"""The session cache (tools/judge/pool.py) every judge host shares: which requests
 share a Judge, when one is built and when it is closed. Judges are stand-ins that
 count their builds and closes, except where a real one on cpu is the point."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.judge.sessions import JudgePool, SessionCache, SessionKey
+from tools.judge.pool import JudgePool, SessionCache, SessionKey
 
 EXPLOITS = Path(__file__).parent / "exploits"
 
@@ -33,7 +33,7 @@ class FakeJudge:
 @pytest.fixture(autouse=True)
 def fake_judges(monkeypatch):
     FakeJudge.built, FakeJudge.build_s = [], 0.0
-    monkeypatch.setattr("tools.judge.sessions.Judge", FakeJudge)
+    monkeypatch.setattr("tools.judge.pool.Judge", FakeJudge)
 
 
 def key(problem="p", settings="s", gpu=0) -> SessionKey:
@@ -187,7 +187,7 @@ def test_a_dead_shared_fork_server_is_forgotten_at_the_next_request():
 def test_two_runs_of_one_problem_in_one_process_share_a_real_judge(monkeypatch):
     from tools.judge.session import Judge
     from tools.problem import load_problem
-    monkeypatch.setattr("tools.judge.sessions.Judge", Judge)
+    monkeypatch.setattr("tools.judge.pool.Judge", Judge)
     from tools.settings import EvalSettings
     problem = load_problem(EXPLOITS / "problems" / "softmax.py")
     cache = SessionCache(keep=0)

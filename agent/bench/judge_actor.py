@@ -3,7 +3,7 @@ how its results and faults cross back to the driver.
 
 `JudgeActor` is one actor, one per GPU (`ray.remote` is applied by the driver's
 JudgeFleet in agent/bench/ray_judges.py, so this module imports without Ray). Its session
-cache (tools/judge/sessions.py) keeps one tools.judge.Judge per problem it has judged
+cache (tools/judge/pool.py) keeps one tools.judge.Judge per problem it has judged
 (at most [bench] judge_cache; the oldest idle one is closed), so a problem's reference,
 torch.compile baseline and fork servers are built once per judge, and a new problem's
 fork server was started while the last was judged (spare fork servers). Candidates run
@@ -49,11 +49,11 @@ class ProblemRef:
 
 
 class JudgeActor:
-    """One judge actor: the Ray side of a session cache (tools/judge/sessions.py) that
+    """One judge actor: the Ray side of a session cache (tools/judge/pool.py) that
     keeps Judges by (problem, settings), reused across candidates."""
 
     def __init__(self, device: str, cache_size: int):
-        from tools.judge.sessions import SessionCache
+        from tools.judge.pool import SessionCache
         from tools.sandbox.isolation import prestart_forkservers
         # each new problem's Judge finds its fork server started (and its imports done)
         # while the last was judged; the spare dies with the actor (its socket closes)
@@ -102,7 +102,7 @@ class JudgeActor:
 
     @contextlib.contextmanager
     def _session(self, ref: ProblemRef, settings, candidate_name: str):
-        from tools.judge.sessions import SessionKey
+        from tools.judge.pool import SessionKey
         from tools.problem import load_problem
         # Ray's CUDA_VISIBLE_DEVICES shows this actor its GPU alone: GPU 0
         key = SessionKey(ref.key, settings, self.device, 0)

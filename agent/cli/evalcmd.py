@@ -1,6 +1,6 @@
 """`krefine eval PROBLEM CANDIDATE [CANDIDATE ...]`: judge candidates, print their verdicts.
 
-Several candidates share one judge session (tools/judge/sessions.py): the reference, the
+Several candidates share one judge session (tools/judge/pool.py): the reference, the
 baselines and the warm worker pool are made once, and compile phases overlap. By default
 the session lives in the judge service (tools/judge/service.py, started on first use,
 gone `--keep-judge` seconds after the last eval), so the next `krefine eval` of the same
@@ -156,9 +156,9 @@ def _check_cpu_speedup(args, device: str) -> None:
 
 
 def _judge_here(problem, todo, device: str, gpu_index: int, settings, profile: bool, say, heard, server) -> None:
-    """In a session of this process's own (tools/judge/sessions.py), its fork server the
+    """In a session of this process's own (tools/judge/pool.py), its fork server the
     one started before torch was imported (`server`; None: it starts its own)."""
-    from tools.judge.sessions import SessionCache, SessionKey, problem_id
+    from tools.judge.pool import SessionCache, SessionKey, problem_id
     key = SessionKey(problem_id(problem.path, problem.source), settings, device, gpu_index)
     with SessionCache(keep=0, forkservers={device: server} if server is not None else {}) as cache:
         with cache.use(key, lambda: problem) as judge:

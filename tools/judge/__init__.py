@@ -1,7 +1,7 @@
 """The judge room: one Verdict per candidate, computed where candidate code never runs.
 
 session.py is the session (Judge: one problem on one device, shared by many
-candidates; `evaluate`, a session of one candidate); sessions.py keeps every host's
+candidates; `evaluate`, a session of one candidate); pool.py keeps every host's
 Judges (SessionCache: built once per problem, settings and GPU, shared, closed when no
 longer wanted; JudgePool, the in-process host); gpulock.py is the GPU hold. pipeline.py
 runs a candidate's steps (`judge_in`, `profile_in`): static.py (guards), reference.py
@@ -21,9 +21,9 @@ from tools.lazy import reexport
 _EXPORTS = {
     "GpuLock": "tools.judge.gpulock",
     "Judge": "tools.judge.session",
-    "JudgePool": "tools.judge.sessions",
-    "SessionCache": "tools.judge.sessions",
-    "SessionKey": "tools.judge.sessions",
+    "JudgePool": "tools.judge.pool",
+    "SessionCache": "tools.judge.pool",
+    "SessionKey": "tools.judge.pool",
     "default_device": "tools.judge.reference",
     "evaluate": "tools.judge.session",
     "judge_in": "tools.judge.pipeline",

@@ -4,7 +4,7 @@ A standalone `krefine eval` would otherwise pay, every time, what a judge sessio
 once: python and `import torch` twice (here and in the fork server), the CUDA context,
 the reference, the torch.compile baseline (BENCHMARKS.md, "Standalone krefine eval").
 The first `krefine eval` on a GPU starts this service (tools/judge/client.py); its
-session cache (tools/judge/sessions.py) keeps the fork server and, per problem, the
+session cache (tools/judge/pool.py) keeps the fork server and, per problem, the
 Judge session for later invocations, and it exits after `idle_s` seconds with no
 request (`[eval] keep_judge_s`).
 Each candidate still gets a fresh worker; isolation and verdicts are the Judge's, as in
@@ -43,12 +43,12 @@ MAX_SESSIONS = 2            # problems kept warm at once (each holds a reference
 
 
 class Service:
-    """The socket's side of the session cache (tools/judge/sessions.py): requests in,
+    """The socket's side of the session cache (tools/judge/pool.py): requests in,
     verdicts out; the cache keeps the sessions (MAX_SESSIONS of them) and the fork
     servers they share."""
 
     def __init__(self, device: str, gpu_index: int, idle_s: float, forkservers: dict):
-        from tools.judge.sessions import SessionCache
+        from tools.judge.pool import SessionCache
         self.device, self.gpu_index, self.idle_s = device, gpu_index, idle_s
         self.started = time.time()
         self.cache = SessionCache(keep=MAX_SESSIONS, forkservers=forkservers)
@@ -63,7 +63,7 @@ class Service:
         """The warm session for (problem file content, settings), made on first use;
         (it, whether it existed). The caller releases it (`release`)."""
         from tools.errors import BadInput
-        from tools.judge.sessions import SessionKey, problem_id
+        from tools.judge.pool import SessionKey, problem_id
         try:
             data = open(path, "rb").read()
         except OSError as e:

@@ -52,7 +52,7 @@ class Judge:
                  settings: EvalSettings = EvalSettings(), use_forkserver: bool = True,
                  forkservers: dict | None = None):
         """`forkservers`: {kind: ForkServer}, the caller's (a session cache's,
-        tools/judge/sessions.py): the dict itself is shared with the caller, servers the
+        tools/judge/pool.py): the dict itself is shared with the caller, servers the
         judge starts go into it too, and the caller closes them. None: the judge starts
         its own and closes them."""
         self.problem = problem

@@ -241,7 +241,7 @@ def _close(s: Session) -> None:
 
 class JudgePool:
     """One problem's Judges for a run: one per GPU (one on cpu), each a session of the
-    process's cache (sessions.py), taken on first use and given back at close(); a
+    process's cache (pool.py), taken on first use and given back at close(); a
     candidate goes to the judge with the fewest candidates in flight."""
 
     def __init__(self, problem, *, device: str, gpu_count: int, settings,

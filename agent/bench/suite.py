@@ -179,7 +179,7 @@ def option_parser():
     p.add_argument("--gpus", type=int, default=None, metavar="N", help="use only the first N GPUs")
     p.add_argument("--sweep", action="append", default=[], metavar="TABLE.KEY=V1,V2,...",
                    help="one suite pass per value (repeatable: every combination)")
-    p.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE", dest="overrides",
+    p.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE", dest="sets",
                    help="override one agent.toml value (repeatable)")
     p.add_argument("--list", action="store_true", help="print the problems that would run, and stop")
     p.add_argument("--report-only", action="store_true",
@@ -237,7 +237,7 @@ def find_problems(suite: Path, filters: list[str]) -> list[tuple[str, Path]]:
 def make_settings(opts: argparse.Namespace) -> list[Setting]:
     """The fixed overrides (--set, and the flags that set a key: --device, --ray) times every
     combination of the --sweep values."""
-    fixed = dict(parse_assignment(a, "--set") for a in opts.overrides)
+    fixed = dict(parse_assignment(a, "--set") for a in opts.sets)
     origins = {key: f"--set {key}" for key in fixed}
     for flag, key, value in (("--device", "run.device", opts.device), ("--ray", "bench.ray_address", opts.ray)):
         if value is not None:

@@ -8,5 +8,4 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROMPTS_DIR = REPO_ROOT / "prompts"
-PROFILES_DIR = REPO_ROOT / "profiles"
 DEFAULT_CONFIG = REPO_ROOT / "agent.toml"

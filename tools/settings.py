@@ -181,9 +181,6 @@ class TrialSettings:
         return None
 
 
-TestSettings = TrialSettings   # the name before 2026-11-25 ("Test*" made pytest try to collect it)
-
-
 @dataclass(frozen=True)
 class TimingSettings:
     """[timing]: how the candidate and the baselines are timed on the GPU."""

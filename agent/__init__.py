@@ -7,5 +7,4 @@ in a sandboxed worker. docs/DESIGN.md walks one candidate through them.
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-PROMPTS_DIR = REPO_ROOT / "prompts"
 DEFAULT_CONFIG = REPO_ROOT / "agent.toml"

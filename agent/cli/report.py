@@ -13,22 +13,20 @@ Does not read run dirs itself: agent/loop/runstats.py does.
 """
 from __future__ import annotations
 
-import functools
 import html
 import math
 import time
 from dataclasses import dataclass
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer, PythonLexer
 
-from agent import PROMPTS_DIR
 from agent.cli.inspect import origin_label
 from agent.loop.runstats import (BASELINES, Candidate, Run, children, diff_to_parent, fmt_speedup,
                             judged_text, load_run, no_best_line, rounds_table, run_judged)
+from tools.templates import environment
 
 VERDICT_COLORS = {"correct": "#2e9d4f", "incorrect": "#d9822b", "compile_error": "#c23030",
                   "runtime_error": "#a82a7e", "timeout": "#5c6bc0", "rejected": "#6b6b6b",
@@ -223,15 +221,9 @@ def _nice_ceiling(x: float) -> float:
 
 # ---------------------------------------------------------------- rendering
 
-@functools.lru_cache(maxsize=1)
-def _env() -> Environment:
-    return Environment(loader=FileSystemLoader(PROMPTS_DIR), autoescape=True, undefined=StrictUndefined,
-                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-
-
 def render(page: str, **context) -> str:
     """Render report.html.j2 as the "run" or the "bench" page."""
-    return _env().get_template("report.html.j2").render(
+    return environment(html=True).get_template("report.html.j2").render(
         page=page, code_css=Markup(HtmlFormatter(style="default").get_style_defs(".hl")),
         generated=time.strftime("%Y-%m-%d %H:%M:%S"), **context)
 

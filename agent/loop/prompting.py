@@ -15,20 +15,13 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-import jinja2
-
-from agent import PROMPTS_DIR
 from agent.config import PromptConfig
 from agent.loop.sweep import launch_constants
 from tools.judge.feedback import SEPARATOR, cut_marker, feedback_sections
+from tools.templates import environment
 from tools.verdict import Verdict
 
-_ENV = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(str(PROMPTS_DIR)),
-    undefined=jinja2.StrictUndefined,
-    keep_trailing_newline=True,   # the trained template ends in "\n": keep it byte for byte
-    autoescape=False,
-)
+_ENV = environment()
 _LONG_LINE_CHARS = 240            # longer lines are split before cutting, so one huge line can be cut too
 
 CountTokens = Callable[[str], int]

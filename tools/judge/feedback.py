@@ -11,15 +11,13 @@ feedback token budget is smaller.
 """
 from __future__ import annotations
 
-import functools
 import math
 import re
-from pathlib import Path
 from typing import Any
 
+from tools.templates import environment
 from tools.verdict import Status, Verdict
 
-PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 SEPARATOR = "\n\n"
 # checks keys that say nothing the model can act on (seeds are also secret by design)
 _NOISY_CHECKS = ("seed", "phase_s", "sandbox", "worker_output", "traceback", "timing", "error",
@@ -31,16 +29,9 @@ def feedback_for(v: Verdict) -> str:
     return SEPARATOR.join(feedback_sections(v))
 
 
-@functools.cache
-def _environment():
-    import jinja2
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(PROMPTS_DIR)), undefined=jinja2.StrictUndefined,
-                              keep_trailing_newline=True, autoescape=False)
-
-
 def _partial():
     """prompts/partials/feedback.j2's macros (the template is read once per process)."""
-    return _environment().get_template("partials/feedback.j2").module
+    return environment().get_template("partials/feedback.j2").module
 
 
 def cut_marker(n_lines: int) -> str:

@@ -1,9 +1,10 @@
 """The Inductor seeds of a bench, made before it judges (`krefine bench`, [bench] seed_jobs).
 
-A seed is torch.compile of the problem in its own process: 25-45 s on a GPU, up to two
-minutes where Inductor autotunes (GEMM and convolution templates), mostly on the CPU. The
-loop makes a run's seed when the run starts, so a bench on one GPU would compile one
-problem at a time while the GPU waits. `prepare_seeds` makes every problem's seed
+A seed is torch.compile of the problem in its own process: tens of seconds, minutes where
+Inductor autotunes (GEMM and convolution templates), mostly on the CPU (BENCHMARKS.md,
+"KernelBench level 1: pure-Triton seeds and the first level-1 bench"). The loop makes a
+run's seed when the run starts, so a bench on one GPU would compile one problem at a time
+while the GPU waits. `prepare_seeds` makes every problem's seed
 portfolio (tools/dialect/portfolio.py: the seed and the other configurations' seeds) the
 bench will need first, `seed_jobs` at a time per GPU (each child sees only its GPU), into
 the seed cache ([search] seed_cache, tools/dialect/seedcache.py's SeedCache), which then

@@ -3,12 +3,12 @@
 GPU there is, one loop in this process (`visible_gpus` says which).
 
 A worker pays its start once: its imports, torch's lazy modules and the first judge's
-fork servers (~15 s from the bench's start to its first problem on the H200 machine,
-2026-11-26). With few problems a GPU that start is what keeps two GPUs from judging
-twice as fast (20 seeds: 1.78x the candidates per minute of one GPU, 1.89x over the runs
-alone), so it overlaps what it can: the workers start first, each starting its fork
-servers (they import in their own processes) while it imports, and `first` (the bench
-compiling or finding its seeds) runs in this process before any problem is handed out.
+fork servers. With few problems a GPU that start is what keeps two GPUs from judging
+twice as fast (BENCHMARKS.md, "Two GPUs of one host: `--gpus 1`, `--gpus 2` and `--ray
+local` in one run"), so it overlaps what it can: the workers start first, each starting
+its fork servers (they import in their own processes) while it imports, and `first` (the
+bench compiling or finding its seeds) runs in this process before any problem is handed
+out.
 """
 from __future__ import annotations
 
@@ -50,8 +50,8 @@ def visible_gpus(device: str, limit: int | None) -> list[str | None]:
 
 def gpu_count() -> int:
     """The GPUs CUDA would number here, from NVML (milliseconds: with the device named,
-    `--device cuda` or [run] device, the bench process imports no torch, ~3 s, before its
-    workers start); torch's count where NVML is absent or a GPU is split by MIG (NVML
+    `--device cuda` or [run] device, the bench process imports no torch, seconds, before
+    its workers start); torch's count where NVML is absent or a GPU is split by MIG (NVML
     counts the whole GPU)."""
     try:
         import pynvml as nv
@@ -86,7 +86,7 @@ def run_jobs(jobs: list[Job], gpus: list[str | None], config_path: str | None, m
     if gpus == [None]:
         dead: dict[str, str] = {}
         with spare_forkservers():   # each problem's judge finds its fork server started
-            if device == "cuda" and jobs:   # (on cpu a judge's server starts in ~2 s: not worth a spare)
+            if device == "cuda" and jobs:   # (on cpu a judge's server starts quickly: not worth a spare)
                 prestart_forkservers(device)
             if first is not None:
                 first()

@@ -39,8 +39,8 @@ def main(args) -> int:
     config = load_config(args.config, *flag_overrides(args, {"--device": "run.device"}))
     args = argparse.Namespace(**{**vars(args), "device": config.run.device})
     keep = _keep_s(args, config)
-    # 0) judged here: the workers' fork server imports torch and triton (~5 s on a GPU
-    #    image) while this process imports torch to load the problem: the imports overlap
+    # 0) judged here: the workers' fork server imports torch and triton (seconds) while
+    #    this process imports torch to load the problem: the imports overlap
     guess, early = _early_forkserver(args, here=keep == 0)
     try:
         return _eval(args, config, keep, guess, early)

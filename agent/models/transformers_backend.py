@@ -285,9 +285,10 @@ def _gguf_read_once():
     built once per (architecture, layers). transformers parses the whole file (metadata,
     the tokenizer's vocabulary, the tensor index) for the config, again for the tokenizer,
     and again for the weights, and builds the name table for every module of the model
-    (~400 for SmolLM2): of a 20 s SmolLM2 load on 2 CPU cores, ~10 s were four parses and
-    ~4 s the tables. Readers are read-only (a memmap, parsed fields); the gguf module gets
-    its own functions back on exit."""
+    (~400 for SmolLM2): on a CPU the repeated parses and tables were most of a SmolLM2
+    load (BENCHMARKS.md, "KernelBench level 1: the watch fix on the GPU, the sweep's gain,
+    and the first quarter"). Readers are read-only (a memmap, parsed fields); the gguf
+    module gets its own functions back on exit."""
     try:
         import gguf
     except ImportError:         # _gguf_file said so already; nothing to speed up
@@ -344,7 +345,7 @@ def _hub_kwargs(spec: str, timeout_s: float = 5.0) -> dict:
     """from_pretrained's extra arguments for `spec`: {} when it is a local directory or
     the hub answers; local_files_only when the hub is unreachable but the model is
     cached. Unreachable and not cached: BackendUnavailable at once, instead of
-    huggingface_hub's ~30 s of retries."""
+    huggingface_hub's retries (tens of seconds)."""
     import socket
     from urllib.parse import urlparse
     local = _looks_local(spec) or Path(spec).expanduser().is_dir()

@@ -1,6 +1,6 @@
 """The Inductor seed made once: seeds, and the captures they come from, kept on disk.
 
-A seed is torch.compile of the problem (30-60 s on cuda; minutes where Inductor
+A seed is torch.compile of the problem (tens of seconds on cuda; minutes where Inductor
 autotunes GEMM and convolution templates) and then the converter (tools/dialect/
 kernelbook.py, milliseconds). `SeedCache` keeps both results under `[search] seed_cache`:
 

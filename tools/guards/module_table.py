@@ -37,7 +37,7 @@ from pathlib import Path
 PRELOAD = ("os", "sys", "threading", "logging", "typing", "numpy", "torch", "triton", "triton.language")
 FORMAT = 2
 CACHE_DIR = Path.home() / ".cache" / "krefine"
-BUILD_TIMEOUT_S = 300.0   # one fresh import of torch and triton (~10 s on a GPU image)
+BUILD_TIMEOUT_S = 300.0   # one fresh import of torch and triton, with room to spare
 
 MISSING = object()
 

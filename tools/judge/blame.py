@@ -28,8 +28,8 @@ from typing import NoReturn
 from tools.errors import BadInput, EvaluatorError, describe_fault
 from tools.sandbox.env import worker_env
 
-# a fresh interpreter imports torch (~5 s on the GPU image), makes a KernelBench-size input
-# (up to 17 GB) and runs one forward; it runs only after a step failed, so be generous
+# a fresh interpreter imports torch, makes a KernelBench-size input (up to 17 GB) and runs
+# one forward; it runs only after a step failed, so be generous
 RECHECK_TIMEOUT_S = 180.0
 
 # the judge's calls into a problem's code: what each is called in messages, and the calls

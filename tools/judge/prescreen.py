@@ -1,11 +1,12 @@
 """The pre-screen: many variants of a judged candidate checked and timed in one process.
 
-A full judgement (tools/judge/pipeline.py) costs ~8-11 s of GPU wall on a KernelBench-size
-problem: a fresh sandboxed worker, five trials on secret inputs, the runtime guards,
-interleaved timing against eager and torch.compile. The sweep's launch-constant and
-precision variants (agent/loop/sweep.py) differ from a candidate the judge already found
-correct only in constants, so most of that is spent again on the same facts. The
-pre-screen asks two questions per variant, in one worker process for all of them:
+A full judgement (tools/judge/pipeline.py) costs seconds of GPU wall on a KernelBench-size
+problem (BENCHMARKS.md, "judge wall per candidate"): a fresh sandboxed worker, five trials
+on secret inputs, the runtime guards, interleaved timing against eager and torch.compile.
+The sweep's launch-constant and precision variants (agent/loop/sweep.py) differ from a
+candidate the judge already found correct only in constants, so most of that is spent
+again on the same facts. The pre-screen asks two questions per variant, in one worker
+process for all of them:
 
   1. right?  its output on ONE input (drawn from a seed the judge's trials never use) is
      compared with the reference's, at the judge's tolerance (tools/judge/numerics.py);

@@ -260,8 +260,8 @@ def _host_check(run, worker, seed, eager, held) -> None:
 
     The worker makes its inputs and runs one call before the timed request, and the
     calls are many enough that a run lasts ~HOST_RUN_MS: one-off costs of a request (a
-    GC pass, a scheduling delay, a first allocation) once made a 28 us forward look
-    ten times slower in 2 runs of 11. A run over the limit is taken again, up to
+    GC pass, a scheduling delay, a first allocation) can make a forward of microseconds
+    look many times slower in a short run. A run over the limit is taken again, up to
     HOST_RUNS times, and the fastest counts: work that escapes the events shows in
     every run, a hiccup in one."""
     from tools.perf.timer import time_host

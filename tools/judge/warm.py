@@ -23,10 +23,10 @@ module ("cannot import name 'IndentedBuffer' from partially initialized module
 `warm_imports(device)` imports them once per process, under one lock: every judge host
 calls it before its second thread can run (the service's serve(), `krefine run`'s loop,
 a Ray judge actor, and each Judge before its baseline thread). "cpu" imports torch._dynamo
-(with sympy and torch._inductor's config and utils): 1.0-2.4 s on the CPU machine (torch
-2.13, busy or not), once per process; "cuda" adds torch._inductor's compiler, which the
-torch.compile baseline imports anyway: 3.2-3.6 s in all there (not measured on the GPU
-image). Module names that another torch lacks are skipped and reported, never raised.
+(with sympy and torch._inductor's config and utils); "cuda" adds torch._inductor's
+compiler. Either is paid once per process, and only earlier: the judge's first threads
+import the same modules anyway (the torch.compile baseline all of them). Module names
+that another torch lacks are skipped and reported, never raised.
 
 Does not cover imports made by a problem file's own code: a fault raised there is
 confirmed in a fresh process before the file is blamed (tools/judge/blame.py).

@@ -15,8 +15,9 @@ LAUNCH_HOST_RATIO = 2.0     # host time per forward > 2x the kernels' time: GPU 
 LAUNCH_BUSY_FRACTION = 0.5  # kernels fill < half of the timed forward: launch cost and gaps
 SOL_PCT = 60.0              # ncu's own guidance: a unit above 60% of its peak is the limiter
 MEMORY_NEAR = 0.5           # no ncu: >= half the DRAM roofline means DRAM is the limiter
-# Datasheet tensor peaks assume boost clocks that power limits rarely allow (cuBLAS
-# reaches ~80% of an H100's, KINDS.md), so a compute roofline is "near" sooner.
+# Datasheet tensor peaks assume boost clocks that power limits rarely allow (cuBLAS stays
+# well under them: BENCHMARKS.md, "Profiling: the profile step on kernels of known
+# character"), so a compute roofline is "near" sooner.
 COMPUTE_NEAR = 0.4
 LOW_OCCUPANCY = 0.25        # < 8 of 32 resident warps per scheduler cannot hide latency
 

@@ -123,7 +123,6 @@ def measure_ceilings(device=0) -> dict:
 
     Sizes are far above any L2 (copy of 2 x 512 MiB) and large enough to fill the chip
     (8192^3 bf16). Random data, not zeros: zeros run faster on tensor cores (METHOD.md).
-    Takes about a second on an H100.
     """
     import torch
 
@@ -160,7 +159,7 @@ def measure_ceilings(device=0) -> dict:
     out = {"dram_gbps": copy_gbps(),
            "peak_bf16_tflops": matmul_tflops(8192, torch.bfloat16, 10),
            "peak_tf32_tflops": matmul_tflops(8192, torch.float32, 5, tf32=True),
-           # plain fp32 is ~15x slower: a smaller product keeps this under a second
+           # plain fp32 runs on the CUDA cores, far slower: a smaller product keeps this short
            "peak_fp32_tflops": matmul_tflops(4096, torch.float32, 5)}
     return out
 

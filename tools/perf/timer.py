@@ -10,8 +10,9 @@ same measure, they are not interchangeable):
 - "per_call" (time_cuda): one call per event pair, L2 flushed before it, and a
   device-wide synchronize inside the timed region after the call, so work the callable
   leaves on other streams is counted (KernelBench's issue: side-stream work timed as
-  ~0.001 ms). What one isolated forward costs a user, cold L2. The in-region sync
-  costs ~20 us, so on short forwards it dominates and its jitter decides the ratio.
+  ~0.001 ms). What one isolated forward costs a user, cold L2. The in-region sync has
+  a fixed cost of its own (BENCHMARKS.md, "Profiling: the profile step on kernels of
+  known character"), so on short forwards it dominates and its jitter decides the ratio.
 - "cuda_graph" (time_cuda_graph): reps calls captured into one CUDA graph, replays
   timed, as triton.testing.do_bench_cudagraph does. No launch or sync overhead; the L2
   is flushed before each replay, not between the calls inside it: steady state, warm
@@ -299,7 +300,7 @@ def reps_for(call_ms: float, *, target_ms: float = REPLAY_TARGET_MS,
 
 
 Measure = Literal["per_call", "cuda_graph", "batched"]
-PER_CALL_MIN_MS = 0.1    # below this the in-region sync (~20 us) is a large share
+PER_CALL_MIN_MS = 0.1    # below this the in-region sync's fixed cost is a large share
 
 
 def choose_measure(single_call_ms: float, *, graph_ok: bool,

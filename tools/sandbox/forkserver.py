@@ -1,6 +1,7 @@
 """A fork server: one process with torch and triton imported (and no CUDA context) that
 forks a fresh worker for each candidate, so a worker starts in milliseconds instead of
-paying Python + `import torch` (~4 s on a GPU machine, BENCHMARKS.md "Evaluator throughput beside KernelBench").
+paying Python + `import torch` (seconds: BENCHMARKS.md, "Evaluator throughput beside
+KernelBench").
 
 The judge starts it with the same isolation call as any worker
 (tools/sandbox/isolation.py: scrubbed environment, no stdin, own session) and talks to
@@ -293,7 +294,7 @@ def kill_children(children: set[int]) -> None:
 def _warm_lazy_imports() -> None:
     """What each worker's first trial would otherwise import lazily, on CPU tensors only
     (no CUDA here): the first TorchDispatchMode use (the aten-op counter of every
-    trial) pulls in torch's subclass machinery, ~1.5 s per fresh process."""
+    trial) pulls in torch's subclass machinery: paid here once, not by every worker."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -322,4 +323,4 @@ def _wait(pid: int, timeout_s: float) -> int | None:
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the judge decides when we stop
     serve(int(sys.argv[1]), sys.argv[2])
-    os._exit(0)   # children are killed; skipping torch's interpreter teardown saves ~1 s of close()
+    os._exit(0)   # children are killed; skipping torch's interpreter teardown spares close() the wait

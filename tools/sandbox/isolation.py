@@ -241,7 +241,7 @@ _spares_lock = threading.Lock()
 def spare_forkservers():
     """For a process that judges one problem after another (a bench's GPU worker): each
     judge's fork server was started while the previous problem was judged, so no judge
-    waits for its server's imports (~11 s on the H100 machine). A spare is what the next
+    waits for its server's imports (torch, triton: seconds). A spare is what the next
     judge would have started itself, a fresh server that has only imported its modules;
     it is used by one judge and closed with it, as before. Spares left are closed here."""
     global _spares

@@ -33,34 +33,106 @@ from tools.sandbox import isolation
 from tools.verdict import Status, Verdict
 
 
+# a candidate's steps, as the loop's graph runs them (agent/loop/judging.py): each ends
+# with the candidate's worker alive for the next, unless it ended the judgement
+STEPS = ("compile", "test", "profile")
+
+
+class Judgement:
+    """One candidate judged step by step in `judge`'s session: `advance()` runs the next of
+    STEPS and returns the Verdict once the judgement has ended (a failed step, or the
+    last one), else None. Between steps the candidate's worker and whatever holds the
+    judgement took (the GPU, in a serial session) stay taken, so the steps of one
+    candidate run one after the other, never interleaved with a wait on another's.
+    Where the judge runs short of GPU memory (its own fault, tools/judge/memory.py), idle
+    sessions are evicted and the judgement starts again, up to the step it was at."""
+
+    def __init__(self, judge, candidate_src: str, *, candidate_name: str = "candidate.py",
+                 profile: bool = True, progress=None, on_end=None):
+        self.judge, self.src, self.name, self.profile, self.progress = judge, candidate_src, candidate_name, profile, progress
+        self._on_end = on_end              # called once, when the judgement ends or is closed
+        self.t0 = time.monotonic()
+        self.done: list[str] = []          # the steps run so far
+        self.verdict: Verdict | None = None
+        self._short: str | None = None
+        self._steps = None
+        self.run: Evaluation | None = None
+
+    @property
+    def next_step(self) -> str | None:
+        return None if self.verdict is not None else STEPS[len(self.done)]
+
+    def advance(self) -> Verdict | None:
+        if self.verdict is not None:
+            raise RuntimeError("this judgement has ended")
+        step = STEPS[len(self.done)]
+        for attempt in (1, 2):
+            try:
+                if self._steps is None:   # a fresh start, or again after a shortage: up to this step
+                    self.run = Evaluation(self.judge.problem, self.src, self.judge.device, self.judge.gpu_index,
+                                          self.judge.settings, self.judge, progress=self.progress)
+                    self._steps = _judge(self.run, self.name, self.profile)
+                    for _ in self.done:
+                        next(self._steps)
+                next(self._steps)
+                self.done.append(step)
+                return None
+            except StopIteration as stop:
+                self.done.append(step)
+                return self._end(stop.value or Status.CORRECT)
+            except memory.JudgeOutOfMemory as e:
+                self._steps = None
+                if attempt == 2:
+                    raise
+                self._short = str(e)
+                self.run.say("the judge ran short of GPU memory: idle sessions evicted, judging again")
+                self.judge.relieve_memory()
+            except BaseException:
+                self.close()
+                raise
+        raise AssertionError("unreachable")
+
+    def _end(self, status: Status) -> Verdict:
+        self.close()
+        run, judge = self.run, self.judge
+        if self._short is not None:
+            run.checks["judged_again_after"] = self._short
+        if judge.footprint is not None:
+            run.checks["memory"] = {**judge.footprint.to_json(), "lean": judge.lean}
+            if run.memory_peaks:
+                run.checks["memory"]["peaks"] = run.memory_peaks
+        self.verdict = to_verdict(run, status, self.t0)
+        return self.verdict
+
+    def close(self) -> None:
+        """Ends the candidate's worker and gives back what the judgement holds (idempotent)."""
+        steps, self._steps = self._steps, None
+        try:
+            if steps is not None:
+                steps.close()
+        finally:
+            on_end, self._on_end = self._on_end, None
+            if on_end is not None:
+                on_end()
+
+
 def judge_in(judge, candidate_src: str, *, candidate_name: str = "candidate.py",
              profile: bool = True, progress=None) -> Verdict:
-    """Judge one candidate in `judge`'s session (session.Judge.judge calls this)."""
-    t0 = time.monotonic()
-    short = None
-    for attempt in (1, 2):
-        run = Evaluation(judge.problem, candidate_src, judge.device, judge.gpu_index, judge.settings, judge,
-                         progress=progress)
-        try:
-            status = _judge(run, candidate_name, profile)
-            break
-        except memory.JudgeOutOfMemory as e:
-            # the judge's own shortage (tools/judge/memory.py): never the candidate's verdict
-            if attempt == 2:
-                raise
-            short = str(e)
-            run.say("the judge ran short of GPU memory: idle sessions evicted, judging again")
-            judge.relieve_memory()
-    if short is not None:
-        run.checks["judged_again_after"] = short
-    if judge.footprint is not None:
-        run.checks["memory"] = {**judge.footprint.to_json(), "lean": judge.lean}
-        if run.memory_peaks:
-            run.checks["memory"]["peaks"] = run.memory_peaks
-    return to_verdict(run, status, t0)
+    """Judge one candidate in `judge`'s session, every step at once (session.Judge.judge)."""
+    return finish(Judgement(judge, candidate_src, candidate_name=candidate_name, profile=profile, progress=progress))
 
 
-def _judge(run: Evaluation, candidate_name: str, profile: bool) -> Status:
+def finish(j: Judgement) -> Verdict:
+    """`j`'s remaining steps, at once; its verdict."""
+    verdict = j.verdict
+    while verdict is None:
+        verdict = j.advance()
+    return verdict
+
+
+def _judge(run: Evaluation, candidate_name: str, profile: bool):
+    """The steps, as a generator: it yields after compile and after test with the
+    candidate still on course, and returns the status where the judgement ends."""
     s = run.settings
     status = static_checks(run, candidate_name)
     if status is not None:
@@ -104,7 +176,8 @@ def _judge(run: Evaluation, candidate_name: str, profile: bool) -> Status:
                 # costs (the first candidate pays them), the fork server, the fork
                 run.phase_s["setup"] = time.monotonic() - t
                 run.checks["session_s"] = judge.session_costs()
-                return _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile, serial)
+                return (yield from _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name,
+                                                    profile, serial))
         finally:
             judge.candidate_done()   # lean: before the next candidate may take the GPU
 
@@ -162,7 +235,7 @@ def profile_in(judge, candidate_src: str, verdict: Verdict, *, candidate_name: s
     return dataclasses.replace(profiled, feedback=feedback_for(profiled))
 
 
-def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile, serial) -> Status:
+def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile, serial):
     """Compile under a shared hold, then the GPU phases under an exclusive one; `serial`:
     the caller holds the GPU exclusively for the whole candidate already."""
     judge = run.judge
@@ -172,14 +245,17 @@ def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile
         memory.note_peaks(run, worker, "compile")
     if status is not None:
         return status
+    yield "compile"
     if judge.lean:
         first_ref = None   # made again when compared: the judge holds no reference while the worker runs
     with judge.gpu.exclusive() if not serial else contextlib.nullcontext():
-        return _gpu_phases(run, worker, ref_model, seeds, dev, first_ref, profile)
+        # held from the trials to the last timed call: the yield after test keeps it
+        return (yield from _gpu_phases(run, worker, ref_model, seeds, dev, first_ref, profile))
 
 
-def _gpu_phases(run, worker, ref_model, seeds, dev, first_ref, profile) -> Status:
-    """4) test, 5) sm_90 compile on cpu, 6) time, 7) profile: one candidate at a time."""
+def _gpu_phases(run, worker, ref_model, seeds, dev, first_ref, profile):
+    """4) test, 5) sm_90 compile on cpu, then (a yield: the test step's end) 6) time,
+    7) profile: one candidate at a time on the GPU."""
     s = run.settings
     # 4) test: fresh secret inputs per trial
     run.say(f"test: {len(seeds)} trials on fresh inputs" + ("" if run.device == "cuda" else
@@ -204,6 +280,7 @@ def _gpu_phases(run, worker, ref_model, seeds, dev, first_ref, profile) -> Statu
                 return status
         run.checks["timing"] = "skipped: --device cpu runs Triton's interpreter"
         return Status.CORRECT
+    yield "test"
 
     # 6) time, interleaved with the baselines; 7) profile and runtime guards
     ts = s.timing

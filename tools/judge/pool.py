@@ -33,6 +33,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Hashable
 
+from tools.judge.pipeline import finish
 from tools.judge.session import Judge
 
 ROOM_FACTOR = 3   # a new session wants this many times its inputs free (make_room)
@@ -267,12 +268,20 @@ class JudgePool:
             return judge
 
     def judge(self, candidate_src: str, *, candidate_name: str = "candidate.py", profile: bool = True):
+        return finish(self.begin(candidate_src, candidate_name=candidate_name, profile=profile))
+
+    def begin(self, candidate_src: str, *, candidate_name: str = "candidate.py", profile: bool = True):
+        """A step-by-step judgement (tools/judge/pipeline.py Judgement) on the least busy judge."""
         judge = self._pick()
-        try:
-            return judge.judge(candidate_src, candidate_name=candidate_name, profile=profile)
-        finally:
+
+        def ended():
             with judge._lock:
                 judge.in_flight -= 1
+        try:
+            return judge.begin(candidate_src, candidate_name=candidate_name, profile=profile, on_end=ended)
+        except BaseException:
+            ended()
+            raise
 
     def add_bottleneck(self, candidate_src: str, verdict, *, candidate_name: str = "candidate.py"):
         judge = self._pick()

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from tools.errors import EvaluatorError
 from tools.judge import memory
 from tools.judge.gpulock import GpuLock, gpu_lock
-from tools.judge.pipeline import judge_in, profile_in
+from tools.judge.pipeline import Judgement, finish, profile_in
 from tools.judge.blame import Step, blame
 from tools.judge.reference import check_reproducible, compute_reference, default_device
 from tools.judge.static import static_verdict
@@ -305,18 +305,25 @@ class Judge:
     def judge(self, candidate_src: str, *, candidate_name: str = "candidate.py",
               profile: bool = True, progress=None):
         """One Verdict for one candidate (thread-safe; see pipeline.judge_in)."""
+        return finish(self.begin(candidate_src, candidate_name=candidate_name, profile=profile, progress=progress))
+
+    def begin(self, candidate_src: str, *, candidate_name: str = "candidate.py", profile: bool = True,
+              progress=None, on_end=None) -> Judgement:
+        """A judgement of one candidate, to be advanced step by step (pipeline.Judgement);
+        it counts as in flight here until it ends or is closed."""
         if self._closed:
             raise EvaluatorError("this judge is closed")
         with self._lock:
             self.in_flight += 1
-        try:
-            verdict = judge_in(self, candidate_src, candidate_name=candidate_name, profile=profile,
-                               progress=progress)
-        finally:
+
+        def ended():
             with self._lock:
                 self.in_flight -= 1
                 self.judged += 1
-        return verdict
+            if on_end is not None:
+                on_end()
+        return Judgement(self, candidate_src, candidate_name=candidate_name, profile=profile, progress=progress,
+                         on_end=ended)
 
     def add_bottleneck(self, candidate_src: str, verdict, *, candidate_name: str = "candidate.py"):
         """`verdict` (a correct one judged here without a summary) with the bottleneck

@@ -1,17 +1,22 @@
 """Test helpers for the loop (tests/test_graph.py, test_budgets.py, test_runner.py, test_resume.py).
 
 Two kinds of runs:
-- `loop_run()`: the real graph and checkpointer with scripted stand-ins for the model
-  and the evaluator, so budget and search tests take milliseconds. The stand-in
-  evaluator reads a marker line in each candidate, `# judge: <status> [speedup]`.
+- `loop_run()`: the real graph, the real Run and the real prompts, with scripted stand-ins
+  at the two boundaries only: the model (`ScriptedBackend`) and the judge pool
+  (`ScriptedJudges`, JudgePool's interface), so budget and search tests take
+  milliseconds. The stand-in judge reads a marker line in each candidate,
+  `# judge: <status> [speedup]`; the profile policy is production's.
 - `cli()`: the real `krefine` command in a subprocess (real evaluator, replay model).
 
 Nothing here is product code: the stand-ins live only in tests.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
+import queue
 import re
 import subprocess
 import sys
@@ -19,11 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.config import load_config
-from agent.loop.graph import GpuPool, LoopContext, build_graph, run_graph
+from agent.loop.graph import LoopContext, build_graph, run_graph
 from agent.loop.progress import QuietProgress
+from agent.loop.run import Run
 from agent.loop.rundir import RunDir
-from agent.loop.runner import _checkpointer
-from agent.loop.state import initial_state
+from agent.models.llm import ReplayExhausted
+from tools.judge.pipeline import Decided
 from tools.verdict import Diagnostic, Status, Verdict
 
 REPO = Path(__file__).resolve().parent.parent
@@ -71,10 +77,6 @@ class ModelNew(nn.Module):
 ```'''
 
 
-class Exhausted(Exception):
-    """Stands in for agent.models.llm.ReplayExhausted."""
-
-
 @dataclass
 class Completion:
     text: str
@@ -98,7 +100,7 @@ class ScriptedBackend:
         self.prompts.append(prompt)
         self.calls.append(n)
         if not self.texts:
-            raise Exhausted("no more completions")
+            raise ReplayExhausted("no more completions")
         out, self.texts = self.texts[:n], self.texts[n:]
         return [Completion(t, self.prompt_tokens, self.completion_tokens) for t in out]
 
@@ -132,7 +134,9 @@ class ScriptedEvaluator:
         interval = {b: {"ratio": speedup, "low": low, "high": speedup + (speedup - low), "rounds": 5,
                         "method": "rounds_log_t"} for b in ("eager", "compile")} if speedup else {}
         diags = () if status is Status.CORRECT else (Diagnostic(kind="scripted", message=f"scripted {status.value}"),)
-        phases = {"compile": 0.01, "test": 0.02, **({"time": 0.03, "profile": 0.04} if speedup else {})}
+        # the judge's phases up to where this status is reached (compile errors and static rejects end at compile)
+        phases = {"compile": 0.01} if status in (Status.COMPILE_ERROR, Status.REJECTED) else \
+            {"compile": 0.01, "test": 0.02, **({"time": 0.03, "profile": 0.04} if speedup else {})}
         return Verdict(status=status, diagnostics=diags, speedup_eager=speedup, speedup_compile=speedup,
                        speedup_interval=interval, checks={"phase_s": phases}, bottleneck=roofline,
                        feedback=f"feedback of {candidate_name}: {status.value}")
@@ -143,12 +147,43 @@ def extract(text: str) -> str | None:
     return m.group(1) if m else None
 
 
-def render_initial(src: str) -> str:
-    return f"INITIAL\n{src}"
+class ScriptedJudges:
+    """The judge pool's interface (tools.judge.JudgePool: begin, add_bottleneck,
+    concurrency, close) over a scripted evaluator: each judgement is whole at once
+    (tools.judge.pipeline.Decided, as a Ray judge actor's is), one per GPU at a time."""
 
+    def __init__(self, problem, device: str, settings, evaluate, gpus: int = 1):
+        self.problem, self.device, self.settings, self.evaluate = problem, device, settings, evaluate
+        self.concurrency = max(1, gpus)
+        self.profiled: list[str] = []
+        self._free: queue.Queue[int] = queue.Queue()
+        for i in range(self.concurrency):
+            self._free.put(i)
 
-def render_refine(src, parent_src, verdict, prompt_config, count_tokens, facts=()) -> str:
-    return f"REFINE\n{verdict.feedback}\nPARENT\n{parent_src}" + "".join(f"\nFACT {f}" for f in facts)
+    @contextlib.contextmanager
+    def _gpu(self):
+        gpu = self._free.get()
+        try:
+            yield gpu
+        finally:
+            self._free.put(gpu)
+
+    def begin(self, src: str, *, candidate_name: str, profile: bool) -> Decided:
+        def whole() -> Verdict:
+            with self._gpu() as gpu:
+                return self.evaluate(self.problem, src, device=self.device, settings=self.settings,
+                                     candidate_name=candidate_name, profile=profile, gpu_index=gpu)
+        return Decided(whole)
+
+    def add_bottleneck(self, src: str, verdict: Verdict, *, candidate_name: str) -> Verdict:
+        """[eval] profile = "refined": what the real profile step adds, scripted."""
+        self.profiled.append(candidate_name.removesuffix(".py"))
+        phase_s = {**verdict.checks.get("phase_s", {}), "profile_refined": 0.0}
+        return dataclasses.replace(verdict, checks={**verdict.checks, "phase_s": phase_s},
+                                   bottleneck=verdict.bottleneck or {"class": "memory-bound", "roofline_fraction": 0.1})
+
+    def close(self) -> None:
+        pass
 
 
 @dataclass
@@ -162,24 +197,25 @@ def loop_run(tmp_path: Path, texts: list[str], *, device: str = "cuda", gpus: in
              wall_offset_s: float = 0.0, evaluator=None, prepare=None, make_seed=None,
              progress=None, resume: bool = False,
              **overrides) -> tuple[dict, RunDir, ScriptedBackend, ScriptedEvaluator]:
-    """Run the real graph to its end with scripted model + evaluator; returns final state.
-    `resume`: go on with the run already in tmp_path/run, from its files (`texts` are then
-    the completions left to hand out)."""
-    rd = RunDir(tmp_path / "run") if resume else RunDir(tmp_path / "run").create()
+    """Run the real graph to its end with a scripted model and judge; returns the final
+    state with the run's candidates beside it (Run.view). `prepare(run)`: leave what a
+    killed session left first. `resume`: go on with the run already in tmp_path/run, from
+    its files (`texts` are then the completions left to hand out)."""
+    rd = RunDir(tmp_path / "run")
+    run = Run(rd) if resume else Run.create(rd, {"problem": {}, "config": {}, "model": "scripted"})
     if prepare is not None:
-        prepare(rd)  # e.g. leave what a killed session left
+        prepare(run)
+        run = Run(rd)   # read back, as a resumed session would
     problem_path = tmp_path / "tiny.py"
     problem_path.write_text(TINY_PROBLEM)
     config = load_config(None, {"budget.target_speedup": 1.5, **overrides})
     backend, evaluator = ScriptedBackend(list(texts)), evaluator or ScriptedEvaluator()
-    ctx = LoopContext(rundir=rd, problem=Problem(problem_path, "tiny", TINY_PROBLEM), config=config,
-                      backend=backend, device=device, evaluate=evaluator, render_initial=render_initial,
-                      render_refine=render_refine, extract_code=extract, replay_exhausted_error=Exhausted,
-                      progress=progress or QuietProgress(), gpus=GpuPool(gpus), wall_offset_s=wall_offset_s,
-                      make_seed=make_seed)
-    with _checkpointer(rd) as saver:
-        state = run_graph(build_graph(saver), ctx, "t", None if resume else initial_state(str(problem_path)))
-    return state, rd, backend, evaluator
+    problem = Problem(problem_path, "tiny", TINY_PROBLEM)
+    ctx = LoopContext(run=run, problem=problem, config=config, backend=backend, device=device,
+                      progress=progress or QuietProgress(), wall_offset_s=wall_offset_s, make_seed=make_seed,
+                      judges=ScriptedJudges(problem, device, config.eval, evaluator, gpus))
+    state = run_graph(build_graph(), ctx, run.state(str(problem_path)))
+    return run.view(state), rd, backend, evaluator
 
 
 # ---------------------------------------------------------------- the real CLI

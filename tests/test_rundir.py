@@ -4,28 +4,40 @@ from __future__ import annotations
 import pytest
 
 from agent.loop.rundir import RunDir
-# --- the trace is read once per RunDir, then kept (issue 20: the loop's nodes re-read it)
+# --- the trace is read once per Run, then kept (the loop's nodes ask often)
 
 def test_the_trace_file_is_read_once_however_often_nodes_ask(tmp_path, monkeypatch):
-    from agent.loop import rundir as rundir_module
+    from agent.loop import run as run_module
+    from agent.loop.run import Run
     reads = []
-    real = rundir_module.read_jsonl
-    monkeypatch.setattr(rundir_module, "read_jsonl", lambda path: reads.append(path) or real(path))
-    rd = RunDir(tmp_path / "run").create()
+    real = run_module.read_jsonl
+    monkeypatch.setattr(run_module, "read_jsonl", lambda path: reads.append(path) or real(path))
+    run = Run.create(RunDir(tmp_path / "run"), {})
     for i in range(50):
-        rd.append_event(iteration=1, candidate=f"r01-c{i:02d}", node="generate", status="ok")
-        list(rd.events())
-        rd.last_event()
-    assert len(reads) <= 1 and len(list(rd.events())) == 50
+        run.generated(f"r01-c{i:02d}", parent=None, origin="model", code="x = 1\n")
+        run.events()
+        run.candidates()
+    assert len(reads) <= 1 and len(run.events()) == 50
 
 
-def test_a_new_rundir_object_sees_the_events_already_on_disk(tmp_path):
-    rd = RunDir(tmp_path / "run").create()
-    rd.append_event(iteration=0, candidate=None, node="decide", status="continue")
-    again = RunDir(tmp_path / "run")
-    again.append_event(iteration=1, candidate=None, node="decide", status="max_rounds")
+def test_a_new_run_object_sees_the_events_already_on_disk(tmp_path):
+    from agent.loop.run import Run
+    run = Run.create(RunDir(tmp_path / "run"), {})
+    run.decided(0, None, "continue", duration_s=0.0, metrics={})
+    again = Run(RunDir(tmp_path / "run"))
+    again.decided(1, None, "max_rounds", duration_s=0.0, metrics={})
     assert [e["status"] for e in again.events()] == ["continue", "max_rounds"]
-    assert again.last_event()["status"] == "max_rounds"
+    assert [e["status"] for e in RunDir(tmp_path / "run").events()] == ["continue", "max_rounds"]
+
+
+def test_each_writer_of_the_run_writes_once_when_a_node_runs_again(tmp_path):
+    from agent.loop.run import Run
+    run = Run.create(RunDir(tmp_path / "run"), {})
+    for _ in range(2):
+        run.generated("r01-c00", parent=None, origin="model", code="x = 1\n", prompt="p", completion="c")
+        run.stepped("r01-c00", "compile", "ok", duration_s=0.1, metrics={})
+        run.decided(1, None, "continue", duration_s=0.0, metrics={})
+    assert [e["node"] for e in RunDir(tmp_path / "run").events()] == ["generate", "compile", "decide"]
 
 
 # --- a completion is stored once (issue 20: completions.jsonl held a second copy)
@@ -59,13 +71,14 @@ def test_replay_of_a_run_directory_hands_out_its_completions_in_the_order_they_w
 @pytest.mark.parametrize("tail", ['{"schema": 1, "node": "gen', '{"schema": 1, "node": "decide", "status": "x"}'])
 def test_an_append_after_a_torn_last_line_leaves_a_trace_every_reader_can_read(tmp_path, tail):
     from tools.jsonio import read_jsonl
-    rd = RunDir(tmp_path / "run").create()
-    rd.append_event(iteration=0, candidate=None, node="decide", status="continue")
+    from agent.loop.run import Run
+    rd = RunDir(tmp_path / "run")
+    Run.create(rd, {}).decided(0, None, "continue", duration_s=0.0, metrics={})
     with open(rd.trace, "a", encoding="utf-8") as f:
         f.write(tail)                                    # the kill came before its newline
     kept = [e["status"] for e in read_jsonl(rd.trace)]   # what a reader makes of it now
-    resumed = RunDir(rd.root)
+    resumed = Run(RunDir(rd.root))
     for status in ("continue", "max_rounds"):
-        resumed.append_event(iteration=1, candidate=None, node="decide", status=status)
+        resumed.decided(1, None, status, duration_s=0.0, metrics={})
     assert [e["status"] for e in read_jsonl(rd.trace)] == [*kept, "continue", "max_rounds"]
     assert [e["status"] for e in RunDir(rd.root).events()] == [*kept, "continue", "max_rounds"]

@@ -6,7 +6,7 @@ import pytest
 
 from agent.bench import stats as bs
 from agent.loop import runstats as rs
-from fixtures.runs.builder import Cand, build_run, recorded, story
+from fixtures.runs.builder import append_event, Cand, build_run, recorded, story
 from tools.errors import BadInput
 from tools.verdict import Diagnostic, Status
 
@@ -53,7 +53,7 @@ def test_reason_names_first_diagnostic_and_line(run):
 
 def test_interrupted_run_keeps_unjudged_candidate_as_pending(tmp_path):
     rd = build_run(tmp_path / "run", story()[:2], write_summary=False)
-    rd.append_event(iteration=2, candidate="r02-c00", node="generate", status="ok",
+    append_event(rd, iteration=2, candidate="r02-c00", node="generate", status="ok",
                     metrics={"parent": "r01-c01", "prompt_tokens": 1, "completion_tokens": 2})
     run = rs.load_run(rd.root)
     assert (run.summary, run.candidates["r02-c00"].status, run.candidates["r02-c00"].parent) == \
@@ -262,7 +262,7 @@ def test_judge_wall_per_candidate_is_the_verdicts_duration(tmp_path):
 
 def test_judge_wall_prefers_an_evaluate_event(tmp_path):
     rd = build_run(tmp_path / "p", [seed(), sweep()])
-    rd.append_event(iteration=1, candidate="r01-c00", node="evaluate", status="correct", duration_s=4.25)
+    append_event(rd, iteration=1, candidate="r01-c00", node="evaluate", status="correct", duration_s=4.25)
     assert bs.judge_walls(rs.load_run(rd.root))["r01-c00"] == 4.25
 
 

@@ -47,8 +47,7 @@ def test_seed_is_round_zero_and_traced_as_not_model_written(tmp_path):
 
 def test_round_one_refines_the_seed_as_its_parent(tmp_path):
     state, rd, backend, _ = loop_run(tmp_path, [judged("correct", 2.0)] * 2, make_seed=_seed("correct", 1.2), **SEEDED)
-    assert backend.prompts[0].startswith("REFINE\nfeedback of r00-c00: correct")
-    assert "PARENT\n# judge: correct 1.2" in backend.prompts[0]
+    assert "# judge: correct 1.2" in backend.prompts[0]   # the seed's source, the parent the prompt refines
     assert state["candidates"]["r01-c00"]["parent"] == "r00-c00"
 
 
@@ -89,8 +88,10 @@ def test_a_seed_that_cannot_be_made_is_traced_and_round_one_starts_from_the_modu
     event = _generate_event(rd, 0)
     assert (event["status"], event["candidate"], event["error"]) == \
         ("seed_failed", None, "no Inductor seed: torch.compile failed: RuntimeError: no")
+    from agent.loop.prompting import render_initial
+    from run_fixtures import TINY_PROBLEM
     assert "r00-c00" not in state["candidates"]
-    assert backend.prompts[0].startswith("INITIAL\n")
+    assert backend.prompts[0] == render_initial(TINY_PROBLEM)
 
 
 def test_a_seed_that_cannot_be_made_says_why_in_the_summary_and_the_no_best_line(tmp_path):
@@ -114,8 +115,8 @@ def test_no_seed_is_made_by_default(tmp_path):
 
 
 def test_a_seed_left_by_a_killed_session_is_reused_not_made_again(tmp_path):
-    def left_seed(rd):
-        rd.write_text(rd.candidate_src("r00-c00"), "# judge: correct 1.2\nclass ModelNew: pass\n")
+    def left_seed(run):
+        run.generated("r00-c00", parent=None, origin="inductor_seed", code="# judge: correct 1.2\nclass ModelNew: pass\n")
     make = _seed("incorrect")
     state, _, _, _ = loop_run(tmp_path, [judged("correct", 2.0)] * 2, make_seed=make, prepare=left_seed, **SEEDED)
     assert make.calls == [] and state["candidates"]["r00-c00"]["status"] == "correct"

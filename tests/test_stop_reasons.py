@@ -1,11 +1,12 @@
 """Why a run stops (agent/loop/state.py stop_reason): a reference no kernel can match ends it."""
 from __future__ import annotations
 
-from agent.loop.state import new_record, stop_reason
+from agent.loop.state import stop_reason
 
 
 def _state(flags: list[str]) -> dict:
-    record = dict(new_record("r00-c00", 0, 0, parent=None, origin="inductor_seed"), status="incorrect", flags=flags)
+    record = {"id": "r00-c00", "round": 0, "origin": "inductor_seed", "status": "incorrect", "correct": False,
+              "flags": flags}
     return {"candidates": {"r00-c00": record}, "round": 1, "replay_exhausted": False,
             "spent": {"rounds": 1, "candidates": 1, "sweep": 0, "tokens": 0, "wall_s": 1.0}}
 

@@ -1,6 +1,6 @@
 """The constant sweep in the loop, and `--model none` (seed + sweep, no model).
 
-Loop tests run the real graph and checkpointer (tests/run_fixtures.py) with a scripted
+Loop tests run the real graph and Run (tests/run_fixtures.py) with a scripted
 model and a stand-in judge that reads a candidate's launch constants: its speed follows
 XBLOCK, and XBLOCK=128 is judged incorrect, so the sweep's hill-climb and its handling
 of a broken variant can be checked exactly. The last tests run the real judge on CPU
@@ -17,11 +17,10 @@ from agent.config import load_config
 from agent.loop.graph import LoopContext, build_graph, run_graph
 from agent.models.llm import NoModelBackend
 from agent.loop.progress import QuietProgress
+from agent.loop.run import Run
 from agent.loop.rundir import RunDir
-from agent.loop.runner import _checkpointer
 from agent.loop.sweep import sweep_variants
-from run_fixtures import (REPO, TINY_PROBLEM, Exhausted, Problem, ScriptedBackend, cli, extract, fast_config,
-                          render_initial, render_refine)
+from run_fixtures import REPO, TINY_PROBLEM, Problem, ScriptedBackend, ScriptedJudges, cli, fast_config
 from tools.jsonio import read_json
 from tools.verdict import Diagnostic, Status, Verdict
 
@@ -85,22 +84,19 @@ def run(tmp_path: Path, texts: list[str] | None, *, device: str = "cuda", judge=
         make_seed=None, resume: bool = False, **overrides):
     """The real graph to its end (or to a Killed); texts None: `--model none`."""
     rd = RunDir(tmp_path / "run")
-    if not resume:
-        rd.create()
+    runrec = Run(rd) if resume else Run.create(rd, {})
     problem_path = tmp_path / "tiny.py"
     problem_path.write_text(TINY_PROBLEM)
     config = load_config(None, {"search.sweep_variants": 6, "budget.target_speedup": 3.0, "budget.candidates_per_round": 1,
                                 "budget.max_rounds": 1, **overrides})
     backend = NoModelBackend() if texts is None else ScriptedBackend(list(texts))
     judge = judge or ConstantsJudge()
-    ctx = LoopContext(rundir=rd, problem=Problem(problem_path, "tiny", TINY_PROBLEM), config=config,
-                      backend=backend, device=device, evaluate=judge, render_initial=render_initial,
-                      render_refine=render_refine, extract_code=extract, replay_exhausted_error=Exhausted,
-                      progress=progress or QuietProgress(), make_seed=make_seed)
-    from agent.loop.state import initial_state
-    with _checkpointer(rd) as saver:
-        state = run_graph(build_graph(saver), ctx, "t", None if resume else initial_state(str(problem_path)))
-    return state, rd, judge
+    problem = Problem(problem_path, "tiny", TINY_PROBLEM)
+    ctx = LoopContext(run=runrec, problem=problem, config=config, backend=backend, device=device,
+                      progress=progress or QuietProgress(), make_seed=make_seed,
+                      judges=ScriptedJudges(problem, device, config.eval, judge))
+    state = run_graph(build_graph(), ctx, runrec.state(str(problem_path)))
+    return runrec.view(state), rd, judge
 
 
 def _sweep(state: dict) -> list[dict]:
@@ -295,15 +291,14 @@ def test_real_judge_on_cpu_judges_the_seeds_variants_correct(tmp_path):
     from tools.judge import JudgePool
     from tools.problem import load_problem
     problem = load_problem(REPO / "tests" / "problems" / "relu.py")
-    rd = RunDir(tmp_path / "run").create()
+    rd = RunDir(tmp_path / "run")
+    runrec = Run.create(rd, {})
     config = load_config(fast_config(tmp_path), {"search.seed_kernel": "inductor"})
     judges = JudgePool(problem, device="cpu", gpu_count=1, settings=config.eval)
-    ctx = LoopContext(rundir=rd, problem=problem, config=config, backend=NoModelBackend(), device="cpu",
+    ctx = LoopContext(run=runrec, problem=problem, config=config, backend=NoModelBackend(), device="cpu",
                       progress=QuietProgress(), judges=judges, make_seed=lambda p, d: _kernelbook_relu())
-    from agent.loop.state import initial_state
     try:
-        with _checkpointer(rd) as saver:
-            state = run_graph(build_graph(saver), ctx, "t", initial_state(str(problem.path)))
+        state = runrec.view(run_graph(build_graph(), ctx, runrec.state(str(problem.path))))
     finally:
         judges.close()
     verdicts = {cid: read_json(rd.eval(cid))["verdict"] for cid in state["candidates"]}
@@ -362,5 +357,5 @@ def test_the_model_refines_the_swept_best_and_its_prompt_names_how_it_was_found(
     assert best["origin"] == "sweep" and state["candidates"]["r02-c00"]["parent"] == best["id"]
     prompt = rd.prompt("r02-c00").read_text()
     xblock, warps = re.search(r"XBLOCK=(\d+), num_warps=(\d+)", rd.source(best["id"])).groups()
-    assert f"\nFACT found by: k: XBLOCK 256->{xblock}" in prompt
-    assert f"\nFACT launch k: XBLOCK={xblock}, num_warps={warps}" in prompt
+    assert f"found by: k: XBLOCK 256->{xblock}" in prompt
+    assert f"launch k: XBLOCK={xblock}, num_warps={warps}" in prompt

@@ -29,6 +29,7 @@ from typing import Any, Callable
 from agent.bench.judge_actor import JudgeActor, ProblemRef, ray_result
 from tools.errors import EvaluatorError
 from tools.judge.feedback import feedback_for
+from tools.judge.pipeline import Decided
 from tools.verdict import Diagnostic, Status, Verdict
 
 DEATHS_IN_A_ROW = 2          # judges a candidate may take down before it is a runtime_error
@@ -239,8 +240,8 @@ class JudgeFleet:
 class RayJudgePool:
     """One problem's judges, as tools.judge.JudgePool offers them to agent/loop/graph.py."""
 
-    def __init__(self, fleet: JudgeFleet, problem, settings, rundir):
-        self.fleet, self.settings, self.rundir = fleet, settings, rundir
+    def __init__(self, fleet: JudgeFleet, problem, settings, run):
+        self.fleet, self.settings, self.run = fleet, settings, run   # run: agent/loop/run.py, the run dir's writer
         self.ref = ProblemRef.of(problem)
 
     @property
@@ -256,6 +257,10 @@ class RayJudgePool:
         verdict = Verdict(status=Status.RUNTIME_ERROR, diagnostics=(Diagnostic(kind="judge_died", message=message),),
                           checks={"phase_s": {}, "judge_deaths": lost})
         return dataclasses.replace(verdict, feedback=feedback_for(verdict))
+
+    def begin(self, candidate_src: str, *, candidate_name: str = "candidate.py", profile: bool = True) -> Decided:
+        """The judgement, whole in one actor call, gone through the loop's steps (pipeline.Decided)."""
+        return Decided(lambda: self.judge(candidate_src, candidate_name=candidate_name, profile=profile))
 
     def add_bottleneck(self, candidate_src: str, verdict: Verdict, *, candidate_name: str = "candidate.py") -> Verdict:
         profiled, lost = self._run("add_bottleneck", (candidate_src, verdict, candidate_name), candidate_name)
@@ -284,23 +289,16 @@ class RayJudgePool:
 
         def on_death(j: JudgeSlot, deaths: int, error: str) -> None:
             again = deaths < DEATHS_IN_A_ROW
-            self.rundir.append_event(
-                iteration=_round_of(cid), candidate=cid, node="evaluate", status="judge_died",
-                duration_s=time.monotonic() - started, error=error,
-                metrics={"step": method, "judge": j.index, "pid": j.pid, "host": j.node,
-                         "deaths_in_a_row": deaths, "requeued": again})
+            self.run.judge_died(cid, time.monotonic() - started, error,
+                                {"step": method, "judge": j.index, "pid": j.pid, "host": j.node,
+                                 "deaths_in_a_row": deaths, "requeued": again})
             self.fleet.say(f"ray: {j.describe()} died judging {self.ref.name} {cid}: "
                            + ("re-queued on another judge" if again else f"{deaths} deaths in a row, not tried again"))
         # deaths a killed earlier driver recorded count too: a restart is no third chance
-        before = sum(1 for e in self.rundir.events_of(cid) if e.get("node") == "evaluate"
+        before = sum(1 for e in self.run.events(cid) if e.get("node") == "evaluate"
                      and e.get("status") == "judge_died" and (e.get("metrics") or {}).get("step") == method)
         return self.fleet.run(self.ref.key, method, (self.ref, self.settings, *args),
                               deaths_before=before, on_death=on_death)
-
-
-def _round_of(cid: str) -> int:
-    head = cid.split("-c")[0].lstrip("r")
-    return int(head) if head.isdigit() else 0
 
 
 def _first_line(e: BaseException) -> str:

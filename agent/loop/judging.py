@@ -1,59 +1,132 @@
-"""The loop's evaluate node: one candidate judged (or its verdict reused), the verdict
-written to evals/<id>.json, one trace event per phase the evaluator reached; and the
-verdicts the loop makes itself without running anything (no code, cut off).
+"""The judge subgraph: one candidate's compile → test → profile, each a langgraph node.
 
-Also `ensure_profiled`: [eval] profile = "refined" gives a correct candidate its
-bottleneck summary only once its feedback is about to be used. Does not choose what to
-judge (agent/loop/graph.py routes) nor run candidate code (tools/judge/ does, in its worker).
+agent/loop/graph.py sends every candidate of a round here (`Send("judge", ...)`); this
+subgraph runs its steps one after the other, each a call into the same judgement of the
+run's judge (tools/judge/pipeline.py Judgement: the candidate's worker lives from compile
+to its last step; its code never runs in this process). Routes on outcomes: a compile
+error ends at compile, an incorrect candidate at test; a correct one goes on to profile
+(timing and the profile, on a GPU; untimed on cpu, it ends at test). Each node traces
+its step; the verdict is written (Run.judged) before the step event that points at it.
+
+A candidate judged before (a resumed run) is not judged again: its verdict on disk goes
+through the same nodes (`Recorded`). Also here: the verdicts the loop makes itself
+without running anything (no code, cut off) and `ensure_profiled` ([eval] profile =
+"refined": the bottleneck summary once a candidate's feedback is about to be used).
 """
 from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from typing import Literal, TypedDict
 
+from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
 from agent.loop.context import LoopContext
-from agent.loop.rundir import RunDir, parse_candidate_id
-from agent.loop.state import CandidateRecord, EvalTask, bottleneck_label, judged_record
+from agent.loop.state import bottleneck_label
 from tools.judge.feedback import feedback_for
+from tools.judge.pipeline import STEPS, Decided, ended_at
 from tools.verdict import Diagnostic, Status, Verdict
 
 
-def evaluate(task: EvalTask, runtime: Runtime[LoopContext]) -> dict:
-    """Judge one candidate (or reuse its verdict from a killed session) and trace it."""
+class JudgeTask(TypedDict, total=False):
+    """What one `Send` to the judge subgraph carries, and what its nodes pass on."""
+    candidate: str
+    ended: bool                      # the judgement has its verdict
+    step: str                        # the step just run
+
+
+def compile_step(task: JudgeTask, runtime: Runtime[LoopContext]) -> dict:
+    """Static checks, the reference, the candidate's worker: its module imported, ModelNew
+    built, its kernels compiled."""
     ctx = runtime.context
-    rd = ctx.rundir
-    record = task["candidate"]
-    cid = record["id"]
-    # 1) idempotent: a verdict on disk is a finished evaluation, never redone
-    verdict = rd.verdict(cid)
-    if verdict is None:
-        verdict = _judge(ctx, record)
-        # 2) code cut off at the token limit: the judge saw only a syntax error, the model must hear why
-        if record["has_code"] and record.get("finish_reason") == "length" and not verdict.correct:
-            verdict = cut_off_verdict(verdict, ctx.config.sampling.max_new_tokens)
-        # 3) the verdict first, then the trace events that point at it
-        rd.write_verdict(cid, verdict)
-    _trace_phases(rd, record, verdict)
-    judged = judged_record(record, verdict)
-    ctx.progress.evaluated(judged, verdict)
-    return {"candidates": {cid: judged}}
+    ctx.judgements[task["candidate"]] = _begin(ctx, task["candidate"])
+    return _step(ctx, task["candidate"], "compile")
 
 
-def _judge(ctx: LoopContext, record: CandidateRecord) -> Verdict:
-    rd, cid = ctx.rundir, record["id"]
+def test_step(task: JudgeTask, runtime: Runtime[LoopContext]) -> dict:
+    """The trials: fresh secret inputs against the reference, and the runtime guards."""
+    return _step(runtime.context, task["candidate"], "test")
+
+
+def profile_step(task: JudgeTask, runtime: Runtime[LoopContext]) -> dict:
+    """Timing against eager and torch.compile, and the profile ([eval] profile)."""
+    return _step(runtime.context, task["candidate"], "profile")
+
+
+def route_step(task: JudgeTask) -> Literal["test", "profile", "__end__"]:
+    """compile → test → profile, ending where the verdict came (then decide refines or stops)."""
+    if task["ended"]:
+        return END
+    return "test" if task.get("step") == "compile" else "profile"
+
+
+def build_judge_graph():
+    builder = StateGraph(JudgeTask, context_schema=LoopContext)
+    builder.add_node("compile", compile_step)
+    builder.add_node("test", test_step)
+    builder.add_node("profile", profile_step)
+    builder.add_edge(START, "compile")
+    builder.add_conditional_edges("compile", route_step, ["test", END])
+    builder.add_conditional_edges("test", route_step, ["profile", END])
+    builder.add_edge("profile", END)
+    return builder.compile(name="judge")
+
+
+def _begin(ctx: LoopContext, cid: str):
+    run = ctx.run
+    record = run.record(cid)
+    verdict = run.verdict(cid)
+    if verdict is not None:      # judged before a kill: recorded, never redone
+        return Decided(lambda: verdict)
     if not record["has_code"]:
-        return no_code_verdict(rd.completion(cid).read_text(encoding="utf-8"), record["finish_reason"])
-    name = rd.candidate_src(cid).name
-    if ctx.evaluate is None:
-        ctx.progress.judging(record)
-        return ctx.judges.judge(rd.source(cid), candidate_name=name, profile=ctx.profile_policy == "all")
-    with ctx.gpus.lease() as gpu:
-        ctx.progress.judging(record)
-        return ctx.evaluate(ctx.problem, rd.source(cid), device=ctx.device, settings=ctx.config.eval,
-                            candidate_name=name, profile=ctx.profile_policy != "none", gpu_index=gpu)
+        made = no_code_verdict(run.rd.completion(cid).read_text(encoding="utf-8"), record["finish_reason"])
+        return Decided(lambda: made)
+    ctx.progress.judging(record)
+    return ctx.judges.begin(run.source(cid), candidate_name=run.rd.candidate_src(cid).name,
+                            profile=ctx.profile_policy == "all")
+
+
+def _step(ctx: LoopContext, cid: str, node: str) -> dict:
+    run, judgement = ctx.run, ctx.judgements[cid]
+    t0 = time.monotonic()
+    try:
+        verdict = judgement.advance()
+    except BaseException:
+        ctx.judgements.pop(cid, None)
+        judgement.close()
+        raise
+    if verdict is not None:
+        ctx.judgements.pop(cid, None)
+        record = run.record(cid)
+        if record["has_code"] and record.get("finish_reason") == "length" and not verdict.correct \
+                and run.verdict(cid) is None:
+            # code cut off at the token limit: the judge saw only a syntax error, the model must hear why
+            verdict = cut_off_verdict(verdict, ctx.config.sampling.max_new_tokens)
+        if run.verdict(cid) is None:
+            run.judged(cid, verdict)
+    _trace(ctx, cid, node, verdict, judgement.phase_s, time.monotonic() - t0)
+    if verdict is not None:
+        ctx.progress.evaluated(run.record(cid), verdict)
+    return {"ended": verdict is not None, "step": node}
+
+
+# the judge's phases (verdict.checks["phase_s"]) each step runs
+_PHASES = {"compile": ("setup", "compile"), "test": ("test", "gpu_compile"), "profile": ("time", "profile")}
+
+
+def _trace(ctx: LoopContext, cid: str, node: str, verdict: Verdict | None, phase_s: dict, wall_s: float) -> None:
+    """The step's event: "ok" when the judgement goes on, else the verdict's status (and
+    its first diagnostic where it failed); timed by the judge's phases of this step."""
+    run = ctx.run
+    metrics = {f"{k}_s": phase_s[k] for k in _PHASES[node] if k in phase_s}
+    seconds = sum(metrics.values()) if metrics else wall_s
+    if node == "profile" and verdict is not None:
+        metrics.update(speedup={"eager": verdict.speedup_eager, "compile": verdict.speedup_compile},
+                       bottleneck=bottleneck_label(verdict.bottleneck))
+    error = verdict.diagnostics[0].message if verdict is not None and verdict.diagnostics and not verdict.correct else None
+    run.stepped(cid, node, verdict.status.value if verdict is not None else "ok",
+                duration_s=seconds, metrics=metrics, error=error)
 
 
 def no_code_verdict(completion: str, finish_reason: str | None) -> Verdict:
@@ -77,57 +150,20 @@ def cut_off_verdict(verdict: Verdict, max_new_tokens: int) -> Verdict:
     return dataclasses.replace(verdict, feedback=feedback_for(verdict))
 
 
-# evaluator phases (verdict.checks["phase_s"]) in the order they run, and their trace node
-_PHASE_NODE = {"setup": "compile", "compile": "compile", "test": "test", "gpu_compile": "compile",
-               "time": "profile", "profile": "profile"}
-
-
-def _trace_phases(rd: RunDir, record: CandidateRecord, verdict: Verdict) -> None:
-    """One compile / test / profile event per node the evaluator reached, timed by its phase_s.
-
-    The node of the last phase reached carries the verdict's status (where it failed,
-    or "correct"); earlier nodes are "ok".
-    """
-    cid = record["id"]
-    if any(e["node"] in ("compile", "test", "profile") for e in rd.events_of(cid)):
-        return  # traced before a kill; the verdict was reused
-    phase_s = (verdict.checks or {}).get("phase_s") or {}
-    reached = [k for k in _PHASE_NODE if k in phase_s] or ["compile"]
-    last_node = _PHASE_NODE[reached[-1]]
-    error = verdict.diagnostics[0].message if verdict.diagnostics and not verdict.correct else None
-    for node in ("compile", "test", "profile"):
-        keys = [k for k in reached if _PHASE_NODE[k] == node]
-        if not keys:
-            continue
-        metrics: dict[str, Any] = {f"{k}_s": phase_s[k] for k in keys if k in phase_s}
-        if node == "profile":
-            metrics.update(speedup={"eager": verdict.speedup_eager, "compile": verdict.speedup_compile},
-                           bottleneck=bottleneck_label(verdict.bottleneck))
-        last = node == last_node
-        rd.append_event(iteration=record["round"], candidate=cid, node=node,
-                        status=verdict.status.value if last else "ok",
-                        duration_s=sum(phase_s.get(k, 0.0) for k in keys), metrics=metrics,
-                        error=error if last else None, artifacts={"eval": rd.eval(cid)})
-
-
 def ensure_profiled(ctx: LoopContext, cid: str) -> Verdict | None:
     """[eval] profile = "refined": give a correct candidate its bottleneck summary once
     its feedback is about to be used (a parent, the final best), not at evaluation."""
-    rd = ctx.rundir
-    if ctx.profile_policy != "refined" or not ctx.timed or ctx.judges is None or ctx.evaluate is not None:
+    run = ctx.run
+    if ctx.profile_policy != "refined" or not ctx.timed or ctx.judges is None:
         return None
-    verdict = rd.verdict(cid)
+    verdict = run.verdict(cid)
     if verdict is None or not verdict.correct or verdict.bottleneck is not None \
             or "profile_refined" in verdict.checks.get("phase_s", {}):
         return None
     t0 = time.monotonic()
-    profiled = ctx.judges.add_bottleneck(rd.source(cid), verdict, candidate_name=rd.candidate_src(cid).name)
-    rd.write_verdict(cid, profiled)
-    rd.append_event(iteration=parse_candidate_id(cid)[0], candidate=cid, node="profile",
-                    status="refined" if profiled.bottleneck else "refine_failed",
-                    duration_s=time.monotonic() - t0,
-                    metrics={"bottleneck": bottleneck_label(profiled.bottleneck),
-                             "roofline_fraction": (profiled.bottleneck or {}).get("roofline_fraction")},
-                    error=None if profiled.bottleneck else profiled.checks.get("profile_error"),
-                    artifacts={"eval": rd.eval(cid)})
+    profiled = ctx.judges.add_bottleneck(run.source(cid), verdict, candidate_name=run.rd.candidate_src(cid).name)
+    run.profiled(cid, profiled, time.monotonic() - t0)
     return profiled
+
+
+__all__ = ["STEPS", "ended_at", "build_judge_graph", "ensure_profiled", "no_code_verdict", "cut_off_verdict"]

@@ -1,8 +1,8 @@
 """The run directory (docs/DESIGN.md "Run directory"): paths, candidate ids, trace events.
 
-This module is the contract between the loop that writes a run (agent/loop/graph.py) and
-everything that reads one (inspect, report, export, bench, resume). It holds no loop
-logic. Layout:
+This module is the contract between the loop that writes a run (its one writer is
+agent/loop/run.py's Run) and everything that reads one (inspect, report, export, bench).
+It holds no loop logic. Layout:
 
   trace.jsonl           one event per line (TRACE_FIELDS), appended + fsynced; node is one
                         of NODES: the loop's steps, and "evaluate" for what befell the
@@ -17,8 +17,7 @@ logic. Layout:
   evals/<id>.json       the verdict JSON (schema 1)
   best.py               best correct candidate so far
   summary.json          run outcome
-  checkpoint.sqlite     langgraph's checkpoints: a cache, never read back (agent/loop/resume.py
-                        rebuilds the loop's state from the files above)
+  prescreen/<id>.json   what the sweep's pre-screen of candidate <id> found (agent/loop/sweep_plan.py)
   report.html           written by `krefine report`
 
 Candidate ids are `r<round:02d>-c<index:02d>`, rounds counted from 1, so lexical order
@@ -30,16 +29,12 @@ variants (agent/loop/sweep.py) follow the model's candidates of the round they w
 """
 from __future__ import annotations
 
-import json
-import os
-import threading
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Iterator
 
 from agent.loop.state import ORIGIN_MODEL
-from tools.jsonio import append_jsonl, read_json, read_jsonl, write_json, write_text_atomic
+from tools.jsonio import read_json, read_jsonl, write_text_atomic
 from tools.verdict import Verdict
 
 TRACE_SCHEMA = 1
@@ -58,24 +53,11 @@ def parse_candidate_id(cid: str) -> tuple[int, int]:
     return int(r[1:]), int(c[1:])
 
 
-@dataclass
-class _Memory:
-    """What one RunDir object has read or written, so the loop reads each file at most
-    once: the trace (read from the file once, then kept as appended; re-reading made a
-    run quadratic), its events by candidate, candidates' sources and their verdicts.
-    One process writes a run at a time."""
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    events: list | None = None
-    appending: bool = False                               # trace.jsonl's tail made whole for appends
-    by_candidate: dict = field(default_factory=dict)      # candidate id | None -> [event, ...]
-    sources: dict = field(default_factory=dict)           # candidate id -> source text
-    verdicts: dict = field(default_factory=dict)          # candidate id -> Verdict
-
-
 @dataclass(frozen=True)
 class RunDir:
+    """Paths of a run directory and plain reads of its files (inspect, report, export,
+    bench). While a loop runs, agent/loop/run.py's Run is their one writer."""
     root: Path
-    _memory: _Memory = field(default_factory=_Memory, init=False, repr=False, compare=False)
 
     @property
     def run_id(self) -> str:
@@ -89,8 +71,6 @@ class RunDir:
     @property
     def best(self) -> Path: return self.root / "best.py"
     @property
-    def checkpoint(self) -> Path: return self.root / "checkpoint.sqlite"
-    @property
     def report(self) -> Path: return self.root / "report.html"
     @property
     def meta(self) -> Path: return self.root / "run.json"  # problem path, config, model, device
@@ -100,6 +80,7 @@ class RunDir:
     def prompt(self, cid: str) -> Path: return self.root / "prompts" / f"{cid}.txt"
     def completion(self, cid: str) -> Path: return self.root / "completions" / f"{cid}.txt"
     def eval(self, cid: str) -> Path: return self.root / "evals" / f"{cid}.json"
+    def prescreen(self, parent: str) -> Path: return self.root / "prescreen" / f"{parent}.json"
 
     def judged(self) -> set[str]:
         """The candidates with a verdict on disk (written whole: tools/jsonio)."""
@@ -118,74 +99,24 @@ class RunDir:
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         return self
 
-    # 3) trace events
-    def append_event(self, *, iteration: int, candidate: str | None, node: str, status: str,
-                     duration_s: float = 0.0, metrics: dict | None = None,
-                     error: str | None = None, artifacts: dict | None = None) -> dict:
-        if node not in NODES:
-            raise ValueError(f"unknown trace node {node!r}")
-        event = {"schema": TRACE_SCHEMA, "run_id": self.run_id, "ts": time.time(),
-                 "iteration": iteration, "candidate": candidate, "node": node,
-                 "status": status, "duration_s": round(duration_s, 6),
-                 "metrics": metrics or {}, "error": error,
-                 "artifacts": {k: os.path.relpath(v, self.root) if os.path.isabs(str(v)) else str(v)
-                               for k, v in (artifacts or {}).items()}}
-        with self._memory.lock:
-            self._events()
-            if not self._memory.appending:
-                _mend_tail(self.trace)
-                self._memory.appending = True
-            append_jsonl(self.trace, event)
-            self._keep(event)
-        return event
-
+    # 3) reads
     def events(self) -> Iterator[dict]:
-        """Every event so far, in file order: the file is read once per RunDir object,
-        then what this object appends is added."""
-        with self._memory.lock:
-            return iter(list(self._events()))
+        """Every event so far, in file order."""
+        return iter(list(read_jsonl(self.trace)) if self.trace.exists() else [])
 
     def events_of(self, cid: str | None) -> list[dict]:
         """The events naming candidate `cid` (None: those naming none), in file order."""
-        with self._memory.lock:
-            self._events()
-            return list(self._memory.by_candidate.get(cid, ()))
-
-    def last_event(self) -> dict | None:
-        with self._memory.lock:
-            events = self._events()
-            return events[-1] if events else None
-
-    def _events(self) -> list:
-        memory = self._memory
-        if memory.events is None:
-            memory.events = []
-            for event in (read_jsonl(self.trace) if self.trace.exists() else ()):
-                self._keep(event)
-        return memory.events
-
-    def _keep(self, event: dict) -> None:
-        self._memory.events.append(event)
-        self._memory.by_candidate.setdefault(event.get("candidate"), []).append(event)
-
-    # 4) a candidate's source and verdict: written once, then read from memory
-    def write_source(self, cid: str, source: str) -> None:
-        write_text_atomic(self.candidate_src(cid), source)
-        self._memory.sources[cid] = source
+        return [e for e in self.events() if e.get("candidate") == cid]
 
     def source(self, cid: str) -> str | None:
         """candidates/<cid>.py, or None when no code was extracted for it."""
-        return _remembered(self._memory.sources, cid, self.candidate_src(cid),
-                           lambda path: path.read_text(encoding="utf-8"))
-
-    def write_verdict(self, cid: str, verdict: Verdict) -> None:
-        write_json(self.eval(cid), verdict.to_json())
-        self._memory.verdicts[cid] = verdict
+        path = self.candidate_src(cid)
+        return path.read_text(encoding="utf-8") if path.exists() else None
 
     def verdict(self, cid: str) -> Verdict | None:
         """evals/<cid>.json as a Verdict, or None before the candidate is judged."""
-        return _remembered(self._memory.verdicts, cid, self.eval(cid),
-                           lambda path: Verdict.from_json(read_json(path)))
+        path = self.eval(cid)
+        return Verdict.from_json(read_json(path)) if path.exists() else None
 
     # 5) the model's completions: text in completions/, the rest in the generate event
     def completion_ids(self) -> list[str]:
@@ -193,11 +124,11 @@ class RunDir:
         return [e["candidate"] for e in self.events() if e["node"] == "generate" and e["candidate"]
                 and (e.get("metrics") or {}).get("origin", ORIGIN_MODEL) == ORIGIN_MODEL]
 
-    def completion_record(self, cid: str) -> dict | None:
+    def completion_record(self, cid: str, event: dict | None = None) -> dict | None:
         """{"candidate", "parent", "round", "completion", "prompt_tokens", "completion_tokens",
         "model", "finish_reason"} of a model-written candidate; None before its generate
         event (written after its files: a candidate without one was cut off by a kill)."""
-        event = next((e for e in self.events_of(cid) if e["node"] == "generate"), None)
+        event = event or next((e for e in self.events_of(cid) if e["node"] == "generate"), None)
         if event is None:
             return None
         m = event.get("metrics") or {}
@@ -215,47 +146,5 @@ class RunDir:
     def read_summary(self) -> dict | None:
         return read_json(self.summary) if self.summary.exists() else None
 
-    def write_summary(self, summary: dict[str, Any]) -> None:
-        write_json(self.summary, {"schema": 1, **summary})
-
     def write_text(self, path: Path, text: str) -> None:
         write_text_atomic(path, text)
-
-
-def _mend_tail(path: Path) -> None:
-    """Before a session's first append: a last line without its newline (a kill mid-append)
-    is cut, as read_jsonl skips it, or ended when it is a whole record, as read_jsonl keeps
-    it; appended after as it is, it would be a broken line mid-file that every read fails on.
-    One process writes a run at a time, so no other writer is mid-line."""
-    try:
-        f = open(path, "rb+")
-    except FileNotFoundError:
-        return
-    with f:
-        size = f.seek(0, os.SEEK_END)
-        if size == 0:
-            return
-        f.seek(size - 1)
-        if f.read(1) == b"\n":
-            return
-        f.seek(0)
-        data = f.read()
-        start = data.rfind(b"\n") + 1
-        try:
-            json.loads(data[start:])
-        except ValueError:           # torn (JSONDecodeError, or bytes cut mid-character)
-            f.truncate(start)
-        else:
-            f.seek(size)
-            f.write(b"\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _remembered(store: dict, cid: str, path: Path, read: Callable[[Path], Any]) -> Any:
-    """store[cid], read from `path` the first time it is asked for; None while no such file."""
-    if cid not in store:
-        if not path.exists():
-            return None
-        store[cid] = read(path)
-    return store[cid]

@@ -14,40 +14,33 @@ Does not decide anything about the loop itself.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import sqlite3
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from langgraph.checkpoint.sqlite import SqliteSaver
-
 from agent.config import DEFAULT_MODEL_ID, AgentConfig, load_config, upgrade_run_config
-from agent.loop.context import GpuPool, LoopContext
+from agent.loop.context import LoopContext
 from agent.loop.graph import build_graph, make_summary, run_graph
 from agent.models.base import BackendUnavailable
 from agent.models.llm import NO_MODEL, ReplayBackend, check_spec, make_backend
 from agent.loop.progress import Progress, make_progress
-from agent.loop.resume import state_from_rundir
+from agent.loop.run import Run
 from agent.loop.rundir import RunDir
-from agent.loop.state import RunState, initial_state
+from agent.loop.state import RunState
 from tools.errors import EXIT_FAIL, EXIT_OK, BadInput, EvaluatorError
-from tools.jsonio import read_json, write_json
+from tools.jsonio import read_json
 from tools.judge import JudgePool
 from tools.judge.warm import warm_imports
 from tools.problem import load_problem
 from tools.settings import SettingsError, build
 
-THREAD_ID = "krefine"  # one run per checkpoint.sqlite, so one thread
-
-
 @dataclass(frozen=True)
 class Services:
     """What a run borrows instead of making its own (krefine bench --ray)."""
-    judges: Callable[..., Any]       # (problem, device, EvalSettings, RunDir) -> a pool with JudgePool's interface
+    judges: Callable[..., Any]       # (problem, device, EvalSettings, Run) -> a pool with JudgePool's interface
     backend: Any = None              # a loaded backend shared by every run; None: load the run's model spec
 
 
@@ -104,15 +97,13 @@ def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Pa
             config, model=dataclasses.replace(config.model, id=NO_MODEL),
             search=dataclasses.replace(config.search, seed_kernel="inductor"))
         backend = _load_backend(spec, config, skip=0)
-    rd.create()
-    write_json(rd.meta, {"schema": 1, **({"model_fallback": fallback} if fallback else {}),
-                         "problem": {"path": str(Path(problem.path).resolve()), "name": problem.name,
-                                     "source": problem.source},
-                         "config": dataclasses.asdict(config), "model": spec, "device": device,
-                         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    run = Run.create(rd, {**({"model_fallback": fallback} if fallback else {}),
+                          "problem": {"path": str(Path(problem.path).resolve()), "name": problem.name,
+                                      "source": problem.source},
+                          "config": dataclasses.asdict(config), "model": spec, "device": device,
+                          "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     # 4) the loop
-    return _drive(rd, problem, config, backend, device, make_progress(progress), services,
-                  initial_state(str(problem.path)))
+    return _drive(run, problem, config, backend, device, make_progress(progress), services)
 
 
 def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services | None = None,
@@ -139,17 +130,14 @@ def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services
     # as run.json is written back (a raised budget): the config read as today's, and its
     # model spec the id that config names, so the next resume reads the same model
     meta = {**meta, "model": config.model.id, "config": dataclasses.asdict(config)}
+    run = Run(rd)
     if budget:
-        config = _raised(rd, meta, budget)
+        config = _raised(run, meta, budget)
     # 2) the replay backend resumes after every completion already recorded
     consumed = len(rd.completion_ids())
     backend = _load_backend(config.model.id, config, skip=consumed, shared=services.backend if services else None)
-    # 3) the state of its last decide; a raised budget reopens a run that budget stopped
-    state = state_from_rundir(rd, str(problem.path))
-    if budget and state["stop_reason"] in _BUDGET_STOPS:
-        state = RunState(state, stop_reason=None)
-    return _drive(rd, problem, config, backend, meta["device"], make_progress(progress), services, state,
-                  resumed=True)
+    return _drive(run, problem, config, backend, meta["device"], make_progress(progress), services,
+                  reopen=bool(budget))
 
 
 # what a raised budget can undo (agent/loop/state.py stop_reason), and the key that raises it
@@ -169,7 +157,7 @@ def more_budget_hint(run_dir: str | Path, stop_reason: str | None) -> str | None
             f"--set budget.{key}={more:g}")
 
 
-def _raised(rd: RunDir, meta: dict, budget: dict) -> AgentConfig:
+def _raised(run: Run, meta: dict, budget: dict) -> AgentConfig:
     """The run's config with `budget`'s [budget] values, written back to run.json."""
     doc = {**meta["config"], "budget": dict(meta["config"]["budget"])}
     for key, value in budget.items():
@@ -181,71 +169,52 @@ def _raised(rd: RunDir, meta: dict, budget: dict) -> AgentConfig:
         config = build(AgentConfig, doc, "--set")
     except SettingsError as e:
         raise BadInput("--set", str(e).removeprefix("--set.")) from None
-    write_json(rd.meta, {**meta, "config": dataclasses.asdict(config)})
+    run.write_meta({**meta, "config": dataclasses.asdict(config)})
     return config
 
 
-def _drive(rd: RunDir, problem, config: AgentConfig, backend, device: str, progress: Progress,
-           services: Services | None, state: RunState, resumed: bool = False) -> dict:
-    """Run the graph from `state` (the initial one, or a resumed run's) to its end."""
+def _drive(run: Run, problem, config: AgentConfig, backend, device: str, progress: Progress,
+           services: Services | None, reopen: bool = False) -> dict:
+    """Run the graph from the run's state (the initial one, or where a resumed run's last
+    decide left it) to its end. `reopen`: a raised budget reopens a run that budget stopped."""
+    rd = run.rd
+    state = run.state(str(problem.path))
+    resumed = run.events() != []
+    if reopen and state["stop_reason"] in _BUDGET_STOPS:
+        state = RunState(state, stop_reason=None)
     latest = {"state": state}   # after the last step: a failed run's summary is made from it
-    with _checkpointer(rd) as saver:
-        graph = build_graph(saver)
-        if resumed and not state["stop_reason"]:
-            rd.summary.unlink(missing_ok=True)  # left by a session that failed; the run goes on
-        gpus = evaluation_slots(device)
-        if services is None:   # judged here, from the loop's threads: torch's lazy modules first
-            warm_imports(device)
-        judges = services.judges(problem, device, config.eval, rd) if services else \
-            JudgePool(problem, device=device, gpu_count=gpus.size, settings=config.eval)
-        ctx = LoopContext(rundir=rd, problem=problem, config=config, backend=backend, device=device,
-                          progress=progress, gpus=gpus, judges=judges,
-                          wall_offset_s=state["spent"]["wall_s"])
-        if resumed:
-            progress.resumed(state, judged=rd.judged(), written=rd.written())
-        try:
-            state = run_graph(graph, ctx, THREAD_ID, state, on_step=lambda s: latest.update(state=s))
-        except EvaluatorError:
-            progress.close()
-            _write_failed_summary(rd, latest["state"], device, "evaluator_error")
-            raise
-        except KeyboardInterrupt:
-            progress.close()
-            print(f"krefine: run interrupted; continue it with: krefine resume {rd.root}", file=sys.stderr)
-            raise
-        except BackendUnavailable as e:   # the model went away mid-run (a server that died): one line, kept
-            progress.close()
-            e.args = (f"{e.path}: {e.why}; what was done is kept: when the model is back, krefine resume {rd.root}",)
-            raise
-        except BaseException:
-            progress.close()
-            raise
-        finally:
-            ctx.judges.close()
-    summary = make_summary(state, device == "cuda", rd)
-    rd.write_summary(summary)
-    summary = rd.read_summary()
+    if not state["stop_reason"]:
+        run.write_summary(None)   # a failed session's; the run goes on
+    if services is None:   # judged here, from the loop's threads: torch's lazy modules first
+        warm_imports(device)
+    judges = services.judges(problem, device, config.eval, run) if services else \
+        JudgePool(problem, device=device, gpu_count=gpu_count(device), settings=config.eval)
+    ctx = LoopContext(run=run, problem=problem, config=config, backend=backend, device=device,
+                      progress=progress, judges=judges, wall_offset_s=state["spent"]["wall_s"])
+    if resumed:
+        progress.resumed(run.view(state), judged=rd.judged(), written=rd.written())
+    try:
+        state = run_graph(build_graph(), ctx, state, on_step=lambda s: latest.update(state=s))
+    except EvaluatorError:
+        progress.close()
+        run.write_summary(make_summary(run, dict(latest["state"], stop_reason="evaluator_error"), device == "cuda"))
+        raise
+    except KeyboardInterrupt:
+        progress.close()
+        print(f"krefine: run interrupted; continue it with: krefine resume {rd.root}", file=sys.stderr)
+        raise
+    except BackendUnavailable as e:   # the model went away mid-run (a server that died): one line, kept
+        progress.close()
+        e.args = (f"{e.path}: {e.why}; what was done is kept: when the model is back, krefine resume {rd.root}",)
+        raise
+    except BaseException:
+        progress.close()
+        raise
+    finally:
+        judges.close()
+    summary = {"schema": 1, **make_summary(run, state, device == "cuda")}   # as decide wrote it
     progress.finished(summary, str(rd.root))
     return summary
-
-
-def _write_failed_summary(rd: RunDir, state: dict, device: str, reason: str) -> None:
-    if not state:
-        return
-    rd.write_summary(make_summary(dict(state, stop_reason=reason), device == "cuda", rd))
-
-
-@contextlib.contextmanager
-def _checkpointer(rd: RunDir):
-    """checkpoint.sqlite: langgraph's record of the session's steps, a cache that nothing
-    reads back (a run resumes from its files, agent/loop/resume.py), kept so the run
-    directory's layout holds it as the contract says."""
-    # evaluate tasks of one round run in langgraph's worker threads
-    conn = sqlite3.connect(rd.checkpoint, check_same_thread=False)
-    try:
-        yield SqliteSaver(conn)
-    finally:
-        conn.close()
 
 
 def _load_backend(spec: str, config: AgentConfig, *, skip: int, shared: Any = None) -> Any:
@@ -277,13 +246,13 @@ def resolve_device(wanted: str | None) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def evaluation_slots(device: str) -> GpuPool:
+def gpu_count(device: str) -> int:
     """The GPUs a run's judges spread over: every visible one (runs of one process share
-    them through tools/judge/gpulock.py, per device), one slot on cpu."""
+    them through tools/judge/gpulock.py, per device), one on cpu."""
     if device != "cuda":
-        return GpuPool(1)
+        return 1
     import torch
-    return GpuPool(max(1, torch.cuda.device_count()))
+    return max(1, torch.cuda.device_count())
 
 
 def default_run_dir(out_root: str, problem_name: str) -> Path:

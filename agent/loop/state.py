@@ -1,22 +1,18 @@
 """The refinement loop's state and the pure rules over it: ranking, parents, stopping.
 
-Covers what flows between the loop's nodes (`RunState`, one `CandidateRecord` per
-candidate, the budget spent), how a verdict becomes record fields (`judged_record`), and
-the decisions that read only that state: which candidate is best, which ones the next
-round refines (greedy or beam, repair of failed ones), which one the constant sweep
-re-launches next, and why the loop stops. Does no I/O and calls no model or evaluator:
-the nodes in agent/loop/graph.py do, then hand plain values to these functions.
-
-Everything here is plain JSON-able data (dicts, lists, str, numbers). The run directory
-holds all of it: `krefine resume` rebuilds it from there (agent/loop/resume.py), and
-langgraph's checkpointer only caches it.
+Covers what flows between the loop's nodes (`RunState`: ids and routing), a candidate's
+record (`CandidateRecord`, as agent/loop/run.py's Run makes it from its generate event
+and its verdict), the budget spent, and the decisions that read only records: which
+candidate is best, which ones the next round refines (greedy or beam, repair of failed
+ones), which one the constant sweep re-launches next, and why the loop stops. Does no
+I/O and calls no model or judge: the nodes in agent/loop/graph.py do, then hand plain
+values to these functions.
 """
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal, TypedDict
+from typing import Literal, TypedDict
 
-from tools.verdict import Verdict
 
 # stop reasons recorded in summary.json
 StopReason = Literal["target_reached", "roofline", "replay_exhausted", "max_rounds",
@@ -67,27 +63,6 @@ def may_be_best(record: CandidateRecord) -> bool:
     return record.get("origin", ORIGIN_MODEL) in (ORIGIN_MODEL, ORIGIN_SWEEP)
 
 
-def new_record(cid: str, round_: int, index: int, *, parent: str | None, origin: str, has_code: bool = True,
-               finish_reason: str | None = None, tokens: tuple[int, int] = (0, 0),
-               change: str | None = None) -> CandidateRecord:
-    """A candidate just written, not yet judged."""
-    return CandidateRecord(id=cid, round=round_, index=index, parent=parent, has_code=has_code,
-                           finish_reason=finish_reason, status="pending", correct=False,
-                           speedup={"eager": None, "compile": None}, speedup_low={"eager": None, "compile": None},
-                           flags=[], bottleneck=None, roofline_fraction=None,
-                           tokens={"prompt": tokens[0], "completion": tokens[1]}, origin=origin, change=change)
-
-
-def judged_record(record: CandidateRecord, verdict: Verdict) -> CandidateRecord:
-    """`record` with what its verdict says: the one place a verdict becomes record fields
-    (the evaluate node, and a state rebuilt from the run directory)."""
-    return dict(record, status=verdict.status.value, correct=verdict.correct,
-                speedup={"eager": verdict.speedup_eager, "compile": verdict.speedup_compile},
-                speedup_low={b: (verdict.speedup_interval.get(b) or {}).get("low") for b in ("eager", "compile")},
-                flags=list(verdict.flags), bottleneck=bottleneck_label(verdict.bottleneck),
-                roofline_fraction=(verdict.bottleneck or {}).get("roofline_fraction"))
-
-
 def bottleneck_label(bottleneck: dict | None) -> str | None:
     """The profiler's class for the progress table (e.g. "memory-bound"), if it has one."""
     label = (bottleneck or {}).get("class")
@@ -103,35 +78,22 @@ class Spent(TypedDict):
     wall_s: float                    # wall-clock seconds, summed over resumed sessions
 
 
-def merge_candidates(old: dict[str, CandidateRecord], new: dict[str, CandidateRecord]) -> dict[str, CandidateRecord]:
-    """Reducer: evaluate tasks of one round each return their own record."""
-    merged = dict(old or {})
-    merged.update(new or {})
-    return dict(sorted(merged.items()))
-
-
 class RunState(TypedDict):
+    """The graph's state: ids and routing only (the candidates are the run's: agent/loop/run.py)."""
     problem_path: str
     round: int                       # the last round generated (0 before the first)
-    candidates: Annotated[dict[str, CandidateRecord], merge_candidates]
     pending: list[str]               # ids generated this round, judged before decide
     best: str | None                 # best correct candidate so far
     spent: Spent
-    replay_exhausted: bool           # the backend had no more completions to hand out
     stop_reason: str | None          # set by decide when the loop ends
-    swept: list[str]                 # candidates the sweep has re-launched (each at most once)
     sweep_next: str | None           # set by decide: the candidate the sweep node re-launches next
-
-
-class EvalTask(TypedDict):
-    """What one `Send` to the evaluate node carries."""
-    candidate: CandidateRecord
+    decided: bool                    # a decide has run: the next round is the model's
 
 
 def initial_state(problem_path: str) -> RunState:
-    return RunState(problem_path=problem_path, round=0, candidates={}, pending=[], best=None,
+    return RunState(problem_path=problem_path, round=0, pending=[], best=None,
                     spent=Spent(rounds=0, candidates=0, sweep=0, prescreen=0, tokens=0, wall_s=0.0),
-                    replay_exhausted=False, stop_reason=None, swept=[], sweep_next=None)
+                    stop_reason=None, sweep_next=None, decided=False)
 
 
 # ---------------------------------------------------------------- ranking

@@ -1,6 +1,6 @@
 """Which variants a sweep sends to the judge: `plan_sweep`, with the pre-screen.
 
-Without a pre-screen ([search] prescreen_variants = 0, or a stand-in evaluator) a sweep
+Without a pre-screen ([search] prescreen_variants = 0, or judges that have none) a sweep
 writes the first [search] sweep_variants variants agent/loop/sweep.py makes. With one,
 the sweep makes up to prescreen_variants variants (`wide`: pairs of constants too, and
 the precision of exact dots), has the judge check and time all of them in one worker
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from agent.loop.state import ORIGIN_SWEEP
 from agent.loop.sweep import Variant, sweep_variants
-from tools.jsonio import read_json, write_json
+from tools.jsonio import read_json
 
 
 def plan_sweep(ctx, state, parent: str, *, screen: bool = True) -> list[Variant]:
@@ -26,27 +26,27 @@ def plan_sweep(ctx, state, parent: str, *, screen: bool = True) -> list[Variant]
     is left of sweep_budget, none whose source the run already holds (a variant of a
     variant may undo its change). screen=False: only whether there would be any (decide
     asks before routing to the sweep; the pre-screen itself runs in the sweep node)."""
-    cfg, rd = ctx.config.search, ctx.rundir
+    cfg, run = ctx.config.search, ctx.run
     records = state["candidates"].values()
     left = cfg.sweep_budget - sum(1 for r in records if r.get("origin") == ORIGIN_SWEEP)
     limit = min(cfg.sweep_variants, left)
     if ctx.device == "cpu":    # untimed: nothing ranks variants, so one shows the path (each costs minutes)
         limit = min(limit, 1)
-    if limit <= 0 or rd.source(parent) is None:
+    if limit <= 0 or run.source(parent) is None:
         return []
-    held = {rd.source(r["id"]) for r in records if r["has_code"]} - {None}
-    kept = _screened(rd, parent)
+    held = {run.source(r["id"]) for r in records if r["has_code"]} - {None}
+    kept = _screened(run.rd, parent)
     if kept is not None:                                   # screened before (this session or a killed one)
         return [Variant(v["source"], v["change"]) for v in kept["chosen"] if v["source"] not in held][:limit]
-    width = min(cfg.prescreen_variants, cfg.prescreen_budget - prescreened(rd)) if uses_prescreen(ctx) else 0
+    width = min(cfg.prescreen_variants, cfg.prescreen_budget - prescreened(run)) if uses_prescreen(ctx) else 0
     if ctx.device == "cpu":      # untimed: screen no more than go on
         width = min(width, limit)
     if width <= 0:
-        variants = sweep_variants(rd.source(parent), limit + len(held))
+        variants = sweep_variants(run.source(parent), limit + len(held))
         return [v for v in variants if v.source not in held][:limit]
     if not screen:                                         # whether there is any: no need to make them all
         width = limit
-    variants = [v for v in sweep_variants(rd.source(parent), width + len(held), wide=True)
+    variants = [v for v in sweep_variants(run.source(parent), width + len(held), wide=True)
                 if v.source not in held][:width]
     if not screen or not variants:
         return variants[:limit]
@@ -54,21 +54,20 @@ def plan_sweep(ctx, state, parent: str, *, screen: bool = True) -> list[Variant]
 
 
 def uses_prescreen(ctx) -> bool:
-    """The real judges are there (a stand-in evaluator has no pre-screen) and it is on."""
-    return ctx.config.search.prescreen_variants > 0 and ctx.evaluate is None \
-        and hasattr(ctx.judges, "prescreen")
+    """It is on, and the judges pre-screen (tools/judge's do; so does a Ray judge actor)."""
+    return ctx.config.search.prescreen_variants > 0 and hasattr(ctx.judges, "prescreen")
 
 
-def prescreened(rd) -> int:
+def prescreened(run) -> int:
     """Variants pre-screened in this run so far (every prescreen/*.json)."""
-    return sum(len(read_json(f)["variants"]) for f in sorted(_dir(rd).glob("*.json")))
+    return sum(len(read_json(f)["variants"]) for f in sorted(_dir(run.rd).glob("*.json")))
 
 
 def _prescreen(ctx, state, parent: str, variants: list[Variant], limit: int) -> list[Variant]:
-    rd = ctx.rundir
+    run = ctx.run
     ctx.progress.note(f"pre-screening {len(variants)} variant{'s' * (len(variants) != 1)} of {parent} on one input")
     t0 = time.monotonic()
-    screens = ctx.judges.prescreen([rd.source(parent), *(v.source for v in variants)],
+    screens = ctx.judges.prescreen([run.source(parent), *(v.source for v in variants)],
                                    reps=ctx.config.search.prescreen_reps)
     seconds = time.monotonic() - t0
     own, rest = screens[0], screens[1:]
@@ -80,13 +79,10 @@ def _prescreen(ctx, state, parent: str, variants: list[Variant], limit: int) -> 
               "variants": [{"change": v.change, "status": timing[i].status, "ms": timing[i].ms,
                             "how": timing[i].how, "error": timing[i].error} for i, v in enumerate(variants)],
               "chosen": [{"change": v.change, "source": v.source} for v in chosen]}
-    write_json(_dir(rd) / f"{parent}.json", record)
     best = right[0].ms if right else None
-    rd.append_event(iteration=state["round"], candidate=parent, node="evaluate", status="prescreen",
-                    duration_s=seconds,
-                    metrics={"variants": len(variants), "correct": len(right), "chosen": len(chosen),
-                             "parent_ms": own.ms, "best_ms": best},
-                    artifacts={"prescreen": _dir(rd) / f"{parent}.json"})
+    run.prescreened(parent, state["round"], record, seconds,
+                    {"variants": len(variants), "correct": len(right), "chosen": len(chosen),
+                     "parent_ms": own.ms, "best_ms": best})
     ctx.progress.note(f"pre-screen of {parent}: {len(right)}/{len(variants)} right on one input"
                       + (f", fastest {best:.4g} ms vs the parent's {own.ms:.4g} ms" if best and own.ms else "")
                       + f" ({seconds:.1f} s); {len(chosen)} go{'es' * (len(chosen) == 1)} to the judge")
@@ -102,7 +98,7 @@ def _noted(variant: Variant, screen, own) -> Variant:
 
 
 def _screened(rd, parent: str) -> dict | None:
-    f = _dir(rd) / f"{parent}.json"
+    f = rd.prescreen(parent)
     return read_json(f) if f.exists() else None
 
 

@@ -59,8 +59,9 @@ class Judgement:
         self.run: Evaluation | None = None
 
     @property
-    def next_step(self) -> str | None:
-        return None if self.verdict is not None else STEPS[len(self.done)]
+    def phase_s(self) -> dict:
+        """Seconds per phase so far (the verdict's checks["phase_s"] once it has one)."""
+        return dict(self.run.phase_s) if self.run is not None else {}
 
     def advance(self) -> Verdict | None:
         if self.verdict is not None:
@@ -114,6 +115,39 @@ class Judgement:
             on_end, self._on_end = self._on_end, None
             if on_end is not None:
                 on_end()
+
+
+def ended_at(verdict: Verdict) -> str:
+    """The step a verdict was reached at, by the phases it went through."""
+    phase_s = (verdict.checks or {}).get("phase_s") or {}
+    if "time" in phase_s or "profile" in phase_s:
+        return "profile"
+    return "test" if "test" in phase_s else "compile"
+
+
+class Decided:
+    """A judgement whose verdict `make()` gives whole (a host that judges in one call,
+    e.g. a Ray judge actor; a verdict recorded before), gone through step by step like
+    a Judgement: `advance()` returns it at the step it was reached at."""
+
+    def __init__(self, make):
+        self._make, self.done, self.verdict, self._whole = make, [], None, None
+
+    def advance(self) -> Verdict | None:
+        if self._whole is None:
+            self._whole = self._make()
+        step = STEPS[len(self.done)]
+        self.done.append(step)
+        if step == ended_at(self._whole) or step == STEPS[-1]:
+            self.verdict = self._whole
+        return self.verdict
+
+    @property
+    def phase_s(self) -> dict:
+        return dict((self._whole.checks or {}).get("phase_s") or {}) if self._whole is not None else {}
+
+    def close(self) -> None:
+        pass
 
 
 def judge_in(judge, candidate_src: str, *, candidate_name: str = "candidate.py",

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from agent.loop.sweep import Variant
+from agent.search.sweep import Variant
 from agent.loop.sweep_plan import _prescreen
 from tools.judge.prescreen import CORRECT, FAILED, INCORRECT, Screen, prescreen
 from tools.settings import EvalSettings, TrialSettings

@@ -1,4 +1,4 @@
-"""agent/loop/sweep.py: variants that change only launch constants.
+"""agent/search/sweep.py: variants that change only launch constants.
 
 Each test reads the variants' ASTs with its own diff (below), not the module's, so a
 variant that changed anything else would fail here even if the module's self-check
@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import json
 
-from agent.loop.sweep import changed_constants, sweep_variants
+from agent.search.sweep import changed_constants, sweep_variants
 from run_fixtures import REPO
 
 KERNELBOOK = '''\

@@ -19,7 +19,7 @@ from agent.models.llm import NoModelBackend
 from agent.loop.progress import QuietProgress
 from agent.loop.run import Run
 from agent.loop.rundir import RunDir
-from agent.loop.sweep import sweep_variants
+from agent.search.sweep import sweep_variants
 from run_fixtures import REPO, TINY_PROBLEM, Problem, ScriptedBackend, ScriptedJudges, cli, fast_config
 from tools.jsonio import read_json
 from tools.verdict import Diagnostic, Status, Verdict

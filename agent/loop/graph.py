@@ -14,7 +14,7 @@ seed, a completion, a sweep's variants, a verdict) and the Run writes nothing tw
   seed       ([search] seed_kernel = "inductor") the Inductor seed portfolio, as round 0
   generate   one round of the model's candidates (completions of this round recorded
              before a kill are reused, not sampled again)
-  sweep      launch-constant variants of decide's `sweep_next` (agent/loop/sweep.py)
+  sweep      launch-constant variants of decide's `sweep_next` (agent/search/sweep.py)
   judge      each candidate's compile → test → profile (agent/loop/judging.py)
   decide     best so far, budget, stop or loop; the summary when the run stops
 

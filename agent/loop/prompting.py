@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from agent.config import PromptConfig
-from agent.loop.sweep import launch_constants
+from agent.search.sweep import launch_constants
 from tools.judge.feedback import SEPARATOR, cut_marker, feedback_sections
 from tools.templates import environment
 from tools.verdict import Verdict

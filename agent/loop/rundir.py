@@ -23,7 +23,7 @@ It holds no loop logic. Layout:
 Candidate ids are `r<round:02d>-c<index:02d>`, rounds counted from 1, so lexical order
 is generation order. Round 0 holds `r00-c00`, the Inductor seed ([search] seed_kernel =
 "inductor"): its generate event's metrics carry "origin": "inductor_seed". Constant-sweep
-variants (agent/loop/sweep.py) follow the model's candidates of the round they were made in
+variants (agent/search/sweep.py) follow the model's candidates of the round they were made in
 (after the seed in round 0); their generate events carry "origin": "sweep", "parent" and
 "change" (the launch constants changed); they have no prompt or completion.
 """

@@ -1,7 +1,7 @@
 """Which variants a sweep sends to the judge: `plan_sweep`, with the pre-screen.
 
 Without a pre-screen ([search] prescreen_variants = 0, or judges that have none) a sweep
-writes the first [search] sweep_variants variants agent/loop/sweep.py makes. With one,
+writes the first [search] sweep_variants variants agent/search/sweep.py makes. With one,
 the sweep makes up to prescreen_variants variants (`wide`: pairs of constants too, and
 the precision of exact dots), has the judge check and time all of them in one worker
 (tools/judge/prescreen.py: one input, CUDA-graph timing), and writes only the fastest
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from agent.loop.state import ORIGIN_SWEEP
-from agent.loop.sweep import Variant, sweep_variants
+from agent.search.sweep import Variant, sweep_variants
 from tools.jsonio import read_json
 
 

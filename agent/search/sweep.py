@@ -41,8 +41,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterator
 
-from agent.loop.sweep_template import template_knobs
-from agent.loop.sweep_knobs import TileGrid, _Knob, _Site, _site
+from agent.search.template import template_knobs
+from agent.search.knobs import TileGrid, _Knob, _Site, _site
 from tools.precision import with_dot_precision
 
 PRECISION_CHANGE = "tl.dot ieee->tf32x3"

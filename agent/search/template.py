@@ -1,4 +1,4 @@
-"""The constant sweep's knobs inside a GEMM template (agent/loop/sweep.py reads launch sites).
+"""The constant sweep's knobs inside a GEMM template (agent/search/sweep.py reads launch sites).
 
 Inductor's matmul template (`triton_tem_*`, what a max-autotune seed's GEMMs are) declares
 its tile sizes in its own body and launches on a grid call() computed from them:
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import ast
 
-from agent.loop.sweep_knobs import TileGrid, _Knob, _site
+from agent.search.knobs import TileGrid, _Knob, _site
 
 _TILES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")
 

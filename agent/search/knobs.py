@@ -1,4 +1,4 @@
-"""The sweep's vocabulary (agent/loop/sweep.py, agent/loop/sweep_template.py): an integer
+"""The sweep's vocabulary (agent/search/sweep.py, agent/search/template.py): an integer
 literal in a source (`_Site`), a launch constant and every literal that moves with it
 (`_Knob`), and a GEMM template's grid computed from its tiles (`TileGrid`)."""
 from __future__ import annotations

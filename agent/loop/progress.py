@@ -70,10 +70,10 @@ class Progress:
         self._last_tick = -1e9
 
     def resumed(self, state: dict, judged: set[str] | None = None, written: set[str] | None = None) -> None:
-        """A resumed run: show what earlier sessions already judged. `judged`: the
-        candidates with a verdict in the run directory, `written`: those with a source
-        there (what a session wrote after the last decide is on disk, not in `state`:
-        agent/loop/resume.py); together they say which round a kill interrupted."""
+        """A resumed run: show what earlier sessions already judged. `state`: Run.view of
+        the last decide's state; `judged`: the candidates with a verdict in the run
+        directory, `written`: those with a source there; together they say which round a
+        kill interrupted."""
         judged = set(judged or ()) | {c for c, r in state["candidates"].items() if r["status"] != "pending"}
         rounds = {c: r["round"] for c, r in state["candidates"].items()}
         rounds.update({c: parse_candidate_id(c)[0] for c in written or ()})

@@ -1,11 +1,11 @@
 """`krefine run` and `krefine resume`, and `run_problem()` for library callers (bench).
 
 Sets a run up and hands it to the graph (agent/loop/graph.py): load the problem, resolve
-the device, claim the run directory, load the model backend, write run.json, then run
-the loop. `resume` rebuilds the same pieces from run.json and the loop's state from the
-run directory (agent/loop/resume.py; checkpoint.sqlite, langgraph's, is only a cache), and
-goes on from there; the replay backend is moved past the completions the run already
-consumed. A caller that shares an evaluator
+the device, claim the run directory, load the model backend, create the run (agent/loop/run.py
+`Run.create`: run.json), then run the loop from `Run.state()`. `resume` rebuilds the same
+pieces from run.json and goes on the same way from what the run directory holds; the
+replay backend is moved past the completions the run already consumed. A caller that
+shares an evaluator
 or a model between runs (krefine bench --ray) passes them in as `Services`.
 
 Exit status (docs/DESIGN.md): 0 solved, 1 budget spent without a solution, 2 bad input

@@ -15,8 +15,8 @@ from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, BadInput, EvaluatorErro
 # subcommand -> module holding its main(args)
 COMMANDS = {
     "eval": "agent.cli.evalcmd",
-    "run": "agent.loop.runner",
-    "resume": "agent.loop.runner",
+    "run": "agent.cli.runcmd",
+    "resume": "agent.cli.runcmd",
     "inspect": "agent.cli.inspect",
     "report": "agent.cli.report",
     "export": "agent.cli.export",

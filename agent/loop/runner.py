@@ -1,4 +1,4 @@
-"""`krefine run` and `krefine resume`, and `run_problem()` for library callers (bench).
+"""`run_problem()` and `resume_run()`: one run set up and driven (agent/cli/runcmd.py, bench).
 
 Sets a run up and hands it to the graph (agent/loop/graph.py): load the problem, resolve
 the device, claim the run directory, load the model backend, create the run (agent/loop/run.py
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from agent.config import DEFAULT_MODEL_ID, AgentConfig, load_config, upgrade_run_config
+from agent.config import AgentConfig, upgrade_run_config
 from agent.loop.context import LoopContext
 from agent.loop.graph import build_graph, make_summary, run_graph
 from agent.models.base import BackendUnavailable
@@ -30,7 +30,7 @@ from agent.loop.progress import Progress, make_progress
 from agent.loop.run import Run
 from agent.loop.rundir import RunDir
 from agent.loop.state import RunState
-from tools.errors import EXIT_FAIL, EXIT_OK, BadInput, EvaluatorError
+from tools.errors import BadInput, EvaluatorError
 from tools.jsonio import read_json
 from tools.judge import JudgePool
 from tools.judge.warm import warm_imports
@@ -42,22 +42,6 @@ class Services:
     """What a run borrows instead of making its own (krefine bench --ray)."""
     judges: Callable[..., Any]       # (problem, device, EvalSettings, Run) -> a pool with JudgePool's interface
     backend: Any = None              # a loaded backend shared by every run; None: load the run's model spec
-
-
-def main(args) -> int:
-    if args.command == "resume":
-        from agent.config import parse_assignment
-        budget = dict(parse_assignment(a, "--set") for a in args.sets)
-        summary = resume_run(args.run_dir, budget=budget)
-        if not budget and (hint := more_budget_hint(args.run_dir, summary["stop_reason"])):
-            print(hint, flush=True)
-    else:
-        from agent.cli import RUN_FLAGS, flag_overrides
-        overrides, origins = flag_overrides(args, RUN_FLAGS)
-        config = load_config(args.config, overrides, origins)   # --model is [model] id
-        named = overrides.get("model.id") is not None or config.model.id != DEFAULT_MODEL_ID
-        summary = run_problem(args.problem, config, args.out, model_fallback=not named)
-    return EXIT_OK if summary["solved"] else EXIT_FAIL
 
 
 def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Path | None, *,

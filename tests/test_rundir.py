@@ -82,3 +82,34 @@ def test_an_append_after_a_torn_last_line_leaves_a_trace_every_reader_can_read(t
         resumed.decided(1, None, status, duration_s=0.0, metrics={})
     assert [e["status"] for e in read_jsonl(rd.trace)] == [*kept, "continue", "max_rounds"]
     assert [e["status"] for e in RunDir(rd.root).events()] == [*kept, "continue", "max_rounds"]
+
+
+# --- one writer per run-directory file
+
+_RUN_FILES = {"trace", "summary", "best", "meta", "report", "candidate_src", "prompt", "completion", "eval", "prescreen"}
+_WRITES = {"write_json", "write_text_atomic", "append_jsonl", "write_text", "write_bytes", "unlink"}
+
+
+def _run_dir_writes(path) -> list[str]:
+    """Calls in `path` that write a file of the run directory's layout (RunDir's paths)."""
+    import ast
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if name not in _WRITES:
+            continue
+        targets = [*node.args[:1], *([node.func.value] if isinstance(node.func, ast.Attribute) else [])]
+        named = {n.attr for t in targets for n in ast.walk(t) if isinstance(n, ast.Attribute)}
+        if named & _RUN_FILES:
+            found.append(f"{path.name}:{node.lineno}")
+    return found
+
+
+def test_only_the_run_writes_the_run_directory_and_report_its_report_html():
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    writes = {str(p.relative_to(root)): _run_dir_writes(p) for p in sorted((root / "agent").rglob("*.py"))}
+    assert {p for p, w in writes.items() if w} == {"agent/loop/run.py", "agent/cli/report.py"}, writes
+    assert len(writes["agent/cli/report.py"]) == 1   # report.html, its own file

@@ -135,9 +135,10 @@ def fleet(cluster):
 
 def pool_for(fleet, problem: Path, rd_root: Path):
     from agent.bench.ray_judges import RayJudgePool
+    from agent.loop.run import Run
     from agent.loop.rundir import RunDir
     from tools.problem import load_problem
-    return RayJudgePool(fleet, load_problem(problem), load_config(CONFIG).eval, RunDir(rd_root).create())
+    return RayJudgePool(fleet, load_problem(problem), load_config(CONFIG).eval, Run.create(RunDir(rd_root), {}))
 
 
 def test_a_candidate_under_which_two_judges_die_is_a_runtime_error(fleet, tmp_path):
@@ -153,7 +154,7 @@ def test_a_candidate_under_which_two_judges_die_is_a_runtime_error(fleet, tmp_pa
     os.kill(judge_running(ray, f"{SLOW[0]}/{SLOW[1]}.py", exclude={first}), signal.SIGKILL)
     worker.join(timeout=120)
     verdict = got["v"]
-    died = [e["metrics"]["requeued"] for e in pool.rundir.events() if e["node"] == "evaluate"]
+    died = [e["metrics"]["requeued"] for e in pool.run.events() if e["node"] == "evaluate"]
     assert (verdict.status.value, verdict.diagnostics[0].kind, died) == ("runtime_error", "judge_died", [True, False])
 
 

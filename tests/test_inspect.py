@@ -122,3 +122,17 @@ def test_a_run_whose_only_correct_kernel_is_the_seed_names_the_seed(tmp_path, ca
                                  Cand("r01-c00", "r00-c00", Status.INCORRECT)], solved=False)
     _, out, _ = inspect(capsys, str(tmp_path / "run"))
     assert "no correct candidate beyond the Inductor seed; the seed r00-c00 is correct: 1.20× vs eager" in out
+
+
+def test_one_candidate_shows_its_path_through_the_graphs_nodes(tmp_path, capsys, monkeypatch):
+    from run_fixtures import judged, loop_run
+    monkeypatch.setenv("COLUMNS", "200")
+    _, rd, _, _ = loop_run(tmp_path, [judged("compile_error"), judged("incorrect"), judged("correct", 2.0)],
+                           **{"budget.candidates_per_round": 1})
+    paths = {}
+    for cid in ("r01-c00", "r02-c00", "r03-c00"):
+        _, out, _ = inspect(capsys, str(rd.root), "--candidate", cid)
+        paths[cid] = re.sub(r" [\d.]+s", "", next(line for line in out.splitlines() if " path " in line)).strip("│ ")
+    assert paths == {"r01-c00": "path     generate → compile compile_error",
+                     "r02-c00": "path     generate → compile ok → test incorrect",
+                     "r03-c00": "path     generate → compile ok → test ok → profile correct → profile refined"}

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from agent.loop.runstats import (BASELINES, Candidate, Run, children, diff_to_parent, fmt_speedup,
+from agent.loop.runstats import (BASELINES, EVAL_NODES, Candidate, Run, children, diff_to_parent, fmt_speedup,
                             judged_text, load_run, no_best_line, rounds_table, run_judged)
 
 VERDICT_STYLE = {"correct": "bold green", "incorrect": "red", "compile_error": "yellow",
@@ -144,6 +144,10 @@ def show_candidate(console: Console, run: Run, c: Candidate) -> None:
     head.add_row("parent", c.parent or "— (first round)")
     head.add_row("origin", origin_label(run, c) or "model")
     head.add_row("verdict", Text(c.status, style=VERDICT_STYLE.get(c.status, "")))
+    steps = [e for e in run.events if e.get("candidate") == c.id and e.get("node") in ("generate", *EVAL_NODES)]
+    if steps:   # the candidate's path through the graph's nodes, as the trace has it
+        head.add_row("path", " → ".join(e["node"] if e["node"] == "generate" else
+                                        f"{e['node']} {e.get('status')} {e.get('duration_s') or 0:.2f}s" for e in steps))
     head.add_row("speedup", f"{fmt_speedup(c.speedup['eager'])} vs eager, {fmt_speedup(c.speedup['compile'])} vs torch.compile")
     for name, timing in (v.get("timing_ms") or {}).items():
         if timing:

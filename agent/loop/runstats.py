@@ -244,9 +244,9 @@ EVAL_NODES = ("compile", "test", "profile")
 def node_spans(run: Run) -> list[Span]:
     """Every trace event as a span, in file order.
 
-    The loop writes a candidate's compile/test/profile events together once its verdict
-    is in, so their ts all read the verdict's time: they are laid back to back instead,
-    the last ending at its ts (the evaluator runs the phases one after another).
+    A candidate's compile/test/profile events are laid back to back, the last ending at
+    its ts (the judge runs the steps one after another; runs made before the judge was a
+    subgraph wrote all three when the verdict was in, with one ts).
     """
     events = [e for e in run.events if "ts" in e and "node" in e]
     ends = [e["ts"] for e in events]

@@ -59,7 +59,7 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
     run, search = ctx.run, ctx.config.search
     if search.seed_kernel != "inductor":
         return {"pending": []}
-    seeds = [c for c, r in run.candidates().items() if r["round"] == 0]
+    seeds = [c for c, r in run.candidates().items() if r["origin"] == ORIGIN_SEED]
     if not seeds and run.seed_failure() is None:   # else: made by a session before a kill
         t0 = time.monotonic()
         try:
@@ -69,7 +69,7 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
             made = make(ctx.problem, ctx.device)
             entries = ([("seed", made)] if isinstance(made, str) else made)[:None if search.seed_portfolio else 1]
             if not entries:
-                raise ValueError("the Inductor output has no Triton kernel")
+                raise ValueError("no Inductor configuration gave a kernel")
         except ValueError as e:
             run.seed_failed(f"no Inductor seed: {e}", time.monotonic() - t0)
             entries = []

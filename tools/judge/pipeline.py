@@ -200,7 +200,8 @@ def _judge(run: Evaluation, candidate_name: str, profile: bool):
         #    Where a trial is large (service.Judge.large_outputs), one candidate at a time
         #    holds the GPU from its fork until its worker is gone and its IPC buffer freed:
         #    a worker left over from the candidate before would crowd this one's staging
-        #    buffer out, and 6 GB outputs through the pipe cost a minute
+        #    buffer out, and outputs of gigabytes through the pipe are far slower (BENCHMARKS.md,
+        #    19_ReLU's batch anomaly)
         serial = judge.large_outputs()
         if not serial:
             hold.close()   # small: candidates share the GPU while they compile

@@ -266,7 +266,7 @@ class Judge:
             torch.cuda.set_device(self.gpu_index)
             import torch._inductor.config as inductor_config
             # one small graph: compiling in this process beats starting a pool of
-            # compile workers, each of which imports torch again (~4 s on the GPU image)
+            # compile workers, each of which imports torch again
             inductor_config.compile_threads = 1
             self._compiled = memory.retry_oom(self, "the torch.compile baseline", compile_once)
         except memory.JudgeOutOfMemory as e:   # the judge's own shortage: exit 3, not a null speedup

@@ -3,7 +3,7 @@
 A full judgement (tools/judge/pipeline.py) costs seconds of GPU wall on a KernelBench-size
 problem (BENCHMARKS.md, "judge wall per candidate"): a fresh sandboxed worker, five trials
 on secret inputs, the runtime guards, interleaved timing against eager and torch.compile.
-The sweep's launch-constant and precision variants (agent/loop/sweep.py) differ from a
+The sweep's launch-constant and precision variants (agent/search/sweep.py) differ from a
 candidate the judge already found correct only in constants, so most of that is spent
 again on the same facts. The pre-screen asks two questions per variant, in one worker
 process for all of them:

@@ -85,9 +85,12 @@ def test_right_on_the_prescreen_input_but_wrong_on_the_trials_is_judged_incorrec
 
 
 def _ctx(tmp_path, screens):
-    rd = SimpleNamespace(root=tmp_path, source=lambda cid: GOOD, append_event=lambda **kw: None)
+    from agent.loop.run import Run
+    from agent.loop.rundir import RunDir
+    run = Run.create(RunDir(tmp_path), {})
+    run.generated("r00-c00", parent=None, origin="inductor_seed", code=GOOD)
     judges = SimpleNamespace(prescreen=lambda sources, reps: screens[:len(sources)])
-    return SimpleNamespace(rundir=rd, judges=judges, progress=SimpleNamespace(note=lambda text: None),
+    return SimpleNamespace(run=run, judges=judges, progress=SimpleNamespace(note=lambda text: None),
                            config=SimpleNamespace(search=SimpleNamespace(prescreen_reps=3)))
 
 

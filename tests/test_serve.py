@@ -89,7 +89,7 @@ backend.tokenizer.save_pretrained(sys.argv[2])
 def _checkpoint(request, tmp_path_factory) -> Path:
     """SmolLM2 as a checkpoint directory, made from the GGUF file once per machine."""
     name = f"krefine-smollm2-{SMOLLM2.stat().st_size}"
-    cache = request.config.cache
+    cache = getattr(request.config, "cache", None)   # None under -p no:cacheprovider
     folder = cache.mkdir(name) if cache is not None else tmp_path_factory.mktemp(name)
     checkpoint, partial = folder / "checkpoint", folder / "partial"
     if not checkpoint.is_dir():      # renamed when whole: an interrupted conversion is not taken for one

@@ -8,7 +8,9 @@ Each code root runs the same command in a fresh process, its own run directory:
 (as `python -m agent.cli` with PYTHONPATH and cwd set to the root, so an older checkout
 runs its own agent/ and tools/). Reported per root and repeat: exit status, wall
 seconds, rounds and candidates from summary.json, rounds per minute, the stop reason,
-and the per-round split of benchmarks/round_split.py.
+the per-round split of benchmarks/round_split.py, and the judge wall per candidate (each
+verdict's duration_s: from the judgement's start to its verdict, every step included),
+with the after/before ratio of their means when --before is given.
 
   python3 benchmarks/loop_rate.py --out $OUT/loop.json [--before .before] [--repeat 2]
 """
@@ -46,7 +48,8 @@ def one_run(code_root: Path, problem: Path, replay: Path, candidates: int, devic
         split = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "round_split.py"), str(out)],
                                capture_output=True, text=True, cwd=ROOT,
                                env=dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))))
-        return {**row, "rounds": rounds, "candidates": s.get("candidates_evaluated"),
+        walls = {f.stem: json.loads(f.read_text()).get("duration_s") for f in sorted((out / "evals").glob("*.json"))}
+        return {**row, "rounds": rounds, "candidates": s.get("candidates_evaluated"), "judge_wall_s": walls,
                 "stop_reason": s.get("stop_reason"), "best": s.get("best"),
                 "rounds_per_min": round(60.0 * rounds / wall, 2) if wall > 0 else None,
                 "round_split": split.stdout}
@@ -73,11 +76,22 @@ def main() -> int:
             print(row.get("round_split", ""), flush=True)
             results["runs"].append(row)
             args.out.write_text(json.dumps(results, indent=1))
-    print("| code | repeat | exit | rounds | candidates | wall s | rounds/min | stop |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| code | repeat | exit | rounds | candidates | wall s | rounds/min | judge wall per candidate s | stop |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    means: dict[str, list[float]] = {}
     for r in results["runs"]:
+        walls = [w for w in (r.get("judge_wall_s") or {}).values() if w is not None]
+        mean = sum(walls) / len(walls) if walls else None
+        if mean is not None:
+            means.setdefault(r["label"], []).append(mean)
         print(f"| {r['label']} | {r['repeat']} | {r['rc']} | {r.get('rounds', '-')} | {r.get('candidates', '-')} | "
-              f"{r['wall_s']} | {r.get('rounds_per_min', '-')} | {r.get('stop_reason', r.get('error', '-'))} |")
+              f"{r['wall_s']} | {r.get('rounds_per_min', '-')} | {'-' if mean is None else f'{mean:.3f}'} | "
+              f"{r.get('stop_reason', r.get('error', '-'))} |")
+    if means.get("after") and means.get("before"):
+        after, before = (sum(means[k]) / len(means[k]) for k in ("after", "before"))
+        results["judge_wall_ratio"] = round(after / before, 4)
+        args.out.write_text(json.dumps(results, indent=1))
+        print(f"judge wall per candidate, after / before: {after:.3f} s / {before:.3f} s = {after / before:.3f}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Test helpers for the loop (tests/test_graph.py, test_budgets.py, test_runner.py, test_resume.py).
+"""Test helpers for the loop (tests/test_graph.py, test_budgets.py, test_seed.py, test_resume_rundir.py, ...).
 
 Two kinds of runs:
 - `loop_run()`: the real graph, the real Run and the real prompts, with scripted stand-ins

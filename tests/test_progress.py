@@ -24,7 +24,7 @@ def test_a_run_killed_after_its_round_was_judged_resumes_after_it():
 
 
 def test_a_round_written_after_the_last_decide_is_the_round_resumed():
-    # agent/loop/resume.py rebuilds the state of the last decide (round 1): round 2's candidates
+    # Run.state() is the state of the last decide (round 1): round 2's candidates
     # are only on disk, one of them judged
     p = Progress()
     p.resumed(_state(1, {"r01-c00": "incorrect"}), judged={"r02-c00"}, written={"r01-c00", "r02-c00", "r02-c01"})

@@ -109,7 +109,7 @@ def test_the_best_correct_candidate_is_swept_into_candidates_of_its_round(tmp_pa
     assert [r["id"] for r in variants] == [f"r01-c0{i}" for i in range(1, 7)]
     assert {r["parent"] for r in variants} == {"r01-c00"}
     assert variants[0]["change"] == "k: XBLOCK 256->512"
-    assert judge.calls == ["r01-c00", *(r["id"] for r in variants)]   # the same evaluate node judged them
+    assert judge.calls == ["r01-c00", *(r["id"] for r in variants)]   # the same judge nodes judged them
 
 
 def test_a_variant_changes_only_launch_constants_and_its_change_is_traced(tmp_path):

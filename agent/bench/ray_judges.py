@@ -8,8 +8,10 @@
   a new home; a candidate under which judges died twice in a row gets a runtime_error
   verdict instead of a third try.
 - `RayJudgePool` is one problem's share of the fleet with tools.judge.JudgePool's
-  interface, so agent/loop/graph.py's evaluate node writes verdicts and traces exactly as on
-  one host; it adds the trace event of a judge's death (node "evaluate", "judge_died").
+  interface (its `begin` judges whole in one actor call, gone through the graph's compile,
+  test and profile nodes as pipeline.Decided), so the loop writes verdicts and traces exactly
+  as on one host; the run (agent/loop/run.py) records a judge's death (node "evaluate",
+  "judge_died").
 
 Does not join the cluster or decide how many judges there are (agent/bench/ray_bench.py), does
 not run on the nodes (agent/bench/judge_actor.py), and does not protect against a judge that

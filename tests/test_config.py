@@ -180,10 +180,9 @@ def test_a_server_url_without_a_scheme_in_the_file_is_bad_input_with_a_hint(tmp_
 
 def _run_config(monkeypatch, *argv):
     """The config krefine run would start with for `argv` (the loop itself not run)."""
-    from agent.loop import runner
-    from agent.cli import main
+    from agent.cli import main, runcmd
     seen = {}
-    monkeypatch.setattr(runner, "run_problem", lambda problem, config, out, **kw: seen.setdefault("c", config)
+    monkeypatch.setattr(runcmd, "run_problem", lambda problem, config, out, **kw: seen.setdefault("c", config)
                         or {"solved": True})
     main(["run", str(DEFAULT_CONFIG.parent / "examples" / "relu.py"), *argv])
     return seen["c"]

@@ -172,7 +172,7 @@ def sweep(state: RunState, runtime: Runtime[LoopContext]) -> dict:
     return {"pending": new, "sweep_next": None}
 
 
-def next_sweep(ctx: LoopContext, state: RunState, reason: str | None) -> str | None:
+def next_sweep(ctx: LoopContext, state: RunState, reason: str | None, records: dict) -> str | None:
     """The candidate to sweep before the run goes on or stops, or None.
 
     Only where the run would go on, or stop for the model's side alone (rounds, tokens,
@@ -185,8 +185,8 @@ def next_sweep(ctx: LoopContext, state: RunState, reason: str | None) -> str | N
         return None
     if not ctx.timed and ctx.has_model:
         return None
-    parent = sweep_parent(list(ctx.run.candidates().values()), ctx.run.swept(), ctx.config.budget.target_baseline)
-    return parent if parent is not None and plan_sweep(ctx, dict(state, candidates=ctx.run.candidates()), parent,
+    parent = sweep_parent(list(records.values()), ctx.run.swept(), ctx.config.budget.target_baseline)
+    return parent if parent is not None and plan_sweep(ctx, dict(state, candidates=records), parent,
                                                        screen=False) else None
 
 
@@ -215,7 +215,7 @@ def decide(state: RunState, runtime: Runtime[LoopContext]) -> dict:
                          time_budget_s=b.time_budget_s, roofline_stop_fraction=b.roofline_stop_fraction,
                          has_model=ctx.has_model)
     # 4) ... but first the sweep, where it may go on
-    sweep_next = next_sweep(ctx, dict(state, spent=spent), reason)
+    sweep_next = next_sweep(ctx, dict(state, spent=spent), reason, records)
     if sweep_next is not None:
         reason = None
     update = {"best": best, "spent": spent, "pending": [], "stop_reason": reason, "sweep_next": sweep_next,

@@ -25,7 +25,7 @@ from typing import Any
 from agent.loop.rundir import NODES, TRACE_SCHEMA, RunDir, candidate_id
 from agent.loop.state import (ORIGIN_MODEL, ORIGIN_SWEEP, CandidateRecord, RunState, Spent, bottleneck_label,
                               initial_state)
-from tools.jsonio import append_jsonl, read_json, read_jsonl, write_json, write_text_atomic
+from tools.jsonio import append_jsonl, read_jsonl, write_json, write_text_atomic
 from tools.verdict import Verdict
 
 # decide's statuses that are not stop reasons (agent/loop/graph.py decide)
@@ -43,6 +43,7 @@ class Run:
         self._mended = False
         self._sources: dict[str, str] = {}
         self._verdicts: dict[str, Verdict] = {}
+        self._best: str | None = None    # the candidate best.py was written from this session
 
     @classmethod
     def create(cls, rd: RunDir, meta: dict) -> "Run":
@@ -61,22 +62,20 @@ class Run:
             return list(self._events) if cid is ... else list(self._by_cid.get(cid, ()))
 
     def source(self, cid: str) -> str | None:
-        with self._lock:
-            if cid not in self._sources:
-                path = self.rd.candidate_src(cid)
-                if not path.exists():
-                    return None
-                self._sources[cid] = path.read_text(encoding="utf-8")
-            return self._sources[cid]
+        return self._kept(self._sources, cid, self.rd.source)
 
     def verdict(self, cid: str) -> Verdict | None:
+        return self._kept(self._verdicts, cid, self.rd.verdict)
+
+    def _kept(self, store: dict, cid: str, read) -> Any:
+        """store[cid], read through RunDir the first time it is there; None while it is not."""
         with self._lock:
-            if cid not in self._verdicts:
-                path = self.rd.eval(cid)
-                if not path.exists():
+            if cid not in store:
+                value = read(cid)
+                if value is None:
                     return None
-                self._verdicts[cid] = Verdict.from_json(read_json(path))
-            return self._verdicts[cid]
+                store[cid] = value
+            return store[cid]
 
     def generate_event(self, cid: str) -> dict | None:
         return next((e for e in self.events(cid) if e["node"] == "generate"), None)
@@ -239,10 +238,9 @@ class Run:
     def decided(self, round_: int, best: str | None, status: str, *, duration_s: float, metrics: dict) -> None:
         """A decide event, once per round and outcome; best.py follows the best."""
         with self._lock:
-            if best is not None and self.source(best) is not None:
-                prev = self.rd.best.read_text(encoding="utf-8") if self.rd.best.exists() else None
-                if prev != self.source(best):
-                    write_text_atomic(self.rd.best, self.source(best))
+            if best is not None and self.source(best) is not None and self._best != best:
+                write_text_atomic(self.rd.best, self.source(best))
+                self._best = best
             last = self._events[-1] if self._events else None
             if last is None or (last.get("node"), last.get("iteration"), last.get("status")) != ("decide", round_, status):
                 self._trace(iteration=round_, candidate=best, node="decide", status=status, duration_s=duration_s,

@@ -112,3 +112,109 @@ def test_the_fastest_right_variants_go_first_and_the_results_are_kept(tmp_path):
     assert [v.source for v in chosen] == [variants[1].source, variants[2].source]
     kept = read_json(tmp_path / "prescreen" / "r00-c00.json")
     assert len(kept["variants"]) == 3 and [c["source"] for c in kept["chosen"]] == [v.source for v in chosen]
+
+
+# ---------------------------------------------------------------- the compile pass
+
+# relu(x) * 2 twice: relu(x) * 4, wrong (two launches of k, BLOCK 256 and 128)
+TWO_KERNELS = GOOD.replace("        return y\n", "        z = torch.empty_like(y)\n"
+                           "        k[(triton.cdiv(n, 128),)](y, z, n, BLOCK=128)\n        return z\n")
+
+
+def _precompile_rows(tmp_path, sources: list[str]) -> list[dict]:
+    import os
+
+    from tools.judge.precompile import precompile
+    (tmp_path / "problem.py").write_text(PROBLEM)
+    files = []
+    for i, src in enumerate(sources):
+        files.append(str(tmp_path / f"v{i}.py"))
+        Path(files[-1]).write_text(src)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(TRITON_CACHE_DIR=str(tmp_path / "triton-cache"), PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    return precompile({"problem": str(tmp_path / "problem.py"), "init_seed": 0, "module_mode": "train"},
+                      files, env, jobs=2, timeout_s=120)
+
+
+def test_the_compile_pass_reaches_every_launch_of_each_variant_without_running_it(tmp_path):
+    """Each child runs a variant's forward on meta tensors with Triton's launch replaced by
+    its warm-up: every launch is reached (on this machine without a GPU driver each compile
+    fails, which the child reports and goes on from), none runs."""
+    rows = _precompile_rows(tmp_path, [GOOD, TWO_KERNELS, RAISES])
+    assert [r["index"] for r in rows] == [0, 1, 2]
+    assert [r["launches"] for r in rows] == [1, 2, 0]
+    assert "boom" in rows[2]["error"]
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_compile_pass_compiles_every_launch(tmp_path):
+    rows = _precompile_rows(tmp_path, [GOOD, TWO_KERNELS])
+    assert [(r["launches"], r["compiled"], r["error"]) for r in rows] == [(1, 1, ""), (2, 2, "")]
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_screening_worker_compiles_nothing_the_compile_pass_did(tmp_path, monkeypatch):
+    """The worker reads the pass's Triton cache: screening the variants after the pass
+    adds no compiled kernel (.cubin) to it, and the statuses are those of a screen
+    without the pass."""
+    import tools.judge.precompile as pc
+    import tools.judge.prescreen as ps
+    cubins: list[set] = []
+
+    def listed(env) -> set:
+        cache = Path(env["TRITON_CACHE_DIR"])
+        return {str(p.relative_to(cache)) for p in cache.rglob("*.cubin")}
+
+    def pass_done(self):                         # the pass has ended; the worker has not begun its variants
+        cubins.append(listed({"TRITON_CACHE_DIR": self.marker.parent / "triton-cache"}))
+        real_done(self)
+    real_done, real_worker = pc.CompilePass._done, ps._one_worker
+
+    def worker(*args, **kwargs):
+        real_worker(*args, **kwargs)
+        cubins.append(listed(args[2]))
+    monkeypatch.setattr(pc.CompilePass, "_done", pass_done)
+    monkeypatch.setattr(ps, "_one_worker", worker)
+    problem = tmp_path / "problem.py"
+    problem.write_text(PROBLEM)
+    sources = [GOOD, TWO_KERNELS, WRONG, GOOD.replace("BLOCK=256", "BLOCK=512").replace("n, 256", "n, 512")]
+    with_pass = prescreen(problem, sources, device="cuda", settings=TrialSettings(), seed=3, gpu_index=0, jobs=2)
+    after_pass, after_worker = cubins
+    assert len(after_pass) >= 4 and after_worker == after_pass
+    without = prescreen(problem, sources, device="cuda", settings=TrialSettings(), seed=3, gpu_index=0, jobs=1)
+    assert [s.status for s in with_pass] == [s.status for s in without] == [CORRECT, INCORRECT, INCORRECT, CORRECT]
+
+
+LINEAR = '''\
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, n, m):
+        super().__init__()
+        self.fc = nn.Linear(n, m)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+def get_inputs():
+    return [torch.randn(8, 64)]
+
+
+def get_init_inputs():
+    return [64, 32]
+'''
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_a_variant_with_weights_sees_the_references_weights(tmp_path):
+    """Reference and variants are constructed on the device from one seed: the same
+    module is right, one with other weights (another seed's) is wrong."""
+    problem = tmp_path / "problem.py"
+    problem.write_text(LINEAR)
+    same = LINEAR.replace("class Model(", "class ModelNew(")
+    other = same.replace("self.fc = nn.Linear(n, m)", "torch.manual_seed(99)\n        self.fc = nn.Linear(n, m)")
+    screens = prescreen(problem, [same, other], device="cuda", settings=TrialSettings(), seed=5, gpu_index=0)
+    assert [s.status for s in screens] == [CORRECT, INCORRECT]

@@ -10,9 +10,15 @@ process for all of them:
 
   1. right?  its output on ONE input (drawn from a seed the judge's trials never use) is
      compared with the reference's, at the judge's tolerance (tools/judge/numerics.py);
+     reference and variants are constructed on the device with one seed (the same weights;
+     a KernelBench-size nn.Linear takes ~1 s to initialise on the CPU, per variant);
   2. fast?   a right one is timed: one forward captured in a CUDA graph, replayed
      (`reps` event-timed replays, the median); a forward that cannot be captured is
      timed by plain calls between events instead.
+
+On cuda the variants' Triton kernels are compiled first, by several processes at once, into
+a Triton cache of the pre-screen's own that the worker then reads (tools/judge/precompile.py):
+compiling was most of a variant's cost, one after another in the worker.
 
 It decides no verdict. The loop sends only the fastest right variants to the full judge
 (agent/loop/prescreen.py); a variant wrong here never reaches it, and one right here but
@@ -51,9 +57,13 @@ class Screen:
 
 
 def prescreen(problem_path: str | Path, sources: list[str], *, device: str, settings, seed: int,
-              gpu_index: int | None = None, reps: int = 30, timeout_s: float = 120.0) -> list[Screen]:
+              gpu_index: int | None = None, reps: int = 30, timeout_s: float = 120.0,
+              jobs: int | None = None) -> list[Screen]:
     """A Screen for each of `sources` (candidate files' text), in order. `settings`: the
-    judge's TrialSettings (tolerances, init_seed, module_mode); `seed`: the input's."""
+    judge's TrialSettings (tolerances, init_seed, module_mode); `seed`: the input's.
+    On cuda the variants' kernels are first compiled by `jobs` processes at once
+    (tools/judge/precompile.py; None: as many as the machine's cores allow, 1: none)
+    into a Triton cache of this pre-screen's own, which the worker then reads."""
     results: dict[int, Screen] = {}
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))))
     if device == "cuda" and gpu_index is not None:
@@ -61,21 +71,35 @@ def prescreen(problem_path: str | Path, sources: list[str], *, device: str, sett
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
     from tools.dialect.portable import portable     # each run in the form the judge judges it in
+    from tools.judge.precompile import CompilePass, compile_jobs
     with tempfile.TemporaryDirectory(prefix="krefine-prescreen-") as tmp:
         files = []
         for i, src in enumerate(sources):
             f = Path(tmp) / f"variant_{i:03d}.py"
             f.write_text(portable(src), encoding="utf-8")
             files.append(str(f))
+        compiling = None
+        if device == "cuda":
+            env["TRITON_CACHE_DIR"] = str(Path(tmp) / "triton-cache")
+            width = compile_jobs(len(files)) if jobs is None else jobs
+            if width > 1:
+                compiling = CompilePass({"problem": str(problem_path), "init_seed": settings.init_seed,
+                                         "module_mode": settings.module_mode}, files, env, width, timeout_s * 2)
         spec = {"problem": str(problem_path), "sources": files, "device": device, "seed": seed, "reps": reps,
                 "tolerance": {"atol_fp32": settings.atol_fp32, "atol_half": settings.atol_half,
                               "rel_l2_fp32": settings.rel_l2_fp32, "rel_l2_half": settings.rel_l2_half},
-                "init_seed": settings.init_seed, "module_mode": settings.module_mode, "start": 0}
-        while len(results) < len(sources):
-            spec["start"] = min(set(range(len(sources))) - set(results))
-            spec_file = Path(tmp) / "spec.json"
-            spec_file.write_text(json.dumps(spec), encoding="utf-8")
-            _one_worker(spec_file, spec["start"], env, results, len(sources), timeout_s)
+                "init_seed": settings.init_seed, "module_mode": settings.module_mode, "start": 0,
+                "wait_for": str(compiling.marker) if compiling else None, "wait_s": timeout_s * 2}
+        try:
+            while len(results) < len(sources):
+                spec["start"] = min(set(range(len(sources))) - set(results))
+                spec_file = Path(tmp) / "spec.json"
+                spec_file.write_text(json.dumps(spec), encoding="utf-8")
+                _one_worker(spec_file, spec["start"], env, results, len(sources), timeout_s,
+                            startup_s=timeout_s * (4 if compiling else 2))
+        finally:
+            if compiling:
+                compiling.close()
     return [results[i] for i in range(len(sources))]
 
 
@@ -84,13 +108,15 @@ def _visible(gpu_index: int) -> str:
     return listed[gpu_index] if gpu_index < len(listed) else str(gpu_index)
 
 
-def _one_worker(spec_file: Path, start: int, env: dict, results: dict[int, Screen], n: int, timeout_s: float) -> None:
+def _one_worker(spec_file: Path, start: int, env: dict, results: dict[int, Screen], n: int, timeout_s: float,
+                startup_s: float) -> None:
     """Run a worker from spec["start"] until it ends; the variant it was on when it died
-    or stalled past `timeout_s` is recorded failed."""
+    or stalled past `timeout_s` (`startup_s` for its first: imports, the reference and
+    the compile pass) is recorded failed."""
     err = tempfile.TemporaryFile()
     proc = subprocess.Popen([sys.executable, "-m", "tools.judge.prescreen", str(spec_file)], cwd=ROOT, env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
-    current, buf, deadline = start, b"", time.monotonic() + timeout_s * 2   # start-up: imports and the reference
+    current, buf, deadline = start, b"", time.monotonic() + startup_s
     try:
         while True:
             left = deadline - time.monotonic()
@@ -133,6 +159,7 @@ def _worker(spec: dict) -> None:
     import torch
 
     from tools.judge.numerics import tolerances
+    from tools.judge.precompile import wait_for
     from tools.problem import build_model, load_problem, make_inputs, strict_fp32
     from tools.settings import TrialSettings
     settings = TrialSettings(**spec["tolerance"], init_seed=spec["init_seed"], module_mode=spec["module_mode"])
@@ -144,7 +171,8 @@ def _worker(spec: dict) -> None:
             install("cpu")
         problem = load_problem(spec["problem"])
         inputs = make_inputs(problem.module, spec["seed"], dev)
-        model = build_model(problem.module.Model, problem.module, settings.init_seed, dev, settings.module_mode)
+        with torch.device(dev):                 # as every variant is built (_screen): the same weights
+            model = build_model(problem.module.Model, problem.module, settings.init_seed, dev, settings.module_mode)
         with torch.no_grad(), strict_fp32():
             ref = model(*inputs)
         del model
@@ -152,6 +180,7 @@ def _worker(spec: dict) -> None:
     except BaseException as e:                  # noqa: BLE001 - reported, never raised past the worker
         emit({"setup_error": f"the reference: {type(e).__name__}: {' '.join(str(e).split())[:300]}"})
         return
+    wait_for(spec.get("wait_for"), spec.get("wait_s") or 0)   # the compile pass, started beside this worker
     for index in range(spec["start"], len(spec["sources"])):
         emit(asdict(_screen(index, spec["sources"][index], problem, inputs, ref, tol, settings, dev, spec["reps"])))
 
@@ -165,7 +194,8 @@ def _screen(index, path, problem, inputs, ref, tol, settings, dev, reps) -> Scre
     model = out = None
     try:
         mod = exec_module(Path(path), Path(path).read_text(encoding="utf-8"))
-        model = build_model(mod.ModelNew, problem.module, settings.init_seed, dev, settings.module_mode)
+        with torch.device(dev):                 # weights drawn on the device: no seconds of CPU init per variant
+            model = build_model(mod.ModelNew, problem.module, settings.init_seed, dev, settings.module_mode)
         with torch.no_grad():
             out = model(*inputs)
         if dev != "cpu":

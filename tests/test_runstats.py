@@ -266,6 +266,18 @@ def test_judge_wall_prefers_an_evaluate_event(tmp_path):
     assert bs.judge_walls(rs.load_run(rd.root))["r01-c00"] == 4.25
 
 
+@pytest.mark.parametrize("node", ["sweep", "evaluate"])      # this layout's; runs made before
+def test_a_prescreen_event_is_not_its_parents_judge_wall(tmp_path, node):
+    """The pre-screen of r00-c00's variants is traced under r00-c00: its seconds are the
+    sweep's, not r00-c00's judgement, nor a record of r00-c00's origin."""
+    rd = build_run(tmp_path / "p", [seed(eval_s=2.0), sweep(eval_s=0.5)])
+    append_event(rd, iteration=1, candidate="r00-c00", node=node, status="prescreen", duration_s=40.0,
+                 metrics={"variants": 48})
+    run = rs.load_run(rd.root)
+    assert bs.judge_walls(run)["r00-c00"] == 6.0
+    assert run.candidates["r00-c00"].origin == rs.load_run(build_run(tmp_path / "q", [seed()]).root).candidates["r00-c00"].origin
+
+
 @pytest.mark.parametrize("cands, kw, why", [
     ([seed(), sweep()], {}, ""),
     ([seed(), sweep(eager=0.8)], {}, "slower: 0.80x eager"),

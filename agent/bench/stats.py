@@ -190,15 +190,16 @@ def _others(run: Run) -> str:
 
 def judge_walls(run: Run) -> dict[str, float]:
     """candidate -> the judge's wall seconds for it: its "evaluate" event's duration when
-    the trace has one, else the verdict's own duration_s, else the sum of its compile /
-    test / profile events. Candidates never judged are left out."""
+    the trace has one (runs made before the judge's steps were graph nodes; a pre-screen
+    event there is the sweep's, not a judgement), else the verdict's own duration_s, else
+    the sum of its compile / test / profile events. Candidates never judged are left out."""
     walls: dict[str, float] = {}
     phases: dict[str, float] = {}
     for e in run.events:
         cid = e.get("candidate")
         if not cid or not isinstance(e.get("duration_s"), (int, float)):
             continue
-        if e.get("node") == "evaluate" and e.get("status") != "judge_died":
+        if e.get("node") == "evaluate" and e.get("status") not in ("judge_died", "prescreen"):   # runs made before
             walls[cid] = float(e["duration_s"])
         elif e.get("node") in EVAL_NODES:
             phases[cid] = phases.get(cid, 0.0) + float(e["duration_s"])

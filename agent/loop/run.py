@@ -227,7 +227,7 @@ class Run:
         """prescreen/<parent>.json and its event (agent/loop/sweep_plan.py)."""
         path = self.rd.prescreen(parent)
         write_json(path, record)
-        self._trace(iteration=round_, candidate=parent, node="evaluate", status="prescreen", duration_s=seconds,
+        self._trace(iteration=round_, candidate=parent, node="sweep", status="prescreen", duration_s=seconds,
                     metrics=metrics, artifacts={"prescreen": path})
 
     def judge_died(self, cid: str, duration_s: float, error: str, metrics: dict) -> None:

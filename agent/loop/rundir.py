@@ -5,9 +5,12 @@ agent/loop/run.py's Run) and everything that reads one (inspect, report, export,
 It holds no loop logic. Layout:
 
   trace.jsonl           one event per line (TRACE_FIELDS), appended + fsynced; node is one
-                        of NODES: the loop's steps, and "evaluate" for what befell the
-                        evaluator under a candidate (status "judge_died": krefine bench
-                        --ray lost the judge actor judging it and handed it to another)
+                        of NODES: the loop's steps ("sweep" with status "prescreen": the
+                        sweep's pre-screen of candidate <id>'s variants), and "evaluate"
+                        for what befell the evaluator under a candidate (status
+                        "judge_died": krefine bench --ray lost the judge actor judging it
+                        and handed it to another; runs made before the judge's steps were
+                        nodes also have one per judgement, and one per pre-screen)
   candidates/<id>.py    every candidate's extracted source
   prompts/<id>.txt      exact prompt text sent for that candidate
   completions/<id>.txt  raw model output for that candidate: the one copy of it. Its
@@ -38,7 +41,7 @@ from tools.jsonio import read_json, read_jsonl, write_text_atomic
 from tools.verdict import Verdict
 
 TRACE_SCHEMA = 1
-NODES = ("generate", "compile", "test", "profile", "decide", "evaluate")
+NODES = ("seed", "generate", "sweep", "compile", "test", "profile", "decide", "evaluate")
 # every trace event carries exactly these keys
 TRACE_FIELDS = ("schema", "run_id", "ts", "iteration", "candidate", "node", "status",
                 "duration_s", "metrics", "error", "artifacts")

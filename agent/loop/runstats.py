@@ -27,7 +27,8 @@ from tools.errors import BadInput
 from tools.jsonio import read_json, read_jsonl
 
 BASELINES = ("eager", "compile")
-# trace nodes whose event names a candidate's origin and parent in its metrics
+# trace nodes whose event names a candidate's origin and parent in its metrics (a sweep
+# event with status "prescreen" is the pre-screen of that candidate's variants instead)
 _ORIGIN_NODES = ("generate", "seed", "sweep")
 
 
@@ -143,7 +144,7 @@ def load_run(path: str | Path) -> Run:
     events = tuple(_json(rd.trace, lambda p: list(read_jsonl(p))))
     generated: dict[str, dict] = {}
     for e in events:
-        if e.get("node") in _ORIGIN_NODES and e.get("candidate"):
+        if e.get("node") in _ORIGIN_NODES and e.get("candidate") and e.get("status") != "prescreen":
             generated.setdefault(e["candidate"], e.get("metrics") or {})
     ids = set(generated)
     for sub, suffix in (("candidates", ".py"), ("evals", ".json")):

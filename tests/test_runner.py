@@ -266,6 +266,17 @@ def test_non_tty_progress_says_the_seed_is_being_made_before_it_is(tmp_path, tin
     assert r.stdout.splitlines()[0].startswith("[round 0] r00-c00 making the Inductor seed (torch.compile")
 
 
+def test_non_tty_progress_says_a_cached_seed_is_read_not_made(tmp_path, tiny):
+    """The second run finds the first's result in the seed cache (here a kept timeout)."""
+    replay = write_replay(tmp_path / "r.jsonl", [NO_CODE])
+    args = ["--model", f"replay:{replay}", "--device", "cpu", "--seed-kernel", "inductor",
+            "--set", "search.seed_timeout_s=1", "--set", f"search.seed_cache=\"{tmp_path / 'seeds'}\""]
+    first = cli("run", str(tiny), *args, "--out", str(tmp_path / "run1"))
+    second = cli("run", str(tiny), *args, "--out", str(tmp_path / "run2"))
+    assert first.stdout.splitlines()[0].startswith("[round 0] r00-c00 making the Inductor seed (torch.compile")
+    assert second.stdout.splitlines()[0] == "[round 0] r00-c00 reading the Inductor seed (from the seed cache)"
+
+
 # --- krefine resume --set budget.KEY=VALUE: a raised budget lets a stopped run go on (issue 20)
 
 @pytest.fixture

@@ -63,7 +63,10 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
     if not seeds and run.seed_failure() is None:   # else: made by a session before a kill
         t0 = time.monotonic()
         try:
-            ctx.progress.seeding(candidate_id(0, 0), search.seed_timeout_s)
+            from tools.dialect.seedcache import in_cache
+            ctx.progress.seeding(candidate_id(0, 0), search.seed_timeout_s, cached=ctx.make_seed is None and in_cache(
+                "portfolio", ctx.problem.path, ctx.device, search.seed_timeout_s, search.seed_cache,
+                ctx.config.eval.test.module_mode))
             make = ctx.make_seed or _inductor_seed(search.seed_timeout_s, search.seed_cache,
                                                    ctx.config.eval.test.module_mode)
             made = make(ctx.problem, ctx.device)

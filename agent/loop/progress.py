@@ -99,11 +99,13 @@ class Progress:
                                        "speedup": "-", "bottleneck": "", "note": _change(record)}
             self._show_generated(self.rows[record["id"]])
 
-    def seeding(self, cid: str, timeout_s: float) -> None:
-        """Round 0's Inductor seed is being made (up to `timeout_s`; at once when cached)."""
+    def seeding(self, cid: str, timeout_s: float, cached: bool = False) -> None:
+        """Round 0's Inductor seed is being made (up to `timeout_s`), or read from the seed
+        cache (`cached`)."""
         with self._lock:
             self.rows[cid] = {"round": 0, "id": cid, "parent": "-", "verdict": "seeding", "speedup": "-",
-                              "bottleneck": "", "note": f"torch.compile in its own process, at most {timeout_s:.0f} s"}
+                              "bottleneck": "", "note": "from the seed cache" if cached else
+                              f"torch.compile in its own process, at most {timeout_s:.0f} s"}
             self._show_started(self.rows[cid])
 
     def note(self, text: str) -> None:
@@ -210,7 +212,8 @@ class PlainProgress(Progress):
         self._line(f"[round {row['round']}] {row['id']} generated (parent {row['parent']})")
 
     def _show_started(self, row: dict) -> None:
-        what = "making the Inductor seed" if row["verdict"] == "seeding" else "judging"
+        what = ("reading the Inductor seed" if "cache" in row["note"] else "making the Inductor seed") \
+            if row["verdict"] == "seeding" else "judging"
         self._line(f"[round {row['round']}] {row['id']} {what}" + (f" ({row['note']})" if row["note"] else ""))
 
     def _show_evaluated(self, row: dict) -> None:

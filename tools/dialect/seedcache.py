@@ -217,6 +217,22 @@ def seed_in_subprocess(problem_path: str | Path, device: str, timeout_s: float,
     return cached_or_child("seed", problem_path, device, timeout_s, cache_dir, env, module_mode)
 
 
+def in_cache(command: str, problem_path: str | Path, device: str, timeout_s: float,
+             cache_dir: str | Path | None, module_mode: str = "train") -> bool:
+    """Whether `cached_or_child` would answer from the cache (a kept result or a kept
+    reason) without starting a child."""
+    if not cache_dir:
+        return False
+    get = "get" if command == "seed" else f"get_{command}"
+    try:
+        getattr(SeedCache(cache_dir, module_mode), get)(problem_file(problem_path), device, torch_version(), timeout_s)
+    except KeyError:
+        return False
+    except ValueError:
+        pass
+    return True
+
+
 def cached_or_child(command: str, problem_path: str | Path, device: str, timeout_s: float,
                     cache_dir: str | Path | None, env: dict[str, str] | None, module_mode: str,
                     result: str = "") -> str:

@@ -71,15 +71,17 @@ class CompilePass:
         self._thread.start()
 
     def _collect(self, deadline: float) -> None:
-        for p in self._procs:
-            try:
-                out, _ = p.communicate(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                out, _ = p.communicate()
-            self._rows += [json.loads(ln) for ln in out.decode("utf-8", "replace").splitlines() if ln.startswith("{")]
-        self.seconds = time.monotonic() - self.t0
-        self._done()
+        try:
+            for p in self._procs:
+                try:
+                    out, _ = p.communicate(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    out, _ = p.communicate()
+                self._rows += [row for row in map(_row, out.decode("utf-8", "replace").splitlines()) if row]
+        finally:                                # whatever happened here, the worker waits no longer
+            self.seconds = time.monotonic() - self.t0
+            self._done()
 
     def _done(self) -> None:
         self.marker.write_text(f"{self.seconds:.3f}\n", encoding="utf-8")
@@ -94,6 +96,14 @@ class CompilePass:
             if p.poll() is None:
                 p.kill()
         self._thread.join()
+
+
+def _row(line: str) -> dict | None:
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return None
+    return row if isinstance(row, dict) and isinstance(row.get("index"), int) else None
 
 
 def precompile(spec: dict, files: list[str], env: dict, jobs: int, timeout_s: float) -> list[dict]:

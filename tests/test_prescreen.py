@@ -185,27 +185,7 @@ def test_on_the_gpu_the_screening_worker_compiles_nothing_the_compile_pass_did(t
     assert [s.status for s in with_pass] == [s.status for s in without] == [CORRECT, INCORRECT, INCORRECT, CORRECT]
 
 
-LINEAR = '''\
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self, n, m):
-        super().__init__()
-        self.fc = nn.Linear(n, m)
-
-    def forward(self, x):
-        return torch.relu(self.fc(x))
-
-
-def get_inputs():
-    return [torch.randn(8, 64)]
-
-
-def get_init_inputs():
-    return [64, 32]
-'''
+LINEAR = (Path(__file__).parent / "dialect" / "problems" / "linear_relu.py").read_text()
 
 
 @pytest.mark.gpu
@@ -215,6 +195,7 @@ def test_on_the_gpu_a_variant_with_weights_sees_the_references_weights(tmp_path)
     problem = tmp_path / "problem.py"
     problem.write_text(LINEAR)
     same = LINEAR.replace("class Model(", "class ModelNew(")
-    other = same.replace("self.fc = nn.Linear(n, m)", "torch.manual_seed(99)\n        self.fc = nn.Linear(n, m)")
+    other = same.replace("self.linear = nn.Linear(", "torch.manual_seed(99)\n        self.linear = nn.Linear(")
+    assert other != same
     screens = prescreen(problem, [same, other], device="cuda", settings=TrialSettings(), seed=5, gpu_index=0)
     assert [s.status for s in screens] == [CORRECT, INCORRECT]

@@ -23,6 +23,7 @@ from rich.console import Console
 
 from agent.bench.job import Job, run_job, say_done
 from tools.errors import BadInput
+from tools.perf.gpuinfo import gpu_count
 from tools.sandbox.isolation import prestart_forkservers, spare_forkservers
 
 
@@ -46,30 +47,6 @@ def visible_gpus(device: str, limit: int | None) -> list[str | None]:
     if limit is not None and limit < len(ids):
         return ids[:limit]
     return ids if len(ids) > 1 else [None]
-
-
-def gpu_count() -> int:
-    """The GPUs CUDA would number here, from NVML (milliseconds: with the device named,
-    `--device cuda` or [run] device, the bench process imports no torch, seconds, before
-    its workers start); torch's count where NVML is absent or a GPU is split by MIG (NVML
-    counts the whole GPU)."""
-    try:
-        import pynvml as nv
-        nv.nvmlInit()
-        try:
-            n = nv.nvmlDeviceGetCount()
-            for i in range(n):
-                try:
-                    if nv.nvmlDeviceGetMigMode(nv.nvmlDeviceGetHandleByIndex(i))[0]:
-                        raise LookupError("MIG")
-                except nv.NVMLError:
-                    pass            # not MIG-capable: a whole GPU
-            return n
-        finally:
-            nv.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no pynvml, an NVML error, a MIG GPU (LookupError): ask torch
-        import torch
-        return torch.cuda.device_count()
 
 
 def run_jobs(jobs: list[Job], gpus: list[str | None], config_path: str | None, model: str | None,

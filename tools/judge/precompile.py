@@ -25,6 +25,8 @@ import threading
 import time
 from pathlib import Path
 
+from tools.perf.gpuinfo import gpu_count
+
 ROOT = Path(__file__).resolve().parents[2]
 MAX_JOBS = 8
 
@@ -33,19 +35,7 @@ def compile_jobs(n_variants: int) -> int:
     """Processes for `n_variants`: the machine's cores shared by its GPUs (each GPU's judge
     may pre-screen at once), at most MAX_JOBS, at most one per variant."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(n_variants, MAX_JOBS, cores // max(1, _gpus())))
-
-
-def _gpus() -> int:
-    try:
-        import pynvml as nv
-        nv.nvmlInit()
-        try:
-            return int(nv.nvmlDeviceGetCount())
-        finally:
-            nv.nvmlShutdown()
-    except Exception:                           # noqa: BLE001 - no NVML: count one
-        return 1
+    return max(1, min(n_variants, MAX_JOBS, cores // max(1, gpu_count())))
 
 
 class CompilePass:

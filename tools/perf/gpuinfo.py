@@ -2,6 +2,7 @@
 
 Read before and after every timed evaluation so a throttled or down-clocked run is
 visible in the verdict. Returns plain dicts; never raises (no NVML -> fewer fields).
+`gpu_count`: the GPUs of this machine (the bench's workers, the pre-screen's compile pass).
 """
 from __future__ import annotations
 
@@ -59,3 +60,26 @@ def cuda_healthy(index: int = 0) -> tuple[bool, str]:
         return ok, "" if ok else "wrong result from a health-check kernel"
     except Exception as e:
         return False, f"{type(e).__name__}: {str(e)[:300]}"
+
+
+def gpu_count() -> int:
+    """The GPUs CUDA would number here, from NVML (milliseconds, and no torch import: the
+    bench asks before its workers start); torch's count where NVML is absent or a GPU is
+    split by MIG (NVML counts the whole GPU)."""
+    try:
+        import pynvml as nv
+        nv.nvmlInit()
+        try:
+            n = nv.nvmlDeviceGetCount()
+            for i in range(n):
+                try:
+                    if nv.nvmlDeviceGetMigMode(nv.nvmlDeviceGetHandleByIndex(i))[0]:
+                        raise LookupError("MIG")
+                except nv.NVMLError:
+                    pass            # not MIG-capable: a whole GPU
+            return n
+        finally:
+            nv.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no pynvml, an NVML error, a MIG GPU (LookupError): ask torch
+        import torch
+        return torch.cuda.device_count()

@@ -104,7 +104,8 @@ class Progress:
         cache (`cached`)."""
         with self._lock:
             self.rows[cid] = {"round": 0, "id": cid, "parent": "-", "verdict": "seeding", "speedup": "-",
-                              "bottleneck": "", "note": "from the seed cache" if cached else
+                              "bottleneck": "", "started": f"{'reading' if cached else 'making'} the Inductor seed",
+                              "note": "from the seed cache" if cached else
                               f"torch.compile in its own process, at most {timeout_s:.0f} s"}
             self._show_started(self.rows[cid])
 
@@ -212,9 +213,8 @@ class PlainProgress(Progress):
         self._line(f"[round {row['round']}] {row['id']} generated (parent {row['parent']})")
 
     def _show_started(self, row: dict) -> None:
-        what = ("reading the Inductor seed" if "cache" in row["note"] else "making the Inductor seed") \
-            if row["verdict"] == "seeding" else "judging"
-        self._line(f"[round {row['round']}] {row['id']} {what}" + (f" ({row['note']})" if row["note"] else ""))
+        self._line(f"[round {row['round']}] {row['id']} {row.get('started', 'judging')}"
+                   + (f" ({row['note']})" if row["note"] else ""))
 
     def _show_evaluated(self, row: dict) -> None:
         extra = "  ".join(x for x in (f"speedup {row['speedup']}" if row["speedup"] != "-" else "",

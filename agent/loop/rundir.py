@@ -41,7 +41,7 @@ from tools.jsonio import read_json, read_jsonl, write_text_atomic
 from tools.verdict import Verdict
 
 TRACE_SCHEMA = 1
-NODES = ("seed", "generate", "sweep", "compile", "test", "profile", "decide", "evaluate")
+NODES = ("generate", "sweep", "compile", "test", "profile", "decide", "evaluate")
 # every trace event carries exactly these keys
 TRACE_FIELDS = ("schema", "run_id", "ts", "iteration", "candidate", "node", "status",
                 "duration_s", "metrics", "error", "artifacts")

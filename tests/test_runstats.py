@@ -353,3 +353,11 @@ def test_suite_gpu_time_sums_judge_walls_of_cuda_runs_only(tmp_path):
     f = figures_of(tmp_path, [([seed(eval_s=1.0), sweep(eval_s=1.0)], {}),
                               ([seed(eval_s=5.0), sweep(eval_s=5.0)], {"device": "cpu"})])
     assert (f["gpu_s"], f["judge_s"]["candidates"], f["judge_s"]["median"]) == (6.0, 4, 9.0)
+
+
+def test_a_faster_kernel_short_of_the_target_says_so_in_the_bench_line(tmp_path):
+    """Correct and 1.15x eager, but the target (1.2x here) is not met: the line names the target, not nothing."""
+    from agent.bench.job import outcome
+    build_run(tmp_path / "p", [seed(), sweep(eager=1.15, interval=0.05)], solved=False, stop_reason="no_model")
+    assert outcome(tmp_path / "p") == ("not solved (no_model, 0 candidates): 1.15x eager, short of the 1.2x target "
+                                       "(the low end of its interval, 1.09x, must clear it)")

@@ -73,12 +73,28 @@ BAD_INPUT = "bad input"   # how run_job's reasons start when the fault is the in
 
 
 def outcome(run_dir: Path) -> str:
-    r = problem_result(load_run(run_dir))
+    run = load_run(run_dir)
+    r = problem_result(run)
     if not r.solved:
-        return f"not solved ({r.stop_reason}, {r.candidates} candidates)" + (f": {r.why}" if r.why else "")
+        return f"not solved ({r.stop_reason}, {r.candidates} candidates)" + (f": {r.why}" if r.why else short_of_target(run))
     timed = r.speedup_eager is not None or r.speedup_compile is not None
     return (f"solved by {r.best} after {r.candidates} candidates, " +
             (f"{fmt_speedup(r.speedup_eager)} eager / {fmt_speedup(r.speedup_compile)} compile" if timed else "not timed (cpu)"))
+
+
+def short_of_target(run) -> str:
+    """Why a correct kernel faster than eager is still 'not solved': the loop's target (budget.target_speedup
+    against budget.target_baseline, cleared by the low end of the speedup's interval: agent/loop/state.py's
+    target_met). "" when nothing is known to say."""
+    budget = (run.meta.get("config") or {}).get("budget") or {}
+    target, base = budget.get("target_speedup"), budget.get("target_baseline", "eager")
+    best = run.candidates.get(run.best_id) if run.best_id else None
+    x = best.speedup.get(base) if best is not None and best.correct else None
+    if target is None or x is None:
+        return ""
+    low = (best.interval.get(base) or {}).get("low")
+    return (f": {x:.2f}x {base}, short of the {target:g}x target" +
+            (f" (the low end of its interval, {low:.2f}x, must clear it)" if low is not None else ""))
 
 
 def clear_skeleton(run_dir: Path) -> None:

@@ -108,3 +108,16 @@ def test_the_per_call_measure_can_be_forced(relu):
     v = evaluate(relu, OK_SRC, device="cuda", settings=_timing(measure="per_call"), profile=False)
     assert v.checks["timing_measure"] == "per_call"
     assert v.timing["candidate"].median_ms == pytest.approx(v.checks["timing_per_call_ms"]["candidate"])
+
+
+def test_a_later_profile_in_a_fresh_worker_counts_the_candidates_triton_kernels_as_triton(relu):
+    """[eval] profile = "refined": the profile step alone, for a candidate judged earlier, runs in a
+    worker that has launched nothing yet; its kernels are still Triton's, not library kernels."""
+    from tools.judge.session import Judge
+    with Judge(relu, device="cuda") as judge:
+        v = judge.judge(OK_SRC, profile=False)
+        assert v.status is Status.CORRECT, v.diagnostics
+        profiled = judge.add_bottleneck(OK_SRC, v)
+    assert profiled.bottleneck is not None, profiled.checks.get("profile_error")
+    assert profiled.checks["time_shares"]["triton"] > 0.5
+    assert "library_ops" not in profiled.flags

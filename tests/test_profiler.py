@@ -352,6 +352,26 @@ def test_recorded_trace_sorts_chain_kernels_into_three_triton_one_library_one_me
     assert {r["name"] for r in b if r["kind"] == "memory"} == {"Memcpy DtoD (Device -> Device)"}
 
 
+def test_triton_names_given_as_a_callable_are_read_after_the_forwards(monkeypatch):
+    """A worker that has launched nothing before the profile request records its launches
+    during the profiled forwards: the names are read then, not before."""
+    import torch
+    import torch.profiler as tp
+    trace = json.loads((REC / "trace_chain.json").read_text())
+
+    class FakeProfile:
+        def __init__(self, activities): pass
+        def __enter__(self): return self
+        def __exit__(self, *exc): return False
+        def export_chrome_trace(self, path): Path(path).write_text(json.dumps(trace))
+    monkeypatch.setattr(tp, "profile", FakeProfile)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    launched: set[str] = set()
+    rows = profiler.kernel_breakdown(lambda: launched.update(RECORDED["chain"]["triton_names"]), (),
+                                     triton_names=lambda: set(launched))
+    assert profiler.launch_counts(rows) == {"triton": 3, "library": 1, "memory": 1}
+
+
 def test_recorded_trace_counts_launches_per_forward_not_per_profile():
     assert [r["calls"] for r in _recorded_breakdown("copy")] == [1]
 

@@ -91,10 +91,14 @@ def _shared_bytes(args: dict) -> int | None:
     return int(max(parts[0], sum(parts[1:]))) if parts else None
 
 
-def kernel_breakdown(fn, args, *, triton_names: set[str], iters: int = 3) -> list[dict]:
+def kernel_breakdown(fn, args, *, triton_names, iters: int = 3) -> list[dict]:
     """Run fn(*args) `iters` times under torch.profiler (CUDA activity) after one warm-up
     call; one row per kernel name: {name, calls, total_us, mean_us, kind, grid_blocks,
-    block_threads, n_regs, shared}, calls and total_us per forward, hottest first."""
+    block_threads, n_regs, shared}, calls and total_us per forward, hottest first.
+
+    triton_names: the Triton kernels' names, or a callable returning them that is read
+    after the forwards ran (the worker's launch record, which a worker that has run no
+    forward before this one only fills during it)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -113,7 +117,7 @@ def kernel_breakdown(fn, args, *, triton_names: set[str], iters: int = 3) -> lis
             prof.export_chrome_trace(path)
             with open(path, encoding="utf-8") as f:
                 trace = json.load(f)
-        rows = breakdown_from_trace(trace, set(triton_names), iters)
+        rows = breakdown_from_trace(trace, set(triton_names() if callable(triton_names) else triton_names), iters)
         if rows:
             break
     return rows

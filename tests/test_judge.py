@@ -146,3 +146,41 @@ def test_the_fork_servers_cleanup_kills_a_child_that_has_not_yet_left_its_proces
             os.waitpid(pid, 0)
         except OSError:
             pass
+
+
+def _killed_worker(close_server: bool):
+    """(a worker killed by its fork server's close, or by a plain kill; the server)."""
+    server = sandbox.start_forkserver("cpu")
+    w = sandbox.start_worker("x = 1\n", device="cpu", forkserver=server)
+    w.request({"op": "setup", "device": "cpu", "max_file_mib": 16, "address_space_gib": 0}, 60)
+    if close_server:
+        server.close()              # the judge shutting down: the server kills its children
+    else:
+        w.kill()
+    w.wait_exit(10.0)
+    return w, server
+
+
+def test_a_worker_killed_by_the_judges_shutdown_gets_no_verdict(softmax):
+    """A bench's time limit or Ctrl-C closes the fork server under a candidate being timed:
+    its death is not the candidate's runtime error (a resumed run judges it again)."""
+    from tools.errors import JudgeShutDown
+    from tools.judge.record import Evaluation, died
+    from tools.settings import EvalSettings
+    run = Evaluation(softmax, "x = 1\n", "cpu", 0, EvalSettings(), None)
+    w, _ = _killed_worker(close_server=True)
+    with pytest.raises(JudgeShutDown):
+        died(run, w, "timing round 1")
+    assert run.diagnostics == []
+
+
+def test_a_worker_that_dies_on_its_own_is_still_a_runtime_error(softmax):
+    from tools.judge.record import Evaluation, died
+    from tools.settings import EvalSettings
+    run = Evaluation(softmax, "x = 1\n", "cpu", 0, EvalSettings(), None)
+    w, server = _killed_worker(close_server=False)
+    try:
+        assert died(run, w, "timing round 1") is Status.RUNTIME_ERROR
+    finally:
+        server.close()
+    assert run.diagnostics[0].kind == "worker_died"

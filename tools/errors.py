@@ -22,6 +22,12 @@ class EvaluatorError(Exception):
     """The evaluator could not do its job (not the candidate's fault)."""
 
 
+class JudgeShutDown(EvaluatorError):
+    """The judge shut down (Ctrl-C, SIGTERM, a bench's time limit) while a candidate's
+    process ran: that process was killed by the shutdown, so there is no verdict to record
+    and a resumed run judges the candidate again."""
+
+
 def describe_fault(e: BaseException) -> str:
     """`Type: message` on one line, the message cut to 200 characters."""
     msg = " ".join(str(e).split())

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from tools.dialect.portable import portable
-from tools.errors import EvaluatorError
+from tools.errors import EvaluatorError, JudgeShutDown
 from tools.problem import Problem
 from tools.settings import EvalSettings
 from tools.verdict import Diagnostic, Status, Verdict
@@ -101,6 +101,11 @@ def error_diag(run: Evaluation, reply: dict) -> None:
 
 
 def died(run: Evaluation, worker, during: str) -> Status:
+    """The candidate's process exited without answering: RUNTIME_ERROR with how it died;
+    raises JudgeShutDown instead when the judge was shutting down (no verdict then)."""
+    if getattr(worker, "shut_down", False) or (run.judge is not None and getattr(run.judge, "closed", False)):
+        raise JudgeShutDown(f"the judge shut down during {during}: the candidate's process was killed with it, "
+                            "no verdict")
     code = worker.returncode
     how = f"signal {-code}" if code is not None and code < 0 else f"status {code}"
     tail = worker.output().get("stderr", "").strip().splitlines()[-3:]

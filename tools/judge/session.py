@@ -97,6 +97,11 @@ class Judge:
         if warm_s:
             self.setup_s["torch_imports"] = round(warm_s, 3)
 
+    @property
+    def closed(self) -> bool:
+        """close() was called: a judgement still running has no verdict to give."""
+        return self._closed
+
     def __enter__(self) -> "Judge":
         return self
 

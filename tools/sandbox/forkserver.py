@@ -56,6 +56,7 @@ class ForkServer:
             raise ForkServerError("os.pidfd_open is not available on this system")
         self.mode = mode
         self._lock = threading.Lock()
+        self.closed = False             # close() was called: its children are being killed
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock = ours
         self._log_path = log_path
@@ -118,6 +119,7 @@ class ForkServer:
         return self.proc.poll() is None
 
     def close(self) -> None:
+        self.closed = True
         try:
             self._sock.close()          # the server kills its children and exits on EOF
         except OSError:

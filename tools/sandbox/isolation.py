@@ -64,6 +64,12 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    @property
+    def shut_down(self) -> bool:
+        """Its fork server was closed (the judge shutting down): the server kills its
+        children, so a death now is the shutdown's doing, not the candidate's."""
+        return bool(getattr(getattr(self.proc, "server", None), "closed", False))
+
     def wait_exit(self, timeout_s: float) -> int | None:
         try:
             return self.proc.wait(timeout_s)

@@ -294,6 +294,20 @@ def test_resume_with_a_raised_round_budget_runs_the_next_round(one_round_run):
     assert (summary["rounds"], summary["candidates_evaluated"]) == (2, 2)
 
 
+def test_resume_of_a_run_cut_off_after_its_last_decide_writes_its_summary(one_round_run):
+    """Ctrl-C or a bench's time limit between the stopping decide event and summary.json (the
+    final best's profile runs there): the resumed run finishes that step instead of staying
+    "interrupted" for every later resume."""
+    rd = RunDir(one_round_run)
+    done = rd.read_summary()
+    rd.summary.unlink()
+    r = cli("resume", str(one_round_run))
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr   # 1: not solved, as the run it resumes
+    again = rd.read_summary()
+    assert again is not None and {k: again[k] for k in ("stop_reason", "best", "rounds")} == \
+        {k: done[k] for k in ("stop_reason", "best", "rounds")}
+
+
 def test_resume_of_a_run_its_budget_stopped_says_how_to_give_it_more(one_round_run):
     r = cli("resume", str(one_round_run))
     assert f"to go on: krefine resume {one_round_run} --set budget.max_rounds=2" in r.stdout

@@ -43,7 +43,7 @@ from agent.loop.state import (ORIGIN_MODEL, ORIGIN_SEED, ORIGIN_SWEEP, SWEEP_GOE
 from agent.loop.sweep_plan import plan_sweep, prescreened
 from agent.models.llm import ReplayExhausted
 
-__all__ = ["LoopContext", "build_graph", "run_graph", "make_summary"]
+__all__ = ["LoopContext", "build_graph", "run_graph", "make_summary", "finish"]
 
 
 # ---------------------------------------------------------------- seed (round 0)
@@ -228,11 +228,18 @@ def decide(state: RunState, runtime: Runtime[LoopContext]) -> dict:
                 metrics={"best_speedup": records[best]["speedup"] if best else None,
                          "spent": dict(spent), **({"sweep": sweep_next} if sweep_next else {})})
     if reason is not None:
-        if best is not None:
-            ensure_profiled(ctx, best)   # the final best gets its bottleneck summary whatever the policy
-        run.write_summary(make_summary(run, dict(state, **update), ctx.timed))
+        finish(ctx, dict(state, **update))
     ctx.progress.decided(run.view(dict(state, **update)))
     return update
+
+
+def finish(ctx: LoopContext, state: RunState) -> None:
+    """A stopped run's last step, after its decide event: the final best's bottleneck summary
+    (whatever the profile policy), then summary.json. `krefine resume` repeats it for a run
+    cut off between the two (Ctrl-C or a bench's time limit during that last profile)."""
+    if state["best"] is not None:
+        ensure_profiled(ctx, state["best"])
+    ctx.run.write_summary(make_summary(ctx.run, state, ctx.timed))
 
 
 def make_summary(run, state: RunState, timed: bool) -> dict:

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from agent.config import AgentConfig, upgrade_run_config
 from agent.loop.context import LoopContext
-from agent.loop.graph import build_graph, make_summary, run_graph
+from agent.loop.graph import build_graph, finish, make_summary, run_graph
 from agent.models.base import BackendUnavailable
 from agent.models.llm import NO_MODEL, ReplayBackend, check_spec, make_backend
 from agent.loop.progress import Progress, make_progress
@@ -179,6 +179,8 @@ def _drive(run: Run, problem, config: AgentConfig, backend, device: str, progres
         progress.resumed(run.view(state), judged=rd.judged(), written=rd.written())
     try:
         state = run_graph(build_graph(), ctx, state, on_step=lambda s: latest.update(state=s))
+        if state["stop_reason"] and not rd.summary.exists():   # stopped, but cut off before its summary
+            finish(ctx, state)
     except EvaluatorError:
         progress.close()
         run.write_summary(make_summary(run, dict(latest["state"], stop_reason="evaluator_error"), device == "cuda"))

@@ -100,6 +100,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             from torch.nn.attention import SDPBackend, sdpa_kernel
             stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
         stack.enter_context(strict_fp32())   # a template conv's ALLOW_TF32 follows cuDNN's flag
+        stack.enter_context(_warnings_out_of_graph())
         torch._dynamo.reset()
         try:
             with torch.no_grad():
@@ -199,6 +200,20 @@ def _chosen_configs(code: str) -> dict[str, dict[str, int]]:
             chosen[n] = {**{k: v for k, v in cfg.kwargs.items() if isinstance(v, int)},
                          "num_warps": int(cfg.num_warps), "num_stages": int(cfg.num_stages)}
     return chosen
+
+
+def _warnings_out_of_graph():
+    """A forward that warns (level 2's 28: InstanceNorm2d of a view whose dim 1 is not its
+    num_features) broke the one graph on `warnings.warn`, which Dynamo cannot trace: it is
+    moved out of the graph instead, as Dynamo's own hint says (a warning computes nothing)."""
+    import contextlib
+    import warnings
+
+    import torch._dynamo
+    funcs = getattr(torch._dynamo.config, "reorderable_logging_functions", None)
+    if funcs is None:
+        return contextlib.nullcontext()
+    return torch._dynamo.config.patch(reorderable_logging_functions={*funcs, warnings.warn})
 
 
 def capture_text(cap: Capture) -> str:

@@ -1,0 +1,51 @@
+"""A forward that warns is still captured as one graph (tools/dialect/inductor_capture.py): level 2's
+28_BMM_InstanceNorm_Sum_ResidualAdd_Multiply got no seed, "torch.compile failed: Unsupported: Attempted to
+call function marked as skipped ... `_warnings.warn`"."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBLEM = ROOT / "tests" / "dialect" / "problems" / "instancenorm_warns.py"
+
+# its own process: torch.compile leaves Inductor's compile threads in the process that ran it
+_CAPTURE = """
+import sys
+from tools.dialect.inductor_capture import capture
+from tools.problem import load_problem
+cap = capture(load_problem(sys.argv[1]), "cpu")
+print("captured", len(cap.code) > 0)
+"""
+
+_SEED = """
+import sys
+from tools.dialect.seedcache import cached_seed
+from tools.judge import evaluate
+from tools.problem import load_problem
+from tools.settings import EvalSettings, TrialSettings
+problem = load_problem(sys.argv[1])
+src = cached_seed(problem, "cpu", None, "train")
+verdict = evaluate(problem, src, device="cpu", profile=False,
+                   settings=EvalSettings(test=TrialSettings(trials=2, gpu_cross_compile=False)))
+print("verdict", verdict.status.value)
+"""
+
+
+def _python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, str(PROBLEM)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_a_forward_that_warns_is_captured_as_one_graph():
+    out = _python(_CAPTURE)
+    assert out.stdout.strip().splitlines()[-1:] == ["captured True"], out.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_the_seed_of_a_forward_that_warns_is_judged_correct():
+    out = _python(_SEED)
+    assert out.stdout.strip().splitlines()[-1:] == ["verdict correct"], out.stderr[-2000:]

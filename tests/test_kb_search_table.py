@@ -1,9 +1,11 @@
-"""benchmarks/kb_search_table.py: the issue-31 tables' order, unfinished problems and GPU-hours."""
+"""benchmarks/kb_search_table.py: the issue-31 tables' order, unfinished problems, GPU-hours, and parts merged."""
 from __future__ import annotations
 
 import importlib.util
 import json
 from pathlib import Path
+
+import pytest
 
 _spec = importlib.util.spec_from_file_location("kb_search_table", Path(__file__).resolve().parents[1] / "benchmarks" / "kb_search_table.py")
 kb = importlib.util.module_from_spec(_spec)
@@ -48,3 +50,44 @@ def test_a_call_cut_off_before_its_end_line_is_counted_as_cut_not_as_time(tmp_pa
                                     "== 07:03:11 4 GPU(s); NVIDIA H200, 580\n== end 07:12:20 (550 s)\n")
     assert kb.gpu_seconds([tmp_path / "a.txt"]) == (4 * 550, 1, 1)
     assert "1 calls cut off before their end line are not counted" in kb.table([], *kb.gpu_seconds([tmp_path / "a.txt"]))
+
+
+def _figure_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("- level")]
+
+
+def test_a_table_read_back_as_a_part_keeps_its_figures_where_its_two_decimals_would_not(tmp_path):
+    """1.004x shows as "1.00" in the table; the part read back still counts it faster than eager."""
+    rows = [kb.row(_run(tmp_path, "level1__1_A", {"r00-c00": 1.004})), kb.row(_run(tmp_path, "level1__2_B", {"r00-c00": 0.5}))]
+    text = kb.table(rows)
+    back, tot = kb.part_from_md(text)
+    assert "| 1.00 |" in text and _figure_lines(kb.table(back, tot=tot)) == _figure_lines(text)
+    assert "fast_1 vs eager 0.50" in _figure_lines(text)[0]
+
+
+def test_a_problem_unfinished_in_one_part_counts_once_where_it_finished_and_both_parts_costs_add(tmp_path):
+    first = [kb.row(_run(tmp_path / "a", "level1__1_A", {"r00-c00": 2.0}, finished=False))]
+    second = [kb.row(_run(tmp_path / "b", "level1__1_A", {"r00-c00": 3.0, "r00-c01": 4.0}))]
+    rows, tot = kb.merge([("a", first, kb.totals(first, gpu_s=100)), ("b", second, kb.totals(second, gpu_s=50))])
+    assert [r["best_eager"] for r in rows] == [4.0]
+    assert (tot["judged"], tot["gpu_s"], tot["figures"]["level1 best"]["n"]) == (3, 150, 1)
+
+
+def test_a_problem_finished_in_two_parts_is_refused_with_exit_2(tmp_path, capsys):
+    a = [kb.row(_run(tmp_path / "a", "level1__1_A", {"r00-c00": 2.0}))]
+    b = [kb.row(_run(tmp_path / "b", "level1__1_A", {"r00-c00": 3.0}))]
+    with pytest.raises(SystemExit) as e:
+        kb.merge([("a.json", a, kb.totals(a)), ("b.json", b, kb.totals(b))])
+    assert e.value.code == 2 and "b.json: level1__1_A is finished in a.json too" in capsys.readouterr().err
+
+
+def test_a_part_written_with_json_merges_to_the_same_table_as_its_bench_directory(tmp_path, monkeypatch, capsys):
+    _run(tmp_path / "bench", "level1__1_A", {"r00-c00": 1.2})
+    _run(tmp_path / "bench", "level2__3_B", {"r00-c00": 0.7})
+    part = tmp_path / "part.json"
+    monkeypatch.setattr("sys.argv", ["kb_search_table.py", str(tmp_path / "bench"), "--json", str(part)])
+    kb.main()
+    direct = capsys.readouterr().out
+    monkeypatch.setattr("sys.argv", ["kb_search_table.py", "--parts", str(part)])
+    kb.main()
+    assert capsys.readouterr().out == direct

@@ -150,8 +150,10 @@ def part_from_md(text: str) -> tuple[list[dict], dict]:
         if not row["finished"]:
             rows.append({**row, "judged": int(re.search(r"(\d+) judged", cells[1]).group(1))})
             continue
-        port, label = re.match(r"(\S+)(?: \((.*)\))?$", cells[3]).groups()
-        pre, pre_s = re.match(r"(\d+) \((\d+)\)", cells[9]).groups()
+        port, pre = re.match(r"(\S+)(?: \((.*)\))?$", cells[3]), re.match(r"(\d+) \((\d+)\)", cells[9])
+        if not port or not pre:
+            raise ValueError(f"its row {cells[0]} is not one this script writes")
+        (port, label), (pre, pre_s) = port.groups(), pre.groups()
         rows.append({**row, "seed_eager": _cell(cells[1]), "seed_compile": _cell(cells[2]),
                      "portfolio": "" if label in (None, "—") else label, "port_eager": _cell(port),
                      "port_compile": _cell(cells[4]), "best_eager": _cell(cells[5]), "best_compile": _cell(cells[6]),
@@ -263,6 +265,8 @@ def main() -> None:
     a = ap.parse_args()
     if not a.bench and not a.parts:
         _refuse("name a bench directory or --parts")
+    if a.json and not a.bench:
+        _refuse("--json writes a bench directory's part: name the bench directory")
     parts = [(str(p), *load_part(p)) for p in a.parts]
     if a.bench:
         if not Path(a.bench).is_dir():

@@ -91,3 +91,13 @@ def test_a_part_written_with_json_merges_to_the_same_table_as_its_bench_director
     monkeypatch.setattr("sys.argv", ["kb_search_table.py", "--parts", str(part)])
     kb.main()
     assert capsys.readouterr().out == direct
+
+
+def test_a_file_that_is_no_part_is_refused_with_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    bad = tmp_path / "bad.md"
+    bad.write_text("| level1__2_B | 0.5 | 1 | 1 | 1 | 1 | 1 | c | 3 | many |\n")
+    monkeypatch.setattr("sys.argv", ["kb_search_table.py", "--parts", str(bad)])
+    with pytest.raises(SystemExit) as e:
+        kb.main()
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and f"{bad}: not a part" in err

@@ -27,17 +27,17 @@ from tools.dialect.seedcache import cached_seed
 from tools.judge import evaluate
 from tools.problem import load_problem
 from tools.settings import EvalSettings, TrialSettings
-problem = load_problem(sys.argv[1])
-src = cached_seed(problem, "cpu", None, "train")
-verdict = evaluate(problem, src, device="cpu", profile=False,
+problem, device = load_problem(sys.argv[1]), sys.argv[2]
+src = cached_seed(problem, device, None, "train")
+verdict = evaluate(problem, src, device=device, profile=False,
                    settings=EvalSettings(test=TrialSettings(trials=2, gpu_cross_compile=False)))
 print("verdict", verdict.status.value)
 """
 
 
-def _python(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code, str(PROBLEM)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600)
+def _python(code: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, str(PROBLEM), *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
 
 
 def test_a_forward_that_warns_is_captured_as_one_graph():
@@ -47,5 +47,11 @@ def test_a_forward_that_warns_is_captured_as_one_graph():
 
 @pytest.mark.slow
 def test_the_seed_of_a_forward_that_warns_is_judged_correct():
-    out = _python(_SEED)
+    out = _python(_SEED, "cpu")
+    assert out.stdout.strip().splitlines()[-1:] == ["verdict correct"], out.stderr[-2000:]
+
+
+@pytest.mark.gpu
+def test_the_seed_of_a_forward_that_warns_is_judged_correct_on_the_gpu():
+    out = _python(_SEED, "cuda")
     assert out.stdout.strip().splitlines()[-1:] == ["verdict correct"], out.stderr[-2000:]

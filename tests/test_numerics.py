@@ -321,3 +321,55 @@ def test_a_constant_factor_everywhere_is_not_also_an_axis_pattern():
     ref[:, :4] = 1e-7          # too small for the factor to leave the tolerance there
     cmp = compare(ref * 1.001, ref, atol=1e-4, rtol=1e-4, rel_l2_limit=1e-4)
     assert [p.split(":")[0] for p in cmp.patterns] == ["constant_factor"]
+
+
+# -- a reference that is rounding noise: against_truth ------------------------------
+
+
+def _centered_means(rows=16, n=1000, seed=0):
+    """(ref, out, truth): the row means of x - mean(x), 0 in exact arithmetic; ref and out
+    are two float32 orders of summation, truth the same formula in float64."""
+    x = torch.rand(rows, n, generator=torch.Generator().manual_seed(seed)) * 4 + 1
+    ref = (x - x.mean(dim=1, keepdim=True)).mean(dim=1)
+    rev = x.flip(1)
+    out = ((rev - rev.sum(dim=1, keepdim=True) / n).cumsum(dim=1)[:, -1] / n).to(torch.float32)
+    xd = x.double()
+    truth = (xd - xd.mean(dim=1, keepdim=True)).mean(dim=1)
+    return ref, out, truth
+
+
+def test_a_reference_of_rounding_noise_passes_against_its_float64_truth():
+    ref, out, truth = _centered_means()
+    c = compare(out, ref, **FP32)
+    assert c.norm_only and c.rel_l2 > 0.1                    # the float32 rule alone rejects it
+    d = numerics.against_truth(c, out, ref, truth)
+    assert d.ok and d.patterns == () and d.reference_error["ok"] is True
+
+
+def test_zeros_still_fail_against_truth_where_the_signal_is_real():
+    truth = 1e-6 * randn(4096, dtype=torch.float64)          # below atol, far above float32's error
+    ref = truth.to(torch.float32)
+    zeros = torch.zeros_like(ref)
+    d = numerics.against_truth(compare(zeros, ref, **FP32), zeros, ref, truth)
+    assert not d.ok and d.reference_error["out_l2_err"] > 1e6 * d.reference_error["ref_l2_err"]
+
+
+def test_an_output_noisier_than_the_floor_fails_and_the_message_names_float64():
+    ref, out, truth = _centered_means()
+    off = out + 5e-6                                          # within atol, far above the noise
+    d = numerics.against_truth(compare(off, ref, **FP32), off, ref, truth)
+    assert not d.ok and "float64" in d.describe() and "rel_l2" in tags(d)
+
+
+def test_against_truth_leaves_element_failures_alone():
+    ref, out, truth = _centered_means()
+    bad = out.clone()
+    bad[3] = 1.0
+    c = compare(bad, ref, **FP32)
+    assert numerics.against_truth(c, bad, ref, truth) is c
+
+
+def test_without_a_truth_the_norm_rule_stands():
+    ref, out, _ = _centered_means()
+    d = numerics.against_truth(compare(out, ref, **FP32), out, ref, None)
+    assert not d.ok and d.reference_error["precision"] is None

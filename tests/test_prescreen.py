@@ -84,6 +84,14 @@ def test_right_on_the_prescreen_input_but_wrong_on_the_trials_is_judged_incorrec
     assert not verdict.correct
 
 
+def test_a_variant_whose_answer_is_rounding_noise_is_checked_against_the_float64_forward():
+    root = Path(__file__).parent / "exploits"
+    sources = [(root / f"{name}.py").read_text() for name in ("ok_noise_reference", "noise_reference_offset")]
+    screens = prescreen(root / "problems" / "centered_mean.py", sources, device="cpu", settings=TrialSettings(),
+                        seed=7)
+    assert [s.status for s in screens] == [CORRECT, INCORRECT]
+
+
 def _ctx(tmp_path, screens):
     from agent.loop.run import Run
     from agent.loop.rundir import RunDir

@@ -34,7 +34,7 @@ from tools.judge import memory
 from tools.judge.gpulock import GpuLock, gpu_lock
 from tools.judge.pipeline import Judgement, finish, profile_in
 from tools.judge.blame import Step, blame
-from tools.judge.reference import check_reproducible, compute_reference, default_device
+from tools.judge.reference import check_reproducible, compute_reference, default_device, precise_reference
 from tools.judge.static import static_verdict
 from tools.judge.warm import warm_imports
 from tools.problem import Problem
@@ -73,6 +73,7 @@ class Judge:
         self.setup_s: dict[str, float] = {}
         self._ref_model = None
         self._refs: dict[int, list] = {}
+        self._precise: dict[int, list | None] = {}   # precise_reference's, by seed
         self._ref_cache_ok: bool | None = None
         self._unreproducible: tuple | None = None   # (check_reproducible's answer,) once asked
         self._reproducible_lock = threading.Lock()
@@ -201,6 +202,23 @@ class Judge:
             memory.release(self.dev)   # the inputs and the forward's temporaries, before the worker runs
         return out
 
+    def precise_reference(self, seed: int) -> list | None:
+        """The reference's forward in float64 on the inputs of `seed`, or None where it cannot
+        run so (tools/judge/numerics.py against_truth: asked only when a candidate's output
+        fails on the norm rule alone); kept for the session unless it is lean."""
+        with self._lock:
+            if seed in self._precise:
+                return self._precise[seed]
+        t = time.monotonic()
+        out = precise_reference(self.reference_model(), self.problem.module, seed, self.dev)
+        with self._lock:
+            self.setup_s["precise_references"] = round(self.setup_s.get("precise_references", 0.0)
+                                                       + time.monotonic() - t, 3)
+            if not self.lean:
+                self._precise[seed] = out
+        memory.release(self.dev)   # the float64 model copy and inputs
+        return out
+
     def unreproducible(self) -> tuple[str, str] | None:
         """Once per session: why no candidate can match the reference (it is random, e.g.
         Dropout in training mode, or otherwise gives other outputs when called again), as
@@ -234,6 +252,7 @@ class Judge:
             self.memory_pressure(self)
         with self._lock:
             self._refs.clear()
+            self._precise.clear()
             self._last_ref = None
             if self._ref_cache_ok:
                 self._ref_cache_ok = False   # recomputed per trial from now on
@@ -378,6 +397,7 @@ class Judge:
             self._baseline_thread.join()
         model, self._ref_model, self._compiled = self._ref_model, None, None
         self._refs.clear()
+        self._precise.clear()
         self._last_ref = None
         if model is not None and self.device == "cuda":
             memory.forget_compiled(model)

@@ -178,10 +178,10 @@ def _worker(spec: dict) -> None:
             ref = model(*inputs)
         del model
         tol = tolerances(ref.dtype, settings)
-        truths: list = []
+        made: list = []   # the float64 outputs once made (None: they cannot be)
 
-        def truth():   # the reference's float64 forward, made the first time a variant fails on the norm alone
-            if not truths:
+        def truths():   # the reference's float64 forward, made the first time a variant fails on the norm alone
+            if not made:
                 try:
                     with torch.device(dev):
                         twin = build_model(problem.module.Model, problem.module, settings.init_seed, dev,
@@ -189,18 +189,18 @@ def _worker(spec: dict) -> None:
                     got = precise_outputs(twin, inputs)
                 except Exception:   # noqa: BLE001 - no truth: the float32 reference alone decides
                     got = None
-                truths.append(got[0] if got and len(got) == 1 else None)
-            return truths[0]
+                made.append(got)
+            return made[0]
     except BaseException as e:                  # noqa: BLE001 - reported, never raised past the worker
         emit({"setup_error": f"the reference: {type(e).__name__}: {' '.join(str(e).split())[:300]}"})
         return
     wait_for(spec.get("wait_for"), spec.get("wait_s") or 0)   # the compile pass, started beside this worker
     for index in range(spec["start"], len(spec["sources"])):
         emit(asdict(_screen(index, spec["sources"][index], problem, inputs, ref, tol, settings, dev, spec["reps"],
-                            truth)))
+                            truths)))
 
 
-def _screen(index, path, problem, inputs, ref, tol, settings, dev, reps, truth=lambda: None) -> Screen:
+def _screen(index, path, problem, inputs, ref, tol, settings, dev, reps, truths=lambda: None) -> Screen:
     import torch
 
     from tools.judge.numerics import against_truth, compare
@@ -218,9 +218,7 @@ def _screen(index, path, problem, inputs, ref, tol, settings, dev, reps, truth=l
         if not isinstance(out, torch.Tensor):
             return Screen(index, INCORRECT, error=f"forward returned {type(out).__name__}",
                           seconds=time.monotonic() - t0)
-        c = compare(out, ref, atol=tol[0], rtol=tol[1], rel_l2_limit=tol[2])
-        if c.norm_only:
-            c = against_truth(c, out, ref, truth())
+        c = against_truth(compare(out, ref, atol=tol[0], rtol=tol[1], rel_l2_limit=tol[2]), out, ref, truths)
         if not c.ok:
             return Screen(index, INCORRECT, error=f"max abs error {c.max_abs_err:.3g}, rel l2 {c.rel_l2:.3g}",
                           seconds=time.monotonic() - t0)

@@ -5,10 +5,11 @@ TF32 off (tools/problem.py strict_fp32), outputs checked to be tensors),
 `check_reproducible` (whether the reference gives its outputs again with the RNG seeded
 otherwise: a random one, Dropout in training mode, can be matched by no kernel),
 `precise_outputs` (the same forward in float64: the truth a float32 reference is rounded
-from, for tools/judge/numerics.py's `against_truth`) and `default_device`. The Model is built once per session with KernelBench's seeds and init
-order, in the mode `[eval] module_mode` says (tools/judge/session.py's Judge); no
-candidate code runs here. A fault of the problem's code here is the file's (exit 2) only when a
-fresh process fails the same way (tools/judge/blame.py).
+from, for tools/judge/numerics.py's `against_truth`) and `default_device`. The Model is
+built once per session with KernelBench's seeds and init order, in the mode `[eval]
+module_mode` says (tools/judge/session.py's Judge); no candidate code runs here. A fault
+of the problem's code here is the file's (exit 2) only when a fresh process fails the same
+way (tools/judge/blame.py).
 """
 from __future__ import annotations
 
@@ -105,17 +106,14 @@ def check_reproducible(ref_model, mod, seed: int, dev: str, ref: list, settings)
     del inputs
     again = list(out) if isinstance(out, (tuple, list)) else [out]
 
-    def agrees(a, r) -> bool:
+    def agrees(k, a, r) -> bool:
         if not isinstance(a, torch.Tensor) or a.shape != r.shape:
             return False
         atol, rtol, rel = tolerances(r.dtype, settings)
         cmp = compare(a, r, atol=atol, rtol=rtol, rel_l2_limit=rel)
-        if cmp.norm_only:   # two roundings of a truth near zero (numerics.py against_truth)
-            truth = precise_reference(ref_model, mod, seed, dev)
-            k = next(j for j, x in enumerate(ref) if x is r)
-            cmp = against_truth(cmp, a, r, truth[k] if truth is not None and k < len(truth) else None)
-        return cmp.ok
-    if len(again) == len(ref) and all(agrees(a, r) for a, r in zip(again, ref)):
+        # two roundings of a truth near zero (numerics.py against_truth)
+        return against_truth(cmp, a, r, lambda: precise_reference(ref_model, mod, seed, dev), k).ok
+    if len(again) == len(ref) and all(agrees(k, a, r) for k, (a, r) in enumerate(zip(again, ref))):
         return None
     dropouts = _random_modules(ref_model)
     if drew[0] or dropouts:
@@ -166,8 +164,6 @@ def precise_outputs(model, inputs: list) -> list | None:
         return [o.detach() for o in outs]
     except Exception:   # noqa: BLE001 - no float64 truth: the float32 reference alone decides
         return None
-    finally:
-        twin = wide = out = None
 
 
 def _rng_states(dev: str) -> tuple:

@@ -19,7 +19,7 @@ from tools.verdict import Status
 
 
 def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | None:
-    from tools.judge.numerics import compare, tolerances
+    from tools.judge.numerics import against_truth, compare, tolerances
     s = run.settings
     judge = run.judge
     lean = judge.lean   # tools/judge/memory.py: references made after the worker's calls, one at a time
@@ -143,7 +143,9 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
                     return Status.INCORRECT
                 atol, rtol, rel = tolerances(r.dtype, s.test)
                 cmp = compare(o, r, atol=atol, rtol=rtol, rel_l2_limit=rel)
-                cmp = _truth(judge, cmp, o, r, seed if call == 0 or not lean else seed2, k)
+                # a reference of rounding noise: decided against its float64 forward (called at once)
+                cmp = against_truth(cmp, o, r, lambda: judge.precise_reference(seed if call == 0 or not lean
+                                                                               else seed2), k)
                 comparisons.append({"trial": i + 1, "call": call + 1, "output": k, **cmp.to_json()})
                 if not cmp.ok:
                     run.checks["comparisons"] = comparisons
@@ -174,16 +176,6 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
     return None
 
 
-def _truth(judge, cmp, o, r, seed: int, k: int):
-    """`cmp` decided again against the reference's float64 forward where it failed on the
-    norm rule alone (tools/judge/numerics.py against_truth): a reference that is rounding noise."""
-    from tools.judge.numerics import against_truth
-    if not cmp.norm_only:
-        return cmp
-    truth = judge.precise_reference(seed)
-    return against_truth(cmp, o, r, truth[k] if truth is not None and k < len(truth) else None)
-
-
 def _timed_out(run, worker, i: int, timeout: float) -> Status:
     why = ("Triton's CPU interpreter runs each program in Python: a large input or many small "
            "programs can take this long, or a kernel hangs; try smaller inputs, larger blocks or "
@@ -199,7 +191,7 @@ def recheck_timed_outputs(run, reply: dict, payload: bytes, seed: int) -> Status
     where the worker wrote it into the timed inputs before the last timed sample, or into
     the graph's input tensors before one more replay (reply["fresh_inputs"]: "call",
     "graph"); else the timing seed, which the candidate saw before that call."""
-    from tools.judge.numerics import compare, tolerances
+    from tools.judge.numerics import against_truth, compare, tolerances
     from tools.judge.timed_path import fresh_reference
     on_new = seed not in run.judge.seeds and reply.get("fresh_inputs") in ("call", "graph")
     fresh = reply["fresh_inputs"] if on_new else None
@@ -217,8 +209,8 @@ def recheck_timed_outputs(run, reply: dict, payload: bytes, seed: int) -> Status
     for k, (o, r) in enumerate(zip(outs, ref)):
         atol, rtol, rel = tolerances(r.dtype, run.settings.test)
         cmp = compare(o, r, atol=atol, rtol=rtol, rel_l2_limit=rel) if o.shape == r.shape else None
-        if cmp is not None:
-            cmp = _truth(run.judge, cmp, o, r, seed, k)
+        if cmp is not None:   # a reference of rounding noise: decided against its float64 forward
+            cmp = against_truth(cmp, o, r, lambda: run.judge.precise_reference(seed), k)
         if cmp is None or not cmp.ok:
             what = {"graph": "the timed CUDA graph, replayed once on new inputs written into the tensors it was "
                              "captured on, returned a wrong output",

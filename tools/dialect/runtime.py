@@ -7,9 +7,10 @@ gives torch nothing back: a name torch no longer has fails to import here as it 
 the user. `install(device)`: on cpu, Triton's interpreter has no libdevice, so
 tools/dialect/interp_libdevice.py installs one that computes what the GPU's does (a
 kernel that calls libdevice therefore passes on cpu but runs outside krefine on a GPU
-only: README says so), and tools/dialect/interp_reduce.py a `tl.reduce` with a combine
-function that works on whole blocks instead of element by element. None of this computes
-on tensors.
+only: README says so), tools/dialect/interp_reduce.py a `tl.reduce` with a combine
+function that works on whole blocks instead of element by element, and
+tools/dialect/interp_index.py an integer argument as a loop bound on Triton 3.6 with NumPy
+2.4. None of this computes on tensors.
 
 Not covered: what to tell the model when such a candidate fails (tools/dialect/causes.py).
 """
@@ -20,9 +21,10 @@ def install(device: str) -> None:
     """Prepare this (worker) process for candidates; `device` is the worker's: "cuda",
     "cpu" (Triton's interpreter) or "compile" (compiles kernels, runs nothing)."""
     if device == "cpu":
-        from tools.dialect import interp_libdevice, interp_reduce
+        from tools.dialect import interp_index, interp_libdevice, interp_reduce
         interp_libdevice.install()
         interp_reduce.install()   # tl.reduce with a combine function, on whole blocks
+        interp_index.install()    # `range(0, n, BLOCK)` with a runtime n on Triton 3.6
 
 
 def span(size, stride) -> int:

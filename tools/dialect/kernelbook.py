@@ -144,6 +144,10 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
         elif isinstance(stmt, ast.Expr) and call_name(stmt).startswith("extern_kernels."):
             externs.add(call_name(stmt))
             body.append(stmt)
+        elif re.search(r"\b(randint|inductor_seeds|inductor_random)\b", text):
+            raise ValueError(f"call(): the forward draws random numbers ({short_code(stmt)}): no kernel can "
+                             "reproduce torch's generator draw for draw; a dropout is random in training mode "
+                             "(--set eval.module_mode=eval judges inference)")
         else:
             raise ValueError(f"call(): unsupported statement: {short_code(stmt)}")
     if ret is None:

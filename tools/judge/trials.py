@@ -143,7 +143,7 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
                     return Status.INCORRECT
                 atol, rtol, rel = tolerances(r.dtype, s.test)
                 cmp = compare(o, r, atol=atol, rtol=rtol, rel_l2_limit=rel)
-                # a reference of rounding noise: decided against its float64 forward (called at once)
+                # a reference of rounding noise: decided against its float64 forward (made only then)
                 cmp = against_truth(cmp, o, r, lambda: judge.precise_reference(seed if call == 0 or not lean
                                                                                else seed2), k)
                 comparisons.append({"trial": i + 1, "call": call + 1, "output": k, **cmp.to_json()})

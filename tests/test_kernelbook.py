@@ -214,6 +214,10 @@ UNSUPPORTED = {
     "random numbers": ("cpu_relu_odd", ("        del arg0_1\n", "        aten.randint.low_out(-9223372036854775808, "
                                                            "9223372036854775807, [1], out=buf0)\n"),
                        "call(): the forward draws random numbers (aten.randint.low_out("),
+    "random numbers after an unsupported statement": (
+        "cpu_relu_odd", ("        del arg0_1\n", "        buf9 = extern_kernels.convolution(arg0_1, arg0_1)\n"
+                         "        aten.randint.low_out(-9223372036854775808, 9223372036854775807, [1], out=buf0)\n"),
+        "call(): the forward draws random numbers (aten.randint.low_out("),
     "C++ kernel": ("cpu_relu_odd", ("async_compile.wait(globals())",
                                     "cpp_fused_0 = async_compile.cpp_pybinding(['x'], '')"),
                    "async_compile.cpp_pybinding (cpp_fused_0)"),

@@ -111,6 +111,12 @@ def _call_arg_names(call_fn: ast.FunctionDef) -> list[str]:
 def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
                   recorded: dict[str, dict[str, int]]) -> tuple[str, set[str]]:
     """call(args) as KernelBook writes it; also the extern_kernels ops it uses."""
+    draw = next((n for n in ast.walk(call_fn) if isinstance(n, ast.stmt) and not hasattr(n, "body")
+                 and re.search(r"\b(randint|inductor_seeds|inductor_random)\b", ast.unparse(n))), None)
+    if draw is not None:    # named first: it is why no rewrite of the other statements can help
+        raise ValueError(f"call(): the forward draws random numbers ({short_code(draw)}): no kernel can "
+                         "reproduce torch's generator draw for draw; a dropout is random in training mode "
+                         "(--set eval.module_mode=eval judges inference)")
     pre, body, ret, externs = [], [], None, set()
     stream_done = False
     stmts = list(call_fn.body)
@@ -144,10 +150,6 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
         elif isinstance(stmt, ast.Expr) and call_name(stmt).startswith("extern_kernels."):
             externs.add(call_name(stmt))
             body.append(stmt)
-        elif re.search(r"\b(randint|inductor_seeds|inductor_random)\b", text):
-            raise ValueError(f"call(): the forward draws random numbers ({short_code(stmt)}): no kernel can "
-                             "reproduce torch's generator draw for draw; a dropout is random in training mode "
-                             "(--set eval.module_mode=eval judges inference)")
         else:
             raise ValueError(f"call(): unsupported statement: {short_code(stmt)}")
     if ret is None:

@@ -18,7 +18,7 @@ import pytest
 from tools.dialect import kernelbook, portfolio, seedcache
 from tools.dialect.__main__ import main
 from tools.dialect.inductor_capture import read_capture
-from tools.dialect.portfolio import (SAME_AS_DEFAULT, PortfolioEntry, cached_portfolio, entries_json,
+from tools.dialect.portfolio import (SAME_AS_DEFAULT, PortfolioEntry, cached_portfolio, entries_json, no_portfolio,
                                      portfolio_in_subprocess, seed_portfolio)
 from tools.dialect.seedcache import SeedCache
 from tools.precision import dot_precisions
@@ -146,6 +146,12 @@ def test_a_portfolio_without_code_is_one_value_error_naming_every_reason(tmp_pat
     SeedCache(tmp_path).put_portfolio(problem, "cuda", seedcache.torch_version(), entries_json(entries))
     with pytest.raises(ValueError, match="^default: no Triton kernel; templates: NoValidChoices$"):
         portfolio_in_subprocess(problem.path, "cuda", 60, tmp_path)
+
+
+def test_configurations_that_failed_alike_give_their_reason_once():
+    entries = [PortfolioEntry("default", None, "draws random numbers"), PortfolioEntry("templates", None, "other"),
+               PortfolioEntry("templates+tf32x3", None, "draws random numbers")]
+    assert no_portfolio(entries) == "default, templates+tf32x3: draws random numbers; templates: other"
 
 
 def test_the_cli_writes_portfolio_json(tmp_path, monkeypatch):

@@ -115,10 +115,14 @@ def read_entries(text: str) -> list[PortfolioEntry]:
 
 
 def no_portfolio(entries: list[PortfolioEntry]) -> str | None:
-    """Every entry's reason on one line when none has code; None when one has."""
+    """Every entry's reason on one line when none has code, once per reason (`default, templates:
+    REASON` where both failed alike); None when one has."""
     if any(e.code is not None for e in entries):
         return None
-    return "; ".join(f"{e.label}: {e.reason}" for e in entries) or "no configuration"
+    labels: dict[str, list[str]] = {}
+    for e in entries:
+        labels.setdefault(e.reason, []).append(e.label)
+    return "; ".join(f"{', '.join(names)}: {reason}" for reason, names in labels.items()) or "no configuration"
 
 
 def cached_portfolio(problem, device: str, cache_dir: str | Path | None,

@@ -51,12 +51,11 @@ def _problem(name: str):
 @lru_cache(maxsize=None)
 def _judge(name: str, device: str = "cpu"):
     from tools import settings as cfg
-    from tools.judge import evaluate
+    from shared_judges import verdict_of
     src, problem, _ = _read(name)
     test = dataclasses.replace(cfg.TrialSettings(), trials=2)
     timing = dataclasses.replace(cfg.TimingSettings(), warmup=2, rounds=2, iters_per_round=5, compile_baseline=False)
-    return evaluate(_problem(problem), src, device=device, settings=cfg.EvalSettings(test=test, timing=timing),
-                    profile=False)
+    return verdict_of(_problem(problem), src, device=device, settings=cfg.EvalSettings(test=test, timing=timing))
 
 
 def _run(code: str, interpret: bool = False) -> str:

@@ -27,13 +27,18 @@ def json_correct():
     return cli("eval", PROBLEM, OK, "--device", "cpu", "--json")
 
 
-def test_correct_candidate_exits_0_and_says_so(tmp_path):
-    r = cli("eval", PROBLEM, OK, "--device", "cpu")
+@pytest.fixture(scope="module")
+def plain_correct():
+    return cli("eval", PROBLEM, OK, "--device", "cpu")
+
+
+def test_correct_candidate_exits_0_and_says_so(plain_correct):
+    r = plain_correct
     assert r.returncode == 0 and r.stdout.startswith("verdict: correct")
 
 
-def test_progress_names_each_phase_on_stderr(tmp_path):
-    r = cli("eval", PROBLEM, OK, "--device", "cpu")
+def test_progress_names_each_phase_on_stderr(plain_correct):
+    r = plain_correct
     phases = [ln.split(":")[1].strip() for ln in r.stderr.splitlines() if ln.startswith("krefine: ")]
     assert ["compile", "test", "compile"] == [p for p in phases if p in ("compile", "test")]
 

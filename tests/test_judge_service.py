@@ -163,16 +163,26 @@ def test_two_first_evals_at_once_share_one_service(svc):
     assert _service(docs[0])["pid"] == _service(docs[1])["pid"]
 
 
-def test_a_client_gone_mid_eval_leaves_the_service_usable(svc):
-    env, _ = svc
-    p = subprocess.Popen([sys.executable, "-m", "agent.cli", "eval", PROBLEM, OK, "--device", "cpu",
+def test_a_client_gone_mid_eval_leaves_the_service_usable(svc, tmp_path):
+    env, d = svc
+    # the candidate waits at import for a gate file: the eval cannot end before the client
+    # is interrupted, however fast or busy the machine is
+    gate = d.parent / "gate"
+    held = tmp_path / "held.py"
+    held.write_text(Path(OK).read_text().replace(
+        "import triton\n", f"import triton\nimport os\nimport time\nwhile not os.path.exists({str(gate)!r}):\n"
+        "    time.sleep(0.05)\n", 1))
+    p = subprocess.Popen([sys.executable, "-m", "agent.cli", "eval", PROBLEM, str(held), "--device", "cpu",
                           "--keep-judge", "60"], cwd=REPO, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     for line in p.stderr:
-        if "compile:" in line:   # the service is judging this candidate now
+        if "compile:" in line:   # the service is judging this candidate now, held at the gate
             p.send_signal(signal.SIGINT)
             break
-    assert p.wait(timeout=60) == 130
+    try:
+        assert p.wait(timeout=60) == 130
+    finally:
+        gate.touch()
     r, (v,) = eval_json(env, OK)
     assert r.returncode == 0 and v["verdict"] == "correct" and not _service(v)["started_now"], r.stderr
 

@@ -281,12 +281,11 @@ def test_a_seed_that_cannot_be_made_is_a_one_line_value_error(tmp_path):
 
 def _judge(problem: str, src: str, device: str = "cpu"):
     from tools import settings as cfg
-    from tools.judge import evaluate
+    from shared_judges import verdict_of
     # the verdict is what is tested here, not the timing: two trials, short timing, no torch.compile
     test = dataclasses.replace(cfg.TrialSettings(), trials=2)
     timing = dataclasses.replace(cfg.TimingSettings(), warmup=2, rounds=2, iters_per_round=5, compile_baseline=False)
-    return evaluate(_problem(problem), src, device=device, settings=cfg.EvalSettings(test=test, timing=timing),
-                    profile=False)
+    return verdict_of(_problem(problem), src, device=device, settings=cfg.EvalSettings(test=test, timing=timing))
 
 
 @pytest.mark.slow

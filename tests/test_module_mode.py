@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.judge import evaluate
+from shared_judges import verdict_of
 from tools.problem import load_problem
 from tools.settings import EvalSettings, SettingsError, TrialSettings, build
 from tools.verdict import Status
@@ -22,8 +22,8 @@ def _judge(problem: str, candidate: str, module_mode: str | None = None, src: st
     # the verdict is what is tested here: two trials, no sm_90 compile of the kernels
     test = dataclasses.replace(TrialSettings(), trials=2, gpu_cross_compile=False,
                                **({"module_mode": module_mode} if module_mode else {}))
-    return evaluate(load_problem(problems / f"{problem}.py"), src or (PROBLEMS / f"{candidate}.py").read_text(),
-                    device="cpu", settings=EvalSettings(test=test), profile=False)
+    return verdict_of(load_problem(problems / f"{problem}.py"), src or (PROBLEMS / f"{candidate}.py").read_text(),
+                      device="cpu", settings=EvalSettings(test=test))
 
 
 def test_the_default_module_mode_is_train():

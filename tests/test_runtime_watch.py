@@ -67,12 +67,12 @@ def no_static_guards(monkeypatch):
 
 
 def _judge(src: str, lean: bool = False):
-    from tools.judge import evaluate
+    from shared_judges import verdict_of
     from tools.problem import load_problem
     test = dataclasses.replace(cfg.TrialSettings(), trials=2, **({"lean_memory_mib": 0} if lean else {}))
     timing = dataclasses.replace(cfg.TimingSettings(), warmup=2, rounds=2, iters_per_round=5, compile_baseline=False)
-    return evaluate(load_problem(PROBLEMS / "relu.py"), src, device="cpu", profile=False,
-                    settings=cfg.EvalSettings(test=test, timing=timing), candidate_name="candidate.py")
+    return verdict_of(load_problem(PROBLEMS / "relu.py"), src, device="cpu",
+                      settings=cfg.EvalSettings(test=test, timing=timing))
 
 
 def _kinds(verdict) -> list[str]:

@@ -1,0 +1,276 @@
+"""krefine's convolution family (tools/kernels/conv.py) against torch.nn.functional.
+
+On cpu the kernels run in Triton's interpreter, in one child process for all cases (the
+interpreter needs triton.language imported with TRITON_INTERPRET=1, which would break
+compiling in this process); each case is still its own test. Shapes are tiny; every member and every kind of
+convolution (strided, padded, dilated, grouped, depthwise, 1-D/2-D/3-D, transposed with
+output padding) and each epilogue step has a case. Tests marked `gpu` run the same
+launchers on cuda against cuDNN at equal precision; the sm_90 compile tests catch what
+only the GPU compiler refuses, without a GPU.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+CONV_FILE = Path(__file__).resolve().parents[1] / "tools" / "kernels" / "conv.py"
+
+
+ATOL = 1e-4
+
+
+# (name, input shape, weight shape, stride, padding, dilation, groups, member or None)
+FORWARD = [
+    ("1d_direct", (2, 3, 13), (5, 3, 3), 1, 0, 1, 1, None),
+    ("1d_igemm_strided_dilated", (2, 16, 17), (8, 16, 3), 2, 2, 2, 1, None),
+    ("2d_direct_strided_padded", (2, 4, 9, 10), (6, 4, 3, 3), 2, 1, 1, 1, None),
+    ("2d_igemm_dilated_asym", (1, 20, 8, 9), (12, 20, 3, 2), (1, 2), (2, 0), (2, 1), 1, None),
+    ("2d_igemm_grouped", (2, 32, 6, 7), (20, 16, 3, 3), 1, 1, 1, 2, None),
+    ("2d_direct_grouped", (2, 6, 6, 7), (9, 2, 3, 3), (2, 1), 1, 1, 3, None),
+    ("2d_1x1_gemm", (2, 24, 5, 6), (10, 24, 1, 1), 1, 0, 1, 1, None),
+    ("2d_depthwise", (2, 8, 9, 9), (8, 1, 3, 3), 1, 1, 1, 8, None),
+    ("2d_depthwise_mult_strided_dilated", (1, 4, 10, 11), (12, 1, 3, 3), 2, 2, 2, 4, None),
+    ("1d_depthwise", (2, 6, 11), (12, 1, 3), 2, 1, 2, 6, None),
+    ("3d_direct", (1, 3, 5, 6, 7), (4, 3, 2, 3, 3), (1, 2, 1), 1, 1, 1, None),
+    ("3d_igemm_strided", (1, 16, 5, 5, 6), (8, 16, 3, 3, 3), 2, 1, 1, 1, None),
+    ("3d_depthwise", (1, 4, 4, 5, 6), (4, 1, 3, 3, 3), 1, 1, 1, 4, None),
+    ("2d_forced_direct_wide", (1, 16, 5, 5), (8, 16, 3, 3), 1, 1, 1, 1, "direct"),
+    ("2d_forced_igemm_narrow", (1, 3, 5, 5), (8, 3, 3, 3), 1, 1, 1, 1, "igemm"),
+]
+
+# (name, input shape, weight shape, stride, padding, output_padding, groups, dilation)
+TRANSPOSED = [
+    ("1d_strided_outpad_dilated", (2, 4, 9), (4, 3, 4), 3, 2, 1, 1, 2),
+    ("2d_stride2_outpad", (2, 4, 5, 6), (4, 3, 3, 3), 2, 1, 1, 1, 1),
+    ("2d_stride1", (1, 3, 5, 5), (3, 2, 3, 3), 1, 1, 0, 1, 1),
+    ("2d_igemm_grouped_dilated", (2, 32, 5, 6), (32, 5, 3, 2), (2, 3), (1, 0), (1, 2), 2, (2, 1)),
+    ("2d_grouped_direct", (1, 6, 4, 5), (6, 2, 4, 4), 2, 1, 0, 3, 1),
+    ("2d_kernel_equals_stride", (1, 16, 4, 4), (16, 8, 2, 2), 2, 0, 0, 1, 1),
+    ("3d_stride2_outpad", (1, 3, 3, 4, 5), (3, 2, 3, 3, 3), 2, 1, 1, 1, 1),
+    ("3d_igemm_asym", (1, 16, 3, 3, 4), (16, 4, 2, 3, 3), (1, 2, 2), (0, 1, 1), (0, 1, 0), 1, 1),
+]
+
+TORCH_CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+TORCH_CONV_T = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
+
+
+def _inputs(x_shape, w_shape, bias_len, device="cpu", dtype=torch.float32):
+    g = torch.Generator().manual_seed(0)
+    x, w, b = (torch.randn(s, generator=g) for s in (x_shape, w_shape, (bias_len,)))
+    return (t.to(device=device, dtype=dtype) for t in (x, w, b))
+
+
+def _forward(K, case):
+    _, xs, ws, stride, padding, dilation, groups, member = case
+    x, w, b = _inputs(xs, ws, ws[0])
+    got = K.conv_nd(x, w, b, stride, padding, dilation, groups, member=member)
+    return got, TORCH_CONV[len(xs) - 2](x, w, b, stride, padding, dilation, groups)
+
+
+def _transposed(K, case):
+    _, xs, ws, stride, padding, output_padding, groups, dilation = case
+    x, w, b = _inputs(xs, ws, ws[1] * groups)
+    got = K.conv_transpose_nd(x, w, b, stride, padding, output_padding, groups, dilation)
+    return got, TORCH_CONV_T[len(xs) - 2](x, w, b, stride, padding, output_padding, groups, dilation)
+
+
+def _channels_last(K):
+    x, w, b = _inputs((2, 16, 6, 7), (8, 16, 3, 3), 8)
+    x = x.to(memory_format=torch.channels_last)
+    return K.conv_nd(x, w, b, 1, 1), F.conv2d(x, w, b, 1, 1)
+
+
+def _out_stride(K):
+    x, w, b = _inputs((2, 4, 5, 6), (4, 3, 3, 3), 3)
+    got = K.conv_transpose_nd(x, w, b, 2, 1, 1, out_stride=(360, 1, 36, 3))   # what Inductor asserts
+    want = torch.empty_strided(got.shape, (360, 1, 36, 3))
+    return got, want.copy_(F.conv_transpose2d(x, w, b, 2, 1, 1))
+
+
+EPILOGUES = [
+    ("relu", dict(activation="relu"), lambda y, r: torch.relu(y)),
+    ("leaky_relu", dict(activation="leaky_relu", negative_slope=0.2), lambda y, r: F.leaky_relu(y, 0.2)),
+    ("sigmoid", dict(activation="sigmoid"), lambda y, r: torch.sigmoid(y)),
+    ("tanh", dict(activation="tanh"), lambda y, r: torch.tanh(y)),
+    ("silu", dict(activation="silu"), lambda y, r: F.silu(y)),
+    ("scale_clamp", dict(scale=0.5, clamp=(-0.3, 0.4)), lambda y, r: torch.clamp(y * 0.5, -0.3, 0.4)),
+    ("residual_then_relu", dict(activation="relu", scale=2.0, residual=True), lambda y, r: torch.relu(2 * y + r)),
+]
+
+
+def _forward_epilogue(K, epilogue, member):
+    _, kwargs, ref = epilogue
+    groups = 8 if member == "depthwise" else 1
+    x, w, b = _inputs((2, 8, 5, 6), (8, 8 // groups, 3, 3), 8)
+    plain = F.conv2d(x, w, b, 1, 1, 1, groups)
+    r = torch.randn(plain.shape, generator=torch.Generator().manual_seed(1))
+    kwargs = {**kwargs, "residual": r} if kwargs.get("residual") else kwargs
+    return K.conv_nd(x, w, b, 1, 1, 1, groups, member=member, **kwargs), ref(plain, r)
+
+
+def _transposed_epilogue(K, epilogue):
+    _, kwargs, ref = epilogue
+    x, w, b = _inputs((2, 4, 5, 6), (4, 3, 3, 3), 3)
+    plain = F.conv_transpose2d(x, w, b, 2, 1, 1)
+    r = torch.randn(plain.shape, generator=torch.Generator().manual_seed(1))
+    kwargs = {**kwargs, "residual": r} if kwargs.get("residual") else kwargs
+    return K.conv_transpose_nd(x, w, b, 2, 1, 1, **kwargs), ref(plain, r)
+
+
+# every cpu case by id: (kernel module) -> (got, want); want's strides are the layout expected
+CASES = {
+    **{f"forward-{c[0]}": (lambda K, c=c: _forward(K, c)) for c in FORWARD},
+    **{f"transposed-{c[0]}": (lambda K, c=c: _transposed(K, c)) for c in TRANSPOSED},
+    "channels_last_in_channels_last_out": _channels_last,
+    "out_stride_is_the_layout_written": _out_stride,
+    **{f"epilogue-{e[0]}-{m}": (lambda K, e=e, m=m: _forward_epilogue(K, e, m))
+       for e in EPILOGUES for m in ("direct", "igemm", "depthwise")},
+    **{f"epilogue-{e[0]}-phases": (lambda K, e=e: _transposed_epilogue(K, e))
+       for e in EPILOGUES if e[0] in ("relu", "scale_clamp", "residual_then_relu")},
+}
+
+
+def run_cases(ids) -> dict[str, str]:
+    """In the interpreter's process: each case's failure message, "" when it passed."""
+    import tools.kernels.conv as K
+    out = {}
+    for case_id in ids:
+        try:
+            got, want = CASES[case_id](K)
+            assert got.shape == want.shape, f"shape {tuple(got.shape)} != {tuple(want.shape)}"
+            assert got.stride() == want.stride(), f"strides {got.stride()} != {want.stride()}"
+            torch.testing.assert_close(got, want, atol=ATOL, rtol=ATOL)
+            out[case_id] = ""
+        except Exception as e:      # the message goes back to the test that owns the case
+            out[case_id] = f"{type(e).__name__}: {e}"
+    return out
+
+
+CHILD = """
+import os, sys, json
+os.environ["TRITON_INTERPRET"] = "1"   # before triton is imported: the interpreter needs all of triton.language so
+import importlib.util
+spec = importlib.util.spec_from_file_location("conv_cases", sys.argv[1])
+cases = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cases)
+print(json.dumps(cases.run_cases(sys.argv[2:])))
+"""
+
+
+@pytest.fixture(scope="module")
+def interpreted():
+    """Every cpu case run once, in one child process with Triton's interpreter on."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", CHILD, __file__, *CASES], capture_output=True, text=True,
+                          env=env, cwd=root, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("case_id", list(CASES))
+def test_interpreted_conv_matches_torch(case_id, interpreted):
+    assert interpreted[case_id] == ""
+
+
+def test_family_file_imports_only_torch_and_triton():
+    import ast
+    tree = ast.parse(CONV_FILE.read_text())
+    roots = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    roots |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert roots <= {"torch", "triton"}
+
+
+# --- sm_90 compile, no GPU needed -------------------------------------------------------
+
+def _signature(fn, constexprs):
+    sig = {}
+    for name in inspect.signature(fn.fn).parameters:
+        if name in constexprs:
+            sig[name] = "constexpr"
+        elif name.endswith("_ptr"):
+            sig[name] = "*fp32"
+        else:
+            sig[name] = "fp32" if name in ("scale", "lo", "hi", "slope") else "i32"
+    return sig
+
+
+COMPILED = [
+    ("conv_fwd_kernel", dict(USE_DOT=True, PRECISION="tf32x3", BLOCK_K=32)),
+    ("conv_fwd_kernel", dict(USE_DOT=False, PRECISION="ieee", BLOCK_K=16)),
+    ("conv_depthwise_kernel", {}),
+    ("conv_transpose_kernel", dict(USE_DOT=True, PRECISION="tf32", BLOCK_K=32)),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,extra", COMPILED, ids=[f"{n}-{e.get('PRECISION', 'fma')}" for n, e in COMPILED])
+def test_kernel_compiles_for_sm90(name, extra):
+    triton = pytest.importorskip("triton")
+    try:
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+    except ImportError:
+        pytest.skip("this Triton has no ASTSource / GPUTarget")
+    import tools.kernels.conv as compiled_module
+    fn = getattr(compiled_module, name)
+    if not hasattr(fn, "fn"):
+        pytest.skip("TRITON_INTERPRET is set in this process")
+    constexprs = dict(KD=3, KH=3, KW=3, HAS_BIAS=True, HAS_RES=True, ACT="relu", HAS_CLAMP=True,
+                      BLOCK_M=128, BLOCK_N=64, **extra)
+    kernel = triton.compile(ASTSource(fn, _signature(fn, constexprs), constexprs),
+                            target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 3})
+    assert kernel.asm["ptx"]
+
+
+# --- on a GPU: against cuDNN at equal precision -----------------------------------------
+
+@pytest.fixture
+def exact_cudnn():
+    before = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32 = before
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision,atol", [("ieee", 1e-4), ("tf32x3", 1e-4)])
+@pytest.mark.parametrize("case", FORWARD, ids=[c[0] for c in FORWARD])
+def test_forward_conv_on_gpu_matches_exact_cudnn(case, precision, atol, exact_cudnn):
+    import tools.kernels.conv as G
+    _, xs, ws, stride, padding, dilation, groups, member = case
+    x, w, b = _inputs(tuple(s * (4 if i == 1 else 1) for i, s in enumerate(xs)),
+                      tuple(s * (4 if i == 0 else 1) for i, s in enumerate(ws)), ws[0] * 4, "cuda")
+    got = G.conv_nd(x, w, b, stride, padding, dilation, groups, precision=precision, member=member)
+    want = TORCH_CONV[len(xs) - 2](x, w, b, stride, padding, dilation, groups)
+    torch.testing.assert_close(got, want, atol=atol, rtol=atol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["ieee", "tf32x3"])
+@pytest.mark.parametrize("case", TRANSPOSED, ids=[c[0] for c in TRANSPOSED])
+def test_transposed_conv_on_gpu_matches_exact_cudnn(case, precision, exact_cudnn):
+    import tools.kernels.conv as G
+    _, xs, ws, stride, padding, output_padding, groups, dilation = case
+    x, w, b = _inputs(xs, ws, ws[1] * groups, "cuda")
+    got = G.conv_transpose_nd(x, w, b, stride, padding, output_padding, groups, dilation, precision=precision)
+    want = TORCH_CONV_T[len(xs) - 2](x, w, b, stride, padding, output_padding, groups, dilation)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_conv_on_gpu_is_close_to_cudnn(dtype):
+    import tools.kernels.conv as G
+    x, w, b = _inputs((4, 64, 16, 16), (128, 64, 3, 3), 128, "cuda", dtype)
+    got = G.conv_nd(x.to(memory_format=torch.channels_last), w, b, 1, 1, activation="relu")
+    want = torch.relu(F.conv2d(x, w, b, 1, 1))
+    torch.testing.assert_close(got.float(), want.float(), atol=5e-2, rtol=2e-2)

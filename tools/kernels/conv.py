@@ -1,0 +1,359 @@
+"""Convolution in Triton: forward (1-D, 2-D, 3-D) and transposed, with a fused epilogue.
+
+This file stands alone (torch and triton only): a seed copies its text, unchanged, into
+its `ModelNew` (tools/dialect/kernelbook.py), so `best.py` carries it.
+
+Layout: any strides. Every tensor is read and written through its own strides, so a
+channels-last input (what Inductor hands a convolution) is read channel-contiguous and
+nothing is copied; a 1-D / 2-D convolution is a 3-D one with unit leading dimensions.
+Weights are read as given (OIDHW for forward, IODHW for transposed, any strides).
+The output is allocated in the input's memory format (torch's rule) or with the strides
+`out_stride` names.
+
+Members (the launcher picks one; `member=` forces it):
+  "igemm"      implicit GEMM: M = batch x output positions, N = output channels of a
+               group, K = input channels of a group x taps; a loop over taps, then
+               BLOCK_K channels at a time through `tl.dot` at `precision` ("ieee" exact
+               fp32, "tf32x3", "tf32"). A 1x1 convolution is this member with one tap:
+               a GEMM over channels.
+  "direct"     the same tiles, one input channel at a time as rank-1 fp32 FMAs (no dot):
+               for groups of fewer than 16 input channels, where a dot's K tile would be
+               mostly padding.
+  "depthwise"  one input channel per group: tiles of positions x channels across groups,
+               one FMA per tap.
+  "phases"     transposed convolution without zero insertion: the outputs are split by
+               their position modulo the stride (one phase per program), and each phase
+               visits only the taps that reach it, a gather from the input (the gradient
+               of a convolution, one stride phase at a time); dot or rank-1 as above.
+
+Epilogue, in this order, fused into the store: + bias[channel], x scale, + residual
+(a tensor of the output's shape, any strides), activation ("relu", "leaky_relu",
+"sigmoid", "tanh", "silu"), clamp(lo, hi). Accumulation is fp32; the store casts to the
+output dtype (the input's).
+
+Not covered: padding given as a string ("same"/"valid": give the numbers), padding_mode
+other than zeros, complex or integer tensors, batch-free (unbatched) inputs, the
+statistics of a following norm, TMA descriptors and warp specialization (plain pointer
+loads pipelined by num_stages). On a GPU one configuration per shape class is chosen by
+rule (`conv_config`); `config=` passes another (benchmarks/conv_bench.py sweeps them).
+"""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _conv_epilogue(acc, co, co_ok, pos_ok, bias_ptr, res_ptrs, scale, lo, hi, slope,
+                   HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, ACT: tl.constexpr, HAS_CLAMP: tl.constexpr):
+    # acc [BLOCK_M, BLOCK_N] fp32; co [BLOCK_N] output channels; res_ptrs [BLOCK_M, BLOCK_N]
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + co, mask=co_ok, other=0.0).to(tl.float32)[None, :]
+    acc = acc * scale
+    if HAS_RES:
+        acc += tl.load(res_ptrs, mask=pos_ok[:, None] & co_ok[None, :], other=0.0).to(tl.float32)
+    if ACT == "relu":
+        acc = tl.maximum(acc, 0.0)
+    elif ACT == "leaky_relu":
+        acc = tl.where(acc >= 0.0, acc, acc * slope)
+    # sigmoid written out: tl.sigmoid is a @triton.jit function of Triton's, which the
+    # interpreter cannot call when triton.language was imported compiled
+    elif ACT == "sigmoid":
+        acc = 1.0 / (1.0 + tl.exp(-acc))
+    elif ACT == "tanh":
+        acc = 2.0 / (1.0 + tl.exp(-2.0 * acc)) - 1.0
+    elif ACT == "silu":
+        acc = acc / (1.0 + tl.exp(-acc))
+    if HAS_CLAMP:
+        acc = tl.minimum(tl.maximum(acc, lo), hi)
+    return acc
+
+
+@triton.jit
+def conv_fwd_kernel(
+        x_ptr, w_ptr, bias_ptr, res_ptr, y_ptr,
+        NB, C_G, D, H, W, K_G, OD, OH, OW,          # batch, channels per group (in, out), sizes
+        sxn, sxc, sxd, sxh, sxw, swo, swi, swd, swh, sww,
+        syn, syc, syd, syh, syw, srn, src, srd, srh, srw,
+        STD, STH, STW, PD, PH, PW, DD, DH, DW, scale, lo, hi, slope,
+        KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+        HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, ACT: tl.constexpr, HAS_CLAMP: tl.constexpr,
+        USE_DOT: tl.constexpr, PRECISION: tl.constexpr,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Members "igemm" (USE_DOT) and "direct": one BLOCK_M x BLOCK_N tile of one group."""
+    pid_m, pid_n, g = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)      # (n, od, oh, ow) flattened
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)      # output channel within the group
+    m_ok = offs_m < NB * OD * OH * OW
+    n_ok = offs_n < K_G
+    ow = offs_m % OW
+    oh = (offs_m // OW) % OH
+    od = (offs_m // (OW * OH)) % OD
+    nb = (offs_m // (OW * OH * OD)).to(tl.int64)
+    co = g * K_G + offs_n
+    x_base = x_ptr + nb * sxn + (g * C_G).to(tl.int64) * sxc
+    w_base = w_ptr + co.to(tl.int64) * swo
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for tap in range(KD * KH * KW):
+        kd = tap // (KH * KW)
+        kh = (tap // KW) % KH
+        kw = tap % KW
+        idd = od * STD - PD + kd * DD
+        ih = oh * STH - PH + kh * DH
+        iw = ow * STW - PW + kw * DW
+        ok = m_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+        x_tap = x_base + idd * sxd + ih * sxh + iw * sxw
+        w_tap = w_base + kd * swd + kh * swh + kw * sww
+        if USE_DOT:
+            for c0 in range(0, C_G, BLOCK_K):
+                offs_c = c0 + tl.arange(0, BLOCK_K)
+                c_ok = offs_c < C_G
+                a = tl.load(x_tap[:, None] + offs_c[None, :] * sxc, mask=ok[:, None] & c_ok[None, :], other=0.0)
+                b = tl.load(w_tap[None, :] + offs_c[:, None] * swi, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
+                acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        else:
+            for c in range(0, C_G):
+                a = tl.load(x_tap + c * sxc, mask=ok, other=0.0).to(tl.float32)
+                b = tl.load(w_tap + c * swi, mask=n_ok, other=0.0).to(tl.float32)
+                acc += a[:, None] * b[None, :]
+    pos_y = nb * syn + od * syd + oh * syh + ow * syw
+    pos_r = nb * srn + od * srd + oh * srh + ow * srw
+    acc = _conv_epilogue(acc, co, n_ok, m_ok, bias_ptr, res_ptr + pos_r[:, None] + co[None, :] * src,
+                         scale, lo, hi, slope, HAS_BIAS, HAS_RES, ACT, HAS_CLAMP)
+    y = y_ptr + pos_y[:, None] + co[None, :] * syc
+    tl.store(y, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+
+
+@triton.jit
+def conv_depthwise_kernel(
+        x_ptr, w_ptr, bias_ptr, res_ptr, y_ptr,
+        NB, C_OUT, MULT, D, H, W, OD, OH, OW,       # output channel c reads input channel c // MULT
+        sxn, sxc, sxd, sxh, sxw, swo, swd, swh, sww,
+        syn, syc, syd, syh, syw, srn, src, srd, srh, srw,
+        STD, STH, STW, PD, PH, PW, DD, DH, DW, scale, lo, hi, slope,
+        KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+        HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, ACT: tl.constexpr, HAS_CLAMP: tl.constexpr,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Member "depthwise": BLOCK_M output positions x BLOCK_N channels, one FMA per tap."""
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    co = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    m_ok = offs_m < NB * OD * OH * OW
+    n_ok = co < C_OUT
+    ow = offs_m % OW
+    oh = (offs_m // OW) % OH
+    od = (offs_m // (OW * OH)) % OD
+    nb = (offs_m // (OW * OH * OD)).to(tl.int64)
+    x_base = x_ptr + nb[:, None] * sxn + (co // MULT).to(tl.int64)[None, :] * sxc
+    w_base = w_ptr + co.to(tl.int64) * swo
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for tap in range(KD * KH * KW):
+        kd = tap // (KH * KW)
+        kh = (tap // KW) % KH
+        kw = tap % KW
+        idd = od * STD - PD + kd * DD
+        ih = oh * STH - PH + kh * DH
+        iw = ow * STW - PW + kw * DW
+        ok = m_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+        a = tl.load(x_base + (idd * sxd + ih * sxh + iw * sxw)[:, None], mask=ok[:, None] & n_ok[None, :], other=0.0)
+        b = tl.load(w_base + kd * swd + kh * swh + kw * sww, mask=n_ok, other=0.0)
+        acc += a.to(tl.float32) * b.to(tl.float32)[None, :]
+    pos_y = nb * syn + od * syd + oh * syh + ow * syw
+    pos_r = nb * srn + od * srd + oh * srh + ow * srw
+    acc = _conv_epilogue(acc, co, n_ok, m_ok, bias_ptr, res_ptr + pos_r[:, None] + co[None, :] * src,
+                         scale, lo, hi, slope, HAS_BIAS, HAS_RES, ACT, HAS_CLAMP)
+    tl.store(y_ptr + pos_y[:, None] + co[None, :] * syc, acc.to(y_ptr.dtype.element_ty),
+             mask=m_ok[:, None] & n_ok[None, :])
+
+
+@triton.jit
+def conv_transpose_kernel(
+        x_ptr, w_ptr, bias_ptr, res_ptr, y_ptr,
+        NB, C_G, D, H, W, K_G, OD, OH, OW, QD, QH, QW,   # Q*: outputs per stride phase, rounded up
+        sxn, sxc, sxd, sxh, sxw, swi, swo, swd, swh, sww,
+        syn, syc, syd, syh, syw, srn, src, srd, srh, srw,
+        STD, STH, STW, PD, PH, PW, DD, DH, DW, scale, lo, hi, slope,
+        KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+        HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, ACT: tl.constexpr, HAS_CLAMP: tl.constexpr,
+        USE_DOT: tl.constexpr, PRECISION: tl.constexpr,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Member "phases": y[o] = sum over taps k with o = i * stride - padding + k * dilation
+    of x[i] w[k]; program axis 2 is (group, stride phase), so every tap it visits is real."""
+    pid_m, pid_n, pid_gp = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    phases = STD * STH * STW
+    g = pid_gp // phases
+    rd = (pid_gp % phases) // (STH * STW)
+    rh = (pid_gp // STW) % STH
+    rw = pid_gp % STW
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)      # (n, jd, jh, jw) of this phase
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    od = rd + ((offs_m // (QW * QH)) % QD) * STD
+    oh = rh + ((offs_m // QW) % QH) * STH
+    ow = rw + (offs_m % QW) * STW
+    nb = (offs_m // (QW * QH * QD)).to(tl.int64)
+    m_ok = (offs_m < NB * QD * QH * QW) & (od < OD) & (oh < OH) & (ow < OW)
+    n_ok = offs_n < K_G
+    co = g * K_G + offs_n
+    x_base = x_ptr + nb * sxn + (g * C_G).to(tl.int64) * sxc
+    w_base = w_ptr + (g * C_G).to(tl.int64) * swi + offs_n.to(tl.int64) * swo
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for tap in range(KD * KH * KW):
+        kd = tap // (KH * KW)
+        kh = (tap // KW) % KH
+        kw = tap % KW
+        # the tap reaches this phase when (r + padding - k * dilation) is a multiple of the
+        # stride; (v % s + s) % s is the same under C's and Python's remainder
+        if (((rd + PD - kd * DD) % STD + STD) % STD == 0) & (((rh + PH - kh * DH) % STH + STH) % STH == 0) \
+                & (((rw + PW - kw * DW) % STW + STW) % STW == 0):
+            idd = (od + PD - kd * DD) // STD            # exact: a multiple of the stride
+            ih = (oh + PH - kh * DH) // STH
+            iw = (ow + PW - kw * DW) // STW
+            ok = m_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            x_tap = x_base + idd * sxd + ih * sxh + iw * sxw
+            w_tap = w_base + kd * swd + kh * swh + kw * sww
+            if USE_DOT:
+                for c0 in range(0, C_G, BLOCK_K):
+                    offs_c = c0 + tl.arange(0, BLOCK_K)
+                    c_ok = offs_c < C_G
+                    a = tl.load(x_tap[:, None] + offs_c[None, :] * sxc, mask=ok[:, None] & c_ok[None, :], other=0.0)
+                    b = tl.load(w_tap[None, :] + offs_c[:, None] * swi, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
+                    acc = tl.dot(a, b, acc, input_precision=PRECISION)
+            else:
+                for c in range(0, C_G):
+                    a = tl.load(x_tap + c * sxc, mask=ok, other=0.0).to(tl.float32)
+                    b = tl.load(w_tap + c * swi, mask=n_ok, other=0.0).to(tl.float32)
+                    acc += a[:, None] * b[None, :]
+    pos_y = nb * syn + od * syd + oh * syh + ow * syw
+    pos_r = nb * srn + od * srd + oh * srh + ow * srw
+    acc = _conv_epilogue(acc, co, n_ok, m_ok, bias_ptr, res_ptr + pos_r[:, None] + co[None, :] * src,
+                         scale, lo, hi, slope, HAS_BIAS, HAS_RES, ACT, HAS_CLAMP)
+    tl.store(y_ptr + pos_y[:, None] + co[None, :] * syc, acc.to(y_ptr.dtype.element_ty),
+             mask=m_ok[:, None] & n_ok[None, :])
+
+
+def conv_config(member, c_group, k_group, positions, device_type, dtype):
+    """The launch configuration for a member on a shape class: BLOCK_M/N/K, num_warps,
+    num_stages. The GPU rule: 128-row tiles (Hopper's wgmma takes 64-row slices), an
+    output-channel tile as wide as the group allows up to 128, K tiles of 32 fp32 / 64
+    16-bit channels, 3 stages; 4 warps (Inductor's conv template miscompiled at 8 warps,
+    pytorch/pytorch#173068). In the interpreter (cpu) wide tiles mean few programs."""
+    pow2 = triton.next_power_of_2
+    if device_type != "cuda":
+        return dict(BLOCK_M=min(128, max(16, pow2(positions))), BLOCK_N=min(64, max(16, pow2(k_group))),
+                    BLOCK_K=min(64, max(16, pow2(c_group))), num_warps=4, num_stages=1)
+    if member == "depthwise":
+        return dict(BLOCK_M=64, BLOCK_N=min(64, max(16, pow2(k_group))), BLOCK_K=16, num_warps=4, num_stages=2)
+    block_n = min(128, max(16, pow2(k_group)))
+    block_k = 32 if dtype == torch.float32 else 64
+    block_m = 128 if positions >= 4096 else 64
+    return dict(BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=min(block_k, max(16, pow2(c_group))),
+                num_warps=4, num_stages=3 if member != "direct" else 2)
+
+
+def _as_3d(v, nd, fill):
+    v = [v] * nd if isinstance(v, int) else list(v)
+    if len(v) == 1 and nd > 1:
+        v = v * nd
+    return [fill] * (3 - nd) + v
+
+
+def _epilogue_args(y, bias, residual, scale, clamp, negative_slope):
+    res = residual if residual is not None else y
+    res_strides = _as_3d(list(res.stride()[2:]), y.dim() - 2, 0)
+    lo, hi = clamp if clamp is not None else (0.0, 0.0)
+    tensors = (bias if bias is not None else y, res)
+    scalars = [res.stride(0), res.stride(1), *res_strides]
+    return tensors, scalars, [float(scale), float(lo), float(hi), float(negative_slope)]
+
+
+def _new_output(x, shape, out_stride):
+    if out_stride is not None:
+        return torch.empty_strided(shape, out_stride, dtype=x.dtype, device=x.device)
+    channels_last = x.dim() in (4, 5) and not x.is_contiguous() and x.is_contiguous(
+        memory_format=torch.channels_last if x.dim() == 4 else torch.channels_last_3d)
+    y = torch.empty(shape, dtype=x.dtype, device=x.device)
+    if channels_last:
+        y = torch.empty_strided(shape, _channels_last_strides(shape), dtype=x.dtype, device=x.device)
+    return y
+
+
+def _channels_last_strides(shape):
+    strides, step = [0] * len(shape), 1
+    for d in [1, *range(len(shape) - 1, 1, -1), 0]:
+        strides[d] = step
+        step *= shape[d]
+    return strides
+
+
+def _sizes_strides(t):
+    nd = t.dim() - 2
+    return _as_3d(list(t.shape[2:]), nd, 1), [t.stride(0), t.stride(1), *_as_3d(list(t.stride()[2:]), nd, 0)]
+
+
+def conv_nd(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, precision="ieee",
+            activation="none", scale=1.0, clamp=None, negative_slope=0.01, residual=None,
+            out_stride=None, member=None, config=None):
+    """F.conv1d/2d/3d(x, weight, bias, stride, padding, dilation, groups) followed by the
+    epilogue (module docstring); x is (N, C, *spatial) with 1 to 3 spatial dimensions."""
+    nd = x.dim() - 2
+    assert 1 <= nd <= 3 and weight.dim() == x.dim(), "conv_nd takes (N, C, L), (N, C, H, W) or (N, C, D, H, W)"
+    c_out, c_g = weight.shape[0], weight.shape[1]
+    k_g = c_out // groups
+    st, pad, dil = _as_3d(stride, nd, 1), _as_3d(padding, nd, 0), _as_3d(dilation, nd, 1)
+    (d, h, w), sx = _sizes_strides(x)
+    (kd, kh, kw), sw = _sizes_strides(weight)
+    out_sp = [(n + 2 * p - q * (k - 1) - 1) // s + 1 for n, p, q, k, s in zip((d, h, w), pad, dil, (kd, kh, kw), st)]
+    y = _new_output(x, [x.shape[0], c_out, *out_sp[3 - nd:]], out_stride)
+    _, sy = _sizes_strides(y)
+    (b, res), res_strides, floats = _epilogue_args(y, bias, residual, scale, clamp, negative_slope)
+    positions = x.shape[0] * out_sp[0] * out_sp[1] * out_sp[2]
+    if member is None:
+        member = "depthwise" if c_g == 1 and groups > 1 else "direct" if c_g < 16 else "igemm"
+    cfg = dict(conv_config(member, c_g, k_g, positions, x.device.type, x.dtype), **(config or {}))
+    flags = dict(KD=kd, KH=kh, KW=kw, HAS_BIAS=bias is not None, HAS_RES=residual is not None, ACT=activation,
+                 HAS_CLAMP=clamp is not None, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
+                 num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    geometry = [*st, *pad, *dil, *floats]
+    if member == "depthwise":
+        assert c_g == 1, "the depthwise member takes one input channel per group"
+        grid = (triton.cdiv(positions, cfg["BLOCK_M"]), triton.cdiv(c_out, cfg["BLOCK_N"]))
+        conv_depthwise_kernel[grid](x, weight, b, res, y, x.shape[0], c_out, c_out // x.shape[1], d, h, w, *out_sp,
+                                    *sx, sw[0], *sw[2:], *sy, *res_strides, *geometry, **flags)
+        return y
+    grid = (triton.cdiv(positions, cfg["BLOCK_M"]), triton.cdiv(k_g, cfg["BLOCK_N"]), groups)
+    conv_fwd_kernel[grid](x, weight, b, res, y, x.shape[0], c_g, d, h, w, k_g, *out_sp, *sx, *sw, *sy,
+                          *res_strides, *geometry, USE_DOT=member == "igemm", PRECISION=precision,
+                          BLOCK_K=cfg["BLOCK_K"], **flags)
+    return y
+
+
+def conv_transpose_nd(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1, *,
+                      precision="ieee", activation="none", scale=1.0, clamp=None, negative_slope=0.01,
+                      residual=None, out_stride=None, member=None, config=None):
+    """F.conv_transpose1d/2d/3d(x, weight, bias, stride, padding, output_padding, groups,
+    dilation) followed by the epilogue; weight is (C_in, C_out / groups, *kernel)."""
+    nd = x.dim() - 2
+    assert 1 <= nd <= 3 and weight.dim() == x.dim(), "conv_transpose_nd takes 1 to 3 spatial dimensions"
+    c_in, k_g = weight.shape[0], weight.shape[1]
+    c_g = c_in // groups
+    st, pad, dil = _as_3d(stride, nd, 1), _as_3d(padding, nd, 0), _as_3d(dilation, nd, 1)
+    opad = _as_3d(output_padding, nd, 0)
+    (d, h, w), sx = _sizes_strides(x)
+    (kd, kh, kw), sw = _sizes_strides(weight)
+    out_sp = [(n - 1) * s - 2 * p + q * (k - 1) + o + 1
+              for n, s, p, q, k, o in zip((d, h, w), st, pad, dil, (kd, kh, kw), opad)]
+    y = _new_output(x, [x.shape[0], k_g * groups, *out_sp[3 - nd:]], out_stride)
+    _, sy = _sizes_strides(y)
+    (b, res), res_strides, floats = _epilogue_args(y, bias, residual, scale, clamp, negative_slope)
+    per_phase = [triton.cdiv(o, s) for o, s in zip(out_sp, st)]
+    positions = x.shape[0] * per_phase[0] * per_phase[1] * per_phase[2]
+    member = member or "phases"
+    cfg = dict(conv_config("igemm" if c_g >= 16 else "direct", c_g, k_g, positions, x.device.type, x.dtype),
+               **(config or {}))
+    grid = (triton.cdiv(positions, cfg["BLOCK_M"]), triton.cdiv(k_g, cfg["BLOCK_N"]), groups * st[0] * st[1] * st[2])
+    conv_transpose_kernel[grid](x, weight, b, res, y, x.shape[0], c_g, d, h, w, k_g, *out_sp, *per_phase,
+                                *sx, *sw, *sy, *res_strides, *st, *pad, *dil, *floats,
+                                KD=kd, KH=kh, KW=kw, HAS_BIAS=bias is not None, HAS_RES=residual is not None,
+                                ACT=activation, HAS_CLAMP=clamp is not None, USE_DOT=c_g >= 16,
+                                PRECISION=precision, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
+                                BLOCK_K=cfg["BLOCK_K"], num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return y

@@ -174,6 +174,7 @@ def test_a_change_to_the_portfolio_code_makes_new_portfolios_and_keeps_every_see
     here = tmp_path / "dialect"
     shutil.copytree(ROOT / "tools" / "dialect", here, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "tools" / "precision.py", tmp_path / "precision.py")
+    shutil.copytree(ROOT / "tools" / "kernels", tmp_path / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(seedcache, "_HERE", here)
 
     def keys():

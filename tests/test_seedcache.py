@@ -58,8 +58,17 @@ def _keys(here: Path) -> tuple[str, str]:
 def dialect_copy(tmp_path, monkeypatch):
     here = tmp_path / "dialect"
     shutil.copytree(ROOT / "tools" / "dialect", here, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "tools" / "kernels", tmp_path / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(seedcache, "_HERE", here)
     return here
+
+
+def test_a_change_to_a_kernel_family_a_seed_copies_makes_new_seeds_from_the_same_captures(dialect_copy):
+    before = _keys(dialect_copy)
+    with (dialect_copy.parent / "kernels" / "conv.py").open("a") as f:
+        f.write("# a fix\n")
+    after = _keys(dialect_copy)
+    assert (after[0] != before[0], after[1] == before[1]) == (True, True)
 
 
 def test_a_converter_change_makes_new_seeds_from_the_same_captures(dialect_copy):

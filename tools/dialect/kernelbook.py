@@ -91,9 +91,11 @@ def convert(problem, capture: Capture) -> str:
     call_src, externs = _rewrite_call(call_fn, kernels, capture.launch_configs)
     # 4) ModelNew from Model's own __init__
     prelude, model_src = model_new(problem.source, arg_names, sources, len(inputs))
-    header = HEADER if not externs else HEADER.replace("import torch\n", "import torch\n" + EXTERN_IMPORT, 1)
+    libraries = externs - {CONV_FAMILY}
+    header = HEADER if not libraries else HEADER.replace("import torch\n", "import torch\n" + EXTERN_IMPORT, 1)
+    family = [conv_family_source()] if CONV_FAMILY in externs else []
     jit = [s for k in kernels.values() for s in k.jit_sources]
-    parts = [header + prelude] + list(dict.fromkeys(jit)) + [call_src, model_src]
+    parts = [header + prelude] + family + list(dict.fromkeys(jit)) + [call_src, model_src]
     out = "\n\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n"
     compile(out, "<kernelbook candidate>", "exec")  # our own bug if this fails
     return out
@@ -119,6 +121,7 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
                          "(--set eval.module_mode=eval judges inference)")
     pre, body, ret, externs = [], [], None, set()
     stream_done = False
+    sizes = _buffer_sizes(call_fn)
     stmts = list(call_fn.body)
     while stmts:
         stmt = stmts.pop(0)
@@ -147,6 +150,12 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
             body.append(stmt)
         elif isinstance(stmt, ast.Delete) or (isinstance(stmt, ast.Assign) and _plain_value(stmt.value)):
             body.append(stmt)
+        elif isinstance(stmt, ast.Assign) and call_name(stmt) == "extern_kernels.convolution":
+            # the layout Inductor asserts next is the one the launcher writes (out_stride)
+            layout = stmts.pop(0) if stmts and call_name(stmts[0]) == "assert_size_stride" \
+                and ast.unparse(stmts[0].value.args[0]) == ast.unparse(stmt.targets[0]) else None
+            body.append(_conv_launch(stmt, layout, sizes))
+            externs.add(CONV_FAMILY)
         elif isinstance(stmt, ast.Expr) and call_name(stmt).startswith("extern_kernels."):
             externs.add(call_name(stmt))
             body.append(stmt)
@@ -207,6 +216,75 @@ def _fixed_launch(run: ast.Call, kernel: Kernel) -> ast.Expr:
     target = ast.Subscript(value=ast.Name(kernel.name, ast.Load()), slice=ast.Tuple(dims, ast.Load()), ctx=ast.Load())
     keywords = [ast.keyword(k, ast.Constant(int(config[k]))) for k in ("num_warps", "num_stages")]
     return ast.Expr(ast.Call(func=target, args=args, keywords=keywords))
+
+
+CONV_FAMILY = "tools/kernels/conv.py"
+# launcher keywords in the order F.conv* / F.conv_transpose* take them
+_CONV_KEYWORDS = ("stride", "padding", "dilation", "groups")
+_CONV_T_KEYWORDS = ("stride", "padding", "output_padding", "groups", "dilation")
+
+
+def conv_family_source() -> str:
+    """krefine's convolution family as the seed carries it: the file's text, unchanged,
+    under a line naming where it comes from."""
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[1] / "kernels" / "conv.py").read_text()
+    return f"# krefine's convolution kernels ({CONV_FAMILY}), copied unchanged\n{text}"
+
+
+def _buffer_sizes(call_fn: ast.FunctionDef) -> dict[str, tuple]:
+    """Each tensor's size where call() states it: `assert_size_stride(name, size, ..)` or
+    `name = empty_strided_*(size, ..)`."""
+    sizes = {}
+    for node in ast.walk(call_fn):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        try:
+            if dotted(node.func) == "assert_size_stride" and isinstance(node.args[0], ast.Name):
+                sizes[node.args[0].id] = ast.literal_eval(node.args[1])
+        except ValueError:
+            continue
+    for stmt in ast.walk(call_fn):
+        if isinstance(stmt, ast.Assign) and call_name(stmt) in _ALLOC and isinstance(stmt.targets[0], ast.Name):
+            try:
+                sizes.setdefault(stmt.targets[0].id, ast.literal_eval(stmt.value.args[0]))
+            except ValueError:
+                continue
+    return sizes
+
+
+def _conv_launch(stmt: ast.Assign, layout: ast.stmt | None, sizes: dict[str, tuple]) -> ast.Assign:
+    """`buf = extern_kernels.convolution(x, w, bias, stride=.., transposed=.., ...)` (cuDNN, or
+    the cpu library) -> `buf = conv_nd(x, w, bias, stride=.., ..., precision='ieee',
+    member=.., out_stride=..)` or `conv_transpose_nd(...)`: the family's launcher, its
+    member named, writing the layout the next statement asserts (what call()'s later
+    kernels read)."""
+    from tools.kernels.conv import conv_member
+    call = stmt.value
+    kw = {k.arg: k.value for k in call.keywords}
+    args = list(call.args)
+    if len(args) == 2:
+        args.append(kw.pop("bias", ast.Constant(None)))
+    if len(args) != 3 or set(kw) - {"stride", "padding", "dilation", "transposed", "output_padding", "groups"}:
+        raise ValueError(f"call(): unsupported convolution call: {short_code(stmt)}")
+    try:
+        transposed = bool(ast.literal_eval(kw.pop("transposed", ast.Constant(False))))
+        groups = int(ast.literal_eval(kw.get("groups", ast.Constant(1))))
+    except ValueError:
+        raise ValueError(f"call(): a convolution whose transposed / groups are not literals: {short_code(stmt)}") \
+            from None
+    names = _CONV_T_KEYWORDS if transposed else _CONV_KEYWORDS
+    keywords = [ast.keyword(n, kw[n]) for n in names if n in kw]
+    keywords.append(ast.keyword("precision", ast.Constant("ieee")))
+    weight = sizes.get(ast.unparse(args[1]))
+    if weight is not None and len(weight) >= 3:   # forward: (out, in / groups, ..); transposed: (in, ..)
+        c_group = weight[0] // groups if transposed else weight[1]
+        keywords.append(ast.keyword("member", ast.Constant(conv_member(transposed, groups, c_group))))
+    if layout is not None:
+        keywords.append(ast.keyword("out_stride", layout.value.args[2]))
+    name = "conv_transpose_nd" if transposed else "conv_nd"
+    return ast.Assign(targets=stmt.targets, value=ast.Call(ast.Name(name, ast.Load()), args, keywords),
+                      lineno=stmt.lineno)
 
 
 def _plain_value(node: ast.expr) -> bool:

@@ -10,9 +10,14 @@ there is none):
                        (max-autotune), compiled only when the default leaves a library
                        call for them to replace or gives no seed;
   "<label>+tf32x3"     that seed with its exact-fp32 `tl.dot`s computed as three TF32
-                       products (tools/precision.py `with_dot_precision`), only where it
+                       products (tools/precision.py `with_dot_precision`; the convolution
+                       family's launches by their `precision=` argument), only where it
                        has such dots. Nothing else in the file changes: whether it meets
                        the problem's tolerance is the judge's to say.
+
+A compile whose library convolutions (`extern_kernels.convolution`) the conversion gave
+to krefine's own family (tools/kernels/conv.py) says so in its label, with the members
+its launches name: "default+conv(igemm)", "default+conv(phases)+tf32x3".
 
 The entry `seed_candidate` returns comes first (default when accepted, else templates),
 then the other compile, then the tf32x3 variants in the same order; a code equal byte
@@ -42,11 +47,15 @@ SAME_AS_DEFAULT = "same as default: no library GEMM/convolution to replace"
 # a call the templates would replace: extern_kernels.mm(...), .convolution(...), ...
 _LIBRARY_CALL = re.compile(r"\bextern_kernels\.\w+\(")
 FILE_NAME = "portfolio.json"
+# call()'s launches of krefine's convolution family (tools/dialect/kernelbook.py writes them)
+_CONV_CALL = re.compile(r"= conv(?:_transpose)?_nd\(")
+_CONV_MEMBER = re.compile(r"= conv(?:_transpose)?_nd\(.*\bmember='(\w+)'")
+_CONV_PRECISION = re.compile(r"(= conv(?:_transpose)?_nd\(.*\bprecision=)'ieee'")
 
 
 @dataclass(frozen=True)
 class PortfolioEntry:
-    label: str              # the configuration: "default", "templates", "default+tf32x3", "templates+tf32x3"
+    label: str              # the configuration: "default", "templates", "default+tf32x3", "default+conv(igemm)", ...
     code: str | None        # portable KernelBook source the static guards accept; None: none
     reason: str = ""        # why there is no code ("" when there is)
 
@@ -90,14 +99,19 @@ def _configuration(problem, label: str, get) -> tuple[PortfolioEntry, Capture | 
     except ValueError as e:
         return PortfolioEntry(label, None, str(e)), None
     try:
-        return PortfolioEntry(label, accepted_seed(problem, cap)), cap
+        code = accepted_seed(problem, cap)
     except ValueError as e:
         return PortfolioEntry(label, None, str(e)), cap
+    members = list(dict.fromkeys(_CONV_MEMBER.findall(code)))
+    if _CONV_CALL.search(code):     # library convolutions replaced by krefine's family
+        label = f"{label}+conv({','.join(members)})" if members else f"{label}+conv"
+    return PortfolioEntry(label, code), cap
 
 
 def _precision_variant(entry: PortfolioEntry) -> PortfolioEntry | None:
-    code = with_dot_precision(entry.code, PRECISION)
-    if code is None:
+    code = with_dot_precision(entry.code, PRECISION) or entry.code
+    code = _CONV_PRECISION.sub(rf"\1'{PRECISION}'", code)
+    if code == entry.code:
         return None                 # no exact-fp32 dot: nothing to vary
     label = f"{entry.label}+{PRECISION}"
     rejected = guard_rejection(code)

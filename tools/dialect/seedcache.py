@@ -46,14 +46,16 @@ CAPTURE_CODE = ("inductor_capture.py", "conv_rewrite.py")
 PORTFOLIO_CODE = ("portfolio.py", "../precision.py")
 # the cache's plumbing: no part of what a seed is
 _PLUMBING = ("seedcache.py", "portfolio.py")
+# kernel families a seed copies its text from (tools/dialect/kernelbook.py)
+KERNEL_CODE = ("../kernels/conv.py",)
 
 
 def seed_cache_key(problem_source: str, device: str, torch_version: str, module_mode: str = "train") -> str:
     """What a seed depends on: the problem's source, the device, the module mode
     (`[eval] module_mode`), torch (Inductor writes the kernels) and the converter
-    (tools/dialect/ but this file and portfolio.py)."""
+    (tools/dialect/ but this file and portfolio.py, and the kernel families it copies)."""
     return _key(problem_source, device, torch_version, _digest(tuple(sorted(
-        f.name for f in _HERE.glob("*.py") if f.name not in _PLUMBING))), module_mode)
+        f.name for f in _HERE.glob("*.py") if f.name not in _PLUMBING)) + KERNEL_CODE), module_mode)
 
 
 def capture_cache_key(problem_source: str, device: str, torch_version: str, module_mode: str = "train") -> str:

@@ -249,6 +249,16 @@ def conv_config(member, c_group, k_group, positions, device_type, dtype):
                 num_warps=4, num_stages=3 if member != "direct" else 2)
 
 
+def conv_member(transposed, groups, c_group):
+    """The member the launchers run for a convolution of `groups` groups of `c_group` input
+    channels each."""
+    if transposed:
+        return "phases"
+    if c_group == 1 and groups > 1:
+        return "depthwise"
+    return "direct" if c_group < 16 else "igemm"
+
+
 def _as_3d(v, nd, fill):
     v = [v] * nd if isinstance(v, int) else list(v)
     if len(v) == 1 and nd > 1:
@@ -306,8 +316,7 @@ def conv_nd(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, 
     _, sy = _sizes_strides(y)
     (b, res), res_strides, floats = _epilogue_args(y, bias, residual, scale, clamp, negative_slope)
     positions = x.shape[0] * out_sp[0] * out_sp[1] * out_sp[2]
-    if member is None:
-        member = "depthwise" if c_g == 1 and groups > 1 else "direct" if c_g < 16 else "igemm"
+    member = member or conv_member(False, groups, c_g)
     cfg = dict(conv_config(member, c_g, k_g, positions, x.device.type, x.dtype), **(config or {}))
     flags = dict(KD=kd, KH=kh, KW=kw, HAS_BIAS=bias is not None, HAS_RES=residual is not None, ACT=activation,
                  HAS_CLAMP=clamp is not None, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
@@ -346,14 +355,15 @@ def conv_transpose_nd(x, weight, bias=None, stride=1, padding=0, output_padding=
     (b, res), res_strides, floats = _epilogue_args(y, bias, residual, scale, clamp, negative_slope)
     per_phase = [triton.cdiv(o, s) for o, s in zip(out_sp, st)]
     positions = x.shape[0] * per_phase[0] * per_phase[1] * per_phase[2]
-    member = member or "phases"
-    cfg = dict(conv_config("igemm" if c_g >= 16 else "direct", c_g, k_g, positions, x.device.type, x.dtype),
+    assert (member or "phases") == "phases", "transposed convolution has one member, 'phases'"
+    use_dot = conv_member(False, 1, c_g) == "igemm"
+    cfg = dict(conv_config("igemm" if use_dot else "direct", c_g, k_g, positions, x.device.type, x.dtype),
                **(config or {}))
     grid = (triton.cdiv(positions, cfg["BLOCK_M"]), triton.cdiv(k_g, cfg["BLOCK_N"]), groups * st[0] * st[1] * st[2])
     conv_transpose_kernel[grid](x, weight, b, res, y, x.shape[0], c_g, d, h, w, k_g, *out_sp, *per_phase,
                                 *sx, *sw, *sy, *res_strides, *st, *pad, *dil, *floats,
                                 KD=kd, KH=kh, KW=kw, HAS_BIAS=bias is not None, HAS_RES=residual is not None,
-                                ACT=activation, HAS_CLAMP=clamp is not None, USE_DOT=c_g >= 16,
+                                ACT=activation, HAS_CLAMP=clamp is not None, USE_DOT=use_dot,
                                 PRECISION=precision, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
                                 BLOCK_K=cfg["BLOCK_K"], num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return y

@@ -957,9 +957,9 @@ def test_a_dot_whose_precision_is_a_constexpr_bound_in_the_kernel_is_read_throug
     assert "reduced_precision" in found(exact.replace("= False", "= True"))
 
 
-def test_the_reduced_precision_flag_says_the_tolerance_decides_and_names_tf32x3():
+def test_the_reduced_precision_flag_says_the_precision_policy_decides_and_names_tf32x3():
     f = found(candidate().replace("tl.maximum(x, 0.0)", 'tl.dot(x, x, input_precision="tf32")'))["reduced_precision"]
-    assert "tolerance decides" in f.message and 'input_precision="tf32x3"' in f.message and "will fail" not in f.message
+    assert "precision policy decides" in f.message and 'input_precision="tf32x3"' in f.message and "will fail" not in f.message
 
 
 def test_output_cache_keyed_by_shape_is_flagged_not_rejected():

@@ -234,7 +234,7 @@ def test_strict_fp32_after_a_mix_of_torchs_precision_apis_sets_each_backend_to_i
         cudnn.conv.fp32_precision, cudnn.rnn.fp32_precision, matmul.fp32_precision = before
 
 
-def test_the_reference_forward_runs_without_tf32(tmp_path):
+def test_the_strict_reference_forward_runs_without_tf32(tmp_path):
     import torch
     from tools.judge.reference import compute_reference
     from tools.problem import build_model
@@ -245,7 +245,7 @@ def test_the_reference_forward_runs_without_tf32(tmp_path):
                         "def get_init_inputs():\n    return []\n")
     prob = load_problem(p)
     model = build_model(prob.module.Model, prob.module, 42, "cpu")
-    [out] = compute_reference(model, prob.module, 1, "cpu", init_seed=42)
+    [out] = compute_reference(model, prob.module, 1, "cpu", init_seed=42, precision="strict")
     assert torch.backends.cudnn.allow_tf32 and out.tolist() == [0.0] * 4
 
 

@@ -140,6 +140,7 @@ def _coerce(hint, value, where: str):
 
 
 MAX_KEEP_JUDGE_S = 86400.0   # the judge service's idle life: a day at most
+PRECISION_POLICIES = ("as-run", "strict")   # [eval] precision (tools/judge/accuracy.py)
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,10 @@ class TrialSettings:
     # Model and ModelNew as the problem leaves them ("train": a fresh module's training
     # mode, as KernelBench runs them) or both after .eval() (inference semantics)
     module_mode: typing.Literal["train", "eval"] = "train"
+    # how exact a candidate must be, the same rule on both sides (tools/judge/accuracy.py):
+    # "as-run" = reference, eager and torch.compile with the precision flags as the user has
+    # them, a candidate no less accurate than eager; "strict" = TF32 off for all three
+    precision: typing.Literal[PRECISION_POLICIES] = "as-run"
 
     def validate(self) -> str | None:
         if self.trials < 1:

@@ -7,6 +7,7 @@
   --model SPEC        as `krefine run --model`; "{problem}" in it becomes each problem's
                       name, e.g. replay:replays/{problem}.jsonl
   --device cuda|cpu   --gpus N: use only the first N GPUs
+  --precision as-run|strict   [eval] precision, as `krefine run --precision`
   --ray [ADDRESS]     judge on a Ray cluster: auto (default: the running one), local,
                       HOST:PORT or ray://HOST:PORT; the flag sets [bench] ray_address (the
                       rest of [bench] is in agent.toml; agent/bench/ray_bench.py)
@@ -60,6 +61,7 @@ from agent.bench.job import BAD_INPUT, Job, Setting, collect
 from agent.bench.stats import ProblemResult
 from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, EXIT_OK, BadInput
 from tools.jsonio import read_json
+from tools.settings import PRECISION_POLICIES
 from agent.bench.workers import interrupt, run_jobs, visible_gpus
 
 
@@ -177,6 +179,8 @@ def option_parser():
                         'e.g. replay:replays/{problem}.jsonl')
     p.add_argument("--device", choices=("cuda", "cpu"), default=None)
     p.add_argument("--gpus", type=int, default=None, metavar="N", help="use only the first N GPUs")
+    p.add_argument("--precision", choices=PRECISION_POLICIES, default=None,
+                   help="[eval] precision: as-run (eager's own error bounds a candidate's) or strict (TF32 off)")
     p.add_argument("--sweep", action="append", default=[], metavar="TABLE.KEY=V1,V2,...",
                    help="one suite pass per value (repeatable: every combination)")
     p.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE", dest="sets",
@@ -235,11 +239,12 @@ def find_problems(suite: Path, filters: list[str]) -> list[tuple[str, Path]]:
 
 
 def make_settings(opts: argparse.Namespace) -> list[Setting]:
-    """The fixed overrides (--set, and the flags that set a key: --device, --ray) times every
-    combination of the --sweep values."""
+    """The fixed overrides (--set, and the flags that set a key: --device, --ray,
+    --precision) times every combination of the --sweep values."""
     fixed = dict(parse_assignment(a, "--set") for a in opts.sets)
     origins = {key: f"--set {key}" for key in fixed}
-    for flag, key, value in (("--device", "run.device", opts.device), ("--ray", "bench.ray_address", opts.ray)):
+    for flag, key, value in (("--device", "run.device", opts.device), ("--ray", "bench.ray_address", opts.ray),
+                             ("--precision", "eval.precision", opts.precision)):
         if value is not None:
             fixed[key], origins[key] = value, flag
     axes = []

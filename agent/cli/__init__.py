@@ -11,6 +11,7 @@ import importlib
 import sys
 
 from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, BadInput, EvaluatorError
+from tools.settings import PRECISION_POLICIES
 
 # subcommand -> module holding its main(args)
 COMMANDS = {
@@ -45,7 +46,7 @@ def _finite(text: str) -> float:
 RUN_FLAGS = {"--model": "model.id", "--max-iterations": "budget.max_rounds",
              "--candidates": "budget.candidates_per_round", "--target-speedup": "budget.target_speedup",
              "--time-budget": "budget.time_budget_s", "--device": "run.device",
-             "--seed-kernel": "search.seed_kernel"}
+             "--seed-kernel": "search.seed_kernel", "--precision": "eval.precision"}
 
 
 def flag_overrides(args: argparse.Namespace, flags: dict[str, str]) -> tuple[dict, dict]:
@@ -134,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="[budget] target_speedup (--min-speedup, krefine eval's name, is the same flag)")
     r.add_argument("--time-budget", type=_finite, default=None, metavar="SECONDS", help="[budget] time_budget_s")
     r.add_argument("--device", choices=("cuda", "cpu"), default=None, help="[run] device")
+    r.add_argument("--precision", choices=PRECISION_POLICIES, default=None,
+                   help="[eval] precision: as-run (eager's own error bounds a candidate's) or strict (TF32 off)")
     r.add_argument("--out", default=None, metavar="DIR")
     r.add_argument("--set", action="append", default=[], dest="sets", metavar="TABLE.KEY=VALUE",
                    help="override one agent.toml value, as krefine bench --set (repeatable; a flag above wins)")

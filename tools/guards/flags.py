@@ -1,7 +1,8 @@
 """The two flag-only guards: reduced precision and output caching.
 
-`check_reduced_precision` flags fp16/bf16/tf32 math (an fp32 problem computed so will
-miss its 1e-4 tolerance), a `tl.dot` with no precision given included: on an NVIDIA GPU
+`check_reduced_precision` flags fp16/bf16/tf32 math (an fp32 problem computed so passes
+only where eager is as inexact: [eval] precision, tools/judge/accuracy.py, whose rule the
+judge appends to the message), a `tl.dot` with no precision given included: on an NVIDIA GPU
 its fp32 operands are TF32, while Triton's interpreter (the CPU judge) computes it
 exactly, so only the flag tells a CPU verdict what a GPU would run. `check_caching`
 flags a forward that keeps results between calls (returns state held on self or in a
@@ -32,11 +33,11 @@ FP32_DOT = ("ieee", "tf32x3")
 def check_reduced_precision(source: Source, settings: GuardSettings) -> Finding | None:
     """Flag only: fp16/bf16/plain TF32 math, whose error (~1e-3 relative) an fp32 problem's
     tolerance may not hold; tf32x3 and IEEE dots are fp32-accurate and not flagged. The
-    judge's tolerance, not this flag, decides."""
+    judge's precision policy, not this flag, decides."""
     def flag(node, what):
         return Finding("reduced_precision", f"`{what}` computes in reduced precision (fp16/bf16/TF32, about 1e-3 "
-                       "relative error); the judge's fp32 tolerance decides whether it passes. For tensor cores at "
-                       'fp32 accuracy use tl.dot(a, b, input_precision="tf32x3").', line_of(node), False,
+                       "relative error); the judge's precision policy decides whether it passes. For tensor cores "
+                       'at fp32 accuracy use tl.dot(a, b, input_precision="tf32x3").', line_of(node), False,
                        "reduced_precision")
     for path, node in path_hits(source, _HALF_PATHS, with_imports=False, skip_dead=True):
         return flag(node, spell(source, node))
@@ -61,7 +62,8 @@ def check_reduced_precision(source: Source, settings: GuardSettings) -> Finding 
     return Finding("reduced_precision", f"`{spell(source, site.call)}` gives no input_precision: a tl.dot of fp32 "
                    "operands runs as TF32 on NVIDIA GPUs (about 1e-3 relative error), though Triton's interpreter "
                    'on CPU computes it exactly; input_precision="tf32x3" (tensor cores) or "ieee" keep fp32 '
-                   "accuracy. The judge's tolerance decides.", line_of(site.call), False, "reduced_precision")
+                   "accuracy. The judge's precision policy decides.", line_of(site.call), False,
+                   "reduced_precision")
 
 
 _KEY_ATTRS = words("data_ptr shape size stride _version untyped_storage storage_offset")

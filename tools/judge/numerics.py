@@ -89,6 +89,7 @@ class Comparison:
     permutation: tuple[int, ...] | None = None  # with "transposed": out laid out as ref.permute(p)
     shape: tuple[int, ...] = ()   # the reference's shape, for describe()
     reference_error: dict | None = None   # against_truth's figures, when it was asked
+    truth_error: dict | None = None       # tools/judge/accuracy.py: out's and eager's errors against the truth
 
     def describe(self) -> str:
         """The most useful pattern's hint (what to fix) first, then the figures, then a
@@ -112,6 +113,7 @@ class Comparison:
             "patterns": list(self.patterns),
             "permutation": list(self.permutation) if self.permutation is not None else None,
             **({"reference_error": self.reference_error} if self.reference_error is not None else {}),
+            **({"truth_error": self.truth_error} if self.truth_error is not None else {}),
         }
 
     @property

@@ -28,7 +28,7 @@ from tools.judge.record import Evaluation, to_verdict
 from tools.judge.static import static_checks
 from tools.judge.time_phase import time_candidate
 from tools.judge.trials import run_trials
-from tools.problem import as_the_user_has_it
+from tools.problem import precision_flags
 from tools.sandbox import isolation
 from tools.verdict import Status, Verdict
 
@@ -323,7 +323,7 @@ def _gpu_phases(run, worker, ref_model, seeds, dev, first_ref, profile):
             + (" and torch.compile" if ts.compile_baseline else "") + ", interleaved")
     t = time.monotonic()
     try:
-        with as_the_user_has_it():   # eager and torch.compile timed with the user's precision flags
+        with precision_flags(s.test.precision):   # eager and torch.compile with the reference's flags
             status = time_candidate(run, worker, ref_model, seeds[0], dev)
     finally:
         run.phase_s["time"] = time.monotonic() - t

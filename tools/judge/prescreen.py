@@ -9,7 +9,7 @@ again on the same facts. The pre-screen asks two questions per variant, in one w
 process for all of them:
 
   1. right?  its output on ONE input (drawn from a seed the judge's trials never use) is
-     compared with the reference's, at the judge's tolerance (tools/judge/numerics.py);
+     compared with the reference's by the judge's rule ([eval] precision: tools/judge/accuracy.py);
      reference and variants are constructed on the device with one seed (the same weights;
      a KernelBench-size nn.Linear takes ~1 s to initialise on the CPU, per variant);
   2. fast?   a right one is timed: one forward captured in a CUDA graph, replayed
@@ -88,7 +88,8 @@ def prescreen(problem_path: str | Path, sources: list[str], *, device: str, sett
         spec = {"problem": str(problem_path), "sources": files, "device": device, "seed": seed, "reps": reps,
                 "tolerance": {"atol_fp32": settings.atol_fp32, "atol_half": settings.atol_half,
                               "rel_l2_fp32": settings.rel_l2_fp32, "rel_l2_half": settings.rel_l2_half},
-                "init_seed": settings.init_seed, "module_mode": settings.module_mode, "start": 0,
+                "init_seed": settings.init_seed, "module_mode": settings.module_mode,
+                "precision": settings.precision, "start": 0,
                 "wait_for": str(compiling.marker) if compiling else None, "wait_s": timeout_s * 2}
         try:
             while len(results) < len(sources):
@@ -161,9 +162,10 @@ def _worker(spec: dict) -> None:
     from tools.judge.numerics import tolerances
     from tools.judge.precompile import wait_for
     from tools.judge.reference import precise_outputs
-    from tools.problem import build_model, load_problem, make_inputs, strict_fp32
+    from tools.problem import build_model, load_problem, make_inputs, precision_flags
     from tools.settings import TrialSettings
-    settings = TrialSettings(**spec["tolerance"], init_seed=spec["init_seed"], module_mode=spec["module_mode"])
+    settings = TrialSettings(**spec["tolerance"], init_seed=spec["init_seed"], module_mode=spec["module_mode"],
+                             precision=spec["precision"])
     dev = "cuda:0" if spec["device"] == "cuda" else "cpu"
     emit = _emitter()
     try:
@@ -174,7 +176,7 @@ def _worker(spec: dict) -> None:
         inputs = make_inputs(problem.module, spec["seed"], dev)
         with torch.device(dev):                 # as every variant is built (_screen): the same weights
             model = build_model(problem.module.Model, problem.module, settings.init_seed, dev, settings.module_mode)
-        with torch.no_grad(), strict_fp32():
+        with torch.no_grad(), precision_flags(settings.precision):   # the judge's reference's flags
             ref = model(*inputs)
         del model
         tol = tolerances(ref.dtype, settings)
@@ -203,7 +205,8 @@ def _worker(spec: dict) -> None:
 def _screen(index, path, problem, inputs, ref, tol, settings, dev, reps, truths=lambda: None) -> Screen:
     import torch
 
-    from tools.judge.numerics import against_truth, compare
+    from tools.judge.accuracy import decide
+    from tools.judge.numerics import compare
     from tools.problem import build_model, exec_module
     t0 = time.monotonic()
     model = out = None
@@ -218,7 +221,8 @@ def _screen(index, path, problem, inputs, ref, tol, settings, dev, reps, truths=
         if not isinstance(out, torch.Tensor):
             return Screen(index, INCORRECT, error=f"forward returned {type(out).__name__}",
                           seconds=time.monotonic() - t0)
-        c = against_truth(compare(out, ref, atol=tol[0], rtol=tol[1], rel_l2_limit=tol[2]), out, ref, truths)
+        c = decide(compare(out, ref, atol=tol[0], rtol=tol[1], rel_l2_limit=tol[2]), out, ref, truths, 0,
+                   settings.precision)
         if not c.ok:
             return Screen(index, INCORRECT, error=f"max abs error {c.max_abs_err:.3g}, rel l2 {c.rel_l2:.3g}",
                           seconds=time.monotonic() - t0)

@@ -1,7 +1,8 @@
 """The reference, in the judge: the problem's own Model on the trial inputs.
 
 Covers `compute_reference` (get_inputs() of a seed, Model.forward on them, no grad,
-TF32 off (tools/problem.py strict_fp32), outputs checked to be tensors),
+with the precision flags of `[eval] precision` (tools/problem.py precision_flags: the
+user's under "as-run", TF32 off under "strict"), outputs checked to be tensors),
 `check_reproducible` (whether the reference gives its outputs again with the RNG seeded
 otherwise: a random one, Dropout in training mode, can be matched by no kernel),
 `precise_outputs` (the same forward in float64: the truth a float32 reference is rounded
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from tools.errors import BadInput
 from tools.judge.blame import Step, blame
-from tools.problem import make_inputs, seeded, strict_fp32
+from tools.problem import make_inputs, precision_flags, seeded
 
 _OTHER_SEED = 0x5EED   # added to the trial seed for the second draw: any other seed would do
 
@@ -25,9 +26,10 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def compute_reference(ref_model, mod, seed: int, dev: str, *, init_seed: int, module_mode: str = "train",
-                      sizes: dict | None = None) -> list:
-    """The problem's own Model (built with `init_seed`) on the trial inputs of `seed`.
+def compute_reference(ref_model, mod, seed: int, dev: str, *, init_seed: int, precision: str,
+                      module_mode: str = "train", sizes: dict | None = None) -> list:
+    """The problem's own Model (built with `init_seed`) on the trial inputs of `seed`, with
+    the flags of `precision` ([eval] precision): under "as-run" it is eager as the user runs it.
     An allocation failure is raised as it is, for the judge to relieve memory and
     retry (tools/judge/memory.py). `sizes`, when given, receives the inputs' bytes, the
     allocator's peak during the forward, inputs included (0 on cpu), and "aliases": which
@@ -48,7 +50,7 @@ def compute_reference(ref_model, mod, seed: int, dev: str, *, init_seed: int, mo
     if sizes is not None:
         sizes["input_bytes"] = tensor_bytes(inputs)
     try:
-        with torch.no_grad(), strict_fp32():   # an fp32 reference in fp32, not cuDNN's TF32
+        with torch.no_grad(), precision_flags(precision):
             out = ref_model(*inputs)
         if sizes is not None:   # tools/judge/ownership.py: an output that is an input has no kernel work
             from tools.sandbox.ownership import shared_memory
@@ -96,7 +98,7 @@ def check_reproducible(ref_model, mod, seed: int, dev: str, ref: list, settings)
     try:
         # no other thread seeds the RNG meanwhile; the precision lock first, as the
         # timing takes it before it makes inputs (tools/problem.py as_the_user_has_it)
-        with strict_fp32():
+        with precision_flags(settings.precision):
             out = seeded(forward, seed + _OTHER_SEED)
     except Exception as e:
         if is_oom(e):
@@ -111,7 +113,9 @@ def check_reproducible(ref_model, mod, seed: int, dev: str, ref: list, settings)
             return False
         atol, rtol, rel = tolerances(r.dtype, settings)
         cmp = compare(a, r, atol=atol, rtol=rtol, rel_l2_limit=rel)
-        # two roundings of a truth near zero (numerics.py against_truth)
+        # two roundings of a truth near zero (numerics.py against_truth); never eager's bound
+        # (tools/judge/accuracy.py): a random forward's draws are as far from the float64
+        # forward's as its first call's
         return against_truth(cmp, a, r, lambda: precise_reference(ref_model, mod, seed, dev), k).ok
     if len(again) == len(ref) and all(agrees(k, a, r) for k, (a, r) in enumerate(zip(again, ref))):
         return None

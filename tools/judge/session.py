@@ -186,7 +186,7 @@ class Judge:
         sizes: dict | None = {} if self.footprint is None else None   # measured once: it resets the peak
         out = memory.retry_oom(self, "the reference Model.forward(*get_inputs())", lambda: compute_reference(
             self.reference_model(), self.problem.module, seed, self.dev, init_seed=self.settings.test.init_seed,
-            module_mode=self.settings.test.module_mode, sizes=sizes))
+            precision=self.settings.test.precision, module_mode=self.settings.test.module_mode, sizes=sizes))
         with self._lock:
             self.setup_s["references"] = round(self.setup_s.get("references", 0.0) + time.monotonic() - t, 3)
             if self.footprint is None and sizes is not None:
@@ -276,15 +276,23 @@ class Judge:
                 self._baseline_thread.start()
 
     def _compile_baseline(self) -> None:
+        import contextlib
+
         import torch
-        from tools.problem import make_inputs
+        from tools.problem import make_inputs, strict_fp32
         t = time.monotonic()
+        # Inductor fixes a convolution template's TF32 from cuDNN's flag when it compiles:
+        # "strict" compiles under the flags it is timed with. "as-run" compiles with the
+        # user's flags without the lock, so the first candidate's trials overlap it (only a
+        # strict session's reference, in the same process, would flip them meanwhile)
+        flags = strict_fp32 if self.settings.test.precision == "strict" else contextlib.nullcontext
 
         def compile_once():
-            cmodel = torch.compile(self.reference_model())
-            with torch.no_grad():
-                cmodel(*make_inputs(self.problem.module, self.seeds[0], self.dev))
-            torch.cuda.synchronize(self.gpu_index)
+            with flags():
+                cmodel = torch.compile(self.reference_model())
+                with torch.no_grad():
+                    cmodel(*make_inputs(self.problem.module, self.seeds[0], self.dev))
+                torch.cuda.synchronize(self.gpu_index)
             return cmodel
         try:
             torch.cuda.set_device(self.gpu_index)

@@ -49,8 +49,9 @@ def static_checks(run: Evaluation, candidate_name: str) -> Status | None:
     run.device_info = {"type": run.device}
     if _syntax_error(run, candidate_name):
         return Status.COMPILE_ERROR
-    from tools.precision import dot_precisions
     from tools.guards.suite import run_static_guards
+    from tools.judge.accuracy import policy_rule
+    from tools.precision import dot_precisions
     findings = run_static_guards(run.src, run.settings.guards)
     dots = dot_precisions(ast.parse(run.src))
     if dots:
@@ -63,7 +64,9 @@ def static_checks(run: Evaluation, candidate_name: str) -> Status | None:
         run.checks["dot_precision_on_gpu"] = on_gpu
     for f in findings:
         run.flag(f.flag)
-        run.diag(f"guard:{f.guard}", f.message, f.line)
+        # what reduced precision must meet is the policy's ([eval] precision), not the guard's
+        note = " " + policy_rule(run.settings.test.precision) if f.guard == "reduced_precision" else ""
+        run.diag(f"guard:{f.guard}", f.message + note, f.line)
     if any(f.reject for f in findings):
         return Status.REJECTED
     return None

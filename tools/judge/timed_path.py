@@ -174,7 +174,7 @@ def fresh_reference(run, seed: int) -> list:
     try:
         return memory.retry_oom(judge, "the reference for the timed outputs' new inputs", lambda: compute_reference(
             judge.reference_model(), run.problem.module, seed, judge.dev, init_seed=s.init_seed,
-            module_mode=s.module_mode))
+            precision=s.precision, module_mode=s.module_mode))
     finally:
         if judge.lean:
             memory.release(judge.dev)

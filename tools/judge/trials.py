@@ -19,8 +19,10 @@ from tools.verdict import Status
 
 
 def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | None:
-    from tools.judge.numerics import against_truth, compare, tolerances
+    from tools.judge.accuracy import decide, measured
+    from tools.judge.numerics import compare, tolerances
     s = run.settings
+    policy = s.test.precision
     judge = run.judge
     lean = judge.lean   # tools/judge/memory.py: references made after the worker's calls, one at a time
     outputs = list(judge.footprint.outputs) if judge.footprint is not None else []
@@ -143,12 +145,16 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
                     return Status.INCORRECT
                 atol, rtol, rel = tolerances(r.dtype, s.test)
                 cmp = compare(o, r, atol=atol, rtol=rtol, rel_l2_limit=rel)
-                # a reference of rounding noise: decided against its float64 forward (made only then)
-                cmp = against_truth(cmp, o, r, lambda: judge.precise_reference(seed if call == 0 or not lean
-                                                                               else seed2), k)
+                # a reference of rounding noise, or eager's own error under "as-run": decided
+                # against the float64 forward (made only then: tools/judge/accuracy.py)
+                truths = lambda: judge.precise_reference(seed if call == 0 or not lean else seed2)  # noqa: E731
+                cmp = decide(cmp, o, r, truths, k, policy)
+                if i == 0 and call == 0 and not lean:   # the verdict's figures: a float64 forward the session keeps
+                    cmp = measured(cmp, o, r, truths, k, policy)
                 comparisons.append({"trial": i + 1, "call": call + 1, "output": k, **cmp.to_json()})
                 if not cmp.ok:
                     run.checks["comparisons"] = comparisons
+                    _record_precision(run, comparisons)
                     msg = cmp.describe()
                     if call == 1 and lean:
                         where_in = "the same input tensors" if reply.get("same_storage") else "new input tensors"
@@ -166,6 +172,7 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
             run.checks.setdefault("same_storage_refill", []).append(bool(reply.get("same_storage")))
             release(dev)   # the copies compared and their scratch, before the worker runs again
     run.checks["comparisons"] = comparisons
+    _record_precision(run, comparisons)
     status = ownership.decide(run, getattr(run.judge, "reference_aliases", None))   # right answers: but whose, in whose memory?
     if status is not None:
         return status
@@ -174,6 +181,22 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
     atol, rtol, rel = tolerances(ref[0].dtype, s.test)
     run.checks["tolerance"] = {"atol": atol, "rtol": rtol, "rel_l2": rel, "dtype": str(ref[0].dtype)}
     return None
+
+
+def _record_precision(run, comparisons: list[dict]) -> None:
+    """checks.precision: the policy, how eager computed fp32 (the judge's flags for it), the
+    kernel's tl.dot precisions, and the least accurate output's and eager's errors against
+    the float64 truth on the same trial (tools/judge/accuracy.py)."""
+    from tools.judge.accuracy import EAGER_ERROR_MARGIN, worst
+    from tools.problem import fp32_precisions, precision_flags
+    policy = run.settings.test.precision
+    with precision_flags(policy):
+        eager = fp32_precisions(run.judge.dev)
+    figures = worst(comparisons) or {}
+    dots = run.checks.get("dot_precision_on_gpu" if run.device == "cuda" else "dot_precision", {})
+    run.checks["precision"] = {"policy": policy, "eager_fp32": eager, "candidate_dots": dots,
+                               "candidate_error": figures.get("candidate"), "eager_error": figures.get("eager"),
+                               "margin": EAGER_ERROR_MARGIN}
 
 
 def _timed_out(run, worker, i: int, timeout: float) -> Status:
@@ -191,7 +214,8 @@ def recheck_timed_outputs(run, reply: dict, payload: bytes, seed: int) -> Status
     where the worker wrote it into the timed inputs before the last timed sample, or into
     the graph's input tensors before one more replay (reply["fresh_inputs"]: "call",
     "graph"); else the timing seed, which the candidate saw before that call."""
-    from tools.judge.numerics import against_truth, compare, tolerances
+    from tools.judge.accuracy import decide
+    from tools.judge.numerics import compare, tolerances
     from tools.judge.timed_path import fresh_reference
     on_new = seed not in run.judge.seeds and reply.get("fresh_inputs") in ("call", "graph")
     fresh = reply["fresh_inputs"] if on_new else None
@@ -209,8 +233,8 @@ def recheck_timed_outputs(run, reply: dict, payload: bytes, seed: int) -> Status
     for k, (o, r) in enumerate(zip(outs, ref)):
         atol, rtol, rel = tolerances(r.dtype, run.settings.test)
         cmp = compare(o, r, atol=atol, rtol=rtol, rel_l2_limit=rel) if o.shape == r.shape else None
-        if cmp is not None:   # a reference of rounding noise: decided against its float64 forward
-            cmp = against_truth(cmp, o, r, lambda: run.judge.precise_reference(seed), k)
+        if cmp is not None:   # against the float64 forward where the policy says (tools/judge/accuracy.py)
+            cmp = decide(cmp, o, r, lambda: run.judge.precise_reference(seed), k, run.settings.test.precision)
         if cmp is None or not cmp.ok:
             what = {"graph": "the timed CUDA graph, replayed once on new inputs written into the tensors it was "
                              "captured on, returned a wrong output",

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEM = ROOT / "tests" / "dialect" / "problems" / "relu_odd.py"
 
@@ -41,6 +43,7 @@ print(state["read_while_open"])
 """
 
 
+@pytest.mark.slow
 def test_the_chosen_configs_are_read_before_the_fresh_cache_closes():
     out = subprocess.run([sys.executable, "-c", _CHECK, str(PROBLEM)], cwd=ROOT, capture_output=True, text=True,
                          timeout=300)

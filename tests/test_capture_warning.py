@@ -40,6 +40,7 @@ def _python(code: str, *args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_a_forward_that_warns_is_captured_as_one_graph():
     out = _python(_CAPTURE)
     assert out.stdout.strip().splitlines()[-1:] == ["captured True"], out.stderr[-2000:]

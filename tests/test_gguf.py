@@ -77,6 +77,7 @@ def test_a_gguf_path_makes_a_transformers_backend_that_reads_its_directory_offli
 
 
 @needs_smollm2
+@pytest.mark.slow
 def test_smollm2_from_gguf_generates_n_completions_with_token_counts(smollm2):
     prompt = "Write a Triton kernel that computes relu(x)."   # short: prefill of the whole prompt costs ~5 s a call here
     got = smollm2.generate(prompt, 2, SAMPLING)
@@ -87,6 +88,7 @@ def test_smollm2_from_gguf_generates_n_completions_with_token_counts(smollm2):
 
 
 @needs_smollm2
+@pytest.mark.slow
 def test_generate_reports_each_step_of_new_tokens_while_it_runs(smollm2):
     """The count the loop shows while a model loaded here writes: one call per step, up
     to the longest completion's length (the rest pad after their end)."""
@@ -97,6 +99,7 @@ def test_generate_reports_each_step_of_new_tokens_while_it_runs(smollm2):
 
 
 @needs_smollm2
+@pytest.mark.slow
 def test_loading_smollm2_parses_its_gguf_file_once(smollm2):
     """transformers parses the whole file for the config, the tokenizer and the weights
     (2.5 s a parse of SmolLM2's on 2 cores, 4 parses in a 20 s load): one load, one parse."""
@@ -104,6 +107,7 @@ def test_loading_smollm2_parses_its_gguf_file_once(smollm2):
 
 
 @needs_smollm2
+@pytest.mark.slow
 def test_smollm2_gets_the_kernelllm_prompt_as_one_user_turn_of_its_chat_template(smollm2):
     fed = smollm2.tokenizer.decode(smollm2.prompt_ids(render_initial(_problem())))
     assert smollm2.chat_template()
@@ -112,6 +116,7 @@ def test_smollm2_gets_the_kernelllm_prompt_as_one_user_turn_of_its_chat_template
 
 
 @needs_smollm2
+@pytest.mark.slow
 def test_chat_template_never_feeds_smollm2_the_raw_prompt(smollm2):
     raw = TransformersBackend(str(SMOLLM2), config(chat_template="never").model, device="cpu")
     raw.tokenizer = smollm2.tokenizer        # the same tokenizer, without a second load
@@ -216,6 +221,7 @@ def test_the_smollm2_runs_token_budget_counts_its_real_prompt_and_completion_tok
     assert all(r["prompt_tokens"] > 1000 for r in records)   # the whole KernelLLM prompt, in SmolLM2's tokens
 
 
+@pytest.mark.slow
 def test_loading_a_model_switches_off_tqdm_s_monitor_thread(smollm2):
     """The de-quantizing progress bars would leave tqdm's monitor thread in the agent's
     process, where the judge counts threads before it blames a problem file."""

@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 SCRIPT = textwrap.dedent('''
@@ -57,6 +59,7 @@ def _run(mode: str) -> str:
     return done.stdout.strip()
 
 
+@pytest.mark.slow
 def test_pairwise_reduce_gives_what_tritons_element_loop_gives():
     pairwise, loop = _run("pairwise").splitlines(), _run("loop").splitlines()
     assert (pairwise[1], loop[1]) == ("True", "False")   # the pairwise path is the one that ran

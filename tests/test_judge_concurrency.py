@@ -61,6 +61,7 @@ def _evals_at_once(env: dict, problems: list[Path], candidate: str, *args: str) 
     return out
 
 
+@pytest.mark.slow
 def test_concurrent_cold_evals_of_distinct_problems_each_get_their_verdict(svc, tmp_path):  # noqa: F811
     env, _ = svc
     n = 6
@@ -136,6 +137,7 @@ def _one_line(stderr: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_a_fault_only_the_judge_sees_while_making_inputs_is_exit_3(tmp_path):
     env = {**cli_env(), "KREFINE_TEST_JUDGE_ONLY": "1"}   # cli_env: judged in this process
     r = kcli(env, "eval", _judge_only(tmp_path, on_meta=False), OK, "--device", "cpu", "--json")

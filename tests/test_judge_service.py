@@ -123,6 +123,7 @@ def test_judge_status_lists_the_service_and_stop_ends_it(svc):
     assert "no judge service is running" in kcli(env, "judge", "status").stdout
 
 
+@pytest.mark.slow
 def test_an_idle_service_exits_after_its_keep_time_and_cleans_up(svc):
     env, d = svc
     r, (v,) = eval_json(env, OK, keep="1")
@@ -131,6 +132,7 @@ def test_an_idle_service_exits_after_its_keep_time_and_cleans_up(svc):
     assert not list(d.iterdir())   # its lock and log went with it
 
 
+@pytest.mark.slow
 def test_a_killed_service_is_replaced_by_the_next_eval(svc):
     env, _ = svc
     _, (v1,) = eval_json(env, OK)
@@ -140,6 +142,7 @@ def test_a_killed_service_is_replaced_by_the_next_eval(svc):
     assert _service(v2)["started_now"] and _service(v2)["pid"] != _service(v1)["pid"]
 
 
+@pytest.mark.slow
 def test_a_service_of_other_code_or_settings_is_asked_to_stop(svc):
     env, d = svc
     _, (v1,) = eval_json(env, OK)
@@ -153,6 +156,7 @@ def test_a_service_of_other_code_or_settings_is_asked_to_stop(svc):
     assert not any(p.exists() for p in old)
 
 
+@pytest.mark.slow
 def test_two_first_evals_at_once_share_one_service(svc):
     env, _ = svc
     cmd = [sys.executable, "-m", "agent.cli", "eval", PROBLEM, OK, "--device", "cpu", "--json", "--keep-judge", "60"]
@@ -201,6 +205,7 @@ def test_garbage_on_the_socket_gets_an_error_and_the_service_answers_the_next(sv
     assert "pid" in kcli(env, "judge", "status").stdout
 
 
+@pytest.mark.slow
 def test_the_service_keeps_at_most_two_problem_sessions(svc, tmp_path):
     env, _ = svc
     for i in range(3):
@@ -252,6 +257,7 @@ def test_on_the_gpu_the_second_eval_is_timed_in_the_warm_session(svc):
     assert docs[1]["speedup_interval"]["eager"]["low"] > 0
 
 
+@pytest.mark.slow
 def test_a_service_gone_before_answering_is_replaced_once(svc):
     """A service that timed out idle just as a client connected answers nothing: the
     client starts a fresh one and asks again."""
@@ -285,6 +291,7 @@ def test_device_cuda_without_a_gpu_is_exit_2_through_the_service_too(svc):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_a_dead_fork_server_is_replaced_and_the_session_kept(svc):
     env, _ = svc
     _, (v1,) = eval_json(env, OK)

@@ -15,9 +15,9 @@
     it leaves no slack, and bf16 or fp16 on an fp32 problem fails either way.
 
 `decide` is the one call for a candidate's outputs (trials, the timed recheck, the
-pre-screen; not the reproducibility check, where eager would bound itself); `measured` adds the truth figures to an output
-that passed, for the verdict. `policy_rule` is the sentence the reduced-precision flag
-carries. Does not: set the flags (tools/problem.py), compare elements or make the float64
+pre-screen; not the reproducibility check, where eager would bound itself); `measured`
+adds the truth figures to an output that passed, for the verdict. `policy_rule` is the
+sentence the reduced-precision flag carries. Does not: set the flags (tools/problem.py), compare elements or make the float64
 forward (numerics.py, reference.py). Imports torch (through numerics.py) only when it
 compares: the static step reads `policy_rule` before torch is loaded.
 """

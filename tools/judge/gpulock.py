@@ -1,9 +1,11 @@
 """The GPU hold: compile phases share the GPU, trials, timing and profiling hold it alone.
 
-The judge's one concurrency primitive. One lock per device for the whole process
-(`gpu_lock`), so judges of different problems on one GPU (krefine bench, the judge
-service, a Ray judge actor) never time beside each other, and never have more than
-`[eval] parallel_compile` candidates compiling on it at once.
+The judge's one concurrency primitive between candidates. One lock per device for the
+whole process (`gpu_lock`), so judges of different problems on one GPU (krefine bench,
+the judge service, a Ray judge actor) never time beside each other, and never have more
+than `[eval] parallel_compile` candidates compiling on it at once. A CUDA-graph capture
+is kept apart from the process's GPU work outside these holds (a new session's device
+check, the torch.compile baseline, memory released) by tools/perf/capture_guard.py.
 """
 from __future__ import annotations
 

@@ -94,13 +94,17 @@ def release(dev: str, collect: bool = False) -> None:
     """Give the allocator's unused cache back to the driver, so another process (the
     worker, the next session) can have it. Costs a device sync; no-op on cpu.
     `collect`: a GC pass first (tens of ms with torch loaded), for when tensors may
-    hide in reference cycles (a failed step's traceback frames, a closed session)."""
+    hide in reference cycles (a failed step's traceback frames, a closed session).
+    Both wait for a CUDA-graph capture in flight: each would break it (a freed Triton
+    module, the cache's frees; tools/perf/capture_guard.py)."""
     if not dev.startswith("cuda"):
         return
     import torch
-    if collect:
-        gc.collect()
-    torch.cuda.empty_cache()
+    from tools.perf.capture_guard import gpu_work
+    with gpu_work():
+        if collect:
+            gc.collect()
+        torch.cuda.empty_cache()
 
 
 def is_oom(e: BaseException) -> bool:

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from tools.dialect.portable import portable
-from tools.errors import EvaluatorError, JudgeShutDown
+from tools.errors import JudgeShutDown
 from tools.problem import Problem
 from tools.settings import EvalSettings
 from tools.verdict import Diagnostic, Status, Verdict
@@ -119,8 +119,7 @@ def health(run: Evaluation, worker) -> None:
     """After a crash or hang: is the GPU still usable for the next candidate?"""
     if run.device != "cuda":
         return
-    from tools.perf.gpuinfo import cuda_healthy
-    ok, why = cuda_healthy(run.gpu_index)
-    run.checks["gpu_healthy_after_failure"] = ok
-    if not ok:
-        raise EvaluatorError(f"GPU {run.gpu_index} unusable after the candidate failed: {why}")
+    from tools.judge.device_check import check_gpu
+    run.checks["gpu_healthy_after_failure"] = False
+    check_gpu(run.gpu_index, " after the candidate failed")   # raises where the GPU is not
+    run.checks["gpu_healthy_after_failure"] = True

@@ -10,6 +10,14 @@ request (`[eval] keep_judge_s`).
 Each candidate still gets a fresh worker; isolation and verdicts are the Judge's, as in
 a session of `krefine run`.
 
+Requests run in threads of their own, so several clients' candidates (of up to
+MAX_SESSIONS problems) are judged at once in this one process: the GPU lock
+(tools/judge/gpulock.py) gives trials and timing to one candidate at a time, and the
+capture guard (tools/perf/capture_guard.py) keeps every other piece of this process's
+GPU work (a new session's device check, a torch.compile baseline, memory released, a
+staging buffer freed) away from a baseline's CUDA-graph capture, which it would break
+and by which it would be refused.
+
 Protocol: a Unix stream socket in a directory only its user may enter (client.py makes
 it), one JSON request line per connection, JSON reply lines:
 
@@ -111,11 +119,13 @@ class Service:
                 self.last = time.monotonic()
 
     def describe(self) -> dict:
+        from tools.perf.capture_guard import GUARD
         sessions = [{"problem": s.label, "busy": s.users, "judged": s.judge.judged if s.judge else 0}
                     for s in self.cache.sessions()]
         return {"ok": True, "pid": os.getpid(), "protocol": PROTOCOL, "device": self.device,
                 "gpu": self.gpu_index, "started": self.started, "idle_s": self.idle_s,
-                "served": self.served, "active": self.active - 1, "sessions": sessions}
+                "served": self.served, "active": self.active - 1, "sessions": sessions,
+                "capture_guard": GUARD.stats()}   # what requests' captures waited for others' GPU work
 
     def serve_eval(self, conn: socket.socket, req: dict) -> None:
         from tools.errors import BadInput, EvaluatorError

@@ -37,6 +37,7 @@ from tools.judge.blame import Step, blame
 from tools.judge.reference import check_reproducible, compute_reference, default_device, precise_reference
 from tools.judge.static import static_verdict
 from tools.judge.warm import warm_imports
+from tools.perf.capture_guard import gpu_work
 from tools.problem import Problem
 from tools.settings import EvalSettings
 from tools.verdict import Verdict
@@ -126,14 +127,9 @@ class Judge:
         """Once per session (and again after a candidate crashed or hung: record.health)."""
         if self.device != "cuda" or self._healthy:
             return
-        import torch
-        if not torch.cuda.is_available():
-            raise EvaluatorError("--device cuda but no CUDA device is visible")
-        from tools.perf.gpuinfo import cuda_healthy
+        from tools.judge.device_check import check_gpu
         t = time.monotonic()
-        ok, why = cuda_healthy(self.gpu_index)
-        if not ok:
-            raise EvaluatorError(f"GPU {self.gpu_index} is not usable: {why}")
+        check_gpu(self.gpu_index)
         self.setup_s.setdefault("device_check", round(time.monotonic() - t, 3))
         self._healthy = True
 
@@ -146,9 +142,10 @@ class Judge:
                 if self.device == "cuda":
                     torch.cuda.set_device(self.gpu_index)
                 s = self.settings.test
-                try:   # in the mode [eval] module_mode says: as constructed (training), or eval
-                    model = build_model(self.problem.module.Model, self.problem.module,
-                                        s.init_seed, self.dev, s.module_mode)
+                try:   # in the mode [eval] module_mode says; not beside a capture (its init draws)
+                    with gpu_work():
+                        model = build_model(self.problem.module.Model, self.problem.module,
+                                            s.init_seed, self.dev, s.module_mode)
                 except Exception as e:
                     blame(self.problem.path, e, "Model(*get_init_inputs())",
                           Step("model", self.dev, init_seed=s.init_seed, module_mode=s.module_mode))
@@ -288,8 +285,10 @@ class Judge:
         flags = strict_fp32 if self.settings.test.precision == "strict" else contextlib.nullcontext
 
         def compile_once():
-            with flags():
-                cmodel = torch.compile(self.reference_model())
+            # its first call autotunes (device-wide waits): a capture waits for the whole compile
+            model = self.reference_model()   # built already: no hold taken under its lock
+            with flags(), gpu_work():   # the guard last: a capture waits for it holding the flags
+                cmodel = torch.compile(model)
                 with torch.no_grad():
                     cmodel(*make_inputs(self.problem.module, self.seeds[0], self.dev))
                 torch.cuda.synchronize(self.gpu_index)
@@ -402,14 +401,15 @@ class Judge:
             if fs is not None:
                 fs.close()
         if self._baseline_thread is not None:
-            self._baseline_thread.join()
-        model, self._ref_model, self._compiled = self._ref_model, None, None
-        self._refs.clear()
-        self._precise.clear()
-        self._last_ref = None
-        if model is not None and self.device == "cuda":
-            memory.forget_compiled(model)
-        memory.release(self.dev, collect=True)
+            self._baseline_thread.join()   # before the hold: the thread takes it too
+        with gpu_work():   # the compiled baseline's Triton modules unload: not beside a capture
+            model, self._ref_model, self._compiled = self._ref_model, None, None
+            self._refs.clear()
+            self._precise.clear()
+            self._last_ref = None
+            if model is not None and self.device == "cuda":
+                memory.forget_compiled(model)
+            memory.release(self.dev, collect=True)
 
 
 def evaluate(problem: Problem, candidate_src: str, *, device: str | None = None,

@@ -51,7 +51,15 @@ def gpu_state(index: int = 0) -> dict:
 
 
 def cuda_healthy(index: int = 0) -> tuple[bool, str]:
-    """Run a tiny op on the GPU from the judge's own context and wait for it."""
+    """Run a tiny op on the GPU from the judge's own context and wait for it, while no
+    CUDA-graph capture of this process is underway (its device-wide wait would fail and
+    break that capture: tools/perf/capture_guard.py)."""
+    from tools.perf.capture_guard import gpu_work
+    with gpu_work():
+        return _probe(index)
+
+
+def _probe(index: int) -> tuple[bool, str]:
     try:
         import torch
         x = torch.ones(1024, device=f"cuda:{index}")

@@ -165,19 +165,22 @@ def capture_cuda_graph(fn: Callable[[], object], *, warmup: int, reps_per_graph:
     the lazy work, cuBLAS handles and workspaces, Triton JIT, that capture forbids);
     garbage collection is off during capture (a Triton kernel's finalizer unloading its
     module invalidates a capture). Capture mode "thread_local": unsafe calls fail only
-    on the capturing thread, so a judge thread compiling in the background is not
-    broken by the capture.
+    on the capturing thread. The calls CUDA refuses from any thread while a capture is
+    underway (a device-wide sync, a random draw, freeing the cache) are kept out by the
+    capture guard (tools/perf/capture_guard.py), held exclusively from the warm-up to
+    the first replay: another thread's GPU work waits for it, and it for theirs.
     Raises CaptureUnsupported. Work fn launches on a stream it does not fork from the
     current one runs once during capture and is not replayed: only a graph with no
     node at all is caught here; the judge compares the replay time with the forward's
     profiled kernel time for partial escapes (tools/judge/profiling.py).
     """
     import torch
+    from tools.perf.capture_guard import capture
     device = torch.device(device or "cuda")
     flush = torch.empty(_FLUSH_BYTES, dtype=torch.int8, device=device)
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(side):
+    with capture(), torch.cuda.stream(side):
         for _ in range(warmup):
             fn()
         torch.cuda.synchronize(device)

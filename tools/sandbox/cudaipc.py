@@ -57,8 +57,10 @@ def _check(rc: int, what: str) -> None:
 def _current_context(device_index: int) -> None:
     """Make torch's primary context current on this thread (driver calls use it)."""
     import torch
+    from tools.perf.capture_guard import gpu_work
     torch.cuda.set_device(device_index)
-    torch.cuda.synchronize(device_index)
+    with gpu_work():   # a device-wide wait: never beside a capture (tools/perf/capture_guard.py)
+        torch.cuda.synchronize(device_index)
 
 
 class _DeviceBytes:
@@ -97,9 +99,13 @@ class Staging:
     def free(self) -> None:
         if self.ptr:
             import torch
+            from tools.perf.capture_guard import gpu_work
             self.tensor = None
-            torch.cuda.synchronize(self.device_index)
-            _driver().cuMemFree_v2(self.ptr)
+            # freed after the candidate's worker is gone, outside every GPU hold: another
+            # request may be capturing its baselines, which this device-wide wait would break
+            with gpu_work():
+                torch.cuda.synchronize(self.device_index)
+                _driver().cuMemFree_v2(self.ptr)
             self.ptr = 0
 
 

@@ -2,7 +2,7 @@
 
 - GPU tests skip cleanly on machines without a CUDA device.
 - Nothing a test runs writes into the user's home: HOME is a directory of the test's own
-  (under its tmp path) for every test, so krefine's caches (`~/.cache/krefine`: seeds,
+  (under pytest's tmp directory) for every test, so krefine's caches (`~/.cache/krefine`: seeds,
   the module table, GPU ceilings), Triton's and Hugging Face's land there, and a test's
   time never depends on whether the user's caches are warm. Code that read `Path.home()`
   when it was imported sees one directory made for the whole run instead.
@@ -47,10 +47,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
-def _home_of_its_own(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
+def _home_of_its_own(tmp_path_factory, monkeypatch):
+    # beside the test's tmp_path, not in it: some tests need tmp_path empty (a run directory)
+    monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
 
 
 @pytest.fixture(scope="session", autouse=True)

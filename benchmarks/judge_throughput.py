@@ -35,7 +35,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 T = ROOT / "benchmarks" / "throughput"
 KINDS = ("correct", "incorrect", "compile_error", "rejected")
 SMALL = [("gate", ROOT / "examples" / "relu.py"), ("softmax", ROOT / "examples" / "softmax.py"),
@@ -90,7 +89,6 @@ def session(prob: Path, cands: list[tuple[str, Path]]) -> dict:
 def standalone(prob: Path, cand: Path, code_root: Path) -> dict:
     # the root's own agent/ and tools/ first; the rest of the path (installed wheels) after it
     # KREFINE_KEEP_JUDGE_S=0: judged in the fresh process itself, no warm judge service
-    # (benchmarks/standalone_timeline.py measures the service)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(code_root), os.environ.get("PYTHONPATH")))),
                KREFINE_KEEP_JUDGE_S="0")
     t = time.perf_counter()
@@ -121,9 +119,22 @@ def kb_fresh(kb: Path, prob: Path, cand: Path) -> dict:
 
 
 def kb_one(kb: Path, prob: Path, cand: Path) -> dict:
-    from eval_throughput import kernelbench
-    d = kernelbench(kb / "src", prob, cand)
-    return {"correctness": d.get("correct"), "speedup": d.get("speedup_eager"), "wall_s": d.get("wall_s")}
+    """KernelBench's eval_kernel_against_ref and its reference timing, as its scripts call them."""
+    from agent.bench.kb_eval import stub_llm_imports
+    sys.path.insert(0, str(kb / "src"))
+    stub_llm_imports()
+    import torch
+    from kernelbench.eval import eval_kernel_against_ref
+    from kernelbench.timing import measure_ref_program_time
+    ref_src, cand_src = prob.read_text(), cand.read_text()
+    t = time.perf_counter()
+    res = eval_kernel_against_ref(ref_src, cand_src, num_correct_trials=5, num_perf_trials=100,
+                                  measure_performance=True, backend="triton", device=torch.device("cuda:0"))
+    ref = measure_ref_program_time(prob.stem, ref_src, num_trials=100, device=torch.device("cuda:0"))
+    wall = time.perf_counter() - t
+    runtime, ref_mean = getattr(res, "runtime", -1.0), (ref or {}).get("mean")
+    return {"correctness": bool(getattr(res, "correctness", False)), "wall_s": round(wall, 2),
+            "speedup": (ref_mean / runtime) if runtime and runtime > 0 and ref_mean else None}
 
 
 def main() -> None:

@@ -1,12 +1,11 @@
-"""benchmarks/kb_harness.py and kb_compare.py: KernelBench's verdicts beside krefine's.
+"""agent/bench/kb_harness.py and kb_compare.py: KernelBench's verdicts beside krefine's.
 
 The comparison (agreement, the speedup ratio, the explanation rules) on made-up records, what
 a rerun skips, and bad input (one line, exit 2). KernelBench's own evaluation needs a GPU:
-benchmarks/kb_harness_gpu.sh runs it.
+`benchmarks/kernelbench.sh harness` runs it.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -15,18 +14,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HARNESS = ROOT / "benchmarks" / "kb_harness.py"
 
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module   # a dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-cmp = _load("kb_compare")
+from agent.bench import kb_compare as cmp
+from agent.bench import kb_harness as h
 
 CONV_REF = '''import torch
 import torch.nn as nn
@@ -210,7 +200,6 @@ def test_the_table_lists_every_disagreement_with_its_explanation():
 # ---------------------------------------------------------------- the harness
 
 def test_a_rerun_skips_evaluations_already_recorded(tmp_path):
-    h = _load("kb_harness")
     jobs = [h.Job(p, "default", "seed", "r00-c00", f"text {p}", tmp_path / f"{p}.py", "level1", True, {})
             for p in ("1_a", "2_b")]
     done = [{"setting": "default", "problem": "1_a", "kind": "seed", "sha": jobs[0].sha}]
@@ -218,14 +207,13 @@ def test_a_rerun_skips_evaluations_already_recorded(tmp_path):
 
 
 def test_a_changed_text_is_evaluated_again(tmp_path):
-    h = _load("kb_harness")
     job = h.Job("1_a", "default", "best", "r00-c01", "new text", tmp_path / "1_a.py", "level1", True, {})
     done = [{"setting": "default", "problem": "1_a", "kind": "best", "sha": "0" * 16}]
     assert h.pending([job], done) == [job]
 
 
 def _harness(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, str(HARNESS), *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "agent.bench.kb_harness", *map(str, args)], capture_output=True, text=True,
                           cwd=cwd, timeout=120)
 
 

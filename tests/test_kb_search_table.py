@@ -1,15 +1,12 @@
-"""benchmarks/kb_search_table.py: the issue-31 tables' order, unfinished problems, GPU-hours, and parts merged."""
+"""agent/bench/kb_search_table.py: the issue-31 tables' order, unfinished problems, GPU-hours, and parts merged."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-_spec = importlib.util.spec_from_file_location("kb_search_table", Path(__file__).resolve().parents[1] / "benchmarks" / "kb_search_table.py")
-kb = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(kb)
+from agent.bench import kb_search_table as kb
 
 
 def _run(root: Path, name: str, speedups: dict[str, float], finished: bool = True) -> Path:

@@ -1,14 +1,14 @@
-"""The search's gains per problem from a `krefine bench --model none` directory (benchmarks/kb_search_gpu.sh):
+"""The search's gains per problem from a `krefine bench --model none` directory (benchmarks/kernelbench.sh):
 the seed (r00-c00, Inductor's first configuration, as every earlier table), the portfolio (the fastest correct
 of round 0: each Inductor configuration and its tf32x3 dots), and the sweep's best (pre-screened variants judged
 in full), each x eager / x torch.compile; then the suite figures. A problem whose run has no summary.json yet (a
 bench interrupted mid-problem, resumed later) is listed as unfinished and left out of the figures. With --logs
-(each call's OUT/log.txt of benchmarks/kb_search_gpu.sh), GPU-hours are the calls' wall times the GPUs they had, and
+(each call's OUT/log.txt of benchmarks/kernelbench.sh), GPU-hours are the calls' wall times the GPUs they had, and
 the candidates judged and pre-screened are given per GPU-hour. A table run over several sessions whose bench
 directories are not kept is put together from parts: --json writes one bench directory's rows and totals, and
 --parts reads such files (or a table this script wrote, at its two decimals) and merges them; a problem finished
 in two parts is refused. Usage:
-    python benchmarks/kb_search_table.py [BENCH_DIR] [--logs LOG.txt ...] [--json PART.json]
+    python -m agent.bench.kb_search_table [BENCH_DIR] [--logs LOG.txt ...] [--json PART.json]
                                          [--parts PART.json|TABLE.md ...] [--out FILE.md]
 """
 from __future__ import annotations
@@ -111,7 +111,7 @@ def order(name: str) -> tuple:
 
 
 def gpu_seconds(logs: list[Path]) -> tuple[float, int, int]:
-    """(Σ wall × GPUs, calls, calls cut off) from benchmarks/kb_search_gpu.sh logs: '== HH:MM:SS N GPU(s); ...'
+    """(Σ wall × GPUs, calls, calls cut off) from benchmarks/kernelbench.sh logs: '== HH:MM:SS N GPU(s); ...'
     opens a call, '== end HH:MM:SS (S s)' closes it; a call with no end line (killed) has no wall to count."""
     total, calls, cut = 0.0, 0, 0
     for log in logs:

@@ -2,25 +2,25 @@
 
 For each problem of the bench (one setting of it), its seed (round 0, candidates/r00-c00.py)
 and its best.py (when that text differs from the seed's) go through KernelBench's
-eval_kernel_against_ref with KernelBench's defaults (benchmarks/kb_eval.py), each in a fresh
+eval_kernel_against_ref with KernelBench's defaults (agent/bench/kb_eval.py), each in a fresh
 process with a timeout, one process per GPU at a time, N GPUs at once. Each evaluation
 becomes one JSON line beside krefine's verdict of the same text (evals/<id>.json): its
 verdict, reason and speedup over eager; KernelBench's compiled, correctness, runtime, the
 reference's runtime, speedup and error. After each line the Markdown table is rewritten
-(benchmarks/kb_compare.py: agreement, the speedup ratio, every disagreement explained or
+(agent/bench/kb_compare.py: agreement, the speedup ratio, every disagreement explained or
 "unexplained"), so a run cut off still leaves both. Evaluations already in the JSONL (same
 problem, kind and text) are skipped: the same command resumes.
 
-  python3 benchmarks/kb_harness.py BENCH --kb .kb --levels .kb/level1 .kb/level2 \\
+  python3 -m agent.bench.kb_harness BENCH --kb .kb --levels .kb/level1 .kb/level2 \\
       [--setting LABEL] [--gpus N] [--timeout-s 300] [--filter REGEX] \\
       [--out kb_harness.jsonl] [--table kb_harness.md]
-  python3 benchmarks/kb_harness.py --report-only --out kb_harness.jsonl --table kb_harness.md
+  python3 -m agent.bench.kb_harness --report-only --out kb_harness.jsonl --table kb_harness.md
 
 BENCH is `krefine bench`'s --out; a problem is matched to its file in the level dirs by
 name ("19_ReLU", or "level1__19_ReLU" for a bench over a folder holding the levels). The
 reference KernelBench gets is that file. Bad input (a missing folder, no bench, no
 KernelBench src, no GPU) is one line and exit 2; an interrupt exits 130. Does not run the
-bench (benchmarks/kb_harness_gpu.sh does, before this) and judges nothing itself.
+bench (`benchmarks/kernelbench.sh harness` does, before this) and judges nothing itself.
 """
 from __future__ import annotations
 
@@ -40,15 +40,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from agent.bench import kb_compare
+from tools.errors import EXIT_BAD_INPUT, BadInput
+from tools.jsonio import append_jsonl, read_jsonl, write_text_atomic
 
-import kb_compare  # noqa: E402
-from tools.errors import EXIT_BAD_INPUT, BadInput  # noqa: E402
-from tools.jsonio import append_jsonl, read_jsonl, write_text_atomic  # noqa: E402
-
-KB_EVAL = ROOT / "benchmarks" / "kb_eval.py"
+ROOT = Path(__file__).resolve().parents[2]
+KB_EVAL = Path(__file__).with_name("kb_eval.py")   # run by path, -P: a fresh process without krefine
 SCHEMA = 1
 LOG_TAIL_LINES, LOG_TAIL_CHARS = 2, 300   # a dead evaluation's error: its output's last lines
 
@@ -156,7 +153,7 @@ def run_kernelbench(job: Job, kb_src: Path, gpu: str | None, timeout_s: float) -
             proc = subprocess.Popen(
                 [sys.executable, "-P", str(KB_EVAL), str(kb_src.resolve()), str(job.reference.resolve()), str(cand),
                  str(result)],
-                cwd=work,                   # a fresh folder; -P: neither it nor benchmarks/ on sys.path
+                cwd=work,                   # a fresh folder; -P: neither it nor agent/bench/ on sys.path
                 env=env,                    # the caller's, krefine off PYTHONPATH, its GPU alone
                 stdin=subprocess.DEVNULL,   # KernelBench asks nothing
                 stdout=log, stderr=subprocess.STDOUT,   # its chatter: the tail is the error if it dies

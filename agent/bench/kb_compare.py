@@ -1,6 +1,6 @@
 """KernelBench's verdicts beside krefine's: agreement, the speedup ratio, and why they differ.
 
-Plain functions over the records benchmarks/kb_harness.py writes, one per evaluation
+Plain functions over the records agent/bench/kb_harness.py writes, one per evaluation
 (a problem's seed or best):
 
   {"problem", "kind": "seed"|"best", "candidate", "features": [...], "same_reference": bool,

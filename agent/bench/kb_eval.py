@@ -6,20 +6,20 @@ timing, fp32) and backend "triton", catching what escapes it as run_and_check.py
 (compiled false, the error kept), and returns plain JSON values: compiled, correctness,
 runtime_ms, ref_ms (the reference timed by eval itself, same timing function, same
 process: its excessive-speedup check), speedup = ref_ms / runtime_ms, the error KernelBench
-recorded, and evidence for benchmarks/kb_compare.py's explanations: KernelBench's static
+recorded, and evidence for agent/bench/kb_compare.py's explanations: KernelBench's static
 checker's findings and, when its check failed on "Output mismatch", the same check run
 again with TF32 off for the reference (torch lets cuDNN convolve fp32 in TF32 by default).
 
-As a script it is one fresh process per evaluation; benchmarks/kb_harness.py starts it with
+As a script it is one fresh process per evaluation; agent/bench/kb_harness.py starts it with
 `python -P` and krefine off PYTHONPATH, and `hide_krefine` keeps an installed krefine's
 packages out of reach, so a candidate that imports krefine fails here as it would for a
 KernelBench user:
 
-  python -P benchmarks/kb_eval.py KB_SRC PROBLEM CANDIDATE RESULT_JSON
-  python -P benchmarks/kb_eval.py --check KB_SRC     (KernelBench imports, a GPU is there)
+  python -P agent/bench/kb_eval.py KB_SRC PROBLEM CANDIDATE RESULT_JSON
+  python -P agent/bench/kb_eval.py --check KB_SRC     (KernelBench imports, a GPU is there)
 
 The result goes to RESULT_JSON, never to stdout (KernelBench prints freely there). Imports
-nothing of krefine. `stub_llm_imports` is shared with eval_throughput.py.
+nothing of krefine. `stub_llm_imports` is shared with benchmarks/judge_throughput.py.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ import time
 import types
 from pathlib import Path
 
-KREFINE = Path(__file__).resolve().parent.parent
+KREFINE = Path(__file__).resolve().parents[2]
 
 # scripts/run_and_check.py's defaults, and the backend krefine's kernels are written for
 SEED = 42

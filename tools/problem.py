@@ -182,8 +182,57 @@ def load_problem(path: str | Path) -> Problem:
     _check_arity(p, model_cls.forward, list(inputs), {}, "Model.forward(*get_inputs())")
     form = "args_kwargs" if kwargs or (len(init) == 2 and isinstance(init[1], dict)) else "flat"
     nbytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+    # 4) the reference forward once, before a run directory or a candidate exists
+    _check_forward(p, mod, model_cls, args, kwargs, list(inputs))
     return Problem(path=p.resolve(), name=p.stem, source=src, module=mod,
                    n_inputs=len(inputs), init_form=form, input_bytes=nbytes)
+
+
+# a forward that fails on the meta device is run for real on the CPU when this little is at
+# stake (inputs and parameters); a bigger one is judged by the meta error alone
+REAL_CHECK_BYTES = 64 << 20
+
+
+def _check_forward(p: Path, mod: types.ModuleType, model_cls, args: list, kwargs: dict, inputs: list) -> None:
+    """Model(*init).forward(*inputs) on the meta device (no memory, no time): a forward that
+    cannot run (`x @ x` on a 3x4 input) is the file's fault, exit 2. A meta failure is
+    confirmed by a real CPU call when that is cheap; an expensive problem whose forward the
+    meta device cannot follow (data-dependent: `.item()`, `nonzero`; an op with no meta
+    kernel) is left to the judge, which runs it on the device."""
+    import torch
+    state = _rng_state()
+    try:
+        with torch.device("meta"), torch.no_grad():
+            try:
+                model = model_cls(*args, **kwargs)
+            except Exception:   # a constructor the meta device cannot follow: the judge builds it for real
+                return
+            try:
+                model(*inputs)
+                return
+            except Exception as e:
+                meta_error = e
+    finally:
+        _restore_rng(state)
+    params = model.parameters() if isinstance(model, torch.nn.Module) else ()
+    at_stake = sum(t.numel() * t.element_size() for t in (*params, *inputs) if isinstance(t, torch.Tensor))
+    limit = _meta_limit(meta_error)
+    # with a GPU the judge runs the forward there: a CPU failure after a meta limit may be the CPU's
+    if at_stake <= REAL_CHECK_BYTES and not (limit and torch.cuda.is_available()):
+        try:
+            with torch.no_grad():
+                real = build_model(model_cls, mod, 0, "cpu")
+                real(*make_inputs(mod, 0, "cpu"))
+            return
+        except Exception as e:
+            _fault(p, e, "the reference Model.forward(*get_inputs())", "forward")
+    if not limit:
+        _fault(p, meta_error, "the reference Model.forward(*get_inputs()) on the meta device", "forward")
+
+
+def _meta_limit(e: Exception) -> bool:
+    """Whether `e` is the meta device's own limit rather than the forward's fault."""
+    return isinstance(e, NotImplementedError) or "meta" in str(e).lower() or "data-dependent" in str(e).lower()
 
 
 def _call(p: Path, fn, name: str, step: str):

@@ -183,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if not argv:   # `krefine` alone: what it can do, not argparse's one-line complaint
+        build_parser().print_help(sys.stderr)
+        return EXIT_BAD_INPUT
     debug = "--debug" in argv
     try:
         args = build_parser().parse_args(argv)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from agent.cli import RUN_FLAGS, flag_overrides
 from agent.config import DEFAULT_MODEL_ID, load_config, parse_assignment
-from agent.loop.runner import more_budget_hint, resume_run, run_problem
 from tools.errors import EXIT_FAIL, EXIT_OK
+from tools.problem import read_problem
 
 
 def main(args) -> int:
+    if args.command == "run":   # a file that is not Python says so before torch is imported (seconds)
+        read_problem(args.problem)
+    from agent.loop.runner import more_budget_hint, resume_run, run_problem
     if args.command == "resume":
         budget = dict(parse_assignment(a, "--set") for a in args.sets)
         summary = resume_run(args.run_dir, budget=budget)

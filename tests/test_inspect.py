@@ -43,7 +43,7 @@ def test_lineage_tree_nests_each_child_under_its_parent(run_dir, capsys):
 
 def test_lineage_marks_the_best_and_says_why_others_failed(run_dir, capsys):
     _, out, _ = inspect(capsys, run_dir)
-    assert "r03-c00 correct  1.45× eager, 1.10× compile  ★ best" in out
+    assert "r03-c00 correct  1.45× eager, 1.10× torch.compile  ★ best" in out
     assert "r03-c01 rejected  guard:torch_compute: torch.relu in forward (line 21)" in out
 
 

@@ -60,3 +60,69 @@ def test_a_forward_the_meta_device_cannot_follow_still_loads(tmp_path):
     problem = tmp_path / "dd.py"
     problem.write_text(BROKEN_FORWARD.replace("return x @ x", "return x[x > 0] * x.sum().item()"))
     assert load_problem(problem).name == "dd"
+
+
+def test_the_first_line_of_a_cpu_run_says_it_runs_in_the_interpreter_untimed():
+    import io
+    from agent.loop.progress import PlainProgress
+    out = io.StringIO()
+    PlainProgress(out).started("relu", "cpu", "runs/x")
+    first = out.getvalue().splitlines()[0]
+    assert first.startswith("krefine: relu on cpu (Triton's interpreter)") and "nothing timed" in first
+
+
+def test_a_judgement_silent_for_10_seconds_gets_a_heartbeat_naming_the_candidate_and_step(monkeypatch):
+    import io
+    from agent.loop.progress import PlainProgress
+    clock = [100.0]
+    monkeypatch.setattr("agent.loop.progress.time.monotonic", lambda: clock[0])
+    out = io.StringIO()
+    p = PlainProgress(out)
+    p.beats = False                       # the test beats, not a thread
+    p.judging({"id": "r00-c00", "round": 0, "parent": None})
+    p.stepping("r00-c00", "test")
+    clock[0] += 9
+    p.beat()
+    assert len(out.getvalue().splitlines()) == 1          # the judging line only
+    clock[0] += 2
+    p.beat()
+    assert out.getvalue().splitlines()[-1] == "  … r00-c00 judging: test (the trials), 11 s"
+    p.beat()                                              # just said: quiet for another 10 s
+    assert len(out.getvalue().splitlines()) == 2
+
+
+def test_the_run_and_inspect_word_each_verdict_the_same(tmp_path, capsys):
+    import io
+    from agent.loop.progress import PlainProgress
+    from agent.loop.runstats import load_run
+    from tests.run_fixtures import judged, loop_run
+    out = io.StringIO()
+    _, rd, _, _ = loop_run(tmp_path, [judged("incorrect"), judged("correct", 1.2)], progress=PlainProgress(out),
+                           **{"budget.max_rounds": 2, "budget.candidates_per_round": 1})
+    said = " ".join(out.getvalue().split())          # a long line is wrapped
+    run = load_run(rd.root)
+    assert len(run.candidates) == 2
+    assert main(["inspect", str(rd.root)]) == 0
+    shown = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    for c in run.candidates.values():
+        words = " ".join(f"{c.id} {c.words}".split())
+        assert words in said and words in shown, (words, said, shown)
+
+
+def test_a_long_reason_is_wrapped_between_words_never_cut():
+    import io
+    from agent.loop.progress import PlainProgress
+    reason = "not Triton; write the matmul as a tl.dot loop " * 6 + "dilation=(1, 1)"
+    out = io.StringIO()
+    PlainProgress(out)._line(f"best: none ({reason})")
+    text = out.getvalue()
+    assert " ".join(text.split()) == f"best: none ({reason})"
+    assert all(len(line) <= 100 for line in text.splitlines())
+
+
+def test_a_one_line_fault_is_cut_only_between_words():
+    from tools.errors import describe_fault
+    words = " ".join(f"word{i}" for i in range(400))
+    line = describe_fault(RuntimeError(words))
+    assert line.endswith(" …") and len(line) < 700
+    assert line.removesuffix(" …").split()[-1] in words.split()

@@ -38,7 +38,7 @@ def _ticking(monkeypatch, progress, device: str, limit: int = 2048):
     return tick, clock
 
 
-def test_a_log_gets_one_token_count_line_per_15_seconds_not_one_per_token(monkeypatch):
+def test_a_log_gets_one_token_count_line_per_10_seconds_not_one_per_token(monkeypatch):
     import io
     from agent.loop.progress import PlainProgress
     out = io.StringIO()
@@ -47,8 +47,8 @@ def test_a_log_gets_one_token_count_line_per_15_seconds_not_one_per_token(monkey
         clock[0] += 0.5
         tick(step)
     lines = out.getvalue().splitlines()
-    assert len(lines) == 2 and lines[0] == "round 1: writing 4 candidates, 1 of at most 2048 tokens each, 0 s"
-    assert lines[1].startswith("round 1: writing 4 candidates, 31 of at most 2048 tokens each, 16 s")
+    assert len(lines) == 3 and lines[0] == "round 1: writing 4 candidates, 1 of at most 2048 tokens each, 0 s"
+    assert lines[1].startswith("round 1: writing 4 candidates, 21 of at most 2048 tokens each, 10 s")
 
 
 def test_on_cpu_a_long_token_limit_is_named_with_the_setting_that_cuts_it(monkeypatch):

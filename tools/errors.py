@@ -28,7 +28,19 @@ class JudgeShutDown(EvaluatorError):
     and a resumed run judges the candidate again."""
 
 
+# a one-line message's longest quote of an exception: cut between words, never inside one
+FAULT_CHARS = 600
+
+
+def one_line(text: str, width: int = FAULT_CHARS) -> str:
+    """`text` on one line, at most `width` characters, cut only between words ("…" says
+    where); for messages that must stay one line. A reason kept in a file is kept whole."""
+    flat = " ".join(str(text).split())
+    cut = flat.rfind(" ", 0, width - 1) if len(flat) > width else -1
+    return flat[:cut] + " …" if cut > 0 else flat
+
+
 def describe_fault(e: BaseException) -> str:
-    """`Type: message` on one line, the message cut to 200 characters."""
-    msg = " ".join(str(e).split())
-    return f"{type(e).__name__}: {msg[:200]}" if msg else type(e).__name__
+    """`Type: message` on one line (one_line: a long message cut between words)."""
+    msg = one_line(str(e))
+    return f"{type(e).__name__}: {msg}" if msg else type(e).__name__

@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.errors import one_line
+
 
 @dataclass(frozen=True)
 class SeedTask:
@@ -89,7 +91,7 @@ def prepare_seeds(tasks: list[SeedTask], gpus: list[str | None], per_gpu: int, d
                 more = sum(e.code is not None for e in entries) - 1
                 result = f"seed + {more} more" if more else "seed"
             except ValueError as e:
-                result = f"no seed: {str(e)[:160]}"
+                result = f"no seed: {one_line(str(e), 300)}"
                 with lock:
                     failed[t.name] = str(e)
             with lock:

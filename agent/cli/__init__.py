@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, BadInput, EvaluatorError
+from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, BadInput, EvaluatorError, describe_fault
 from tools.settings import PRECISION_POLICIES
 
 # subcommand -> module holding its main(args)
@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # our own bug: still one line and exit 3, traceback with --debug
         if debug:
             raise
-        print(f"krefine: internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]} "
+        print(f"krefine: internal error: {describe_fault(e)} "
               "(run with --debug for the traceback)", file=sys.stderr)
         return EXIT_EVALUATOR
 

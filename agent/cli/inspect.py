@@ -109,14 +109,12 @@ def lineage(run: Run) -> Tree:
 
 
 def label(run: Run, c: Candidate) -> Text:
+    """The candidate's verdict in `krefine run`'s words (Candidate.words), its origin after."""
     t = Text(f"{c.id} ", style="bold")
     t.append(c.status, style=VERDICT_STYLE.get(c.status, ""))
+    t.append(c.words.removeprefix(c.status))
     if origin_label(run, c):
         t.append(f"  [{origin_label(run, c)}]", style="cyan")
-    if c.correct and any(v is not None for v in c.speedup.values()):
-        t.append(f"  {fmt_speedup(c.speedup['eager'])} eager, {fmt_speedup(c.speedup['compile'])} compile")
-    if c.reason:
-        t.append(f"  {c.reason}", style="dim")
     if c.id == run.best_id:
         t.append("  ★ best", style="bold green")
     return t

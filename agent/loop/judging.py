@@ -89,6 +89,7 @@ def _begin(ctx: LoopContext, cid: str):
 
 def _step(ctx: LoopContext, cid: str, node: str) -> dict:
     run, judgement = ctx.run, ctx.judgements[cid]
+    ctx.progress.stepping(cid, node)
     t0 = time.monotonic()
     try:
         verdict = judgement.advance()

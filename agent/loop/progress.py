@@ -2,9 +2,13 @@
 
 On a TTY a rich Live table (round / candidate / parent / verdict / speedup /
 bottleneck / note) is redrawn as candidates are generated and judged; otherwise one
-plain line per event, so logs and CI output stay readable. The loop's nodes call
-`generated`, `evaluated` and `decided` (from evaluation threads too, hence the lock);
-the runner calls `finished` with summary.json's contents.
+plain line per event (long ones wrapped, never cut), so logs and CI output stay readable.
+The runner calls `started` first (the device, before anything slow) and `finished` with
+summary.json's contents; the loop's nodes call `generated`, `judging`, `stepping`,
+`evaluated` and `decided` (from evaluation threads too, hence the lock). While a seed is
+made or a candidate judged, a heartbeat says what and for how long whenever nothing was
+said for `heartbeat_s` (one daemon thread; it prints under the same lock as every event,
+so its lines never interleave with theirs).
 
 Does not write anything to the run directory: trace.jsonl is the record, this is
 only a view.
@@ -12,6 +16,7 @@ only a view.
 from __future__ import annotations
 
 import sys
+import textwrap
 import threading
 import time
 from typing import Any, TextIO
@@ -21,7 +26,7 @@ from rich.live import Live
 from rich.table import Table
 
 from agent.loop.rundir import parse_candidate_id
-from agent.loop.runstats import judged_text, no_best_line, solved_text
+from agent.loop.runstats import judged_text, no_best_line, solved_text, verdict_reason, verdict_words
 
 _STYLE = {"correct": "green", "incorrect": "yellow", "compile_error": "red", "runtime_error": "red",
           "timeout": "magenta", "rejected": "magenta", "pending": "dim", "judging": "cyan"}
@@ -34,18 +39,9 @@ def _speedup(speedup: dict | None) -> str:
     return " / ".join(f"{v:.2f}x" if v is not None else "-" for v in (speedup.get("eager"), speedup.get("compile")))
 
 
-def _note(verdict: Any) -> str:
-    """The first diagnostic, or the flags of a correct candidate, in one short line."""
-    if verdict is None:
-        return ""
-    if verdict.correct:
-        return ", ".join(verdict.flags)
-    for d in verdict.diagnostics:
-        # a compiler's message ends with the error itself, after the source it quotes
-        lines = [ln.strip() for ln in d.message.splitlines() if ln.strip()] or [""]
-        where = f" (line {d.line})" if d.line else ""
-        return f"{lines[-1]}{where}"[:120]
-    return ""
+def _reason(verdict: Any) -> str:
+    """Why it is not correct, or what is flagged: inspect's words (runstats.verdict_reason)."""
+    return verdict_reason(verdict.to_json()) if verdict is not None else ""
 
 
 def _change(record: dict) -> str:
@@ -54,6 +50,11 @@ def _change(record: dict) -> str:
     if not record.get("change"):
         return ""
     return record["change"] if record.get("origin") == "inductor_seed" else f"sweep: {record['change']}"
+
+
+# what a judgement's step does, for the heartbeat
+_STEP_WORDS = {"compile": "compile (guards, the reference, the candidate's worker)",
+               "test": "test (the trials)", "profile": "profile (timing)"}
 
 
 def _next_step(state: dict) -> str:
@@ -68,6 +69,51 @@ class Progress:
         self.status_line = ""
         self._lock = threading.Lock()
         self._last_tick = -1e9
+        self._busy: dict[str, list] = {}      # candidate -> [what it is doing, since (monotonic s)]
+        self._last_said = time.monotonic()    # when a line was last shown
+        self._stop = threading.Event()
+        self._beater: threading.Thread | None = None
+
+    heartbeat_s = 10.0   # the longest silence while something is being made or judged
+
+    def started(self, problem: str, device: str, run_dir: str) -> None:
+        """The run's first line: what, where it is written, and on which device (before
+        the model loads or the judge starts, which take a while)."""
+        where = ("cpu (Triton's interpreter): correctness only, nothing timed" if device == "cpu" else
+                 "cuda: judged and timed against eager and torch.compile")
+        with self._lock:
+            self._show_line(f"krefine: {problem} on {where}; run directory {run_dir}")
+
+    def stepping(self, cid: str, node: str) -> None:
+        """A judgement's step began (compile, test, profile): what the heartbeat names."""
+        with self._lock:
+            if cid in self._busy:
+                self._busy[cid][0] = f"judging: {_STEP_WORDS.get(node, node)}"
+
+    def beat(self) -> None:
+        """One heartbeat: a line when something is being made or judged and nothing was
+        said for heartbeat_s (the beater thread calls this every second)."""
+        with self._lock:
+            now = time.monotonic()
+            if not self._busy or now - self._last_said < self.heartbeat_s:
+                return
+            cid, (what, since) = min(self._busy.items(), key=lambda kv: kv[1][1])
+            others = len(self._busy) - 1
+            self._show_line(f"  … {cid} {what}, {now - since:.0f} s"
+                            + (f" ({others} other candidate{'s' * (others != 1)} too)" if others else ""))
+
+    def _working(self, cid: str, what: str) -> None:
+        """`cid` is being made or judged (called under the lock); starts the beater once."""
+        self._busy[cid] = [what, time.monotonic()]
+        if self._beater is None and self.beats:
+            self._beater = threading.Thread(target=self._beat_on, name="krefine-heartbeat", daemon=True)
+            self._beater.start()
+
+    beats = True   # whether a thread beats (QuietProgress: nobody reads it)
+
+    def _beat_on(self) -> None:
+        while not self._stop.wait(1.0):
+            self.beat()
 
     def resumed(self, state: dict, judged: set[str] | None = None, written: set[str] | None = None) -> None:
         """A resumed run: show what earlier sessions already judged. `state`: Run.view of
@@ -94,6 +140,7 @@ class Progress:
 
     def generated(self, record: dict) -> None:
         with self._lock:
+            self._busy.pop(record["id"], None)
             self.rows[record["id"]] = {"round": record["round"], "id": record["id"],
                                        "parent": record["parent"] or "-", "verdict": "pending",
                                        "speedup": "-", "bottleneck": "", "note": _change(record)}
@@ -107,6 +154,7 @@ class Progress:
                               "bottleneck": "", "started": f"{'reading' if cached else 'making'} the Inductor seed",
                               "note": "from the seed cache" if cached else
                               f"torch.compile in its own process, at most {timeout_s:.0f} s"}
+            self._working(cid, f"{'reading' if cached else 'making'} the Inductor seed")
             self._show_started(self.rows[cid])
 
     def note(self, text: str) -> None:
@@ -144,15 +192,19 @@ class Progress:
                                                       "parent": record["parent"] or "-", "speedup": "-",
                                                       "bottleneck": "", "note": _change(record)})
             row["verdict"] = "judging"
+            self._working(record["id"], "judging")
             self._show_started(row)
 
     def evaluated(self, record: dict, verdict: Any) -> None:
         with self._lock:
+            self._busy.pop(record["id"], None)
             row = self.rows.setdefault(record["id"], {"round": record["round"], "id": record["id"],
                                                       "parent": record["parent"] or "-"})
+            reason = _reason(verdict)
             row.update(verdict=record["status"], speedup=_speedup(record["speedup"]),
                        bottleneck=record.get("bottleneck") or "",
-                       note=" · ".join(x for x in (_change(record), _note(verdict)) if x))
+                       note=" · ".join(x for x in (_change(record), reason) if x), change=_change(record),
+                       words=verdict_words(record["status"], record["speedup"], reason))
             self._show_evaluated(row)
 
     def decided(self, state: dict) -> None:
@@ -185,9 +237,14 @@ class Progress:
         self._print_final(lines)
 
     def close(self) -> None:
-        pass
+        self._stop.set()
+
+    def _show_line(self, text: str) -> None:   # under the lock
+        self._last_said = time.monotonic()
+        self._say(text)
 
     # views
+    def _say(self, text: str) -> None: ...
     def _show_generated(self, row: dict) -> None: ...
     def _show_started(self, row: dict) -> None: ...
     def _show_evaluated(self, row: dict) -> None: ...
@@ -197,6 +254,7 @@ class Progress:
 
 class QuietProgress(Progress):
     """For library callers (krefine bench) that draw their own display."""
+    beats = False
 
 
 class PlainProgress(Progress):
@@ -206,8 +264,15 @@ class PlainProgress(Progress):
         super().__init__()
         self.stream = stream or sys.stdout
 
+    width = 100   # a longer line is wrapped between words, its continuation indented
+
     def _line(self, text: str) -> None:
-        print(text, file=self.stream, flush=True)
+        self._last_said = time.monotonic()
+        print(textwrap.fill(text, self.width, subsequent_indent="    ", break_long_words=False,
+                            break_on_hyphens=False), file=self.stream, flush=True)
+
+    def _say(self, text: str) -> None:
+        self._line(text)
 
     def _show_generated(self, row: dict) -> None:
         self._line(f"[round {row['round']}] {row['id']} generated (parent {row['parent']})")
@@ -217,14 +282,13 @@ class PlainProgress(Progress):
                    + (f" ({row['note']})" if row["note"] else ""))
 
     def _show_evaluated(self, row: dict) -> None:
-        extra = "  ".join(x for x in (f"speedup {row['speedup']}" if row["speedup"] != "-" else "",
-                                       row["bottleneck"], row["note"]) if x)
-        self._line(f"[round {row['round']}] {row['id']} {row['verdict']}" + (f"  {extra}" if extra else ""))
+        extra = "  ".join(x for x in (row["bottleneck"], f"[{row['change']}]" if row.get("change") else "") if x)
+        self._line(f"[round {row['round']}] {row['id']} {row['words']}" + (f"  {extra}" if extra else ""))
 
     def _show_decided(self) -> None:
         self._line(self.status_line)
 
-    tick_s = 15.0   # a log gets one token-count line per 15 s, not one per token
+    tick_s = 10.0   # a log gets one token-count line per 10 s, not one per token
 
     def _print_final(self, lines: list[str]) -> None:
         for line in lines:
@@ -254,6 +318,7 @@ class LiveProgress(Progress):
         return table
 
     def _redraw(self) -> None:
+        self._last_said = time.monotonic()
         self.live.update(self._table(), refresh=True)
 
     def _show_generated(self, row: dict) -> None:
@@ -268,7 +333,11 @@ class LiveProgress(Progress):
     def _show_decided(self) -> None:
         self._redraw()
 
+    def _say(self, text: str) -> None:
+        self.live.console.print(text, highlight=False)
+
     def close(self) -> None:
+        super().close()
         if self.live.is_started:
             self.live.stop()
 

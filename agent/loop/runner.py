@@ -67,27 +67,37 @@ def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Pa
     if rd.root.exists() and any(rd.root.iterdir()):
         raise BadInput(rd.root, "run directory exists and is not empty (use `krefine resume` or another --out)")
     # 3) the model: one line and exit 2 when it cannot load, or one line and no model
-    fallback = None
+    shown = make_progress(progress)
+    shown.started(problem.name, device, str(rd.root))   # the first line: the device, before a slow load
     try:
-        backend = _load_backend(spec, config, skip=0, shared=services.backend if services else None)
-    except BackendUnavailable as e:
-        if not model_fallback:
-            raise
-        fallback = {"model": spec, "why": e.why}
-        print(f"krefine: {spec} cannot be loaded here ({e.why}); going on without a model: the Inductor seed "
-              "and its constant sweep, as --model none --seed-kernel inductor (name a model with --model to "
-              "make this an error)", file=sys.stderr, flush=True)
-        spec, config = NO_MODEL, dataclasses.replace(
-            config, model=dataclasses.replace(config.model, id=NO_MODEL),
-            search=dataclasses.replace(config.search, seed_kernel="inductor"))
-        backend = _load_backend(spec, config, skip=0)
+        spec, config, backend, fallback = _model_or_none(spec, config, services, model_fallback)
+    except BaseException:
+        shown.close()
+        raise
     run = Run.create(rd, {**({"model_fallback": fallback} if fallback else {}),
                           "problem": {"path": str(Path(problem.path).resolve()), "name": problem.name,
                                       "source": problem.source},
                           "config": dataclasses.asdict(config), "model": spec, "device": device,
                           "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     # 4) the loop
-    return _drive(run, problem, config, backend, device, make_progress(progress), services)
+    return _drive(run, problem, config, backend, device, shown, services)
+
+
+def _model_or_none(spec: str, config: AgentConfig, services: Services | None, model_fallback: bool):
+    """(spec, config, backend, fallback): the model loaded, or, when the default model
+    cannot load (`model_fallback`), no model, said in one line; fallback {model, why}."""
+    try:
+        return spec, config, _load_backend(spec, config, skip=0, shared=services.backend if services else None), None
+    except BackendUnavailable as e:
+        if not model_fallback:
+            raise
+        print(f"krefine: {spec} cannot be loaded here ({e.why}); going on without a model: the Inductor seed "
+              "and its constant sweep, as --model none --seed-kernel inductor (name a model with --model to "
+              "make this an error)", file=sys.stderr, flush=True)
+        fallback = {"model": spec, "why": e.why}
+        config = dataclasses.replace(config, model=dataclasses.replace(config.model, id=NO_MODEL),
+                                     search=dataclasses.replace(config.search, seed_kernel="inductor"))
+        return NO_MODEL, config, _load_backend(NO_MODEL, config, skip=0), fallback
 
 
 def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services | None = None,
@@ -119,9 +129,14 @@ def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services
         config = _raised(run, meta, budget)
     # 2) the replay backend resumes after every completion already recorded
     consumed = len(rd.completion_ids())
-    backend = _load_backend(config.model.id, config, skip=consumed, shared=services.backend if services else None)
-    return _drive(run, problem, config, backend, meta["device"], make_progress(progress), services,
-                  reopen=bool(budget))
+    shown = make_progress(progress)
+    shown.started(problem.name, meta["device"], str(rd.root))
+    try:
+        backend = _load_backend(config.model.id, config, skip=consumed, shared=services.backend if services else None)
+    except BaseException:
+        shown.close()
+        raise
+    return _drive(run, problem, config, backend, meta["device"], shown, services, reopen=bool(budget))
 
 
 # what a raised budget can undo (agent/loop/state.py stop_reason), and the key that raises it

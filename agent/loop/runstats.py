@@ -74,14 +74,38 @@ class Candidate:
 
     @property
     def reason(self) -> str:
-        """One line saying why it is not correct (or what is flagged when it is)."""
-        v = self.verdict or {}
-        if self.correct:
-            return ", ".join(v.get("flags", []))
-        for d in v.get("diagnostics", []):
-            where = f" (line {d['line']})" if d.get("line") else ""
-            return _one_line(f"{d.get('kind', '')}: {d.get('message', '')}{where}")
-        return _one_line(v.get("feedback", "") or ("not evaluated" if not v else ""))
+        """Why it is not correct (or what is flagged when it is): verdict_reason."""
+        return verdict_reason(self.verdict) if self.verdict else "not evaluated"
+
+    @property
+    def words(self) -> str:
+        """Its verdict as `krefine run` said it (verdict_words)."""
+        return verdict_words(self.status, self.speedup, self.reason)
+
+
+def verdict_reason(verdict: dict) -> str:
+    """Why a verdict (schema-1 JSON) is not correct, or what is flagged when it is, whole
+    (a terminal wraps it): its first diagnostic, a compiler's message by its last line (the
+    error itself, after the source it quotes)."""
+    if verdict.get("correct") or verdict.get("verdict") == "correct":
+        return ", ".join(verdict.get("flags", []))
+    for d in verdict.get("diagnostics", []):
+        lines = [ln.strip() for ln in str(d.get("message", "")).splitlines() if ln.strip()] or [""]
+        where = f" (line {d['line']})" if d.get("line") else ""
+        return f"{d.get('kind', '')}: {lines[-1]}{where}"
+    return next((ln.strip() for ln in str(verdict.get("feedback", "")).splitlines() if ln.strip()), "")
+
+
+def verdict_words(status: str, speedup: dict | None, reason: str = "") -> str:
+    """One candidate's verdict in words, the same in `krefine run`'s lines and `krefine
+    inspect`: "correct  1.20× eager, 0.95× torch.compile  flags" (the profile's bottleneck,
+    which may come later, is not the verdict's)."""
+    sp = speedup or {}
+    timed = any(v is not None for v in sp.values())
+    parts = [status,
+             f"{fmt_speedup(sp.get('eager'))} eager, {fmt_speedup(sp.get('compile'))} torch.compile" if timed else "",
+             reason]
+    return "  ".join(p for p in parts if p)
 
 
 @dataclass(frozen=True)
@@ -273,11 +297,6 @@ def fmt_speedup(x: float | None) -> str:
 def _max(values) -> float | None:
     present = [v for v in values if v is not None]
     return max(present) if present else None
-
-
-def _one_line(text: str, limit: int = 140) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def no_best_line(summary: dict) -> str:

@@ -106,7 +106,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             with torch.no_grad():
                 out = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
         except Exception as e:
-            raise ValueError(f"torch.compile failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
+            raise ValueError(f"torch.compile failed: {type(e).__name__}: {' '.join(str(e).split())}") from None
         if len(codes) > 1 and len(graph_inputs) == 1:
             codes = _graph_module(codes, len(graph_inputs[0]))
         if len(codes) != 1 or len(graph_inputs) != 1:

@@ -14,7 +14,7 @@ way (tools/judge/blame.py).
 """
 from __future__ import annotations
 
-from tools.errors import BadInput
+from tools.errors import BadInput, describe_fault
 from tools.judge.blame import Step, blame
 from tools.problem import make_inputs, precision_flags, seeded
 
@@ -103,7 +103,7 @@ def check_reproducible(ref_model, mod, seed: int, dev: str, ref: list, settings)
     except Exception as e:
         if is_oom(e):
             raise
-        return ("unreproducible_reference", f"the reference raised {type(e).__name__}: {str(e)[:200]} when called "
+        return ("unreproducible_reference", f"the reference raised {describe_fault(e)} when called "
                 "a second time on the same inputs: no kernel can match it")
     del inputs
     again = list(out) if isinstance(out, (tuple, list)) else [out]

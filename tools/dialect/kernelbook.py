@@ -31,6 +31,12 @@ left in it) and, on cuda, tries Inductor's Triton templates when the default com
 gives no pure-Triton seed; tools/dialect/seedcache.py keeps seeds (and the captures
 they came from) across runs.
 
+A library convolution (`buf = extern_kernels.convolution(...)`, what the default compile
+leaves on cuda and on cpu) becomes a launch of krefine's convolution family
+(tools/kernels/conv.py `conv_nd` / `conv_transpose_nd`, exact dots, its member and the
+layout of the `assert_size_stride` that follows named), and the family's file is copied
+into the candidate unchanged (`conv_family_source`).
+
 Not covered (ValueError naming the construct, never a guessed candidate): graph
 breaks, cooperative / split-scan / combo kernels, graph partitions, aten
 fallbacks and other wrapper statements not listed in `_rewrite_call`, models whose

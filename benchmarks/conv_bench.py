@@ -1,0 +1,199 @@
+"""krefine's convolution family (tools/kernels/conv.py) against cuDNN at equal precision.
+
+Each shape below is a convolution of a KernelBench level 1 or level 2 problem (its
+numbers, not its file); inputs are channels-last for both sides (what Inductor hands a
+convolution). For each shape, two comparisons:
+
+  tf32   cuDNN with allow_tf32=True        vs the family at precision="tf32";
+  fp32   cuDNN with allow_tf32=False       vs the family at precision="tf32x3"
+         (and at "ieee" with --ieee: exact products on the CUDA cores).
+
+The ratio is cuDNN's time / the family's (>= 1: the family is faster); the aim is >= 0.9
+forward, >= 0.8 transposed. Each row also gives the family's tf32x3 error against exact
+cuDNN (largest difference over the output's largest magnitude), beside cuDNN TF32's. --sweep times
+a few launch configurations per shape at tf32 and reports the best. Progress goes to
+stderr, the markdown table to stdout, every figure to --out as JSON.
+
+    python benchmarks/conv_bench.py --out conv_bench.json [--ieee] [--sweep] [--only NAME]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import triton
+from triton.testing import do_bench
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tools.kernels.conv import conv_member, conv_nd, conv_transpose_nd  # noqa: E402
+
+# name: (transposed, batch, c_in, c_out, spatial, kernel, stride, padding, dilation, groups, output_padding)
+SHAPES = {
+    "L1-54 conv3d 3->64 k3 64^3": (False, 16, 3, 64, (64, 64, 64), 3, 1, 0, 1, 1, 0),
+    "L1-55 conv2d 64->128 k3 512x1024": (False, 8, 64, 128, (512, 1024), 3, 1, 0, 1, 1, 0),
+    "L1-56 conv2d 64->128 k5x7 512x256": (False, 8, 64, 128, (512, 256), (5, 7), 1, 0, 1, 1, 0),
+    "L1-63 conv2d 16->128 k3 1024^2": (False, 16, 16, 128, (1024, 1024), 3, 1, 0, 1, 1, 0),
+    "L1-67 conv1d 64->128 k3 L131072": (False, 32, 64, 128, (131072,), 3, 1, 0, 1, 1, 0),
+    "L1-76 conv1d s3 d4": (False, 64, 64, 128, (524280,), 3, 3, 0, 4, 1, 0),
+    "L1-80 conv2d k5x9 dil(2,3)": (False, 8, 32, 64, (512, 512), (5, 9), 1, (2, 4), (2, 3), 1, 0),
+    "L1-82 depthwise 64 k3 512^2": (False, 16, 64, 64, (512, 512), 3, 1, 0, 1, 64, 0),
+    "L1-85 depthwise 128 k3x7": (False, 32, 128, 128, (128, 256), (3, 7), 1, 0, 1, 128, 0),
+    "L1-87 pointwise 64->128 1024^2": (False, 16, 64, 128, (1024, 1024), 1, 1, 0, 1, 1, 0),
+    "L2-1 conv2d 64->128 k3 128^2": (False, 128, 64, 128, (128, 128), 3, 1, 0, 1, 1, 0),
+    "L2-21 conv2d 8->32 k3 256^2": (False, 128, 8, 32, (256, 256), 3, 1, 0, 1, 1, 0),
+    "L2-47 conv3d 32->64 k3 32x64x64": (False, 16, 32, 64, (32, 64, 64), 3, 1, 0, 1, 1, 0),
+    "L2-92 conv2d 8->64 k3 128^2": (False, 128, 8, 64, (128, 128), 3, 1, 0, 1, 1, 0),
+    "L1-57 convT2d 64->64 k3 1024^2": (True, 8, 64, 64, (1024, 1024), 3, 1, 0, 1, 1, 0),
+    "L1-64 convT1d 128->128 k3": (True, 64, 128, 128, (65536,), 3, 1, 0, 1, 1, 0),
+    "L1-72 convT3d s2 g4 k3x5x7": (True, 8, 32, 32, (12, 24, 48), (3, 5, 7), 2, (1, 2, 3), 1, 4, 1),
+    "L1-75 convT2d s(2,3) g4 d(2,1)": (True, 16, 32, 64, (128, 256), (3, 5), (2, 3), (1, 2), (2, 1), 4, 0),
+    "L1-77 convT3d s2 d2 k3": (True, 16, 32, 64, (16, 32, 32), 3, 2, 1, 2, 1, 0),
+    "L1-81 convT2d s5 d2 k3": (True, 16, 32, 64, (64, 128), 3, 5, 1, 2, 1, 0),
+    "L2-2 convT2d s2 op1 64->64 128^2": (True, 128, 64, 64, (128, 128), 3, 2, 1, 1, 1, 1),
+    "L2-26 convT3d s2 op1 32->64 16^3": (True, 128, 32, 64, (16, 16, 16), 3, 2, 1, 1, 1, 1),
+    "L2-93 convT2d s2 k4 64->128 64^2": (True, 128, 64, 128, (64, 64), 4, 2, 0, 1, 1, 0),
+}
+
+SWEEP = [dict(BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, num_warps=w, num_stages=s)
+         for m, n, k, w, s in [(128, 128, 32, 4, 3), (128, 64, 32, 4, 4), (64, 128, 32, 4, 3),
+                               (128, 128, 32, 8, 3), (64, 64, 32, 4, 4), (128, 128, 16, 4, 4)]]
+
+
+def _tensors(shape):
+    transposed, n, c_in, c_out, spatial, kernel, stride, padding, dilation, groups, out_pad = shape
+    nd = len(spatial)
+    kernel = (kernel,) * nd if isinstance(kernel, int) else kernel
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn((n, c_in, *spatial), device="cuda", generator=g)
+    if nd in (2, 3):
+        x = x.to(memory_format=torch.channels_last if nd == 2 else torch.channels_last_3d)
+    w_shape = (c_in, c_out // groups, *kernel) if transposed else (c_out, c_in // groups, *kernel)
+    w = torch.randn(w_shape, device="cuda", generator=g) / math.sqrt(c_in // groups * math.prod(kernel))
+    b = torch.randn(c_out, device="cuda", generator=g)
+    return x, w, b
+
+
+def _calls(shape, x, w, b):
+    transposed, _, c_in, _, spatial, _, stride, padding, dilation, groups, out_pad = shape
+    nd = len(spatial)
+    if transposed:
+        torch_fn = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[nd - 1]
+        return (lambda: torch_fn(x, w, b, stride, padding, out_pad, groups, dilation),
+                lambda precision, config=None: conv_transpose_nd(x, w, b, stride, padding, out_pad, groups, dilation,
+                                                                 precision=precision, config=config))
+    torch_fn = (F.conv1d, F.conv2d, F.conv3d)[nd - 1]
+    return (lambda: torch_fn(x, w, b, stride, padding, dilation, groups),
+            lambda precision, config=None: conv_nd(x, w, b, stride, padding, dilation, groups, precision=precision,
+                                                   config=config))
+
+
+def _ms(fn) -> float:
+    return do_bench(fn, warmup=10, rep=50, return_mode="median")
+
+
+def _rel_err(y, truth) -> float:
+    """In fp32: a float64 copy of the largest outputs here would not fit beside them."""
+    return ((y - truth).abs().max() / truth.abs().max().clamp_min(1e-30)).item()
+
+
+def bench_one(name, shape, ieee: bool, sweep: bool) -> dict:
+    x, w, b = _tensors(shape)
+    cudnn, ours = _calls(shape, x, w, b)
+    transposed, c_in, groups = shape[0], shape[2], shape[9]
+    row = {"name": name, "transposed": transposed,
+           "member": conv_member(transposed, groups, c_in // groups)}
+    flops = 2 * math.prod(cudnn().shape) * (c_in // groups) * math.prod(w.shape[2:])
+    row["gflop"] = flops / 1e9
+    # exact-fp32 cuDNN is the reference for errors (a float64 cuDNN convolution of these
+    # sizes would take longer than the whole benchmark)
+    torch.backends.cudnn.allow_tf32 = False
+    truth = cudnn()
+    for label, tf32, precision in [("tf32", True, "tf32"), ("fp32", False, "tf32x3")] + \
+            ([("ieee", False, "ieee")] if ieee else []):
+        torch.backends.cudnn.allow_tf32 = tf32
+        row[f"{label}_cudnn_err"] = _rel_err(cudnn(), truth)
+        row[f"{label}_ours_err"] = _rel_err(ours(precision), truth)
+        row[f"{label}_cudnn_ms"] = _ms(cudnn)
+        row[f"{label}_ours_ms"] = _ms(lambda: ours(precision))
+        row[f"{label}_ratio"] = row[f"{label}_cudnn_ms"] / row[f"{label}_ours_ms"]
+    if sweep:
+        torch.backends.cudnn.allow_tf32 = True
+        timed = []
+        for cfg in SWEEP:
+            try:
+                timed.append((_ms(lambda: ours("tf32", cfg)), cfg))
+            except Exception as e:      # a config that does not fit (shared memory): skipped
+                print(f"    config {cfg}: {type(e).__name__}", file=sys.stderr)
+        if timed:
+            best_ms, best_cfg = min(timed, key=lambda t: t[0])
+            row["sweep_best_ms"], row["sweep_best_config"] = best_ms, best_cfg
+            row["sweep_best_ratio"] = row["tf32_cudnn_ms"] / best_ms
+    del truth, x, w, b
+    torch.cuda.empty_cache()
+    return row
+
+
+def table(rows, ieee: bool, sweep: bool) -> str:
+    head = ["shape", "member", "GFLOP", "cuDNN tf32 ms", "tf32 ms", "ratio", "cuDNN fp32 ms", "tf32x3 ms", "ratio",
+            "err tf32x3 / cuDNN tf32"]
+    if ieee:
+        head += ["ieee ms", "ratio"]
+    if sweep:
+        head += ["best sweep tf32 ratio"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["name"], r["member"], f"{r['gflop']:.1f}", f"{r['tf32_cudnn_ms']:.3f}", f"{r['tf32_ours_ms']:.3f}",
+                 f"{r['tf32_ratio']:.2f}", f"{r['fp32_cudnn_ms']:.3f}", f"{r['fp32_ours_ms']:.3f}",
+                 f"{r['fp32_ratio']:.2f}", f"{r['fp32_ours_err']:.1e} / {r['tf32_cudnn_err']:.1e}"]
+        if ieee:
+            cells += [f"{r['ieee_ours_ms']:.3f}", f"{r['ieee_ratio']:.2f}"]
+        if sweep:
+            cells += [f"{r.get('sweep_best_ratio', float('nan')):.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    for kind, rows_k in (("forward", [r for r in rows if not r["transposed"]]),
+                         ("transposed", [r for r in rows if r["transposed"]])):
+        if rows_k:
+            gm = {p: math.exp(sum(math.log(r[f"{p}_ratio"]) for r in rows_k) / len(rows_k)) for p in ("tf32", "fp32")}
+            lines.append(f"\n{kind}: geomean ratio tf32 {gm['tf32']:.2f}, fp32 (tf32x3) {gm['fp32']:.2f} "
+                         f"over {len(rows_k)} shapes")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="JSON file for every figure")
+    ap.add_argument("--ieee", action="store_true", help="also time precision='ieee' against exact cuDNN")
+    ap.add_argument("--sweep", action="store_true", help="also time a few launch configurations at tf32")
+    ap.add_argument("--only", default="", help="only shapes whose name contains this")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("conv_bench: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    rows, t0 = [], time.monotonic()
+    shapes = {k: v for k, v in SHAPES.items() if args.only in k}
+    for i, (name, shape) in enumerate(shapes.items(), 1):
+        t = time.monotonic()
+        try:
+            rows.append(bench_one(name, shape, args.ieee, args.sweep))
+            r = rows[-1]
+            print(f"[{i}/{len(shapes)}] {name}: tf32 {r['tf32_ratio']:.2f}x, fp32 {r['fp32_ratio']:.2f}x "
+                  f"({time.monotonic() - t:.1f} s)", file=sys.stderr, flush=True)
+        except Exception as e:     # one shape's failure is reported, the others still run
+            print(f"[{i}/{len(shapes)}] {name}: FAILED {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            torch.cuda.empty_cache()
+    device = torch.cuda.get_device_name()
+    Path(args.out).write_text(json.dumps({"device": device, "torch": torch.__version__, "triton": triton.__version__,
+                                          "rows": rows, "wall_s": time.monotonic() - t0}, indent=1) + "\n")
+    print(f"\n{device}, torch {torch.__version__}, triton {triton.__version__}\n")
+    print(table(rows, args.ieee, args.sweep) if rows else "no shape ran")
+    return 0 if len(rows) == len(shapes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -126,3 +126,71 @@ def test_a_one_line_fault_is_cut_only_between_words():
     line = describe_fault(RuntimeError(words))
     assert line.endswith(" …") and len(line) < 700
     assert line.removesuffix(" …").split()[-1] in words.split()
+
+
+BARE_CHECK = textwrap.dedent("""
+    import sys, torch
+    sys.path.insert(0, sys.argv[1])
+    import problem, kernel
+    assert not any(m.split(".")[0] in ("tools", "agent") for m in sys.modules), "krefine was imported"
+    init = problem.get_init_inputs()
+    torch.manual_seed(1); ref = problem.Model(*init)
+    torch.manual_seed(1); new = kernel.ModelNew(*init)
+    torch.manual_seed(2); x = problem.get_inputs()
+    with torch.no_grad():
+        want, got = ref(*x), new(*x)
+    print(torch.allclose(want, got, atol=1e-4, rtol=1e-4))
+    """)
+
+
+@pytest.mark.parametrize("kernel, problem", [("ok_gelu_grid", "gelu"), ("ok_layernorm_persistent", "layernorm_relu")])
+def test_a_delivered_kernel_calling_erf_or_rsqrt_runs_in_a_bare_triton_interpreter(tmp_path, kernel, problem):
+    """The portable form (what is judged and delivered), in `python -I` with TRITON_INTERPRET=1
+    and no krefine: libdevice's erf and rsqrt were written with tl."""
+    import os
+    from tools.dialect.portable import portable
+    dialect = REPO / "tests" / "dialect"
+    src = (dialect / "candidates" / f"{kernel}.py").read_text(encoding="utf-8")
+    assert "libdevice." in src
+    (tmp_path / "kernel.py").write_text(portable(src), encoding="utf-8")
+    (tmp_path / "problem.py").write_bytes((dialect / "problems_small" / f"{problem}.py").read_bytes())
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-I", "-c", BARE_CHECK, str(tmp_path)], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "True"
+
+
+TANH_KERNEL = textwrap.dedent("""\
+    import torch
+    import triton
+    import triton.language as tl
+    from triton.language.extra import libdevice
+
+    @triton.jit
+    def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n)
+        tl.store(y_ptr + offs, libdevice.tanh(x) * libdevice.rsqrt(x * x + 1.0), mask=offs < n)
+    """)
+
+
+def test_a_libdevice_call_the_interpreter_lacks_is_named_on_the_import_line_as_needing_a_gpu():
+    from tools.dialect.portable import portable
+    out = portable(TANH_KERNEL)
+    import_line = next(line for line in out.splitlines() if "import libdevice" in line)
+    assert "needs a GPU: libdevice.tanh is not in Triton's interpreter" in import_line
+    assert "tl.rsqrt(" in out and "libdevice.tanh(" in out
+    assert portable(out) == out and len(out.splitlines()) == len(TANH_KERNEL.splitlines())
+
+
+def test_export_says_a_kernel_that_needs_a_gpu_does(tmp_path, capsys):
+    from tools.dialect.interp_math import in_the_interpreter
+    from tests.run_fixtures import judged, loop_run
+    _, rd, _, _ = loop_run(tmp_path, [judged("correct", 1.2)], **{"budget.max_rounds": 1, "budget.candidates_per_round": 1})
+    best = next(c for c in rd.written())
+    rd.candidate_src(best).write_text(in_the_interpreter(TANH_KERNEL), encoding="utf-8")
+    assert main(["export", str(rd.root), "--kernel", best, "-o", str(tmp_path / "k.py")]) == 0
+    said = capsys.readouterr()
+    assert "needs a GPU" in said.err and "libdevice.tanh" in said.err
+    assert "runs wherever Triton does" not in said.out

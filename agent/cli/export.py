@@ -6,7 +6,8 @@ default), and
 judge judged, a standalone module that imports only torch, triton and what Triton ships
 (tools/dialect/portable.py); without -o it goes to stdout, alone there, so
 `krefine export RUN --kernel > kernel.py` works. A candidate that was not judged correct
-is written too, with a note on stderr saying so.
+is written too, with a note on stderr saying so; one that calls a libdevice function
+Triton's interpreter lacks, with a note that it needs a GPU (its import line says so too).
 
 --chrome-trace writes the Chrome Trace Event format (JSON object form), which chrome://tracing and
 https://ui.perfetto.dev open: one complete ("X") event per trace.jsonl event, one
@@ -21,6 +22,7 @@ import sys
 from pathlib import Path
 
 from agent.loop.runstats import Run, Span, load_run, node_spans
+from tools.dialect.interp_math import gpu_only
 from tools.errors import BadInput
 from tools.jsonio import write_json
 
@@ -55,6 +57,7 @@ def export_kernel(run: Run, which: str, out: str | None) -> int:
             raise BadInput(run.dir.root, f"no candidate {which!r} with code in this run (candidates: {known})")
     text = path.read_bytes()
     status = run.candidates[cid].status if cid in run.candidates else "correct"
+    needs_gpu = gpu_only(text.decode("utf-8", "replace"))
     if out is None:
         sys.stdout.buffer.write(text)
         sys.stdout.flush()
@@ -63,7 +66,11 @@ def export_kernel(run: Run, which: str, out: str | None) -> int:
         speed = (run.candidates[cid].speedup.get("eager") if cid in run.candidates else None)
         print(f"wrote {out}: candidate {cid}, {status}"
               + (f", {speed:.2f}x eager" if isinstance(speed, (int, float)) else "")
-              + "; it imports only torch and triton")
+              + "; it imports only torch and triton" + ("" if needs_gpu else ", and runs wherever Triton does"))
+    if needs_gpu:   # a bare TRITON_INTERPRET=1 has no libdevice (tools/dialect/interp_math.py)
+        print(f"krefine: note: candidate {cid} needs a GPU: it calls "
+              f"{', '.join(f'libdevice.{f}' for f in needs_gpu)}, which Triton's interpreter "
+              "(TRITON_INTERPRET=1, a CPU) lacks", file=sys.stderr)
     if status != "correct":
         print(f"krefine: note: candidate {cid} was judged {status}, not correct", file=sys.stderr)
     return 0

@@ -24,8 +24,8 @@ one text. `portable` is idempotent; a source with none of these constructs comes
 unchanged, and one that does not parse too (the judge reports the syntax error). What it
 cannot rewrite stays, and tools/guards/portability.py rejects it by name.
 
-Not covered: libdevice in Triton's CPU interpreter (Triton's own limit: a kernel that calls
-libdevice runs on the GPU only).
+libdevice calls are written with `tl` where Triton's interpreter has the same function, and
+the others named on the libdevice import's line as needing a GPU (interp_math.py).
 """
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ import ast
 import inspect
 import textwrap
 
+from tools.dialect.interp_math import in_the_interpreter
 from tools.dialect.source_edits import Edits
 
 # KernelBook's paths (torch >= 2.3); the torch <= 2.2 ones fail to import, and the feedback
@@ -103,7 +104,13 @@ def _device_of(*tensors):
 
 
 def portable(source: str) -> str:
-    """`source` with KernelBook's private torch runtime replaced by definitions in the file."""
+    """`source` with KernelBook's private torch runtime replaced by definitions in the file,
+    and libdevice calls written for Triton's interpreter where that is exact
+    (tools/dialect/interp_math.py: a bare TRITON_INTERPRET=1 has no libdevice)."""
+    return in_the_interpreter(_without_private_runtime(source))
+
+
+def _without_private_runtime(source: str) -> str:
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):

@@ -194,3 +194,19 @@ def test_export_says_a_kernel_that_needs_a_gpu_does(tmp_path, capsys):
     said = capsys.readouterr()
     assert "needs a GPU" in said.err and "libdevice.tanh" in said.err
     assert "runs wherever Triton does" not in said.out
+
+
+def test_a_seeds_guard_reason_is_kept_whole_with_its_advice():
+    from tools.dialect.kernelbook import guard_rejection
+    src = textwrap.dedent("""\
+        import torch
+        from torch import nn
+        from torch._inductor.select_algorithm import extern_kernels
+        class ModelNew(nn.Module):
+            def forward(self, x, w):
+                buf = torch.empty((4, 4), device=x.device)
+                extern_kernels.mm(x, w, out=buf)
+                return buf
+        """)
+    reason = guard_rejection(src)
+    assert "not Triton; write the matmul as a @triton.jit kernel" in reason and reason.endswith("(line 7)")

@@ -350,4 +350,4 @@ def guard_rejection(code: str) -> str | None:
     if not rejecting:
         return None
     f = rejecting[0]
-    return f"{f.guard}: {' '.join(f.message.split())[:160]}" + (f" (line {f.line})" if f.line else "")
+    return f"{f.guard}: {' '.join(f.message.split())}" + (f" (line {f.line})" if f.line else "")

@@ -225,6 +225,33 @@ def cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | N
                           capture_output=True, text=True, timeout=timeout)
 
 
+def cli_here(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """What `cli()` gives, from the real CLI's `main()` in this process: no new Python,
+    whose imports are most of an exit-status test's time. For what the command says and
+    returns; `cli()` stays for what needs a process of its own (signals, a terminal, what is
+    left running, a whole run judged)."""
+    import contextlib
+    import io
+    from agent.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
+    os.environ.update({"HF_HUB_OFFLINE": "1", "KREFINE_KEEP_JUDGE_S": "0", **(env or {})})
+    sys.argv = ["krefine", *args]   # the CLI names a flag as the user spelled it, from argv
+    try:
+        os.chdir(cwd or REPO)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = main(list(args))
+            except SystemExit as e:   # argparse's usage errors
+                rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.argv = saved_argv
+    return subprocess.CompletedProcess(["krefine", *args], rc, out.getvalue(), err.getvalue())
+
+
 def cli_env() -> dict:
     # tests never reach the network: a model id that is not cached fails at once
     # this checkout first; the rest of PYTHONPATH stays (the GPU machine's carried wheels live there)

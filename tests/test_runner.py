@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -15,7 +16,7 @@ from agent.loop.progress import LiveProgress
 from agent.loop.prompting import render_initial
 from agent.loop.rundir import RunDir
 from conftest import HAS_CUDA
-from run_fixtures import REPO, TINY_PROBLEM, cli, fast_config, write_replay
+from run_fixtures import REPO, TINY_PROBLEM, cli, cli_here, fast_config, write_replay
 from tools.jsonio import read_json, write_json
 
 NO_CODE = "I am sorry, I cannot help with that."
@@ -29,7 +30,7 @@ def tiny(tmp_path):
 
 
 def test_a_missing_problem_file_exits_2_with_one_line(tmp_path):
-    r = cli("run", str(tmp_path / "nope.py"), "--model", "replay:x.jsonl", "--out", str(tmp_path / "run"))
+    r = cli_here("run", str(tmp_path / "nope.py"), "--model", "replay:x.jsonl", "--out", str(tmp_path / "run"))
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and "nope.py" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "run").exists()
@@ -37,7 +38,7 @@ def test_a_missing_problem_file_exits_2_with_one_line(tmp_path):
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
 def test_a_non_finite_number_flag_exits_2_with_one_line(tmp_path, tiny, value):
-    r = cli("run", str(tiny), "--model", "replay:x.jsonl", f"--target-speedup={value}",
+    r = cli_here("run", str(tiny), "--model", "replay:x.jsonl", f"--target-speedup={value}",
             "--out", str(tmp_path / "run"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "finite" in r.stderr and not (tmp_path / "run").exists()
@@ -45,7 +46,7 @@ def test_a_non_finite_number_flag_exits_2_with_one_line(tmp_path, tiny, value):
 
 @pytest.mark.skipif(HAS_CUDA, reason="needs a machine without a GPU")
 def test_device_cuda_without_a_gpu_exits_2_with_one_line_and_writes_nothing(tmp_path, tiny):
-    r = cli("run", str(tiny), "--model", "none", "--seed-kernel", "inductor", "--device", "cuda",
+    r = cli_here("run", str(tiny), "--model", "none", "--seed-kernel", "inductor", "--device", "cuda",
             "--out", str(tmp_path / "run"))
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
         "krefine: error: --device cuda but no CUDA device is visible (use --device cpu)"]
@@ -53,7 +54,7 @@ def test_device_cuda_without_a_gpu_exits_2_with_one_line_and_writes_nothing(tmp_
 
 
 def test_a_flag_out_of_range_is_named_as_the_user_spelled_it(tmp_path, tiny):
-    r = cli("run", str(tiny), "--model", "none", "--max-rounds", "-3", "--out", str(tmp_path / "run"))
+    r = cli_here("run", str(tiny), "--model", "none", "--max-rounds", "-3", "--out", str(tmp_path / "run"))
     assert r.returncode == 2 and r.stderr.strip() == "krefine: error: --max-rounds must be at least 1, got -3"
 
 
@@ -61,20 +62,20 @@ def test_out_refuses_a_directory_that_is_not_empty(tmp_path, tiny):
     out = tmp_path / "run"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    r = cli("run", str(tiny), "--model", f"replay:{write_replay(tmp_path / 'r.jsonl', [NO_CODE])}", "--out", str(out))
+    r = cli_here("run", str(tiny), "--model", f"replay:{write_replay(tmp_path / 'r.jsonl', [NO_CODE])}", "--out", str(out))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "not empty" in r.stderr
     assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
 
 
 def test_a_backend_that_cannot_load_exits_2_with_one_line(tmp_path, tiny):
-    r = cli("run", str(tiny), "--model", f"replay:{tmp_path / 'missing.jsonl'}", "--out", str(tmp_path / "run"))
+    r = cli_here("run", str(tiny), "--model", f"replay:{tmp_path / 'missing.jsonl'}", "--out", str(tmp_path / "run"))
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert not (tmp_path / "run").exists()
 
 
 def test_a_model_that_cannot_load_fails_before_the_run_directory_is_made(tmp_path, tiny):
-    r = cli("run", str(tiny), "--model", str(tmp_path / "no-such-model"), "--device", "cpu",
+    r = cli_here("run", str(tiny), "--model", str(tmp_path / "no-such-model"), "--device", "cpu",
             "--out", str(tmp_path / "run"))
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and "--model" in r.stderr
@@ -83,7 +84,7 @@ def test_a_model_that_cannot_load_fails_before_the_run_directory_is_made(tmp_pat
 
 def test_budget_spent_without_a_solution_exits_1(tmp_path, tiny):
     replay = write_replay(tmp_path / "r.jsonl", [NO_CODE])
-    r = cli("run", str(tiny), "--model", f"replay:{replay}", "--device", "cpu", "--out", str(tmp_path / "run"))
+    r = cli_here("run", str(tiny), "--model", f"replay:{replay}", "--device", "cpu", "--out", str(tmp_path / "run"))
     assert r.returncode == 1, r.stderr
     assert RunDir(tmp_path / "run").read_summary()["stop_reason"] == "replay_exhausted"
 
@@ -91,14 +92,14 @@ def test_budget_spent_without_a_solution_exits_1(tmp_path, tiny):
 def test_the_default_run_directory_is_named_by_time_and_problem(tmp_path, tiny):
     config = fast_config(tmp_path, run={"out_root": str(tmp_path / "runs")})
     replay = write_replay(tmp_path / "r.jsonl", [NO_CODE])
-    r = cli("run", str(tiny), "--config", str(config), "--model", f"replay:{replay}", "--device", "cpu")
+    r = cli_here("run", str(tiny), "--config", str(config), "--model", f"replay:{replay}", "--device", "cpu")
     (run,) = (tmp_path / "runs").iterdir()
     assert r.returncode == 1 and run.name.endswith("-tiny") and run.name[:15].replace("-", "").isdigit()
 
 
 def test_run_json_records_problem_source_config_model_and_device(tmp_path, tiny):
     replay = write_replay(tmp_path / "r.jsonl", [NO_CODE])
-    cli("run", str(tiny), "--model", f"replay:{replay}", "--device", "cpu", "--candidates", "3",
+    cli_here("run", str(tiny), "--model", f"replay:{replay}", "--device", "cpu", "--candidates", "3",
         "--out", str(tmp_path / "run"))
     meta = read_json(RunDir(tmp_path / "run").meta)
     assert meta["problem"] == {"path": str(tiny), "name": "tiny", "source": TINY_PROBLEM}
@@ -117,7 +118,7 @@ def test_non_tty_progress_is_one_line_per_event_and_a_final_summary(tmp_path, ti
 
 @pytest.mark.skipif(HAS_CUDA, reason="needs a machine without a GPU")
 def test_resume_of_a_directory_that_is_no_run_exits_2_with_one_line(tmp_path):
-    r = cli("resume", str(tmp_path))
+    r = cli_here("resume", str(tmp_path))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "run.json" in r.stderr
 
 
@@ -279,18 +280,33 @@ def test_non_tty_progress_says_a_cached_seed_is_read_not_made(tmp_path, tiny):
 
 # --- krefine resume --set budget.KEY=VALUE: a raised budget lets a stopped run go on (issue 20)
 
-@pytest.fixture
-def one_round_run(tmp_path):
-    out = tmp_path / "run"
+@pytest.fixture(scope="module")
+def _one_round_run_made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("one_round") / "run"
     r = cli("run", str(REPO / "examples" / "relu.py"), "--model", f"replay:{REPO / 'examples' / 'relu.replay.jsonl'}",
             "--candidates", "1", "--max-iterations", "1", "--device", "cpu", "--out", str(out))
     assert RunDir(out).read_summary()["stop_reason"] == "max_rounds", r.stderr
     return out
 
 
-def test_resume_with_a_raised_round_budget_runs_the_next_round(one_round_run):
-    cli("resume", str(one_round_run), "--set", "budget.max_rounds=2")
-    summary = RunDir(one_round_run).read_summary()
+@pytest.fixture
+def one_round_run(_one_round_run_made, tmp_path):
+    """A copy of one run stopped by its round budget (made once: each test resumes its own copy)."""
+    import shutil
+    return Path(shutil.copytree(_one_round_run_made, tmp_path / "run"))
+
+
+@pytest.fixture(scope="module")
+def raised_run(_one_round_run_made, tmp_path_factory):
+    """A copy of the one-round run resumed with its round budget raised to 2."""
+    import shutil
+    run = Path(shutil.copytree(_one_round_run_made, tmp_path_factory.mktemp("raised") / "run"))
+    cli("resume", str(run), "--set", "budget.max_rounds=2")
+    return run
+
+
+def test_resume_with_a_raised_round_budget_runs_the_next_round(raised_run):
+    summary = RunDir(raised_run).read_summary()
     assert (summary["rounds"], summary["candidates_evaluated"]) == (2, 2)
 
 
@@ -301,7 +317,7 @@ def test_resume_of_a_run_cut_off_after_its_last_decide_writes_its_summary(one_ro
     rd = RunDir(one_round_run)
     done = rd.read_summary()
     rd.summary.unlink()
-    r = cli("resume", str(one_round_run))
+    r = cli_here("resume", str(one_round_run))
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr   # 1: not solved, as the run it resumes
     again = rd.read_summary()
     assert again is not None and {k: again[k] for k in ("stop_reason", "best", "rounds")} == \
@@ -309,17 +325,16 @@ def test_resume_of_a_run_cut_off_after_its_last_decide_writes_its_summary(one_ro
 
 
 def test_resume_of_a_run_its_budget_stopped_says_how_to_give_it_more(one_round_run):
-    r = cli("resume", str(one_round_run))
+    r = cli_here("resume", str(one_round_run))
     assert f"to go on: krefine resume {one_round_run} --set budget.max_rounds=2" in r.stdout
 
 
-def test_resume_keeps_the_raised_budget_in_run_json(one_round_run):
-    cli("resume", str(one_round_run), "--set", "budget.max_rounds=2")
-    assert read_json(RunDir(one_round_run).meta)["config"]["budget"]["max_rounds"] == 2
+def test_resume_keeps_the_raised_budget_in_run_json(raised_run):
+    assert read_json(RunDir(raised_run).meta)["config"]["budget"]["max_rounds"] == 2
 
 
 def test_resume_may_change_only_the_budget(one_round_run):
-    r = cli("resume", str(one_round_run), "--set", "sampling.temperature=1")
+    r = cli_here("resume", str(one_round_run), "--set", "sampling.temperature=1")
     assert r.returncode == 2 and r.stderr.strip().endswith("only [budget] values (budget.KEY=VALUE) can change when a run resumes")
 
 

@@ -105,6 +105,7 @@ def killed_run(cluster, tmp_path_factory) -> tuple[Path, int]:
 
 # ---------------------------------------------------------------- the suite on Ray
 
+@pytest.mark.slow
 def test_a_judge_killed_mid_suite_leaves_the_single_host_table_and_scores(killed_run, single_host):
     assert table(killed_run[0]) == table(single_host)
 
@@ -141,6 +142,7 @@ def pool_for(fleet, problem: Path, rd_root: Path):
     return RayJudgePool(fleet, load_problem(problem), load_config(CONFIG).eval, Run.create(RunDir(rd_root), {}))
 
 
+@pytest.mark.slow
 def test_a_candidate_under_which_two_judges_die_is_a_runtime_error(fleet, tmp_path):
     import ray
     pool = pool_for(fleet, PROBLEMS / f"{SLOW[0]}.py", tmp_path / "run")
@@ -171,6 +173,7 @@ def test_a_problems_own_fault_on_a_judge_reaches_the_driver_as_bad_input(fleet, 
 
 # ---------------------------------------------------------------- a driver killed and restarted
 
+@pytest.mark.slow
 def test_a_driver_restarted_with_the_same_out_loses_nothing_and_judges_nothing_twice(cluster, tmp_path, single_host):
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "agent.cli", *bench_args(out, "--filter", "2_affine", "--ray", cluster, "--set",

@@ -77,12 +77,12 @@ class Progress:
     heartbeat_s = 10.0   # the longest silence while something is being made or judged
 
     def started(self, problem: str, device: str, run_dir: str) -> None:
-        """The run's first line: what, where it is written, and on which device (before
-        the model loads or the judge starts, which take a while)."""
+        """The run's first line: the problem and the device (before the model loads or the
+        judge starts, which take a while); the last names `run_dir`."""
         where = ("cpu (Triton's interpreter): correctness only, nothing timed" if device == "cpu" else
                  "cuda: judged and timed against eager and torch.compile")
         with self._lock:
-            self._show_line(f"krefine: {problem} on {where}; run directory {run_dir}")
+            self._show_line(f"krefine: {problem} on {where}")
 
     def stepping(self, cid: str, node: str) -> None:
         """A judgement's step began (compile, test, profile): what the heartbeat names."""

@@ -247,8 +247,7 @@ def exact_cudnn():
 def test_forward_conv_on_gpu_matches_exact_cudnn(case, precision, atol, exact_cudnn):
     import tools.kernels.conv as G
     _, xs, ws, stride, padding, dilation, groups, member = case
-    x, w, b = _inputs(tuple(s * (4 if i == 1 else 1) for i, s in enumerate(xs)),
-                      tuple(s * (4 if i == 0 else 1) for i, s in enumerate(ws)), ws[0] * 4, "cuda")
+    x, w, b = _inputs(xs, ws, ws[0], "cuda")
     got = G.conv_nd(x, w, b, stride, padding, dilation, groups, precision=precision, member=member)
     want = TORCH_CONV[len(xs) - 2](x, w, b, stride, padding, dilation, groups)
     torch.testing.assert_close(got, want, atol=atol, rtol=atol)

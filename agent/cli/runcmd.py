@@ -11,7 +11,6 @@ from tools.problem import read_problem
 def main(args) -> int:
     if args.command == "run":   # a file that is not Python says so before torch is imported (seconds)
         read_problem(args.problem)
-    from agent.loop.runner import more_budget_hint, resume_run, run_problem
     if args.command == "resume":
         budget = dict(parse_assignment(a, "--set") for a in args.sets)
         summary = resume_run(args.run_dir, budget=budget)
@@ -24,3 +23,19 @@ def main(args) -> int:
         named = overrides.get("model.id") is not None or config.model.id != DEFAULT_MODEL_ID
         summary = run_problem(args.problem, config, args.out, model_fallback=not named)
     return EXIT_OK if summary["solved"] else EXIT_FAIL
+
+
+# agent/loop/runner.py imports torch: imported only once the problem file has parsed
+def run_problem(*args, **kwargs) -> dict:
+    from agent.loop import runner
+    return runner.run_problem(*args, **kwargs)
+
+
+def resume_run(*args, **kwargs) -> dict:
+    from agent.loop import runner
+    return runner.resume_run(*args, **kwargs)
+
+
+def more_budget_hint(*args) -> str | None:
+    from agent.loop import runner
+    return runner.more_budget_hint(*args)

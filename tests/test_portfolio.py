@@ -54,7 +54,8 @@ def _labels(entries: list[PortfolioEntry]) -> list[str]:
 def test_todays_seed_comes_first_then_the_other_compile_then_the_tf32x3_variants():
     fake = _compiles("gpu_triu_matmul_extern", "gpu_triu_matmul_template")
     entries = seed_portfolio(load_problem(TRIU), "cuda", fake)
-    assert _labels(entries) == ["templates", "default", "templates+tf32x3"]
+    # the default compile's library matmul goes to krefine's GEMM family: "+gemm"
+    assert _labels(entries) == ["default+gemm", "templates", "default+gemm+tf32x3", "templates+tf32x3"]
     assert entries[0].code == kernelbook.seed_candidate(load_problem(TRIU), "cuda", fake)
 
 
@@ -73,7 +74,7 @@ def test_a_tf32x3_variant_exists_only_for_a_seed_with_exact_fp32_dots():
 
 def test_a_tf32x3_variant_differs_from_its_seed_only_in_the_dots_precision_keywords():
     entries = seed_portfolio(load_problem(TRIU), "cuda", _compiles("gpu_triu_matmul_extern", "gpu_triu_matmul_template"))
-    seed, variant = entries[0], entries[2]
+    seed, variant = entries[1], entries[3]      # the templates compile and its variant
     a, b = ast.parse(seed.code), ast.parse(variant.code)
     for tree in (a, b):
         for call in ast.walk(tree):
@@ -159,7 +160,8 @@ def test_the_cli_writes_portfolio_json(tmp_path, monkeypatch):
     assert main(["portfolio", str(TRIU), "--device", "cuda", "--out", str(tmp_path / "out")]) == 0
     written = json.loads((tmp_path / "out" / "portfolio.json").read_text())
     assert [(sorted(d), d["label"], d["code"] is None) for d in written] == [
-        (["code", "label", "reason"], "templates", False), (["code", "label", "reason"], "default", True),
+        (["code", "label", "reason"], "default+gemm", False), (["code", "label", "reason"], "templates", False),
+        (["code", "label", "reason"], "default+gemm+tf32x3", False),
         (["code", "label", "reason"], "templates+tf32x3", False)]
 
 

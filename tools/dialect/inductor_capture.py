@@ -6,7 +6,11 @@ Inductor under no_grad, in one graph, in the mode the judge runs it (`[eval] mod
 as constructed, i.e. training mode, by default), and returns a `Capture`: the output module that
 run_and_get_code would return, which module tensor each call() argument is (the graph's
 example inputs are the model's own parameters, buffers and the inputs, matched by
-identity), and on cuda the launch config the autotuner settled on for each kernel.
+identity; a plain tensor attribute, `self.h0 = torch.randn(...)`, is "attr:h0", put on the
+device first as the forward's `.to(x.device)` would), which call() output the forward
+returns and which it stores on the module (an RNN cell's new hidden state), and on cuda
+the launch config the autotuner settled on for each kernel. RNN / LSTM / GRU modules are
+traced into the graph (Dynamo's allow_rnn), where Inductor writes them step by step.
 
 On cpu, Inductor's Triton backend writes the kernels (cpu_backend="triton"; they load
 in Triton's interpreter) and nothing of the compiled code runs: the configs then come
@@ -34,6 +38,9 @@ class Capture:
     torch_version: str = ""
     templates: bool = False                     # compiled with Inductor's Triton templates (GEMM, conv)
     module_mode: str = "train"                  # [eval] module_mode the model was compiled in
+    returned: int = 0                           # which of call()'s outputs the forward returns
+    # state the forward writes: (plain tensor attribute, "output:k" | the source it now is)
+    state: tuple[tuple[str, str], ...] = ()
 
 
 BUILD_SEED = 42         # weights and inputs to compile with; their values do not change the code
@@ -67,11 +74,19 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     from torch._inductor.graph import GraphLowering
 
     from tools.problem import build_model, make_inputs, strict_fp32
-    # 1) the model and inputs as the judge builds them
+    # 1) the model and inputs as the judge builds them; a plain tensor attribute (an RNN's
+    #    hidden state: module.to() leaves it where __init__ made it) on the device, where
+    #    the forward moves it (a cpu copy in the graph is a C++ kernel, not Triton)
     model = build_model(problem.module.Model, problem.module, BUILD_SEED, device, module_mode)
     inputs = make_inputs(problem.module, BUILD_SEED, device)
+    attrs = plain_tensor_attributes(model)
+    for path, t in attrs.items():
+        _set_attribute(model, path, t.to(device))
+    attrs = plain_tensor_attributes(model)
     # 2) compile through a backend that sees the graph's inputs (real tensors, in call() order)
+    #    and its outputs (which of them the forward returns, which it stores on the module)
     graph_inputs: list[list] = []
+    graph_outputs: list = []
 
     rewrites = {}
     if templates:   # convolutions with no Triton template, rewritten as ones with one
@@ -83,7 +98,13 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     def backend(gm, example_inputs):
         graph_inputs.append(list(example_inputs))
         compiled = compile_fx(gm, example_inputs, **rewrites)
-        return compiled if device != "cpu" else gm.forward   # cpu: codegen only, run eagerly
+        run = compiled if device != "cpu" else gm.forward   # cpu: codegen only, run eagerly
+
+        def recorded(*args):
+            out = run(*args)
+            graph_outputs.append(out)
+            return out
+        return recorded
 
     codes: list[str] = []
     with contextlib.ExitStack() as stack:
@@ -101,6 +122,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
         stack.enter_context(strict_fp32())   # a template conv's ALLOW_TF32 follows cuDNN's flag
         stack.enter_context(_warnings_out_of_graph())
+        stack.enter_context(_rnn_in_graph())
         torch._dynamo.reset()
         try:
             with torch.no_grad():
@@ -121,10 +143,44 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     names = {id(t): f"input:{i}" for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
     names.update({id(t): f"param:{n}" for n, t in model.named_parameters()})
     names.update({id(t): f"buffer:{n}" for n, t in model.named_buffers()})
+    names.update({id(t): f"attr:{n}" for n, t in attrs.items()})
     sources = [names.get(id(t)) for t in graph_inputs[0]]
+    # 4) what the forward returned and stored, as call()'s outputs or its arguments
+    outs = graph_outputs[0] if graph_outputs else ()
+    outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+    where = {id(t): f"output:{k}" for k, t in enumerate(outs)}
+    where.update({id(t): s for t, s in zip(graph_inputs[0], sources) if s is not None})
+    said = where.get(id(out), "")
+    returned = int(said.partition(":")[2]) if said.startswith("output:") else 0
+    state = []
+    for path, t in plain_tensor_attributes(model).items():
+        now = where.get(id(t))
+        if now is None and not (path in attrs and attrs[path] is t):
+            raise ValueError(f"the forward stores a tensor in self.{path} that is neither an output of its "
+                             "graph nor one of its inputs")
+        if now is not None and now != f"attr:{path}":
+            state.append((path, now))
     return Capture(code=codes[0], arg_sources=None if None in sources else tuple(sources), device=device,
                    torch_version=torch.__version__, templates=templates, module_mode=module_mode,
-                   launch_configs=chosen if device != "cpu" else {})
+                   launch_configs=chosen if device != "cpu" else {}, returned=returned, state=tuple(state))
+
+
+def plain_tensor_attributes(model) -> dict:
+    """Tensors a module holds that are neither parameters nor buffers (`self.h0 =
+    torch.randn(...)`), by dotted path: module.to() does not move them and state_dict does
+    not hold them, but the forward reads them (and may overwrite them)."""
+    import torch
+    out = {}
+    for prefix, module in model.named_modules():
+        for name, value in vars(module).items():
+            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
+                out[f"{prefix}.{name}" if prefix else name] = value
+    return out
+
+
+def _set_attribute(model, path: str, value) -> None:
+    owner, _, name = path.rpartition(".")
+    setattr(model.get_submodule(owner) if owner else model, name, value)
 
 
 def _graph_module(codes: list[str], n_inputs: int) -> list[str]:
@@ -216,11 +272,25 @@ def _warnings_out_of_graph():
     return torch._dynamo.config.patch(reorderable_logging_functions={*funcs, warnings.warn})
 
 
+def _rnn_in_graph():
+    """nn.LSTM / GRU / RNN traced into the graph (Dynamo refuses them by default: a graph
+    break), where Inductor's decomposition writes them as per-step matrix products and
+    pointwise gates."""
+    import contextlib
+
+    import torch._dynamo
+    if not hasattr(torch._dynamo.config, "allow_rnn"):
+        return contextlib.nullcontext()
+    return torch._dynamo.config.patch(allow_rnn=True)
+
+
 def capture_text(cap: Capture) -> str:
     """A capture as one Python file: the Inductor code under a one-line JSON header."""
     meta = {"arg_sources": list(cap.arg_sources or ()), "launch_configs": cap.launch_configs,
             "device": cap.device, "torch": cap.torch_version, "templates": cap.templates,
             "module_mode": cap.module_mode}
+    if cap.returned or cap.state:
+        meta.update(returned=cap.returned, state=[list(s) for s in cap.state])
     return CAPTURE_LINE + json.dumps(meta, sort_keys=True) + "\n" + cap.code
 
 
@@ -233,4 +303,5 @@ def read_capture(text: str) -> Capture:
                    launch_configs=meta.get("launch_configs") or {}, device=meta.get("device", "cuda"),
                    torch_version=meta.get("torch", ""), templates=bool(meta.get("templates")),
                    # a header without it was written when every capture was compiled in eval mode
-                   module_mode=meta.get("module_mode", "eval"))
+                   module_mode=meta.get("module_mode", "eval"), returned=int(meta.get("returned", 0)),
+                   state=tuple(tuple(s) for s in meta.get("state") or ()))

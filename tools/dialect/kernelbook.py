@@ -31,6 +31,11 @@ left in it) and, on cuda, tries Inductor's Triton templates when the default com
 gives no pure-Triton seed; tools/dialect/seedcache.py keeps seeds (and the captures
 they came from) across runs.
 
+A library matrix product (`extern_kernels.mm / addmm / bmm / baddbmm(..., out=buf)`,
+what the default compile leaves for nn.Linear and matmuls) becomes a launch of krefine's
+GEMM family (tools/kernels/gemm.py `gemm`, exact dots) into the same buffer, and the
+family's file is copied into the candidate unchanged (`family_source`).
+
 A library convolution (`buf = extern_kernels.convolution(...)`, what the default compile
 leaves on cuda and on cpu) becomes a launch of krefine's convolution family
 (tools/kernels/conv.py `conv_nd` / `conv_transpose_nd`, exact dots, its member and the
@@ -94,12 +99,14 @@ def convert(problem, capture: Capture) -> str:
         raise ValueError(f"call() takes {len(arg_names)} arguments but {len(sources)} sources were recorded")
     check_sources(sources, model, len(inputs))
     # 3) call() in KernelBook's shape, each launch with its config
-    call_src, externs = _rewrite_call(call_fn, kernels, capture.launch_configs)
+    call_src, externs = _rewrite_call(call_fn, kernels, capture.launch_configs,
+                                      1 + max([capture.returned, *_state_outputs(capture)]))
     # 4) ModelNew from Model's own __init__
-    prelude, model_src = model_new(problem.source, arg_names, sources, len(inputs))
-    libraries = externs - {CONV_FAMILY}
+    prelude, model_src = model_new(problem.source, arg_names, sources, len(inputs), capture.returned, capture.state)
+    libraries = externs - {CONV_FAMILY, GEMM_FAMILY}
     header = HEADER if not libraries else HEADER.replace("import torch\n", "import torch\n" + EXTERN_IMPORT, 1)
     family = [conv_family_source()] if CONV_FAMILY in externs else []
+    family += [family_source(GEMM_FAMILY)] if GEMM_FAMILY in externs else []
     jit = [s for k in kernels.values() for s in k.jit_sources]
     parts = [header + prelude] + family + list(dict.fromkeys(jit)) + [call_src, model_src]
     out = "\n\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n"
@@ -116,9 +123,14 @@ def _call_arg_names(call_fn: ast.FunctionDef) -> list[str]:
     raise ValueError("call() does not unpack its args")
 
 
+def _state_outputs(cap: Capture) -> list[int]:
+    return [int(now.partition(":")[2]) for _, now in cap.state if now.startswith("output:")]
+
+
 def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
-                  recorded: dict[str, dict[str, int]]) -> tuple[str, set[str]]:
-    """call(args) as KernelBook writes it; also the extern_kernels ops it uses."""
+                  recorded: dict[str, dict[str, int]], n_used: int = 1) -> tuple[str, set[str]]:
+    """call(args) as KernelBook writes it; also the extern_kernels ops it uses. `n_used`:
+    how many of its outputs the forward uses (the returned one, the state it stores)."""
     draw = next((n for n in ast.walk(call_fn) if isinstance(n, ast.stmt) and not hasattr(n, "body")
                  and re.search(r"\b(randint|inductor_seeds|inductor_random)\b", ast.unparse(n))), None)
     if draw is not None:    # named first: it is why no rewrite of the other statements can help
@@ -162,6 +174,9 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
                 and ast.unparse(stmts[0].value.args[0]) == ast.unparse(stmt.targets[0]) else None
             body.append(_conv_launch(stmt, layout, sizes))
             externs.add(CONV_FAMILY)
+        elif isinstance(stmt, ast.Expr) and call_name(stmt) in _GEMM_CALLS:
+            body.append(_gemm_launch(stmt))
+            externs.add(GEMM_FAMILY)
         elif isinstance(stmt, ast.Expr) and call_name(stmt).startswith("extern_kernels."):
             externs.add(call_name(stmt))
             body.append(stmt)
@@ -170,7 +185,7 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
     if ret is None:
         raise ValueError("call() has no return")
     n_out = len(ret.value.elts) if isinstance(ret.value, ast.Tuple) else -1
-    if n_out != 1:
+    if n_out < n_used or (n_out > 1 and n_used == 1):
         raise ValueError(f"call() returns {n_out if n_out >= 0 else 'a non-tuple of'} values; "
                          "only a forward returning one tensor is supported")
     guard = ast.With(items=[ast.withitem(ast.parse("torch.cuda._DeviceGuard(0)", mode="eval").body)],
@@ -236,6 +251,40 @@ def conv_family_source() -> str:
     from pathlib import Path
     text = (Path(__file__).resolve().parents[1] / "kernels" / "conv.py").read_text()
     return f"# krefine's convolution kernels ({CONV_FAMILY}), copied unchanged\n{text}"
+
+
+GEMM_FAMILY = "tools/kernels/gemm.py"
+# extern_kernels.<name>(operands..., out=buf) -> the names of the operands gemm() takes
+_GEMM_CALLS = {"extern_kernels.mm": ("a", "b"), "extern_kernels.bmm": ("a", "b"),
+               "extern_kernels.addmm": ("bias", "a", "b"), "extern_kernels.baddbmm": ("bias", "a", "b")}
+
+
+def family_source(path: str) -> str:
+    """A kernel family of tools/kernels/ as a seed carries it: the file's text, unchanged,
+    under a line naming where it comes from."""
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[2] / path).read_text()
+    return f"# krefine's kernels ({path}), copied unchanged\n{text}"
+
+
+def _gemm_launch(stmt: ast.Expr) -> ast.Expr:
+    """`extern_kernels.addmm(bias, a, b, alpha=1, beta=1, out=buf)` (cuBLAS, or the cpu
+    library; mm / bmm / baddbmm alike) -> `gemm(a, b, out=buf, bias=bias, alpha=1, beta=1,
+    precision='ieee')`: krefine's GEMM family (tools/kernels/gemm.py) writing into the
+    buffer Inductor allocated."""
+    call = stmt.value
+    names = _GEMM_CALLS[call_name(stmt)]
+    kw = {k.arg: k.value for k in call.keywords}
+    if len(call.args) != len(names) or "out" not in kw or set(kw) - {"out", "alpha", "beta"} \
+            or any(isinstance(a, ast.Starred) for a in call.args):
+        raise ValueError(f"call(): unsupported matrix product call: {short_code(stmt)}")
+    operands = dict(zip(names, call.args))
+    keywords = [ast.keyword("out", kw["out"])]
+    if "bias" in operands:
+        keywords.append(ast.keyword("bias", operands["bias"]))
+    keywords += [ast.keyword(k, kw[k]) for k in ("alpha", "beta") if k in kw]
+    keywords.append(ast.keyword("precision", ast.Constant("ieee")))
+    return ast.Expr(ast.Call(ast.Name("gemm", ast.Load()), [operands["a"], operands["b"]], keywords))
 
 
 def _buffer_sizes(call_fn: ast.FunctionDef) -> dict[str, tuple]:

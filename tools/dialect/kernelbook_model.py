@@ -27,14 +27,18 @@ def meta_model(problem):
 
 
 def check_sources(sources, model, n_inputs: int) -> None:
+    from tools.dialect.inductor_capture import plain_tensor_attributes
     params = dict(model.named_parameters())
     buffers = dict(model.named_buffers())
+    attrs = plain_tensor_attributes(model)
     for s in sources:
         kind, _, name = s.partition(":")
         ok = ((kind == "input" and name.isdigit() and int(name) < n_inputs) or
-              (kind == "param" and name in params) or (kind == "buffer" and name in buffers))
+              (kind == "param" and name in params) or (kind == "buffer" and name in buffers) or
+              (kind == "attr" and name in attrs))
         if not ok:
-            raise ValueError(f"call() argument source {s!r} is not an input, parameter or buffer of Model")
+            raise ValueError(f"call() argument source {s!r} is not an input, parameter or buffer of Model "
+                             "(nor a tensor attribute)")
 
 
 def infer_sources(call_fn, arg_names, model, inputs) -> tuple[str, ...]:
@@ -49,6 +53,8 @@ def infer_sources(call_fn, arg_names, model, inputs) -> tuple[str, ...]:
     pool = {f"input:{i}": x for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}
     pool.update({f"param:{n}": p for n, p in model.named_parameters()})
     pool.update({f"buffer:{n}": b for n, b in model.named_buffers()})
+    from tools.dialect.inductor_capture import plain_tensor_attributes
+    pool.update({f"attr:{n}": t for n, t in plain_tensor_attributes(model).items()})
     sources = []
     for name in arg_names:
         if name not in asserted:
@@ -62,8 +68,11 @@ def infer_sources(call_fn, arg_names, model, inputs) -> tuple[str, ...]:
     return tuple(sources)
 
 
-def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int) -> tuple[str, str]:
-    """(top-level definitions Model.__init__ needs, the ModelNew class)."""
+def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, returned: int = 0,
+              state=()) -> tuple[str, str]:
+    """(top-level definitions Model.__init__ needs, the ModelNew class). `returned`: the
+    call() output the forward returns; `state`: (attribute, "output:k" | a source) for
+    each tensor attribute the forward stores (tools/dialect/inductor_capture.py)."""
     tree = ast.parse(problem_src)
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
     if model is None:
@@ -73,22 +82,57 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int) ->
     init = next((f for f in model.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
     if init is None:
         init = ast.parse("def __init__(self):\n    super().__init__()").body[0]
-    for node in ast.walk(init):
+    # class attributes (ResNet's `expansion = 4`) and the methods __init__ calls (`_make_layer`)
+    # go with it: ModelNew reads them as Model does; the forward and what only it calls stay behind
+    kept = [n for n in set_up_members(model) if n is not init and not isinstance(n, ast.Expr)]
+    for node in ast.walk(ast.Module(body=[init, *kept], type_ignores=[])):
         if isinstance(node, ast.Name) and node.id == "Model":
             node.id = "ModelNew"   # super(Model, self) and nothing else: checked below
-    if any(isinstance(n, ast.Name) and n.id == "ModelNew" and not _in_super(init, n) for n in ast.walk(init)):
+    if any(isinstance(n, ast.Name) and n.id == "ModelNew" and not _in_super(f, n)
+           for f in [init, *kept] for n in ast.walk(f)):
         raise ValueError("Model.__init__ refers to Model other than in super()")
     # the forward KernelBook writes: module tensors and inputs, in call()'s order
     lines = [f"def forward(self, {', '.join(f'input_{i}' for i in range(n_inputs))}):"]
+    first_input = next((f"input_{s.partition(':')[2]}" for s in sources if s.startswith("input:")), None)
     for name, src in zip(arg_names, sources):
         kind, _, what = src.partition(":")
-        lines.append(f"    {name} = " + (f"input_{what}" if kind == "input" else "self." + _attr_path(what)))
-    lines += [f"    output = call([{', '.join(arg_names)}])", "    return output[0]"]
+        value = f"input_{what}" if kind == "input" else "self." + _attr_path(what)
+        if kind == "attr" and first_input:   # where the problem's forward moves it: .to() keeps it, not a buffer
+            value += f".to({first_input}.device)"
+        lines.append(f"    {name} = {value}")
+    lines.append(f"    output = call([{', '.join(arg_names)}])")
+    argument = dict(zip(sources, arg_names))
+    for path, now in state:     # the state the problem's forward leaves on the module
+        kind, _, what = now.partition(":")
+        if kind != "output" and now not in argument:
+            raise ValueError(f"the forward stores {now} in self.{path}, which call() is not given")
+        lines.append(f"    self.{_attr_path(path)} = " + (f"output[{what}]" if kind == "output" else argument[now]))
+    lines.append(f"    return output[{returned}]")
     forward = ast.parse("\n".join(lines)).body[0]
     cls = ast.ClassDef(name="ModelNew", bases=[ast.parse("nn.Module", mode="eval").body], keywords=[],
-                       body=[init, forward], decorator_list=[], type_params=[])
+                       body=[*kept, init, forward], decorator_list=[], type_params=[])
     model_src = ast.unparse(ast.fix_missing_locations(cls)).replace("(nn.Module):\n\n", "(nn.Module):\n", 1)
-    return _needed_definitions(problem_src, tree, init), model_src
+    return _needed_definitions(problem_src, tree, cls), model_src
+
+
+def set_up_members(cls: ast.ClassDef) -> list[ast.stmt]:
+    """A module class's body as set-up needs it: every statement but methods, and the
+    methods __init__ reaches through `self.name` / `cls.name` / `Class.name`, transitively.
+    The forward, and what only the forward calls, are left out: a seed computes in call(),
+    and a PyTorch op left there (minGPT's GELU written with torch.tanh) is work the guards
+    would refuse."""
+    methods = {n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    reached, todo = set(), ["__init__"]
+    while todo:
+        name = todo.pop()
+        if name in reached or name not in methods:
+            continue
+        reached.add(name)
+        for n in ast.walk(methods[name]):
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
+                    and n.value.id in ("self", "cls", cls.name) and n.attr != "forward":
+                todo.append(n.attr)
+    return [n for n in cls.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) or n.name in reached]
 
 
 def _in_super(init: ast.FunctionDef, name: ast.Name) -> bool:
@@ -104,15 +148,23 @@ def _attr_path(dotted: str) -> str:
     return out
 
 
-def _needed_definitions(src: str, tree: ast.Module, init: ast.FunctionDef) -> str:
-    """The problem's top-level imports, constants, functions and classes that __init__
-    uses, directly or through each other, in source order."""
+def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef) -> str:
+    """The problem's top-level imports, constants, functions and classes that ModelNew's
+    set-up uses, directly or through each other, in source order; a module class (a
+    submodule's) as set-up needs it (`set_up_members`: no forward)."""
     defs: dict[str, ast.stmt] = {}
+    trimmed: dict[int, ast.ClassDef] = {}
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == "Model":
             continue
+        if isinstance(node, ast.ClassDef) and _is_module_class(node):
+            body = set_up_members(node)
+            if len(body) < len(node.body):
+                trimmed[id(node)] = ast.ClassDef(name=node.name, bases=node.bases, keywords=node.keywords,
+                                                 body=body or [ast.Pass()], decorator_list=node.decorator_list,
+                                                 type_params=[])
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name not in ("get_inputs", "get_init_inputs"):
-            defs[node.name] = node
+            defs[node.name] = trimmed.get(id(node), node)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
@@ -123,11 +175,22 @@ def _needed_definitions(src: str, tree: ast.Module, init: ast.FunctionDef) -> st
             for a in node.names:
                 defs[(a.asname or a.name).split(".")[0]] = node
     provided = {"torch", "triton", "tl", "nn", "grid", "get_raw_stream", "triton_helpers", "libdevice", "tl_math"}
-    need, todo = set(), [init]
+    need, todo = set(), [new]
     while todo:
         for n in ast.walk(todo.pop()):
             if isinstance(n, ast.Name) and n.id in defs and n.id not in provided and id(defs[n.id]) not in need:
                 need.add(id(defs[n.id]))
                 todo.append(defs[n.id])
-    return "\n".join(ast.get_source_segment(src, n) or ast.unparse(n)
-                     for n in tree.body if id(n) in need)
+    out = []
+    for n in tree.body:
+        n = trimmed.get(id(n), n)
+        if id(n) in need:
+            out.append(ast.unparse(n) if id(n) in map(id, trimmed.values()) else
+                       ast.get_source_segment(src, n) or ast.unparse(n))
+    return "\n".join(out)
+
+
+def _is_module_class(node: ast.ClassDef) -> bool:
+    """A class deriving from nn.Module (or from a class of the problem that does): by its
+    bases' spelling, as far as the source says."""
+    return any(ast.unparse(b).rpartition(".")[2] in ("Module", "Sequential", "ModuleList") for b in node.bases)

@@ -17,7 +17,8 @@ there is none):
 
 A compile whose library convolutions (`extern_kernels.convolution`) the conversion gave
 to krefine's own family (tools/kernels/conv.py) says so in its label, with the members
-its launches name: "default+conv(igemm)", "default+conv(phases)+tf32x3".
+its launches name: "default+conv(igemm)", "default+conv(phases)+tf32x3"; one whose library
+matrix products went to krefine's GEMM family (tools/kernels/gemm.py), "+gemm".
 
 The entry `seed_candidate` returns comes first (default when accepted, else templates),
 then the other compile, then the tf32x3 variants in the same order; a code equal byte
@@ -51,6 +52,9 @@ FILE_NAME = "portfolio.json"
 _CONV_CALL = re.compile(r"= conv(?:_transpose)?_nd\(")
 _CONV_MEMBER = re.compile(r"= conv(?:_transpose)?_nd\(.*\bmember='(\w+)'")
 _CONV_PRECISION = re.compile(r"(= conv(?:_transpose)?_nd\(.*\bprecision=)'ieee'")
+# call()'s launches of krefine's GEMM family (library matrix products; kernelbook.py writes them)
+_GEMM_CALL = re.compile(r"^\s*gemm\(", re.M)
+_GEMM_PRECISION = re.compile(r"^(\s*gemm\(.*\bprecision=)'ieee'", re.M)
 
 
 @dataclass(frozen=True)
@@ -105,12 +109,15 @@ def _configuration(problem, label: str, get) -> tuple[PortfolioEntry, Capture | 
     members = list(dict.fromkeys(_CONV_MEMBER.findall(code)))
     if _CONV_CALL.search(code):     # library convolutions replaced by krefine's family
         label = f"{label}+conv({','.join(members)})" if members else f"{label}+conv"
+    if _GEMM_CALL.search(code):     # library matrix products replaced by krefine's GEMM family
+        label = f"{label}+gemm"
     return PortfolioEntry(label, code), cap
 
 
 def _precision_variant(entry: PortfolioEntry) -> PortfolioEntry | None:
     code = with_dot_precision(entry.code, PRECISION) or entry.code
     code = _CONV_PRECISION.sub(rf"\1'{PRECISION}'", code)
+    code = _GEMM_PRECISION.sub(rf"\1'{PRECISION}'", code)
     if code == entry.code:
         return None                 # no exact-fp32 dot: nothing to vary
     label = f"{entry.label}+{PRECISION}"

@@ -1,0 +1,121 @@
+"""Level-3 shapes of problem (whole models) get a pure-Triton Inductor seed: what the
+problem's module holds is carried into ModelNew (class attributes, the methods __init__
+calls, plain tensor attributes and the state the forward stores), a submodule's forward
+is left behind, and the library GEMMs Inductor leaves on cpu become krefine's GEMM family.
+
+Converter tests run on captures recorded on cpu by this torch's Inductor
+(tests/fixtures/inductor_level3/, `python -m tools.dialect capture PROBLEM --device cpu`)
+of the problems in tests/problems/level3/; each seed is then run in a child process as
+KernelBench runs it: Model and ModelNew built fresh from the same seed, called in lockstep
+on new inputs three times (a stateful forward carries its state from call to call).
+"""
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from tools.dialect import read_capture
+from tools.dialect.kernelbook import accepted_seed
+from tools.dialect.kernelbook_model import set_up_members
+from tools.problem import load_problem
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "inductor_level3"
+PROBLEMS = ROOT / "tests" / "problems" / "level3"
+
+
+@lru_cache(maxsize=None)
+def _seed(name: str) -> str:
+    problem = load_problem(PROBLEMS / f"{name}.py")
+    return accepted_seed(problem, read_capture((FIXTURES / f"cpu_{name}.py").read_text(encoding="utf-8")))
+
+
+def _class(code: str, name: str) -> ast.ClassDef:
+    return next(n for n in ast.parse(code).body if isinstance(n, ast.ClassDef) and n.name == name)
+
+
+def _method(code: str, cls: str, name: str) -> str:
+    return ast.unparse(next(f for f in _class(code, cls).body if isinstance(f, ast.FunctionDef) and f.name == name))
+
+
+LOCKSTEP = """
+import json, sys, importlib.util
+import torch
+from tools.dialect.runtime import install
+install("cpu")     # libdevice in the interpreter, as krefine's cpu worker has it
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+seed, problem = load("seed", sys.argv[1]), load("problem", sys.argv[2])
+torch.manual_seed(0); model = problem.Model(*problem.get_init_inputs())
+torch.manual_seed(0); new = seed.ModelNew(*problem.get_init_inputs())
+errors = []
+with torch.no_grad():
+    for call in range(3):
+        torch.manual_seed(1 + call); inputs = problem.get_inputs()
+        want, got = model(*inputs), new(*inputs)
+        errors.append((got - want).abs().max().item() if got.shape == want.shape else float("inf"))
+print(json.dumps(errors))
+"""
+
+
+def _lockstep_errors(name: str, tmp_path: Path) -> list[float]:
+    """The seed's largest error against Model on each of three calls (TRITON_INTERPRET=1)."""
+    path = tmp_path / "seed.py"
+    path.write_text(_seed(name), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", LOCKSTEP, str(path), str(PROBLEMS / f"{name}.py")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_class_attribute_is_carried_into_model_new():
+    assert "expansion = 4" in ast.unparse(_class(_seed("bottleneck_expansion"), "ModelNew"))
+
+
+def test_only_the_methods_init_reaches_go_with_a_class():
+    cls = ast.parse("class M(nn.Module):\n    k = 2\n    def __init__(self):\n        self.a = self._make(self.k)\n"
+                    "    def _make(self, n):\n        return self._inner(n)\n    def _inner(self, n):\n        return n\n"
+                    "    def forward(self, x):\n        return self._only_forward(x)\n"
+                    "    def _only_forward(self, x):\n        return torch.tanh(x)\n").body[0]
+    kept = [getattr(n, "name", "k") for n in set_up_members(cls)]
+    assert kept == ["k", "__init__", "_make", "_inner"]
+
+
+def test_a_submodule_s_forward_written_with_torch_tanh_is_left_behind():
+    code = _seed("gelu_tanh_block")
+    assert "torch.tanh" not in code
+    assert [f.name for f in _class(code, "NewGELU").body if isinstance(f, ast.FunctionDef)] == ["__init__"]
+
+
+def test_a_plain_tensor_hidden_state_goes_to_call_on_the_input_s_device():
+    assert "arg0_1 = self.hidden.to(input_0.device)" in _method(_seed("rnn_cell_hidden"), "ModelNew", "forward")
+
+
+def test_the_hidden_state_the_forward_stores_is_stored_back_from_call_s_output():
+    forward = _method(_seed("rnn_cell_hidden"), "ModelNew", "forward")
+    assert "self.hidden = output[1]\n    return output[0]" in forward
+
+
+def test_a_linear_layer_s_library_gemm_becomes_the_gemm_family_on_cpu():
+    code = _seed("linear_relu")
+    assert "gemm(" in _method(code, "ModelNew", "forward") or "gemm(" in code.split("def call(args):")[1]
+    assert "import extern_kernels" not in code
+
+
+@pytest.mark.parametrize("name", ["bottleneck_expansion", "gelu_tanh_block", "linear_relu", "small_attention"])
+def test_the_seed_matches_the_model_on_three_calls(name, tmp_path):
+    assert max(_lockstep_errors(name, tmp_path)) < 1e-4
+
+
+def test_the_rnn_cell_seed_matches_the_model_call_after_call_as_its_state_evolves(tmp_path):
+    assert max(_lockstep_errors("rnn_cell_hidden", tmp_path)) < 1e-4

@@ -1,0 +1,96 @@
+"""Matrix products in Triton: mm, addmm, bmm and baddbmm into a given output.
+
+This file stands alone (torch and triton only): a seed copies its text, unchanged, into
+its `ModelNew` (tools/dialect/kernelbook.py), so `best.py` carries it. What Inductor
+leaves to a library (`extern_kernels.mm / addmm / bmm / baddbmm(..., out=buf)`: cuBLAS on
+cuda, the cpu library on cpu) becomes `gemm(a, b, out=buf, bias=.., alpha=.., beta=..)`.
+
+    out = alpha * (a @ b) + beta * bias
+
+Layout: a (M, K) and b (K, N), or batched (B, M, K) and (B, K, N); any strides (a
+transposed weight, a view Inductor reinterprets, a stride-0 broadcast batch), read in
+place, nothing copied. `bias` is anything that broadcasts to the output's shape (an
+nn.Linear bias (N,), a row (1, N), a full (B, M, N)): read through its broadcast
+strides. The output is written through its own strides, as the caller allocated it.
+
+Precision: fp32 accumulation; `tl.dot` at `precision` ("ieee" exact fp32, "tf32x3",
+"tf32"); fp16 / bf16 operands are multiplied as they are and the result cast to the
+output's dtype. Tiles are at least 16 on each side (tl.dot's minimum), masked, so any
+M, N, K works.
+
+Not covered: integer or complex products, split-K (a long K is one program's loop),
+TMA descriptors, warp specialization, persistent tiles, epilogues beyond alpha / beta /
+bias (Inductor writes the following pointwise work as its own kernels). One
+configuration per shape, chosen by rule (`gemm_config`); `config=` passes another.
+"""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def gemm_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
+                sab, sam, sak, sbb, sbk, sbn, sxb, sxm, sxn, scb, scm, scn, alpha, beta,
+                HAS_BIAS: tl.constexpr, PRECISION: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    # program (tile of M x N, batch): the batch on axis 1, the tiles on axis 0
+    pid = tl.program_id(0)
+    batch = tl.program_id(1).to(tl.int64)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    rm = (pid // tiles_n) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = (pid % tiles_n) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    m_ok = rm < M
+    n_ok = rn < N
+    a_rows = a_ptr + batch * sab + rm.to(tl.int64)[:, None] * sam
+    b_cols = b_ptr + batch * sbb + rn.to(tl.int64)[None, :] * sbn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k = k0 + rk
+        k_ok = k < K
+        a = tl.load(a_rows + k.to(tl.int64)[None, :] * sak, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
+        b = tl.load(b_cols + k.to(tl.int64)[:, None] * sbk, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+    acc = acc * alpha
+    ok = m_ok[:, None] & n_ok[None, :]
+    if HAS_BIAS:
+        x = tl.load(bias_ptr + batch * sxb + rm.to(tl.int64)[:, None] * sxm + rn.to(tl.int64)[None, :] * sxn,
+                    mask=ok, other=0.0)
+        acc += beta * x.to(tl.float32)
+    c = c_ptr + batch * scb + rm.to(tl.int64)[:, None] * scm + rn.to(tl.int64)[None, :] * scn
+    tl.store(c, acc.to(c_ptr.dtype.element_ty), mask=ok)
+
+
+def gemm_config(m, n, k, device_type):
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for one product. On a GPU 64 x 64
+    tiles (128 wide where the matrix is), 32-deep; in Triton's interpreter (cpu) one tile
+    as large as the product up to 64, since each program costs the interpreter, not the
+    arithmetic."""
+    def fit(v, cap):
+        return max(16, min(cap, triton.next_power_of_2(v)))
+    if device_type != "cuda":
+        return fit(m, 64), fit(n, 64), fit(k, 64), 4, 1
+    return fit(m, 128 if m >= 1024 else 64), fit(n, 128 if n >= 1024 else 64), fit(k, 32), 4, 3
+
+
+def gemm(a, b, *, out, bias=None, alpha=1.0, beta=1.0, precision="ieee", config=None):
+    """out = alpha * (a @ b) + beta * bias, written into `out` through its strides; `out`
+    is returned. 2-D (mm, addmm) or 3-D (bmm, baddbmm) operands."""
+    if a.dim() != b.dim() or a.dim() not in (2, 3) or out.dim() != a.dim():
+        raise ValueError(f"gemm: operands of {a.dim()} and {b.dim()} dimensions into {out.dim()}; expected 2-D or 3-D")
+    a3, b3, c3 = (t if t.dim() == 3 else t.unsqueeze(0) for t in (a, b, out))
+    nb, m, k = a3.shape
+    n = b3.shape[2]
+    if b3.shape[1] != k or tuple(c3.shape) != (nb, m, n) or b3.shape[0] != nb:
+        raise ValueError(f"gemm: shapes {tuple(a.shape)} @ {tuple(b.shape)} into {tuple(out.shape)}")
+    has_bias = bias is not None and beta != 0
+    x3 = c3
+    if has_bias:
+        x = bias.expand(out.shape)       # a view: the broadcast as strides (0 where repeated)
+        x3 = x if x.dim() == 3 else x.unsqueeze(0)
+    bm, bn, bk, warps, stages = config or gemm_config(m, n, k, a.device.type)
+    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn), nb)
+    gemm_kernel[grid](a3, b3, x3, c3, m, n, k, *a3.stride(), *b3.stride(), *x3.stride(), *c3.stride(),
+                      float(alpha), float(beta), HAS_BIAS=has_bias, PRECISION=precision,
+                      BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, num_stages=stages)
+    return out

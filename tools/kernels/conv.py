@@ -93,7 +93,27 @@ def conv_fwd_kernel(
     x_base = x_ptr + nb * sxn + (g * C_G).to(tl.int64) * sxc
     w_base = w_ptr + co.to(tl.int64) * swo
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for tap in range(KD * KH * KW):
+    if USE_DOT:
+        # one loop over (tap, channel block), not a channel loop inside a tap loop: with few
+        # channels per group the inner loop would be a step or two, too short to pipeline
+        c_blocks = tl.cdiv(C_G, BLOCK_K)
+        for it in range(KD * KH * KW * c_blocks):
+            tap = it // c_blocks
+            kd = tap // (KH * KW)
+            kh = (tap // KW) % KH
+            kw = tap % KW
+            idd = od * STD - PD + kd * DD
+            ih = oh * STH - PH + kh * DH
+            iw = ow * STW - PW + kw * DW
+            ok = m_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            offs_c = (it % c_blocks) * BLOCK_K + tl.arange(0, BLOCK_K)
+            c_ok = offs_c < C_G
+            x_tap = x_base + idd * sxd + ih * sxh + iw * sxw
+            w_tap = w_base + kd * swd + kh * swh + kw * sww
+            a = tl.load(x_tap[:, None] + offs_c[None, :] * sxc, mask=ok[:, None] & c_ok[None, :], other=0.0)
+            b = tl.load(w_tap[None, :] + offs_c[:, None] * swi, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+    for tap in range(0 if USE_DOT else KD * KH * KW):
         kd = tap // (KH * KW)
         kh = (tap // KW) % KH
         kw = tap % KW
@@ -103,14 +123,7 @@ def conv_fwd_kernel(
         ok = m_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
         x_tap = x_base + idd * sxd + ih * sxh + iw * sxw
         w_tap = w_base + kd * swd + kh * swh + kw * sww
-        if USE_DOT:
-            for c0 in range(0, C_G, BLOCK_K):
-                offs_c = c0 + tl.arange(0, BLOCK_K)
-                c_ok = offs_c < C_G
-                a = tl.load(x_tap[:, None] + offs_c[None, :] * sxc, mask=ok[:, None] & c_ok[None, :], other=0.0)
-                b = tl.load(w_tap[None, :] + offs_c[:, None] * swi, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
-                acc = tl.dot(a, b, acc, input_precision=PRECISION)
-        else:
+        if not USE_DOT:
             for c in range(0, C_G):
                 a = tl.load(x_tap + c * sxc, mask=ok, other=0.0).to(tl.float32)
                 b = tl.load(w_tap + c * swi, mask=n_ok, other=0.0).to(tl.float32)
@@ -294,6 +307,17 @@ def _channels_last_strides(shape):
     return strides
 
 
+def _packed(weight, order):
+    """weight's values, its memory laid out in `order` (dims, outermost first): the dot's B
+    tile then reads output channels contiguously, where torch's layout strides them by the
+    taps. A weight is small beside the convolution's work; packed once a call."""
+    if weight.device.type != "cuda":
+        return weight   # the interpreter reads any strides alike
+    order = list(order)
+    packed = weight.permute(*order).contiguous()
+    return packed.permute(*[order.index(i) for i in range(weight.dim())])
+
+
 def _sizes_strides(t):
     nd = t.dim() - 2
     return _as_3d(list(t.shape[2:]), nd, 1), [t.stride(0), t.stride(1), *_as_3d(list(t.stride()[2:]), nd, 0)]
@@ -310,13 +334,15 @@ def conv_nd(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, 
     k_g = c_out // groups
     st, pad, dil = _as_3d(stride, nd, 1), _as_3d(padding, nd, 0), _as_3d(dilation, nd, 1)
     (d, h, w), sx = _sizes_strides(x)
+    member = member or conv_member(False, groups, c_g)
+    if member == "igemm":
+        weight = _packed(weight, [*range(2, weight.dim()), 1, 0])   # (taps, C, K)
     (kd, kh, kw), sw = _sizes_strides(weight)
     out_sp = [(n + 2 * p - q * (k - 1) - 1) // s + 1 for n, p, q, k, s in zip((d, h, w), pad, dil, (kd, kh, kw), st)]
     y = _new_output(x, [x.shape[0], c_out, *out_sp[3 - nd:]], out_stride)
     _, sy = _sizes_strides(y)
     (b, res), res_strides, floats = _epilogue_args(y, bias, residual, scale, clamp, negative_slope)
     positions = x.shape[0] * out_sp[0] * out_sp[1] * out_sp[2]
-    member = member or conv_member(False, groups, c_g)
     cfg = dict(conv_config(member, c_g, k_g, positions, x.device.type, x.dtype), **(config or {}))
     flags = dict(KD=kd, KH=kh, KW=kw, HAS_BIAS=bias is not None, HAS_RES=residual is not None, ACT=activation,
                  HAS_CLAMP=clamp is not None, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
@@ -347,6 +373,8 @@ def conv_transpose_nd(x, weight, bias=None, stride=1, padding=0, output_padding=
     st, pad, dil = _as_3d(stride, nd, 1), _as_3d(padding, nd, 0), _as_3d(dilation, nd, 1)
     opad = _as_3d(output_padding, nd, 0)
     (d, h, w), sx = _sizes_strides(x)
+    if conv_member(False, 1, c_g) == "igemm":
+        weight = _packed(weight, [*range(2, weight.dim()), 0, 1])   # (taps, C_in, K)
     (kd, kh, kw), sw = _sizes_strides(weight)
     out_sp = [(n - 1) * s - 2 * p + q * (k - 1) + o + 1
               for n, s, p, q, k, o in zip((d, h, w), st, pad, dil, (kd, kh, kw), opad)]

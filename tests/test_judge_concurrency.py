@@ -1,7 +1,7 @@
 """Judges under concurrency: cold evals of distinct problems at once each get their own
 verdict (no import race of torch's lazy modules, tools/judge/warm.py), and a fault that
 only the judge process sees is the evaluator's (exit 3), never the problem file's
-(tools/judge/blame.py)."""
+(tools/blame.py)."""
 from __future__ import annotations
 
 import json
@@ -184,7 +184,7 @@ def test_a_fault_a_fresh_process_replaces_with_another_is_the_evaluators(tmp_pat
 
 def test_a_fresh_process_that_does_not_answer_in_time_leaves_the_fault_to_the_evaluator(tmp_path, monkeypatch):
     from tools.errors import EvaluatorError
-    from tools.judge import blame
+    from tools import blame
     slow = tmp_path / "slow.py"
     slow.write_text((Path(__file__).parent / "problems" / "relu.py").read_text().replace(
         "    return [torch.randn(16, 1000)]", "    import time\n    time.sleep(60)"))
@@ -198,7 +198,7 @@ def test_a_fresh_process_that_does_not_answer_in_time_leaves_the_fault_to_the_ev
 def test_a_problem_loaded_with_no_other_thread_is_blamed_without_a_fresh_process(tmp_path, monkeypatch):
     """The CLI loads its problem before any thread starts: a bad problem stays quick."""
     from tools.errors import BadInput
-    from tools.judge import blame
+    from tools import blame
     from tools.problem import load_problem
 
     def no_replay(*_):

@@ -245,13 +245,13 @@ def _call(p: Path, fn, name: str, step: str):
 
 
 def _fault(p: Path, e: BaseException, what: str, step: str) -> NoReturn:
-    """The problem's own code raised while loading; tools/judge/blame.py says whose fault.
+    """The problem's own code raised while loading; tools/blame.py says whose fault.
     With no other thread in this process nothing can have disturbed torch meanwhile (a
     lazy import half done by another thread: tools/judge/warm.py), so the fault is the
     file's as it stands: the CLI loads its problem before any thread starts, and a bad
     problem stays a quick exit 2. With other threads (the judge service's requests, a Ray
     judge's candidates, bench's problems) a fresh process must fail the same way first."""
-    from tools.judge.blame import Step, blame
+    from tools.blame import Step, blame
     if threading.active_count() == 1:
         blame(p, e, what, Step(step), confirm=False)
     import torch   # the meta steps replay where this process runs, CUDA visible or not

@@ -27,7 +27,7 @@ _GGUF_MAGIC = b"GGUF"
 def _no_progress_thread() -> None:
     """tqdm's progress bars (GGUF de-quantizing, checkpoint shards) start a monitor thread
     that outlives them; a thread in the agent's process makes the judge replay a faulty
-    problem in a fresh process before blaming it (tools/judge/blame.py). Bars stay."""
+    problem in a fresh process before blaming it (tools/blame.py). Bars stay."""
     try:
         import tqdm
     except ImportError:

@@ -10,9 +10,9 @@ mismatch.py comparing outputs), time_phase.py and profiling.py, all writing into
 (record.py), which ends as a Verdict with feedback.py's text. service.py is the judge
 service (the session cache behind a Unix socket, warm between `krefine eval`
 invocations); client.py is its client (find, start, ask, stop). warm.py imports torch's
-lazy modules once per judge process, before its threads run; blame.py decides whether a
-fault of the problem's own code is the file's, replaying the step in a fresh process
-(recheck.py).
+lazy modules once per judge process, before its threads run. Whether a fault of the
+problem's own code is the file's is decided below the judge, by tools/blame.py (with
+tools/recheck.py, the fresh process), since tools/problem.py asks it too.
 
 This file only re-exports, lazily; modules under tools/ import the concrete submodules.
 """

@@ -10,12 +10,12 @@ from, for tools/judge/numerics.py's `against_truth`) and `default_device`. The M
 built once per session with KernelBench's seeds and init order, in the mode `[eval]
 module_mode` says (tools/judge/session.py's Judge); no candidate code runs here. A fault
 of the problem's code here is the file's (exit 2) only when a fresh process fails the same
-way (tools/judge/blame.py).
+way (tools/blame.py).
 """
 from __future__ import annotations
 
 from tools.errors import BadInput, describe_fault
-from tools.judge.blame import Step, blame
+from tools.blame import Step, blame
 from tools.problem import make_inputs, precision_flags, seeded
 
 _OTHER_SEED = 0x5EED   # added to the trial seed for the second draw: any other seed would do

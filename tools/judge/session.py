@@ -33,7 +33,7 @@ from tools.errors import EvaluatorError
 from tools.judge import memory
 from tools.judge.gpulock import GpuLock, gpu_lock
 from tools.judge.pipeline import Judgement, finish, profile_in
-from tools.judge.blame import Step, blame
+from tools.blame import Step, blame
 from tools.judge.reference import check_reproducible, compute_reference, default_device, precise_reference
 from tools.judge.static import static_verdict
 from tools.judge.warm import warm_imports

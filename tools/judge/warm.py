@@ -29,7 +29,7 @@ import the same modules anyway (the torch.compile baseline all of them). Module 
 that another torch lacks are skipped and reported, never raised.
 
 Does not cover imports made by a problem file's own code: a fault raised there is
-confirmed in a fresh process before the file is blamed (tools/judge/blame.py).
+confirmed in a fresh process before the file is blamed (tools/blame.py).
 """
 from __future__ import annotations
 

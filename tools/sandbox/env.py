@@ -1,5 +1,5 @@
 """The environment of a process the judge starts: a worker, a fork server, a fresh
-process replaying a problem's step (tools/judge/blame.py).
+process replaying a problem's step (tools/blame.py).
 
 `worker_env` keeps a few variables the toolchain needs and drops everything else (keys,
 user paths), points HOME, TMPDIR and the Triton cache into the process's own temp dir,

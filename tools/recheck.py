@@ -1,7 +1,7 @@
-"""The fresh process of tools/judge/blame.py: one of the judge's calls into a problem's
+"""The fresh process of tools/blame.py: one of the judge's calls into a problem's
 code, replayed as the judge makes it.
 
-  python -m tools.judge.recheck PROBLEM STEP --device cpu|cuda --seed N --init-seed M
+  python -m tools.recheck PROBLEM STEP --device cpu|cuda --seed N --init-seed M
                                 --module-mode train|eval --out FILE
 
 runs the calls that blame.STEPS lists for STEP (those the judge made before it, then STEP
@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from tools.judge.blame import STEPS, qualified_type
+from tools.blame import STEPS, qualified_type
 
 def replay(path: str, step: str, device: str, seed: int, init_seed: int, module_mode: str = "train") -> dict:
     """{"ok": true} or the first call of `step`'s replay that raised."""
@@ -53,7 +53,7 @@ def replay(path: str, step: str, device: str, seed: int, init_seed: int, module_
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tools.judge.recheck")
+    ap = argparse.ArgumentParser(prog="python -m tools.recheck")
     ap.add_argument("problem")
     ap.add_argument("step", choices=tuple(STEPS))
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")

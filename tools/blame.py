@@ -4,7 +4,7 @@ when a fresh process agrees.
 The judge runs the problem's own code (tools/problem.py): its import, get_init_inputs()
 and get_inputs() on the meta device, Model(*get_init_inputs()), get_inputs() on the
 device, the reference forward. When one raises, `blame` names the file (BadInput, exit 2,
-one line) only when the same step, replayed by a fresh interpreter (tools/judge/recheck.py:
+one line) only when the same step, replayed by a fresh interpreter (tools/recheck.py:
 same device, seeds and module mode, a worker's scrubbed environment), raises the same
 exception type at the same step. Otherwise the judge process was at fault, not the file: a lazy torch
 import raced by another thread (tools/judge/warm.py), state another session left behind;
@@ -91,7 +91,7 @@ def replay(path: str, step: Step) -> dict:
         out = work / "result.json"
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "tools.judge.recheck", path, step.name, "--device", kind,
+                [sys.executable, "-m", "tools.recheck", path, step.name, "--device", kind,
                  "--seed", str(step.seed), "--init-seed", str(step.init_seed),
                  "--module-mode", step.module_mode, "--out", str(out)],
                 cwd=work,                                          # temp cwd, removed afterwards

@@ -119,3 +119,33 @@ def test_the_seed_matches_the_model_on_three_calls(name, tmp_path):
 
 def test_the_rnn_cell_seed_matches_the_model_call_after_call_as_its_state_evolves(tmp_path):
     assert max(_lockstep_errors("rnn_cell_hidden", tmp_path)) < 1e-4
+
+
+def test_an_attribute_the_forward_stores_as_another_attribute_s_tensor_is_stored_so():
+    # KernelBench's LSTMs: `self.c0 = self.h0.to(x.device)`
+    assert "self.c0 = arg0_1" in _method(_seed("small_lstm"), "ModelNew", "forward")
+
+
+def test_an_lstm_is_per_step_gemm_launches_and_no_fallback():
+    call = _seed("small_lstm").split("def call(args):")[1]
+    assert call.count("gemm(") >= 2 * 5 and "torch.ops." not in call
+
+
+def test_the_lstm_seed_matches_the_model_on_three_calls(tmp_path):
+    assert max(_lockstep_errors("small_lstm", tmp_path)) < 1e-4
+
+
+def test_a_pytorch_fallback_left_in_call_is_named_as_the_reason():
+    problem = load_problem(PROBLEMS / "linear_relu.py")
+    text = (FIXTURES / "cpu_linear_relu.py").read_text(encoding="utf-8")
+    at = text.index("        extern_kernels.addmm(")
+    text = text[:at] + "        buf9 = torch.ops.aten.mkldnn_rnn_layer.default(arg0_1)\n" + text[at:]
+    with pytest.raises(ValueError, match=r"leaves torch\.ops\.aten\.mkldnn_rnn_layer\.default to PyTorch"):
+        accepted_seed(problem, read_capture(text))
+
+
+@pytest.mark.slow
+def test_a_capture_records_the_hidden_state_the_forward_stores():
+    from tools.dialect.inductor_capture import capture
+    cap = capture(load_problem(PROBLEMS / "rnn_cell_hidden.py"), "cpu")
+    assert cap.arg_sources[0] == "attr:hidden" and cap.state == (("hidden", "output:1"),) and cap.returned == 0

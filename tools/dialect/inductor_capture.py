@@ -38,7 +38,7 @@ class Capture:
     torch_version: str = ""
     templates: bool = False                     # compiled with Inductor's Triton templates (GEMM, conv)
     module_mode: str = "train"                  # [eval] module_mode the model was compiled in
-    returned: int = 0                           # which of call()'s outputs the forward returns
+    returned: int | None = None                 # which of call()'s outputs the forward returns (None: unrecorded, one)
     # state the forward writes: (plain tensor attribute, "output:k" | the source it now is)
     state: tuple[tuple[str, str], ...] = ()
 
@@ -274,14 +274,20 @@ def _warnings_out_of_graph():
 
 def _rnn_in_graph():
     """nn.LSTM / GRU / RNN traced into the graph (Dynamo refuses them by default: a graph
-    break), where Inductor's decomposition writes them as per-step matrix products and
-    pointwise gates."""
+    break), where Inductor's decomposition writes them as per-step matrix products (the
+    GEMM family's launches, tools/kernels/gemm.py) and fused pointwise gates, every time
+    step of every layer unrolled."""
     import contextlib
 
+    import torch
     import torch._dynamo
-    if not hasattr(torch._dynamo.config, "allow_rnn"):
-        return contextlib.nullcontext()
-    return torch._dynamo.config.patch(allow_rnn=True)
+    stack = contextlib.ExitStack()
+    if hasattr(torch._dynamo.config, "allow_rnn"):
+        stack.enter_context(torch._dynamo.config.patch(allow_rnn=True))
+    # on cpu the decomposition picks oneDNN's whole-layer kernel (a fallback left to
+    # PyTorch, `aten.mkldnn_rnn_layer`) while oneDNN is on: the generic one is matrix products
+    stack.enter_context(torch.backends.mkldnn.flags(enabled=False))
+    return stack
 
 
 def capture_text(cap: Capture) -> str:
@@ -289,7 +295,7 @@ def capture_text(cap: Capture) -> str:
     meta = {"arg_sources": list(cap.arg_sources or ()), "launch_configs": cap.launch_configs,
             "device": cap.device, "torch": cap.torch_version, "templates": cap.templates,
             "module_mode": cap.module_mode}
-    if cap.returned or cap.state:
+    if cap.returned is not None:
         meta.update(returned=cap.returned, state=[list(s) for s in cap.state])
     return CAPTURE_LINE + json.dumps(meta, sort_keys=True) + "\n" + cap.code
 
@@ -303,5 +309,5 @@ def read_capture(text: str) -> Capture:
                    launch_configs=meta.get("launch_configs") or {}, device=meta.get("device", "cuda"),
                    torch_version=meta.get("torch", ""), templates=bool(meta.get("templates")),
                    # a header without it was written when every capture was compiled in eval mode
-                   module_mode=meta.get("module_mode", "eval"), returned=int(meta.get("returned", 0)),
+                   module_mode=meta.get("module_mode", "eval"), returned=meta.get("returned"),
                    state=tuple(tuple(s) for s in meta.get("state") or ()))

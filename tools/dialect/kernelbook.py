@@ -99,10 +99,11 @@ def convert(problem, capture: Capture) -> str:
         raise ValueError(f"call() takes {len(arg_names)} arguments but {len(sources)} sources were recorded")
     check_sources(sources, model, len(inputs))
     # 3) call() in KernelBook's shape, each launch with its config
+    returned = capture.returned or 0
     call_src, externs = _rewrite_call(call_fn, kernels, capture.launch_configs,
-                                      1 + max([capture.returned, *_state_outputs(capture)]))
+                                      None if capture.returned is None else 1 + max([returned, *_state_outputs(capture)]))
     # 4) ModelNew from Model's own __init__
-    prelude, model_src = model_new(problem.source, arg_names, sources, len(inputs), capture.returned, capture.state)
+    prelude, model_src = model_new(problem.source, arg_names, sources, len(inputs), returned, capture.state)
     libraries = externs - {CONV_FAMILY, GEMM_FAMILY}
     header = HEADER if not libraries else HEADER.replace("import torch\n", "import torch\n" + EXTERN_IMPORT, 1)
     family = [conv_family_source()] if CONV_FAMILY in externs else []
@@ -128,9 +129,11 @@ def _state_outputs(cap: Capture) -> list[int]:
 
 
 def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
-                  recorded: dict[str, dict[str, int]], n_used: int = 1) -> tuple[str, set[str]]:
+                  recorded: dict[str, dict[str, int]], n_used: int | None = None) -> tuple[str, set[str]]:
     """call(args) as KernelBook writes it; also the extern_kernels ops it uses. `n_used`:
-    how many of its outputs the forward uses (the returned one, the state it stores)."""
+    how many of its outputs the forward uses (the returned one, the state it stores; the
+    graph may also return aliases of its inputs); None when the capture did not record
+    it: exactly one output then."""
     draw = next((n for n in ast.walk(call_fn) if isinstance(n, ast.stmt) and not hasattr(n, "body")
                  and re.search(r"\b(randint|inductor_seeds|inductor_random)\b", ast.unparse(n))), None)
     if draw is not None:    # named first: it is why no rewrite of the other statements can help
@@ -180,12 +183,15 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
         elif isinstance(stmt, ast.Expr) and call_name(stmt).startswith("extern_kernels."):
             externs.add(call_name(stmt))
             body.append(stmt)
+        elif isinstance(stmt, ast.Assign) and call_name(stmt).startswith("torch.ops."):
+            raise ValueError(f"call(): Inductor leaves {call_name(stmt)} to PyTorch (a fallback kernel), and "
+                             "krefine has no Triton kernel for it")
         else:
             raise ValueError(f"call(): unsupported statement: {short_code(stmt)}")
     if ret is None:
         raise ValueError("call() has no return")
     n_out = len(ret.value.elts) if isinstance(ret.value, ast.Tuple) else -1
-    if n_out < n_used or (n_out > 1 and n_used == 1):
+    if n_out < (n_used or 1) or (n_used is None and n_out != 1):
         raise ValueError(f"call() returns {n_out if n_out >= 0 else 'a non-tuple of'} values; "
                          "only a forward returning one tensor is supported")
     guard = ast.With(items=[ast.withitem(ast.parse("torch.cuda._DeviceGuard(0)", mode="eval").body)],

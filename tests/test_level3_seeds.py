@@ -149,3 +149,38 @@ def test_a_capture_records_the_hidden_state_the_forward_stores():
     from tools.dialect.inductor_capture import capture
     cap = capture(load_problem(PROBLEMS / "rnn_cell_hidden.py"), "cpu")
     assert cap.arg_sources[0] == "attr:hidden" and cap.state == (("hidden", "output:1"),) and cap.returned == 0
+
+
+GPU_CHECK = """
+import json, sys, importlib.util
+import torch
+from tools.dialect.kernelbook import seed_candidate
+from tools.problem import load_problem
+path = sys.argv[1]
+code = seed_candidate(load_problem(path), "cuda")
+ns = {}
+exec(compile(code, "seed", "exec"), ns)
+spec = importlib.util.spec_from_file_location("problem", path)
+problem = importlib.util.module_from_spec(spec); spec.loader.exec_module(problem)
+torch.manual_seed(0); model = problem.Model(*problem.get_init_inputs()).cuda()
+torch.manual_seed(0); new = ns["ModelNew"](*problem.get_init_inputs()).cuda()
+errors = []
+with torch.no_grad():
+    for call in range(3):
+        torch.manual_seed(1 + call); inputs = [x.cuda() for x in problem.get_inputs()]
+        want, got = model(*inputs), new(*inputs)
+        errors.append((got - want).abs().max().item() if got.shape == want.shape else float("inf"))
+print(json.dumps(errors))
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["bottleneck_expansion", "gelu_tanh_block", "linear_relu", "small_attention",
+                                  "rnn_cell_hidden", "small_lstm"])
+def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name):
+    """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
+    in lockstep with Model as KernelBench runs them."""
+    done = subprocess.run([sys.executable, "-c", GPU_CHECK, str(PROBLEMS / f"{name}.py")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert max(json.loads(done.stdout.strip().splitlines()[-1])) < 1e-4

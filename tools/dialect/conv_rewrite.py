@@ -3,9 +3,8 @@
 
 Inductor's convolution template (max-autotune, Triton backend) takes 2-D and 3-D,
 non-transposed, undilated convolutions; a transposed, 1-D or dilated one fails the seed's
-template compile with "NoValidChoicesError" (20 of KernelBench level 1's 100 problems on
-the H100, 2026-11-25). `template_decompositions()` is a decomposition table for that
-compile (tools/dialect/inductor_capture.py): `aten.convolution` is rewritten, exactly
+template compile with "NoValidChoicesError". `template_decompositions()` is a
+decomposition table for that compile (tools/dialect/inductor_capture.py): `aten.convolution` is rewritten, exactly
 (the same sums, in fp32), as
 
 - 1-D: the 2-D convolution of a height-1 image;
@@ -23,10 +22,9 @@ not a fast one.
 A depthwise convolution (one input channel per group, at most MAX_TAPS kernel taps) is
 not left to the template at all: it is the sum over the taps of the input's strided
 window times that tap's weight per channel, which Inductor fuses into pointwise Triton
-kernels (the padded input, then one kernel reading it once per tap). The GEMM template
-ran KernelBench's depthwise convolutions at 0.003-0.01x eager on the H200s (2026-11-26:
-each group a GEMM of one input channel). The products are the convolution's; only the
-order of the additions differs.
+kernels (the padded input, then one kernel reading it once per tap): the GEMM template
+makes each group a GEMM of one input channel, far slower than eager. The products are
+the convolution's; only the order of the additions differs.
 """
 from __future__ import annotations
 

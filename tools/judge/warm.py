@@ -18,7 +18,7 @@ different ends at once:
 Two threads entering that cycle from its two ends each hold one module lock and wait for
 the other's; Python breaks the deadlock by handing one of them a partially initialised
 module ("cannot import name 'IndentedBuffer' from partially initialized module
-'torch._inductor.utils'"). The judge used to blame that on the problem file (exit 2).
+'torch._inductor.utils'"), which is no fault of the problem file.
 
 `warm_imports(device)` imports them once per process, under one lock: every judge host
 calls it before its second thread can run (the service's serve(), `krefine run`'s loop,

@@ -65,9 +65,9 @@ def nvtx_include(nvtx_range: str) -> str:
     """The --nvtx-include expression for one push/pop range (the trailing "/" says push/pop).
 
     ncu reads "/" as range nesting, so a range whose own name holds a "/" cannot be
-    selected: with ncu 2025.3.1 on an H200 both "krefine/candidate/" and
-    "regex:krefine/candidate/" profiled nothing, "krefine.candidate/" worked. Such a
-    name is our own bug, so it raises rather than profiling nothing.
+    selected: neither "krefine/candidate/" nor "regex:krefine/candidate/" selects
+    krefine/candidate, "krefine.candidate/" selects krefine.candidate. Such a name is our
+    own bug, so it raises rather than profiling nothing.
     """
     if "/" in nvtx_range:
         raise ValueError(f"NVTX range {nvtx_range!r}: ncu cannot select a range whose name "

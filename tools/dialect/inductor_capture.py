@@ -224,8 +224,8 @@ def _triton_templates():
     options = {"max_autotune": True, "max_autotune_gemm_backends": "TRITON",
                "max_autotune_conv_backends": "TRITON", "autotune_fallback_to_aten": False,
                # decompose_k's choice is a subgraph module called from the wrapper, which the
-               # converter cannot launch (4, 6 on the H100: "unsupported wrapper statement:
-               # def decompose_k_mm_256_split_7(args)"); the plain mm template stays
+               # converter cannot launch ("unsupported wrapper statement: def
+               # decompose_k_mm_256_split_7(args)"); the plain mm template stays
                "triton.num_decompose_k_splits": 0}
     return torch._inductor.config.patch({k: v for k, v in options.items() if _has_config(k)})
 

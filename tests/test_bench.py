@@ -409,3 +409,11 @@ def test_device_cuda_without_a_gpu_is_exit_2_before_any_run(suite, calls, tmp_pa
     assert bench_main(suite, "--out", tmp_path / "out", "--device", "cuda") == 2
     assert calls == [] and capsys.readouterr().err == \
         "krefine: error: --device cuda but no CUDA device is visible (use --device cpu)\n"
+
+
+def test_a_bench_with_model_none_makes_each_problems_inductor_seed_unless_told_otherwise():
+    from agent.bench.suite import make_settings, parse_options
+    (alone,) = make_settings(parse_options(["--model", "none"]))
+    (told,) = make_settings(parse_options(["--model", "none", "--set", "search.seed_kernel=\"none\""]))
+    assert alone.overrides["search.seed_kernel"] == "inductor" and alone.origins["search.seed_kernel"] == "--model none"
+    assert told.overrides["search.seed_kernel"] == "none"

@@ -54,8 +54,8 @@ def test_device_cuda_without_a_gpu_exits_2_with_one_line_and_writes_nothing(tmp_
 
 
 def test_a_flag_out_of_range_is_named_as_the_user_spelled_it(tmp_path, tiny):
-    r = cli_here("run", str(tiny), "--model", "none", "--max-rounds", "-3", "--out", str(tmp_path / "run"))
-    assert r.returncode == 2 and r.stderr.strip() == "krefine: error: --max-rounds must be at least 1, got -3"
+    r = cli_here("run", str(tiny), "--model", "none", "--max-iterations", "-3", "--out", str(tmp_path / "run"))
+    assert r.returncode == 2 and r.stderr.strip() == "krefine: error: --max-iterations must be at least 1, got -3"
 
 
 def test_out_refuses_a_directory_that_is_not_empty(tmp_path, tiny):
@@ -339,21 +339,12 @@ def test_resume_may_change_only_the_budget(one_round_run):
     assert r.returncode == 2 and r.stderr.strip().endswith("only [budget] values (budget.KEY=VALUE) can change when a run resumes")
 
 
-def test_a_raised_budget_keeps_an_old_runs_openai_base_url_server_for_the_next_resume(tmp_path, monkeypatch):
-    """run.json of older krefine: id = X and openai_base_url = URL meant X served at URL."""
-    import dataclasses
-    from agent.config import AgentConfig
-    from agent.loop import runner
-    problem = REPO / "examples" / "relu.py"
-    config = dataclasses.asdict(AgentConfig())
-    config["model"] = {**config["model"], "id": "my/kernelllm", "openai_base_url": "http://h:8000"}
-    rd = RunDir(tmp_path / "run").create()
-    write_json(rd.meta, {"schema": 1, "problem": {"path": str(problem), "name": "relu",
-                                                  "source": problem.read_text(encoding="utf-8")},
-                         "config": config, "model": "my/kernelllm", "device": "cpu"})
-    loaded = []
-    monkeypatch.setattr(runner, "_load_backend", lambda spec, config, **kw: loaded.append((spec, config.model)))
-    monkeypatch.setattr(runner, "_drive", lambda *a, **kw: {})
-    runner.resume_run(rd.root, progress=False, budget={"budget.max_rounds": 20})
-    runner.resume_run(rd.root, progress=False)
-    assert [(spec, m.served_model_name) for spec, m in loaded] == [("openai:http://h:8000", "my/kernelllm")] * 2
+def test_model_none_alone_runs_the_inductor_seed(tmp_path, tiny, monkeypatch):
+    """`--model none` has one thing to do: the seed and its sweep, without naming --seed-kernel."""
+    import agent.cli.runcmd as runcmd
+    seen = []
+    monkeypatch.setattr(runcmd, "run_problem", lambda path, config, out, **kw: seen.append(config) or {"solved": True})
+    r = cli_here("run", str(tiny), "--model", "none", "--device", "cpu", "--out", str(tmp_path / "run"))
+    assert r.returncode == 0, r.stderr
+    assert seen[0].search.seed_kernel == "inductor"
+

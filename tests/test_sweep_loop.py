@@ -20,7 +20,7 @@ from agent.loop.progress import QuietProgress
 from agent.loop.run import Run
 from agent.loop.rundir import RunDir
 from agent.search.sweep import sweep_variants
-from run_fixtures import REPO, TINY_PROBLEM, Problem, ScriptedBackend, ScriptedJudges, cli, fast_config
+from run_fixtures import REPO, TINY_PROBLEM, Problem, ScriptedBackend, ScriptedJudges, cli, fast_config, cli_here
 from tools.jsonio import read_json
 from tools.verdict import Diagnostic, Status, Verdict
 
@@ -234,8 +234,9 @@ def test_no_model_run_on_cpu_sweeps_its_seed_once_with_one_variant(tmp_path):
     assert rd.read_summary()["stop_reason"] == "target_reached"   # untimed: a correct variant is enough
 
 
-def test_run_with_model_none_and_no_seed_is_one_line_exit_2(tmp_path):
-    r = cli("run", str(REPO / "tests" / "problems" / "relu.py"), "--model", "none", "--out", str(tmp_path / "run"))
+def test_run_with_model_none_and_the_seed_turned_off_is_one_line_exit_2(tmp_path):
+    r = cli_here("run", str(REPO / "tests" / "problems" / "relu.py"), "--model", "none", "--seed-kernel", "none",
+                 "--out", str(tmp_path / "run"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert 'seed_kernel = "inductor"' in r.stderr and not (tmp_path / "run").exists()
 

@@ -247,6 +247,9 @@ def make_settings(opts: argparse.Namespace) -> list[Setting]:
                              ("--precision", "eval.precision", opts.precision)):
         if value is not None:
             fixed[key], origins[key] = value, flag
+    if getattr(opts, "model", None) == "none" and "search.seed_kernel" not in fixed:
+        # a bench without a model has one thing to do: each problem's Inductor seed and its sweep
+        fixed["search.seed_kernel"], origins["search.seed_kernel"] = "inductor", "--model none"
     axes = []
     for a in opts.sweep:
         key, raw = split_assignment(a, "--sweep")

@@ -18,6 +18,9 @@ def main(args) -> int:
             print(hint, flush=True)
     else:
         overrides, origins = flag_overrides(args, RUN_FLAGS)
+        if overrides.get("model.id") == "none" and overrides.get("search.seed_kernel") is None:
+            # a run without a model has one thing to do: the Inductor seed and its sweep
+            overrides["search.seed_kernel"], origins["search.seed_kernel"] = "inductor", "--model none"
         config = load_config(args.config, overrides, origins)   # --model is [model] id
         # the default model, named by nobody: when it cannot load, the run goes on without one
         named = overrides.get("model.id") is not None or config.model.id != DEFAULT_MODEL_ID

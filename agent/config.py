@@ -4,8 +4,7 @@ Covers the [model] [sampling] [budget] [search] [prompt] [run] [bench] tables, p
 evaluator's [eval] [timing] [guards] tables through tools/settings.py, and CLI-style
 dotted overrides. Every dataclass goes through `tools.settings.build()`, so an unknown
 key or a wrong type is an error, never a silent default. The defaults here are the
-defaults written in agent.toml; tests/test_config.py keeps the two equal. Old key names
-([search] seed, [model] openai_base_url) are read as today's by `upgrade`, with a note.
+defaults written in agent.toml; tests/test_config.py keeps the two equal.
 
 Does not read the environment (the OpenAI key is read by agent/models/llm.py's make_backend,
 by the variable named here) and does not decide anything about a run.
@@ -18,7 +17,7 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from agent import DEFAULT_CONFIG
 from tools.errors import BadInput
@@ -185,8 +184,6 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     problem is a BadInput naming the file and the table/key at fault, or, when an
     override is at fault, the override as `origins` names it (the flag that set it,
     {"budget.candidates_per_round": "--candidates"}): "--candidates must be at least 1, got 0".
-    An old key name (OLD_NAMES, [model] openai_base_url) is read as its new one, with a
-    one-line note on stderr.
     """
     if path is None and Path("agent.toml").is_file():
         path = Path("agent.toml")   # the user's, where they run krefine: as --config agent.toml
@@ -198,19 +195,12 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
         doc = _parse(path)
     live: dict[str, Any] = {}     # the overrides that are set
 
-    def named(key: str) -> str:   # where "table.key" was written: the flag that set it, or the file
-        if key in live:
-            return (origins or {}).get(key) or f"override {key}"
-        return f"{path}: [{key.replace('.', '] ', 1)}"
-
     # 1) the file alone, so a fault in it is reported as the file's
     try:
-        config = _build(upgrade(doc, named))
+        config = _build(doc)
     except SettingsError as e:
         raise BadInput(path, str(e)) from None
-    # 2) overrides on top; one that uses an old name counts as its new name, and either
-    #    wins over the file's value under the other (`_replaced`: an id = "openai:URL"
-    #    over the file's openai_base_url too)
+    # 2) overrides on top
     for key, value in (overrides or {}).items():
         if value is None:
             continue
@@ -218,22 +208,15 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
         if not name or "." in name or table not in (*AGENT_TABLES, *EVAL_TABLES):
             raise BadInput("", f"{(origins or {}).get(key) or f'override {key!r}'}: expected "
                                f"TABLE.KEY with TABLE one of {', '.join((*AGENT_TABLES, *EVAL_TABLES))}")
-        same = next((k for k in live if OLD_NAMES.get(k, k) == OLD_NAMES.get(key, key)), None)
-        if same is not None and live[same] != value:
-            raise BadInput("", f"{named(same)} and {(origins or {}).get(key) or f'override {key}'} both set "
-                               f"[{OLD_NAMES.get(key, key).replace('.', '] ', 1)}, to {live[same]!r} and "
-                               f"{value!r}; give one")
         live[key] = value
     if not live:
         return config
     merged = copy.deepcopy(doc)
     for key, value in live.items():
         table, _, name = key.partition(".")
-        for other in _replaced(key, value) - set(live):
-            merged.get(table, {}).pop(other.partition(".")[2], None)   # the file's, under another name
         merged.setdefault(table, {})[name] = value
     try:
-        return _build(upgrade(merged, named))
+        return _build(merged)
     except SettingsError as e:
         raise _blame(e, live, origins or {}, path) from None
 
@@ -242,7 +225,7 @@ def _blame(e: SettingsError, live: dict, origins: dict[str, str], path: Path) ->
     """The fault of a file that was fine alone, put on the one override that caused it,
     named as the user wrote it; the file, with the overrides noted, where that is unclear."""
     def caused(key: str) -> bool:
-        table, _, name = OLD_NAMES.get(key, key).partition(".")
+        table, _, name = key.partition(".")
         return f"[{table}]" in e.where and e.key in (None, name, key.partition(".")[2])
     suspects = [k for k in live if caused(k)]
     if len(suspects) != 1:
@@ -252,91 +235,13 @@ def _blame(e: SettingsError, live: dict, origins: dict[str, str], path: Path) ->
     return BadInput("", f"{name}{e.after}" if e.key is not None else f"{name}: {e}")
 
 
-# ------------------------------------------------------------------- old key names
-
-# "table.old_key" -> "table.new_key": read as the new name, with a one-line note
-OLD_NAMES = {"search.seed": "search.seed_kernel"}   # RNG seeds are [eval] init_seed and [sampling] seed
-_NOTED: set[str] = set()
-
-
-def _replaced(key: str, value: Any) -> set[str]:
-    """The file's keys that an override of `key` to `value` replaces: the same knob under
-    its other names, and for an id = "openai:URL" the deprecated [model] openai_base_url,
-    whose server that id names now."""
-    new = OLD_NAMES.get(key, key)
-    names = {new, *(old for old, n in OLD_NAMES.items() if n == new)}
-    if new == "model.id" and isinstance(value, str) and value.startswith("openai:"):
-        names.add("model.openai_base_url")
-    return names - {key}
-
-
-def upgrade(doc: dict, named: Callable[[str], str] | None = None) -> dict:
-    """`doc` (a parsed agent.toml, or a run.json's config) with every old key name read
-    as its new one. `named("table.key")` says where a key was written, for the one-line
-    note each old name gets on stderr (None: no note, e.g. a run.json being resumed).
-    An old and a new name that disagree are a SettingsError, as is [model]
-    openai_base_url beside an `id = "openai:URL"` naming another server.
-
-    [model] openai_base_url = URL (deprecated) with id = X is id = "openai:URL" with
-    served_model_name = X, which is what it meant; with a replay: or none id it meant
-    nothing and is dropped."""
-    say = note if named else (lambda text: None)
-    doc = {t: dict(v) if isinstance(v, dict) else v for t, v in doc.items()}
-    for old, new in OLD_NAMES.items():
-        table, _, key = old.partition(".")
-        t = doc.get(table)
-        if not isinstance(t, dict) or key not in t:
-            continue
-        new_key = new.partition(".")[2]
-        if new_key in t and t[new_key] != t[key]:
-            raise SettingsError(f"[{table}]: {key} = {t[key]!r} (the old name of {new_key}) and {new_key} = "
-                                f"{t[new_key]!r} disagree; keep {new_key} only", f"[{table}]", key,
-                                f" = {t[key]!r} is the old name of [{table}] {new_key}, which says {t[new_key]!r}")
-        say(f"{named(old) if named else old} is now [{new.replace('.', '] ', 1)} (the old name still works)")
-        t[new_key] = t.pop(key)
-    model = doc.get("model")
-    if isinstance(model, dict) and "openai_base_url" in model:
-        url = model.pop("openai_base_url")
-        spec = model.get("id", DEFAULT_MODEL_ID)
-        where = named("model.openai_base_url") if named else "model.openai_base_url"
-        if not isinstance(url, str) or not url.strip():
-            say(f"{where} is deprecated (a server is id = \"openai:URL\"); empty, it changes nothing: remove it")
-            return doc
-        fault = url_fault(url)
-        if fault:
-            raise SettingsError(f"[model]: openai_base_url {url!r}: {fault}", "[model]", "openai_base_url",
-                                f" {url!r}: {fault}")
-        if isinstance(spec, str) and spec.startswith("openai:"):
-            if server_base(spec[len("openai:"):]) != server_base(url):
-                raise SettingsError(f"[model]: openai_base_url {url!r} and id {spec!r} name different servers; "
-                                    f"keep id = \"openai:URL\" only", "[model]", "openai_base_url",
-                                    f" {url!r} and [model] id {spec!r} name different servers; keep id only")
-            say(f"{where} is deprecated: id = {spec!r} names the server already; remove the key")
-        elif isinstance(spec, str) and spec != "none" and not spec.startswith("replay:"):
-            model["served_model_name"] = model.get("served_model_name") or spec
-            model["id"] = f"openai:{url}"
-            say(f"{where} is deprecated: read as id = \"openai:{url}\", served_model_name = "
-                f"{model['served_model_name']!r}")
-        else:
-            say(f"{where} is deprecated and means nothing with id = {spec!r}: ignored")
-    return doc
-
-
-def upgrade_run_config(doc: dict) -> dict:
-    """A run.json's config read as today's: upgrade()'s old names, and a config written
-    before [eval] module_mode (whose run judged Model and ModelNew in eval mode) keeps
-    eval mode, so a resumed run does not change what it judges halfway through."""
-    doc = upgrade(doc)
-    test = (doc.get("eval") or {}).get("test")
-    if isinstance(test, dict) and "module_mode" not in test:
-        doc["eval"] = {**doc["eval"], "test": {**test, "module_mode": "eval"}}
-    return doc
-
-
 def server_base(url: str) -> str:
     """An OpenAI-compatible server's base URL: no trailing slash, no trailing /v1."""
     base = url.strip().rstrip("/")
     return base[:-3] if base.endswith("/v1") else base
+
+
+_NOTED: set[str] = set()
 
 
 def note(text: str) -> None:

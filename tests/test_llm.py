@@ -272,15 +272,6 @@ def test_openai_posts_v1_completions_with_n_and_the_sampling_settings(server):
     assert [c.prompt_tokens for c in completions] == [17, 17, 17] and sum(c.completion_tokens for c in completions) == 30
 
 
-def test_the_old_openai_base_url_key_serves_the_model_id_from_that_server(server):
-    from agent.config import load_config
-    cfg = load_config(None, {"model.id": "my/local-kernelllm", "model.openai_base_url": server.url,
-                             "model.request_timeout_s": 5.0})
-    backend = make_backend(cfg.model.id, cfg)
-    backend.generate("p", 1, SAMPLING)
-    assert isinstance(backend, OpenAIBackend) and server.requests[-1]["body"]["model"] == "my/local-kernelllm"
-
-
 def test_openai_key_comes_from_the_env_variable_named_in_config(server, monkeypatch):
     monkeypatch.setenv("KREFINE_TEST_KEY", "sekret")
     openai(server, openai_api_key_env="KREFINE_TEST_KEY").generate("p", 1, SAMPLING)

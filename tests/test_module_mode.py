@@ -99,20 +99,6 @@ def test_a_capture_records_its_module_mode_in_its_header():
     assert read_capture(capture_text(Capture(code="x = 1\n", module_mode="eval"))).module_mode == "eval"
 
 
-def test_a_run_json_config_written_before_module_mode_resumes_in_eval_mode():
-    """Such a run judged its candidates in eval mode: resumed, it must not switch halfway."""
-    from agent.config import AgentConfig, upgrade_run_config
-    old = dataclasses.asdict(AgentConfig())
-    del old["eval"]["test"]["module_mode"]
-    assert build(AgentConfig, upgrade_run_config(old), "run.json config").eval.test.module_mode == "eval"
-
-
-def test_a_run_json_config_that_names_its_module_mode_resumes_in_it():
-    from agent.config import AgentConfig, upgrade_run_config
-    assert build(AgentConfig, upgrade_run_config(dataclasses.asdict(AgentConfig())),
-                 "run.json config").eval.test.module_mode == "train"
-
-
 def test_krefine_eval_set_module_mode_eval_judges_inference_semantics():
     import json
     import subprocess

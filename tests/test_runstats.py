@@ -260,13 +260,13 @@ def test_judge_wall_per_candidate_is_the_verdicts_duration(tmp_path):
     assert bs.judge_walls(run) == {"r00-c00": 6.0, "r01-c00": 1.5}   # duration_s = 3 phases
 
 
-def test_judge_wall_prefers_an_evaluate_event(tmp_path):
-    rd = build_run(tmp_path / "p", [seed(), sweep()])
-    append_event(rd, iteration=1, candidate="r01-c00", node="evaluate", status="correct", duration_s=4.25)
-    assert bs.judge_walls(rs.load_run(rd.root))["r01-c00"] == 4.25
+def test_a_judge_died_event_is_not_the_candidates_judge_wall(tmp_path):
+    rd = build_run(tmp_path / "p", [seed(eval_s=2.0), sweep(eval_s=0.5)])
+    append_event(rd, iteration=1, candidate="r01-c00", node="evaluate", status="judge_died", duration_s=4.25)
+    assert bs.judge_walls(rs.load_run(rd.root))["r01-c00"] == 1.5
 
 
-@pytest.mark.parametrize("node", ["sweep", "evaluate"])      # this layout's; runs made before
+@pytest.mark.parametrize("node", ["sweep"])
 def test_a_prescreen_event_is_not_its_parents_judge_wall(tmp_path, node):
     """The pre-screen of r00-c00's variants is traced under r00-c00: its seconds are the
     sweep's, not r00-c00's judgement, nor a record of r00-c00's origin."""

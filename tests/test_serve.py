@@ -166,7 +166,7 @@ def served(request, tmp_path_factory) -> Served:
 
 
 def _run(out: Path, url: str, *extra: str) -> int:
-    return main(["run", RELU, "--model", f"openai:{url}", "--candidates", "1", "--max-rounds", "1",
+    return main(["run", RELU, "--model", f"openai:{url}", "--candidates", "1", "--max-iterations", "1",
                  "--device", "cpu", "--out", str(out), "--set", f"sampling.max_new_tokens={MAX_NEW_TOKENS}",
                  "--set", "sampling.seed=0", *extra])
 

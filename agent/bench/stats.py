@@ -189,26 +189,19 @@ def _others(run: Run) -> str:
 
 
 def judge_walls(run: Run) -> dict[str, float]:
-    """candidate -> the judge's wall seconds for it: its "evaluate" event's duration when
-    the trace has one (runs made before the judge's steps were graph nodes; a pre-screen
-    event there is the sweep's, not a judgement), else the verdict's own duration_s, else
-    the sum of its compile / test / profile events. Candidates never judged are left out."""
-    walls: dict[str, float] = {}
+    """candidate -> the judge's wall seconds for it: the verdict's own duration_s, else the
+    sum of its compile / test / profile events. Candidates never judged are left out."""
     phases: dict[str, float] = {}
     for e in run.events:
         cid = e.get("candidate")
-        if not cid or not isinstance(e.get("duration_s"), (int, float)):
-            continue
-        if e.get("node") == "evaluate" and e.get("status") not in ("judge_died", "prescreen"):   # runs made before
-            walls[cid] = float(e["duration_s"])
-        elif e.get("node") in EVAL_NODES:
+        if cid and e.get("node") in EVAL_NODES and isinstance(e.get("duration_s"), (int, float)):
             phases[cid] = phases.get(cid, 0.0) + float(e["duration_s"])
     out = {}
     for cid, c in run.candidates.items():
         if c.verdict is None:
             continue
         own = c.verdict.get("duration_s")
-        wall = walls.get(cid, own if isinstance(own, (int, float)) and own > 0 else phases.get(cid))
+        wall = own if isinstance(own, (int, float)) and own > 0 else phases.get(cid)
         if wall is not None:
             out[cid] = wall
     return out

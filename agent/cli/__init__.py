@@ -40,8 +40,7 @@ def _finite(text: str) -> float:
 
 
 # `krefine run`'s flags that set one agent.toml value (TABLE.KEY): a value out of range is
-# blamed on the flag, not on the file (agent/config.py load_config's origins). Each flag's
-# other spellings (--max-rounds, --min-speedup, --seed) are argparse aliases of it; README
+# blamed on the flag, not on the file (agent/config.py load_config's origins); README
 # "Configuration" has the table of every knob
 RUN_FLAGS = {"--model": "model.id", "--max-iterations": "budget.max_rounds",
              "--candidates": "budget.candidates_per_round", "--target-speedup": "budget.target_speedup",
@@ -60,21 +59,8 @@ def flag_overrides(args: argparse.Namespace, flags: dict[str, str]) -> tuple[dic
     for flag, key in flags.items():
         value = getattr(args, flag.lstrip("-").replace("-", "_"))
         if value is not None or key not in overrides:
-            overrides[key], origins[key] = value, _as_typed(flag)
+            overrides[key], origins[key] = value, flag
     return overrides, origins
-
-
-# each flag's other spellings: an error names the one the user typed
-_ALIASES = {"--max-iterations": ("--max-rounds",), "--target-speedup": ("--min-speedup",),
-            "--seed-kernel": ("--seed",)}
-
-
-def _as_typed(flag: str, argv: list[str] | None = None) -> str:
-    """`flag` as the command line spelled it (`--max-rounds` for --max-iterations), the
-    last spelling given winning as argparse's value does."""
-    spellings = (flag, *_ALIASES.get(flag, ()))
-    typed = [a.split("=", 1)[0] for a in (sys.argv[1:] if argv is None else argv)]
-    return next((a for a in reversed(typed) if a in spellings), flag)
 
 
 class _ModuleHelp(argparse.Action):
@@ -91,6 +77,9 @@ class _ModuleHelp(argparse.Action):
 
 
 class UsageParser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):   # a flag has one spelling: no abbreviations (--seed is not --seed-kernel)
+        super().__init__(*args, allow_abbrev=False, **kwargs)
+
     def error(self, message: str):  # usage errors are bad input too: one line, exit 2
         sub = self.prog.removeprefix("krefine").strip()   # "krefine: error: " is said already
         raise BadInput("", f"{sub}: {message}" if sub else message)
@@ -125,14 +114,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--config", default=None)
     r.add_argument("--model", default=None,
                    help='[model] id: ID | PATH | openai:URL | replay:FILE | none (no model: the seed and the sweep only)')
-    r.add_argument("--seed-kernel", "--seed", choices=("none", "inductor"), default=None,
+    r.add_argument("--seed-kernel", choices=("none", "inductor"), default=None,
                    help='[search] seed_kernel: "inductor" judges torch.compile\'s kernels as round 0 and '
-                        'refines them (--seed is its old name)')
-    r.add_argument("--max-iterations", "--max-rounds", type=int, default=None, metavar="N",
-                   help="[budget] max_rounds: generate -> judge rounds (--max-rounds is the same flag)")
+                        'refines them')
+    r.add_argument("--max-iterations", type=int, default=None, metavar="N",
+                   help="[budget] max_rounds: generate -> judge rounds")
     r.add_argument("--candidates", type=int, default=None, metavar="N", help="[budget] candidates_per_round")
-    r.add_argument("--target-speedup", "--min-speedup", type=_finite, default=None, metavar="X",
-                   help="[budget] target_speedup (--min-speedup, krefine eval's name, is the same flag)")
+    r.add_argument("--target-speedup", type=_finite, default=None, metavar="X",
+                   help="[budget] target_speedup (krefine eval's --min-speedup is the same threshold)")
     r.add_argument("--time-budget", type=_finite, default=None, metavar="SECONDS", help="[budget] time_budget_s")
     r.add_argument("--device", choices=("cuda", "cpu"), default=None, help="[run] device")
     r.add_argument("--precision", choices=PRECISION_POLICIES, default=None,

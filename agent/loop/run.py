@@ -93,7 +93,7 @@ class Run:
             id=cid, round=e["iteration"], index=int(cid.split("-c")[1]), parent=m.get("parent"),
             has_code=e["status"] != "no_code", finish_reason=m.get("finish_reason"), status="pending", correct=False,
             speedup={"eager": None, "compile": None}, speedup_low={"eager": None, "compile": None}, flags=[],
-            bottleneck=None, roofline_fraction=None, origin=m.get("origin", ORIGIN_MODEL), change=m.get("change"),
+            bottleneck=None, roofline_fraction=None, origin=m["origin"], change=m.get("change"),
             tokens={"prompt": int(m.get("prompt_tokens") or 0), "completion": int(m.get("completion_tokens") or 0)})
         if verdict is not None:
             record.update(status=verdict.status.value, correct=verdict.correct,

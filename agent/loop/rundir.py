@@ -9,8 +9,7 @@ It holds no loop logic. Layout:
                         sweep's pre-screen of candidate <id>'s variants), and "evaluate"
                         for what befell the evaluator under a candidate (status
                         "judge_died": krefine bench --ray lost the judge actor judging it
-                        and handed it to another; runs made before the judge's steps were
-                        nodes also have one per judgement, and one per pre-screen)
+                        and handed it to another)
   candidates/<id>.py    every candidate's extracted source
   prompts/<id>.txt      exact prompt text sent for that candidate
   completions/<id>.txt  raw model output for that candidate: the one copy of it. Its

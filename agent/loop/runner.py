@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from agent.config import AgentConfig, upgrade_run_config
+from agent.config import AgentConfig
 from agent.loop.context import LoopContext
 from agent.loop.graph import build_graph, finish, make_summary, run_graph
 from agent.models.base import BackendUnavailable
@@ -114,15 +114,14 @@ def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services
     if problem.source != meta["problem"]["source"]:
         raise BadInput(problem.path, "problem file changed since the run started; its original "
                                      f"source is in {rd.meta}")
-    # a run.json of older krefine names knobs by their old names ([search] seed, [model]
-    # openai_base_url): read as today's; its model spec is the id the old ones applied to
-    doc = {**meta["config"], "model": {**meta["config"].get("model", {}), "id": meta["model"]}}
+    # the model spec run.json names (absolute, or "none" after a fallback) is the id
+    doc = {**meta["config"], "model": {**meta["config"]["model"], "id": meta["model"]}}
     try:
-        config = build(AgentConfig, upgrade_run_config(doc), f"{rd.meta} config")
+        config = build(AgentConfig, doc, f"{rd.meta} config")
     except SettingsError as e:
         raise BadInput(rd.meta, str(e)) from None
-    # as run.json is written back (a raised budget): the config read as today's, and its
-    # model spec the id that config names, so the next resume reads the same model
+    # as run.json is written back (a raised budget): its model spec the id that config names,
+    # so the next resume reads the same model
     meta = {**meta, "model": config.model.id, "config": dataclasses.asdict(config)}
     run = Run(rd)
     if budget:

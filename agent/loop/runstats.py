@@ -270,8 +270,7 @@ def node_spans(run: Run) -> list[Span]:
     """Every trace event as a span, in file order.
 
     A candidate's compile/test/profile events are laid back to back, the last ending at
-    its ts (the judge runs the steps one after another; runs made before the judge was a
-    subgraph wrote all three when the verdict was in, with one ts).
+    its ts (the judge runs the steps one after another).
     """
     events = [e for e in run.events if "ts" in e and "node" in e]
     ends = [e["ts"] for e in events]
@@ -330,7 +329,7 @@ def judged_counts(pairs) -> dict[str, int]:
 
 
 def run_judged(run: "Run") -> dict[str, int]:
-    """judged_counts of a run as its directory holds it (runs made before summaries had counts too)."""
+    """judged_counts of a run as its directory holds it."""
     return judged_counts((c.origin, c.status) for c in run.candidates.values())
 
 

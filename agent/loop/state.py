@@ -52,15 +52,14 @@ ORIGIN_SWEEP = "sweep"
 
 
 def by_model(record: CandidateRecord) -> bool:
-    """Written by the model: what the run's figures (candidates judged, pass@k) count.
-    Records from before the field existed were all the model's."""
-    return record.get("origin", ORIGIN_MODEL) == ORIGIN_MODEL
+    """Written by the model: what the run's figures (candidates judged, pass@k) count."""
+    return record["origin"] == ORIGIN_MODEL
 
 
 def may_be_best(record: CandidateRecord) -> bool:
     """The model's, or a sweep variant (of the model's or of the seed): what the run's best
     and its target count. The seed itself never is."""
-    return record.get("origin", ORIGIN_MODEL) in (ORIGIN_MODEL, ORIGIN_SWEEP)
+    return record["origin"] in (ORIGIN_MODEL, ORIGIN_SWEEP)
 
 
 def bottleneck_label(bottleneck: dict | None) -> str | None:
@@ -166,15 +165,11 @@ def assign_slots(parents: list[str | None], n: int) -> list[tuple[str | None, in
 def target_met(record: CandidateRecord, *, baseline: str, target_speedup: float, timed: bool) -> bool:
     """Correct and faster than `target_speedup` by the spread-aware rule: the low end of
     the speedup's interval over interleaved rounds lies above it (tools/perf/speedup.py), not
-    merely the ratio of medians. Untimed (cpu): correct is enough. Records written
-    before intervals existed carry only the point speedup, which then decides."""
+    merely the ratio of medians. Untimed (cpu): correct is enough."""
     if not record["correct"]:
         return False
     if not timed:
         return True
-    if "speedup_low" not in record:
-        value = record["speedup"].get(baseline)
-        return value is not None and value >= target_speedup
     low = record["speedup_low"].get(baseline)
     return low is not None and low > target_speedup
 

@@ -337,3 +337,14 @@ def test_resume_keeps_the_raised_budget_in_run_json(raised_run):
 def test_resume_may_change_only_the_budget(one_round_run):
     r = cli_here("resume", str(one_round_run), "--set", "sampling.temperature=1")
     assert r.returncode == 2 and r.stderr.strip().endswith("only [budget] values (budget.KEY=VALUE) can change when a run resumes")
+
+
+def test_model_none_alone_runs_the_inductor_seed(tmp_path, tiny, monkeypatch):
+    """`--model none` has one thing to do: the seed and its sweep, without naming --seed-kernel."""
+    import agent.cli.runcmd as runcmd
+    seen = []
+    monkeypatch.setattr(runcmd, "run_problem", lambda path, config, out, **kw: seen.append(config) or {"solved": True})
+    r = cli_here("run", str(tiny), "--model", "none", "--device", "cpu", "--out", str(tmp_path / "run"))
+    assert r.returncode == 0, r.stderr
+    assert seen[0].search.seed_kernel == "inductor"
+

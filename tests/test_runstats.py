@@ -54,7 +54,7 @@ def test_reason_names_first_diagnostic_and_line(run):
 def test_interrupted_run_keeps_unjudged_candidate_as_pending(tmp_path):
     rd = build_run(tmp_path / "run", story()[:2], write_summary=False)
     append_event(rd, iteration=2, candidate="r02-c00", node="generate", status="ok",
-                    metrics={"parent": "r01-c01", "prompt_tokens": 1, "completion_tokens": 2})
+                    metrics={"origin": "model", "parent": "r01-c01", "prompt_tokens": 1, "completion_tokens": 2})
     run = rs.load_run(rd.root)
     assert (run.summary, run.candidates["r02-c00"].status, run.candidates["r02-c00"].parent) == \
         (None, "pending", "r01-c01")

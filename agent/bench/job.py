@@ -14,6 +14,7 @@ from rich.console import Console
 
 from agent.bench.stats import ProblemResult, problem_result
 from agent.config import load_config
+from agent.loop.rundir import RunDir
 from agent.loop.runstats import fmt_speedup, load_run
 from tools.errors import BadInput, EvaluatorError
 
@@ -55,7 +56,7 @@ def run_job(job: Job, config_path: str | None, model: str | None, *, progress: b
         server = server_url(config.model.id)
         if dead is not None and server in dead:
             return f"{BAD_INPUT}: the model server {server} refused the connection ({dead[server]}); not asked again"
-        if (job.run_dir / "run.json").exists():
+        if RunDir(job.run_dir).meta.exists():
             resume_run(job.run_dir, progress=progress, **shared)
         else:
             clear_skeleton(job.run_dir)
@@ -106,7 +107,8 @@ def clear_skeleton(run_dir: Path) -> None:
 
 
 def collect(job: Job, error: str | None) -> ProblemResult:
-    if (job.run_dir / "summary.json").exists() or (job.run_dir / "run.json").exists():
+    rd = RunDir(job.run_dir)
+    if rd.summary.exists() or rd.meta.exists():
         r = problem_result(load_run(job.run_dir), job.name)
         return dataclasses.replace(r, error=error) if error else r
     return ProblemResult.failed(job.name, str(job.run_dir), error or "not run")

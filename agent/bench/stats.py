@@ -17,7 +17,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 
-from agent.loop.runstats import BASELINES, EVAL_NODES, Candidate, Run
+from agent.loop.runstats import BASELINES, EVAL_NODES, Candidate, RunSnapshot
 from agent.loop.state import ORIGIN_SEED, ORIGIN_SWEEP
 
 FAST_P_THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
@@ -78,7 +78,7 @@ class ProblemResult:
         return self.seed == "correct"
 
 
-def problem_result(run: Run, problem: str | None = None) -> ProblemResult:
+def problem_result(run: RunSnapshot, problem: str | None = None) -> ProblemResult:
     s = run.summary or {}
     best_id = run.best_id
     best = run.candidates.get(best_id) if best_id else None
@@ -118,12 +118,12 @@ def problem_result(run: Run, problem: str | None = None) -> ProblemResult:
         sweep=sum(1 for c in run.candidates.values() if c.origin == ORIGIN_SWEEP and c.verdict is not None))
 
 
-def seed_candidate(run: Run) -> Candidate | None:
+def seed_candidate(run: RunSnapshot) -> Candidate | None:
     """Round 0's torch.compile seed, if one was made (judged or still pending)."""
     return next((c for c in run.candidates.values() if c.is_seed), None)
 
 
-def seed_failure(run: Run) -> str | None:
+def seed_failure(run: RunSnapshot) -> str | None:
     """Why no seed was made, as the loop traced it (its seed event's error), or None
     when one was made or none was tried."""
     for e in run.events:
@@ -143,7 +143,7 @@ def _furthest(statuses) -> str:
     return next((s for s in _FURTHEST if s in seen), sorted(seen)[0] if seen else "—")
 
 
-def why_not(run: Run, baseline: str = "eager") -> str:
+def why_not(run: RunSnapshot, baseline: str = "eager") -> str:
     """Why the run did not deliver a correct kernel faster than `baseline`, in one line
     for the results table; "" when it did. The delivered kernel is the run's best (never
     the seed). Not about a problem that could not run at all: bench reports that fault.
@@ -171,7 +171,7 @@ def why_not(run: Run, baseline: str = "eager") -> str:
     return f"{label}: {seed.reason or 'no diagnostic'}" + _others(run)
 
 
-def _speed(run: Run, c: Candidate, baseline: str) -> str:
+def _speed(run: RunSnapshot, c: Candidate, baseline: str) -> str:
     """"" when correct `c` is faster than `baseline`, else what is known of its speed."""
     speedup = c.speedup.get(baseline)
     if speedup is None:
@@ -179,7 +179,7 @@ def _speed(run: Run, c: Candidate, baseline: str) -> str:
     return "" if speedup > 1.0 else f"slower: {speedup:.2f}x {baseline}"
 
 
-def _others(run: Run) -> str:
+def _others(run: RunSnapshot) -> str:
     """"; N other candidates, none correct (commonest: incorrect)" when any was judged."""
     others = [c for c in run.candidates.values() if not c.is_seed and c.verdict is not None]
     if not others or any(c.correct for c in others):
@@ -188,7 +188,7 @@ def _others(run: Run) -> str:
     return f"; {len(others)} other candidate{'s' if len(others) != 1 else ''}, none correct (commonest: {commonest})"
 
 
-def judge_walls(run: Run) -> dict[str, float]:
+def judge_walls(run: RunSnapshot) -> dict[str, float]:
     """candidate -> the judge's wall seconds for it: the verdict's own duration_s, else the
     sum of its compile / test / profile events. Candidates never judged are left out."""
     phases: dict[str, float] = {}

@@ -60,7 +60,7 @@ from agent.bench.results import print_results, write_results
 from agent.bench.job import BAD_INPUT, Job, Setting, collect
 from agent.bench.stats import ProblemResult
 from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, EXIT_OK, BadInput
-from tools.jsonio import read_json
+from agent.loop.rundir import RunDir
 from tools.settings import PRECISION_POLICIES
 from agent.bench.workers import interrupt, run_jobs, visible_gpus
 
@@ -123,13 +123,11 @@ def _report(out: Path, suite: Path, settings: list[Setting], jobs: list[Job], er
 def finished(run_dir: Path) -> bool:
     """A run the bench need not touch again: it has summary.json, and the summary does
     not say the evaluator failed (that is retried: a kill can reach the judge first)."""
-    path = run_dir / "summary.json"
-    if not path.exists():
-        return False
     try:
-        return read_json(path).get("stop_reason") != "evaluator_error"
+        summary = RunDir(run_dir).read_summary()
     except (OSError, ValueError):
         return False
+    return summary is not None and summary.get("stop_reason") != "evaluator_error"
 
 
 @contextlib.contextmanager

@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from agent.loop.runstats import Run, Span, load_run, node_spans
+from agent.loop.runstats import RunSnapshot, Span, load_run, node_spans
 from tools.dialect.interp_math import gpu_only
 from tools.errors import BadInput
 from tools.jsonio import write_json
@@ -42,7 +42,7 @@ def main(args) -> int:
     return 0
 
 
-def export_kernel(run: Run, which: str, out: str | None) -> int:
+def export_kernel(run: RunSnapshot, which: str, out: str | None) -> int:
     """Write candidate `which` ("best": the run's best.py) as judged; BadInput when there is none."""
     if which == "best":
         path = run.dir.best
@@ -76,7 +76,7 @@ def export_kernel(run: Run, which: str, out: str | None) -> int:
     return 0
 
 
-def chrome_trace(run: Run) -> dict:
+def chrome_trace(run: RunSnapshot) -> dict:
     spans = node_spans(run)
     t0 = min((s.start_s for s in spans), default=0.0)
     def us(t: float) -> float:  # ts and dur both from these, so back-to-back spans meet exactly

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from agent.loop.runstats import (BASELINES, EVAL_NODES, Candidate, Run, children, diff_to_parent, fmt_speedup,
+from agent.loop.runstats import (BASELINES, EVAL_NODES, Candidate, RunSnapshot, children, diff_to_parent, fmt_speedup,
                             judged_text, load_run, no_best_line, rounds_table, run_judged)
 
 VERDICT_STYLE = {"correct": "bold green", "incorrect": "red", "compile_error": "yellow",
@@ -37,13 +37,13 @@ def main(args) -> int:
     return 0
 
 
-def show_run(console: Console, run: Run) -> None:
+def show_run(console: Console, run: RunSnapshot) -> None:
     console.print(outcome(run))
     console.print(rounds(run))
     console.print(lineage(run))
 
 
-def outcome(run: Run) -> Panel:
+def outcome(run: RunSnapshot) -> Panel:
     s = run.summary
     lines = Text()
     lines.append(f"{run.name}", style="bold")
@@ -70,7 +70,7 @@ def outcome(run: Run) -> Panel:
     return Panel(lines, title=f"run {run.dir.run_id}", expand=False)
 
 
-def rounds(run: Run) -> Table:
+def rounds(run: RunSnapshot) -> Table:
     t = Table(title="rounds (speedups: vs eager / vs torch.compile)", box=None, pad_edge=False, header_style="bold underline")
     for col in ("round", "cands", "verdicts", "best", "so far", "tokens", "wall s"):
         t.add_column(col, justify="left" if col == "verdicts" else "right", no_wrap=True)
@@ -84,7 +84,7 @@ def rounds(run: Run) -> Table:
     return t
 
 
-def origin_label(run: Run, c: Candidate) -> str:
+def origin_label(run: RunSnapshot, c: Candidate) -> str:
     """"Inductor seed", "sweep: XBLOCK 1024->2048" (what it changed from its parent), or
     "" for a model-written candidate."""
     if c.origin == "inductor_seed":
@@ -96,7 +96,7 @@ def origin_label(run: Run, c: Candidate) -> str:
     return f"sweep: {change}" if change else "sweep"
 
 
-def lineage(run: Run) -> Tree:
+def lineage(run: RunSnapshot) -> Tree:
     tree = Tree(Text("lineage (parent → children)", style="bold"))
     kids = children(run)
     def add(node: Tree, cid: str) -> None:
@@ -108,7 +108,7 @@ def lineage(run: Run) -> Tree:
     return tree
 
 
-def label(run: Run, c: Candidate) -> Text:
+def label(run: RunSnapshot, c: Candidate) -> Text:
     """The candidate's verdict in `krefine run`'s words (Candidate.words), its origin after."""
     t = Text(f"{c.id} ", style="bold")
     t.append(c.status, style=VERDICT_STYLE.get(c.status, ""))
@@ -120,7 +120,7 @@ def label(run: Run, c: Candidate) -> Text:
     return t
 
 
-def show_round(console: Console, run: Run, round_: int) -> None:
+def show_round(console: Console, run: RunSnapshot, round_: int) -> None:
     t = Table(title=f"round {round_}", box=None, pad_edge=False, header_style="bold underline")
     for col in ("candidate", "parent", "origin", "verdict", "eager", "compile", "tokens"):
         t.add_column(col, no_wrap=True)
@@ -135,7 +135,7 @@ def show_round(console: Console, run: Run, round_: int) -> None:
     console.print(t)
 
 
-def show_candidate(console: Console, run: Run, c: Candidate) -> None:
+def show_candidate(console: Console, run: RunSnapshot, c: Candidate) -> None:
     v = c.verdict or {}
     head = Table.grid(padding=(0, 2))
     head.add_row("round", str(c.round))

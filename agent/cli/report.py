@@ -24,7 +24,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer, PythonLexer
 
 from agent.cli.inspect import origin_label
-from agent.loop.runstats import (BASELINES, Candidate, Run, children, diff_to_parent, fmt_speedup,
+from agent.loop.runstats import (BASELINES, Candidate, RunSnapshot, children, diff_to_parent, fmt_speedup,
                             judged_text, load_run, no_best_line, rounds_table, run_judged)
 from tools.templates import environment
 
@@ -44,7 +44,7 @@ def main(args) -> int:
 
 # ---------------------------------------------------------------- the run page
 
-def run_page(run: Run) -> dict:
+def run_page(run: RunSnapshot) -> dict:
     """Everything report.html.j2's run page shows, as plain values and Markup."""
     rows = rounds_table(run)
     kids = children(run)
@@ -69,7 +69,7 @@ def run_page(run: Run) -> dict:
     }
 
 
-def candidate_view(run: Run, c: Candidate) -> dict:
+def candidate_view(run: RunSnapshot, c: Candidate) -> dict:
     v = c.verdict or {}
     parent = run.parent_of(c.id)
     src = run.text(run.dir.candidate_src(c.id))
@@ -88,7 +88,7 @@ def candidate_view(run: Run, c: Candidate) -> dict:
     }
 
 
-def speedup_chart(run: Run, rows, target: float | None, target_baseline: str) -> Markup | None:
+def speedup_chart(run: RunSnapshot, rows, target: float | None, target_baseline: str) -> Markup | None:
     """Best-so-far speedup by round (lines) over every correct candidate (dots); None when
     nothing was timed (a cpu run)."""
     series = []

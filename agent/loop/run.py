@@ -1,4 +1,4 @@
-"""`Run`: the one reader and writer of a run directory while its loop runs.
+"""`Run`: the one reader of a run directory, and its one writer while its loop runs.
 
 Every file of the run directory (agent/loop/rundir.py has the layout) is written here and
 nowhere else in the loop: the graph's nodes hand what happened to a Run (a candidate
@@ -11,7 +11,9 @@ A fresh run and a resumed one are one code path: `Run(rd)` folds whatever the di
 holds (nothing, for a fresh run) and `state()` is the state of its last decide. Each
 writer is idempotent, so a node that runs again after a kill writes nothing twice: a
 candidate's generate event once, a verdict once, each step's event once, each decide
-once. One process writes a run at a time.
+once. One process writes a run at a time. What is drawn from a run for inspect, report,
+export and bench (agent/loop/runstats.py `load_run`) is read through a Run too, as is the
+run.json the runner resumes from.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from typing import Any
 from agent.loop.rundir import NODES, TRACE_SCHEMA, RunDir, candidate_id
 from agent.loop.state import (ORIGIN_MODEL, ORIGIN_SWEEP, CandidateRecord, RunState, Spent, bottleneck_label,
                               initial_state)
-from tools.jsonio import append_jsonl, read_jsonl, write_json, write_text_atomic
+from tools.jsonio import append_jsonl, read_json, read_jsonl, write_json, write_text_atomic
 from tools.verdict import Verdict
 
 # decide's statuses that are not stop reasons (agent/loop/graph.py decide)
@@ -54,6 +56,14 @@ class Run:
 
     def write_meta(self, meta: dict) -> None:
         write_json(self.rd.meta, meta)
+
+    def meta(self) -> dict:
+        """run.json: the problem, config, model and device ({} before `create` wrote it)."""
+        return read_json(self.rd.meta) if self.rd.meta.exists() else {}
+
+    def summary(self) -> dict | None:
+        """summary.json (None while the run goes on, or when a kill came first)."""
+        return read_json(self.rd.summary) if self.rd.summary.exists() else None
 
     # --------------------------------------------------------------- reading
     def events(self, cid: Any = ...) -> list[dict]:
@@ -104,11 +114,15 @@ class Run:
                           roofline_fraction=(verdict.bottleneck or {}).get("roofline_fraction"))
         return record
 
-    def candidates(self, before: int | None = None) -> dict[str, CandidateRecord]:
-        """Every candidate written (before event index `before`), by id in generation order."""
+    def candidate_ids(self, before: int | None = None) -> list[str]:
+        """Every candidate written (before event index `before`: a candidate exists once its
+        generate event does), in generation order."""
         events = self.events()[:before]
-        ids = sorted({e["candidate"] for e in events if e["node"] == "generate" and e["candidate"]})
-        return {cid: self.record(cid) for cid in ids}
+        return sorted({e["candidate"] for e in events if e["node"] == "generate" and e["candidate"]})
+
+    def candidates(self, before: int | None = None) -> dict[str, CandidateRecord]:
+        """`candidate_ids`' records, by id."""
+        return {cid: self.record(cid) for cid in self.candidate_ids(before)}
 
     def view(self, state: RunState) -> dict:
         """`state` with the candidates beside it: what the loop's rules and progress read."""

@@ -31,7 +31,6 @@ from agent.loop.run import Run
 from agent.loop.rundir import RunDir
 from agent.loop.state import RunState
 from tools.errors import BadInput, EvaluatorError
-from tools.jsonio import read_json
 from tools.judge import JudgePool
 from tools.judge.warm import warm_imports
 from tools.problem import load_problem
@@ -108,7 +107,8 @@ def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services
     rd = RunDir(Path(run_dir))
     if not rd.meta.exists():
         raise BadInput(rd.root, "not a run directory (no run.json)")
-    meta = read_json(rd.meta)
+    run = Run(rd)
+    meta = run.meta()
     # 1) the same problem, config, model and device as the interrupted session
     problem = load_problem(meta["problem"]["path"])
     if problem.source != meta["problem"]["source"]:
@@ -123,7 +123,6 @@ def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services
     # as run.json is written back (a raised budget): its model spec the id that config names,
     # so the next resume reads the same model
     meta = {**meta, "model": config.model.id, "config": dataclasses.asdict(config)}
-    run = Run(rd)
     if budget:
         config = _raised(run, meta, budget)
     # 2) the replay backend resumes after every completion already recorded
@@ -149,7 +148,7 @@ def more_budget_hint(run_dir: str | Path, stop_reason: str | None) -> str | None
     key = _BUDGET_KEYS.get(stop_reason or "")
     if key is None:
         return None
-    had = read_json(RunDir(Path(run_dir)).meta)["config"]["budget"][key]
+    had = Run(RunDir(Path(run_dir))).meta()["config"]["budget"][key]
     more = max(int(had) + 1, 2 * int(had)) if key != "time_budget_s" else 2 * float(had)
     return (f"the run stopped at its budget ({stop_reason}); to go on: krefine resume {run_dir} "
             f"--set budget.{key}={more:g}")

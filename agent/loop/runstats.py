@@ -1,10 +1,12 @@
 """Reading finished (or interrupted) run directories, and what is drawn from one run.
 
-One place for what `krefine inspect`, `krefine report` and `krefine bench` all need:
-loading a run dir into plain values (`load_run`), the candidate lineage, the rounds
+One place for what `krefine inspect`, `krefine report`, `krefine export` and `krefine
+bench` all need: a run dir as plain values (`load_run` → `RunSnapshot`, read through the
+loop's own reader, agent/loop/run.py `Run`: the same candidates, events and verdicts the
+loop sees), the candidate lineage, the rounds
 table, the node spans of its trace, a candidate's diff against its parent, and the
 line a run with no best shows in its place. It only reads: it never writes a run dir
-(agent/loop/rundir.py and the loop do) and never renders (inspect/report/bench do). A run
+(the loop's Run does) and never renders (inspect/report/bench do). A run
 as one row of bench's results, and the suite figures, are agent/bench/stats.py's.
 
 Origins (a candidate's generate/seed/sweep event's metrics["origin"]): "model",
@@ -16,22 +18,17 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.loop.rundir import RunDir, parse_candidate_id
+from agent.loop.run import Run
+from agent.loop.rundir import RunDir
 from agent.loop.state import ORIGIN_MODEL, ORIGIN_SEED, ORIGIN_SWEEP
 from tools.errors import BadInput
-from tools.jsonio import read_json, read_jsonl
+from tools.jsonio import read_json
 
 BASELINES = ("eager", "compile")
-# trace nodes whose event names a candidate's origin and parent in its metrics (a sweep
-# event with status "prescreen" is the pre-screen of that candidate's variants instead)
-_ORIGIN_NODES = ("generate", "seed", "sweep")
-
-
 @dataclass(frozen=True)
 class Candidate:
     id: str
@@ -43,7 +40,7 @@ class Candidate:
     verdict: dict | None            # evals/<id>.json as written (schema 1)
     prompt_tokens: int
     completion_tokens: int
-    origin: str = ORIGIN_MODEL      # "inductor_seed": round 0's torch.compile seed; "sweep": a re-launch
+    origin: str                     # "model"; "inductor_seed": round 0's torch.compile seed; "sweep": a re-launch
 
     @property
     def correct(self) -> bool:
@@ -109,7 +106,8 @@ def verdict_words(status: str, speedup: dict | None, reason: str = "") -> str:
 
 
 @dataclass(frozen=True)
-class Run:
+class RunSnapshot:
+    """A run directory as `load_run` read it (a run going on may have written more since)."""
     dir: RunDir
     meta: dict                       # run.json ({} when absent)
     summary: dict | None             # summary.json (None while running / interrupted)
@@ -154,41 +152,27 @@ class Run:
         return found
 
 
-CANDIDATE_ID = re.compile(r"^r\d+-c\d+$")
-
-
-def load_run(path: str | Path) -> Run:
-    """Read a run directory; BadInput (one line naming the path) when it is missing, not
-    a run directory, or holds a file that is not valid JSON."""
+def load_run(path: str | Path) -> RunSnapshot:
+    """Read a run directory through the loop's reader; BadInput (one line naming the path)
+    when it is missing, not a run directory, or holds a file that is not valid JSON."""
     rd = RunDir(Path(path))
     if not rd.root.exists():
         raise BadInput(rd.root, "no such run directory")
     if not rd.root.is_dir() or not (rd.trace.exists() or rd.summary.exists() or rd.meta.exists()):
         raise BadInput(rd.root, "not a run directory (no trace.jsonl, run.json or summary.json)")
-    events = tuple(_json(rd.trace, lambda p: list(read_jsonl(p))))
-    generated: dict[str, dict] = {}
-    for e in events:
-        if e.get("node") in _ORIGIN_NODES and e.get("candidate") and e.get("status") != "prescreen":
-            generated.setdefault(e["candidate"], e.get("metrics") or {})
-    ids = set(generated)
-    for sub, suffix in (("candidates", ".py"), ("evals", ".json")):
-        ids |= {p.name[: -len(suffix)] for p in (rd.root / sub).glob(f"*{suffix}")}
+    run = _json(rd.trace, lambda p: Run(rd))
     candidates = {}
-    for cid in sorted(i for i in ids if CANDIDATE_ID.match(i)):
-        verdict = _json(rd.eval(cid)) if rd.eval(cid).exists() else None
-        metrics = generated.get(cid, {})
-        round_, index = parse_candidate_id(cid)
-        speedup = (verdict or {}).get("speedup") or {}
+    for cid in run.candidate_ids():
+        record = _json(rd.eval(cid), lambda p: run.record(cid))
+        verdict = run.verdict(cid)
         candidates[cid] = Candidate(
-            id=cid, round=round_, index=index, parent=metrics.get("parent"),
-            status=verdict.get("verdict", "pending") if verdict else "pending",
-            speedup={b: speedup.get(b) for b in BASELINES}, verdict=verdict,
-            prompt_tokens=int(metrics.get("prompt_tokens") or 0),
-            completion_tokens=int(metrics.get("completion_tokens") or 0),
-            origin=metrics.get("origin") or (ORIGIN_SEED if (round_, index) == (0, 0) else ORIGIN_MODEL))
-    return Run(dir=rd, meta=_json(rd.meta) if rd.meta.exists() else {},
-               summary=_json(rd.summary) if rd.summary.exists() else None, events=events,
-               candidates=candidates)
+            id=cid, round=record["round"], index=record["index"], parent=record["parent"], status=record["status"],
+            speedup={b: record["speedup"][b] for b in BASELINES}, verdict=verdict.to_json() if verdict else None,
+            prompt_tokens=record["tokens"]["prompt"], completion_tokens=record["tokens"]["completion"],
+            origin=record["origin"])
+    return RunSnapshot(dir=rd, meta=_json(rd.meta, lambda p: run.meta()),
+                       summary=_json(rd.summary, lambda p: run.summary()), events=tuple(run.events()),
+                       candidates=candidates)
 
 
 def _json(path: Path, read=read_json):
@@ -200,7 +184,7 @@ def _json(path: Path, read=read_json):
 
 # ---------------------------------------------------------------- one run
 
-def children(run: Run) -> dict[str | None, list[str]]:
+def children(run: RunSnapshot) -> dict[str | None, list[str]]:
     """parent id -> child ids; a candidate whose parent is unknown counts as a root (None)."""
     tree: dict[str | None, list[str]] = {}
     for c in run.candidates.values():
@@ -209,7 +193,7 @@ def children(run: Run) -> dict[str | None, list[str]]:
     return tree
 
 
-def diff_to_parent(run: Run, cid: str) -> str:
+def diff_to_parent(run: RunSnapshot, cid: str) -> str:
     """Unified diff of the candidate's source against its parent's ('' for a root, or
     when no code could be extracted from its completion)."""
     parent = run.parent_of(cid)
@@ -232,7 +216,7 @@ class RoundRow:
     wall_s: float | None                     # first event start .. last event end
 
 
-def rounds_table(run: Run) -> list[RoundRow]:
+def rounds_table(run: RunSnapshot) -> list[RoundRow]:
     by_round: dict[int, list[Candidate]] = {}
     for c in run.candidates.values():
         by_round.setdefault(c.round, []).append(c)
@@ -266,7 +250,7 @@ class Span:
 EVAL_NODES = ("compile", "test", "profile")
 
 
-def node_spans(run: Run) -> list[Span]:
+def node_spans(run: RunSnapshot) -> list[Span]:
     """Every trace event as a span, in file order.
 
     A candidate's compile/test/profile events are laid back to back, the last ending at
@@ -328,7 +312,7 @@ def judged_counts(pairs) -> dict[str, int]:
             "model": sum(o not in (ORIGIN_SEED, ORIGIN_SWEEP) for o in judged)}
 
 
-def run_judged(run: "Run") -> dict[str, int]:
+def run_judged(run: RunSnapshot) -> dict[str, int]:
     """judged_counts of a run as its directory holds it."""
     return judged_counts((c.origin, c.status) for c in run.candidates.values())
 

@@ -125,12 +125,27 @@ def _transposed_epilogue(K, epilogue):
     return K.conv_transpose_nd(x, w, b, 2, 1, 1, **kwargs), ref(plain, r)
 
 
+def _tf32_rounded(t):
+    """fp32 rounded to the nearest TF32 value (10 mantissa bits, ties away from zero)."""
+    return ((t.view(torch.int32) + 0x1000) & -0x2000).view(torch.float32)
+
+
+def _tf32_dots_round_their_operands(K):
+    """precision="tf32": the exact convolution of the operands rounded to TF32, as cuDNN's
+    TF32 convolution computes (not of the operands cut to TF32)."""
+    x, w, b = _inputs((2, 16, 6, 7), (8, 16, 3, 3), 8)
+    got = K.conv_nd(x, w, b, 1, 1, member="igemm", precision="tf32")
+    want = F.conv2d(_tf32_rounded(x).double(), _tf32_rounded(w).double(), b.double(), 1, 1).float()
+    return got, want
+
+
 # every cpu case by id: (kernel module) -> (got, want); want's strides are the layout expected
 CASES = {
     **{f"forward-{c[0]}": (lambda K, c=c: _forward(K, c)) for c in FORWARD},
     **{f"transposed-{c[0]}": (lambda K, c=c: _transposed(K, c)) for c in TRANSPOSED},
     "channels_last_in_channels_last_out": _channels_last,
     "out_stride_is_the_layout_written": _out_stride,
+    "tf32_dots_round_their_operands": _tf32_dots_round_their_operands,
     **{f"epilogue-{e[0]}-{m}": (lambda K, e=e, m=m: _forward_epilogue(K, e, m))
        for e in EPILOGUES for m in ("direct", "igemm", "depthwise")},
     **{f"epilogue-{e[0]}-phases": (lambda K, e=e: _transposed_epilogue(K, e))

@@ -14,7 +14,7 @@ Members (the launcher picks one; `member=` forces it):
   "igemm"      implicit GEMM: M = batch x output positions, N = output channels of a
                group, K = input channels of a group x taps; a loop over taps, then
                BLOCK_K channels at a time through `tl.dot` at `precision` ("ieee" exact
-               fp32, "tf32x3", "tf32"). A 1x1 convolution is this member with one tap:
+               fp32, "tf32x3", "tf32": operands rounded to TF32 as cuDNN does). A 1x1 convolution is this member with one tap:
                a GEMM over channels.
   "direct"     the same tiles, one input channel at a time as rank-1 fp32 FMAs (no dot):
                for groups of fewer than 16 input channels, where a dot's K tile would be
@@ -40,6 +40,19 @@ rule (`conv_config`); `config=` passes another (benchmarks/conv_bench.py sweeps 
 import torch
 import triton
 import triton.language as tl
+
+
+@triton.jit
+def _dot_operand(x, PRECISION: tl.constexpr):
+    """A `tl.dot` operand at `PRECISION`. "tf32": fp32 rounded to the nearest TF32 value
+    (10 mantissa bits, ties away from zero), as cuDNN's TF32 convolutions round; the
+    tensor core alone drops the low 13 bits (truncation, about twice the error). Other
+    precisions and dtypes: as given."""
+    if PRECISION == "tf32":
+        if x.dtype == tl.float32:
+            bits = x.to(tl.uint32, bitcast=True)
+            x = ((bits + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+    return x
 
 
 @triton.jit
@@ -112,7 +125,7 @@ def conv_fwd_kernel(
             w_tap = w_base + kd * swd + kh * swh + kw * sww
             a = tl.load(x_tap[:, None] + offs_c[None, :] * sxc, mask=ok[:, None] & c_ok[None, :], other=0.0)
             b = tl.load(w_tap[None, :] + offs_c[:, None] * swi, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
-            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+            acc = tl.dot(_dot_operand(a, PRECISION), _dot_operand(b, PRECISION), acc, input_precision=PRECISION)
     for tap in range(0 if USE_DOT else KD * KH * KW):
         kd = tap // (KH * KW)
         kh = (tap // KW) % KH
@@ -229,7 +242,7 @@ def conv_transpose_kernel(
                     c_ok = offs_c < C_G
                     a = tl.load(x_tap[:, None] + offs_c[None, :] * sxc, mask=ok[:, None] & c_ok[None, :], other=0.0)
                     b = tl.load(w_tap[None, :] + offs_c[:, None] * swi, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
-                    acc = tl.dot(a, b, acc, input_precision=PRECISION)
+                    acc = tl.dot(_dot_operand(a, PRECISION), _dot_operand(b, PRECISION), acc, input_precision=PRECISION)
             else:
                 for c in range(0, C_G):
                     a = tl.load(x_tap + c * sxc, mask=ok, other=0.0).to(tl.float32)

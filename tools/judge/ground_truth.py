@@ -57,29 +57,29 @@ def host_limit_bytes(input_bytes: int, output_bytes: int) -> int:
     return max(HOST_FLOOR_BYTES, int(HOST_FRACTION * min(input_bytes, output_bytes)))
 
 
-def probing(run) -> bool:
+def probing(evaluation) -> bool:
     """Whether the worker's set-up should probe CUPTI (cuda, and the setting on)."""
-    return run.device == "cuda" and run.settings.guards.gpu_ground_truth
+    return evaluation.device == "cuda" and evaluation.settings.guards.gpu_ground_truth
 
 
-def begin(run, probe: dict | None) -> None:
+def begin(evaluation, probe: dict | None) -> None:
     """After the worker's set-up: record from now on, or say in checks why not."""
-    if run.device != "cuda":
-        run.checks["gpu_activity"] = "not available on cpu: Triton's interpreter runs no CUDA kernels"
-    elif not run.settings.guards.gpu_ground_truth:
-        run.checks["gpu_activity"] = "off: [guards] gpu_ground_truth = false"
+    if evaluation.device != "cuda":
+        evaluation.checks["gpu_activity"] = "not available on cpu: Triton's interpreter runs no CUDA kernels"
+    elif not evaluation.settings.guards.gpu_ground_truth:
+        evaluation.checks["gpu_activity"] = "off: [guards] gpu_ground_truth = false"
     elif not probe or not probe.get("ok"):
         why = (probe or {}).get("error", "the worker did not probe")
-        run.checks["gpu_activity"] = f"not available: CUPTI recorded nothing in the worker's set-up ({why})"
+        evaluation.checks["gpu_activity"] = f"not available: CUPTI recorded nothing in the worker's set-up ({why})"
     else:
-        run.checks["gpu_activity"] = {
+        evaluation.checks["gpu_activity"] = {
             "kernels": {}, "copies": [], "calls_profiled": 0, "timed_calls_profiled": 0, "record_s": 0.0,
             "probe": {k: probe.get(k) for k in ("first_session_s", "warm_session_s")}}
 
 
-def recording(run) -> bool:
+def recording(evaluation) -> bool:
     """Whether requests should ask the worker to record (begin found CUPTI working)."""
-    return isinstance(run.checks.get("gpu_activity"), dict)
+    return isinstance(evaluation.checks.get("gpu_activity"), dict)
 
 
 def own_kernel_names(src: str, launched) -> frozenset[str]:
@@ -108,17 +108,17 @@ def classify(kernels: dict[str, int], own: frozenset[str], launched: dict[str, i
     return kinds
 
 
-def check(run, reply: dict, where: str, *, timed: bool) -> Status | None:
+def check(evaluation, reply: dict, where: str, *, timed: bool) -> Status | None:
     """The rules on one reply's `activity` facts; what was seen goes to checks."""
-    if not recording(run):
+    if not recording(evaluation):
         return None
-    seen = run.checks["gpu_activity"]
+    seen = evaluation.checks["gpu_activity"]
     facts = reply.get("activity")
     if not isinstance(facts, dict) or not facts.get("ok"):
         why = facts.get("error", "no record") if isinstance(facts, dict) else "the worker sent no record"
-        run.diag("guard:gpu_activity", f"{where}: the GPU's activity could not be recorded although it could "
+        evaluation.diag("guard:gpu_activity", f"{where}: the GPU's activity could not be recorded although it could "
                  f"before the candidate was loaded ({why}): the profiler was tampered with")
-        run.flag("tampering")
+        evaluation.flag("tampering")
         return Status.REJECTED
     kernels = {str(k): int(v) for k, v in (facts.get("kernels") or {}).items()}
     launched = {str(k): int(v) for k, v in (facts.get("launches") or {}).items()}
@@ -127,35 +127,35 @@ def check(run, reply: dict, where: str, *, timed: bool) -> Status | None:
     _note(seen, kernels, copies, calls, timed, float(facts.get("record_s", 0.0)))
     # 1) every kernel the candidate's or data movement
     named = list(launched) + list(reply["launches"] if isinstance(reply.get("launches"), dict) else [])
-    kinds = classify(kernels, own_kernel_names(run.src, named), launched)
+    kinds = classify(kernels, own_kernel_names(evaluation.src, named), launched)
     library = sorted((n for n, k in kinds.items() if k == "library"), key=lambda n: -kernels[n])
     if library:
         names = "; ".join(f"{_short(n)} x{kernels[n]}" for n in library[:_SHOWN])
         more = f" and {len(library) - _SHOWN} more" if len(library) > _SHOWN else ""
         msg = (f"{where}: the GPU ran kernels that are neither the candidate's Triton kernels nor PyTorch "
                f"data movement (CUPTI's records): {names}{more}; do that work inside Triton kernels")
-        run.flag("library_ops")
-        if not run.settings.guards.allow_library_ops:
-            run.diag("guard:gpu_kernels", msg)
+        evaluation.flag("library_ops")
+        if not evaluation.settings.guards.allow_library_ops:
+            evaluation.diag("guard:gpu_kernels", msg)
             return Status.REJECTED
-        run.diag("library_ops", msg)
+        evaluation.diag("library_ops", msg)
     # 2) a Triton kernel ran on every recorded call
     ran = sum(n for name, n in kernels.items() if kinds[name] == "triton")
-    if run.settings.guards.require_triton_launch and ran < calls:
-        run.diag("guard:no_triton_program", f"{where}: {ran} of the candidate's Triton kernels ran on the GPU in "
+    if evaluation.settings.guards.require_triton_launch and ran < calls:
+        evaluation.diag("guard:no_triton_program", f"{where}: {ran} of the candidate's Triton kernels ran on the GPU in "
                  f"{calls} recorded calls (a launch with an empty grid runs nothing); the work must be done "
                  "in Triton kernels")
-        run.flag("no_triton_kernel")
+        evaluation.flag("no_triton_kernel")
         return Status.REJECTED
     # 3) no host round trip of the data
     host = {k: int(v.get("bytes", 0)) for k, v in copies.items() if _host_bound(k)}
-    fp = run.judge.footprint if run.judge is not None else None
+    fp = evaluation.judge.footprint if evaluation.judge is not None else None
     limit = host_limit_bytes(fp.input_bytes, fp.output_bytes) if fp is not None else HOST_FLOOR_BYTES
     if sum(host.values()) >= limit:
         moved = ", ".join(f"{k} {b} B" for k, b in sorted(host.items()))
-        run.diag("guard:host_transfer", f"{where}: the forward copied {sum(host.values())} bytes between the GPU "
+        evaluation.diag("guard:host_transfer", f"{where}: the forward copied {sum(host.values())} bytes between the GPU "
                  f"and the host ({moved}; the limit is {limit} B): compute on the GPU, in Triton kernels")
-        run.flag("host_compute")
+        evaluation.flag("host_compute")
         return Status.REJECTED
     return None
 

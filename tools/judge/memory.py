@@ -157,15 +157,15 @@ def free_bytes(dev: str) -> int | None:
     return int(torch.cuda.mem_get_info(torch.device(dev))[0])
 
 
-def attribute_candidate_oom(run, reply: dict) -> None:
+def attribute_candidate_oom(evaluation, reply: dict) -> None:
     """A worker's out-of-memory reply: the candidate's own fault (return; the caller
     records its runtime_error) when its process asked for more than its allowance,
     else raise JudgeOutOfMemory (tools/judge/pipeline.py relieves memory and judges
     the candidate again). The evidence goes into checks["oom"] either way."""
-    judge = run.judge
+    judge = evaluation.judge
     fp: Footprint | None = getattr(judge, "footprint", None)
     held_reported = int(reply.get("gpu_reserved_bytes") or 0)
-    held_driver = process_gpu_bytes(run.gpu_index, int(run.checks.get("worker_pid") or -1))
+    held_driver = process_gpu_bytes(evaluation.gpu_index, int(evaluation.checks.get("worker_pid") or -1))
     held = max(held_reported, held_driver or 0)
     asked = held + tried_bytes(str(reply.get("message", "")))
     free = free_bytes(judge.dev)
@@ -174,9 +174,9 @@ def attribute_candidate_oom(run, reply: dict) -> None:
                 "nvml_saw_worker": held_driver is not None}
     if fp is not None:
         evidence["allowance_gib"] = round(fp.candidate_allowance_bytes() / GIB, 3)
-    run.checks["oom"] = evidence
+    evaluation.checks["oom"] = evidence
     if fp is None or asked > fp.candidate_allowance_bytes():
-        run.diag("out_of_memory", f"the candidate's process asked for {asked / GIB:.2f} GiB of GPU memory"
+        evaluation.diag("out_of_memory", f"the candidate's process asked for {asked / GIB:.2f} GiB of GPU memory"
                  + (f", more than the {fp.candidate_allowance_bytes() / GIB:.2f} GiB a forward of the "
                     f"reference needs (with a second output, x{ALLOWANCE_FACTOR:g})" if fp is not None else "")
                  + ": allocate less (reuse buffers, free temporaries)")
@@ -208,18 +208,18 @@ def retry_oom(judge, what: str, fn):
                                   if free is not None else "") + f": {str(e).splitlines()[0][:300]}") from None
 
 
-def note_peaks(run, worker, phase: str) -> None:
+def note_peaks(evaluation, worker, phase: str) -> None:
     """checks["memory"]["peaks"][phase]: the most GPU memory the judge's allocator and
     the worker's held during `phase` (GiB, reserved; each process's own figure), then
     both counters start again. Where a peak goes, for users and for benchmarks."""
-    if run.device != "cuda":
+    if evaluation.device != "cuda":
         return
     import torch
-    judge_bytes = torch.cuda.max_memory_reserved(run.judge.dev)
-    torch.cuda.reset_peak_memory_stats(run.judge.dev)
+    judge_bytes = torch.cuda.max_memory_reserved(evaluation.judge.dev)
+    torch.cuda.reset_peak_memory_stats(evaluation.judge.dev)
     worker_bytes = getattr(worker, "gpu_peak_bytes", 0)
     worker.gpu_peak_bytes = 0
-    run.memory_peaks[phase] = {"judge_gib": round(judge_bytes / GIB, 3), "worker_gib": round(worker_bytes / GIB, 3)}
+    evaluation.memory_peaks[phase] = {"judge_gib": round(judge_bytes / GIB, 3), "worker_gib": round(worker_bytes / GIB, 3)}
 
 
 def forget_compiled(model) -> None:

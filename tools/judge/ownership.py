@@ -40,31 +40,31 @@ def off_trial(seeds: list[int]) -> int:
     return int.from_bytes(hashlib.sha256(repr(list(seeds)).encode()).digest()[:4], "little") % len(seeds)
 
 
-def run_without_triton(run, worker, seed: int, poison: list, dev, ref: list | None, timeout_s: float) -> None:
+def run_without_triton(evaluation, worker, seed: int, poison: list, dev, ref: list | None, timeout_s: float) -> None:
     """The forward on the inputs of `seed` with no Triton launch; records what it finds in
-    `run.checks["output_writers"]` (the decision is `decide`'s)."""
+    `evaluation.checks["output_writers"]` (the decision is `decide`'s)."""
     from tools.judge.numerics import tolerances
     facts: dict = {}
-    run.checks["output_writers"] = facts
+    evaluation.checks["output_writers"] = facts
     # a forward that hangs here hangs in the trial too: WorkerTimeout and WorkerDied are the caller's
     reply, payload = worker.request({"op": "triton_off", "seed": seed, "poison": poison,
-                                     "staged": run.staged is not None}, timeout_s)
+                                     "staged": evaluation.staged is not None}, timeout_s)
     if not reply.get("ok") or reply.get("inconclusive"):
         facts["inconclusive"] = reply.get("inconclusive") or reply.get("message", "the worker failed")[:200]
         return
     try:
-        outs = channel.unpack_tensors(reply.get("outputs", []), payload, dev, run.staged)
+        outs = channel.unpack_tensors(reply.get("outputs", []), payload, dev, evaluation.staged)
     except channel.ProtocolError as e:
         facts["inconclusive"] = f"malformed outputs: {e}"
         return
-    ref = ref if ref is not None else run.judge.reference(seed)
+    ref = ref if ref is not None else evaluation.judge.reference(seed)
     facts["skipped_launches"] = int(reply.get("skipped_launches") or 0)
     per_output = []
     for o, r in zip(outs, ref):
         if o.shape != r.shape or o.dtype != r.dtype:
             per_output.append(None)   # the trial says what is wrong with it
             continue
-        atol, rtol, _ = tolerances(r.dtype, run.settings.test)
+        atol, rtol, _ = tolerances(r.dtype, evaluation.settings.test)
         per_output.append(right_without_kernels(o, r, atol, rtol))
     facts["outputs"] = per_output
     del outs
@@ -84,19 +84,19 @@ def right_without_kernels(out, ref, atol: float, rtol: float) -> dict:
     return {"counted": int(counted.sum()), "right": int(right.sum())}
 
 
-def decide(run, reference_aliases: str | None) -> Status | None:
+def decide(evaluation, reference_aliases: str | None) -> Status | None:
     """REJECTED when an output is not the kernels' work or not its own memory; else None."""
-    aliases = run.checks.get("output_aliases") or []
+    aliases = evaluation.checks.get("output_aliases") or []
     if reference_aliases:
-        run.checks["output_ownership"] = (f"in the reference, {reference_aliases}: the problem has no kernel "
+        evaluation.checks["output_ownership"] = (f"in the reference, {reference_aliases}: the problem has no kernel "
                                           "work to do, and an output sharing memory is not held against it")
     elif aliases:
         earlier = any("earlier call" in a for a in aliases)
-        run.diag("guard:output_alias", f"{aliases[0]}; an output must be a new tensor the forward's kernels write "
+        evaluation.diag("guard:output_alias", f"{aliases[0]}; an output must be a new tensor the forward's kernels write "
                  "(return a buffer from torch.empty, not a view of an input, a parameter or a kept result)")
-        run.flag("caching" if earlier else "no_triton_kernel")
+        evaluation.flag("caching" if earlier else "no_triton_kernel")
         return Status.REJECTED
-    writers = run.checks.get("output_writers") or {}
+    writers = evaluation.checks.get("output_writers") or {}
     made = [o for o in writers.get("outputs") or [] if o and o["counted"]]
     if not made or reference_aliases:
         return None
@@ -104,11 +104,11 @@ def decide(run, reference_aliases: str | None) -> Status | None:
     if right <= MIN_SHARE * counted:
         return None
     share = right / counted
-    run.diag("guard:output_writer", f"with every Triton launch of the candidate skipped, {right} of {counted} "
+    evaluation.diag("guard:output_writer", f"with every Triton launch of the candidate skipped, {right} of {counted} "
              f"output values ({share:.0%}) were still right: PyTorch (a copy, index or fill, or a view) made them, "
              "not the candidate's kernels. Every output value must be written by a @triton.jit kernel; PyTorch "
              "may only prepare buffers and inputs")
-    run.flag("library_ops")
+    evaluation.flag("library_ops")
     if right == counted:
-        run.flag("no_triton_kernel")
+        evaluation.flag("no_triton_kernel")
     return Status.REJECTED

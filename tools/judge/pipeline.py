@@ -56,12 +56,12 @@ class Judgement:
         self.verdict: Verdict | None = None
         self._short: str | None = None
         self._steps = None
-        self.run: Evaluation | None = None
+        self.evaluation: Evaluation | None = None
 
     @property
     def phase_s(self) -> dict:
         """Seconds per phase so far (the verdict's checks["phase_s"] once it has one)."""
-        return dict(self.run.phase_s) if self.run is not None else {}
+        return dict(self.evaluation.phase_s) if self.evaluation is not None else {}
 
     def advance(self) -> Verdict | None:
         if self.verdict is not None:
@@ -70,9 +70,9 @@ class Judgement:
         for attempt in (1, 2):
             try:
                 if self._steps is None:   # a fresh start, or again after a shortage: up to this step
-                    self.run = Evaluation(self.judge.problem, self.src, self.judge.device, self.judge.gpu_index,
+                    self.evaluation = Evaluation(self.judge.problem, self.src, self.judge.device, self.judge.gpu_index,
                                           self.judge.settings, self.judge, progress=self.progress)
-                    self._steps = _judge(self.run, self.name, self.profile)
+                    self._steps = _judge(self.evaluation, self.name, self.profile)
                     for _ in self.done:
                         next(self._steps)
                 next(self._steps)
@@ -86,7 +86,7 @@ class Judgement:
                 if attempt == 2:
                     raise
                 self._short = str(e)
-                self.run.say("the judge ran short of GPU memory: idle sessions evicted, judging again")
+                self.evaluation.say("the judge ran short of GPU memory: idle sessions evicted, judging again")
                 self.judge.relieve_memory()
             except BaseException:
                 self.close()
@@ -95,14 +95,14 @@ class Judgement:
 
     def _end(self, status: Status) -> Verdict:
         self.close()
-        run, judge = self.run, self.judge
+        evaluation, judge = self.evaluation, self.judge
         if self._short is not None:
-            run.checks["judged_again_after"] = self._short
+            evaluation.checks["judged_again_after"] = self._short
         if judge.footprint is not None:
-            run.checks["memory"] = {**judge.footprint.to_json(), "lean": judge.lean}
-            if run.memory_peaks:
-                run.checks["memory"]["peaks"] = run.memory_peaks
-        self.verdict = to_verdict(run, status, self.t0)
+            evaluation.checks["memory"] = {**judge.footprint.to_json(), "lean": judge.lean}
+            if evaluation.memory_peaks:
+                evaluation.checks["memory"]["peaks"] = evaluation.memory_peaks
+        self.verdict = to_verdict(evaluation, status, self.t0)
         return self.verdict
 
     def close(self) -> None:
@@ -164,14 +164,14 @@ def finish(j: Judgement) -> Verdict:
     return verdict
 
 
-def _judge(run: Evaluation, candidate_name: str, profile: bool):
+def _judge(evaluation: Evaluation, candidate_name: str, profile: bool):
     """The steps, as a generator: it yields after compile and after test with the
     candidate still on course, and returns the status where the judgement ends."""
-    s = run.settings
-    status = static_checks(run, candidate_name)
+    s = evaluation.settings
+    status = static_checks(evaluation, candidate_name)
     if status is not None:
         return status
-    judge = run.judge
+    judge = evaluation.judge
     t = time.monotonic()
     judge.check_device()
 
@@ -185,14 +185,14 @@ def _judge(run: Evaluation, candidate_name: str, profile: bool):
         if judge.footprint is None or judge.large_outputs():
             hold.enter_context(judge.gpu.exclusive())
         judge.reference(seeds[0])   # sizes the staging buffer and the GPU holds
-        run.checks.update(trials=s.test.trials, init_seed=s.test.init_seed, trial_seeds="secret",
+        evaluation.checks.update(trials=s.test.trials, init_seed=s.test.init_seed, trial_seeds="secret",
                           module_mode=s.test.module_mode)
         # a reference that does not match itself (Dropout in training mode) no kernel can
         # match: every candidate is told so, none passes by luck or by a loose tolerance
         unreproducible = judge.unreproducible()
         if unreproducible is not None:
-            run.diag(*unreproducible)
-            run.flag(unreproducible[0])   # the loop stops on it: no candidate can be correct
+            evaluation.diag(*unreproducible)
+            evaluation.flag(unreproducible[0])   # the loop stops on it: no candidate can be correct
             return Status.INCORRECT
         judge.start_baseline()
 
@@ -206,36 +206,36 @@ def _judge(run: Evaluation, candidate_name: str, profile: bool):
         if not serial:
             hold.close()   # small: candidates share the GPU while they compile
         try:
-            with _fresh_worker(run, candidate_name) as worker:
+            with _fresh_worker(evaluation, candidate_name) as worker:
                 # what this candidate waited for before its own work: the session's one-time
                 # costs (the first candidate pays them), the fork server, the fork
-                run.phase_s["setup"] = time.monotonic() - t
-                run.checks["session_s"] = judge.session_costs()
-                return (yield from _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name,
+                evaluation.phase_s["setup"] = time.monotonic() - t
+                evaluation.checks["session_s"] = judge.session_costs()
+                return (yield from _judge_in_worker(evaluation, worker, ref_model, seeds, dev, candidate_name,
                                                     profile, serial))
         finally:
             judge.candidate_done()   # lean: before the next candidate may take the GPU
 
 
 @contextlib.contextmanager
-def _fresh_worker(run: Evaluation, candidate_name: str):
+def _fresh_worker(evaluation: Evaluation, candidate_name: str):
     """A new worker for this candidate (forked when the session has a fork server);
     afterwards its output is kept, it is killed, and only then is the IPC buffer freed."""
-    judge = run.judge
-    server = judge.forkserver(run.device)
-    worker = isolation.start_worker(run.src, device=run.device, gpu_index=run.gpu_index,
-                                    max_output_bytes=run.settings.test.max_output_kib << 10,
+    judge = evaluation.judge
+    server = judge.forkserver(evaluation.device)
+    worker = isolation.start_worker(evaluation.src, device=evaluation.device, gpu_index=evaluation.gpu_index,
+                                    max_output_bytes=evaluation.settings.test.max_output_kib << 10,
                                     candidate_name=candidate_name, forkserver=server)
-    run.checks["worker_start"] = "forked" if server is not None else "spawned"
+    evaluation.checks["worker_start"] = "forked" if server is not None else "spawned"
     try:
         yield worker
     finally:
-        run.checks["worker_output"] = worker.output()
+        evaluation.checks["worker_output"] = worker.output()
         worker.close()
-        if run.staging is not None:   # only now: the worker that mapped it is gone
-            run.staged = None
-            run.staging.free()
-            run.staging = None
+        if evaluation.staging is not None:   # only now: the worker that mapped it is gone
+            evaluation.staged = None
+            evaluation.staging.free()
+            evaluation.staging = None
 
 
 def profile_in(judge, candidate_src: str, verdict: Verdict, *, candidate_name: str = "candidate.py") -> Verdict:
@@ -244,40 +244,40 @@ def profile_in(judge, candidate_src: str, verdict: Verdict, *, candidate_name: s
     stays as it was (status, timing, speedups). Only the evaluator's faults raise."""
     if not verdict.correct or judge.device != "cuda" or verdict.bottleneck is not None:
         return verdict
-    run = Evaluation(judge.problem, candidate_src, judge.device, judge.gpu_index, judge.settings, judge)
-    run.timing, run.device_info = dict(verdict.timing), dict(verdict.device)
-    run.checks = {k: v for k, v in verdict.checks.items() if k == "host_check"}
+    evaluation = Evaluation(judge.problem, candidate_src, judge.device, judge.gpu_index, judge.settings, judge)
+    evaluation.timing, evaluation.device_info = dict(verdict.timing), dict(verdict.device)
+    evaluation.checks = {k: v for k, v in verdict.checks.items() if k == "host_check"}
     judge.check_device()
     ref_model = judge.reference_model()
     t = time.monotonic()
-    with _fresh_worker(run, candidate_name) as worker:
+    with _fresh_worker(evaluation, candidate_name) as worker:
         with judge.compile_hold():
-            status, _ = compile_phase(run, worker, judge.seeds, candidate_name)
+            status, _ = compile_phase(evaluation, worker, judge.seeds, candidate_name)
         if status is None:
             with judge.gpu.exclusive():
-                profile_candidate(run, worker, ref_model, judge.seeds[0], judge.dev, True)
+                profile_candidate(evaluation, worker, ref_model, judge.seeds[0], judge.dev, True)
     checks = dict(verdict.checks)
     checks["phase_s"] = {**checks.get("phase_s", {}), "profile_refined": round(time.monotonic() - t, 4)}
     for k in ("ncu", "ncu_error", "profile_error"):
-        if k in run.checks:
-            checks[k] = run.checks[k]
-    if run.bottleneck is None:
-        checks.setdefault("profile_error", "; ".join(d.message for d in run.diagnostics)[:300] or "no summary")
+        if k in evaluation.checks:
+            checks[k] = evaluation.checks[k]
+    if evaluation.bottleneck is None:
+        checks.setdefault("profile_error", "; ".join(d.message for d in evaluation.diagnostics)[:300] or "no summary")
         return dataclasses.replace(verdict, checks=checks)
-    kernels = verdict.kernels + tuple(k for k in run.kernels if k not in verdict.kernels)
-    profiled = dataclasses.replace(verdict, bottleneck=run.bottleneck, checks=checks, kernels=kernels)
+    kernels = verdict.kernels + tuple(k for k in evaluation.kernels if k not in verdict.kernels)
+    profiled = dataclasses.replace(verdict, bottleneck=evaluation.bottleneck, checks=checks, kernels=kernels)
     from tools.judge.feedback import feedback_for
     return dataclasses.replace(profiled, feedback=feedback_for(profiled))
 
 
-def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile, serial):
+def _judge_in_worker(evaluation, worker, ref_model, seeds, dev, candidate_name, profile, serial):
     """Compile under a shared hold, then the GPU phases under an exclusive one; `serial`:
     the caller holds the GPU exclusively for the whole candidate already."""
-    judge = run.judge
+    judge = evaluation.judge
     with judge.compile_hold() if not serial else contextlib.nullcontext():
-        status, first_ref = compile_phase(run, worker, seeds, candidate_name)
+        status, first_ref = compile_phase(evaluation, worker, seeds, candidate_name)
     if serial:   # alone on the GPU: the peaks are this candidate's (with the reference before it)
-        memory.note_peaks(run, worker, "compile")
+        memory.note_peaks(evaluation, worker, "compile")
     if status is not None:
         return status
     yield "compile"
@@ -285,56 +285,56 @@ def _judge_in_worker(run, worker, ref_model, seeds, dev, candidate_name, profile
         first_ref = None   # made again when compared: the judge holds no reference while the worker runs
     with judge.gpu.exclusive() if not serial else contextlib.nullcontext():
         # held from the trials to the last timed call: the yield after test keeps it
-        return (yield from _gpu_phases(run, worker, ref_model, seeds, dev, first_ref, profile))
+        return (yield from _gpu_phases(evaluation, worker, ref_model, seeds, dev, first_ref, profile))
 
 
-def _gpu_phases(run, worker, ref_model, seeds, dev, first_ref, profile):
+def _gpu_phases(evaluation, worker, ref_model, seeds, dev, first_ref, profile):
     """4) test, 5) sm_90 compile on cpu, then (a yield: the test step's end) 6) time,
     7) profile: one candidate at a time on the GPU."""
-    s = run.settings
+    s = evaluation.settings
     # 4) test: fresh secret inputs per trial
-    run.say(f"test: {len(seeds)} trials on fresh inputs" + ("" if run.device == "cuda" else
+    evaluation.say(f"test: {len(seeds)} trials on fresh inputs" + ("" if evaluation.device == "cuda" else
                                                             " in Triton's interpreter"))
     t = time.monotonic()
     try:
-        status = run_trials(run, worker, ref_model, seeds, dev, first_ref)
+        status = run_trials(evaluation, worker, ref_model, seeds, dev, first_ref)
     finally:
-        run.phase_s["test"] = time.monotonic() - t
-        memory.note_peaks(run, worker, "test")
+        evaluation.phase_s["test"] = time.monotonic() - t
+        memory.note_peaks(evaluation, worker, "test")
     if status is not None:
         return status
 
     # 5) on cpu: compile every launched kernel for sm_90 too (GPU-only errors, registers)
-    if run.device == "cpu":
+    if evaluation.device == "cpu":
         if s.test.gpu_cross_compile:
-            run.say("compile: every launched kernel for sm_90, in a clean worker")
+            evaluation.say("compile: every launched kernel for sm_90, in a clean worker")
             t = time.monotonic()
-            status = gpu_compile(run, worker)
-            run.phase_s["gpu_compile"] = time.monotonic() - t
+            status = gpu_compile(evaluation, worker)
+            evaluation.phase_s["gpu_compile"] = time.monotonic() - t
             if status is not None:
                 return status
-        run.checks["timing"] = "skipped: --device cpu runs Triton's interpreter"
+        evaluation.checks["timing"] = "skipped: --device cpu runs Triton's interpreter"
         return Status.CORRECT
     yield "test"
 
     # 6) time, interleaved with the baselines; 7) profile and runtime guards
     ts = s.timing
-    run.say(f"time: {ts.rounds} rounds x {ts.iters_per_round} calls of the candidate and eager"
+    evaluation.say(f"time: {ts.rounds} rounds x {ts.iters_per_round} calls of the candidate and eager"
             + (" and torch.compile" if ts.compile_baseline else "") + ", interleaved")
     t = time.monotonic()
     try:
         with precision_flags(s.test.precision):   # eager and torch.compile with the reference's flags
-            status = time_candidate(run, worker, ref_model, seeds[0], dev)
+            status = time_candidate(evaluation, worker, ref_model, seeds[0], dev)
     finally:
-        run.phase_s["time"] = time.monotonic() - t
-        memory.note_peaks(run, worker, "time")
+        evaluation.phase_s["time"] = time.monotonic() - t
+        memory.note_peaks(evaluation, worker, "time")
     if status is not None:
         return status
-    run.say("profile: kernel breakdown" + (" and bottleneck summary" if profile else ""))
+    evaluation.say("profile: kernel breakdown" + (" and bottleneck summary" if profile else ""))
     t = time.monotonic()
     try:
-        status = profile_candidate(run, worker, ref_model, seeds[0], dev, profile)
+        status = profile_candidate(evaluation, worker, ref_model, seeds[0], dev, profile)
     finally:
-        run.phase_s["profile"] = time.monotonic() - t
-        memory.note_peaks(run, worker, "profile")
+        evaluation.phase_s["profile"] = time.monotonic() - t
+        memory.note_peaks(evaluation, worker, "profile")
     return status or Status.CORRECT

@@ -69,57 +69,57 @@ class Evaluation:
             self.flags.append(name)
 
 
-def to_verdict(run: "Evaluation", status: Status, t0: float) -> Verdict:
-    run.checks["phase_s"] = {k: round(v, 4) for k, v in run.phase_s.items()}
+def to_verdict(evaluation: "Evaluation", status: Status, t0: float) -> Verdict:
+    evaluation.checks["phase_s"] = {k: round(v, 4) for k, v in evaluation.phase_s.items()}
     from tools.dialect.causes import with_causes   # KernelBook-dialect causes, for the model
     verdict = Verdict(
-        status=status, diagnostics=with_causes(run.src, status, run.diagnostics, run.problem),
-        flags=tuple(run.flags),
-        checks=run.checks, timing=run.timing, speedup_eager=run.speedup_eager,
-        speedup_compile=run.speedup_compile, speedup_interval=run.speedup_interval, device=run.device_info,
-        kernels=tuple(run.kernels), bottleneck=run.bottleneck,
+        status=status, diagnostics=with_causes(evaluation.src, status, evaluation.diagnostics, evaluation.problem),
+        flags=tuple(evaluation.flags),
+        checks=evaluation.checks, timing=evaluation.timing, speedup_eager=evaluation.speedup_eager,
+        speedup_compile=evaluation.speedup_compile, speedup_interval=evaluation.speedup_interval, device=evaluation.device_info,
+        kernels=tuple(evaluation.kernels), bottleneck=evaluation.bottleneck,
         duration_s=round(time.monotonic() - t0, 3))
     from tools.judge.feedback import feedback_for
     return dataclasses.replace(verdict, feedback=feedback_for(verdict))
 
 
-def error_diag(run: Evaluation, reply: dict) -> None:
+def error_diag(evaluation: Evaluation, reply: dict) -> None:
     """A worker's error reply as a diagnostic. A GPU allocation failure within what the
     candidate may use raises memory.JudgeOutOfMemory instead: the judge's shortage."""
-    if run.device == "cuda":
+    if evaluation.device == "cuda":
         from tools.judge import memory
         if memory.reply_is_oom(reply):
-            memory.attribute_candidate_oom(run, reply)
+            memory.attribute_candidate_oom(evaluation, reply)
     kind = {"triton_compile": "triton_compile", "syntax": "syntax_error"}.get(reply.get("kind"), None)
     phase = reply.get("phase", "?")
     if kind is None:
         kind = {"import": "import_error", "construct": "construct_error"}.get(phase, "runtime_error")
     msg = f"{reply.get('error_type', 'Error')}: {reply.get('message', '')}".strip()
-    run.diag(kind, f"during {phase}: {msg[:1500]}", reply.get("line"), reply.get("source_line"))
+    evaluation.diag(kind, f"during {phase}: {msg[:1500]}", reply.get("line"), reply.get("source_line"))
     if reply.get("traceback"):
-        run.checks["traceback"] = reply["traceback"]
+        evaluation.checks["traceback"] = reply["traceback"]
 
 
-def died(run: Evaluation, worker, during: str) -> Status:
+def died(evaluation: Evaluation, worker, during: str) -> Status:
     """The candidate's process exited without answering: RUNTIME_ERROR with how it died;
     raises JudgeShutDown instead when the judge was shutting down (no verdict then)."""
-    if getattr(worker, "shut_down", False) or (run.judge is not None and getattr(run.judge, "closed", False)):
+    if getattr(worker, "shut_down", False) or (evaluation.judge is not None and getattr(evaluation.judge, "closed", False)):
         raise JudgeShutDown(f"the judge shut down during {during}: the candidate's process was killed with it, "
                             "no verdict")
     code = worker.returncode
     how = f"signal {-code}" if code is not None and code < 0 else f"status {code}"
     tail = worker.output().get("stderr", "").strip().splitlines()[-3:]
-    run.diag("worker_died", f"the candidate's process exited ({how}) during {during} without "
+    evaluation.diag("worker_died", f"the candidate's process exited ({how}) during {during} without "
              f"reporting results" + (f"; stderr: {' | '.join(tail)[:500]}" if tail else ""))
-    health(run, worker)
+    health(evaluation, worker)
     return Status.RUNTIME_ERROR
 
 
-def health(run: Evaluation, worker) -> None:
+def health(evaluation: Evaluation, worker) -> None:
     """After a crash or hang: is the GPU still usable for the next candidate?"""
-    if run.device != "cuda":
+    if evaluation.device != "cuda":
         return
     from tools.judge.device_check import check_gpu
-    run.checks["gpu_healthy_after_failure"] = False
-    check_gpu(run.gpu_index, " after the candidate failed")   # raises where the GPU is not
-    run.checks["gpu_healthy_after_failure"] = True
+    evaluation.checks["gpu_healthy_after_failure"] = False
+    check_gpu(evaluation.gpu_index, " after the candidate failed")   # raises where the GPU is not
+    evaluation.checks["gpu_healthy_after_failure"] = True

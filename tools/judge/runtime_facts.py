@@ -22,63 +22,63 @@ from __future__ import annotations
 from tools.verdict import Status
 
 
-def check_runtime_facts(run, reply: dict, i: int) -> Status | None:
+def check_runtime_facts(evaluation, reply: dict, i: int) -> Status | None:
     """REJECTED with its guard's diagnostic and flag, or None when trial `i`'s facts are clean."""
     where = f"trial {i + 1}"
     if reply.get("watch_gaps"):
-        run.checks.setdefault("runtime_watch_gaps", list(reply["watch_gaps"]))
+        evaluation.checks.setdefault("runtime_watch_gaps", list(reply["watch_gaps"]))
     tamper = [str(t) for t in reply.get("tamper") or []]
     if tamper:
-        run.checks["tamper"] = tamper
-        run.diag("guard:tampering", f"{where}: the candidate changed what the evaluator relies on "
+        evaluation.checks["tamper"] = tamper
+        evaluation.diag("guard:tampering", f"{where}: the candidate changed what the evaluator relies on "
                  f"({'; '.join(tamper[:4])}{'; ...' if len(tamper) > 4 else ''}); leave torch, Triton, "
                  "the interpreter's hooks and the harness unchanged")
-        run.flag("tampering")
-        run.flag("monkeypatch")   # what the static guards call the same tricks when they see them
+        evaluation.flag("tampering")
+        evaluation.flag("monkeypatch")   # what the static guards call the same tricks when they see them
         return Status.REJECTED
     registered = [str(r) for r in reply.get("op_registrations") or []]
     if registered:
-        run.checks["op_registrations"] = registered
-        run.diag("guard:op_registration", f"{where}: the candidate registered operators with PyTorch "
+        evaluation.checks["op_registrations"] = registered
+        evaluation.diag("guard:op_registration", f"{where}: the candidate registered operators with PyTorch "
                  f"({'; '.join(registered[:4])}{'; ...' if len(registered) > 4 else ''}); a kernel registered "
                  "so runs below the op counter, in any namespace. Call your Triton kernels directly and "
                  "register nothing")
-        run.flag("library_ops")
+        evaluation.flag("library_ops")
         return Status.REJECTED
     threads = int(reply.get("threads_started") or 0)
     if threads:
-        run.diag("guard:concurrency", f"{where}: the candidate started {threads} thread(s); do all work in the "
+        evaluation.diag("guard:concurrency", f"{where}: the candidate started {threads} thread(s); do all work in the "
                  "forward call, in Triton kernels")
-        run.flag("concurrency")
+        evaluation.flag("concurrency")
         return Status.REJECTED
     around = [str(r) for r in reply.get("memory_reads") or []]
     if around:
-        run.checks["memory_reads"] = around
-        run.diag("guard:host_transfer", f"{where}: candidate code reached tensor memory on the host "
+        evaluation.checks["memory_reads"] = around
+        evaluation.diag("guard:host_transfer", f"{where}: candidate code reached tensor memory on the host "
                  f"({'; '.join(around[:4])}{'; ...' if len(around) > 4 else ''}); compute in Triton kernels "
                  "on the tensors' device, and read no process memory, mapping or serialised tensor")
-        run.flag("host_compute")
+        evaluation.flag("host_compute")
         if any(r.startswith("open ") for r in around):
-            run.flag("filesystem")
+            evaluation.flag("filesystem")
         return Status.REJECTED
     reads = {str(k): int(v) for k, v in (reply.get("host_reads") or {}).items()}
     if reads:
-        run.checks["host_reads"] = reads
+        evaluation.checks["host_reads"] = reads
         what = ", ".join(f"{k}×{v}" for k, v in sorted(reads.items(), key=lambda kv: -kv[1])[:5])
-        run.diag("guard:host_transfer", f"{where}: the forward read tensor data on the host ({what}); "
+        evaluation.diag("guard:host_transfer", f"{where}: the forward read tensor data on the host ({what}); "
                  "compute in Triton kernels on the tensors' device, never in Python or NumPy")
-        run.flag("host_compute")
+        evaluation.flag("host_compute")
         return Status.REJECTED
     programs = reply.get("programs")
     if programs is not None:
-        run.checks.setdefault("triton_programs", []).append(programs)
+        evaluation.checks.setdefault("triton_programs", []).append(programs)
         if reply.get("launch_grids_unseen"):
-            run.checks["launch_grids_unseen"] = reply["launch_grids_unseen"]
+            evaluation.checks["launch_grids_unseen"] = reply["launch_grids_unseen"]
         empty = [k for k, n in enumerate(programs) if n == 0]
-        if empty and run.settings.guards.require_triton_launch:
+        if empty and evaluation.settings.guards.require_triton_launch:
             call = f"call {empty[0] + 1} of {where}" if len(programs) > 1 else where
-            run.diag("guard:no_triton_program", f"{call}: the forward's Triton launches ran no program (an "
+            evaluation.diag("guard:no_triton_program", f"{call}: the forward's Triton launches ran no program (an "
                      "empty grid runs nothing); the work must be done in Triton kernels that run")
-            run.flag("no_triton_kernel")
+            evaluation.flag("no_triton_kernel")
             return Status.REJECTED
     return None

@@ -25,9 +25,9 @@ def static_verdict(src: str, candidate_name: str, settings: EvalSettings, device
                    gpu_index: int) -> Verdict | None:
     """The verdict of a candidate the syntax check or a static guard refuses, else None."""
     t0 = time.monotonic()
-    run = Evaluation(None, src, device, gpu_index, settings, None)
-    status = static_checks(run, candidate_name)
-    return None if status is None else to_verdict(run, status, t0)
+    evaluation = Evaluation(None, src, device, gpu_index, settings, None)
+    status = static_checks(evaluation, candidate_name)
+    return None if status is None else to_verdict(evaluation, status, t0)
 
 
 def file_verdict(src: str, fault: str, candidate_name: str, settings: EvalSettings, device: str,
@@ -37,46 +37,46 @@ def file_verdict(src: str, fault: str, candidate_name: str, settings: EvalSettin
     file gets a verdict of its own: a syntax error as the judge reports it, with its line;
     any other fault (empty, binary, no ModelNew) as one diagnostic."""
     t0 = time.monotonic()
-    run = Evaluation(None, src, device, gpu_index, settings, None)
-    run.device_info = {"type": device}
-    if not _syntax_error(run, candidate_name):
-        run.diag("bad_candidate", fault)
-    return to_verdict(run, Status.COMPILE_ERROR, t0)
+    evaluation = Evaluation(None, src, device, gpu_index, settings, None)
+    evaluation.device_info = {"type": device}
+    if not _syntax_error(evaluation, candidate_name):
+        evaluation.diag("bad_candidate", fault)
+    return to_verdict(evaluation, Status.COMPILE_ERROR, t0)
 
 
-def static_checks(run: Evaluation, candidate_name: str) -> Status | None:
+def static_checks(evaluation: Evaluation, candidate_name: str) -> Status | None:
     """1) guard: parse and static checks, before CUDA or any candidate code."""
-    run.device_info = {"type": run.device}
-    if _syntax_error(run, candidate_name):
+    evaluation.device_info = {"type": evaluation.device}
+    if _syntax_error(evaluation, candidate_name):
         return Status.COMPILE_ERROR
     from tools.guards.suite import run_static_guards
     from tools.judge.accuracy import policy_rule
     from tools.precision import dot_precisions
-    findings = run_static_guards(run.src, run.settings.guards)
-    dots = dot_precisions(ast.parse(run.src))
+    findings = run_static_guards(evaluation.src, evaluation.settings.guards)
+    dots = dot_precisions(ast.parse(evaluation.src))
     if dots:
-        run.checks["dot_precision"] = dots   # tl.dot calls by precision (tools/precision.py)
+        evaluation.checks["dot_precision"] = dots   # tl.dot calls by precision (tools/precision.py)
         # what a GPU runs: no precision given is TF32 for fp32 operands (the interpreter is exact)
         on_gpu: dict[str, int] = {}
         for precision, n in dots.items():
             key = "tf32" if precision == "default" else precision
             on_gpu[key] = on_gpu.get(key, 0) + n
-        run.checks["dot_precision_on_gpu"] = on_gpu
+        evaluation.checks["dot_precision_on_gpu"] = on_gpu
     for f in findings:
-        run.flag(f.flag)
+        evaluation.flag(f.flag)
         # what reduced precision must meet is the policy's ([eval] precision), not the guard's
-        note = " " + policy_rule(run.settings.test.precision) if f.guard == "reduced_precision" else ""
-        run.diag(f"guard:{f.guard}", f.message + note, f.line)
+        note = " " + policy_rule(evaluation.settings.test.precision) if f.guard == "reduced_precision" else ""
+        evaluation.diag(f"guard:{f.guard}", f.message + note, f.line)
     if any(f.reject for f in findings):
         return Status.REJECTED
     return None
 
 
-def _syntax_error(run: Evaluation, candidate_name: str) -> bool:
-    """Does the source not compile? Then its diagnostic, with the line, is on `run`."""
+def _syntax_error(evaluation: Evaluation, candidate_name: str) -> bool:
+    """Does the source not compile? Then its diagnostic, with the line, is on `evaluation`."""
     try:
-        compile(run.src, candidate_name, "exec")
+        compile(evaluation.src, candidate_name, "exec")
     except SyntaxError as e:
-        run.diag("syntax_error", f"SyntaxError: {e.msg}", e.lineno)
+        evaluation.diag("syntax_error", f"SyntaxError: {e.msg}", e.lineno)
         return True
     return False

@@ -28,7 +28,7 @@ HOST_MAX_ITERS = 1000   # ... but takes no more calls than this
 HOST_RUNS = 3           # runs over the limit taken again, the fastest counting
 
 
-def time_candidate(run, worker, ref_model, seed, dev) -> Status | None:
+def time_candidate(evaluation, worker, ref_model, seed, dev) -> Status | None:
     """6) time: candidate, eager and torch.compile in interleaved rounds, first per call
     (what one forward costs a user), then, for short forwards, with a measure free of
     launch and sync overhead (tools/perf/timer.py); the speedup and its interval come from
@@ -36,16 +36,16 @@ def time_candidate(run, worker, ref_model, seed, dev) -> Status | None:
     import torch
     from tools.perf import timer
     from tools.perf.gpuinfo import gpu_state
-    ts = run.settings.timing
-    held = BaselineInputs(run.judge, run.problem.module, seed, dev)
+    ts = evaluation.settings.timing
+    held = BaselineInputs(evaluation.judge, evaluation.problem.module, seed, dev)
     baselines = {"eager": lambda xs: ref_model(*xs)}
     if ts.compile_baseline:
-        cmodel, error = run.judge.compiled_baseline()   # compiled once per session
+        cmodel, error = evaluation.judge.compiled_baseline()   # compiled once per session
         if cmodel is not None:
             baselines["compile"] = lambda xs: cmodel(*xs)
         else:
-            run.checks["compile_baseline_error"] = error
-    run.device_info = {"type": "cuda", **gpu_state(run.gpu_index), "before_timing": True}
+            evaluation.checks["compile_baseline_error"] = error
+    evaluation.device_info = {"type": "cuda", **gpu_state(evaluation.gpu_index), "before_timing": True}
     try:
         with torch.no_grad():
             # a) per call, every time
@@ -55,11 +55,11 @@ def time_candidate(run, worker, ref_model, seed, dev) -> Status | None:
             # more per-call rounds only where per-call will be the measure (a long forward)
             long_forward = (lambda r: ts.measure == "per_call" or (ts.measure == "auto" and min(
                 statistics.median(x for rr in v for x in rr) for v in r.values()) >= ts.per_call_min_ms))
-            rounds, status = _timed_rounds(run, worker, seed, "per_call", 1, per_call, extend=long_forward)
+            rounds, status = _timed_rounds(evaluation, worker, seed, "per_call", 1, per_call, extend=long_forward)
             if status is not None:
                 return status
             per_call_ms = {k: statistics.median(x for r in v for x in r) for k, v in rounds.items()}
-            run.checks["timing_per_call_ms"] = per_call_ms
+            evaluation.checks["timing_per_call_ms"] = per_call_ms
             measure, reps = "per_call", 1
             # b) short forwards: the in-region sync would decide the ratio; measure without it
             short = timer.choose_measure(min(per_call_ms.values()), graph_ok=True,
@@ -70,27 +70,27 @@ def time_candidate(run, worker, ref_model, seed, dev) -> Status | None:
                     # graphs and batches keep their inputs for the phase (short forwards are small)
                     xs = held.pin()
                     plain = {k: lambda fn=fn: fn(xs) for k, fn in baselines.items()}
-                    measure, reps, judged, status = _short_measure(run, worker, seed, plain, graphs)
+                    measure, reps, judged, status = _short_measure(evaluation, worker, seed, plain, graphs)
                     if status is None:
-                        rounds, status = _timed_rounds(run, worker, seed, measure, reps, judged)
+                        rounds, status = _timed_rounds(evaluation, worker, seed, measure, reps, judged)
                 finally:
                     for g in graphs:
                         g.close()
                 if status is not None:
                     return status
-            run.checks.update(timing_measure=measure, timing_reps=reps, timing_rounds=len(rounds["candidate"]))
-            _host_check(run, worker, seed, baselines["eager"], held)
+            evaluation.checks.update(timing_measure=measure, timing_reps=reps, timing_rounds=len(rounds["candidate"]))
+            _host_check(evaluation, worker, seed, baselines["eager"], held)
     finally:
         held.drop()   # lean: nothing of the inputs' size stays here
-    after = gpu_state(run.gpu_index)
-    run.device_info["after_timing"] = {k: after.get(k) for k in ("sm_clock_mhz", "mem_clock_mhz",
+    after = gpu_state(evaluation.gpu_index)
+    evaluation.device_info["after_timing"] = {k: after.get(k) for k in ("sm_clock_mhz", "mem_clock_mhz",
                                                                    "temperature_c", "power_w",
                                                                    "throttle_reasons")}
-    _speedups(run, rounds)
+    _speedups(evaluation, rounds)
     return None
 
 
-def _timed_rounds(run, worker, seed, measure: str, reps: int, timers: dict,
+def _timed_rounds(evaluation, worker, seed, measure: str, reps: int, timers: dict,
                   extend=lambda rounds: True) -> tuple[dict, Status | None]:
     """Interleaved rounds (eager, candidate, compile) of one measure: per-round ms
     samples per callable. `timers[name](warmup)` times a baseline here; the candidate is
@@ -104,16 +104,16 @@ def _timed_rounds(run, worker, seed, measure: str, reps: int, timers: dict,
     t0, first_s = time.monotonic(), None
     while True:
         t = time.monotonic()
-        status = _one_batch(run, worker, seed, measure, reps, timers, rounds)
+        status = _one_batch(evaluation, worker, seed, measure, reps, timers, rounds)
         batch_s = time.monotonic() - t
         first_s = batch_s if first_s is None else first_s
         extra_after_next_s = time.monotonic() - t0 - first_s + batch_s
-        if status is not None or not (extend(rounds) and _want_more(run, rounds, extra_after_next_s)):
+        if status is not None or not (extend(rounds) and _want_more(evaluation, rounds, extra_after_next_s)):
             return rounds, status
 
 
-def _one_batch(run, worker, seed, measure, reps, timers, rounds) -> Status | None:
-    ts = run.settings.timing
+def _one_batch(evaluation, worker, seed, measure, reps, timers, rounds) -> Status | None:
+    ts = evaluation.settings.timing
     payload, reply, fresh = b"", {}, None
     launched: list[tuple[dict, str]] = []   # each round's reply, for its launch lists
     first = not rounds["candidate"]
@@ -122,45 +122,45 @@ def _one_batch(run, worker, seed, measure, reps, timers, rounds) -> Status | Non
         n = len(rounds["candidate"]) + 1
         rounds["eager"].append(timers["eager"](warm))
         final = r == ts.rounds - 1
-        recorded = final and ground_truth.recording(run)   # calls like these, recorded after
-        fresh = timed_path.fresh_seed(run, seed) if final else None   # the checked outputs' inputs: never seen
-        reply, payload, status = _ask(run, worker, {
+        recorded = final and ground_truth.recording(evaluation)   # calls like these, recorded after
+        fresh = timed_path.fresh_seed(evaluation, seed) if final else None   # the checked outputs' inputs: never seen
+        reply, payload, status = _ask(evaluation, worker, {
             "op": "time", "seed": seed, "warmup": warm, "iters": ts.iters_per_round, "measure": measure,
-            "reps": reps, "return_output": final, "check_seed": fresh, "staged": run.staged is not None,
+            "reps": reps, "return_output": final, "check_seed": fresh, "staged": evaluation.staged is not None,
             "activity": recorded}, f"timing round {n}")
         if status is not None:
             return status
         if "capture_error" in reply:   # its graph was captured by the probe: it cannot fail now
-            error_diag(run, {"phase": "timing", "error_type": "CaptureFailed", "message": reply["capture_error"]})
+            error_diag(evaluation, {"phase": "timing", "error_type": "CaptureFailed", "message": reply["capture_error"]})
             return Status.RUNTIME_ERROR
         rounds["candidate"].append([float(x) for x in reply["samples_ms"]])
-        if _skipped_work(run, reply, f"timing round {n}"):
+        if _skipped_work(evaluation, reply, f"timing round {n}"):
             return Status.REJECTED
         # what the GPU ran (CUPTI's record, the batch's last round) is judged before the launch lists:
         # library kernels when timed say more than a changed launch list
         launched.append((reply, f"timing round {n}"))
-        status = ground_truth.check(run, reply, f"timing round {n}", timed=True) if recorded else None
+        status = ground_truth.check(evaluation, reply, f"timing round {n}", timed=True) if recorded else None
         if status is not None:
             return status
         for k in timers:
             if k != "eager":
                 rounds[k].append(timers[k](warm))
     # then the launches: the timed graph's capture, each round's calls; then the timed outputs
-    probe, run.graph_probe = run.graph_probe, None
+    probe, evaluation.graph_probe = evaluation.graph_probe, None
     for got, where in ([(probe, "the CUDA graph capture")] if probe is not None else []) + launched:
-        if (status := timed_path.check(run, got, where)) is not None:
+        if (status := timed_path.check(evaluation, got, where)) is not None:
             return status
     # the outputs' inputs: the new seed where the worker could write it into the timed inputs
     on_fresh = fresh is not None and reply.get("fresh_inputs") in ("graph", "call")
-    return recheck_timed_outputs(run, reply, payload, fresh if on_fresh else seed)
+    return recheck_timed_outputs(evaluation, reply, payload, fresh if on_fresh else seed)
 
 
-def _want_more(run, rounds: dict, extra_after_next_s: float) -> bool:
+def _want_more(evaluation, rounds: dict, extra_after_next_s: float) -> bool:
     """Another batch of rounds: the interval over eager is still wider than the target,
     and another batch stays within max_rounds and max_extra_s (the time beyond the
     first batch, the next one included)."""
     from tools.perf.speedup import estimate_speedup
-    ts = run.settings.timing
+    ts = evaluation.settings.timing
     if len(rounds["candidate"]) + ts.rounds > ts.max_rounds or extra_after_next_s > ts.max_extra_s:
         return False
     try:
@@ -170,14 +170,14 @@ def _want_more(run, rounds: dict, extra_after_next_s: float) -> bool:
     return est.low > 0 and est.high / est.low - 1 > ts.interval_target
 
 
-def _short_measure(run, worker, seed, baselines: dict, graphs: list):
+def _short_measure(evaluation, worker, seed, baselines: dict, graphs: list):
     """(measure, reps, timers, status) for a forward too short to time per call: graph
     replay when every callable can be captured, else batched calls; reps so that one
     sample lasts [timing] replay_target_ms for the fastest callable. The judge's graphs
     go into `graphs` for the caller to close."""
     from tools.perf import timer
-    ts = run.settings.timing
-    reply, _, status = _ask(run, worker, {"op": "estimate", "seed": seed},
+    ts = evaluation.settings.timing
+    reply, _, status = _ask(evaluation, worker, {"op": "estimate", "seed": seed},
                             "estimating the candidate's time per call")
     if status is not None:
         return "per_call", 1, {}, status
@@ -190,47 +190,47 @@ def _short_measure(run, worker, seed, baselines: dict, graphs: list):
         return "batched", reps, batched, None
     failures = {}
     # the candidate's graph is captured by its first round; probe it now, before ours
-    probe, _, status = _ask(run, worker, {"op": "time", "seed": seed, "warmup": ts.warmup, "iters": 1,
+    probe, _, status = _ask(evaluation, worker, {"op": "time", "seed": seed, "warmup": ts.warmup, "iters": 1,
                                           "measure": "cuda_graph", "reps": reps},
                             "capturing the candidate's forward in a CUDA graph")
     if status is not None:
         return "per_call", 1, {}, status
     if "capture_error" in probe:
         failures["candidate"] = probe["capture_error"]
-    elif _skipped_work(run, probe, "the CUDA graph capture"):
+    elif _skipped_work(evaluation, probe, "the CUDA graph capture"):
         return "per_call", 1, {}, Status.REJECTED
     else:   # judged after the first timing batch, whose record of the GPU (library work) comes first
-        run.graph_probe = probe
+        evaluation.graph_probe = probe
     timers = {}
     for k, fn in baselines.items():
         if failures:
             break
         try:
-            graphs.append(timer.capture_cuda_graph(fn, warmup=2, reps_per_graph=reps, device=run.judge.dev))
+            graphs.append(timer.capture_cuda_graph(fn, warmup=2, reps_per_graph=reps, device=evaluation.judge.dev))
         except timer.CaptureUnsupported as e:
             failures[k] = str(e)[:300]
             break
         timers[k] = lambda warm, g=graphs[-1], k=k: g.time(ts.iters_per_round, name=f"krefine.{k}")
     if failures:
-        run.checks["graph_capture_failed"] = failures
+        evaluation.checks["graph_capture_failed"] = failures
         return "batched", reps, batched, None
     return "cuda_graph", reps, timers, None
 
 
-def _ask(run, worker, header: dict, what: str) -> tuple[dict, bytes, Status | None]:
+def _ask(evaluation, worker, header: dict, what: str) -> tuple[dict, bytes, Status | None]:
     """One timing request: (reply, payload, None), or the verdict's status once `what`
     timed out, killed the worker or raised in the candidate's code."""
-    timeout_s = run.settings.test.run_timeout_s
+    timeout_s = evaluation.settings.test.run_timeout_s
     try:
         reply, payload = worker.request(header, timeout_s)
     except isolation.WorkerTimeout:
-        run.diag("timeout", f"{what} did not finish within {timeout_s:g} s")
-        health(run, worker)
+        evaluation.diag("timeout", f"{what} did not finish within {timeout_s:g} s")
+        health(evaluation, worker)
         return {}, b"", Status.TIMEOUT
     except isolation.WorkerDied:
-        return {}, b"", died(run, worker, what)
+        return {}, b"", died(evaluation, worker, what)
     if not reply.get("ok"):
-        error_diag(run, reply)
+        error_diag(evaluation, reply)
         return reply, b"", Status.RUNTIME_ERROR
     return reply, payload, None
 
@@ -241,19 +241,19 @@ def _median_ratio(baseline: Timing | None, candidate: Timing) -> float | None:
     return baseline.median_ms / candidate.median_ms
 
 
-def _skipped_work(run, reply: dict, what: str) -> bool:
+def _skipped_work(evaluation, reply: dict, what: str) -> bool:
     """Fewer Triton launches than calls in a timed request: the candidate skipped its
     kernels on inputs it had seen (the verdict is then rejected)."""
-    if not run.settings.guards.require_triton_launch or reply.get("launches", 0) >= reply.get("calls", 0):
+    if not evaluation.settings.guards.require_triton_launch or reply.get("launches", 0) >= reply.get("calls", 0):
         return False
-    run.diag("guard:skipped_work", f"{what}: {reply.get('launches', 0)} Triton launches in "
+    evaluation.diag("guard:skipped_work", f"{what}: {reply.get('launches', 0)} Triton launches in "
              f"{reply.get('calls')} timed calls: the forward skips its kernels when it sees the "
              "same inputs again (a result cache?)")
-    run.flag("caching")
+    evaluation.flag("caching")
     return True
 
 
-def _host_check(run, worker, seed, eager, held) -> None:
+def _host_check(evaluation, worker, seed, eager, held) -> None:
     """The judge's own clock around back-to-back calls of the candidate and of eager
     (checks.host_check); _speedups compares it with the per-call event median
     (side-stream or deferred work the events missed).
@@ -265,8 +265,8 @@ def _host_check(run, worker, seed, eager, held) -> None:
     HOST_RUNS times, and the fastest counts: work that escapes the events shows in
     every run, a hiccup in one."""
     from tools.perf.timer import time_host
-    s, ts = run.settings, run.settings.timing
-    per_call_ms = run.checks["timing_per_call_ms"]["candidate"]
+    s, ts = evaluation.settings, evaluation.settings.timing
+    per_call_ms = evaluation.checks["timing_per_call_ms"]["candidate"]
     iters = max(ts.host_check_iters, min(HOST_MAX_ITERS, math.ceil(HOST_RUN_MS / max(per_call_ms, 1e-3))))
     rtts = []
     for _ in range(5):  # the min: a first ping can wait behind the worker freeing GBs
@@ -285,7 +285,7 @@ def _host_check(run, worker, seed, eager, held) -> None:
     worker.request({"op": "host_done"}, s.test.run_timeout_s)
     eager_host = held.call("timing the eager baseline by the host clock",
                            lambda xs: time_host(lambda: eager(xs), iters=iters))
-    run.checks["host_check"] = {"candidate_ms_per_call": min(runs), "eager_ms_per_call": eager_host,
+    evaluation.checks["host_check"] = {"candidate_ms_per_call": min(runs), "eager_ms_per_call": eager_host,
                                 "rtt_ms": rtt_ms, "iters": iters, "runs_ms_per_call": runs}
 
 
@@ -326,39 +326,39 @@ class BaselineInputs:
             memory.release(self.dev)
 
 
-def _speedups(run, rounds: dict) -> None:
+def _speedups(evaluation, rounds: dict) -> None:
     """Timing figures, speedups with their intervals, and the timing flags."""
     from tools.perf.speedup import decide, estimate_speedup
-    ts = run.settings.timing
-    run.timing = {k: Timing.from_samples([x for r in v for x in r]) for k, v in rounds.items()}
-    run.timing.setdefault("compile", None)
+    ts = evaluation.settings.timing
+    evaluation.timing = {k: Timing.from_samples([x for r in v for x in r]) for k, v in rounds.items()}
+    evaluation.timing.setdefault("compile", None)
     intervals = {}
     for b in ("eager", "compile"):
         if rounds.get(b):
             try:
                 est = estimate_speedup(rounds["candidate"], rounds[b], confidence=ts.confidence)
             except ValueError as e:   # a sample that is not a positive time: no interval
-                run.checks.setdefault("speedup_interval_error", {})[b] = str(e)
+                evaluation.checks.setdefault("speedup_interval_error", {})[b] = str(e)
                 continue
             intervals[b] = {**est.to_json(), "faster": decide(est, 1.0).value}
-    run.speedup_interval = intervals
-    run.speedup_eager, run.speedup_compile = (
-        intervals[b]["ratio"] if b in intervals else _median_ratio(run.timing.get(b), run.timing["candidate"])
+    evaluation.speedup_interval = intervals
+    evaluation.speedup_eager, evaluation.speedup_compile = (
+        intervals[b]["ratio"] if b in intervals else _median_ratio(evaluation.timing.get(b), evaluation.timing["candidate"])
         for b in ("eager", "compile"))
-    host = run.checks["host_check"]
-    cand_per_call = run.checks["timing_per_call_ms"]["candidate"]
+    host = evaluation.checks["host_check"]
+    cand_per_call = evaluation.checks["timing_per_call_ms"]["candidate"]
     if host["candidate_ms_per_call"] > host_limit_ms(ts, cand_per_call):
         # events missed work (side stream, deferred launch): trust the judge's own clock
-        run.flag("timer_mismatch")
-        run.diag("timer_mismatch", f"CUDA events say {cand_per_call:.4f} ms per call but the judge's clock "
+        evaluation.flag("timer_mismatch")
+        evaluation.diag("timer_mismatch", f"CUDA events say {cand_per_call:.4f} ms per call but the judge's clock "
                  f"says {host['candidate_ms_per_call']:.4f} ms; speedup computed from host times instead")
         cand_host = host["candidate_ms_per_call"]
-        run.speedup_eager = host["eager_ms_per_call"] / cand_host if cand_host > 0 else None
-        run.speedup_compile = None
-        run.speedup_interval = {}
-    if run.speedup_eager is not None and run.speedup_eager > ts.excessive_speedup:
-        run.flag("excessive_speedup")
-        run.diag("excessive_speedup", f"{run.speedup_eager:.1f}x faster than eager is above the "
+        evaluation.speedup_eager = host["eager_ms_per_call"] / cand_host if cand_host > 0 else None
+        evaluation.speedup_compile = None
+        evaluation.speedup_interval = {}
+    if evaluation.speedup_eager is not None and evaluation.speedup_eager > ts.excessive_speedup:
+        evaluation.flag("excessive_speedup")
+        evaluation.diag("excessive_speedup", f"{run.speedup_eager:.1f}x faster than eager is above the "
                  f"{ts.excessive_speedup:g}x plausibility threshold: flagged, not trusted")
-    if run.timing["candidate"].spread > 0.2:
-        run.flag("noisy_timing")
+    if evaluation.timing["candidate"].spread > 0.2:
+        evaluation.flag("noisy_timing")

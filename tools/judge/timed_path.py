@@ -120,44 +120,44 @@ def _hashes(part: dict) -> str:
     return ", ".join(sorted({str(binary) for _, binary, _ in part}))
 
 
-def check(run, reply: dict, where: str) -> Status | None:
+def check(evaluation, reply: dict, where: str) -> Status | None:
     """Rule 1 on a time reply; what was compared goes to checks["timed_path"]."""
     record = reply.get("launch_signatures")
     if not isinstance(record, dict) or not record.get("attached"):
-        run.checks.setdefault("timed_path", "not recorded: the worker's launch hook does not feed its launch log")
+        evaluation.checks.setdefault("timed_path", "not recorded: the worker's launch hook does not feed its launch log")
         return None
     try:
         checked, timed = parse(record.get("checked") or []), parse(record.get("timed") or [])
         unkept = int((record.get("unkept") or {}).get("timed", 0))
     except (ValueError, TypeError, AttributeError) as e:
-        run.diag("protocol", f"{where}: the worker sent a malformed launch record: {e}")
-        run.flag("tampering")
+        evaluation.diag("protocol", f"{where}: the worker sent a malformed launch record: {e}")
+        evaluation.flag("tampering")
         return Status.REJECTED
     if not checked:
-        run.checks.setdefault("timed_path", "not compared: no checked call's launches were recorded")
+        evaluation.checks.setdefault("timed_path", "not compared: no checked call's launches were recorded")
         return None
-    seen = run.checks.get("timed_path")
+    seen = evaluation.checks.get("timed_path")
     seen = seen if isinstance(seen, dict) else {"checked_signatures": 0, "timed_calls_compared": 0}
     seen["checked_signatures"] = len(checked)
     seen["timed_calls_compared"] += sum(timed.values()) + unkept
-    run.checks["timed_path"] = seen
+    evaluation.checks["timed_path"] = seen
     found = difference(checked, timed, unkept)
     if found is None:
         return None
-    run.diag("guard:timed_path", f"{where}: {found.calls} of {found.of_calls} timed calls launched {found.message}: "
+    evaluation.diag("guard:timed_path", f"{where}: {found.calls} of {found.of_calls} timed calls launched {found.message}: "
              "what was timed is not what was checked (a forward that changes its kernels or grids when it is "
              "captured in a CUDA graph or timed); launch the same kernels on every call")
-    run.flag("tampering")
+    evaluation.flag("tampering")
     if found.fewer_programs:
-        run.flag("no_triton_kernel")
+        evaluation.flag("no_triton_kernel")
     return Status.REJECTED
 
 
-def fresh_seed(run, seed: int) -> int | None:
+def fresh_seed(evaluation, seed: int) -> int | None:
     """A new secret seed for the timed outputs' check (none of the trials', not the
     timing seed), or None where the worker may not hold a second set of inputs for a
     moment (a lean session whose inputs are large: tools/judge/memory.py's refill)."""
-    judge = run.judge
+    judge = evaluation.judge
     if getattr(judge, "lean", False) and judge.footprint is not None and judge.footprint.refill(judge.dev) != "copy":
         return None
     taken = {seed, *getattr(judge, "seeds", ())}
@@ -167,13 +167,13 @@ def fresh_seed(run, seed: int) -> int | None:
             return fresh
 
 
-def fresh_reference(run, seed: int) -> list:
+def fresh_reference(evaluation, seed: int) -> list:
     """The reference outputs for a check seed, computed and not kept (a session keeps
     the trial seeds' references only)."""
-    judge, s = run.judge, run.settings.test
+    judge, s = evaluation.judge, evaluation.settings.test
     try:
         return memory.retry_oom(judge, "the reference for the timed outputs' new inputs", lambda: compute_reference(
-            judge.reference_model(), run.problem.module, seed, judge.dev, init_seed=s.init_seed,
+            judge.reference_model(), evaluation.problem.module, seed, judge.dev, init_seed=s.init_seed,
             precision=s.precision, module_mode=s.module_mode))
     finally:
         if judge.lean:

@@ -18,12 +18,12 @@ from tools.sandbox.outputs import TENSOR
 from tools.verdict import Status
 
 
-def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | None:
+def run_trials(evaluation, worker, ref_model, seeds, dev, first_ref: list) -> Status | None:
     from tools.judge.accuracy import decide, measured
     from tools.judge.numerics import compare, tolerances
-    s = run.settings
+    s = evaluation.settings
     policy = s.test.precision
-    judge = run.judge
+    judge = evaluation.judge
     lean = judge.lean   # tools/judge/memory.py: references made after the worker's calls, one at a time
     outputs = list(judge.footprint.outputs) if judge.footprint is not None else []
     comparisons = []
@@ -37,70 +37,70 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
         timeout = s.test.compile_timeout_s if i == 0 else s.test.run_timeout_s
         if i == ownership.off_trial(seeds):   # who writes the outputs: the forward without its kernels
             try:
-                ownership.run_without_triton(run, worker, seed, poison, dev, None if lean else refs[0], timeout)
+                ownership.run_without_triton(evaluation, worker, seed, poison, dev, None if lean else refs[0], timeout)
             except isolation.WorkerTimeout:
-                return _timed_out(run, worker, i, timeout)
+                return _timed_out(evaluation, worker, i, timeout)
             except isolation.WorkerDied:
-                return died(run, worker, f"trial {i + 1}, the forward with its Triton launches skipped")
+                return died(evaluation, worker, f"trial {i + 1}, the forward with its Triton launches skipped")
             if lean:
                 release(dev)
         try:
             reply, payload = worker.request({"op": "trial", "seed": seed, "poison": poison, "refill_seed": seed2,
                                              "refill": judge.footprint.refill(dev) if lean else None,
-                                             "repeat": lean or i == 0, "staged": run.staged is not None,
-                                             "activity": ground_truth.recording(run)},
+                                             "repeat": lean or i == 0, "staged": evaluation.staged is not None,
+                                             "activity": ground_truth.recording(evaluation)},
                                             timeout)
         except isolation.WorkerTimeout:
-            return _timed_out(run, worker, i, timeout)
+            return _timed_out(evaluation, worker, i, timeout)
         except isolation.WorkerDied:
-            return died(run, worker, f"trial {i + 1}")
+            return died(evaluation, worker, f"trial {i + 1}")
         if not reply.get("ok"):
             failed = reply.get("failed_launch")
             if failed and reply.get("kind") != "triton_compile":
                 # the interpreter reports GPU compile errors as runtime errors: ask a compiler
-                for k in compile_specs(run, [failed]):
+                for k in compile_specs(evaluation, [failed]):
                     if not k.get("ok"):
                         reply = {**reply, "kind": "triton_compile", "message": k.get("message", ""),
                                  "error_type": k.get("error_type", "CompilationError"),
                                  "line": k.get("line") or reply.get("line"),
                                  "source_line": k.get("source_line") or reply.get("source_line")}
-            error_diag(run, reply)
+            error_diag(evaluation, reply)
             return Status.COMPILE_ERROR if reply.get("kind") == "triton_compile" else Status.RUNTIME_ERROR
         launches = reply.get("launches", {})
-        run.checks.setdefault("triton_launches", launches)
-        run.checks.setdefault("output_aliases", []).extend(reply.get("aliases") or [])
+        evaluation.checks.setdefault("triton_launches", launches)
+        evaluation.checks.setdefault("output_aliases", []).extend(reply.get("aliases") or [])
         if s.guards.require_triton_launch and sum(launches.values()) == 0:
-            run.diag("guard:no_triton_launch", f"trial {i + 1}: forward launched no @triton.jit "
+            evaluation.diag("guard:no_triton_launch", f"trial {i + 1}: forward launched no @triton.jit "
                      "kernel; the work must be done in Triton kernels")
-            run.flag("no_triton_kernel")
+            evaluation.flag("no_triton_kernel")
             return Status.REJECTED
-        status = check_runtime_facts(run, reply, i)   # the worker's watch: tampering, threads, host reads, programs
+        status = check_runtime_facts(evaluation, reply, i)   # the worker's watch: tampering, threads, host reads, programs
         if status is not None:
             return status
         compute = reply.get("aten_compute") or {}
         if compute:
             ops = ", ".join(f"{k}×{v}" for k, v in sorted(compute.items(), key=lambda kv: -kv[1])[:5])
-            run.checks["aten_compute"] = compute
-            run.flag("library_ops")
+            evaluation.checks["aten_compute"] = compute
+            evaluation.flag("library_ops")
             msg = (f"the forward runs PyTorch compute ops ({ops}) besides its Triton kernels; "
                    "do that work inside the kernels")
             if not s.guards.allow_library_ops:
-                run.diag("guard:library_ops", msg)
+                evaluation.diag("guard:library_ops", msg)
                 return Status.REJECTED
-            run.diag("library_ops", msg)
+            evaluation.diag("library_ops", msg)
         if reply.get("inputs_mutated"):
             idx = ", ".join(f"#{k}" for k in reply["inputs_mutated"])
-            run.diag("input_mutated", f"forward modified input {idx} in place; inputs must be left unchanged")
+            evaluation.diag("input_mutated", f"forward modified input {idx} in place; inputs must be left unchanged")
             return Status.INCORRECT
         calls = 2 if lean or i == 0 else 1
         specs = reply.get("outputs", [])
         try:
             # lean: one call's outputs at a time where they all came through the staging buffer
             staged_only = lean and all(isinstance(sp, dict) and "staged" in sp for sp in specs)
-            outs = None if staged_only else channel.unpack_tensors(specs, payload, dev, run.staged)
+            outs = None if staged_only else channel.unpack_tensors(specs, payload, dev, evaluation.staged)
         except channel.ProtocolError as e:
-            run.diag("protocol", f"the worker sent malformed outputs: {e}")
-            run.flag("tampering")
+            evaluation.diag("protocol", f"the worker sent malformed outputs: {e}")
+            evaluation.flag("tampering")
             return Status.REJECTED
         types = reply.get("output_types", [])
         structure = reply.get("structure", [])
@@ -108,20 +108,20 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
         if not all(ok_types) or len(types) != calls * n_out:
             got = ", ".join(sorted(set(types))) or "nothing"
             want = f"{n_out} torch.Tensor" if n_out > 1 else "exactly one torch.Tensor"
-            run.diag("output_type", f"forward returned {structure[0] if structure else '?'} ({got}); expected {want}")
+            evaluation.diag("output_type", f"forward returned {structure[0] if structure else '?'} ({got}); expected {want}")
             return Status.INCORRECT
         if len(specs) != calls * n_out:
-            run.diag("protocol", f"the worker sent {len(specs)} outputs for {calls * n_out} tensors")
-            run.flag("tampering")
+            evaluation.diag("protocol", f"the worker sent {len(specs)} outputs for {calls * n_out} tensors")
+            evaluation.flag("tampering")
             return Status.REJECTED
-        want_dev = "cpu" if run.device == "cpu" else "cuda"
+        want_dev = "cpu" if evaluation.device == "cpu" else "cuda"
         devices = reply.get("output_devices") or []
         wrong = [d for d in devices if str(d).split(":")[0] != want_dev]
         if wrong or len(devices) != len(types):
-            run.diag("device", f"forward returned a tensor on {wrong[0] if wrong else '?'}; outputs must be "
+            evaluation.diag("device", f"forward returned a tensor on {wrong[0] if wrong else '?'}; outputs must be "
                      f"on {want_dev}, where the inputs are (compute on the GPU, do not copy results elsewhere)")
             return Status.INCORRECT
-        status = ground_truth.check(run, reply, f"trial {i + 1}", timed=False)   # CUPTI's record of the calls
+        status = ground_truth.check(evaluation, reply, f"trial {i + 1}", timed=False)   # CUPTI's record of the calls
         if status is not None:
             return status
         for call in range(calls):
@@ -129,19 +129,19 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
             ref = refs[0] if not lean else judge.reference(seed if call == 0 else seed2)
             part = slice(call * n_out, (call + 1) * n_out)
             try:
-                got = outs[part] if outs is not None else channel.unpack_tensors(specs[part], b"", dev, run.staged)
+                got = outs[part] if outs is not None else channel.unpack_tensors(specs[part], b"", dev, evaluation.staged)
             except channel.ProtocolError as e:
-                run.diag("protocol", f"the worker sent malformed outputs: {e}")
-                run.flag("tampering")
+                evaluation.diag("protocol", f"the worker sent malformed outputs: {e}")
+                evaluation.flag("tampering")
                 return Status.REJECTED
             again = "second call" if lean else "repeated call"
             for k, (o, r) in enumerate(zip(got, ref)):
                 where = f"trial {i + 1}" + (f", {again}" if call else "") + (f", output {k}" if n_out > 1 else "")
                 if o.shape != r.shape:
-                    run.diag("shape", f"{where}: output shape {tuple(o.shape)}, expected {tuple(r.shape)}")
+                    evaluation.diag("shape", f"{where}: output shape {tuple(o.shape)}, expected {tuple(r.shape)}")
                     return Status.INCORRECT
                 if o.dtype != r.dtype:
-                    run.diag("dtype", f"{where}: output dtype {o.dtype}, expected {r.dtype}")
+                    evaluation.diag("dtype", f"{where}: output dtype {o.dtype}, expected {r.dtype}")
                     return Status.INCORRECT
                 atol, rtol, rel = tolerances(r.dtype, s.test)
                 cmp = compare(o, r, atol=atol, rtol=rtol, rel_l2_limit=rel)
@@ -153,8 +153,8 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
                     cmp = measured(cmp, o, r, truths, k, policy)
                 comparisons.append({"trial": i + 1, "call": call + 1, "output": k, **cmp.to_json()})
                 if not cmp.ok:
-                    run.checks["comparisons"] = comparisons
-                    _record_precision(run, comparisons)
+                    evaluation.checks["comparisons"] = comparisons
+                    _record_precision(evaluation, comparisons)
                     msg = cmp.describe()
                     if call == 1 and lean:
                         where_in = "the same input tensors" if reply.get("same_storage") else "new input tensors"
@@ -163,52 +163,52 @@ def run_trials(run, worker, ref_model, seeds, dev, first_ref: list) -> Status | 
                     elif call == 1:
                         msg = "the first call was right but a repeated call with the same inputs was not " \
                               "(state kept between calls?): " + msg
-                    run.diag("mismatch", f"{where}: {msg}")
+                    evaluation.diag("mismatch", f"{where}: {msg}")
                     for p in cmp.patterns:
-                        run.flag(f"diff:{p.split(':')[0]}")
+                        evaluation.flag(f"diff:{p.split(':')[0]}")
                     return Status.INCORRECT
             del got
         if lean:
-            run.checks.setdefault("same_storage_refill", []).append(bool(reply.get("same_storage")))
+            evaluation.checks.setdefault("same_storage_refill", []).append(bool(reply.get("same_storage")))
             release(dev)   # the copies compared and their scratch, before the worker runs again
-    run.checks["comparisons"] = comparisons
-    _record_precision(run, comparisons)
-    status = ownership.decide(run, getattr(run.judge, "reference_aliases", None))   # right answers: but whose, in whose memory?
+    evaluation.checks["comparisons"] = comparisons
+    _record_precision(evaluation, comparisons)
+    status = ownership.decide(evaluation, getattr(evaluation.judge, "reference_aliases", None))   # right answers: but whose, in whose memory?
     if status is not None:
         return status
-    run.checks["inputs_unmutated"] = True
-    run.checks["repeat_consistent"] = True
+    evaluation.checks["inputs_unmutated"] = True
+    evaluation.checks["repeat_consistent"] = True
     atol, rtol, rel = tolerances(ref[0].dtype, s.test)
-    run.checks["tolerance"] = {"atol": atol, "rtol": rtol, "rel_l2": rel, "dtype": str(ref[0].dtype)}
+    evaluation.checks["tolerance"] = {"atol": atol, "rtol": rtol, "rel_l2": rel, "dtype": str(ref[0].dtype)}
     return None
 
 
-def _record_precision(run, comparisons: list[dict]) -> None:
+def _record_precision(evaluation, comparisons: list[dict]) -> None:
     """checks.precision: the policy, how eager computed fp32 (the judge's flags for it), the
     kernel's tl.dot precisions, and the least accurate output's and eager's errors against
     the float64 truth on the same trial (tools/judge/accuracy.py)."""
     from tools.judge.accuracy import EAGER_ERROR_MARGIN, worst
     from tools.problem import fp32_precisions, precision_flags
-    policy = run.settings.test.precision
+    policy = evaluation.settings.test.precision
     with precision_flags(policy):
-        eager = fp32_precisions(run.judge.dev)
+        eager = fp32_precisions(evaluation.judge.dev)
     figures = worst(comparisons) or {}
-    dots = run.checks.get("dot_precision_on_gpu" if run.device == "cuda" else "dot_precision", {})
-    run.checks["precision"] = {"policy": policy, "eager_fp32": eager, "candidate_dots": dots,
+    dots = evaluation.checks.get("dot_precision_on_gpu" if evaluation.device == "cuda" else "dot_precision", {})
+    evaluation.checks["precision"] = {"policy": policy, "eager_fp32": eager, "candidate_dots": dots,
                                "candidate_error": figures.get("candidate"), "eager_error": figures.get("eager"),
                                "margin": EAGER_ERROR_MARGIN}
 
 
-def _timed_out(run, worker, i: int, timeout: float) -> Status:
+def _timed_out(evaluation, worker, i: int, timeout: float) -> Status:
     why = ("Triton's CPU interpreter runs each program in Python: a large input or many small "
            "programs can take this long, or a kernel hangs; try smaller inputs, larger blocks or "
-           "--device cuda" if run.device == "cpu" else "an infinite loop, a deadlock or a hung kernel")
-    run.diag("timeout", f"trial {i + 1}: forward did not finish within {timeout:g} s ({why})")
-    health(run, worker)
+           "--device cuda" if evaluation.device == "cpu" else "an infinite loop, a deadlock or a hung kernel")
+    evaluation.diag("timeout", f"trial {i + 1}: forward did not finish within {timeout:g} s ({why})")
+    health(evaluation, worker)
     return Status.TIMEOUT
 
 
-def recheck_timed_outputs(run, reply: dict, payload: bytes, seed: int) -> Status | None:
+def recheck_timed_outputs(evaluation, reply: dict, payload: bytes, seed: int) -> Status | None:
     """The outputs the timed mechanism itself made (deferred, skipped or cached work shows
     here) against the reference of `seed`, the seed of their inputs: a new secret one
     where the worker wrote it into the timed inputs before the last timed sample, or into
@@ -217,36 +217,36 @@ def recheck_timed_outputs(run, reply: dict, payload: bytes, seed: int) -> Status
     from tools.judge.accuracy import decide
     from tools.judge.numerics import compare, tolerances
     from tools.judge.timed_path import fresh_reference
-    on_new = seed not in run.judge.seeds and reply.get("fresh_inputs") in ("call", "graph")
+    on_new = seed not in evaluation.judge.seeds and reply.get("fresh_inputs") in ("call", "graph")
     fresh = reply["fresh_inputs"] if on_new else None
-    ref = run.judge.reference(seed) if fresh is None else fresh_reference(run, seed)
+    ref = evaluation.judge.reference(seed) if fresh is None else fresh_reference(evaluation, seed)
     try:
-        outs = channel.unpack_tensors(reply.get("outputs", []), payload, run.judge.dev, run.staged)
+        outs = channel.unpack_tensors(reply.get("outputs", []), payload, evaluation.judge.dev, evaluation.staged)
     except channel.ProtocolError as e:
-        run.diag("protocol", f"the worker sent malformed outputs of a timed call: {e}")
-        run.flag("tampering")
+        evaluation.diag("protocol", f"the worker sent malformed outputs of a timed call: {e}")
+        evaluation.flag("tampering")
         return Status.REJECTED
     if len(outs) != len(ref):   # the worker sends only exact tensors (tools/sandbox/outputs.py)
         got = ", ".join(sorted(set(reply.get("output_types") or []))) or "nothing"
-        run.diag("output_type", f"a timed call returned {got}; expected {len(ref)} torch.Tensor")
+        evaluation.diag("output_type", f"a timed call returned {got}; expected {len(ref)} torch.Tensor")
         return Status.INCORRECT
     for k, (o, r) in enumerate(zip(outs, ref)):
-        atol, rtol, rel = tolerances(r.dtype, run.settings.test)
+        atol, rtol, rel = tolerances(r.dtype, evaluation.settings.test)
         cmp = compare(o, r, atol=atol, rtol=rtol, rel_l2_limit=rel) if o.shape == r.shape else None
         if cmp is not None:   # against the float64 forward where the policy says (tools/judge/accuracy.py)
-            cmp = decide(cmp, o, r, lambda: run.judge.precise_reference(seed), k, run.settings.test.precision)
+            cmp = decide(cmp, o, r, lambda: evaluation.judge.precise_reference(seed), k, evaluation.settings.test.precision)
         if cmp is None or not cmp.ok:
             what = {"graph": "the timed CUDA graph, replayed once on new inputs written into the tensors it was "
                              "captured on, returned a wrong output",
                     "call": "a timed call on new inputs (written into the timed inputs before the last timed "
                             "sample) returned a wrong output",
                     None: "the output of a timed call is wrong"}[fresh]
-            run.diag("mismatch", f"{what} although the test calls were right (work skipped, deferred or its "
+            evaluation.diag("mismatch", f"{what} although the test calls were right (work skipped, deferred or its "
                      "result cached under timing or capture?): " + (cmp.describe() if cmp else "shape differs"))
             return Status.INCORRECT
-    run.checks["timed_outputs_rechecked"] = {"graph": "the graph's replay on new inputs", None: "a timed call on the "
+    evaluation.checks["timed_outputs_rechecked"] = {"graph": "the graph's replay on new inputs", None: "a timed call on the "
                                              "timing inputs", "call": "a timed call on new inputs"}[fresh]
-    if run.judge.lean:
+    if evaluation.judge.lean:
         del outs
-        release(run.judge.dev)
+        release(evaluation.judge.dev)
     return None

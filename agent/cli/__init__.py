@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--device", choices=("cuda", "cpu"), default=None,
                    help="default: cuda if present, else cpu (Triton interpreter, no timing)")
     e.add_argument("--json", action="store_true", help="print each verdict as one JSON object per line")
-    e.add_argument("--min-speedup", "--target-speedup", dest="target_speedup", type=_finite, default=None,
+    e.add_argument("--min-speedup", dest="target_speedup", type=_finite, default=None,
                    metavar="X", help="exit 1 unless correct and at least X times faster than eager (krefine run's "
                                      "--target-speedup; unset: correct is enough, whatever [budget] target_speedup says)")
     e.add_argument("--config", default=None, help="agent.toml to read [eval] [timing] [guards] and [run] device from")

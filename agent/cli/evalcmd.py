@@ -10,8 +10,8 @@ what the files alone decide is decided here without importing torch (the problem
 loaded, and torch asked about the device, only when a candidate is judged), only the
 rest goes to the session.
 
---min-speedup X is krefine run's target speedup (`--target-speedup` is the same flag),
-given per call: without it correct is enough, whatever [budget] target_speedup says.
+--min-speedup X is krefine run's target speedup (its --target-speedup), given per call:
+without it correct is enough, whatever [budget] target_speedup says.
 
 Exit statuses (docs/DESIGN.md): 0 correct (and at least --min-speedup when given; with
 several candidates, every one), 1 evaluated but not correct / not fast enough, 2 bad

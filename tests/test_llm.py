@@ -156,14 +156,13 @@ def test_replay_returns_what_is_left_then_raises_exhausted(tmp_path):
         backend.generate("p", 2, SAMPLING)
 
 
-def test_replay_reads_a_runs_completions_jsonl_given_the_file_or_the_run_directory(tmp_path):
+def test_replay_file_records_carry_their_tokens_and_model(tmp_path):
     records = [{"candidate": "r01-c00", "completion": "x = 1", "completion_tokens": 3, "model": "facebook/KernelLLM"},
                {"candidate": "r01-c01", "completion": "y = 2", "prompt": "ignored"}]
     write_jsonl(tmp_path / "completions.jsonl", records)
-    for spec in (f"replay:{tmp_path / 'completions.jsonl'}", f"replay:{tmp_path}"):
-        first, second = make_backend(spec, AgentConfig()).generate("p", 2, SAMPLING)
-        assert (first.text, first.completion_tokens, first.model) == ("x = 1", 3, "facebook/KernelLLM")
-        assert second.text == "y = 2"
+    first, second = make_backend(f"replay:{tmp_path / 'completions.jsonl'}", AgentConfig()).generate("p", 2, SAMPLING)
+    assert (first.text, first.completion_tokens, first.model) == ("x = 1", 3, "facebook/KernelLLM")
+    assert second.text == "y = 2"
 
 
 def test_replay_seek_skips_completions_already_used(tmp_path):

@@ -26,13 +26,7 @@ class ReplayBackend:
     """
 
     def __init__(self, path: str | os.PathLike):
-        self.path = Path(path).expanduser()
-        # RUN_DIR/completions.jsonl: runs wrote one until their completions were stored only
-        # in completions/; an old run is replayed from it, a new one from its trace
-        if self.path.is_dir() and (self.path / "completions.jsonl").exists():
-            self.path = self.path / "completions.jsonl"
-        elif self.path.name == "completions.jsonl" and not self.path.exists():
-            self.path = self.path.parent
+        self.path = Path(path).expanduser()   # a replay file, or a run directory (its completions/ and trace)
         self.name = f"replay:{self.path}"
         self.records = _read_run(self.path) if self.path.is_dir() else _read_replay(self.path)
         self.position = 0

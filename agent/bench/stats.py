@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from agent.loop.runstats import BASELINES, EVAL_NODES, Candidate, RunSnapshot
-from agent.loop.state import ORIGIN_SEED, ORIGIN_SWEEP
+from agent.loop.state import ORIGIN_SWEEP
 
 FAST_P_THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
 PASS_K = (1, 5, 10)
@@ -126,12 +126,9 @@ def seed_candidate(run: RunSnapshot) -> Candidate | None:
 def seed_failure(run: RunSnapshot) -> str | None:
     """Why no seed was made, as the loop traced it (its seed event's error), or None
     when one was made or none was tried."""
-    for e in run.events:
-        metrics = e.get("metrics") or {}
-        if e.get("status") == "seed_failed" or (metrics.get("origin") == ORIGIN_SEED and not e.get("candidate")):
-            error = " ".join(str(e.get("error") or "the seed step gave no reason").split())
-            return error.removeprefix("no Inductor seed: ")
-    return None
+    if run.seed_failure is None:
+        return None
+    return " ".join(run.seed_failure.split()).removeprefix("no Inductor seed: ")
 
 
 # how far a verdict got, furthest first: the best verdict of a run with no correct candidate

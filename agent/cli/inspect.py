@@ -91,9 +91,7 @@ def origin_label(run: RunSnapshot, c: Candidate) -> str:
         return "Inductor seed"
     if c.origin != "sweep":
         return ""
-    change = next(((e.get("metrics") or {}).get("change") for e in run.events
-                   if e.get("node") == "generate" and e.get("candidate") == c.id), None)
-    return f"sweep: {change}" if change else "sweep"
+    return f"sweep: {c.change}" if c.change else "sweep"
 
 
 def lineage(run: RunSnapshot) -> Tree:

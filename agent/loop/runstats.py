@@ -41,6 +41,7 @@ class Candidate:
     prompt_tokens: int
     completion_tokens: int
     origin: str                     # "model"; "inductor_seed": round 0's torch.compile seed; "sweep": a re-launch
+    change: str | None = None       # a sweep variant's launch constants changed from its parent
 
     @property
     def correct(self) -> bool:
@@ -113,6 +114,7 @@ class RunSnapshot:
     summary: dict | None             # summary.json (None while running / interrupted)
     events: tuple[dict, ...]         # trace.jsonl, in file order
     candidates: dict[str, Candidate] = field(default_factory=dict)  # in id order
+    seed_failure: str | None = None  # why round 0 has no seed, as the loop traced it (Run.seed_failure)
 
     @property
     def problem_path(self) -> str | None:
@@ -169,10 +171,10 @@ def load_run(path: str | Path) -> RunSnapshot:
             id=cid, round=record["round"], index=record["index"], parent=record["parent"], status=record["status"],
             speedup={b: record["speedup"][b] for b in BASELINES}, verdict=verdict.to_json() if verdict else None,
             prompt_tokens=record["tokens"]["prompt"], completion_tokens=record["tokens"]["completion"],
-            origin=record["origin"])
+            origin=record["origin"], change=record["change"])
     return RunSnapshot(dir=rd, meta=_json(rd.meta, lambda p: run.meta()),
                        summary=_json(rd.summary, lambda p: run.summary()), events=tuple(run.events()),
-                       candidates=candidates)
+                       candidates=candidates, seed_failure=run.seed_failure())
 
 
 def _json(path: Path, read=read_json):

@@ -207,6 +207,10 @@ def test_a_problem_loaded_with_no_other_thread_is_blamed_without_a_fresh_process
     def no_replay(*_):
         raise AssertionError("a fresh process was started")
     monkeypatch.setattr(blame, "replay", no_replay)
+    # as in the CLI's process before any thread starts; here other tests' sessions may
+    # still hold threads of their own
+    import tools.problem
+    monkeypatch.setattr(tools.problem.threading, "active_count", lambda: 1)
     bad = tmp_path / "bad.py"
     bad.write_text((Path(__file__).parent / "problems" / "relu.py").read_text().replace(
         "    return [torch.randn(16, 1000)]", "    raise ValueError('no data')"))

@@ -38,7 +38,9 @@ FIXTURE_PROBLEM = {"cpu_relu_odd": "relu_odd", "cpu_transpose_add": "transpose_a
                    "cpu_buffer_scale": "buffer_scale", "cpu_leaky_relu_mul": "leaky_relu_mul",
                    "gpu_linear_relu": "linear_relu", "gpu_long_softmax": "long_softmax",
                    "torch25_row_sum": "row_sum", "gpu_triu_matmul_extern": "triu_matmul",
-                   "gpu_triu_matmul_template": "triu_matmul", "gpu_conv2d_template": "conv2d_3x3"}
+                   "gpu_triu_matmul_template": "triu_matmul", "gpu_conv2d_template": "conv2d_3x3",
+                   "cpu_conv_transpose_relu": "conv_transpose_relu",
+                   "cpu_conv1d_grouped_sigmoid": "conv1d_grouped_sigmoid"}
 
 
 @lru_cache(maxsize=None)

@@ -28,6 +28,17 @@ def _capture(name: str):
     return read_capture((FIXTURES / f"{name}.py").read_text(encoding="utf-8"))
 
 
+def _library_capture():
+    """The default compile of triu_matmul with its cuBLAS call made one krefine has no Triton
+    kernel for (Inductor's `_mm_plus_mm`): `extern_kernels.mm` itself becomes a launch of
+    krefine's GEMM family (tools/kernels/gemm.py)."""
+    text = (FIXTURES / "gpu_triu_matmul_extern.py").read_text(encoding="utf-8")
+    changed = text.replace("extern_kernels.mm(arg0_1, arg1_1, out=buf0)",
+                           "extern_kernels._mm_plus_mm(arg0_1, arg1_1, arg0_1, arg1_1, out=buf0)")
+    assert changed != text
+    return read_capture(changed)
+
+
 def _launches(src: str) -> list[ast.Call]:
     call = next(n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef) and n.name == "call")
     return [n for n in ast.walk(call) if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript)]
@@ -56,12 +67,19 @@ def test_a_convolution_template_converts_with_its_layout_kernels():
 
 
 def test_a_seed_left_calling_cublas_is_one_the_guards_reject():
+    src = convert(load_problem(PROBLEMS / "triu_matmul.py"), _library_capture())
+    assert "extern_kernels._mm_plus_mm" in guard_rejection(src)
+
+
+def test_a_library_matmul_in_the_default_compile_becomes_a_triton_gemm_the_guards_pass():
     src = convert(load_problem(PROBLEMS / "triu_matmul.py"), _capture("gpu_triu_matmul_extern"))
-    assert "extern_kernels.mm" in guard_rejection(src)
+    call = next(n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef) and n.name == "call")
+    assert "extern_kernels." not in ast.unparse(call) and "gemm(" in ast.unparse(call)
+    assert guard_rejection(src) is None
 
 
 def test_the_seed_falls_back_to_triton_templates_when_the_default_seed_calls_a_library(monkeypatch):
-    captures = {False: _capture("gpu_triu_matmul_extern"), True: _capture("gpu_triu_matmul_template")}
+    captures = {False: _library_capture(), True: _capture("gpu_triu_matmul_template")}
     asked = []
     monkeypatch.setattr(kernelbook, "capture", lambda problem, device, templates=False:
                         asked.append(templates) or captures[templates])
@@ -74,7 +92,7 @@ def test_no_seed_names_the_reason_of_every_attempt(monkeypatch):
     def failing(problem, device, templates=False):
         if templates:
             raise ValueError("torch.compile failed: NoValidChoicesError")
-        return _capture("gpu_triu_matmul_extern")
+        return _library_capture()
     monkeypatch.setattr(kernelbook, "capture", failing)
     with pytest.raises(ValueError) as e:
         kernelbook.seed_candidate(load_problem(PROBLEMS / "triu_matmul.py"), "cuda")
@@ -85,7 +103,7 @@ def test_no_seed_names_the_reason_of_every_attempt(monkeypatch):
 def test_on_cpu_the_seed_never_tries_templates(monkeypatch):
     asked = []
     monkeypatch.setattr(kernelbook, "capture", lambda problem, device, templates=False:
-                        asked.append(templates) or _capture("gpu_triu_matmul_extern"))
+                        asked.append(templates) or _library_capture())
     with pytest.raises(ValueError):
         kernelbook.seed_candidate(load_problem(PROBLEMS / "triu_matmul.py"), "cpu")
     assert asked == [False]

@@ -54,6 +54,13 @@ def events(out: Path, problem: str) -> list[dict]:
     return [json.loads(line) for line in (out / "default" / problem / "trace.jsonl").read_text().splitlines()]
 
 
+@pytest.fixture(autouse=True)
+def _the_clusters_home(monkeypatch):
+    """The module's Ray cluster keeps its auth token under the HOME it started with (the
+    run's, tests/conftest.py): a driver started by a test must find it there."""
+    monkeypatch.setenv("HOME", os.environ["KREFINE_TEST_RUN_HOME"])
+
+
 @pytest.fixture(scope="module")
 def cluster():
     ray = pytest.importorskip("ray")

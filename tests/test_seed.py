@@ -132,7 +132,7 @@ def test_seeded_cpu_run_records_the_portable_seed_and_refines_it(tmp_path):
     """The real path: the seed made by torch.compile on cpu, judged, then round 1's prompt
     carries it as the parent."""
     replay = write_replay(tmp_path / "replay.jsonl", ["no code here"])
-    config = fast_config(tmp_path, search={"seed": "inductor"})
+    config = fast_config(tmp_path, search={"seed_kernel": "inductor"})
     out = tmp_path / "run"
     done = cli("run", str(REPO / "tests" / "problems" / "relu.py"), "--config", str(config), "--model",
                f"replay:{replay}", "--device", "cpu", "--candidates", "1", "--max-iterations", "1",

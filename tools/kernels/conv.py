@@ -126,17 +126,17 @@ def conv_fwd_kernel(
             a = tl.load(x_tap[:, None] + offs_c[None, :] * sxc, mask=ok[:, None] & c_ok[None, :], other=0.0)
             b = tl.load(w_tap[None, :] + offs_c[:, None] * swi, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
             acc = tl.dot(_dot_operand(a, PRECISION), _dot_operand(b, PRECISION), acc, input_precision=PRECISION)
-    for tap in range(0 if USE_DOT else KD * KH * KW):
-        kd = tap // (KH * KW)
-        kh = (tap // KW) % KH
-        kw = tap % KW
-        idd = od * STD - PD + kd * DD
-        ih = oh * STH - PH + kh * DH
-        iw = ow * STW - PW + kw * DW
-        ok = m_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-        x_tap = x_base + idd * sxd + ih * sxh + iw * sxw
-        w_tap = w_base + kd * swd + kh * swh + kw * sww
-        if not USE_DOT:
+    else:
+        for tap in range(KD * KH * KW):
+            kd = tap // (KH * KW)
+            kh = (tap // KW) % KH
+            kw = tap % KW
+            idd = od * STD - PD + kd * DD
+            ih = oh * STH - PH + kh * DH
+            iw = ow * STW - PW + kw * DW
+            ok = m_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            x_tap = x_base + idd * sxd + ih * sxh + iw * sxw
+            w_tap = w_base + kd * swd + kh * swh + kw * sww
             for c in range(0, C_G):
                 a = tl.load(x_tap + c * sxc, mask=ok, other=0.0).to(tl.float32)
                 b = tl.load(w_tap + c * swi, mask=n_ok, other=0.0).to(tl.float32)

@@ -235,7 +235,7 @@ def cli_here(*args: str, cwd: Path | None = None, env: dict | None = None) -> su
     from agent.cli import main
     out, err = io.StringIO(), io.StringIO()
     saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
-    os.environ.update({"HF_HUB_OFFLINE": "1", "KREFINE_KEEP_JUDGE_S": "0", **(env or {})})
+    os.environ.update({**cli_env(), **(env or {})})   # the environment cli() gives its process
     sys.argv = ["krefine", *args]   # the CLI names a flag as the user spelled it, from argv
     try:
         os.chdir(cwd or REPO)

@@ -6,5 +6,7 @@ in a sandboxed worker. docs/DESIGN.md walks one candidate through them.
 """
 from pathlib import Path
 
+import tools  # noqa: F401  (first: makes ast.parse thread-safe where CPython needs it, tools/astlock.py)
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "agent.toml"

@@ -9,3 +9,7 @@ what every room and the agent share: errors, settings, verdict, problem, jsonio.
 Nothing under tools/ imports langgraph: this package must run on a GPU box that has
 only torch and triton (plus the standard library, pynvml and nvtx when present).
 """
+
+from tools import astlock as _astlock
+
+_astlock.install()  # before any thread parses: python/cpython gh-106905 on 3.11.0-3.11.7

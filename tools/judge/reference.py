@@ -5,6 +5,8 @@ with the precision flags of `[eval] precision` (tools/problem.py precision_flags
 user's under "as-run", TF32 off under "strict"), outputs checked to be tensors),
 `check_reproducible` (whether the reference gives its outputs again with the RNG seeded
 otherwise: a random one, Dropout in training mode, can be matched by no kernel),
+`state_carried` (one that does not, but a model built afresh does: it keeps state between
+calls, and is judged as a sequence of calls, `sequence_outputs` and `precise_sequence`),
 `precise_outputs` (the same forward in float64: the truth a float32 reference is rounded
 from, for tools/judge/numerics.py's `against_truth`) and `default_device`. The Model is
 built once per session with KernelBench's seeds and init order, in the mode `[eval]
@@ -130,6 +132,76 @@ def check_reproducible(ref_model, mod, seed: int, dev: str, ref: list, settings)
     return ("unreproducible_reference", "the reference is not reproducible: called again on the same inputs it "
             "returns other values, beyond the tolerance (state kept between calls, or nondeterministic kernels): "
             "no kernel can match it")
+
+
+def state_carried(fresh_model, mod, seed: int, dev: str, ref: list, settings) -> bool:
+    """Whether a reference that gave other outputs when called again (check_reproducible's
+    "unreproducible_reference") keeps state between calls: a model built afresh
+    (`fresh_model()`, KernelBench's init) gives `ref`, the first call's outputs on the
+    inputs of `seed`, again on its own first call. Nondeterministic kernels would not."""
+    import torch
+    from tools.judge.numerics import compare, tolerances
+    try:
+        model = fresh_model()
+        again = compute_reference(model, mod, seed, dev, init_seed=settings.init_seed,
+                                  precision=settings.precision, module_mode=settings.module_mode)
+    except Exception:   # noqa: BLE001 - it did not run again: not shown to carry state
+        return False
+    finally:
+        model = None
+    if len(again) != len(ref):
+        return False
+    for a, r in zip(again, ref):
+        if not isinstance(a, torch.Tensor) or a.shape != r.shape or a.dtype != r.dtype:
+            return False
+        atol, rtol, rel = tolerances(r.dtype, settings)
+        if not compare(a, r, atol=atol, rtol=rtol, rel_l2_limit=rel).ok:
+            return False
+    return True
+
+
+def sequence_outputs(model, mod, seeds: list[int], dev: str, settings) -> list[list]:
+    """A stateful reference as KernelBench calls it: `model`, built afresh, called on the
+    inputs of each of `seeds` in turn, its state carried from call to call; the outputs
+    of every call, in order."""
+    return [compute_reference(model, mod, seed, dev, init_seed=settings.init_seed, precision=settings.precision,
+                              module_mode=settings.module_mode) for seed in seeds]
+
+
+def precise_sequence(model, mod, seeds: list[int], dev: str) -> list[list | None]:
+    """sequence_outputs in float64: one float64 copy of `model` (built afresh), its
+    floating tensor attributes widened too (a hidden state kept as a plain tensor), called
+    on the widened inputs of each seed in turn. A call that cannot run so (or gives a
+    non-floating output) is None, and so is every call after it."""
+    import copy
+
+    import torch
+    out: list[list | None] = []
+    try:
+        twin = copy.deepcopy(model).to(torch.float64)
+        for m in twin.modules():
+            for name, v in list(vars(m).items()):
+                if type(v) is torch.Tensor and v.is_floating_point():
+                    setattr(m, name, v.to(torch.float64))
+    except Exception:   # noqa: BLE001 - no float64 truth: the float32 reference alone decides
+        return [None] * len(seeds)
+    for seed in seeds:
+        got = None
+        try:
+            inputs = make_inputs(mod, seed, dev)
+            wide = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                    for x in inputs]
+            with torch.no_grad():
+                res = twin(*wide)
+            outs = list(res) if isinstance(res, (tuple, list)) else [res]
+            if all(isinstance(o, torch.Tensor) and o.dtype == torch.float64 for o in outs):
+                got = [o.detach() for o in outs]
+        except Exception:   # noqa: BLE001 - as precise_outputs
+            got = None
+        if got is None:
+            return out + [None] * (len(seeds) - len(out))
+        out.append(got)
+    return out
 
 
 def precise_reference(ref_model, mod, seed: int, dev: str) -> list | None:

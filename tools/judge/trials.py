@@ -25,17 +25,26 @@ def run_trials(evaluation, worker, ref_model, seeds, dev, first_ref: list) -> St
     policy = s.test.precision
     judge = evaluation.judge
     lean = judge.lean   # tools/judge/memory.py: references made after the worker's calls, one at a time
+    # a reference that keeps state between calls (tools/judge/session.py call_plan): a fresh
+    # ModelNew, called as the reference was, each call against the reference's at its place
+    stateful = getattr(judge, "stateful", False)
+    if stateful:
+        status = _fresh_model(evaluation, worker)
+        if status is not None:
+            return status
     outputs = list(judge.footprint.outputs) if judge.footprint is not None else []
     comparisons = []
     for i, seed in enumerate(seeds):
         # lean: the second call sees the next trial's inputs in the first call's storage
         seed2 = seeds[(i + 1) % len(seeds)] if lean else seed
         refs = None if lean else [first_ref if i == 0 else judge.reference(seed)]
+        if stateful:
+            refs = [judge.sequence_reference(_position(i, 0))]
         poison = outputs if lean else [{"dtype": str(r.dtype).removeprefix("torch."), "shape": list(r.shape)}
                                        for r in refs[0]]
         n_out = len(poison)
         timeout = s.test.compile_timeout_s if i == 0 else s.test.run_timeout_s
-        if i == ownership.off_trial(seeds):   # who writes the outputs: the forward without its kernels
+        if i == ownership.off_trial(seeds) and not stateful:   # who writes the outputs: the forward without its kernels
             try:
                 ownership.run_without_triton(evaluation, worker, seed, poison, dev, None if lean else refs[0], timeout)
             except isolation.WorkerTimeout:
@@ -127,6 +136,8 @@ def run_trials(evaluation, worker, ref_model, seeds, dev, first_ref: list) -> St
         for call in range(calls):
             ref = None   # lean: the last call's reference goes before this one is made
             ref = refs[0] if not lean else judge.reference(seed if call == 0 else seed2)
+            if stateful:
+                ref = judge.sequence_reference(_position(i, call))
             part = slice(call * n_out, (call + 1) * n_out)
             try:
                 got = outs[part] if outs is not None else channel.unpack_tensors(specs[part], b"", dev, evaluation.staged)
@@ -147,7 +158,8 @@ def run_trials(evaluation, worker, ref_model, seeds, dev, first_ref: list) -> St
                 cmp = compare(o, r, atol=atol, rtol=rtol, rel_l2_limit=rel)
                 # a reference of rounding noise, or eager's own error under "as-run": decided
                 # against the float64 forward (made only then: tools/judge/accuracy.py)
-                truths = lambda: judge.precise_reference(seed if call == 0 or not lean else seed2)  # noqa: E731
+                truths = (lambda: judge.sequence_precise(_position(i, call))) if stateful else \
+                    (lambda: judge.precise_reference(seed if call == 0 or not lean else seed2))
                 cmp = decide(cmp, o, r, truths, k, policy)
                 if i == 0 and call == 0 and not lean:   # the verdict's figures: a float64 forward the session keeps
                     cmp = measured(cmp, o, r, truths, k, policy)
@@ -160,9 +172,16 @@ def run_trials(evaluation, worker, ref_model, seeds, dev, first_ref: list) -> St
                         where_in = "the same input tensors" if reply.get("same_storage") else "new input tensors"
                         msg = (f"the first call was right but a second call, with new values in {where_in}, "
                                "was not (results kept by address or shape, or state kept between calls?): " + msg)
+                    elif call == 1 and stateful:
+                        msg = ("the first call was right but a repeated call with the same inputs was not what the "
+                               "reference's second call returns (the state the forward keeps between calls: carry it "
+                               "as the reference does): " + msg)
                     elif call == 1:
                         msg = "the first call was right but a repeated call with the same inputs was not " \
                               "(state kept between calls?): " + msg
+                    elif stateful and i > 0:
+                        msg = (f"call {_position(i, 0) + 1} of a fresh ModelNew (the reference keeps state between "
+                               "calls: each call is compared with the reference's at the same place): " + msg)
                     evaluation.diag("mismatch", f"{where}: {msg}")
                     for p in cmp.patterns:
                         evaluation.flag(f"diff:{p.split(':')[0]}")
@@ -173,6 +192,10 @@ def run_trials(evaluation, worker, ref_model, seeds, dev, first_ref: list) -> St
             release(dev)   # the copies compared and their scratch, before the worker runs again
     evaluation.checks["comparisons"] = comparisons
     _record_precision(evaluation, comparisons)
+    if stateful:
+        status = _stateful_ownership(evaluation, worker, seeds, dev)
+        if status is not None:
+            return status
     status = ownership.decide(evaluation, getattr(evaluation.judge, "reference_aliases", None))   # right answers: but whose, in whose memory?
     if status is not None:
         return status
@@ -180,6 +203,52 @@ def run_trials(evaluation, worker, ref_model, seeds, dev, first_ref: list) -> St
     evaluation.checks["repeat_consistent"] = True
     atol, rtol, rel = tolerances(ref[0].dtype, s.test)
     evaluation.checks["tolerance"] = {"atol": atol, "rtol": rtol, "rel_l2": rel, "dtype": str(ref[0].dtype)}
+    return None
+
+
+def _position(trial: int, call: int) -> int:
+    """Where trial `trial`'s call `call` is in a stateful reference's call_plan."""
+    return call if trial == 0 else trial + 1
+
+
+def _fresh_model(evaluation, worker) -> Status | None:
+    """A stateful reference: ModelNew built afresh before the trials (the worker's compile
+    calls are gone), as KernelBench builds both models once and calls them in turn."""
+    timeout = evaluation.settings.test.compile_timeout_s
+    try:
+        reply, _ = worker.request({"op": "reset"}, timeout)
+    except isolation.WorkerTimeout:
+        evaluation.diag("timeout", f"building ModelNew afresh took longer than {timeout:g} s")
+        return Status.TIMEOUT
+    except isolation.WorkerDied:
+        return died(evaluation, worker, "building ModelNew afresh")
+    if not reply.get("ok"):
+        error_diag(evaluation, reply)
+        return Status.RUNTIME_ERROR
+    return None
+
+
+def _stateful_ownership(evaluation, worker, seeds, dev) -> Status | None:
+    """A stateful reference: the kernel-less call (tools/judge/ownership.py) comes after the
+    trials, as the last call of the plan (before, it would change the state the trials
+    see); then ModelNew is built afresh for the time phase (that call left it no state of
+    the candidate's own making)."""
+    judge = evaluation.judge
+    s = evaluation.settings
+    ref = judge.sequence_reference(len(judge.call_plan()) - 1)
+    poison = [{"dtype": str(r.dtype).removeprefix("torch."), "shape": list(r.shape)} for r in ref]
+    off = seeds[ownership.off_trial(seeds)]
+    try:
+        ownership.run_without_triton(evaluation, worker, off, poison, dev, ref, s.test.run_timeout_s)
+    except isolation.WorkerTimeout:
+        return _timed_out(evaluation, worker, len(seeds), s.test.run_timeout_s)
+    except isolation.WorkerDied:
+        return died(evaluation, worker, "the forward with its Triton launches skipped")
+    evaluation.checks["stateful"] = (f"the reference keeps state between calls: ModelNew was built afresh and called "
+                                     f"{len(judge.call_plan())} times in the reference's order, each call compared "
+                                     "with the reference's call at the same place (as KernelBench calls both)")
+    if evaluation.device == "cuda":
+        return _fresh_model(evaluation, worker)
     return None
 
 
@@ -217,6 +286,12 @@ def recheck_timed_outputs(evaluation, reply: dict, payload: bytes, seed: int) ->
     from tools.judge.accuracy import decide
     from tools.judge.numerics import compare, tolerances
     from tools.judge.timed_path import fresh_reference
+    if getattr(evaluation.judge, "stateful", False):
+        # the timed calls' outputs depend on every call before them, which the timer makes as
+        # many as it needs: rule 1 (their launches) and CUPTI's record still hold them
+        evaluation.checks["timed_outputs_rechecked"] = ("not rechecked: the reference keeps state between calls, so a "
+                                                        "timed call's outputs depend on how many calls came before it")
+        return None
     on_new = seed not in evaluation.judge.seeds and reply.get("fresh_inputs") in ("call", "graph")
     fresh = reply["fresh_inputs"] if on_new else None
     ref = evaluation.judge.reference(seed) if fresh is None else fresh_reference(evaluation, seed)

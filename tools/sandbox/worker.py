@@ -142,6 +142,7 @@ class Worker(MeasureOps, OwnershipOps):
         if not isinstance(cls, type):
             return {"ok": False, "phase": "import", "error_type": "MissingModelNew",
                     "message": "the candidate defines no ModelNew class"}, b""
+        self._built = (cls, int(h["init_seed"]), h.get("module_mode", "train"))
         try:
             self.model = build_model(cls, self.problem, int(h["init_seed"]), self.device,
                                      h.get("module_mode", "train"))
@@ -340,6 +341,19 @@ class Worker(MeasureOps, OwnershipOps):
         finally:
             self.compile_only = False
         return {"ok": True, "compiled": self.compiled, "s": round(time.perf_counter() - t0, 3)}, b""
+
+    def op_reset(self, h: dict):
+        """ModelNew built afresh as op_load built it (KernelBench's seeds and init order):
+        a reference that keeps state between calls is judged from a fresh model, call by
+        call in its order (tools/judge/trials.py); the calls made before (warm) are gone."""
+        from tools.problem import build_model
+        cls, seed, mode = self._built
+        self.model, self._graph = None, None
+        try:
+            self.model = build_model(cls, self.problem, seed, self.device, mode)
+        except BaseException as e:
+            return self.describe_error(e, "construct"), b""
+        return {"ok": True}, b""
 
     def op_ping(self, h: dict):
         return {"ok": True}, b""

@@ -12,7 +12,9 @@ With --cache, `seed` and `portfolio` answer from the seed cache (tools/dialect/s
 SeedCache) or fill it, and `convert` puts its result (or its reason) in the cache
 under the capture's torch version and module mode, as the seed its device would have made.
 `portfolio` writes OUT/portfolio.json, the seed portfolio (tools/dialect/portfolio.py):
-[{"label", "code", "reason"}, ...], also when no entry has code (then exit 1).
+[{"label", "code", "reason"}, ...], also when no entry has code (then exit 1); while it
+compiles, OUT/portfolio.partial.json holds the entries so far and the configurations still
+to come, which a caller whose budget ran out keeps (portfolio.py `partial_portfolio`).
 `seed` and `portfolio` are what tools/dialect/seedcache.py's `seed_in_subprocess` and
 portfolio.py's `portfolio_in_subprocess` run: a fault prints one line `kernelbook:
 <reason>` on stderr (exit 1; a bad problem file, exit 2). The conversion itself is
@@ -26,7 +28,8 @@ from pathlib import Path
 
 from tools.dialect.inductor_capture import capture, capture_text, read_capture
 from tools.dialect.kernelbook import convert, guard_rejection
-from tools.dialect.portfolio import FILE_NAME, cached_portfolio, entries_json, no_portfolio
+from tools.dialect.portfolio import (FILE_NAME, PARTIAL_FILE, cached_portfolio, entries_json, no_portfolio,
+                                     partial_json)
 from tools.dialect.seedcache import SeedCache, cached_seed
 
 
@@ -54,8 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         problem = load_problem(args.problem)
         if args.command == "portfolio":
-            entries = cached_portfolio(problem, args.device, args.cache, args.module_mode)
             Path(args.out).mkdir(parents=True, exist_ok=True)
+
+            def progress(done, pending):   # what a budget that runs out later keeps
+                tmp = Path(args.out) / (PARTIAL_FILE + ".tmp")
+                tmp.write_text(partial_json(done, pending), encoding="utf-8")
+                tmp.replace(Path(args.out) / PARTIAL_FILE)
+            entries = cached_portfolio(problem, args.device, args.cache, args.module_mode, on_progress=progress)
             (Path(args.out) / FILE_NAME).write_text(entries_json(entries), encoding="utf-8")
             reason = no_portfolio(entries)
             if reason is not None:

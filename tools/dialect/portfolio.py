@@ -64,10 +64,12 @@ class PortfolioEntry:
     reason: str = ""        # why there is no code ("" when there is)
 
 
-def seed_portfolio(problem, device: str, capture_fn=None) -> list[PortfolioEntry]:
+def seed_portfolio(problem, device: str, capture_fn=None, on_progress=None) -> list[PortfolioEntry]:
     """The seed portfolio of `problem` (tools.problem.Problem) on `device` (see the module
     docstring). `capture_fn(problem, device, templates=...)` records a compile, as for
-    `seed_candidate`. Raises only on our own bugs."""
+    `seed_candidate`. `on_progress(entries, pending)`, when given, hears the portfolio so
+    far and the configurations still to compile after each compile but the last (a
+    budget that runs out later keeps them: `partial_portfolio`). Raises only on our own bugs."""
     capture_fn = capture_fn or capture
     # 1) the default compile
     default, cap = _configuration(problem, "default", lambda: capture_fn(problem, device, templates=False))
@@ -79,8 +81,15 @@ def seed_portfolio(problem, device: str, capture_fn=None) -> list[PortfolioEntry
         if default.code is not None and not _LIBRARY_CALL.search(cap.code):
             configs.append(PortfolioEntry("templates", None, SAME_AS_DEFAULT))
         else:
+            if on_progress is not None:
+                on_progress(_ordered(list(configs)), ["templates"])
             configs.append(_configuration(problem, "templates",
                                           lambda: capture_fn(problem, device, templates=True))[0])
+    return _ordered(configs)
+
+
+def _ordered(configs: list[PortfolioEntry]) -> list[PortfolioEntry]:
+    """The compiles' entries in the portfolio's order, with their tf32x3 variants, each code once."""
     # 3) seed_candidate's seed first (stable: default before templates when both or neither)
     configs.sort(key=lambda e: e.code is None)
     # 4) each seed with its exact-fp32 dots at tf32x3
@@ -135,6 +144,32 @@ def read_entries(text: str) -> list[PortfolioEntry]:
     return [PortfolioEntry(d["label"], d.get("code"), d.get("reason", "")) for d in json.loads(text)]
 
 
+PARTIAL_FILE = "portfolio.partial.json"
+
+
+def partial_json(entries: list[PortfolioEntry], pending: list[str]) -> str:
+    """What a portfolio child keeps while it compiles (PARTIAL_FILE): the entries so far
+    and the configurations still to come."""
+    return json.dumps({"entries": [asdict(e) for e in entries], "pending": pending}, indent=1) + "\n"
+
+
+def partial_portfolio(text: str, timeout_s: float) -> list[PortfolioEntry] | None:
+    """A child's PARTIAL_FILE, read after its budget ran out: the entries it finished, then
+    one entry per configuration it did not, saying so; None when none it finished has a
+    seed (the budget then leaves no seed, as before)."""
+    try:
+        got = json.loads(text)
+        done = read_entries(json.dumps(got["entries"]))
+        pending = [str(p) for p in got["pending"]]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not any(e.code is not None for e in done):
+        return None
+    why = (f"dropped: the seed portfolio ran past its {timeout_s:.0f} s budget ([search] seed_timeout_s) "
+           "while this configuration compiled; the ones before it are kept")
+    return done + [PortfolioEntry(label, None, why) for label in pending]
+
+
 def no_portfolio(entries: list[PortfolioEntry]) -> str | None:
     """Every entry's reason on one line when none has code, once per reason (`default, templates:
     REASON` where both failed alike); None when one has."""
@@ -147,14 +182,14 @@ def no_portfolio(entries: list[PortfolioEntry]) -> str | None:
 
 
 def cached_portfolio(problem, device: str, cache_dir: str | Path | None,
-                     module_mode: str = "train") -> list[PortfolioEntry]:
+                     module_mode: str = "train", on_progress=None) -> list[PortfolioEntry]:
     """seed_portfolio of the `module_mode` forward through the seed cache at `cache_dir`
     (None or "": no cache): a kept portfolio, else one converted from kept captures, else
     compiled. It is kept unless an entry failed in a way another try may not repeat; the
     seed cache gets its seed too (its first entry), when it has none."""
     if not cache_dir:
         return seed_portfolio(problem, device, capture_fn=lambda p, d, templates: capture(
-            p, d, templates=templates, module_mode=module_mode))
+            p, d, templates=templates, module_mode=module_mode), on_progress=on_progress)
     import torch
     cache, version = SeedCache(cache_dir, module_mode), torch.__version__
     try:    # a kept timeout is tried again: the caller that set the limit came here
@@ -162,7 +197,8 @@ def cached_portfolio(problem, device: str, cache_dir: str | Path | None,
     except KeyError:
         pass
     entries = seed_portfolio(problem, device,
-                             capture_fn=lambda p, d, templates: cache.capture(p, d, version, templates))
+                             capture_fn=lambda p, d, templates: cache.capture(p, d, version, templates),
+                             on_progress=on_progress)
     if all(lasting(e.reason) for e in entries):
         cache.put_portfolio(problem, device, version, entries_json(entries))
     try:
@@ -182,10 +218,17 @@ def portfolio_in_subprocess(problem_path: str | Path, device: str, timeout_s: fl
     `seed_in_subprocess` gets a seed: from the seed cache at `cache_dir` in this process
     (no torch import), else from a `python -m tools.dialect portfolio` process with `env`
     added to the agent's environment. ValueError with a one-line reason when no entry has
-    code or the child failed; a timeout is cached, and compiled again only under a longer
-    `timeout_s`."""
+    code or the child failed. A child past `timeout_s` after a compile that gave a seed
+    (the default) leaves the portfolio it finished, the configuration it was compiling named
+    as dropped (not cached: a later call compiles it again, its finished captures from the
+    cache); one that finished none is cached as a timeout, and compiled again only under a
+    longer `timeout_s`."""
+    def kept(out: Path) -> str | None:   # the budget ran out: the configurations it finished
+        partial = out / PARTIAL_FILE
+        entries = partial_portfolio(partial.read_text(encoding="utf-8"), timeout_s) if partial.exists() else None
+        return entries_json(entries) if entries else None
     return _some(read_entries(cached_or_child("portfolio", problem_path, device, timeout_s, cache_dir, env,
-                                              module_mode, result=FILE_NAME)))
+                                              module_mode, result=FILE_NAME, on_timeout=kept)))
 
 
 def _some(entries: list[PortfolioEntry]) -> list[PortfolioEntry]:

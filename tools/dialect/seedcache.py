@@ -237,11 +237,12 @@ def in_cache(command: str, problem_path: str | Path, device: str, timeout_s: flo
 
 def cached_or_child(command: str, problem_path: str | Path, device: str, timeout_s: float,
                     cache_dir: str | Path | None, env: dict[str, str] | None, module_mode: str,
-                    result: str = "") -> str:
+                    result: str = "", on_timeout=None) -> str:
     """What `python -m tools.dialect COMMAND` ("seed" | "portfolio") writes for the problem:
     the seed cache's copy when it has one (read in this process, no torch import), else a
     child's, read from `result` under its --out ("" = --out itself). A timeout is cached
-    (SeedCache keeps it with its limit) and raised as ValueError."""
+    (SeedCache keeps it with its limit) and raised as ValueError, unless `on_timeout(out)`
+    makes something of what the child left under --out: that is returned, not cached."""
     import subprocess
     import tempfile
     get, put = ("get", "put") if command == "seed" else (f"get_{command}", f"put_{command}")
@@ -263,6 +264,9 @@ def cached_or_child(command: str, problem_path: str | Path, device: str, timeout
         try:
             run_dialect(command, problem_path, device, module_mode, cache_dir, out, timeout_s, env)
         except subprocess.TimeoutExpired:
+            left = on_timeout(out) if on_timeout is not None and out.is_dir() else None
+            if left is not None:
+                return left
             reason = f"{command}: torch.compile took longer than {timeout_s:.0f} s"
             if cache is not None:
                 getattr(cache, put)(problem, device, version, None, reason)

@@ -1,0 +1,71 @@
+"""A seed portfolio whose budget runs out while a later configuration compiles keeps the seed
+it has (tools/dialect/portfolio.py `partial_portfolio`): the configuration is dropped, not
+the seed."""
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tools.dialect import read_capture
+from tools.dialect import portfolio as pf
+from tools.dialect import seedcache
+from tools.problem import load_problem
+
+ROOT = Path(__file__).resolve().parents[1]
+CAPTURE = ROOT / "tests" / "fixtures" / "inductor" / "gpu_linear_relu.py"
+PROBLEM = ROOT / "tests" / "dialect" / "problems" / "linear_relu.py"
+DEFAULT = pf.PortfolioEntry("default", "class ModelNew: pass\n")
+
+
+def test_a_finished_default_is_kept_and_the_configuration_still_compiling_is_named_dropped():
+    entries = pf.partial_portfolio(pf.partial_json([DEFAULT], ["templates"]), 300)
+    assert [(e.label, e.code is not None) for e in entries] == [("default", True), ("templates", False)] and \
+        entries[1].reason.startswith("dropped: the seed portfolio ran past its 300 s budget")
+
+
+def test_a_partial_portfolio_without_a_seed_keeps_nothing():
+    assert pf.partial_portfolio(pf.partial_json([pf.PortfolioEntry("default", None, "x")], ["templates"]), 300) is None
+
+
+def test_the_portfolio_tells_its_progress_before_it_compiles_the_templates():
+    heard = []
+
+    def capture_fn(problem, device, templates):
+        if templates:
+            raise ValueError("templates: not compiled in this test")
+        return read_capture(CAPTURE.read_text(encoding="utf-8"))
+    pf.seed_portfolio(load_problem(PROBLEM), "cuda", capture_fn=capture_fn,
+                      on_progress=lambda done, pending: heard.append(([e.label for e in done], pending)))
+    assert heard == [(["default+gemm", "default+gemm+tf32x3"], ["templates"])]
+
+
+def test_a_child_past_its_budget_after_the_default_leaves_its_seed_to_the_caller(monkeypatch, tmp_path):
+    def slow_child(command, problem_path, device, module_mode, cache_dir, out, timeout_s, env):
+        out.mkdir()
+        (out / pf.PARTIAL_FILE).write_text(pf.partial_json([DEFAULT], ["templates"]), encoding="utf-8")
+        raise subprocess.TimeoutExpired("python -m tools.dialect portfolio", timeout_s)
+    monkeypatch.setattr(seedcache, "run_dialect", slow_child)
+    entries = pf.portfolio_in_subprocess(PROBLEM, "cuda", 5, cache_dir=tmp_path / "cache")
+    assert entries[0].code == DEFAULT.code and entries[1].reason.startswith("dropped")
+
+
+def test_a_kept_default_is_not_cached_as_the_whole_portfolio(monkeypatch, tmp_path):
+    calls = []
+
+    def child(command, problem_path, device, module_mode, cache_dir, out, timeout_s, env):
+        calls.append(timeout_s)
+        out.mkdir()
+        (out / pf.PARTIAL_FILE).write_text(pf.partial_json([DEFAULT], ["templates"]), encoding="utf-8")
+        raise subprocess.TimeoutExpired("python -m tools.dialect portfolio", timeout_s)
+    monkeypatch.setattr(seedcache, "run_dialect", child)
+    pf.portfolio_in_subprocess(PROBLEM, "cuda", 5, cache_dir=tmp_path / "cache")
+    pf.portfolio_in_subprocess(PROBLEM, "cuda", 50, cache_dir=tmp_path / "cache")
+    assert calls == [5, 50]
+
+
+def test_a_child_past_its_budget_before_any_seed_is_still_no_seed(monkeypatch, tmp_path):
+    def child(command, problem_path, device, module_mode, cache_dir, out, timeout_s, env):
+        raise subprocess.TimeoutExpired("python -m tools.dialect portfolio", timeout_s)
+    monkeypatch.setattr(seedcache, "run_dialect", child)
+    with pytest.raises(ValueError, match="took longer than 5 s"):
+        pf.portfolio_in_subprocess(PROBLEM, "cuda", 5, cache_dir=tmp_path / "cache")

@@ -227,3 +227,15 @@ def test_rand_strided_of_a_files_own_benchmark_is_defined_in_the_file():
     exec(out, scope)
     t = scope["make"]()
     assert tuple(t.shape) == (4, 3) and t.stride() == (1, 4)
+
+
+def test_triton_helpers_are_copied_where_triton_runs_in_its_interpreter():
+    # under TRITON_INTERPRET=1 (a CPU run's environment) @triton.jit makes another type
+    code = ("from tools.dialect.portable import portable\n"
+            "import sys\n"
+            "out = portable(open(sys.argv[1]).read())\n"
+            "print('torch._inductor' in out, 'def maximum' in out)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(DIALECT / "candidates" / "ok_layernorm_persistent.py")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.stdout.split()[-2:] == ["False", "True"], done.stderr[-2000:]

@@ -295,6 +295,11 @@ def _helper_source(wanted: dict[str, str]) -> str:
         return ""
     from torch._inductor.runtime import triton_helpers as th
     from triton.runtime.jit import JITFunction
+    try:   # what @triton.jit makes under TRITON_INTERPRET=1 (the agent's own environment on a CPU)
+        from triton.runtime.interpreter import InterpretedFunction
+        jitted: tuple = (JITFunction, InterpretedFunction)
+    except ImportError:
+        jitted = (JITFunction,)
     order: list[str] = []
     imports: list[str] = []
     consts: list[str] = []
@@ -303,7 +308,7 @@ def _helper_source(wanted: dict[str, str]) -> str:
         if name in order:
             return
         fn = getattr(th, name, None)
-        if not isinstance(fn, JITFunction):
+        if not isinstance(fn, jitted):
             raise ValueError(f"triton_helpers.{name} is not a Triton function torch still ships")
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn.fn)))
         for ref in sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}):
@@ -311,7 +316,7 @@ def _helper_source(wanted: dict[str, str]) -> str:
             if ref in ("tl", "triton", "libdevice", "math") or value is None or ref == name:
                 continue
             module = getattr(getattr(value, "fn", value), "__module__", "") or ""
-            if isinstance(value, JITFunction) and module == th.__name__:
+            if isinstance(value, jitted) and module == th.__name__:
                 visit(ref)
             elif module.startswith("triton."):
                 line = f"from {module} import {ref}"

@@ -112,9 +112,16 @@ def test_a_linear_layer_s_library_gemm_becomes_the_gemm_family_on_cpu():
     assert "import extern_kernels" not in code
 
 
-@pytest.mark.parametrize("name", ["bottleneck_expansion", "gelu_tanh_block", "linear_relu", "small_attention"])
+@pytest.mark.parametrize("name", ["bottleneck_expansion", "gelu_tanh_block", "linear_relu", "small_attention",
+                                  "sdpa_attention", "multihead_attention"])
 def test_the_seed_matches_the_model_on_three_calls(name, tmp_path):
     assert max(_lockstep_errors(name, tmp_path)) < 1e-4
+
+
+def test_a_cpu_capture_writes_scaled_dot_product_attention_as_matmuls_and_a_softmax():
+    from tools.dialect.inductor_capture import capture
+    code = capture(load_problem(PROBLEMS / "sdpa_attention.py"), "cpu").code
+    assert "_scaled_dot_product" not in code and "extern_kernels.bmm" in code
 
 
 def test_the_rnn_cell_seed_matches_the_model_call_after_call_as_its_state_evolves(tmp_path):
@@ -176,7 +183,7 @@ print(json.dumps(errors))
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["bottleneck_expansion", "gelu_tanh_block", "linear_relu", "small_attention",
-                                  "rnn_cell_hidden", "small_lstm"])
+                                  "rnn_cell_hidden", "small_lstm", "sdpa_attention", "multihead_attention"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

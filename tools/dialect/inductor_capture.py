@@ -116,8 +116,11 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             stack.enter_context(_cpu_triton())
         if templates:
             stack.enter_context(_triton_templates())
-            # attention as matmuls and a softmax (templates, Triton), not flash / efficient
-            # attention's library kernels (level 1's 97 had no Triton kernel)
+        if templates or device == "cpu":
+            # attention as matmuls and a softmax (Triton), not flash / efficient attention's
+            # library kernels (level 1's 97 had no Triton kernel; on cpu, nn.MultiheadAttention
+            # and F.scaled_dot_product_attention were a fallback to PyTorch). On cuda the default
+            # keeps them: its seed is then none, and the templates compile gives one
             from torch.nn.attention import SDPBackend, sdpa_kernel
             stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
         stack.enter_context(strict_fp32())   # a template conv's ALLOW_TF32 follows cuDNN's flag

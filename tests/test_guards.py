@@ -1079,3 +1079,38 @@ def test_the_verdicts_checks_say_a_dot_with_no_precision_runs_as_tf32_on_a_gpu()
     static_checks(run, "candidate.py")
     assert run.checks["dot_precision"] == {"default": 1, "tf32": 1, "ieee": 1}
     assert run.checks["dot_precision_on_gpu"] == {"tf32": 2, "ieee": 1}
+
+
+# --- methods only __init__ calls are set-up --------------------------------------------
+
+def _with_method(method: str, init: str = "", forward: str = "") -> str:
+    """The clean candidate with one more method of ModelNew (its text at class level)."""
+    return candidate(init=init, forward=forward) + textwrap.indent(textwrap.dedent(method), " " * 4)
+
+
+_MAKE_LAYER = '''
+def _make_layer(self, n):
+    return nn.Sequential(*[nn.Conv2d(4, 4, 3) for _ in range(n)])
+'''
+
+
+def test_a_method_only_init_calls_may_build_torch_modules():
+    assert "torch_compute" not in rejected_by(_with_method(_MAKE_LAYER, init="self.layer = self._make_layer(2)"))
+
+
+def test_a_method_init_and_forward_both_call_is_on_the_forward_path():
+    src = _with_method("def _act(self, x):\n    return torch.relu(x)\n", init="self._act(torch.ones(1))",
+                       forward="out = self._act(out)")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_a_method_a_lambda_in_init_calls_is_on_the_forward_path():
+    src = _with_method("def _act(self, x):\n    return torch.relu(x)\n", init="self.f = lambda x: self._act(x)",
+                       forward="out = self.f(out)")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_a_method_init_stores_without_calling_is_on_the_forward_path():
+    src = _with_method("def _act(self, x):\n    return torch.relu(x)\n", init="self.f = self._act",
+                       forward="out = self.f(out)")
+    assert "torch_compute" in rejected_by(src)

@@ -1,8 +1,9 @@
 """Where each node of a candidate sits: what runs per forward call, once, or never.
 
-"The forward path" is every function body except `__init__`: helpers called from
-forward do its work as much as forward itself. Module level, class bodies and
-`__init__` are set-up, where torch may build and initialise weights; an autograd
+"The forward path" is every function body except `__init__` and the methods only
+`__init__` calls (`_setup_methods`): helpers called from forward do its work as much as
+forward itself. Module level, class bodies, `__init__` and those methods are set-up, where
+torch may build and initialise weights; an autograd
 backward nobody calls is set-up too. @triton.jit bodies are their own region. Top-level
 defs nothing refers to (a pasted reference `Model`, `get_inputs`) never run and are
 skipped. Also which names and self attributes hold torch.nn compute modules. Used to
@@ -55,8 +56,53 @@ def _dead_defs(tree: ast.Module) -> set[int]:
     return dead
 
 
+def _setup_methods(tree: ast.Module) -> set[int]:
+    """Methods that run only while the module is built: every reference to the name
+    anywhere in the file is a call `self.name(...)` made in `__init__` or in another such
+    method of the same class (a ResNet's `_make_layer`). A reference of any other kind (an
+    attribute stored, a string, a call from forward) keeps a method on the forward path."""
+    found: set[int] = set()
+    refs: dict[str, list[tuple[ast.AST, ast.AST | None]]] = {}
+    for n in ast.walk(tree):
+        for child in ast.iter_child_nodes(n):
+            name = child.attr if isinstance(child, ast.Attribute) else child.id if isinstance(child, ast.Name) \
+                else child.value if isinstance(child, ast.Constant) and isinstance(child.value, str) else None
+            if name is not None:
+                refs.setdefault(name, []).append((child, n))
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        methods = {m.name: m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        inside = {id(x): name for name, m in methods.items() for x in _own_nodes(m)}
+        setup = {"__init__"} if "__init__" in methods else set()
+        grew = True
+        while grew:
+            grew = False
+            for name, m in methods.items():
+                if name in setup or m.decorator_list:
+                    continue
+                uses = [(r, parent) for r, parent in refs.get(name, []) if r is not m]
+                if uses and all(isinstance(r, ast.Attribute) and isinstance(r.value, ast.Name) and r.value.id == "self"
+                                and isinstance(parent, ast.Call) and parent.func is r
+                                and inside.get(id(r)) in setup for r, parent in uses):
+                    setup.add(name)
+                    grew = True
+        found |= {id(methods[n]) for n in setup if n != "__init__"}
+    return found
+
+
+def _own_nodes(fn: ast.AST):
+    """The nodes of `fn`'s body that run when it runs: not those of a def, lambda or class
+    inside it (a lambda __init__ stores runs later, when forward calls it)."""
+    todo = list(ast.iter_child_nodes(fn))
+    while todo:
+        n = todo.pop()
+        yield n
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(n))
+
+
 def walk_regions(tree: ast.Module, aliases, self_attrs, unbound) -> list[Site]:
     dead = _dead_defs(tree)
+    setup_methods = _setup_methods(tree)
     backward_used = any(isinstance(n, ast.Attribute) and n.attr == "backward" and isinstance(n.ctx, ast.Load)
                         for n in ast.walk(tree))
     sites: list[Site] = []
@@ -73,7 +119,7 @@ def walk_regions(tree: ast.Module, aliases, self_attrs, unbound) -> list[Site]:
                 inner = JIT
             elif id(node) in dead or dead_cls:
                 inner = DEAD
-            elif isinstance(parent, ast.ClassDef) and node.name == "__init__":
+            elif isinstance(parent, ast.ClassDef) and (node.name == "__init__" or id(node) in setup_methods):
                 inner = SETUP
             elif (isinstance(parent, ast.ClassDef) and node.name == "backward" and not backward_used
                   and any("autograd" in p for b in parent.bases

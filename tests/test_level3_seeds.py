@@ -31,9 +31,9 @@ PROBLEMS = ROOT / "tests" / "problems" / "level3"
 
 
 @lru_cache(maxsize=None)
-def _seed(name: str) -> str:
+def _seed(name: str, fixture: str = "") -> str:
     problem = load_problem(PROBLEMS / f"{name}.py")
-    return accepted_seed(problem, read_capture((FIXTURES / f"cpu_{name}.py").read_text(encoding="utf-8")))
+    return accepted_seed(problem, read_capture((FIXTURES / f"cpu_{fixture or name}.py").read_text(encoding="utf-8")))
 
 
 def _class(code: str, name: str) -> ast.ClassDef:
@@ -67,10 +67,10 @@ print(json.dumps(errors))
 """
 
 
-def _lockstep_errors(name: str, tmp_path: Path) -> list[float]:
+def _lockstep_errors(name: str, tmp_path: Path, fixture: str = "") -> list[float]:
     """The seed's largest error against Model on each of three calls (TRITON_INTERPRET=1)."""
     path = tmp_path / "seed.py"
-    path.write_text(_seed(name), encoding="utf-8")
+    path.write_text(_seed(name, fixture), encoding="utf-8")
     done = subprocess.run([sys.executable, "-c", LOCKSTEP, str(path), str(PROBLEMS / f"{name}.py")],
                           capture_output=True, text=True, cwd=ROOT, timeout=300,
                           env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
@@ -116,6 +116,18 @@ def test_a_linear_layer_s_library_gemm_becomes_the_gemm_family_on_cpu():
                                   "sdpa_attention", "multihead_attention"])
 def test_the_seed_matches_the_model_on_three_calls(name, tmp_path):
     assert max(_lockstep_errors(name, tmp_path)) < 1e-4
+
+
+@pytest.mark.parametrize("name", ["sdpa_attention", "multihead_attention"])
+def test_a_library_attention_op_becomes_the_attention_family(name):
+    # captured with the library op Inductor keeps on cuda's default compile (flash / efficient)
+    call = _seed(name, f"{name}_library").split("\ndef call(args):")[1]
+    assert "= sdpa('_scaled_dot_product_flash_attention_for_cpu'" in call and "torch.ops." not in call
+
+
+@pytest.mark.parametrize("name", ["sdpa_attention", "multihead_attention"])
+def test_the_attention_family_seed_matches_the_model_on_three_calls(name, tmp_path):
+    assert max(_lockstep_errors(name, tmp_path, f"{name}_library")) < 1e-4
 
 
 def test_a_cpu_capture_writes_scaled_dot_product_attention_as_matmuls_and_a_softmax():
@@ -191,3 +203,21 @@ def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name):
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert max(json.loads(done.stdout.strip().splitlines()[-1])) < 1e-4
+
+
+def test_a_default_with_library_attention_is_a_portfolio_entry_beside_the_templates_compile():
+    from tools.dialect.portfolio import seed_portfolio
+
+    def capture_fn(problem, device, templates):
+        name = "cpu_sdpa_attention" if templates else "cpu_sdpa_attention_library"
+        return read_capture((FIXTURES / f"{name}.py").read_text(encoding="utf-8"))
+    entries = seed_portfolio(load_problem(PROBLEMS / "sdpa_attention.py"), "cuda", capture_fn=capture_fn)
+    labels = [e.label for e in entries if e.code is not None]
+    assert labels == ["default+gemm+attn", "templates+gemm", "default+gemm+attn+tf32x3", "templates+gemm+tf32x3"]
+
+
+def test_the_tf32x3_variant_runs_the_attention_family_at_tf32x3():
+    from tools.dialect.portfolio import PortfolioEntry, _precision_variant
+    code = _seed("sdpa_attention", "sdpa_attention_library")
+    variant = _precision_variant(PortfolioEntry("default+gemm+attn", code)).code
+    assert "= sdpa(" in variant and "precision='tf32x3')" in variant.split("= sdpa(")[1].splitlines()[0]

@@ -104,10 +104,13 @@ def convert(problem, capture: Capture) -> str:
                                       None if capture.returned is None else 1 + max([returned, *_state_outputs(capture)]))
     # 4) ModelNew from Model's own __init__
     prelude, model_src = model_new(problem.source, arg_names, sources, len(inputs), returned, capture.state)
-    libraries = externs - {CONV_FAMILY, GEMM_FAMILY}
+    if not kernels and not externs & {CONV_FAMILY, GEMM_FAMILY, ATTENTION_FAMILY}:
+        raise ValueError("the Inductor output has no Triton kernel")   # and no library call krefine writes
+    libraries = externs - {CONV_FAMILY, GEMM_FAMILY, ATTENTION_FAMILY}
     header = HEADER if not libraries else HEADER.replace("import torch\n", "import torch\n" + EXTERN_IMPORT, 1)
     family = [conv_family_source()] if CONV_FAMILY in externs else []
     family += [family_source(GEMM_FAMILY)] if GEMM_FAMILY in externs else []
+    family += [family_source(ATTENTION_FAMILY)] if ATTENTION_FAMILY in externs else []
     jit = [s for k in kernels.values() for s in k.jit_sources]
     parts = [header + prelude] + family + list(dict.fromkeys(jit)) + [call_src, model_src]
     out = "\n\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n"
@@ -157,7 +160,9 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
             pre.append(stmt)
         elif call_name(stmt) == "assert_size_stride":
             stmt.value.args = stmt.value.args[:3]   # KernelBook's form has no argument name
-            pre.append(stmt)
+            # an input's layout before the body; a buffer's (a library op's output) where it is made
+            made = {t.id for b in body if isinstance(b, ast.Assign) for t in b.targets if isinstance(t, ast.Name)}
+            (body if ast.unparse(stmt.value.args[0]) in made else pre).append(stmt)
         elif call_name(stmt) == "assert_alignment" or re.fullmatch(r"torch\.\w+\.set_device\(\d+\)", text):
             continue
         elif isinstance(stmt, ast.Assign) and call_name(stmt) == "get_raw_stream":
@@ -183,6 +188,9 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
         elif isinstance(stmt, ast.Expr) and call_name(stmt).startswith("extern_kernels."):
             externs.add(call_name(stmt))
             body.append(stmt)
+        elif isinstance(stmt, ast.Assign) and _sdpa_op(call_name(stmt)):
+            body.append(_attention_launch(stmt))
+            externs.add(ATTENTION_FAMILY)
         elif isinstance(stmt, ast.Assign) and call_name(stmt).startswith("torch.ops."):
             raise ValueError(f"call(): Inductor leaves {call_name(stmt)} to PyTorch (a fallback kernel), and "
                              "krefine has no Triton kernel for it")
@@ -293,6 +301,31 @@ def _gemm_launch(stmt: ast.Expr) -> ast.Expr:
     return ast.Expr(ast.Call(ast.Name("gemm", ast.Load()), [operands["a"], operands["b"]], keywords))
 
 
+ATTENTION_FAMILY = "tools/kernels/attention.py"
+# the library attention ops Inductor leaves (F.scaled_dot_product_attention, nn.MultiheadAttention)
+_SDPA_OPS = ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+             "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention")
+
+
+def _sdpa_op(name: str) -> str | None:
+    """The op of `torch.ops.aten.<op>.default` when it is a library attention op, else None."""
+    m = re.fullmatch(r"torch\.ops\.aten\.(\w+)\.default", name)
+    return m.group(1) if m and m.group(1) in _SDPA_OPS else None
+
+
+def _attention_launch(stmt: ast.Assign) -> ast.Assign:
+    """`buf = torch.ops.aten._scaled_dot_product_X.default(q, k, v, ...)` -> `buf = sdpa('_scaled_
+    dot_product_X', q, k, v, ..., precision='ieee')`: krefine's attention family
+    (tools/kernels/attention.py), the op's arguments as they were, a tuple as the op returns."""
+    call = stmt.value
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        raise ValueError(f"call(): unsupported attention call: {short_code(stmt)}")
+    op = _sdpa_op(call_name(stmt))
+    keywords = [*call.keywords, ast.keyword("precision", ast.Constant("ieee"))]
+    stmt.value = ast.Call(ast.Name("sdpa", ast.Load()), [ast.Constant(op), *call.args], keywords)
+    return stmt
+
+
 def _buffer_sizes(call_fn: ast.FunctionDef) -> dict[str, tuple]:
     """Each tensor's size where call() states it: `assert_size_stride(name, size, ..)` or
     `name = empty_strided_*(size, ..)`."""
@@ -349,8 +382,11 @@ def _conv_launch(stmt: ast.Assign, layout: ast.stmt | None, sizes: dict[str, tup
 
 
 def _plain_value(node: ast.expr) -> bool:
-    """`buf1 = buf0` and `buf2 = reinterpret_tensor(buf0, ...)`: aliases, no compute."""
-    return isinstance(node, ast.Name) or (isinstance(node, ast.Call) and dotted(node.func) == "reinterpret_tensor")
+    """`buf1 = buf0`, `buf2 = reinterpret_tensor(buf0, ...)` and `buf3 = buf2[0]` (an output
+    of a call that returns a tuple, the attention family's): aliases, no compute."""
+    return isinstance(node, ast.Name) or (isinstance(node, ast.Call) and dotted(node.func) == "reinterpret_tensor") \
+        or (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+            and isinstance(node.slice, ast.Constant) and type(node.slice.value) is int)
 
 
 # a seed's attempts, in order: the default compile, then (cuda) Inductor's Triton templates

@@ -18,7 +18,10 @@ there is none):
 A compile whose library convolutions (`extern_kernels.convolution`) the conversion gave
 to krefine's own family (tools/kernels/conv.py) says so in its label, with the members
 its launches name: "default+conv(igemm)", "default+conv(phases)+tf32x3"; one whose library
-matrix products went to krefine's GEMM family (tools/kernels/gemm.py), "+gemm".
+matrix products went to krefine's GEMM family (tools/kernels/gemm.py), "+gemm"; one whose
+library attention (flash / efficient / cuDNN, from F.scaled_dot_product_attention or
+nn.MultiheadAttention) went to krefine's attention family (tools/kernels/attention.py), "+attn"
+(the templates compile then runs too: it writes attention as matmuls and a softmax).
 
 The entry `seed_candidate` returns comes first (default when accepted, else templates),
 then the other compile, then the tf32x3 variants in the same order; a code equal byte
@@ -55,6 +58,12 @@ _CONV_PRECISION = re.compile(r"(= conv(?:_transpose)?_nd\(.*\bprecision=)'ieee'"
 # call()'s launches of krefine's GEMM family (library matrix products; kernelbook.py writes them)
 _GEMM_CALL = re.compile(r"^\s*gemm\(", re.M)
 _GEMM_PRECISION = re.compile(r"^(\s*gemm\(.*\bprecision=)'ieee'", re.M)
+# call()'s launches of krefine's attention family (library attention ops; kernelbook.py writes them)
+_ATTN_CALL = re.compile(r"= sdpa\(")
+_ATTN_PRECISION = re.compile(r"(= sdpa\(.*\bprecision=)'ieee'")
+# a library attention op Inductor leaves (flash / efficient / cuDNN): the templates compile
+# writes attention as matmuls and a softmax instead
+_LIBRARY_ATTENTION = re.compile(r"\btorch\.ops\.aten\._scaled_dot_product_\w+\.default\(")
 
 
 @dataclass(frozen=True)
@@ -78,7 +87,8 @@ def seed_portfolio(problem, device: str, capture_fn=None, on_progress=None) -> l
     #    them nothing to replace (the same code). A default with no seed at all is compiled
     #    again, as seed_candidate does: the templates compile also runs attention as matmuls
     if device == "cuda":
-        if default.code is not None and not _LIBRARY_CALL.search(cap.code):
+        if default.code is not None and not _LIBRARY_CALL.search(cap.code) \
+                and not _LIBRARY_ATTENTION.search(cap.code):
             configs.append(PortfolioEntry("templates", None, SAME_AS_DEFAULT))
         else:
             if on_progress is not None:
@@ -120,6 +130,8 @@ def _configuration(problem, label: str, get) -> tuple[PortfolioEntry, Capture | 
         label = f"{label}+conv({','.join(members)})" if members else f"{label}+conv"
     if _GEMM_CALL.search(code):     # library matrix products replaced by krefine's GEMM family
         label = f"{label}+gemm"
+    if _ATTN_CALL.search(code):     # library attention replaced by krefine's attention family
+        label = f"{label}+attn"
     return PortfolioEntry(label, code), cap
 
 
@@ -127,6 +139,7 @@ def _precision_variant(entry: PortfolioEntry) -> PortfolioEntry | None:
     code = with_dot_precision(entry.code, PRECISION) or entry.code
     code = _CONV_PRECISION.sub(rf"\1'{PRECISION}'", code)
     code = _GEMM_PRECISION.sub(rf"\1'{PRECISION}'", code)
+    code = _ATTN_PRECISION.sub(rf"\1'{PRECISION}'", code)
     if code == entry.code:
         return None                 # no exact-fp32 dot: nothing to vary
     label = f"{entry.label}+{PRECISION}"

@@ -1,6 +1,6 @@
 """A reference that keeps state between calls is judged as KernelBench calls it: a fresh
 ModelNew called in the reference's order, each call against the reference's call at the
-same place (tools/judge/session.py call_plan, tools/judge/trials.py)."""
+same place (tools/judge/stateful.py, tools/judge/trials.py)."""
 import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")

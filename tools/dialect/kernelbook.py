@@ -52,6 +52,9 @@ from __future__ import annotations
 import ast
 import re
 
+from tools.dialect.families import (ATTENTION_FAMILY, CONV_FAMILY, GEMM_FAMILY, _GEMM_CALLS, _attention_launch,
+                                    _conv_launch, _gemm_launch, _sdpa_op, conv_family_source,
+                                    family_source)
 from tools.dialect.inductor_capture import Capture, capture
 from tools.dialect.inductor_wrapper import (BLOCK_PARAMS, FIXED_GRID, GRID_NUMELS, Kernel, call_name, dotted,
                                             read_wrapper, short_code, static_config)
@@ -253,79 +256,6 @@ def _fixed_launch(run: ast.Call, kernel: Kernel) -> ast.Expr:
     return ast.Expr(ast.Call(func=target, args=args, keywords=keywords))
 
 
-CONV_FAMILY = "tools/kernels/conv.py"
-# launcher keywords in the order F.conv* / F.conv_transpose* take them
-_CONV_KEYWORDS = ("stride", "padding", "dilation", "groups")
-_CONV_T_KEYWORDS = ("stride", "padding", "output_padding", "groups", "dilation")
-
-
-def conv_family_source() -> str:
-    """krefine's convolution family as the seed carries it: the file's text, unchanged,
-    under a line naming where it comes from."""
-    from pathlib import Path
-    text = (Path(__file__).resolve().parents[1] / "kernels" / "conv.py").read_text()
-    return f"# krefine's convolution kernels ({CONV_FAMILY}), copied unchanged\n{text}"
-
-
-GEMM_FAMILY = "tools/kernels/gemm.py"
-# extern_kernels.<name>(operands..., out=buf) -> the names of the operands gemm() takes
-_GEMM_CALLS = {"extern_kernels.mm": ("a", "b"), "extern_kernels.bmm": ("a", "b"),
-               "extern_kernels.addmm": ("bias", "a", "b"), "extern_kernels.baddbmm": ("bias", "a", "b")}
-
-
-def family_source(path: str) -> str:
-    """A kernel family of tools/kernels/ as a seed carries it: the file's text, unchanged,
-    under a line naming where it comes from."""
-    from pathlib import Path
-    text = (Path(__file__).resolve().parents[2] / path).read_text()
-    return f"# krefine's kernels ({path}), copied unchanged\n{text}"
-
-
-def _gemm_launch(stmt: ast.Expr) -> ast.Expr:
-    """`extern_kernels.addmm(bias, a, b, alpha=1, beta=1, out=buf)` (cuBLAS, or the cpu
-    library; mm / bmm / baddbmm alike) -> `gemm(a, b, out=buf, bias=bias, alpha=1, beta=1,
-    precision='ieee')`: krefine's GEMM family (tools/kernels/gemm.py) writing into the
-    buffer Inductor allocated."""
-    call = stmt.value
-    names = _GEMM_CALLS[call_name(stmt)]
-    kw = {k.arg: k.value for k in call.keywords}
-    if len(call.args) != len(names) or "out" not in kw or set(kw) - {"out", "alpha", "beta"} \
-            or any(isinstance(a, ast.Starred) for a in call.args):
-        raise ValueError(f"call(): unsupported matrix product call: {short_code(stmt)}")
-    operands = dict(zip(names, call.args))
-    keywords = [ast.keyword("out", kw["out"])]
-    if "bias" in operands:
-        keywords.append(ast.keyword("bias", operands["bias"]))
-    keywords += [ast.keyword(k, kw[k]) for k in ("alpha", "beta") if k in kw]
-    keywords.append(ast.keyword("precision", ast.Constant("ieee")))
-    return ast.Expr(ast.Call(ast.Name("gemm", ast.Load()), [operands["a"], operands["b"]], keywords))
-
-
-ATTENTION_FAMILY = "tools/kernels/attention.py"
-# the library attention ops Inductor leaves (F.scaled_dot_product_attention, nn.MultiheadAttention)
-_SDPA_OPS = ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
-             "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention")
-
-
-def _sdpa_op(name: str) -> str | None:
-    """The op of `torch.ops.aten.<op>.default` when it is a library attention op, else None."""
-    m = re.fullmatch(r"torch\.ops\.aten\.(\w+)\.default", name)
-    return m.group(1) if m and m.group(1) in _SDPA_OPS else None
-
-
-def _attention_launch(stmt: ast.Assign) -> ast.Assign:
-    """`buf = torch.ops.aten._scaled_dot_product_X.default(q, k, v, ...)` -> `buf = sdpa('_scaled_
-    dot_product_X', q, k, v, ..., precision='ieee')`: krefine's attention family
-    (tools/kernels/attention.py), the op's arguments as they were, a tuple as the op returns."""
-    call = stmt.value
-    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-        raise ValueError(f"call(): unsupported attention call: {short_code(stmt)}")
-    op = _sdpa_op(call_name(stmt))
-    keywords = [*call.keywords, ast.keyword("precision", ast.Constant("ieee"))]
-    stmt.value = ast.Call(ast.Name("sdpa", ast.Load()), [ast.Constant(op), *call.args], keywords)
-    return stmt
-
-
 def _buffer_sizes(call_fn: ast.FunctionDef) -> dict[str, tuple]:
     """Each tensor's size where call() states it: `assert_size_stride(name, size, ..)` or
     `name = empty_strided_*(size, ..)`."""
@@ -345,40 +275,6 @@ def _buffer_sizes(call_fn: ast.FunctionDef) -> dict[str, tuple]:
             except ValueError:
                 continue
     return sizes
-
-
-def _conv_launch(stmt: ast.Assign, layout: ast.stmt | None, sizes: dict[str, tuple]) -> ast.Assign:
-    """`buf = extern_kernels.convolution(x, w, bias, stride=.., transposed=.., ...)` (cuDNN, or
-    the cpu library) -> `buf = conv_nd(x, w, bias, stride=.., ..., precision='ieee',
-    member=.., out_stride=..)` or `conv_transpose_nd(...)`: the family's launcher, its
-    member named, writing the layout the next statement asserts (what call()'s later
-    kernels read)."""
-    from tools.kernels.conv import conv_member
-    call = stmt.value
-    kw = {k.arg: k.value for k in call.keywords}
-    args = list(call.args)
-    if len(args) == 2:
-        args.append(kw.pop("bias", ast.Constant(None)))
-    if len(args) != 3 or set(kw) - {"stride", "padding", "dilation", "transposed", "output_padding", "groups"}:
-        raise ValueError(f"call(): unsupported convolution call: {short_code(stmt)}")
-    try:
-        transposed = bool(ast.literal_eval(kw.pop("transposed", ast.Constant(False))))
-        groups = int(ast.literal_eval(kw.get("groups", ast.Constant(1))))
-    except ValueError:
-        raise ValueError(f"call(): a convolution whose transposed / groups are not literals: {short_code(stmt)}") \
-            from None
-    names = _CONV_T_KEYWORDS if transposed else _CONV_KEYWORDS
-    keywords = [ast.keyword(n, kw[n]) for n in names if n in kw]
-    keywords.append(ast.keyword("precision", ast.Constant("ieee")))
-    weight = sizes.get(ast.unparse(args[1]))
-    if weight is not None and len(weight) >= 3:   # forward: (out, in / groups, ..); transposed: (in, ..)
-        c_group = weight[0] // groups if transposed else weight[1]
-        keywords.append(ast.keyword("member", ast.Constant(conv_member(transposed, groups, c_group))))
-    if layout is not None:
-        keywords.append(ast.keyword("out_stride", layout.value.args[2]))
-    name = "conv_transpose_nd" if transposed else "conv_nd"
-    return ast.Assign(targets=stmt.targets, value=ast.Call(ast.Name(name, ast.Load()), args, keywords),
-                      lineno=stmt.lineno)
 
 
 def _plain_value(node: ast.expr) -> bool:

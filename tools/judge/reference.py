@@ -28,6 +28,22 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def build_reference(problem, dev: str, gpu_index: int, settings):
+    """The problem's Model built as KernelBench builds it (its seeds and init order), in the
+    mode `settings.module_mode` says, on `dev`; a fault of the problem's code is blamed."""
+    import torch
+    from tools.perf.capture_guard import gpu_work
+    from tools.problem import build_model
+    if dev.startswith("cuda"):
+        torch.cuda.set_device(gpu_index)
+    try:   # not beside a capture (its init draws)
+        with gpu_work():
+            return build_model(problem.module.Model, problem.module, settings.init_seed, dev, settings.module_mode)
+    except Exception as e:
+        blame(problem.path, e, "Model(*get_init_inputs())",
+              Step("model", dev, init_seed=settings.init_seed, module_mode=settings.module_mode))
+
+
 def compute_reference(ref_model, mod, seed: int, dev: str, *, init_seed: int, precision: str,
                       module_mode: str = "train", sizes: dict | None = None) -> list:
     """The problem's own Model (built with `init_seed`) on the trial inputs of `seed`, with

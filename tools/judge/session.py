@@ -7,7 +7,7 @@ pays only for its own work:
   mode `[eval] module_mode` says), the session's secret trial seeds, the reference
   outputs of those trials (kept while they fit the memory budget, else recomputed when
   needed), and whether the reference is reproducible at all (`unreproducible`); one
-  that keeps state between calls is judged as a sequence of calls instead (`call_plan`,
+  that keeps state between calls is judged as a sequence of calls instead (tools/judge/stateful.py,
   its outputs call by call kept for the session);
 - the eager baseline and the torch.compile baseline, compiled once (in the background,
   from the first candidate that passes the guards); both are still timed interleaved
@@ -35,8 +35,8 @@ from tools.errors import EvaluatorError
 from tools.judge import memory
 from tools.judge.gpulock import GpuLock, gpu_lock
 from tools.judge.pipeline import Judgement, finish, profile_in
-from tools.blame import Step, blame
-from tools.judge.reference import check_reproducible, compute_reference, default_device, precise_reference
+from tools.judge.reference import (build_reference, check_reproducible, compute_reference, default_device,
+                                   precise_reference)
 from tools.judge.static import static_verdict
 from tools.judge.warm import warm_imports
 from tools.perf.capture_guard import gpu_work
@@ -80,11 +80,8 @@ class Judge:
         self._ref_cache_ok: bool | None = None
         self._unreproducible: tuple | None = None   # (check_reproducible's answer,) once asked
         # a reference that keeps state between calls (reference.py state_carried): judged as
-        # KernelBench calls it, a sequence of calls from a fresh model (call_plan)
-        self.stateful = False
-        self._sequence: list[list] | None = None             # its outputs, call by call
-        self._sequence_precise: list | None = None           # the same in float64, once asked
-        self._sequence_lock = threading.Lock()
+        # KernelBench calls it, a sequence of calls from a fresh model (tools/judge/stateful.py)
+        self.sequence = None
         self._reproducible_lock = threading.Lock()
         # measured on the first reference; lean: see tools/judge/memory.py
         self.footprint: memory.Footprint | None = None
@@ -150,20 +147,8 @@ class Judge:
             return self._ref_model
 
     def fresh_reference_model(self):
-        """The problem's Model built as KernelBench builds it (its seeds and init order), in
-        the mode [eval] module_mode says; the session's own is reference_model()'s."""
-        import torch
-        from tools.problem import build_model
-        if self.device == "cuda":
-            torch.cuda.set_device(self.gpu_index)
-        s = self.settings.test
-        try:   # not beside a capture (its init draws)
-            with gpu_work():
-                return build_model(self.problem.module.Model, self.problem.module, s.init_seed, self.dev,
-                                   s.module_mode)
-        except Exception as e:
-            blame(self.problem.path, e, "Model(*get_init_inputs())",
-                  Step("model", self.dev, init_seed=s.init_seed, module_mode=s.module_mode))
+        """The problem's Model built afresh (reference.py build_reference); the session's own is reference_model()'s."""
+        return build_reference(self.problem, self.dev, self.gpu_index, self.settings.test)
 
     def compile_hold(self):
         """The GPU hold of a compile phase: shared with at most `parallel_compile` in all,
@@ -240,61 +225,14 @@ class Judge:
                 found = memory.retry_oom(self, "the reference's second call", lambda: check_reproducible(
                     self.reference_model(), self.problem.module, seed, self.dev, self.reference(seed),
                     self.settings.test))
-                if found is not None and found[0] == "unreproducible_reference":
-                    found = self._judge_as_sequence(seed, found)
+                if found is not None and found[0] == "unreproducible_reference":   # state kept between calls?
+                    from tools.judge.stateful import as_sequence
+                    found, self.sequence = as_sequence(self, seed, found)
                 self._unreproducible = (found,)
                 self.setup_s["reproducible_check"] = round(time.monotonic() - t, 3)
                 if self.lean:
                     memory.release(self.dev)
             return self._unreproducible[0]
-
-    def _judge_as_sequence(self, seed: int, found: tuple[str, str]) -> tuple[str, str] | None:
-        """A reference that differs when called again but not when built again keeps state
-        between calls: from now on the session judges it as KernelBench does (call_plan),
-        its outputs computed here for the whole plan; None then. Else `found`, or why such
-        a reference cannot be judged here (its calls' outputs too large to keep)."""
-        from tools.judge.reference import sequence_outputs, state_carried
-        s = self.settings.test
-        if not state_carried(self.fresh_reference_model, self.problem.module, seed, self.dev,
-                             self.reference(seed), s):
-            return found
-        if self.lean or not self._ref_cache_ok:
-            return ("unreproducible_reference", "the reference keeps state between calls (a model built afresh gives "
-                    "its first outputs again, a second call does not), and its calls' outputs are too large to keep "
-                    "for a judgement call by call here: no candidate can be checked against it")
-        plan = self.call_plan()
-        self._sequence = memory.retry_oom(self, "the reference's calls in turn", lambda: sequence_outputs(
-            self.fresh_reference_model(), self.problem.module, plan, self.dev, s))
-        self.stateful = True
-        return None
-
-    def call_plan(self) -> list[int]:
-        """A stateful reference's calls, in order, each by the seed of its inputs: the first
-        trial twice (the repeated call), every other trial once, then the kernel-less call
-        of tools/judge/ownership.py on its trial's inputs. A candidate's fresh ModelNew is
-        called in the same order (tools/judge/trials.py)."""
-        from tools.judge.ownership import off_trial
-        seeds = self.seeds
-        return [seeds[0], *seeds, seeds[off_trial(seeds)]]
-
-    def sequence_reference(self, position: int) -> list:
-        """A stateful reference's outputs at `position` of call_plan()."""
-        assert self._sequence is not None, "sequence_reference on a reference that keeps no state"
-        return self._sequence[position]
-
-    def sequence_precise(self, position: int) -> list | None:
-        """sequence_reference in float64 (reference.py precise_sequence), or None where it
-        cannot be made; the whole plan made at the first ask and kept."""
-        from tools.judge.reference import precise_sequence
-        with self._sequence_lock:
-            if self._sequence_precise is None:
-                t = time.monotonic()
-                self._sequence_precise = precise_sequence(self.fresh_reference_model(), self.problem.module,
-                                                          self.call_plan(), self.dev)
-                self.setup_s["precise_references"] = round(self.setup_s.get("precise_references", 0.0)
-                                                           + time.monotonic() - t, 3)
-                memory.release(self.dev)
-            return self._sequence_precise[position]
 
     def _fits(self, nbytes_per_trial: int) -> bool:
         total = nbytes_per_trial * len(self.seeds)

@@ -26,7 +26,7 @@ of the same shapes, so an honest forward's timed calls repeat a checked call exa
 Not covered: launches that bypass the launch hook (CUPTI's record of the timed calls,
 tools/judge/ground_truth.py), what the kernels compute (rule 2), and a record the
 candidate edited in its own process (README "Sandbox"). Rule 2 does not apply where the
-reference keeps state between calls (tools/judge/session.py call_plan): a timed call's
+reference keeps state between calls (tools/judge/stateful.py): a timed call's
 outputs depend on every call before it; rule 1 and CUPTI's record still do.
 """
 from __future__ import annotations

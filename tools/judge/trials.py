@@ -25,9 +25,9 @@ def run_trials(evaluation, worker, ref_model, seeds, dev, first_ref: list) -> St
     policy = s.test.precision
     judge = evaluation.judge
     lean = judge.lean   # tools/judge/memory.py: references made after the worker's calls, one at a time
-    # a reference that keeps state between calls (tools/judge/session.py call_plan): a fresh
+    # a reference that keeps state between calls (tools/judge/stateful.py call_plan): a fresh
     # ModelNew, called as the reference was, each call against the reference's at its place
-    stateful = getattr(judge, "stateful", False)
+    stateful = getattr(judge, "sequence", None) is not None
     if stateful:
         status = _fresh_model(evaluation, worker)
         if status is not None:
@@ -39,7 +39,7 @@ def run_trials(evaluation, worker, ref_model, seeds, dev, first_ref: list) -> St
         seed2 = seeds[(i + 1) % len(seeds)] if lean else seed
         refs = None if lean else [first_ref if i == 0 else judge.reference(seed)]
         if stateful:
-            refs = [judge.sequence_reference(_position(i, 0))]
+            refs = [judge.sequence.outputs[_position(i, 0)]]
         poison = outputs if lean else [{"dtype": str(r.dtype).removeprefix("torch."), "shape": list(r.shape)}
                                        for r in refs[0]]
         n_out = len(poison)
@@ -137,7 +137,7 @@ def run_trials(evaluation, worker, ref_model, seeds, dev, first_ref: list) -> St
             ref = None   # lean: the last call's reference goes before this one is made
             ref = refs[0] if not lean else judge.reference(seed if call == 0 else seed2)
             if stateful:
-                ref = judge.sequence_reference(_position(i, call))
+                ref = judge.sequence.outputs[_position(i, call)]
             part = slice(call * n_out, (call + 1) * n_out)
             try:
                 got = outs[part] if outs is not None else channel.unpack_tensors(specs[part], b"", dev, evaluation.staged)
@@ -158,7 +158,7 @@ def run_trials(evaluation, worker, ref_model, seeds, dev, first_ref: list) -> St
                 cmp = compare(o, r, atol=atol, rtol=rtol, rel_l2_limit=rel)
                 # a reference of rounding noise, or eager's own error under "as-run": decided
                 # against the float64 forward (made only then: tools/judge/accuracy.py)
-                truths = (lambda: judge.sequence_precise(_position(i, call))) if stateful else \
+                truths = (lambda: judge.sequence.precise(_position(i, call))) if stateful else \
                     (lambda: judge.precise_reference(seed if call == 0 or not lean else seed2))
                 cmp = decide(cmp, o, r, truths, k, policy)
                 if i == 0 and call == 0 and not lean:   # the verdict's figures: a float64 forward the session keeps
@@ -235,7 +235,7 @@ def _stateful_ownership(evaluation, worker, seeds, dev) -> Status | None:
     the candidate's own making)."""
     judge = evaluation.judge
     s = evaluation.settings
-    ref = judge.sequence_reference(len(judge.call_plan()) - 1)
+    ref = judge.sequence.outputs[-1]
     poison = [{"dtype": str(r.dtype).removeprefix("torch."), "shape": list(r.shape)} for r in ref]
     off = seeds[ownership.off_trial(seeds)]
     try:
@@ -245,7 +245,7 @@ def _stateful_ownership(evaluation, worker, seeds, dev) -> Status | None:
     except isolation.WorkerDied:
         return died(evaluation, worker, "the forward with its Triton launches skipped")
     evaluation.checks["stateful"] = (f"the reference keeps state between calls: ModelNew was built afresh and called "
-                                     f"{len(judge.call_plan())} times in the reference's order, each call compared "
+                                     f"{len(judge.sequence.plan)} times in the reference's order, each call compared "
                                      "with the reference's call at the same place (as KernelBench calls both)")
     if evaluation.device == "cuda":
         return _fresh_model(evaluation, worker)
@@ -286,7 +286,7 @@ def recheck_timed_outputs(evaluation, reply: dict, payload: bytes, seed: int) ->
     from tools.judge.accuracy import decide
     from tools.judge.numerics import compare, tolerances
     from tools.judge.timed_path import fresh_reference
-    if getattr(evaluation.judge, "stateful", False):
+    if getattr(evaluation.judge, "sequence", None) is not None:
         # the timed calls' outputs depend on every call before them, which the timer makes as
         # many as it needs: rule 1 (their launches) and CUPTI's record still hold them
         evaluation.checks["timed_outputs_rechecked"] = ("not rechecked: the reference keeps state between calls, so a "

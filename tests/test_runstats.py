@@ -361,3 +361,11 @@ def test_a_faster_kernel_short_of_the_target_says_so_in_the_bench_line(tmp_path)
     build_run(tmp_path / "p", [seed(), sweep(eager=1.15, interval=0.05)], solved=False, stop_reason="no_model")
     assert outcome(tmp_path / "p") == ("not solved (no_model, 0 candidates): 1.15x eager, short of the 1.2x target "
                                        "(the low end of its interval, 1.09x, must clear it)")
+
+
+def test_what_the_seed_cost_is_in_the_problem_result(tmp_path):
+    assert bs.problem_result(built(tmp_path, [seed(), sweep()])).seed_s == 2.0
+
+
+def test_the_suite_figures_sum_what_the_seeds_cost(tmp_path):
+    assert figures_of(tmp_path, SUITE)["seed_s"] == {"problems": 4, "total": 7.0, "median": 2.0, "max": 2.0}

@@ -121,3 +121,10 @@ def test_a_seed_childs_temp_files_go_with_its_own_temp_dir(tmp_path, monkeypatch
     assert seedcache.cached_or_child("seed", PROBLEM, "cpu", 60, None, None, "train") == "SEED"
     assert not Path(seen["TMPDIR"]).exists()
     assert seen["TORCHINDUCTOR_CACHE_DIR"].endswith("torchinductor_" + seedcache._user())
+
+
+def test_a_portfolio_keeps_how_long_it_took_to_compile(tmp_path):
+    problem = load_problem(ROOT / "tests" / "problems" / "relu.py")
+    cache = seedcache.SeedCache(tmp_path)
+    cache.put_portfolio(problem, "cpu", seedcache.torch_version(), "[]\n", seconds=12.5)
+    assert seedcache.compile_seconds(problem.path, "cpu", tmp_path) == 12.5

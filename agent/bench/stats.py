@@ -65,6 +65,7 @@ class ProblemResult:
     judge_s: tuple[float, ...] = () # the judge's wall per judged candidate, every origin
     why: str = ""                   # why_not(): "" when correct and faster than eager
     sweep: int = 0                  # sweep variants judged (not in `candidates`: those are the model's)
+    seed_s: float | None = None     # what the seed cost: its portfolio's compile, or the run's wait (summary.json)
 
     @classmethod
     def failed(cls, problem: str, run_dir: str, error: str) -> "ProblemResult":
@@ -115,7 +116,8 @@ def problem_result(run: RunSnapshot, problem: str | None = None) -> ProblemResul
         compile_high=(interval.get("compile") or {}).get("high"),
         measure=best.measure if best else None, device=run.meta.get("device"),
         judge_s=tuple(judge_walls(run).values()), why=why_not(run),
-        sweep=sum(1 for c in run.candidates.values() if c.origin == ORIGIN_SWEEP and c.verdict is not None))
+        sweep=sum(1 for c in run.candidates.values() if c.origin == ORIGIN_SWEEP and c.verdict is not None),
+        seed_s=(s.get("seed") or {}).get("seconds"))
 
 
 def seed_candidate(run: RunSnapshot) -> Candidate | None:
@@ -263,9 +265,10 @@ def suite_figures(results: list[ProblemResult]) -> dict:
     torch.compile, and the geometric-mean speedup over the correct timed problems ("over"
     says how many). Then the best's gain over the seed (geometric mean of best / seed over
     problems where both are correct and timed), the judge's wall per judged candidate
-    (every origin), GPU time (the judge walls of cuda runs), the runs' total wall, and
+    (every origin), GPU time (the judge walls of cuda runs), the runs' total wall,
     seed coverage (correct seeds / all problems: a correct seed passed the guards, so it
-    is pure Triton)."""
+    is pure Triton), and what the seeds cost to make (seconds per problem, summary.json's
+    seed.seconds)."""
     n = len(results)
     def side(of: str) -> dict:
         correct = sum(_side(r, of, "eager")[0] for r in results)
@@ -284,7 +287,14 @@ def suite_figures(results: list[ProblemResult]) -> dict:
         "gpu_s": sum(w for r in results if r.device == "cuda" for w in r.judge_s),
         "wall_s": sum(r.wall_s or 0.0 for r in results),
         "seed_coverage": {"correct": sum(r.seed_correct for r in results), "problems": n},
+        "seed_s": _seed_times([r.seed_s for r in results if r.seed_s is not None]),
     }
+
+
+def _seed_times(times: list[float]) -> dict:
+    """The seeds' cost over the problems that recorded one: how many, total, median, most."""
+    return {"problems": len(times), "total": sum(times), "median": statistics.median(times) if times else None,
+            "max": max(times, default=None)}
 
 
 def _geomean(values: list[float]) -> dict:

@@ -76,10 +76,16 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
         except ValueError as e:
             run.seed_failed(f"no Inductor seed: {e}", time.monotonic() - t0)
             entries = []
+        waited = time.monotonic() - t0
+        compiled = None
+        if entries and ctx.make_seed is None:   # a portfolio made before (krefine bench): its compile time
+            from tools.dialect.seedcache import compile_seconds
+            compiled = compile_seconds(ctx.problem.path, ctx.device, search.seed_cache, ctx.config.eval.test.module_mode)
         for i, (label, code) in enumerate(entries):
             run.generated(candidate_id(0, i), parent=None, origin=ORIGIN_SEED, code=code,
-                          duration_s=time.monotonic() - t0 if i == 0 else 0.0,
-                          change=f"Inductor {label}" if label != "seed" else None)
+                          duration_s=waited if i == 0 else 0.0,
+                          change=f"Inductor {label}" if label != "seed" else None,
+                          seed_s=max(waited, compiled or 0.0) if i == 0 else None)
         seeds = [candidate_id(0, i) for i in range(len(entries))]
     for cid in seeds:
         ctx.progress.generated(run.record(cid))
@@ -253,8 +259,20 @@ def make_summary(run, state: RunState, timed: bool) -> dict:
             "candidates_evaluated": state["spent"]["candidates"], "rounds": state["spent"]["rounds"],
             "judged": judged_counts((c.get("origin"), c["status"]) for c in records.values()),
             "budget_spent": dict(state["spent"]), "timed": timed,
-            "seed": {"candidate": seeded["id"], "status": seeded["status"], "speedup": dict(seeded["speedup"])}
-            if seeded else ({"candidate": None, "status": "seed_failed", "error": failed} if failed else None)}
+            "seed": {"candidate": seeded["id"], "status": seeded["status"], "speedup": dict(seeded["speedup"]),
+                     "seconds": seed_seconds(run)}
+            if seeded else ({"candidate": None, "status": "seed_failed", "error": failed, "seconds": seed_seconds(run)}
+                            if failed else None)}
+
+
+def seed_seconds(run) -> float | None:
+    """What round 0's seed cost: its portfolio's compile (where the seed cache recorded it)
+    or the run's wait for it; for no seed, the time until that was known."""
+    made = run.generate_event(candidate_id(0, 0))
+    if made is not None:
+        return (made.get("metrics") or {}).get("seed_s", made.get("duration_s"))
+    failed = [e for e in run.events(None) if (e["node"], e["status"]) == ("generate", "seed_failed")]
+    return failed[-1].get("duration_s") if failed else None
 
 
 # ---------------------------------------------------------------- routers and wiring

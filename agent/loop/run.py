@@ -172,7 +172,7 @@ class Run:
     def generated(self, cid: str, *, parent: str | None, origin: str, code: str | None, duration_s: float = 0.0,
                   prompt: str | None = None, completion: str | None = None, change: str | None = None,
                   tokens: tuple[int, int] = (0, 0), model: str | None = None,
-                  finish_reason: str | None = None) -> CandidateRecord:
+                  finish_reason: str | None = None, seed_s: float | None = None) -> CandidateRecord:
         """A candidate written: its files, then its generate event (once: a candidate
         already traced keeps what it has)."""
         with self._lock:
@@ -192,6 +192,8 @@ class Run:
                     metrics.update(model=model, finish_reason=finish_reason)
                 if change is not None:
                     metrics["change"] = change
+                if seed_s is not None:   # what the seed portfolio cost to make (its compile, where cached)
+                    metrics["seed_s"] = round(seed_s, 3)
                 self._trace(iteration=round_, candidate=cid, node="generate",
                             status="ok" if code is not None else "no_code", duration_s=duration_s,
                             metrics=metrics, artifacts=artifacts)

@@ -209,11 +209,13 @@ def cached_portfolio(problem, device: str, cache_dir: str | Path | None,
         return read_entries(cache.get_portfolio(problem, device, version, math.inf))
     except KeyError:
         pass
+    import time
+    t0 = time.monotonic()
     entries = seed_portfolio(problem, device,
                              capture_fn=lambda p, d, templates: cache.capture(p, d, version, templates),
                              on_progress=on_progress)
     if all(lasting(e.reason) for e in entries):
-        cache.put_portfolio(problem, device, version, entries_json(entries))
+        cache.put_portfolio(problem, device, version, entries_json(entries), seconds=time.monotonic() - t0)
     try:
         cache.get(problem, device, version, math.inf)
     except KeyError:        # the seed is the first entry: seed_candidate's

@@ -138,8 +138,20 @@ class SeedCache:
         KeyError as `get`."""
         return self._read(self.portfolio_path(problem, device, torch_version), ".err", problem, timeout_s)
 
-    def put_portfolio(self, problem, device: str, torch_version: str, text: str | None, reason: str = "") -> None:
-        self._write(self.portfolio_path(problem, device, torch_version), ".err", text, reason)
+    def put_portfolio(self, problem, device: str, torch_version: str, text: str | None, reason: str = "",
+                      seconds: float | None = None) -> None:
+        """`seconds`: how long compiling it took, kept beside it (`portfolio_seconds`)."""
+        path = self.portfolio_path(problem, device, torch_version)
+        self._write(path, ".err", text, reason)
+        if seconds is not None and text is not None:
+            self._write(path.with_suffix(".seconds"), "", f"{seconds:.3f}\n", "")
+
+    def portfolio_seconds(self, problem, device: str, torch_version: str) -> float | None:
+        """How long the kept portfolio took to compile; None when not recorded."""
+        try:
+            return float(self.portfolio_path(problem, device, torch_version).with_suffix(".seconds").read_text())
+        except (OSError, ValueError):
+            return None
 
     def capture(self, problem, device: str, torch_version: str, templates: bool) -> Capture:
         """tools.dialect.inductor_capture.capture through the cache: a kept capture is
@@ -233,6 +245,14 @@ def in_cache(command: str, problem_path: str | Path, device: str, timeout_s: flo
     except ValueError:
         pass
     return True
+
+
+def compile_seconds(problem_path: str | Path, device: str, cache_dir: str | Path | None,
+                    module_mode: str = "train") -> float | None:
+    """How long the seed cache's portfolio of the problem took to compile, where recorded."""
+    if not cache_dir:
+        return None
+    return SeedCache(cache_dir, module_mode).portfolio_seconds(problem_file(problem_path), device, torch_version())
 
 
 def cached_or_child(command: str, problem_path: str | Path, device: str, timeout_s: float,

@@ -1114,3 +1114,14 @@ def test_a_method_init_stores_without_calling_is_on_the_forward_path():
     src = _with_method("def _act(self, x):\n    return torch.relu(x)\n", init="self.f = self._act",
                        forward="out = self.f(out)")
     assert "torch_compute" in rejected_by(src)
+
+
+def test_a_function_s_names_are_walked_once_however_many_names_it_has(monkeypatch):
+    # a converted seed's call() has tens of thousands of names: one walk per name took hours
+    from tools.guards import own_objects
+    walked = []
+    real = own_objects._stores
+    monkeypatch.setattr(own_objects, "_stores", lambda fn: walked.append(id(fn)) or real(fn))
+    body = "\n".join(f"        b{i} = torch.empty_like(x)" for i in range(300))
+    run_static_guards(candidate(forward=body), STRICT)
+    assert len(walked) == len(set(walked))

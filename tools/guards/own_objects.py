@@ -35,17 +35,31 @@ def own_names(tree: ast.Module, parents: dict[int, ast.AST], autograd: frozenset
     classes = _own_classes(tree)
     instances = _own_instances(tree, classes)
     own, params = set(), set()
+    # each function's parameters and stores, walked once (a converted seed's call() has
+    # tens of thousands of names: walking it again for each one took hours)
+    param_memo: dict[int, set[str]] = {}
+    store_memo: dict[int, set[str]] = {}
+
+    def params_of(fn: ast.AST) -> set[str]:
+        if id(fn) not in param_memo:
+            param_memo[id(fn)] = set(_params(fn))
+        return param_memo[id(fn)]
+
+    def stores_of(fn: ast.AST) -> set[str]:
+        if id(fn) not in store_memo:
+            store_memo[id(fn)] = _stores(fn)
+        return store_memo[id(fn)]
     for n in ast.walk(tree):
         if not isinstance(n, ast.Name):
             continue
-        binder = _binder(n, parents)
+        binder = _binder(n, parents, lambda fn: n.id in params_of(fn) or n.id in stores_of(fn))
         if binder is None:   # module level
             if n.id in classes or n.id in instances:
                 own.add(id(n))
-        elif n.id not in _params(binder[0]):
+        elif n.id not in params_of(binder[0]):
             if n.id in instances:
                 own.add(id(n))
-        elif _receiver(*binder, autograd, rebound) == n.id and n.id not in _stores(binder[0]):
+        elif _receiver(*binder, autograd, rebound) == n.id and n.id not in stores_of(binder[0]):
             own.add(id(n))
         else:
             params.add(id(n))
@@ -71,11 +85,12 @@ def _stores(fn: ast.AST) -> set[str]:
     return out
 
 
-def _binder(name: ast.Name, parents: dict[int, ast.AST]) -> tuple[ast.AST, ast.AST | None] | None:
-    """(the innermost function binding `name`, that function's parent); None at module level."""
+def _binder(name: ast.Name, parents: dict[int, ast.AST], binds) -> tuple[ast.AST, ast.AST | None] | None:
+    """(the innermost function binding `name` (`binds(fn)`: as a parameter or a store),
+    that function's parent); None at module level."""
     node = parents.get(id(name))
     while node is not None:
-        if isinstance(node, _FUNCS) and (name.id in _params(node) or name.id in _stores(node)):
+        if isinstance(node, _FUNCS) and binds(node):
             return node, parents.get(id(node))
         node = parents.get(id(node))
     return None

@@ -1125,3 +1125,14 @@ def test_a_function_s_names_are_walked_once_however_many_names_it_has(monkeypatc
     body = "\n".join(f"        b{i} = torch.empty_like(x)" for i in range(300))
     run_static_guards(candidate(forward=body), STRICT)
     assert len(walked) == len(set(walked))
+
+
+def test_a_function_init_defines_and_only_calls_may_build_torch_modules():
+    init = ("def conv_bn(c):\n    return nn.Sequential(nn.Conv2d(c, c, 3), nn.BatchNorm2d(c))\n"
+            "self.body = nn.Sequential(conv_bn(4), conv_bn(4))")
+    assert "torch_compute" not in rejected_by(candidate(init=init))
+
+
+def test_a_function_init_defines_and_stores_is_on_the_forward_path():
+    init = "def act(x):\n    return torch.relu(x)\nself.act = act"
+    assert "torch_compute" in rejected_by(candidate(init=init, forward="out = self.act(out)"))

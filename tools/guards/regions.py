@@ -1,7 +1,7 @@
 """Where each node of a candidate sits: what runs per forward call, once, or never.
 
-"The forward path" is every function body except `__init__` and the methods only
-`__init__` calls (`_setup_methods`): helpers called from forward do its work as much as
+"The forward path" is every function body except `__init__` and the functions only
+`__init__` calls (`_setup_methods`: its helper methods and the functions it defines): helpers called from forward do its work as much as
 forward itself. Module level, class bodies, `__init__` and those methods are set-up, where
 torch may build and initialise weights; an autograd
 backward nobody calls is set-up too. @triton.jit bodies are their own region. Top-level
@@ -57,36 +57,49 @@ def _dead_defs(tree: ast.Module) -> set[int]:
 
 
 def _setup_methods(tree: ast.Module) -> set[int]:
-    """Methods that run only while the module is built: every reference to the name
-    anywhere in the file is a call `self.name(...)` made in `__init__` or in another such
-    method of the same class (a ResNet's `_make_layer`). A reference of any other kind (an
-    attribute stored, a string, a call from forward) keeps a method on the forward path."""
-    found: set[int] = set()
-    refs: dict[str, list[tuple[ast.AST, ast.AST | None]]] = {}
+    """Functions that run only while the module is built: a method every reference to
+    which, anywhere in the file, is a call `self.name(...)` made in set-up code (`__init__`
+    or another such function: a ResNet's `_make_layer`), and a function defined inside
+    set-up code every reference to which is a call `name(...)` made in set-up code (a
+    MobileNet's `conv_bn` inside `__init__`). A reference of any other kind (stored,
+    returned, a string, a call from forward or from a lambda) keeps a function on the
+    forward path."""
+    funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    owner: dict[int, int] = {}          # node -> the function whose own code it is
+    for f in funcs:
+        for x in _own_nodes(f):
+            owner.setdefault(id(x), id(f))
+    refs: dict[str, list[tuple[ast.AST, ast.AST]]] = {}
     for n in ast.walk(tree):
         for child in ast.iter_child_nodes(n):
             name = child.attr if isinstance(child, ast.Attribute) else child.id if isinstance(child, ast.Name) \
                 else child.value if isinstance(child, ast.Constant) and isinstance(child.value, str) else None
             if name is not None:
                 refs.setdefault(name, []).append((child, n))
-    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
-        methods = {m.name: m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        inside = {id(x): name for name, m in methods.items() for x in _own_nodes(m)}
-        setup = {"__init__"} if "__init__" in methods else set()
-        grew = True
-        while grew:
-            grew = False
-            for name, m in methods.items():
-                if name in setup or m.decorator_list:
-                    continue
-                uses = [(r, parent) for r, parent in refs.get(name, []) if r is not m]
-                if uses and all(isinstance(r, ast.Attribute) and isinstance(r.value, ast.Name) and r.value.id == "self"
-                                and isinstance(parent, ast.Call) and parent.func is r
-                                and inside.get(id(r)) in setup for r, parent in uses):
-                    setup.add(name)
-                    grew = True
-        found |= {id(methods[n]) for n in setup if n != "__init__"}
-    return found
+    methods = {id(m): m for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
+               for m in c.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    setup = {i for i, m in methods.items() if m.name == "__init__"}
+
+    def called_in_setup(r: ast.AST, parent: ast.AST, method: bool) -> bool:
+        if method and not (isinstance(r, ast.Attribute) and isinstance(r.value, ast.Name) and r.value.id == "self"):
+            return False
+        if not method and not (isinstance(r, ast.Name) and isinstance(r.ctx, ast.Load)):
+            return False
+        return isinstance(parent, ast.Call) and parent.func is r and owner.get(id(r)) in setup
+    grew = True
+    while grew:
+        grew = False
+        for f in funcs:
+            if id(f) in setup or f.decorator_list:
+                continue
+            method = id(f) in methods
+            if not method and owner.get(id(f)) not in setup:   # defined in set-up code, or a method
+                continue
+            uses = [(r, parent) for r, parent in refs.get(f.name, []) if r is not f]
+            if uses and all(called_in_setup(r, parent, method) for r, parent in uses):
+                setup.add(id(f))
+                grew = True
+    return {i for i in setup if not (i in methods and methods[i].name == "__init__")}
 
 
 def _own_nodes(fn: ast.AST):
@@ -119,7 +132,7 @@ def walk_regions(tree: ast.Module, aliases, self_attrs, unbound) -> list[Site]:
                 inner = JIT
             elif id(node) in dead or dead_cls:
                 inner = DEAD
-            elif isinstance(parent, ast.ClassDef) and (node.name == "__init__" or id(node) in setup_methods):
+            elif (isinstance(parent, ast.ClassDef) and node.name == "__init__") or id(node) in setup_methods:
                 inner = SETUP
             elif (isinstance(parent, ast.ClassDef) and node.name == "backward" and not backward_used
                   and any("autograd" in p for b in parent.bases

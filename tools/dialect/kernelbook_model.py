@@ -15,14 +15,23 @@ import ast
 from tools.dialect.inductor_wrapper import call_name, dotted
 
 def meta_model(problem):
-    """Model and its inputs on the meta device: names, shapes and strides, no memory."""
+    """Model and its inputs on the meta device: names, shapes and strides, no memory. A
+    Model or get_inputs that reads values while it builds (`x.item()`, as Swin's drop-path
+    schedule does) cannot run there and is built on the cpu instead."""
     import torch
 
     from tools.problem import split_init
-    with torch.device("meta"):
-        args, kwargs = split_init(problem.module.get_init_inputs())
-        model = problem.module.Model(*args, **kwargs)
-        inputs = list(problem.module.get_inputs())
+
+    def built(make):
+        try:
+            with torch.device("meta"):
+                return make()
+        except Exception:   # noqa: BLE001 - a value read on meta: the cpu has one
+            with torch.no_grad():
+                return make()
+    args, kwargs = built(lambda: split_init(problem.module.get_init_inputs()))
+    model = built(lambda: problem.module.Model(*args, **kwargs))
+    inputs = built(lambda: list(problem.module.get_inputs()))
     return model, inputs
 
 

@@ -145,9 +145,15 @@ def test_an_attribute_the_forward_stores_as_another_attribute_s_tensor_is_stored
     assert "self.c0 = arg0_1" in _method(_seed("small_lstm"), "ModelNew", "forward")
 
 
-def test_an_lstm_is_per_step_gemm_launches_and_no_fallback():
+def test_an_lstm_is_one_call_of_the_recurrent_family_and_no_fallback():
+    # captured as one op (tools/dialect/rnn_op.py), not unrolled into the graph step by step
     call = _seed("small_lstm").split("def call(args):")[1]
-    assert call.count("gemm(") >= 2 * 5 and "torch.ops." not in call
+    assert call.count("= rnn_seq(") == 1 and "torch.ops." not in call
+
+
+@pytest.mark.parametrize("name", ["small_gru", "small_rnn_relu"])
+def test_a_gru_and_an_rnn_seed_match_the_model_on_three_calls(name, tmp_path):
+    assert max(_lockstep_errors(name, tmp_path)) < 1e-4
 
 
 def test_the_lstm_seed_matches_the_model_on_three_calls(tmp_path):
@@ -195,7 +201,8 @@ print(json.dumps(errors))
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["bottleneck_expansion", "gelu_tanh_block", "linear_relu", "small_attention",
-                                  "rnn_cell_hidden", "small_lstm", "sdpa_attention", "multihead_attention"])
+                                  "rnn_cell_hidden", "small_lstm", "sdpa_attention", "multihead_attention",
+                                  "small_gru", "small_rnn_relu"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

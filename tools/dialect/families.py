@@ -6,6 +6,7 @@ under tools/kernels/, whose file the seed carries unchanged (`family_source`):
   extern_kernels.convolution (cuDNN, the cpu library)  -> conv_nd / conv_transpose_nd (conv.py)
   extern_kernels.mm / addmm / bmm / baddbmm (cuBLAS)   -> gemm (gemm.py)
   torch.ops.aten._scaled_dot_product_*_attention       -> sdpa (attention.py)
+  torch.ops.krefine.rnn (nn.LSTM / GRU / RNN: rnn_op.py) -> rnn_seq (rnn.py)
 
 Each launch keeps the buffer Inductor allocated (or the layout it asserts next) and exact
 "ieee" dots; the portfolio's tf32x3 variants change only `precision=`. Used by
@@ -124,3 +125,20 @@ def _conv_launch(stmt: ast.Assign, layout: ast.stmt | None, sizes: dict[str, tup
     name = "conv_transpose_nd" if transposed else "conv_nd"
     return ast.Assign(targets=stmt.targets, value=ast.Call(ast.Name(name, ast.Load()), args, keywords),
                       lineno=stmt.lineno)
+
+
+RNN_FAMILY = "tools/kernels/rnn.py"
+RNN_OP = "torch.ops.krefine.rnn.default"
+
+
+def _rnn_launch(stmt: ast.Assign) -> ast.Assign:
+    """`buf = torch.ops.krefine.rnn.default(x, h0, c0, [w, ...], mode, ...)` (a recurrent module
+    the capture ran as one op, tools/dialect/rnn_op.py) -> `buf = rnn_seq(x, h0, c0, [w, ...],
+    mode, ..., precision='ieee')`: krefine's recurrent family, the same arguments."""
+    call = stmt.value
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        raise ValueError(f"call(): unsupported recurrent call: {short_code(stmt)}")
+    keywords = [*call.keywords, ast.keyword("precision", ast.Constant("ieee"))]
+    stmt.value = ast.Call(ast.Name("rnn_seq", ast.Load()), list(call.args), keywords)
+    return stmt
+

@@ -73,6 +73,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.graph import GraphLowering
 
+    from tools.dialect.rnn_op import recurrent_as_ops
     from tools.problem import build_model, make_inputs, strict_fp32
     # 1) the model and inputs as the judge builds them; a plain tensor attribute (an RNN's
     #    hidden state: module.to() leaves it where __init__ made it) on the device, where
@@ -125,7 +126,8 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
         stack.enter_context(strict_fp32())   # a template conv's ALLOW_TF32 follows cuDNN's flag
         stack.enter_context(_warnings_out_of_graph())
-        stack.enter_context(_rnn_in_graph())
+        stack.enter_context(_rnn_in_graph())   # what recurrent_as_ops leaves (a projection, dropout)
+        stack.enter_context(recurrent_as_ops(model))   # nn.LSTM / GRU / RNN as one op each, not unrolled
         torch._dynamo.reset()
         try:
             with torch.no_grad():

@@ -41,13 +41,13 @@ _HERE = Path(__file__).parent
 _TRANSIENT = ("out of memory", "CUDA error", "exit status")
 _TIMEOUT = re.compile(r"took longer than (\d+(?:\.\d+)?) s")
 # the capture's own code: what it compiles and how (conv_rewrite: the template compile's rewrites)
-CAPTURE_CODE = ("inductor_capture.py", "conv_rewrite.py")
+CAPTURE_CODE = ("inductor_capture.py", "conv_rewrite.py", "rnn_op.py")
 # what makes a portfolio of the seed's captures (tools/precision.py: its tf32x3 variants)
 PORTFOLIO_CODE = ("portfolio.py", "../precision.py")
 # the cache's plumbing: no part of what a seed is
 _PLUMBING = ("seedcache.py", "portfolio.py")
 # kernel families a seed copies its text from (tools/dialect/kernelbook.py)
-KERNEL_CODE = ("../kernels/conv.py", "../kernels/gemm.py", "../kernels/attention.py")
+KERNEL_CODE = ("../kernels/conv.py", "../kernels/gemm.py", "../kernels/attention.py", "../kernels/rnn.py")
 
 
 def seed_cache_key(problem_source: str, device: str, torch_version: str, module_mode: str = "train") -> str:

@@ -1136,3 +1136,14 @@ def test_a_function_init_defines_and_only_calls_may_build_torch_modules():
 def test_a_function_init_defines_and_stores_is_on_the_forward_path():
     init = "def act(x):\n    return torch.relu(x)\nself.act = act"
     assert "torch_compute" in rejected_by(candidate(init=init, forward="out = self.act(out)"))
+
+
+def test_set_up_that_tests_modules_by_type_keeps_no_op():
+    init = ("for m in self.modules():\n    if isinstance(m, (nn.Conv2d, nn.Linear)) or isinstance(m, nn.BatchNorm2d):\n"
+            "        pass")
+    assert "torch_compute" not in rejected_by(candidate(init=init))
+
+
+def test_set_up_that_keeps_an_op_beside_a_type_test_is_still_rejected():
+    assert "torch_compute" in rejected_by(candidate(init="self.ops = (isinstance(self, nn.Conv2d), F.relu)",
+                                                    prelude="import torch.nn.functional as F"))

@@ -185,6 +185,17 @@ def _extern_msg(source: Source, node: ast.AST, site: Site, name: str) -> tuple[i
                            f"library kernel (cuBLAS/cuDNN), not Triton; {advice}.")
 
 
+def _type_test(source: Source, r) -> bool:
+    """The reference is the class an `isinstance` / `issubclass` call tests against (alone or
+    in its tuple): set-up that initialises weights by module type keeps nothing to call."""
+    node, parent = r.node, r.site.parent
+    if isinstance(parent, ast.Tuple):
+        node, parent = parent, next((s.parent for s in source.sites if s.node is parent), None)
+    return (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name)
+            and parent.func.id in ("isinstance", "issubclass") and len(parent.args) == 2 and parent.args[1] is node
+            and parent.func.id not in source.module_names)
+
+
 def _torch_refs(source: Source) -> Iterator[tuple[int | None, str]]:
     for r in source.refs:
         region = r.site.region
@@ -206,7 +217,7 @@ def _torch_refs(source: Source) -> Iterator[tuple[int | None, str]]:
                 else:
                     yield _work_msg(source, r.node, r.site, p.split(".")[-1])
                 break
-            if region == SETUP and not r.called and _torch_compute_ref(p):
+            if region == SETUP and not r.called and _torch_compute_ref(p) and not _type_test(source, r):
                 # mm = torch.mm; OPS = {"mm": torch.mm}; self.act = F.relu: kept to be called
                 # later, maybe through a path no alias tracking follows (type(self).mm)
                 yield line_of(r.node), (f"`{spell(source, r.site.parent)}` keeps a PyTorch op to call later; "

@@ -1147,3 +1147,41 @@ def test_set_up_that_tests_modules_by_type_keeps_no_op():
 def test_set_up_that_keeps_an_op_beside_a_type_test_is_still_rejected():
     assert "torch_compute" in rejected_by(candidate(init="self.ops = (isinstance(self, nn.Conv2d), F.relu)",
                                                     prelude="import torch.nn.functional as F"))
+
+
+_BLOCK = '''
+class Block(nn.Module):
+    def __init__(self, d, act_layer=nn.GELU):
+        super().__init__()
+        self.act = {use}
+'''
+
+
+def test_a_module_class_defaulted_in_init_and_built_there_keeps_no_op():
+    src = candidate(init="self.block = Block(4)") + _BLOCK.format(use="act_layer()")
+    assert "torch_compute" not in rejected_by(src)
+
+
+def test_a_module_class_defaulted_in_init_and_stored_is_kept_to_call_later():
+    src = candidate(init="self.block = Block(4)") + _BLOCK.format(use="act_layer")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_a_module_class_defaulted_in_init_and_handed_to_a_constructor_keeps_no_op():
+    src = candidate(init="self.block = Block(4)") + _BLOCK.format(use="Block(d, act_layer=act_layer)")
+    assert "torch_compute" not in rejected_by(src)
+
+
+def test_a_module_class_defaulted_in_init_and_handed_to_setattr_is_kept_to_call_later():
+    src = candidate(init="self.block = Block(4)") + _BLOCK.format(use="setattr(self, 'f', act_layer)")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_a_submodule_named_like_a_tensor_method_read_for_its_weight_is_fine():
+    src = candidate(init="self.embed = nn.Module()\nself.embed.norm = nn.LayerNorm(4)",
+                    forward="w = self.embed.norm.weight")
+    assert "torch_compute" not in rejected_by(src)
+
+
+def test_a_tensor_method_reached_through_an_attribute_chain_is_still_compute():
+    assert "torch_compute" in rejected_by(candidate(forward="out = x.norm.__call__()"))

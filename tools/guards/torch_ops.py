@@ -196,6 +196,56 @@ def _type_test(source: Source, r) -> bool:
             and parent.func.id not in source.module_names)
 
 
+def _set_up_default(source: Source, r) -> bool:
+    """The reference is the default of a set-up function's parameter (`act_layer=nn.GELU` of
+    an `__init__`) that the function only calls (`self.act = act_layer()`) or hands to a
+    constructor (`Mlp(act_layer=act_layer)`, whose own set-up is checked the same way): a
+    module built in set-up, nothing kept to call later. Handed to a call that may keep it
+    (setattr, functools.partial, a container's append / update), it is kept."""
+    args = r.site.parent
+    if not isinstance(args, ast.arguments):
+        return False
+    fn = next((s.parent for s in source.sites if s.node is args), None)
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not fn.body:
+        return False
+    body = next((s for s in source.sites if s.node is fn.body[0]), None)
+    if body is None or body.region != SETUP:
+        return False
+    positional = [*args.posonlyargs, *args.args]
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    name = next((a.arg for a, d in pairs if d is r.node), None)
+    if name is None:
+        return False
+    handed = set()
+    calls = set()
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Call):
+            calls.add(id(n.func))
+            callee = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+            if callee not in _KEEPERS:   # the argument itself, or a choice of it (`x if c else None`)
+                for a in [*n.args, *(k.value for k in n.keywords)]:
+                    handed |= {id(x) for x in _chosen(a)}
+    uses = [n for st in fn.body for n in ast.walk(st) if isinstance(n, ast.Name) and n.id == name]
+    return all(isinstance(n.ctx, ast.Load) and (id(n) in calls or id(n) in handed) for n in uses)
+
+
+def _chosen(expr: ast.AST) -> list[ast.AST]:
+    """`expr` and what it evaluates to as a whole: the branches of a conditional, the
+    operands of `and` / `or` (not a lambda, a container or a call's result)."""
+    if isinstance(expr, ast.IfExp):
+        return [expr, *_chosen(expr.body), *_chosen(expr.orelse)]
+    if isinstance(expr, ast.BoolOp):
+        return [expr, *(x for v in expr.values for x in _chosen(v))]
+    return [expr]
+
+
+# calls that may keep what they are handed, to call later
+_KEEPERS = frozenset(("setattr", "__setattr__", "partial", "append", "extend", "insert", "update", "setdefault",
+                      "add", "register_forward_hook", "register_forward_pre_hook", "register_module",
+                      "add_module", "apply"))
+
+
 def _torch_refs(source: Source) -> Iterator[tuple[int | None, str]]:
     for r in source.refs:
         region = r.site.region
@@ -217,7 +267,8 @@ def _torch_refs(source: Source) -> Iterator[tuple[int | None, str]]:
                 else:
                     yield _work_msg(source, r.node, r.site, p.split(".")[-1])
                 break
-            if region == SETUP and not r.called and _torch_compute_ref(p) and not _type_test(source, r):
+            if region == SETUP and not r.called and _torch_compute_ref(p) and not _type_test(source, r) \
+                    and not _set_up_default(source, r):
                 # mm = torch.mm; OPS = {"mm": torch.mm}; self.act = F.relu: kept to be called
                 # later, maybe through a path no alias tracking follows (type(self).mm)
                 yield line_of(r.node), (f"`{spell(source, r.site.parent)}` keeps a PyTorch op to call later; "
@@ -240,6 +291,9 @@ def _forward_syntax(source: Source) -> Iterator[tuple[int | None, str]]:
             base = n.value
             if isinstance(base, ast.Name) and (base.id in ("self", "cls") or n.attr in source.methods.get(base.id, ())):
                 continue
+            if isinstance(s.parent, ast.Attribute) and s.parent.value is n and \
+                    s.parent.attr not in ("__call__", "__func__", "__wrapped__", "__get__"):
+                continue   # self.embed.norm.weight: an object read for its attribute (a submodule), not a method
             if not resolve(base, source.aliases, source.self_attrs, frozenset()):
                 yield _work_msg(source, n, s, n.attr)
         elif literal_getattr(n) and n.args[1].value in _COMPUTE_NAMES and \

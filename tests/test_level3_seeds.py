@@ -106,6 +106,11 @@ def test_the_hidden_state_the_forward_stores_is_stored_back_from_call_s_output()
     assert "self.hidden = output[1]\n    return output[0]" in forward
 
 
+def test_a_lambda_init_keeps_for_the_forward_stays_behind_with_the_forward():
+    init = _method(_seed("lambda_mlp"), "ModelNew", "__init__")
+    assert "lambda" not in init and "m = self.mlp" in init
+
+
 def test_a_linear_layer_s_library_gemm_becomes_the_gemm_family_on_cpu():
     code = _seed("linear_relu")
     assert "gemm(" in _method(code, "ModelNew", "forward") or "gemm(" in code.split("def call(args):")[1]
@@ -113,7 +118,7 @@ def test_a_linear_layer_s_library_gemm_becomes_the_gemm_family_on_cpu():
 
 
 @pytest.mark.parametrize("name", ["bottleneck_expansion", "gelu_tanh_block", "linear_relu", "small_attention",
-                                  "sdpa_attention", "multihead_attention", "item_in_init"])
+                                  "sdpa_attention", "multihead_attention", "item_in_init", "lambda_mlp"])
 def test_the_seed_matches_the_model_on_three_calls(name, tmp_path):
     assert max(_lockstep_errors(name, tmp_path)) < 1e-4
 

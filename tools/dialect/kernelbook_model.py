@@ -100,6 +100,7 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     if any(isinstance(n, ast.Name) and n.id == "ModelNew" and not _in_super(f, n)
            for f in [init, *kept] for n in ast.walk(f)):
         raise ValueError("Model.__init__ refers to Model other than in super()")
+    _drop_forward_lambdas(init, kept)
     # the forward KernelBook writes: module tensors and inputs, in call()'s order
     lines = [f"def forward(self, {', '.join(f'input_{i}' for i in range(n_inputs))}):"]
     first_input = next((f"input_{s.partition(':')[2]}" for s in sources if s.startswith("input:")), None)
@@ -122,6 +123,34 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
                        body=[*kept, init, forward], decorator_list=[], type_params=[])
     model_src = ast.unparse(ast.fix_missing_locations(cls)).replace("(nn.Module):\n\n", "(nn.Module):\n", 1)
     return _needed_definitions(problem_src, tree, cls), model_src
+
+
+def _drop_forward_lambdas(init: ast.FunctionDef, kept: list[ast.stmt]) -> None:
+    """`self.mlpf = lambda x: ...` in __init__ (minGPT's block) is the problem's forward's
+    helper: the seed's forward never calls it, and set-up nothing else reads it (by name or
+    string) does not need it either; it is left out, as the forward is (a lambda running
+    torch modules is work the guards would refuse)."""
+    def names(nodes):
+        out = set()
+        for n in (x for node in nodes for x in ast.walk(node)):
+            if isinstance(n, ast.Attribute):
+                out.add(n.attr)
+            elif isinstance(n, ast.Name):
+                out.add(n.id)
+            elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+                out.add(n.value)
+        return out
+    for stmt in list(init.body):
+        if not (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Lambda) and len(stmt.targets) == 1):
+            continue
+        target = stmt.targets[0]
+        if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
+            continue
+        rest = [n for n in init.body if n is not stmt] + kept
+        if target.attr not in names(rest):
+            init.body.remove(stmt)
+    if not init.body:
+        init.body.append(ast.Pass())
 
 
 def set_up_members(cls: ast.ClassDef) -> list[ast.stmt]:

@@ -8,16 +8,10 @@ triton.language imported with TRITON_INTERPRET=1); each case is still its own te
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from functools import lru_cache
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.kernel_cases import case_errors
 
 CASES = """
 import json, math, sys
@@ -75,13 +69,8 @@ NAMES = ["plain_odd", "causal_several_blocks", "bool_mask_broadcast", "additive_
          "sdpa_cudnn_layout_follows_q", "dropout_refused"]
 
 
-@lru_cache(maxsize=None)
 def _errors(device: str) -> dict:
-    env = {**os.environ, "TRITON_INTERPRET": "1"} if device == "cpu" else dict(os.environ)
-    done = subprocess.run([sys.executable, "-c", CASES, device], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return case_errors(CASES, device)
 
 
 @pytest.mark.parametrize("case", NAMES)

@@ -10,33 +10,48 @@ from tools import astlock
 
 REPO = __import__("pathlib").Path(__file__).resolve().parent.parent
 
-# Four threads parse while cyclic garbage with a yielding finalizer makes the collector switch
-# threads in the middle of a conversion; prints how many parses raised SystemError.
+# The main thread parses a large source; a collection inside that parse finalizes a Trigger,
+# which lets a second thread parse (from another stack depth) and waits for it, 2 s at most:
+# without the lock the second parse runs in the middle of the first and the first fails with
+# gh-106905's SystemError, every time; with it the second waits for the first. Prints how
+# many parses raised SystemError.
 WORKLOAD = textwrap.dedent("""
-    import ast, gc, sys, threading, time
+    import ast, gc, sys, threading
     if sys.argv[1] == "krefine":
         import tools
-    src = "\\n".join(f"def f{i}(x):\\n    return [((x+{i})*2, {{'a': [1, (3, 4)]}}) for _ in range(3)]"
-                    for i in range(40))
-    class Garbage:
+    main = threading.current_thread()
+    src = "x = [" + ", ".join(f"({i}, [{i}, {{'k': {i}}}])" for i in range(3000)) + "]"
+    reached, finished = threading.Event(), threading.Event()
+    errors = []
+    class Trigger:
         def __init__(self):
             self.me = self
         def __del__(self):
-            time.sleep(0)
-    errors = []
-    def work():
-        for _ in range(100):
-            for _ in range(20):
-                Garbage()
-            try:
-                ast.parse(src)
-            except SystemError as e:
-                errors.append(e)
-    gc.set_threshold(20)
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
-    print(len(errors))
+            if threading.current_thread() is main and not reached.is_set():
+                reached.set()
+                finished.wait(2.0)
+    def deeper(n):
+        if n:
+            return deeper(n - 1)
+        try:
+            ast.parse("y = [(1, [2, {'k': 3}])]")
+        except SystemError as e:
+            errors.append(e)
+    def other():
+        reached.wait(30)
+        deeper(40)
+        finished.set()
+    t = threading.Thread(target=other)
+    t.start()
+    gc.collect()
+    gc.set_threshold(10)
+    Trigger()
+    try:
+        ast.parse(src)
+    except SystemError as e:
+        errors.append(e)
+    t.join()
+    print(len(errors) if reached.is_set() else -1)
 """)
 
 needs_affected = pytest.mark.skipif(not astlock.affected(), reason="this CPython has GH-113035")
@@ -55,7 +70,7 @@ def test_threads_parsing_through_krefine_never_raise_the_recursion_mismatch():
 
 @needs_affected
 def test_the_same_threads_without_krefine_hit_the_race_this_guards():
-    assert _errors("plain") > 0
+    assert _errors("plain") == 1
 
 
 def test_the_affected_releases_are_the_ones_before_the_fix():

@@ -106,10 +106,15 @@ def test_the_template_compile_gets_the_rewrites_and_the_default_compile_does_not
     assert _compile_fx_sees(monkeypatch, lambda kw: CONV in (kw.get("decompositions") or {})) == [False, True]
 
 
-def test_the_template_compile_traces_attention_as_matmuls_and_a_softmax(monkeypatch):
+def test_a_cpu_compile_traces_attention_as_matmuls_and_a_softmax(monkeypatch):
     flags = _compile_fx_sees(monkeypatch, lambda kw: (torch.backends.cuda.flash_sdp_enabled(),
                                                       torch.backends.cuda.math_sdp_enabled()))
-    assert flags == [(True, True), (False, True)]
+    assert flags == [(False, True), (False, True)]
+
+
+def test_on_cuda_only_the_template_compile_traces_attention_as_matmuls():
+    from tools.dialect.inductor_capture import attention_as_matmuls
+    assert [attention_as_matmuls("cuda", t) for t in (False, True)] == [False, True]
 
 
 @pytest.mark.parametrize("kernel,stride,padding", [(3, 2, 1), ((3, 2, 3), (1, 2, 2), (1, 0, 1)), (2, None, 0)])

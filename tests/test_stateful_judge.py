@@ -1,16 +1,12 @@
 """A reference that keeps state between calls is judged as KernelBench calls it: a fresh
 ModelNew called in the reference's order, each call against the reference's call at the
 same place (tools/judge/stateful.py, tools/judge/trials.py)."""
-import os
+from pathlib import Path
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+import pytest
 
-from pathlib import Path   # noqa: E402
-
-import pytest   # noqa: E402
-
-from tests.shared_judges import verdict_of   # noqa: E402
-from tools.problem import load_problem   # noqa: E402
+from tests.shared_judges import verdict_of
+from tools.problem import load_problem
 
 PROBLEMS = Path(__file__).parent / "problems"
 

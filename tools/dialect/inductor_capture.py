@@ -47,6 +47,15 @@ BUILD_SEED = 42         # weights and inputs to compile with; their values do no
 CAPTURE_LINE = "# kernelbook-capture: "
 
 
+def attention_as_matmuls(device: str, templates: bool) -> bool:
+    """Whether the compile traces scaled-dot-product attention as matmuls and a softmax
+    (Triton) rather than keeping flash / efficient attention's library op: the templates
+    compile (level 1's 97 had no Triton kernel) and every cpu compile (nn.MultiheadAttention
+    and F.scaled_dot_product_attention were a fallback to PyTorch there). Cuda's default
+    keeps the op, which krefine's attention family then computes (tools/kernels/attention.py)."""
+    return templates or device == "cpu"
+
+
 def capture(problem, device: str, templates: bool = False, module_mode: str = "train") -> Capture:
     """torch.compile `problem`'s Model on `device` and record its Inductor output.
 
@@ -117,11 +126,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             stack.enter_context(_cpu_triton())
         if templates:
             stack.enter_context(_triton_templates())
-        if templates or device == "cpu":
-            # attention as matmuls and a softmax (Triton), not flash / efficient attention's
-            # library kernels (level 1's 97 had no Triton kernel; on cpu, nn.MultiheadAttention
-            # and F.scaled_dot_product_attention were a fallback to PyTorch). On cuda the default
-            # keeps them: its seed is then none, and the templates compile gives one
+        if attention_as_matmuls(device, templates):
             from torch.nn.attention import SDPBackend, sdpa_kernel
             stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
         stack.enter_context(strict_fp32())   # a template conv's ALLOW_TF32 follows cuDNN's flag

@@ -37,9 +37,10 @@ def run_trials(evaluation, worker, ref_model, seeds, dev, first_ref: list) -> St
     for i, seed in enumerate(seeds):
         # lean: the second call sees the next trial's inputs in the first call's storage
         seed2 = seeds[(i + 1) % len(seeds)] if lean else seed
-        refs = None if lean else [first_ref if i == 0 else judge.reference(seed)]
-        if stateful:
+        if stateful:   # the shared reference model's state has moved on: never judge.reference here
             refs = [judge.sequence.outputs[_position(i, 0)]]
+        else:
+            refs = None if lean else [first_ref if i == 0 else judge.reference(seed)]
         poison = outputs if lean else [{"dtype": str(r.dtype).removeprefix("torch."), "shape": list(r.shape)}
                                        for r in refs[0]]
         n_out = len(poison)
@@ -135,9 +136,10 @@ def run_trials(evaluation, worker, ref_model, seeds, dev, first_ref: list) -> St
             return status
         for call in range(calls):
             ref = None   # lean: the last call's reference goes before this one is made
-            ref = refs[0] if not lean else judge.reference(seed if call == 0 else seed2)
             if stateful:
                 ref = judge.sequence.outputs[_position(i, call)]
+            else:
+                ref = refs[0] if not lean else judge.reference(seed if call == 0 else seed2)
             part = slice(call * n_out, (call + 1) * n_out)
             try:
                 got = outs[part] if outs is not None else channel.unpack_tensors(specs[part], b"", dev, evaluation.staged)

@@ -84,12 +84,17 @@ def _attention_launch(stmt: ast.Assign) -> ast.Assign:
     """`buf = torch.ops.aten._scaled_dot_product_X.default(q, k, v, ...)` -> `buf = sdpa('_scaled_
     dot_product_X', q, k, v, ..., precision='ieee')`: krefine's attention family
     (tools/kernels/attention.py), the op's arguments as they were, a tuple as the op returns."""
+    return _as_family_call(stmt, "sdpa", "attention", [ast.Constant(_sdpa_op(call_name(stmt)))])
+
+
+def _as_family_call(stmt: ast.Assign, name: str, what: str, lead: list[ast.expr]) -> ast.Assign:
+    """`buf = OP(args..., k=v...)` -> `buf = name(*lead, args..., k=v..., precision='ieee')`: a
+    library op Inductor left, as the family function taking the same arguments."""
     call = stmt.value
     if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-        raise ValueError(f"call(): unsupported attention call: {short_code(stmt)}")
-    op = _sdpa_op(call_name(stmt))
+        raise ValueError(f"call(): unsupported {what} call: {short_code(stmt)}")
     keywords = [*call.keywords, ast.keyword("precision", ast.Constant("ieee"))]
-    stmt.value = ast.Call(ast.Name("sdpa", ast.Load()), [ast.Constant(op), *call.args], keywords)
+    stmt.value = ast.Call(ast.Name(name, ast.Load()), [*lead, *call.args], keywords)
     return stmt
 
 
@@ -135,10 +140,4 @@ def _rnn_launch(stmt: ast.Assign) -> ast.Assign:
     """`buf = torch.ops.krefine.rnn.default(x, h0, c0, [w, ...], mode, ...)` (a recurrent module
     the capture ran as one op, tools/dialect/rnn_op.py) -> `buf = rnn_seq(x, h0, c0, [w, ...],
     mode, ..., precision='ieee')`: krefine's recurrent family, the same arguments."""
-    call = stmt.value
-    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-        raise ValueError(f"call(): unsupported recurrent call: {short_code(stmt)}")
-    keywords = [*call.keywords, ast.keyword("precision", ast.Constant("ieee"))]
-    stmt.value = ast.Call(ast.Name("rnn_seq", ast.Load()), list(call.args), keywords)
-    return stmt
-
+    return _as_family_call(stmt, "rnn_seq", "recurrent", [])

@@ -148,6 +148,7 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
                          "reproduce torch's generator draw for draw; a dropout is random in training mode "
                          "(--set eval.module_mode=eval judges inference)")
     pre, body, ret, externs = [], [], None, set()
+    inputs = set(_call_arg_names(call_fn))
     stream_done = False
     sizes = _buffer_sizes(call_fn)
     stmts = list(call_fn.body)
@@ -165,8 +166,7 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
         elif call_name(stmt) == "assert_size_stride":
             stmt.value.args = stmt.value.args[:3]   # KernelBook's form has no argument name
             # an input's layout before the body; a buffer's (a library op's output) where it is made
-            made = {t.id for b in body if isinstance(b, ast.Assign) for t in b.targets if isinstance(t, ast.Name)}
-            (body if ast.unparse(stmt.value.args[0]) in made else pre).append(stmt)
+            (pre if ast.unparse(stmt.value.args[0]) in inputs else body).append(stmt)
         elif call_name(stmt) == "assert_alignment" or re.fullmatch(r"torch\.\w+\.set_device\(\d+\)", text):
             continue
         elif isinstance(stmt, ast.Assign) and call_name(stmt) == "get_raw_stream":

@@ -185,16 +185,14 @@ def sequence_outputs(model, mod, seeds: list[int], dev: str, settings) -> list[l
 
 
 def precise_sequence(model, mod, seeds: list[int], dev: str) -> list[list | None]:
-    """sequence_outputs in float64: one float64 copy of `model` (built afresh), its
-    floating tensor attributes widened too (a hidden state kept as a plain tensor), called
+    """sequence_outputs in float64: `model`, built afresh for this, made float64 in place,
+    its floating tensor attributes widened too (a hidden state kept as a plain tensor), called
     on the widened inputs of each seed in turn. A call that cannot run so (or gives a
     non-floating output) is None, and so is every call after it."""
-    import copy
-
     import torch
     out: list[list | None] = []
     try:
-        twin = copy.deepcopy(model).to(torch.float64)
+        twin = model.to(torch.float64)
         for m in twin.modules():
             for name, v in list(vars(m).items()):
                 if type(v) is torch.Tensor and v.is_floating_point():

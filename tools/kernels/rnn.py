@@ -143,9 +143,8 @@ def rnn_seq(x, h0, c0, weights, mode, num_layers, bidirectional, batch_first, ha
             b_ih, b_hh = bias if has_bias else (None, None)
             feat = layer_in.shape[2]
             gx = torch.empty((steps, batch, gates * hidden), device=x.device, dtype=torch.float32)
-            rnn_linear(layer_in.reshape(steps * batch, feat) if layer_in.is_contiguous() else
-                       layer_in.contiguous().view(steps * batch, feat), w_ih, b_ih,
-                       gx.view(steps * batch, gates * hidden), precision)
+            rnn_linear(layer_in.reshape(steps * batch, feat), w_ih, b_ih, gx.view(steps * batch, gates * hidden),
+                       precision)
             gh = torch.empty((batch, gates * hidden), device=x.device, dtype=torch.float32)
             idx = layer * dirs + d
             h = h0[idx]

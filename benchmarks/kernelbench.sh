@@ -15,6 +15,8 @@
 #     bash benchmarks/kernelbench.sh harness COMMIT OUT
 #     the seed alone on every GPU, then KernelBench's eval_kernel_against_ref on each seed (and best),
 #     a fresh process each, one per GPU (python -m agent.bench.kb_harness), in the last HARNESS_S seconds
+#   Every GPU: nvidia-smi's, or those CUDA_VISIBLE_DEVICES lists. LEVELS=.kb/level3 after copying
+#   KernelBench/level3 there.
 #
 # Problems are named level1__19_ReLU, ... (one suite, one queue for every GPU). A run resumes from
 # PREV: copy OUT's bench.tgz, seeds.tgz (and kb_harness.jsonl) there after each run. OUT gets
@@ -74,7 +76,8 @@ for L in "${levels[@]}"; do for f in "$L"/*.py; do cp "$f" "$suite/$(basename "$
 [ -d "$seeds" ] || { [ -f "$prev/seeds.tgz" ] && tar -xzf "$prev/seeds.tgz" -C /tmp; }
 [ "$cmd" = search ] || [ -f "$out/kb_harness.jsonl" ] || { [ -f "$prev/kb_harness.jsonl" ] && cp "$prev/kb_harness.jsonl" "$out/"; }
 mkdir -p "$bench" "$seeds"
-ngpu=$(nvidia-smi -L | wc -l)
+ngpu=$(nvidia-smi -L | wc -l)   # or the GPUs CUDA_VISIBLE_DEVICES leaves visible
+[ -n "${CUDA_VISIBLE_DEVICES:-}" ] && ngpu=$(tr ',' '\n' <<< "$CUDA_VISIBLE_DEVICES" | grep -c .)
 # kb_search_table.py reads this line for the GPU-hours
 echo "== $(date +%T) $ngpu GPU(s); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1); code $(cat COMMIT 2>/dev/null || git rev-parse --short HEAD)"
 filter=(); [ -n "${FILTER:-}" ] && filter=(--filter "$FILTER")

@@ -93,3 +93,34 @@ def test_seeds_only_without_the_inductor_seed_is_one_line_and_exit_2(tmp_path, c
     _jobs(tmp_path, {}, names=("1_relu",))
     assert main(["bench", str(tmp_path / "suite"), "--seeds-only", "--device", "cpu"]) == 2
     assert 'needs [search] seed_kernel = "inductor"' in capsys.readouterr().err
+
+
+def test_seed_compiles_at_once_share_the_cpus_for_inductors_compile_workers(monkeypatch):
+    from agent.bench import seeds
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    monkeypatch.setattr(seeds.os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    assert seeds.compile_threads(12) == 5 and seeds.compile_threads(1) == 32 and seeds.compile_threads(100) == 1
+
+
+def test_a_users_torchinductor_compile_threads_is_left_to_the_seed_compiles(monkeypatch):
+    from agent.bench import seeds
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "3")
+    assert seeds.compile_threads(12) is None
+
+
+def test_a_seed_compile_that_raises_unexpectedly_leaves_its_worker_to_the_next_seed(monkeypatch, tmp_path):
+    from agent.bench import seeds
+    from tools.dialect import portfolio
+    seen = []
+
+    def compile_one(problem, device, timeout_s, cache, env=None, module_mode="train"):
+        seen.append(Path(problem).name)
+        if len(seen) == 1:
+            raise OSError("[Errno 39] Directory not empty: 'triton'")
+        return [PortfolioEntry("default", "code", "")]
+    monkeypatch.setattr(portfolio, "portfolio_in_subprocess", compile_one)
+    tasks = [seeds.SeedTask(tmp_path / f"{n}.py", n, str(tmp_path / "c"), 5.0) for n in ("a", "b")]
+    lines = []
+    failed = seeds.prepare_seeds(tasks, [None], 1, "cpu", lines.append)
+    assert seen == ["a.py", "b.py"] and list(failed) == ["a"] and "internal error: OSError" in failed["a"]
+    assert lines[1].startswith("seeds: 2/2 b: seed")

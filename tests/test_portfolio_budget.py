@@ -69,3 +69,27 @@ def test_a_child_past_its_budget_before_any_seed_is_still_no_seed(monkeypatch, t
     monkeypatch.setattr(seedcache, "run_dialect", child)
     with pytest.raises(ValueError, match="took longer than 5 s"):
         pf.portfolio_in_subprocess(PROBLEM, "cuda", 5, cache_dir=tmp_path / "cache")
+
+
+def test_a_portfolio_cut_short_is_read_back_under_the_same_budget_without_a_second_compile(monkeypatch, tmp_path):
+    calls = []
+
+    def child(command, problem_path, device, module_mode, cache_dir, out, timeout_s, env):
+        calls.append(timeout_s)
+        out.mkdir()
+        (out / pf.PARTIAL_FILE).write_text(pf.partial_json([DEFAULT], ["templates"]), encoding="utf-8")
+        raise subprocess.TimeoutExpired("python -m tools.dialect portfolio", timeout_s)
+    monkeypatch.setattr(seedcache, "run_dialect", child)
+    first = pf.portfolio_in_subprocess(PROBLEM, "cuda", 5, cache_dir=tmp_path / "cache")
+    again = pf.portfolio_in_subprocess(PROBLEM, "cuda", 5, cache_dir=tmp_path / "cache")
+    assert calls == [5] and again == first and again[1].reason.startswith("dropped")
+
+
+def test_a_portfolio_cut_short_records_its_budget_as_its_compile_seconds(monkeypatch, tmp_path):
+    def child(command, problem_path, device, module_mode, cache_dir, out, timeout_s, env):
+        out.mkdir()
+        (out / pf.PARTIAL_FILE).write_text(pf.partial_json([DEFAULT], ["templates"]), encoding="utf-8")
+        raise subprocess.TimeoutExpired("python -m tools.dialect portfolio", timeout_s)
+    monkeypatch.setattr(seedcache, "run_dialect", child)
+    pf.portfolio_in_subprocess(PROBLEM, "cuda", 7, cache_dir=tmp_path / "cache")
+    assert seedcache.compile_seconds(PROBLEM, "cuda", tmp_path / "cache") == 7.0

@@ -128,3 +128,23 @@ def test_a_portfolio_keeps_how_long_it_took_to_compile(tmp_path):
     cache = seedcache.SeedCache(tmp_path)
     cache.put_portfolio(problem, "cpu", seedcache.torch_version(), "[]\n", seconds=12.5)
     assert seedcache.compile_seconds(problem.path, "cpu", tmp_path) == 12.5
+
+
+def test_a_seed_child_killed_by_a_signal_is_named_so_not_by_a_warning_it_printed_first():
+    import os
+    import signal
+    import subprocess
+    import sys
+    from tools.dialect.seedcache import child_reason
+    proc = subprocess.run([sys.executable, "-c", "import os, signal, sys; print('UserWarning: x', file=sys.stderr);"
+                           " print('  torch._C._set_onednn_allow_tf32(_allow_tf32)', file=sys.stderr); sys.stderr.flush();"
+                           " os.kill(os.getpid(), signal.SIGKILL)"], capture_output=True, text=True)
+    reason = child_reason(proc.returncode, proc.stderr)
+    assert reason.startswith("the compile process was killed by SIGKILL") and "out-of-memory" in reason
+    assert os.name != "posix" or proc.returncode == -signal.SIGKILL
+
+
+def test_a_seed_childs_own_fault_line_is_its_reason_even_with_warnings_after_it():
+    from tools.dialect.seedcache import child_reason
+    stderr = "kernelbook: no kernel: extern_kernels.convolution\n/x.py:3: UserWarning: late\n  warnings.warn(\n"
+    assert child_reason(1, stderr) == "no kernel: extern_kernels.convolution"

@@ -18,13 +18,14 @@ share this cache).
 """
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.errors import one_line
+from tools.errors import describe_fault, one_line
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,12 @@ def prepare_seeds(tasks: list[SeedTask], gpus: list[str | None], per_gpu: int, d
     done = [0]
     lock = threading.Lock()
 
+    threads_each = compile_threads(len(gpus) * max(1, per_gpu))
+
     def work(gpu: str | None) -> None:
         env = {"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}
+        if threads_each is not None:
+            env["TORCHINDUCTOR_COMPILE_THREADS"] = str(threads_each)
         while True:
             try:
                 t = todo.get_nowait()
@@ -94,6 +99,10 @@ def prepare_seeds(tasks: list[SeedTask], gpus: list[str | None], per_gpu: int, d
                 result = f"no seed: {one_line(str(e), 300)}"
                 with lock:
                     failed[t.name] = str(e)
+            except Exception as e:      # never ends this worker: the queue's other seeds still need it
+                result = f"no seed: internal error: {describe_fault(e)}"
+                with lock:
+                    failed[t.name] = result
             with lock:
                 done[0] += 1
                 where = f", GPU {gpu}" if gpu is not None else ""
@@ -106,4 +115,15 @@ def prepare_seeds(tasks: list[SeedTask], gpus: list[str | None], per_gpu: int, d
         while th.is_alive():
             th.join(0.5)        # a Ctrl-C reaches the main thread between joins
     return failed
+
+
+def compile_threads(children: int) -> int | None:
+    """Inductor's compile workers for each of `children` seed compiles at once: a share of
+    this machine's CPUs (each child would otherwise start one worker per CPU, up to 32, and
+    a dozen children's workers can exhaust the host's memory), or None where the user's
+    TORCHINDUCTOR_COMPILE_THREADS says."""
+    if os.environ.get("TORCHINDUCTOR_COMPILE_THREADS"):
+        return None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(32, cpus // max(1, children)))
 

@@ -235,13 +235,21 @@ def portfolio_in_subprocess(problem_path: str | Path, device: str, timeout_s: fl
     added to the agent's environment. ValueError with a one-line reason when no entry has
     code or the child failed. A child past `timeout_s` after a compile that gave a seed
     (the default) leaves the portfolio it finished, the configuration it was compiling named
-    as dropped (not cached: a later call compiles it again, its finished captures from the
-    cache); one that finished none is cached as a timeout, and compiled again only under a
-    longer `timeout_s`."""
+    as dropped; that portfolio is kept with its budget (a later call under the same budget,
+    the run after a bench's seed pass, reads it; one under a longer budget compiles again,
+    its finished captures from the cache); one that finished none is cached as a timeout,
+    and compiled again only under a longer `timeout_s`."""
     def kept(out: Path) -> str | None:   # the budget ran out: the configurations it finished
         partial = out / PARTIAL_FILE
         entries = partial_portfolio(partial.read_text(encoding="utf-8"), timeout_s) if partial.exists() else None
-        return entries_json(entries) if entries else None
+        if not entries:
+            return None
+        text = entries_json(entries)
+        if cache_dir:       # kept for this budget: the run after a bench's seed pass reads it
+            from tools.dialect.seedcache import SeedCache, problem_file, torch_version
+            SeedCache(cache_dir, module_mode).put_partial_portfolio(
+                problem_file(problem_path), device, torch_version(), text, timeout_s)
+        return text
     return _some(read_entries(cached_or_child("portfolio", problem_path, device, timeout_s, cache_dir, env,
                                               module_mode, result=FILE_NAME, on_timeout=kept)))
 

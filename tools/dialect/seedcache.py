@@ -7,6 +7,7 @@ kernelbook.py, milliseconds). `SeedCache` keeps both results under `[search] see
   DIR/<problem>-<key>.py | .err                 the seed, or the reason there is none
   DIR/<problem>-<key>.<attempt>.capture | .err  each compile attempt's capture, or why it failed
   DIR/<problem>-<key>.portfolio.json | .err     the seed portfolio (portfolio.py), or a timeout
+  DIR/<problem>-<key>.portfolio.partial         one cut short by its budget, with that budget
 
 A seed's key holds the problem's source, the device, the module mode it was compiled in
 (`[eval] module_mode`: a seed of the eval-mode forward is never one of the training-mode
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import math
 import os
 import re
@@ -135,8 +137,33 @@ class SeedCache:
 
     def get_portfolio(self, problem, device: str, torch_version: str, timeout_s: float | None = None) -> str:
         """The cached seed portfolio's JSON (tools/dialect/portfolio.py); ValueError and
-        KeyError as `get`."""
-        return self._read(self.portfolio_path(problem, device, torch_version), ".err", problem, timeout_s)
+        KeyError as `get`. Where only a portfolio cut short by its budget is kept
+        (`put_partial_portfolio`), that one, for a `timeout_s` no longer than its budget."""
+        path = self.portfolio_path(problem, device, torch_version)
+        try:
+            return self._read(path, ".err", problem, timeout_s)
+        except KeyError:
+            partial = self._partial(path)
+            if partial is None or timeout_s is None or timeout_s > partial["limit_s"]:
+                raise
+            return partial["entries"]
+
+    def put_partial_portfolio(self, problem, device: str, torch_version: str, text: str, limit_s: float) -> None:
+        """A portfolio whose compile ran past `limit_s` ([search] seed_timeout_s), its first
+        configurations kept (portfolio.py's `partial_portfolio`): asked again under the same
+        budget it is this one, not a second compile cut short alike; under a longer budget it
+        is compiled again. Its compile seconds are the budget's."""
+        path = self.portfolio_path(problem, device, torch_version)
+        self._write(path.with_suffix(".partial"), "", json.dumps({"limit_s": limit_s, "entries": text}), "")
+        self._write(path.with_suffix(".seconds"), "", f"{limit_s:.3f}\n", "")
+
+    @staticmethod
+    def _partial(path: Path) -> dict | None:
+        try:
+            kept = json.loads(path.with_suffix(".partial").read_text(encoding="utf-8"))
+            return {"limit_s": float(kept["limit_s"]), "entries": str(kept["entries"])}
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def put_portfolio(self, problem, device: str, torch_version: str, text: str | None, reason: str = "",
                       seconds: float | None = None) -> None:
@@ -274,7 +301,8 @@ def cached_or_child(command: str, problem_path: str | Path, device: str, timeout
             return getattr(cache, get)(problem, device, version, timeout_s)
         except KeyError:
             pass
-    with tempfile.TemporaryDirectory(prefix=f"krefine-{command}-") as tmp:
+    # ignore_cleanup_errors: a compile worker the child left can still be writing its Triton cache here
+    with tempfile.TemporaryDirectory(prefix=f"krefine-{command}-", ignore_cleanup_errors=True) as tmp:
         out = Path(tmp) / "out"
         # the child's temp files (torch.compile leaves empty tmpXXXXXXXX dirs) go with this
         # dir; Inductor's cache stays where it was, in the system temp dir
@@ -310,8 +338,26 @@ def run_dialect(command: str, problem_path: str | Path, device: str, module_mode
         capture_output=True, text=True,               # stderr's last line is the reason
         timeout=timeout_s)                            # torch.compile of a hung problem
     if proc.returncode != 0 or not out.exists():
-        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()] or [f"exit status {proc.returncode}"]
-        raise ValueError(lines[-1].removeprefix("kernelbook: "))
+        raise ValueError(child_reason(proc.returncode, proc.stderr))
+
+
+def child_reason(returncode: int, stderr: str) -> str:
+    """The one-line reason a `python -m tools.dialect` child gave no result: its own
+    `kernelbook:` line, else its last line, with the signal that ended it, if one did
+    (a process the kernel killed for memory prints nothing of its own)."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    own = [ln for ln in lines if ln.startswith("kernelbook: ")]
+    if own:
+        return own[-1].removeprefix("kernelbook: ")
+    if returncode < 0:
+        import signal
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        why = " (the kernel's out-of-memory killer sends it)" if name == "SIGKILL" else ""
+        return f"the compile process was killed by {name}{why}" + (f"; its last line: {lines[-1]}" if lines else "")
+    return lines[-1] if lines else f"exit status {returncode}"
 
 
 def _user() -> str:

@@ -188,10 +188,15 @@ from tools.dialect.kernelbook import seed_candidate
 from tools.problem import load_problem
 path = sys.argv[1]
 code = seed_candidate(load_problem(path), "cuda")
-ns = {}
-exec(compile(code, "seed", "exec"), ns)
+# a file, as the judge loads a candidate: @triton.jit reads its function's source
+seed_path = sys.argv[2]
+open(seed_path, "w").write(code)
+seed_spec = importlib.util.spec_from_file_location("seed", seed_path)
+ns = importlib.util.module_from_spec(seed_spec); seed_spec.loader.exec_module(ns); ns = vars(ns)
 spec = importlib.util.spec_from_file_location("problem", path)
 problem = importlib.util.module_from_spec(spec); spec.loader.exec_module(problem)
+# the reference in exact fp32, as the judge's: cuDNN's RNN, GRU and LSTM use TF32 by default
+torch.backends.cudnn.allow_tf32 = False; torch.backends.cuda.matmul.allow_tf32 = False
 torch.manual_seed(0); model = problem.Model(*problem.get_init_inputs()).cuda()
 torch.manual_seed(0); new = ns["ModelNew"](*problem.get_init_inputs()).cuda()
 errors = []
@@ -208,10 +213,10 @@ print(json.dumps(errors))
 @pytest.mark.parametrize("name", ["bottleneck_expansion", "gelu_tanh_block", "linear_relu", "small_attention",
                                   "rnn_cell_hidden", "small_lstm", "sdpa_attention", "multihead_attention",
                                   "small_gru", "small_rnn_relu"])
-def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name):
+def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""
-    done = subprocess.run([sys.executable, "-c", GPU_CHECK, str(PROBLEMS / f"{name}.py")],
+    done = subprocess.run([sys.executable, "-c", GPU_CHECK, str(PROBLEMS / f"{name}.py"), str(tmp_path / "seed.py")],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert max(json.loads(done.stdout.strip().splitlines()[-1])) < 1e-4

@@ -100,7 +100,7 @@ class SearchConfig:
     repair_failed: bool = True          # a failed candidate may be refined from its own feedback
     seed_kernel: Literal["none", "inductor"] = "none"  # inductor: round 0 is torch.compile's kernels in KernelBook format
     seed_timeout_s: float = 600.0       # torch.compile of the problem for the seed (its own process)
-    seed_portfolio: bool = True         # inductor: round 0 is every configuration's seed (tools/dialect/portfolio.py), not the first alone
+    seed_portfolio: bool = True         # inductor: round 0 is every configuration's seed (tools/dialect/portfolio.py); false: the seed alone, no other configuration compiled
     seed_cache: str = "~/.cache/krefine/seeds"  # seeds kept per problem source, device, torch and converter ("" = none)
     sweep_variants: int = 3             # variants per sweep of the best correct candidate sent to the judge (0 = no sweep)
     sweep_budget: int = 18              # sweep variants judged per run, all sweeps together

@@ -124,3 +124,24 @@ def test_a_seed_compile_that_raises_unexpectedly_leaves_its_worker_to_the_next_s
     failed = seeds.prepare_seeds(tasks, [None], 1, "cpu", lines.append)
     assert seen == ["a.py", "b.py"] and list(failed) == ["a"] and "internal error: OSError" in failed["a"]
     assert lines[1].startswith("seeds: 2/2 b: seed")
+
+
+def test_with_seed_portfolio_false_a_cached_seed_is_enough_and_a_missing_one_is_compiled_alone(tmp_path):
+    cache = tmp_path / "c"
+    jobs = _jobs(tmp_path, {"search.seed_kernel": "inductor", "search.seed_cache": str(cache),
+                            "search.seed_portfolio": False})
+    SeedCache(cache).put(load_problem(jobs[0].problem), "cpu", torch_version(), "SEED")
+    tasks = seed_tasks(jobs, _load, "cpu")[0]
+    assert [(t.name, t.portfolio) for t in tasks] == [("2_relu", False)]
+
+
+def test_a_seed_task_without_the_portfolio_compiles_the_seed_alone(monkeypatch, tmp_path):
+    from agent.bench import seeds
+    from tools.dialect import portfolio, seedcache
+    called = []
+    monkeypatch.setattr(portfolio, "portfolio_in_subprocess", lambda *a, **k: called.append("portfolio"))
+    monkeypatch.setattr(seedcache, "seed_in_subprocess", lambda *a, **k: called.append("seed") or "SEED")
+    lines = []
+    seeds.prepare_seeds([seeds.SeedTask(tmp_path / "a.py", "a", str(tmp_path / "c"), 5.0, "train", False)],
+                        [None], 1, "cpu", lines.append)
+    assert called == ["seed"] and lines == ["seeds: 1/1 a: seed (0 s)"]

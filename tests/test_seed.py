@@ -192,3 +192,14 @@ def test_the_summary_says_what_the_seed_cost(tmp_path):
         return slow(problem, device)
     _, rd, _, _ = loop_run(tmp_path, [judged("correct", 2.0)] * 2, make_seed=made_in_a_while, **SEEDED)
     assert 0.3 <= rd.read_summary()["seed"]["seconds"] < 30
+
+
+def test_seed_portfolio_false_asks_for_the_seed_alone_not_the_portfolio(monkeypatch):
+    import tools.dialect as dialect
+    from agent.loop.graph import _inductor_seed
+    called = []
+    monkeypatch.setattr(dialect, "portfolio_in_subprocess", lambda *a, **k: called.append("portfolio") or [])
+    monkeypatch.setattr(dialect, "seed_in_subprocess", lambda *a, **k: called.append("seed") or "SEED")
+    problem = type("P", (), {"path": "p.py"})()
+    assert _inductor_seed(5.0, "", "train", portfolio=False)(problem, "cpu") == [("seed", "SEED")]
+    assert called == ["seed"]

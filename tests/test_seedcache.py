@@ -148,3 +148,16 @@ def test_a_seed_childs_own_fault_line_is_its_reason_even_with_warnings_after_it(
     from tools.dialect.seedcache import child_reason
     stderr = "kernelbook: no kernel: extern_kernels.convolution\n/x.py:3: UserWarning: late\n  warnings.warn(\n"
     assert child_reason(1, stderr) == "no kernel: extern_kernels.convolution"
+
+
+def test_a_seed_compiled_alone_keeps_how_long_it_took(tmp_path, monkeypatch):
+    import time
+    from tools.dialect import seedcache
+    def slow_seed(problem, device, capture_fn=None):
+        time.sleep(0.2)
+        return "SEED"
+    monkeypatch.setattr(seedcache, "seed_candidate", slow_seed)
+    problem = seedcache.problem_file(ROOT / "tests" / "problems" / "relu.py")
+    assert seedcache.cached_seed(problem, "cpu", tmp_path / "c") == "SEED"
+    took = seedcache.compile_seconds(problem.path, "cpu", tmp_path / "c", command="seed")
+    assert took is not None and 0.2 <= took < 30

@@ -8,7 +8,8 @@ while the GPU waits. `prepare_seeds` makes every problem's seed
 portfolio (tools/dialect/portfolio.py: the seed and the other configurations' seeds) the
 bench will need first, `seed_jobs` at a time per GPU (each child sees only its GPU), into
 the seed cache ([search] seed_cache, tools/dialect/seedcache.py's SeedCache), which then
-holds both the portfolio and its first entry as the seed; each run finds them there. A
+holds both the portfolio and its first entry as the seed; each run finds them there. With
+[search] seed_portfolio = false it compiles the seed alone, as the run would. A
 portfolio already cached, or a lasting reason for none, is not made again; a failure is
 reported and left for the run, which records it as usual.
 
@@ -35,6 +36,7 @@ class SeedTask:
     cache: str
     timeout_s: float
     module_mode: str = "train"          # [eval] module_mode: the forward the judge runs
+    portfolio: bool = True              # [search] seed_portfolio: false compiles the seed alone
 
 
 def seed_tasks(jobs, load_config, device: str) -> tuple[list[SeedTask], int]:
@@ -52,17 +54,19 @@ def seed_tasks(jobs, load_config, device: str) -> tuple[list[SeedTask], int]:
             continue
         per_gpu = per_gpu or cfg.bench.seed_jobs
         mode = cfg.eval.test.module_mode
-        key = (job.problem.resolve(), str(Path(s.seed_cache).expanduser()), mode)
+        key = (job.problem.resolve(), str(Path(s.seed_cache).expanduser()), mode, s.seed_portfolio)
         if key in tasks:
             continue
+        cache = SeedCache(s.seed_cache, mode)
         try:
-            SeedCache(s.seed_cache, mode).get_portfolio(problem_file(job.problem), device, version, s.seed_timeout_s)
-            continue                                   # cached: a portfolio, or a lasting reason for none
+            (cache.get_portfolio if s.seed_portfolio else cache.get)(problem_file(job.problem), device, version,
+                                                                     s.seed_timeout_s)
+            continue                                   # cached: a portfolio (a seed), or a lasting reason for none
         except KeyError:
             pass
         except ValueError:
             continue
-        tasks[key] = SeedTask(job.problem, job.name, s.seed_cache, s.seed_timeout_s, mode)
+        tasks[key] = SeedTask(job.problem, job.name, s.seed_cache, s.seed_timeout_s, mode, s.seed_portfolio)
     return list(tasks.values()), per_gpu
 
 
@@ -70,7 +74,8 @@ def prepare_seeds(tasks: list[SeedTask], gpus: list[str | None], per_gpu: int, d
     """Make `tasks`' seed portfolios in their caches, `per_gpu` at a time on each of `gpus`
     (CUDA_VISIBLE_DEVICES per child; [None]: what this process sees). Returns problem name
     -> reason for those that gave no seed. `say(line)` reports each one as it ends."""
-    from tools.dialect.portfolio import portfolio_in_subprocess
+    from tools.dialect.portfolio import PortfolioEntry, portfolio_in_subprocess
+    from tools.dialect.seedcache import seed_in_subprocess
     todo: queue.Queue[SeedTask] = queue.Queue()
     for t in tasks:
         todo.put(t)
@@ -91,8 +96,12 @@ def prepare_seeds(tasks: list[SeedTask], gpus: list[str | None], per_gpu: int, d
                 return
             t0 = time.monotonic()
             try:
-                entries = portfolio_in_subprocess(t.problem, device, t.timeout_s, t.cache, env=env,
-                                                  module_mode=t.module_mode)
+                if t.portfolio:
+                    entries = portfolio_in_subprocess(t.problem, device, t.timeout_s, t.cache, env=env,
+                                                      module_mode=t.module_mode)
+                else:
+                    entries = [PortfolioEntry("seed", seed_in_subprocess(t.problem, device, t.timeout_s, t.cache,
+                                                                         env=env, module_mode=t.module_mode))]
                 more = sum(e.code is not None for e in entries) - 1
                 result = f"seed + {more} more" if more else "seed"
             except ValueError as e:

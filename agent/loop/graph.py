@@ -64,11 +64,12 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
         t0 = time.monotonic()
         try:
             from tools.dialect.seedcache import in_cache
+            command = "portfolio" if search.seed_portfolio else "seed"   # the seed alone: no other compile
             ctx.progress.seeding(candidate_id(0, 0), search.seed_timeout_s, cached=ctx.make_seed is None and in_cache(
-                "portfolio", ctx.problem.path, ctx.device, search.seed_timeout_s, search.seed_cache,
+                command, ctx.problem.path, ctx.device, search.seed_timeout_s, search.seed_cache,
                 ctx.config.eval.test.module_mode))
             make = ctx.make_seed or _inductor_seed(search.seed_timeout_s, search.seed_cache,
-                                                   ctx.config.eval.test.module_mode)
+                                                   ctx.config.eval.test.module_mode, search.seed_portfolio)
             made = make(ctx.problem, ctx.device)
             entries = ([("seed", made)] if isinstance(made, str) else made)[:None if search.seed_portfolio else 1]
             if not entries:
@@ -80,7 +81,8 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
         compiled = None
         if entries and ctx.make_seed is None:   # a portfolio made before (krefine bench): its compile time
             from tools.dialect.seedcache import compile_seconds
-            compiled = compile_seconds(ctx.problem.path, ctx.device, search.seed_cache, ctx.config.eval.test.module_mode)
+            compiled = compile_seconds(ctx.problem.path, ctx.device, search.seed_cache,
+                                       ctx.config.eval.test.module_mode, command)
         for i, (label, code) in enumerate(entries):
             run.generated(candidate_id(0, i), parent=None, origin=ORIGIN_SEED, code=code,
                           duration_s=waited if i == 0 else 0.0,
@@ -92,9 +94,15 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
     return {"pending": seeds}
 
 
-def _inductor_seed(timeout_s: float, cache_dir: str = "", module_mode: str = "train") -> Callable[[Any, str], list]:
+def _inductor_seed(timeout_s: float, cache_dir: str = "", module_mode: str = "train",
+                   portfolio: bool = True) -> Callable[[Any, str], list]:
+    """The seed portfolio's entries, or (`portfolio` False: [search] seed_portfolio) the
+    seed alone, `seed_candidate`'s, whose compile makes no other configuration."""
     def make(problem, device: str) -> list[tuple[str, str]]:   # the forward the judge runs: [eval] module_mode
-        from tools.dialect import portfolio_in_subprocess
+        from tools.dialect import portfolio_in_subprocess, seed_in_subprocess
+        if not portfolio:
+            return [("seed", seed_in_subprocess(problem.path, device, timeout_s, cache_dir or None,
+                                                module_mode=module_mode))]
         entries = portfolio_in_subprocess(problem.path, device, timeout_s, cache_dir or None, module_mode=module_mode)
         return [(e.label, e.code) for e in entries if e.code is not None]
     return make

@@ -128,8 +128,19 @@ class SeedCache:
         or when the cached reason is a timeout shorter than `timeout_s` (worth a new try)."""
         return self._read(self.path(problem, device, torch_version, ".py"), ".err", problem, timeout_s)
 
-    def put(self, problem, device: str, torch_version: str, code: str | None, reason: str = "") -> None:
+    def put(self, problem, device: str, torch_version: str, code: str | None, reason: str = "",
+            seconds: float | None = None) -> None:
+        """`seconds`: how long compiling it took, kept beside it (`seed_seconds`)."""
         self._write(self.path(problem, device, torch_version, ".py"), ".err", code, reason)
+        if seconds is not None and code is not None:
+            self._write(self.path(problem, device, torch_version, ".seconds"), "", f"{seconds:.3f}\n", "")
+
+    def seed_seconds(self, problem, device: str, torch_version: str) -> float | None:
+        """How long the kept seed (compiled alone, not as a portfolio's first entry) took."""
+        try:
+            return float(self.path(problem, device, torch_version, ".seconds").read_text())
+        except (OSError, ValueError):
+            return None
 
     def portfolio_path(self, problem, device: str, torch_version: str) -> Path:
         key = portfolio_cache_key(problem.source, device, torch_version, self.module_mode)
@@ -237,12 +248,14 @@ def cached_seed(problem, device: str, cache_dir: str | Path | None, module_mode:
         return cache.get(problem, device, version, math.inf)
     except KeyError:
         pass
+    import time
+    t0 = time.monotonic()
     try:
         code = seed_candidate(problem, device, capture_fn=lambda p, d, templates: cache.capture(p, d, version, templates))
     except ValueError as e:
         cache.put(problem, device, version, None, str(e))
         raise
-    cache.put(problem, device, version, code)
+    cache.put(problem, device, version, code, seconds=time.monotonic() - t0)
     return code
 
 
@@ -275,11 +288,14 @@ def in_cache(command: str, problem_path: str | Path, device: str, timeout_s: flo
 
 
 def compile_seconds(problem_path: str | Path, device: str, cache_dir: str | Path | None,
-                    module_mode: str = "train") -> float | None:
-    """How long the seed cache's portfolio of the problem took to compile, where recorded."""
+                    module_mode: str = "train", command: str = "portfolio") -> float | None:
+    """How long the seed cache's portfolio (`command` "portfolio") or lone seed ("seed") of
+    the problem took to compile, where recorded."""
     if not cache_dir:
         return None
-    return SeedCache(cache_dir, module_mode).portfolio_seconds(problem_file(problem_path), device, torch_version())
+    cache = SeedCache(cache_dir, module_mode)
+    read = cache.portfolio_seconds if command == "portfolio" else cache.seed_seconds
+    return read(problem_file(problem_path), device, torch_version())
 
 
 def cached_or_child(command: str, problem_path: str | Path, device: str, timeout_s: float,

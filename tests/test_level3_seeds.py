@@ -175,6 +175,22 @@ def test_a_pytorch_fallback_left_in_call_is_named_as_the_reason():
 
 
 @pytest.mark.slow
+def test_a_forward_that_advances_a_python_counter_has_no_seed_and_the_reason_names_it():
+    from tools.dialect.inductor_capture import capture
+    with pytest.raises(ValueError, match=r"the forward changes self\.calls \(a Python int, 0 before the call\)"):
+        capture(load_problem(PROBLEMS / "python_step_counter.py"), "cpu")
+
+
+def test_the_python_scalars_of_every_submodule_are_listed_by_path():
+    import torch
+    from tools.dialect.inductor_capture import scalar_attributes
+    model = torch.nn.Sequential(torch.nn.Dropout(0.25), torch.nn.Linear(2, 3))
+    model.steps = 4
+    found = scalar_attributes(model)
+    assert found["steps"] == 4 and found["0.p"] == 0.25 and found["1.in_features"] == 2 and "1.weight" not in found
+
+
+@pytest.mark.slow
 def test_a_capture_records_the_hidden_state_the_forward_stores():
     from tools.dialect.inductor_capture import capture
     cap = capture(load_problem(PROBLEMS / "rnn_cell_hidden.py"), "cpu")

@@ -93,6 +93,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     for path, t in attrs.items():
         _set_attribute(model, path, t.to(device))
     attrs = plain_tensor_attributes(model)
+    scalars = scalar_attributes(model)
     # 2) compile through a backend that sees the graph's inputs (real tensors, in call() order)
     #    and its outputs (which of them the forward returns, which it stores on the module)
     graph_inputs: list[list] = []
@@ -148,6 +149,11 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
         chosen = _chosen_configs(codes[0])
     if not isinstance(out, torch.Tensor):
         raise ValueError(f"Model.forward returns {type(out).__name__}; only one tensor is supported")
+    moved = [path for path, value in scalar_attributes(model).items() if path in scalars and scalars[path] != value]
+    if moved:
+        raise ValueError(f"the forward changes self.{moved[0]} (a Python {type(scalars[moved[0]]).__name__}, "
+                         f"{scalars[moved[0]]!r} before the call): Inductor's graph holds its value at the "
+                         "capture as a constant, so no seed can follow it from call to call")
     # 3) name each graph input by what it is in the problem; a tensor dynamo passed as a
     #    copy leaves the sources unrecorded, for convert to infer from shapes (or refuse)
     names = {id(t): f"input:{i}" for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
@@ -184,6 +190,17 @@ def plain_tensor_attributes(model) -> dict:
     for prefix, module in model.named_modules():
         for name, value in vars(module).items():
             if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
+                out[f"{prefix}.{name}" if prefix else name] = value
+    return out
+
+
+def scalar_attributes(model) -> dict:
+    """The Python numbers, strings and booleans a module's submodules hold, by dotted path
+    (a step counter the forward advances is state no captured graph carries)."""
+    out = {}
+    for prefix, module in model.named_modules():
+        for name, value in vars(module).items():
+            if isinstance(value, (bool, int, float, complex, str)):
                 out[f"{prefix}.{name}" if prefix else name] = value
     return out
 

@@ -62,7 +62,10 @@ with torch.no_grad():
     for call in range(3):
         torch.manual_seed(1 + call); inputs = problem.get_inputs()
         want, got = model(*inputs), new(*inputs)
-        errors.append((got - want).abs().max().item() if got.shape == want.shape else float("inf"))
+        pairs = list(zip(want, got)) if isinstance(want, tuple) and isinstance(got, tuple) and len(want) == len(got) \
+            else [(want, got)]
+        errors.append(max((g - w).abs().max().item() if isinstance(g, torch.Tensor) and g.shape == w.shape
+                          else float("inf") for w, g in pairs))
 print(json.dumps(errors))
 """
 
@@ -172,6 +175,15 @@ def test_a_pytorch_fallback_left_in_call_is_named_as_the_reason():
     text = text[:at] + "        buf9 = torch.ops.aten.mkldnn_rnn_layer.default(arg0_1)\n" + text[at:]
     with pytest.raises(ValueError, match=r"leaves torch\.ops\.aten\.mkldnn_rnn_layer\.default to PyTorch"):
         accepted_seed(problem, read_capture(text))
+
+
+def test_a_forward_returning_a_tuple_returns_the_same_outputs_of_call_in_a_tuple():
+    forward = _method(_seed("lstm_tuple_out"), "ModelNew", "forward")
+    assert forward.splitlines()[-1].strip() == "return (output[0], output[1], output[2])"
+
+
+def test_the_seed_of_a_forward_returning_a_tuple_matches_each_output_on_three_calls(tmp_path):
+    assert max(_lockstep_errors("lstm_tuple_out", tmp_path)) < 1e-4
 
 
 @pytest.mark.slow

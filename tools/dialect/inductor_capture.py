@@ -38,7 +38,7 @@ class Capture:
     torch_version: str = ""
     templates: bool = False                     # compiled with Inductor's Triton templates (GEMM, conv)
     module_mode: str = "train"                  # [eval] module_mode the model was compiled in
-    returned: int | None = None                 # which of call()'s outputs the forward returns (None: unrecorded, one)
+    returned: int | list | None = None          # which of call()'s outputs the forward returns (a list: a tuple of them; None: unrecorded, one)
     # state the forward writes: (plain tensor attribute, "output:k" | the source it now is)
     state: tuple[tuple[str, str], ...] = ()
 
@@ -66,7 +66,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     cuda: the compiled forward runs once, so the autotuner's chosen configs are read
     off the loaded kernels. cpu: Inductor's Triton backend writes the code and nothing
     of it runs (configs come from the heuristics at conversion). A graph break or a
-    forward not returning one tensor is a ValueError.
+    forward returning anything but a tensor or a flat tuple of tensors is a ValueError.
 
     templates (cuda): max-autotune with only Inductor's Triton templates as GEMM and
     convolution backends, so matmuls and convolutions become `triton_tem_*` kernels
@@ -147,8 +147,10 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
         # the autotuner's choices live in the loaded module, which the fresh cache's exit
         # clears (PyCodeCache): read them here (on cpu nothing ran, so nothing was chosen)
         chosen = _chosen_configs(codes[0])
-    if not isinstance(out, torch.Tensor):
-        raise ValueError(f"Model.forward returns {type(out).__name__}; only one tensor is supported")
+    flat = list(out) if isinstance(out, (tuple, list)) else [out]
+    if not flat or not all(isinstance(o, torch.Tensor) for o in flat):
+        raise ValueError(f"Model.forward returns {type(out).__name__}; a seed returns a tensor or a tuple of "
+                         "tensors, as the judge compares them")
     moved = [path for path, value in scalar_attributes(model).items() if path in scalars and scalars[path] != value]
     if moved:
         raise ValueError(f"the forward changes self.{moved[0]} (a Python {type(scalars[moved[0]]).__name__}, "
@@ -166,8 +168,12 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
     where = {id(t): f"output:{k}" for k, t in enumerate(outs)}
     where.update({id(t): s for t, s in zip(graph_inputs[0], sources) if s is not None})
-    said = where.get(id(out), "")
-    returned = int(said.partition(":")[2]) if said.startswith("output:") else 0
+    said = [where.get(id(o), "") for o in flat]
+    if any(not w.startswith("output:") for w in said) and len(flat) > 1:
+        raise ValueError("Model.forward returns a tuple holding a tensor that is not an output of its graph "
+                         f"({next(w for w in said if not w.startswith('output:')) or 'unrecorded'})")
+    indices = [int(w.partition(":")[2]) if w.startswith("output:") else 0 for w in said]
+    returned = indices if isinstance(out, (tuple, list)) else indices[0]
     state = []
     for path, t in plain_tensor_attributes(model).items():
         now = where.get(id(t))

@@ -77,10 +77,10 @@ def infer_sources(call_fn, arg_names, model, inputs) -> tuple[str, ...]:
     return tuple(sources)
 
 
-def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, returned: int = 0,
+def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, returned: int | list = 0,
               state=()) -> tuple[str, str]:
     """(top-level definitions Model.__init__ needs, the ModelNew class). `returned`: the
-    call() output the forward returns; `state`: (attribute, "output:k" | a source) for
+    call() output the forward returns (a list: the tuple of them it returns); `state`: (attribute, "output:k" | a source) for
     each tensor attribute the forward stores (tools/dialect/inductor_capture.py)."""
     tree = ast.parse(problem_src)
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
@@ -117,7 +117,10 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
         if kind != "output" and now not in argument:
             raise ValueError(f"the forward stores {now} in self.{path}, which call() is not given")
         lines.append(f"    self.{_attr_path(path)} = " + (f"output[{what}]" if kind == "output" else argument[now]))
-    lines.append(f"    return output[{returned}]")
+    if isinstance(returned, list):
+        lines.append(f"    return ({''.join(f'output[{k}], ' for k in returned).rstrip()})")
+    else:
+        lines.append(f"    return output[{returned}]")
     forward = ast.parse("\n".join(lines)).body[0]
     cls = ast.ClassDef(name="ModelNew", bases=[ast.parse("nn.Module", mode="eval").body], keywords=[],
                        body=[*kept, init, forward], decorator_list=[], type_params=[])

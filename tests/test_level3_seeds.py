@@ -177,6 +177,16 @@ def test_a_pytorch_fallback_left_in_call_is_named_as_the_reason():
         accepted_seed(problem, read_capture(text))
 
 
+def test_a_topk_inductor_leaves_to_pytorch_becomes_the_selection_family():
+    code = _seed("topk_gate")
+    call = code.split("def call(args):")[1]
+    assert "= topk_op(" in call and "torch.ops.aten.topk" not in call
+
+
+def test_the_topk_gate_seed_matches_the_model_on_three_calls(tmp_path):
+    assert max(_lockstep_errors("topk_gate", tmp_path)) < 1e-4
+
+
 def test_a_forward_returning_a_tuple_returns_the_same_outputs_of_call_in_a_tuple():
     forward = _method(_seed("lstm_tuple_out"), "ModelNew", "forward")
     assert forward.splitlines()[-1].strip() == "return (output[0], output[1], output[2])"
@@ -240,7 +250,7 @@ print(json.dumps(errors))
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["bottleneck_expansion", "gelu_tanh_block", "linear_relu", "small_attention",
                                   "rnn_cell_hidden", "small_lstm", "sdpa_attention", "multihead_attention",
-                                  "small_gru", "small_rnn_relu"])
+                                  "small_gru", "small_rnn_relu", "topk_gate"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

@@ -7,6 +7,7 @@ under tools/kernels/, whose file the seed carries unchanged (`family_source`):
   extern_kernels.mm / addmm / bmm / baddbmm (cuBLAS)   -> gemm (gemm.py)
   torch.ops.aten._scaled_dot_product_*_attention       -> sdpa (attention.py)
   torch.ops.krefine.rnn (nn.LSTM / GRU / RNN: rnn_op.py) -> rnn_seq (rnn.py)
+  torch.ops.aten.topk / sort (fallback kernels)        -> topk_op / sort_op (select.py)
 
 Each launch keeps the buffer Inductor allocated (or the layout it asserts next) and exact
 "ieee" dots; the portfolio's tf32x3 variants change only `precision=`. Used by
@@ -141,3 +142,17 @@ def _rnn_launch(stmt: ast.Assign) -> ast.Assign:
     the capture ran as one op, tools/dialect/rnn_op.py) -> `buf = rnn_seq(x, h0, c0, [w, ...],
     mode, ..., precision='ieee')`: krefine's recurrent family, the same arguments."""
     return _as_family_call(stmt, "rnn_seq", "recurrent", [])
+
+
+SELECT_FAMILY = "tools/kernels/select.py"
+# the fallback ops of top-k and sort Inductor leaves -> the family function taking their arguments
+_SELECT_OPS = {"torch.ops.aten.topk.default": "topk_op", "torch.ops.aten.sort.default": "sort_op",
+               "torch.ops.aten.sort.stable": "sort_op"}
+
+
+def _select_launch(stmt: ast.Assign) -> ast.Assign:
+    """`buf = torch.ops.aten.topk.default(x, k, dim, largest, sorted)` (or aten.sort) ->
+    `buf = topk_op(x, k, dim, largest, sorted, precision='ieee')`: krefine's selection family
+    (tools/kernels/select.py), a (values, indices) tuple as the op returns."""
+    return _as_family_call(stmt, _SELECT_OPS[call_name(stmt)], "top-k / sort", [])
+

@@ -52,9 +52,10 @@ from __future__ import annotations
 import ast
 import re
 
-from tools.dialect.families import (ATTENTION_FAMILY, CONV_FAMILY, GEMM_FAMILY, RNN_FAMILY, RNN_OP, _GEMM_CALLS,
-                                    _attention_launch, _conv_launch, _gemm_launch, _rnn_launch, _sdpa_op,
-                                    conv_family_source, family_source)
+from tools.dialect.families import (ATTENTION_FAMILY, CONV_FAMILY, GEMM_FAMILY, RNN_FAMILY, RNN_OP,
+                                    SELECT_FAMILY, _GEMM_CALLS, _SELECT_OPS, _attention_launch, _conv_launch,
+                                    _gemm_launch, _rnn_launch, _sdpa_op, _select_launch, conv_family_source,
+                                    family_source)
 from tools.dialect.inductor_capture import Capture, capture
 from tools.dialect.inductor_wrapper import (BLOCK_PARAMS, FIXED_GRID, GRID_NUMELS, Kernel, call_name, dotted,
                                             read_wrapper, short_code, static_config)
@@ -108,14 +109,16 @@ def convert(problem, capture: Capture) -> str:
                                       None if capture.returned is None else 1 + max([*used, *_state_outputs(capture)]))
     # 4) ModelNew from Model's own __init__
     prelude, model_src = model_new(problem.source, arg_names, sources, len(inputs), returned, capture.state)
-    if not kernels and not externs & {CONV_FAMILY, GEMM_FAMILY, ATTENTION_FAMILY, RNN_FAMILY}:
+    families = {CONV_FAMILY, GEMM_FAMILY, ATTENTION_FAMILY, RNN_FAMILY, SELECT_FAMILY}
+    if not kernels and not externs & families:
         raise ValueError("the Inductor output has no Triton kernel")   # and no library call krefine writes
-    libraries = externs - {CONV_FAMILY, GEMM_FAMILY, ATTENTION_FAMILY, RNN_FAMILY}
+    libraries = externs - families
     header = HEADER if not libraries else HEADER.replace("import torch\n", "import torch\n" + EXTERN_IMPORT, 1)
     family = [conv_family_source()] if CONV_FAMILY in externs else []
     family += [family_source(GEMM_FAMILY)] if GEMM_FAMILY in externs else []
     family += [family_source(ATTENTION_FAMILY)] if ATTENTION_FAMILY in externs else []
     family += [family_source(RNN_FAMILY)] if RNN_FAMILY in externs else []
+    family += [family_source(SELECT_FAMILY)] if SELECT_FAMILY in externs else []
     jit = [s for k in kernels.values() for s in k.jit_sources]
     parts = [header + prelude] + family + list(dict.fromkeys(jit)) + [call_src, model_src]
     out = "\n\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n"
@@ -199,6 +202,9 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
         elif isinstance(stmt, ast.Assign) and call_name(stmt) == RNN_OP:
             body.append(_rnn_launch(stmt))
             externs.add(RNN_FAMILY)
+        elif isinstance(stmt, ast.Assign) and call_name(stmt) in _SELECT_OPS:
+            body.append(_select_launch(stmt))
+            externs.add(SELECT_FAMILY)
         elif isinstance(stmt, ast.Assign) and call_name(stmt).startswith("torch.ops."):
             raise ValueError(f"call(): Inductor leaves {call_name(stmt)} to PyTorch (a fallback kernel), and "
                              "krefine has no Triton kernel for it")

@@ -1,0 +1,100 @@
+"""krefine's selection family (tools/kernels/select.py): top-k and sort along one dimension,
+the fallback ops Inductor leaves (`aten.topk`, `aten.sort`), against torch's own.
+
+On cpu the cases run in Triton's interpreter in one child process; each case is still its own
+test. The `gpu` tests run the same cases on cuda; the slow tier compiles the kernel for sm_90.
+"""
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from tests.kernel_cases import case_errors
+
+CASES = """
+import json, sys
+import torch
+from tools.kernels.select import topk_op, sort_op
+dev = sys.argv[1]
+torch.manual_seed(0)
+def same(got, want):   # values and indices exactly, NaN where NaN (a wrong index or order counts)
+    def eq(g, w):
+        return g.shape == w.shape and g.dtype == w.dtype and bool(((g == w) | (g.isnan() & w.isnan())).all()
+                                                                  if g.is_floating_point() else (g == w).all())
+    return 0.0 if len(got) == len(want) and all(eq(g, w) for g, w in zip(got, want)) else 1.0
+x = torch.randn(4, 7, 5, device=dev)
+out = {}
+out["topk_every_dim_largest_and_smallest"] = max(
+    same(topk_op(x, 3, d, l), torch.topk(x, 3, d, l)) for d in (0, 1, 2, -1) for l in (True, False))
+out["sort_every_dim_both_ways_stable"] = max(
+    same(sort_op(x, d, s), torch.sort(x, dim=d, descending=s, stable=True)) for d in (0, 1, 2) for s in (True, False))
+ties = torch.tensor([[2., 1., 2., 0., 1., 2.]], device=dev)
+out["equal_keys_keep_their_order"] = max(same(sort_op(ties, -1, s), torch.sort(ties, dim=-1, descending=s, stable=True))
+                                         for s in (True, False))
+nan = torch.tensor([[1., float("nan"), 3., float("inf"), -float("inf"), 0.]], device=dev)
+out["nan_ranks_above_every_number"] = max(same(sort_op(nan, -1, s), torch.sort(nan, dim=-1, descending=s, stable=True))
+                                          for s in (True, False))
+t = torch.randn(6, 9, device=dev).t()
+out["strided_input"] = max(same(topk_op(t, 2, d), torch.topk(t, 2, d)) for d in (0, 1))
+long = torch.randn(3, 1000, device=dev)
+out["a_long_row"] = same(topk_op(long, 5), torch.topk(long, 5))
+out["sort_stable_keywords"] = same(sort_op(x, stable=True, dim=1, descending=True),
+                                   torch.sort(x, dim=1, descending=True, stable=True))
+h = torch.randn(3, 8, device=dev).half()
+out["half_values_kept_in_their_dtype"] = same(topk_op(h, 2), torch.topk(h, 2))
+try:
+    topk_op(x, 9, 1)
+    out["k_past_the_dimension_refused"] = 1.0
+except ValueError:
+    out["k_past_the_dimension_refused"] = 0.0
+print(json.dumps(out))
+"""
+NAMES = ["topk_every_dim_largest_and_smallest", "sort_every_dim_both_ways_stable", "equal_keys_keep_their_order",
+         "nan_ranks_above_every_number", "strided_input", "a_long_row", "sort_stable_keywords",
+         "half_values_kept_in_their_dtype", "k_past_the_dimension_refused"]
+
+
+@pytest.mark.parametrize("case", NAMES)
+def test_the_selection_family_matches_torch_in_the_interpreter(case):
+    assert case_errors(CASES, "cpu")[case] == 0.0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", NAMES)
+def test_the_selection_family_matches_torch_on_cuda(case):
+    assert case_errors(CASES, "cuda")[case] == 0.0
+
+
+def _launch(line: str) -> str:
+    from tools.dialect.families import _select_launch
+    return ast.unparse(_select_launch(ast.parse(line).body[0]))
+
+
+def test_a_topk_fallback_becomes_the_family_call_with_the_ops_arguments():
+    assert _launch("buf5 = torch.ops.aten.topk.default(buf4, 2, -1, True, True)") == \
+        "buf5 = topk_op(buf4, 2, -1, True, True, precision='ieee')"
+
+
+def test_a_stable_sort_fallback_keeps_its_keywords():
+    assert _launch("buf1 = torch.ops.aten.sort.stable(buf0, stable=True, dim=1, descending=False)") == \
+        "buf1 = sort_op(buf0, stable=True, dim=1, descending=False, precision='ieee')"
+
+
+@pytest.mark.slow
+def test_the_selection_kernel_compiles_for_sm90():
+    triton = pytest.importorskip("triton")
+    try:
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+    except ImportError:
+        pytest.skip("this Triton has no ASTSource / GPUTarget")
+    import tools.kernels.select as select
+    if not hasattr(select.select_kernel, "fn"):
+        pytest.skip("TRITON_INTERPRET is set in this process")
+    sig = {"x_ptr": "*fp32", "val_ptr": "*fp32", "idx_ptr": "*i64", "n": "i32", "k": "i32", "inner": "i32",
+           "x_so": "i32", "x_sn": "i32", "x_si": "i32", "LARGEST": "constexpr", "BLOCK_N": "constexpr"}
+    consts = {"LARGEST": True, "BLOCK_N": 1024}
+    kernel = triton.compile(ASTSource(select.select_kernel, sig, consts), target=GPUTarget("cuda", 90, 32),
+                            options={"num_warps": 4})
+    assert kernel.asm["ptx"]

@@ -1,0 +1,99 @@
+"""krefine's selection kernels: top-k and sort along one dimension, in Triton.
+
+Inductor has no Triton lowering for `aten.topk` or `aten.sort` and leaves them to PyTorch
+(a fallback kernel: a mixture-of-experts gate's `scores.topk(k)`, an `argsort`); a seed
+writes them as `topk_op(...)` / `sort_op(...)` (tools/dialect/families.py), with the op's
+own arguments, returning (values, indices) as the op does. One program per row holds the
+row in registers (up to MAX_N elements) and takes its k largest (or smallest) one at a
+time: the key of the largest live element, the smallest index holding it (so equal keys
+come out in index order, as a stable sort gives them), then that element leaves the row.
+NaN ranks above every number, as torch's topk and sort rank it. O(k·n) per row: meant for
+the short rows a gate or a small sort has, not for sorting long ones.
+"""
+import torch
+import triton
+import triton.language as tl
+
+MAX_N = 16384    # elements per row one program holds
+
+
+@triton.jit
+def select_kernel(x_ptr, val_ptr, idx_ptr, n, k, inner, x_so, x_sn, x_si,
+                  LARGEST: tl.constexpr, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0)
+    o = row // inner
+    i = row % inner
+    base = x_ptr + o.to(tl.int64) * x_so + i.to(tl.int64) * x_si
+    offs = tl.arange(0, BLOCK_N)
+    live = offs < n
+    v = tl.load(base + offs.to(tl.int64) * x_sn, mask=live, other=0.0).to(tl.float32)
+    nan = v != v
+    if LARGEST:     # NaN ranks above every number: first among the largest, last among the smallest
+        key = tl.where(nan, float("inf"), v)
+    else:
+        key = tl.where(nan, float("-inf"), -v)
+    # outputs: (outer, k, inner) contiguous
+    out_base = o.to(tl.int64) * k * inner + i
+    for j in range(0, k):
+        top = tl.max(tl.where(live, key, float("-inf")), axis=0)
+        hit = live & (key == top)
+        if LARGEST:     # a NaN before a true +inf
+            pick = tl.min(tl.where(hit & nan, offs, BLOCK_N), axis=0)
+        else:           # a true +inf before a NaN
+            pick = tl.min(tl.where(hit & (nan == 0), offs, BLOCK_N), axis=0)
+        at = tl.where(pick < BLOCK_N, pick, tl.min(tl.where(hit, offs, BLOCK_N), axis=0))
+        value = tl.load(base + at.to(tl.int64) * x_sn)
+        tl.store(val_ptr + out_base + j * inner, value)
+        tl.store(idx_ptr + out_base + j * inner, at.to(tl.int64))
+        live = live & (offs != at)
+
+
+def _select(x, k: int, dim: int, largest: bool):
+    if x.dim() == 0:
+        x = x.reshape(1)
+        dim = 0
+    dim = dim % x.dim()
+    n = x.shape[dim]
+    if not 0 <= k <= n:
+        raise ValueError(f"topk: k={k} out of range for a dimension of {n}")
+    if n > MAX_N:
+        raise ValueError(f"topk / sort: rows up to {MAX_N} elements; got {n}")
+    outer = 1
+    for s in x.shape[:dim]:
+        outer *= s
+    inner = 1
+    for s in x.shape[dim + 1:]:
+        inner *= s
+    shape = list(x.shape)
+    shape[dim] = k
+    values = torch.empty(shape, device=x.device, dtype=x.dtype)
+    indices = torch.empty(shape, device=x.device, dtype=torch.int64)
+    if values.numel() == 0:
+        return values, indices
+    # x as (outer, n, inner): the dims before `dim` must collapse into one stride, those after too
+    strides = x.stride()
+    so = strides[dim - 1] if dim > 0 else 0
+    si = strides[-1] if dim < x.dim() - 1 else 0
+    for a in range(dim - 1):
+        if x.shape[a] > 1 and strides[a] != strides[a + 1] * x.shape[a + 1]:
+            raise ValueError(f"topk / sort: input strides {tuple(strides)} do not collapse around dim {dim}")
+    for a in range(dim + 1, x.dim() - 1):
+        if x.shape[a] > 1 and strides[a] != strides[a + 1] * x.shape[a + 1]:
+            raise ValueError(f"topk / sort: input strides {tuple(strides)} do not collapse around dim {dim}")
+    block = max(16, triton.next_power_of_2(n))
+    select_kernel[(outer * inner,)](x, values, indices, n, k, inner, so, strides[dim], si,
+                                    LARGEST=bool(largest), BLOCK_N=block, num_warps=4 if block <= 2048 else 8)
+    return values, indices
+
+
+def topk_op(x, k, dim=-1, largest=True, sorted=True, precision="ieee"):
+    """`torch.ops.aten.topk.default(x, k, dim, largest, sorted)`: (values, indices), the
+    k largest (smallest) along `dim`, in order (also when `sorted` is False: any order is
+    the op's). `precision` is unused (no dot): the converter gives every family launch one."""
+    return _select(x, int(k), int(dim), bool(largest))
+
+
+def sort_op(x, dim=-1, descending=False, stable=None, precision="ieee"):
+    """`torch.ops.aten.sort.default(x, dim, descending)` and `aten.sort.stable(x, stable=,
+    dim=, descending=)`: (values, indices) along `dim`; equal keys keep their order."""
+    return _select(x, x.shape[int(dim) % max(1, x.dim())] if x.dim() else 1, int(dim), bool(descending))

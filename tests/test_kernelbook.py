@@ -220,8 +220,8 @@ def test_a_source_model_does_not_have_is_an_error():
 UNSUPPORTED = {
     "template kernel on a numel grid": ("cpu_relu_odd", ("@triton_heuristics.pointwise(", "@triton_heuristics.template("),
                                        "grid type Grid1D with heuristic template"),
-    "aten fallback": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.sort.default(arg0_1)\n"),
-                      "call(): Inductor leaves torch.ops.aten.sort.default to PyTorch (a fallback kernel), and "
+    "aten fallback": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.cumprod.default(arg0_1)\n"),
+                      "call(): Inductor leaves torch.ops.aten.cumprod.default to PyTorch (a fallback kernel), and "
                       "krefine has no Triton kernel for it"),
     "random numbers": ("cpu_relu_odd", ("        del arg0_1\n", "        aten.randint.low_out(-9223372036854775808, "
                                                            "9223372036854775807, [1], out=buf0)\n"),

@@ -276,3 +276,20 @@ def test_the_tf32x3_variant_runs_the_attention_family_at_tf32x3():
     code = _seed("sdpa_attention", "sdpa_attention_library")
     variant = _precision_variant(PortfolioEntry("default+gemm+attn", code)).code
     assert "= sdpa(" in variant and "precision='tf32x3')" in variant.split("= sdpa(")[1].splitlines()[0]
+
+
+def test_a_recurrent_seed_is_labelled_rnn_and_has_a_tf32x3_variant_of_its_launches():
+    from tools.dialect.portfolio import _configuration, _precision_variant
+    problem = load_problem(PROBLEMS / "small_lstm.py")
+    entry, _ = _configuration(problem, "default", lambda: read_capture(
+        (FIXTURES / "cpu_small_lstm.py").read_text(encoding="utf-8")))
+    variant = _precision_variant(entry)
+    assert entry.label == "default+gemm+rnn" and variant.label == "default+gemm+rnn+tf32x3"
+    assert "precision='tf32x3')" in variant.code.split("= rnn_seq(")[1].splitlines()[0]
+
+
+def test_a_seed_with_the_selection_family_is_labelled_select():
+    from tools.dialect.portfolio import _configuration
+    entry, _ = _configuration(load_problem(PROBLEMS / "topk_gate.py"), "default", lambda: read_capture(
+        (FIXTURES / "cpu_topk_gate.py").read_text(encoding="utf-8")))
+    assert entry.label == "default+gemm+select"

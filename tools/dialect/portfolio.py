@@ -21,7 +21,9 @@ its launches name: "default+conv(igemm)", "default+conv(phases)+tf32x3"; one who
 matrix products went to krefine's GEMM family (tools/kernels/gemm.py), "+gemm"; one whose
 library attention (flash / efficient / cuDNN, from F.scaled_dot_product_attention or
 nn.MultiheadAttention) went to krefine's attention family (tools/kernels/attention.py), "+attn"
-(the templates compile then runs too: it writes attention as matmuls and a softmax).
+(the templates compile then runs too: it writes attention as matmuls and a softmax); one with
+nn.LSTM / GRU / RNN in krefine's recurrent family, "+rnn"; one with top-k or sort in its
+selection family, "+select".
 
 The entry `seed_candidate` returns comes first (default when accepted, else templates),
 then the other compile, then the tf32x3 variants in the same order; a code equal byte
@@ -61,6 +63,10 @@ _GEMM_PRECISION = re.compile(r"^(\s*gemm\(.*\bprecision=)'ieee'", re.M)
 # call()'s launches of krefine's attention family (library attention ops; kernelbook.py writes them)
 _ATTN_CALL = re.compile(r"= sdpa\(")
 _ATTN_PRECISION = re.compile(r"(= sdpa\(.*\bprecision=)'ieee'")
+# call()'s launches of krefine's recurrent and selection families (kernelbook.py writes them)
+_RNN_CALL = re.compile(r"= rnn_seq\(")
+_RNN_PRECISION = re.compile(r"(= rnn_seq\(.*\bprecision=)'ieee'")
+_SELECT_CALL = re.compile(r"= (?:topk|sort)_op\(")
 # a library attention op Inductor leaves (flash / efficient / cuDNN): the templates compile
 # writes attention as matmuls and a softmax instead
 _LIBRARY_ATTENTION = re.compile(r"\btorch\.ops\.aten\._scaled_dot_product_\w+\.default\(")
@@ -132,6 +138,10 @@ def _configuration(problem, label: str, get) -> tuple[PortfolioEntry, Capture | 
         label = f"{label}+gemm"
     if _ATTN_CALL.search(code):     # library attention replaced by krefine's attention family
         label = f"{label}+attn"
+    if _RNN_CALL.search(code):      # nn.LSTM / GRU / RNN as krefine's recurrent family
+        label = f"{label}+rnn"
+    if _SELECT_CALL.search(code):   # aten.topk / sort fallbacks as krefine's selection family
+        label = f"{label}+select"
     return PortfolioEntry(label, code), cap
 
 
@@ -140,6 +150,7 @@ def _precision_variant(entry: PortfolioEntry) -> PortfolioEntry | None:
     code = _CONV_PRECISION.sub(rf"\1'{PRECISION}'", code)
     code = _GEMM_PRECISION.sub(rf"\1'{PRECISION}'", code)
     code = _ATTN_PRECISION.sub(rf"\1'{PRECISION}'", code)
+    code = _RNN_PRECISION.sub(rf"\1'{PRECISION}'", code)
     if code == entry.code:
         return None                 # no exact-fp32 dot: nothing to vary
     label = f"{entry.label}+{PRECISION}"

@@ -39,25 +39,26 @@ def test_the_portfolio_tells_its_progress_before_it_compiles_the_templates():
     assert heard == [(["default+gemm", "default+gemm+tf32x3"], ["templates"])]
 
 
-def test_a_child_past_its_budget_after_the_default_leaves_its_seed_to_the_caller(monkeypatch, tmp_path):
-    def slow_child(command, problem_path, device, module_mode, cache_dir, out, timeout_s, env):
+def _past_budget_after_the_default(monkeypatch, calls: list | None = None) -> None:
+    """The portfolio child, faked: its default compile done (the partial file), then past its budget."""
+    def child(command, problem_path, device, module_mode, cache_dir, out, timeout_s, env):
+        if calls is not None:
+            calls.append(timeout_s)
         out.mkdir()
         (out / pf.PARTIAL_FILE).write_text(pf.partial_json([DEFAULT], ["templates"]), encoding="utf-8")
         raise subprocess.TimeoutExpired("python -m tools.dialect portfolio", timeout_s)
-    monkeypatch.setattr(seedcache, "run_dialect", slow_child)
+    monkeypatch.setattr(seedcache, "run_dialect", child)
+
+
+def test_a_child_past_its_budget_after_the_default_leaves_its_seed_to_the_caller(monkeypatch, tmp_path):
+    _past_budget_after_the_default(monkeypatch)
     entries = pf.portfolio_in_subprocess(PROBLEM, "cuda", 5, cache_dir=tmp_path / "cache")
     assert entries[0].code == DEFAULT.code and entries[1].reason.startswith("dropped")
 
 
 def test_a_kept_default_is_not_cached_as_the_whole_portfolio(monkeypatch, tmp_path):
     calls = []
-
-    def child(command, problem_path, device, module_mode, cache_dir, out, timeout_s, env):
-        calls.append(timeout_s)
-        out.mkdir()
-        (out / pf.PARTIAL_FILE).write_text(pf.partial_json([DEFAULT], ["templates"]), encoding="utf-8")
-        raise subprocess.TimeoutExpired("python -m tools.dialect portfolio", timeout_s)
-    monkeypatch.setattr(seedcache, "run_dialect", child)
+    _past_budget_after_the_default(monkeypatch, calls)
     pf.portfolio_in_subprocess(PROBLEM, "cuda", 5, cache_dir=tmp_path / "cache")
     pf.portfolio_in_subprocess(PROBLEM, "cuda", 50, cache_dir=tmp_path / "cache")
     assert calls == [5, 50]
@@ -73,23 +74,13 @@ def test_a_child_past_its_budget_before_any_seed_is_still_no_seed(monkeypatch, t
 
 def test_a_portfolio_cut_short_is_read_back_under_the_same_budget_without_a_second_compile(monkeypatch, tmp_path):
     calls = []
-
-    def child(command, problem_path, device, module_mode, cache_dir, out, timeout_s, env):
-        calls.append(timeout_s)
-        out.mkdir()
-        (out / pf.PARTIAL_FILE).write_text(pf.partial_json([DEFAULT], ["templates"]), encoding="utf-8")
-        raise subprocess.TimeoutExpired("python -m tools.dialect portfolio", timeout_s)
-    monkeypatch.setattr(seedcache, "run_dialect", child)
+    _past_budget_after_the_default(monkeypatch, calls)
     first = pf.portfolio_in_subprocess(PROBLEM, "cuda", 5, cache_dir=tmp_path / "cache")
     again = pf.portfolio_in_subprocess(PROBLEM, "cuda", 5, cache_dir=tmp_path / "cache")
     assert calls == [5] and again == first and again[1].reason.startswith("dropped")
 
 
 def test_a_portfolio_cut_short_records_its_budget_as_its_compile_seconds(monkeypatch, tmp_path):
-    def child(command, problem_path, device, module_mode, cache_dir, out, timeout_s, env):
-        out.mkdir()
-        (out / pf.PARTIAL_FILE).write_text(pf.partial_json([DEFAULT], ["templates"]), encoding="utf-8")
-        raise subprocess.TimeoutExpired("python -m tools.dialect portfolio", timeout_s)
-    monkeypatch.setattr(seedcache, "run_dialect", child)
+    _past_budget_after_the_default(monkeypatch)
     pf.portfolio_in_subprocess(PROBLEM, "cuda", 7, cache_dir=tmp_path / "cache")
     assert seedcache.compile_seconds(PROBLEM, "cuda", tmp_path / "cache") == 7.0

@@ -279,12 +279,13 @@ def test_cpu_capture_records_inductors_triton_and_which_tensor_each_argument_is(
 
 @pytest.mark.slow
 def test_a_seed_that_cannot_be_made_is_a_one_line_value_error(tmp_path):
-    problem = tmp_path / "two_outputs.py"
+    problem = tmp_path / "dict_output.py"
     problem.write_text(
         "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
-        "        return x + 1, x * 2\n\n\ndef get_inputs():\n    return [torch.randn(8)]\n\n\n"
+        "        return {'a': x + 1}\n\n\ndef get_inputs():\n    return [torch.randn(8)]\n\n\n"
         "def get_init_inputs():\n    return []\n")
-    with pytest.raises(ValueError, match="^Model.forward returns tuple; only one tensor is supported$") as info:
+    with pytest.raises(ValueError, match="^Model.forward returns dict; a seed returns a tensor or a tuple of tensors, "
+                                         "as the judge compares them$") as info:
         seed_in_subprocess(problem, "cpu", timeout_s=300)
     assert "\n" not in str(info.value)
 

@@ -223,6 +223,10 @@ UNSUPPORTED = {
     "aten fallback": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.cumprod.default(arg0_1)\n"),
                       "call(): Inductor leaves torch.ops.aten.cumprod.default to PyTorch (a fallback kernel), and "
                       "krefine has no Triton kernel for it"),
+    "in-place aten fallback": ("cpu_relu_odd", ("        del arg0_1\n",
+                               "        aten.scatter_reduce_.two(arg0_1, 1, arg0_1, arg0_1, reduce='sum')\n"),
+                               "call(): Inductor leaves aten.scatter_reduce_.two to PyTorch (a fallback kernel), and "
+                               "krefine has no Triton kernel for it"),
     "random numbers": ("cpu_relu_odd", ("        del arg0_1\n", "        aten.randint.low_out(-9223372036854775808, "
                                                            "9223372036854775807, [1], out=buf0)\n"),
                        "call(): the forward draws random numbers (aten.randint.low_out("),

@@ -205,7 +205,8 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
         elif isinstance(stmt, ast.Assign) and call_name(stmt) in _SELECT_OPS:
             body.append(_select_launch(stmt))
             externs.add(SELECT_FAMILY)
-        elif isinstance(stmt, ast.Assign) and call_name(stmt).startswith("torch.ops."):
+        elif isinstance(stmt, (ast.Assign, ast.Expr)) and call_name(stmt).startswith(("torch.ops.", "aten.")):
+            # `buf = torch.ops.aten.X(...)`, or an in-place `aten.X_(buf, ...)` (scatter_reduce_)
             raise ValueError(f"call(): Inductor leaves {call_name(stmt)} to PyTorch (a fallback kernel), and "
                              "krefine has no Triton kernel for it")
         else:

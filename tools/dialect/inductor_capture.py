@@ -38,7 +38,8 @@ class Capture:
     torch_version: str = ""
     templates: bool = False                     # compiled with Inductor's Triton templates (GEMM, conv)
     module_mode: str = "train"                  # [eval] module_mode the model was compiled in
-    returned: int | list | None = None          # which of call()'s outputs the forward returns (a list: a tuple of them; None: unrecorded, one)
+    # which of call()'s outputs the forward returns (a list: the tuple of them it returns; None: unrecorded, one)
+    returned: int | list | None = None
     # state the forward writes: (plain tensor attribute, "output:k" | the source it now is)
     state: tuple[tuple[str, str], ...] = ()
 

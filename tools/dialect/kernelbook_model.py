@@ -80,8 +80,9 @@ def infer_sources(call_fn, arg_names, model, inputs) -> tuple[str, ...]:
 def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, returned: int | list = 0,
               state=()) -> tuple[str, str]:
     """(top-level definitions Model.__init__ needs, the ModelNew class). `returned`: the
-    call() output the forward returns (a list: the tuple of them it returns); `state`: (attribute, "output:k" | a source) for
-    each tensor attribute the forward stores (tools/dialect/inductor_capture.py)."""
+    call() output the forward returns (a list: the tuple of them it returns); `state`:
+    (attribute, "output:k" | a source) for each tensor attribute the forward stores
+    (tools/dialect/inductor_capture.py)."""
     tree = ast.parse(problem_src)
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
     if model is None:

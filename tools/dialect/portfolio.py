@@ -45,7 +45,7 @@ from pathlib import Path
 
 from tools.dialect.inductor_capture import Capture, capture
 from tools.dialect.kernelbook import accepted_seed, guard_rejection
-from tools.dialect.seedcache import SeedCache, cached_or_child, lasting
+from tools.dialect.seedcache import SeedCache, cached_or_child, lasting, problem_file, torch_version
 from tools.precision import with_dot_precision
 
 PRECISION = "tf32x3"
@@ -257,7 +257,6 @@ def portfolio_in_subprocess(problem_path: str | Path, device: str, timeout_s: fl
             return None
         text = entries_json(entries)
         if cache_dir:       # kept for this budget: the run after a bench's seed pass reads it
-            from tools.dialect.seedcache import SeedCache, problem_file, torch_version
             SeedCache(cache_dir, module_mode).put_partial_portfolio(
                 problem_file(problem_path), device, torch_version(), text, timeout_s)
         return text

@@ -69,6 +69,23 @@ def test_random_inputs_in_get_inputs_do_not_make_a_reference_stochastic():
     assert "stochastic" not in cmp.features(CONV_REF)
 
 
+@pytest.mark.parametrize("call", ["nn.Dropout(0.0)", "nn.Dropout(p=0)", "nn.Dropout2d(p=0.0, inplace=True)"])
+def test_a_dropout_whose_rate_is_a_literal_zero_is_not_stochastic(call):
+    assert "stochastic" not in cmp.features(CONV_REF.replace("nn.Conv2d(3, 8, 3)", call))
+
+
+@pytest.mark.parametrize("call", ["nn.Dropout()", "nn.Dropout(rate)", "nn.Dropout(p=0.1)"])
+def test_a_dropout_with_a_default_variable_or_nonzero_rate_is_stochastic(call):
+    assert "stochastic" in cmp.features(CONV_REF.replace("nn.Conv2d(3, 8, 3)", call))
+
+
+@pytest.mark.parametrize("expr, random", [("F.dropout(x, 0.0)", False), ("F.dropout(x, 0.5, training=False)", False),
+                                          ("F.dropout(x, p=0.3)", True), ("F.dropout(x)", True)])
+def test_a_functional_dropout_draws_unless_its_rate_is_zero_or_training_is_false(expr, random):
+    src = CONV_REF.replace("return self.conv(x)", f"return {expr}")
+    assert ("stochastic" in cmp.features(src)) is random
+
+
 def test_a_random_draw_in_forward_is_marked_stochastic():
     src = CONV_REF.replace("return self.conv(x)", "return self.conv(x) * torch.rand_like(x).bernoulli_(0.5)")
     assert "stochastic" in cmp.features(src)
@@ -94,6 +111,26 @@ def test_a_small_conv_mismatch_without_recheck_is_explained_by_tf32():
 def test_a_conv_mismatch_that_fails_with_tf32_off_too_is_unexplained():
     r = rec(kb_correct=False, error=MISMATCH, max_difference=[0.0011], strict={"correctness": False},
             features=["conv"])
+    assert cmp.explain(r) == cmp.UNEXPLAINED
+
+
+def test_a_stochastic_feature_gives_way_to_a_strict_recheck_that_passes():
+    r = rec(kb_correct=False, error=MISMATCH, max_difference=[0.0011], strict={"correctness": True},
+            features=["conv", "stochastic"])
+    assert cmp.explain(r).startswith(cmp.TF32_CONV)
+
+
+def test_a_reference_further_from_its_strict_run_than_the_kernel_explains_a_strict_failure():
+    r = rec(kb_correct=False, error=MISMATCH, max_difference=[0.19, 0.21],
+            strict={"correctness": False, "max_difference": [0.00035, 0.00033]}, features=["conv"])
+    why = cmp.explain(r)
+    assert why.startswith("KernelBench's fp32 tolerance is tighter than its own reference's error") and \
+        "at least 0.21" in why and "the kernel 0.00035" in why
+
+
+def test_a_strict_failure_as_large_as_the_default_flags_one_stays_unexplained():
+    r = rec(kb_correct=False, error=MISMATCH, max_difference=[0.0011, 0.0012],
+            strict={"correctness": False, "max_difference": [0.0010, 0.0012]}, features=["conv"])
     assert cmp.explain(r) == cmp.UNEXPLAINED
 
 

@@ -112,6 +112,26 @@ def test_the_portfolio_labels_the_family_and_its_tf32x3_variant(monkeypatch):
     assert entries[1].code.replace("precision='tf32x3'", "precision='ieee'") == entries[0].code
 
 
+def test_on_cuda_the_portfolio_adds_a_variant_with_its_convolutions_in_tf32():
+    problem = load_problem(PROBLEMS / "conv_transpose_relu.py")
+    cap = read_capture((FIXTURES / "cpu_conv_transpose_relu.py").read_text(encoding="utf-8"))
+    entries = seed_portfolio(problem, "cuda", capture_fn=lambda p, d, templates: cap)
+    assert [e.label for e in entries] == ["default+conv(phases)", "default+conv(phases)+tf32x3",
+                                          "default+conv(phases)+tf32conv"]
+    call = _call_source(entries[2].code)
+    assert "precision='tf32', member='phases'" in call and "precision='ieee'" not in call
+    assert entries[2].code.replace("precision='tf32',", "precision='tf32x3',") == entries[1].code
+
+
+def test_the_tf32_convolution_variant_keeps_every_other_dot_at_tf32x3():
+    from tools.dialect.portfolio import PortfolioEntry, _conv_tf32_variant
+    code = _seed("cpu_conv1d_grouped_sigmoid") + "\n    gemm(a, b, out=buf9, precision='ieee')\n"
+    variant = _conv_tf32_variant(PortfolioEntry("default+conv(igemm)+gemm", code))
+    assert "gemm(a, b, out=buf9, precision='tf32x3')" in variant.code
+    assert "member='igemm'" in variant.code and variant.code.count("precision='tf32', member=") == \
+        code.count("precision='ieee', member=")
+
+
 @pytest.mark.slow
 def test_krefine_run_without_a_model_gives_a_standalone_transposed_conv_seed_on_cpu(tmp_path):
     problem = PROBLEMS / "conv_transpose_relu.py"

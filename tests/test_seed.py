@@ -183,6 +183,21 @@ def test_seed_portfolio_false_keeps_the_first_configuration_alone(tmp_path):
     assert [c for c in state["candidates"] if c.startswith("r00-")] == ["r00-c00"]
 
 
+TF32CONV = ("default+conv(igemm)", "correct", 0.5), ("default+conv(igemm)+tf32conv", "correct", 1.3)
+
+
+def test_under_the_strict_precision_policy_the_tf32_convolution_entry_is_left_out(tmp_path):
+    state, _, _, _ = loop_run(tmp_path, [judged("correct", 2.0)] * 2, make_seed=_portfolio(*TF32CONV),
+                              **{**SEEDED, "eval.precision": "strict"})
+    assert [state["candidates"][c]["change"] for c in sorted(state["candidates"]) if c.startswith("r00-")] == \
+        ["Inductor default+conv(igemm)"]
+
+
+def test_under_as_run_the_tf32_convolution_entry_is_judged(tmp_path):
+    state, _, _, _ = loop_run(tmp_path, [judged("correct", 2.0)] * 2, make_seed=_portfolio(*TF32CONV), **SEEDED)
+    assert [c for c in state["candidates"] if c.startswith("r00-")] == ["r00-c00", "r00-c01"]
+
+
 def test_the_summary_says_what_the_seed_cost(tmp_path):
     import time
     slow = _seed("correct", 1.2)

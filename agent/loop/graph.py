@@ -51,7 +51,8 @@ __all__ = ["LoopContext", "build_graph", "run_graph", "make_summary", "finish"]
 def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
     """[search] seed_kernel = "inductor": torch.compile's Triton for the problem, in KernelBook
     format, as round 0: the seed portfolio (tools/dialect/portfolio.py: each Inductor
-    configuration and its dots at tf32x3; [search] seed_portfolio = false keeps the first
+    configuration and its dots at tf32x3, on cuda its convolutions at TF32 too, an entry
+    left out under [eval] precision "strict"; [search] seed_portfolio = false keeps the first
     alone), r00-c00 being the seed a run always had. Judged like any other and parents
     like any other, but not the model's: never the run's best, never counted in its
     figures. No seed at all is traced (status seed_failed) and round 1 starts."""
@@ -72,6 +73,9 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
                                                    ctx.config.eval.test.module_mode, search.seed_portfolio)
             made = make(ctx.problem, ctx.device)
             entries = ([("seed", made)] if isinstance(made, str) else made)[:None if search.seed_portfolio else 1]
+            if ctx.config.eval.test.precision == "strict":   # TF32 convolutions cannot pass exact fp32
+                from tools.dialect.portfolio import CONV_TF32
+                entries = [e for e in entries if not e[0].endswith(f"+{CONV_TF32}")]
             if not entries:
                 raise ValueError("no Inductor configuration gave a kernel")
         except ValueError as e:

@@ -14,6 +14,12 @@ there is none):
                        family's launches by their `precision=` argument), only where it
                        has such dots. Nothing else in the file changes: whether it meets
                        the problem's tolerance is the judge's to say.
+  "<label>+tf32conv"   (cuda) the tf32x3 variant with the convolution family's launches at
+                       "tf32" instead (operands rounded to TF32, one product: as cuDNN
+                       convolves by default, PyTorch's cudnn.allow_tf32), only where it has
+                       such launches. Under [eval] precision "as-run" eager convolves in
+                       TF32, and the judge holds the entry to eager's accuracy; under
+                       "strict" it cannot pass, and the run leaves it out (agent/loop/graph.py).
 
 A compile whose library convolutions (`extern_kernels.convolution`) the conversion gave
 to krefine's own family (tools/kernels/conv.py) says so in its label, with the members
@@ -26,7 +32,8 @@ nn.LSTM / GRU / RNN in krefine's recurrent family, "+rnn"; one with top-k or sor
 selection family, "+select".
 
 The entry `seed_candidate` returns comes first (default when accepted, else templates),
-then the other compile, then the tf32x3 variants in the same order; a code equal byte
+then the other compile, then the tf32x3 variants in the same order, then the tf32conv
+ones; a code equal byte
 for byte to an earlier entry's is left out. A configuration that fails is an entry with
 its reason and stops none of the others.
 
@@ -49,12 +56,14 @@ from tools.dialect.seedcache import SeedCache, cached_or_child, lasting, problem
 from tools.precision import with_dot_precision
 
 PRECISION = "tf32x3"
+CONV_TF32 = "tf32conv"      # the label of the variant whose convolutions are TF32 (cuda only)
 SAME_AS_DEFAULT = "same as default: no library GEMM/convolution to replace"
 # a call the templates would replace: extern_kernels.mm(...), .convolution(...), ...
 _LIBRARY_CALL = re.compile(r"\bextern_kernels\.\w+\(")
 FILE_NAME = "portfolio.json"
 # call()'s launches of krefine's convolution family (tools/dialect/kernelbook.py writes them)
 _CONV_CALL = re.compile(r"= conv(?:_transpose)?_nd\(")
+_CONV_TF32X3 = re.compile(r"(= conv(?:_transpose)?_nd\(.*\bprecision=)'tf32x3'")
 _CONV_MEMBER = re.compile(r"= conv(?:_transpose)?_nd\(.*\bmember='(\w+)'")
 _CONV_PRECISION = re.compile(r"(= conv(?:_transpose)?_nd\(.*\bprecision=)'ieee'")
 # call()'s launches of krefine's GEMM family (library matrix products; kernelbook.py writes them)
@@ -98,18 +107,21 @@ def seed_portfolio(problem, device: str, capture_fn=None, on_progress=None) -> l
             configs.append(PortfolioEntry("templates", None, SAME_AS_DEFAULT))
         else:
             if on_progress is not None:
-                on_progress(_ordered(list(configs)), ["templates"])
+                on_progress(_ordered(list(configs), device), ["templates"])
             configs.append(_configuration(problem, "templates",
                                           lambda: capture_fn(problem, device, templates=True))[0])
-    return _ordered(configs)
+    return _ordered(configs, device)
 
 
-def _ordered(configs: list[PortfolioEntry]) -> list[PortfolioEntry]:
-    """The compiles' entries in the portfolio's order, with their tf32x3 variants, each code once."""
+def _ordered(configs: list[PortfolioEntry], device: str = "cpu") -> list[PortfolioEntry]:
+    """The compiles' entries in the portfolio's order, with their tf32x3 variants (and on
+    cuda their tf32conv ones), each code once."""
     # 3) seed_candidate's seed first (stable: default before templates when both or neither)
     configs.sort(key=lambda e: e.code is None)
-    # 4) each seed with its exact-fp32 dots at tf32x3
+    # 4) each seed with its exact-fp32 dots at tf32x3; on cuda, its convolutions at TF32 too
     variants = [v for v in (_precision_variant(e) for e in configs if e.code is not None) if v is not None]
+    if device == "cuda":
+        variants += [v for v in (_conv_tf32_variant(e) for e in configs if e.code is not None) if v is not None]
     # 5) one entry per code
     seen: set[str] = set()
     out = []
@@ -154,6 +166,22 @@ def _precision_variant(entry: PortfolioEntry) -> PortfolioEntry | None:
     if code == entry.code:
         return None                 # no exact-fp32 dot: nothing to vary
     label = f"{entry.label}+{PRECISION}"
+    rejected = guard_rejection(code)
+    return PortfolioEntry(label, code) if rejected is None else \
+        PortfolioEntry(label, None, f"the guards would reject it ({rejected})")
+
+
+def _conv_tf32_variant(entry: PortfolioEntry) -> PortfolioEntry | None:
+    """`entry`'s tf32x3 variant with its convolution launches at "tf32"; None without any."""
+    if not _CONV_CALL.search(entry.code):
+        return None
+    base = _precision_variant(entry)
+    code = _CONV_PRECISION.sub(r"\1'tf32'", entry.code)
+    if base is not None and base.code is not None:
+        code = _CONV_TF32X3.sub(r"\1'tf32'", base.code)
+    label = f"{entry.label}+{CONV_TF32}"
+    if code == entry.code:
+        return None
     rejected = guard_rejection(code)
     return PortfolioEntry(label, code) if rejected is None else \
         PortfolioEntry(label, None, f"the guards would reject it ({rejected})")

@@ -145,3 +145,40 @@ def test_a_seed_task_without_the_portfolio_compiles_the_seed_alone(monkeypatch, 
     seeds.prepare_seeds([seeds.SeedTask(tmp_path / "a.py", "a", str(tmp_path / "c"), 5.0, "train", False)],
                         [None], 1, "cpu", lines.append)
     assert called == ["seed"] and lines == ["seeds: 1/1 a: seed (0 s)"]
+
+
+INTERRUPTED = """
+import json, os, signal, sys, threading, time
+from pathlib import Path
+from agent.bench import seeds
+from tools.dialect import portfolio
+started, ended = [], threading.Event()
+def killed_by_the_stop(problem, device, timeout_s, cache, env=None, module_mode="train"):
+    started.append(Path(problem).name)
+    os.kill(os.getpid(), signal.SIGINT)   # as the bench's SIGTERM handler: KeyboardInterrupt in the main thread
+    time.sleep(1.0)                       # ... while the stop reaches this child's process group
+    ended.set()
+    raise ValueError("the compile process was killed by SIGTERM")
+portfolio.portfolio_in_subprocess = killed_by_the_stop
+tasks = [seeds.SeedTask(Path(sys.argv[1]) / f"{n}.py", n, sys.argv[1], 5.0) for n in ("a", "b")]
+lines, interrupted = [], False
+try:
+    seeds.prepare_seeds(tasks, [None], 1, "cpu", lines.append)
+except KeyboardInterrupt:
+    interrupted = True
+ended.wait(10)
+time.sleep(0.5)                           # the line, and a second task if one were started
+print(json.dumps({"interrupted": interrupted, "started": started, "lines": lines}))
+"""
+
+
+def test_a_seed_whose_child_ends_with_an_interrupted_bench_is_reported_stopped_not_failed(tmp_path):
+    # its own process: the signal this simulates must reach a main thread that imported no torch
+    import json
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", INTERRUPTED, str(tmp_path)], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], timeout=120)
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["interrupted"] and out["started"] == ["a.py"] and len(out["lines"]) == 1
+    assert out["lines"][0].startswith("seeds: 1/2 a: stopped with the bench") and "no seed" not in out["lines"][0]

@@ -73,7 +73,10 @@ def seed_tasks(jobs, load_config, device: str) -> tuple[list[SeedTask], int]:
 def prepare_seeds(tasks: list[SeedTask], gpus: list[str | None], per_gpu: int, device: str, say) -> dict[str, str]:
     """Make `tasks`' seed portfolios in their caches, `per_gpu` at a time on each of `gpus`
     (CUDA_VISIBLE_DEVICES per child; [None]: what this process sees). Returns problem name
-    -> reason for those that gave no seed. `say(line)` reports each one as it ends."""
+    -> reason for those that gave no seed. `say(line)` reports each one as it ends.
+    Interrupted (Ctrl-C, or the bench's SIGTERM as KeyboardInterrupt), it starts no other
+    seed and re-raises; a seed whose child ended with the stop is reported stopped, not as
+    "no seed" (nothing of it is cached: the next run compiles it)."""
     from tools.dialect.portfolio import PortfolioEntry, portfolio_in_subprocess
     from tools.dialect.seedcache import seed_in_subprocess
     todo: queue.Queue[SeedTask] = queue.Queue()
@@ -82,6 +85,7 @@ def prepare_seeds(tasks: list[SeedTask], gpus: list[str | None], per_gpu: int, d
     failed: dict[str, str] = {}
     done = [0]
     lock = threading.Lock()
+    stopping = threading.Event()     # the bench was interrupted: its stop ends the children, not a seed's fault
 
     threads_each = compile_threads(len(gpus) * max(1, per_gpu))
 
@@ -89,7 +93,7 @@ def prepare_seeds(tasks: list[SeedTask], gpus: list[str | None], per_gpu: int, d
         env = {"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}
         if threads_each is not None:
             env["TORCHINDUCTOR_COMPILE_THREADS"] = str(threads_each)
-        while True:
+        while not stopping.is_set():
             try:
                 t = todo.get_nowait()
             except queue.Empty:
@@ -105,9 +109,12 @@ def prepare_seeds(tasks: list[SeedTask], gpus: list[str | None], per_gpu: int, d
                 more = sum(e.code is not None for e in entries) - 1
                 result = f"seed + {more} more" if more else "seed"
             except ValueError as e:
-                result = f"no seed: {one_line(str(e), 300)}"
-                with lock:
-                    failed[t.name] = str(e)
+                if stopping.is_set():   # its child ended with the bench: nothing is cached, the next run makes it
+                    result = "stopped with the bench (interrupted); the next run compiles it"
+                else:
+                    result = f"no seed: {one_line(str(e), 300)}"
+                    with lock:
+                        failed[t.name] = str(e)
             except Exception as e:      # never ends this worker: the queue's other seeds still need it
                 result = f"no seed: internal error: {describe_fault(e)}"
                 with lock:
@@ -118,11 +125,15 @@ def prepare_seeds(tasks: list[SeedTask], gpus: list[str | None], per_gpu: int, d
                 say(f"seeds: {done[0]}/{len(tasks)} {t.name}: {result} ({time.monotonic() - t0:.0f} s{where})")
 
     threads = [threading.Thread(target=work, args=(g,), daemon=True) for g in gpus for _ in range(max(1, per_gpu))]
-    for th in threads:
-        th.start()
-    for th in threads:
-        while th.is_alive():
-            th.join(0.5)        # a Ctrl-C reaches the main thread between joins
+    try:
+        for th in threads:
+            th.start()
+        for th in threads:
+            while th.is_alive():
+                th.join(0.5)    # a Ctrl-C (or the bench's SIGTERM) reaches the main thread between joins
+    except KeyboardInterrupt:
+        stopping.set()
+        raise
     return failed
 
 

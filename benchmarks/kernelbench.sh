@@ -20,7 +20,8 @@
 #
 # Problems are named level1__19_ReLU, ... (one suite, one queue for every GPU). A run resumes from
 # PREV: copy OUT's bench.tgz, seeds.tgz (and kb_harness.jsonl) there after each run. OUT gets
-# bench.tgz, seeds.tgz, results.md, results.json, log.txt (and kb_harness.jsonl, kb_harness.md); the
+# bench.tgz, seeds.tgz, results.md, results.json, log.txt (the bench's last TAIL lines), bench.log (all
+# of its output) (and kb_harness.jsonl, kb_harness.md); the
 # tables: python -m agent.bench.kb_search_table BENCH_DIR --logs OUT*/log.txt --json PART.json, and
 # --parts PART.json ... --out TABLE.md to merge parts. Where pip cannot reach an index, wheels in .whl/
 # (and .whl/extra/) are installed into /tmp/site first. COMMIT `.` runs this checkout as it is; `harness`
@@ -93,11 +94,11 @@ if [ "$cmd" = search ]; then
     --set search.seed_timeout_s=${SEED_S:-300} \
     --set search.prescreen_variants=${PRESCREEN:-32} --set search.prescreen_reps=${REPS:-10} \
     --set search.sweep_variants=${SWEEP:-2} --set search.sweep_budget=${SWEEP_BUDGET:-4} \
-    2>&1 | grep -v "^\s*$" | tail -${TAIL:-40}
+    2>&1 | tee -a "$out/bench.log" | grep -v "^\s*$" | tail -${TAIL:-40}
 elif [ $(( $(left) - ${HARNESS_S:-240} )) -gt 60 ]; then
   timeout -k 20 $(( $(left) - ${HARNESS_S:-240} - 30 )) python3 -m agent.cli bench "$suite" "${filter[@]}" "${common[@]}" \
     --set search.seed_timeout_s=${SEED_S:-400} --set search.sweep_budget=3 --sweep "search.sweep_variants=${SWEEP:-0}" \
-    2>&1 | grep -v "^\s*$" | tail -${TAIL:-60}
+    2>&1 | tee -a "$out/bench.log" | grep -v "^\s*$" | tail -${TAIL:-60}
 fi
 kill $snapper 2>/dev/null; wait $snapper 2>/dev/null; snap
 cp "$bench"/results.md "$bench"/results.json "$out/" 2>/dev/null || true

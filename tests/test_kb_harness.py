@@ -275,3 +275,33 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, case):
             "missing_level": [bench, "--kb", kb, "--levels", tmp_path / "level9"]}[case]
     p = _harness(*args, "--out", tmp_path / "out.jsonl")
     assert (p.returncode, len(p.stderr.strip().splitlines())) == (2, 1), p.stderr
+
+
+def _portfolio_bench(tmp_path, completions) -> tuple[Path, dict]:
+    """A real run directory (the loop with a scripted judge) whose seed portfolio has three
+    correct entries, the second the fastest, laid out as a bench's problem 1_a."""
+    from run_fixtures import loop_run
+    entries = [("default", "correct 0.5"), ("default+tf32x3", "correct 1.3"), ("templates", "correct 0.9")]
+    make = lambda problem, device: [(label, f"# judge: {how}\nclass ModelNew: pass\n# {label}\n")  # noqa: E731
+                                    for label, how in entries]
+    loop_run(tmp_path, completions, make_seed=make,
+             **{"search.seed_kernel": "inductor", "budget.candidates_per_round": 2})
+    run = tmp_path / "bench" / "default" / "1_a"
+    run.parent.mkdir(parents=True)
+    (tmp_path / "run").rename(run)
+    return tmp_path / "bench", {"1_a": ("level1", tmp_path / "tiny.py")}
+
+
+def test_a_bench_without_a_best_offers_the_seed_and_the_portfolio_s_fastest_correct_entry(tmp_path):
+    from run_fixtures import judged
+    bench, index = _portfolio_bench(tmp_path, [judged("incorrect")] * 2)
+    jobs, unknown = h.collect_jobs(bench, "default", index)
+    assert [(j.kind, j.candidate) for j in jobs] == [("seed", "r00-c00"), ("portfolio", "r00-c01")] and not unknown
+    assert "# default+tf32x3" in jobs[1].text and jobs[1].krefine["speedup_eager"] == 1.3
+
+
+def test_a_bench_with_a_best_offers_seed_portfolio_and_best(tmp_path):
+    from run_fixtures import judged
+    bench, index = _portfolio_bench(tmp_path, [judged("correct", 2.0)] * 2)
+    jobs, _ = h.collect_jobs(bench, "default", index)
+    assert [j.kind for j in jobs] == ["seed", "portfolio", "best"]

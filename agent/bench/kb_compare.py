@@ -3,7 +3,7 @@
 Plain functions over the records agent/bench/kb_harness.py writes, one per evaluation
 (a problem's seed or best):
 
-  {"problem", "kind": "seed"|"best", "candidate", "features": [...], "same_reference": bool,
+  {"problem", "kind": "seed"|"portfolio"|"best", "candidate", "features": [...], "same_reference": bool,
    "krefine": {"verdict", "correct", "speedup_eager", "reason", "diagnostics": [kind, ...],
                "patterns": [...]},
    "kb": {"status": "ok"|"timeout"|"crashed"|"no_result", "compiled", "correctness",
@@ -30,7 +30,7 @@ UNEXPLAINED = "unexplained"
 TF32_MAX_DIFF = 2e-3
 TF32_CONV = ("KernelBench's reference runs cuDNN convolutions in TF32 (torch's default), outside its own "
              "fp32 tolerance of the exact result; krefine judges a kernel against exact fp32 or a float64 forward")
-KINDS = ("seed", "best")
+KINDS = ("seed", "portfolio", "best")
 
 _CONV = re.compile(r"\b(nn\.Conv(Transpose)?[123]d|(F|functional)\.conv(_transpose)?[123]d|torch\.conv(_transpose)?[123]d)\b")
 _INT_INPUT = re.compile(r"\b(randint|randperm)\s*\(|dtype\s*=\s*torch\.(long|int(8|16|32|64)?|uint8|bool)\b")

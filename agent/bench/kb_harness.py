@@ -1,7 +1,9 @@
 """KernelBench's own harness over a `krefine bench` directory, beside krefine's verdicts.
 
-For each problem of the bench (one setting of it), its seed (round 0, candidates/r00-c00.py)
-and its best.py (when that text differs from the seed's) go through KernelBench's
+For each problem of the bench (one setting of it), its seed (round 0, candidates/r00-c00.py),
+the seed portfolio's fastest correct entry ("portfolio", when its text is neither the seed's
+nor best.py's: round 0 is never a run's best, so a `--model none` bench has no best.py) and
+its best.py (when that text differs from the seed's) go through KernelBench's
 eval_kernel_against_ref with KernelBench's defaults (agent/bench/kb_eval.py), each in a fresh
 process with a timeout, one process per GPU at a time, N GPUs at once. Each evaluation
 becomes one JSON line beside krefine's verdict of the same text (evals/<id>.json): its
@@ -55,7 +57,7 @@ class Job:
     """One evaluation: a candidate text of one problem, and what krefine said of it."""
     problem: str
     setting: str
-    kind: str               # "seed" | "best"
+    kind: str               # "seed" | "portfolio" | "best"
     candidate: str          # its id in the run, e.g. r00-c00
     text: str
     reference: Path         # the KernelBench problem file
@@ -110,6 +112,14 @@ def collect_jobs(bench: Path, setting: str, index: dict, name_filter: str = "") 
         if seed and seed.verdict is not None and seed_text is not None:
             jobs.append(Job(name, setting, "seed", seed.id, seed_text, ref, level, same, krefine_side(seed)))
         best_text = run.text(run.dir.best)
+        # the seed portfolio's fastest correct entry (round 0 is never the run's best: with
+        # --model none there is no best.py, and this is the figure the tables report)
+        fastest = max((c for c in run.candidates.values() if c.is_seed and c.correct and c.speedup.get("eager")),
+                      key=lambda c: c.speedup["eager"], default=None)
+        fastest_text = run.text(run.dir.candidate_src(fastest.id)) if fastest is not None else None
+        if fastest_text is not None and fastest_text not in (seed_text, best_text):
+            jobs.append(Job(name, setting, "portfolio", fastest.id, fastest_text, ref, level, same,
+                            krefine_side(fastest)))
         if best_text is None or best_text == seed_text:
             continue
         # best.py is the text of a correct candidate: the summary's best (a cut-off run has none yet)

@@ -337,6 +337,30 @@ def test_an_inputs_class_reassigned_in_the_forward_is_tampering(no_static_guards
     assert verdict.status is Status.REJECTED and "guard:tampering" in _kinds(verdict)
 
 
+def _built(init: str, forward: str = "return relu(x)", prelude: str = "") -> str:
+    lines = lambda text: "\n".join("        " + line for line in text.strip("\n").splitlines())  # noqa: E731
+    return HEAD + prelude + ("\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                             f"{lines(init)}\n\n    def forward(self, x):\n{lines(forward)}\n")
+
+
+def test_weight_norm_on_a_module_the_candidate_builds_is_not_tampering(no_static_guards):
+    # torch.nn.utils.parametrize gives the Linear a subclass of its class (Module.__class__ set)
+    verdict = _judge(_built("self.lin = nn.utils.parametrizations.weight_norm(nn.Linear(4, 4))"))
+    assert verdict.status is Status.CORRECT and "guard:tampering" not in _kinds(verdict)
+
+
+def test_a_modules_class_the_candidate_swaps_itself_while_building_is_tampering(no_static_guards):
+    verdict = _judge(_built("self.lin = nn.Linear(4, 4)\nself.lin.__class__ = Sub",
+                            prelude="\n\nclass Sub(nn.Linear):\n    pass\n"))
+    assert verdict.status is Status.REJECTED and "guard:tampering" in _kinds(verdict)
+
+
+def test_a_parametrization_registered_during_the_forward_is_tampering(no_static_guards):
+    verdict = _judge(_built("self.lin = nn.Linear(4, 4)",
+                            "nn.utils.parametrizations.weight_norm(self.lin)\nreturn relu(x)"))
+    assert verdict.status is Status.REJECTED and "guard:tampering" in _kinds(verdict)
+
+
 def test_a_correct_candidate_shows_no_tampering_threads_or_host_reads():
     reply = _trial(OK)
     assert reply["ok"] and "tamper" not in reply and reply["threads_started"] == 0 and not reply["host_reads"]

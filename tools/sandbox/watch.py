@@ -74,11 +74,35 @@ def _where() -> str:
     return f" (from {frames[0]})"
 
 
+# torch.nn.utils.parametrize's functions that swap a module's class (to a subclass made for its
+# parametrizations, and back)
+_PARAMETRIZE_SWAPS = ("_inject_new_class", "remove_parametrizations")
+
+
+def _parametrize_swap(obj, new) -> bool:
+    """Is this `obj.__class__ = new` torch.nn.utils.parametrize's own swap: an nn.Module given a
+    subclass of its class made for its parametrizations (or its class back), the assignment
+    made in parametrize.py itself (through Module.__setattr__), not by the candidate?"""
+    torch = sys.modules.get("torch")
+    parametrize = sys.modules.get("torch.nn.utils.parametrize")
+    if torch is None or parametrize is None or not isinstance(obj, torch.nn.Module) or not isinstance(new, type):
+        return False
+    old = type(obj)
+    if not (issubclass(new, old) or issubclass(old, new)):
+        return False
+    setter = torch.nn.modules.module.__file__
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename in (__file__, setter):   # this hook, Module.__setattr__
+        f = f.f_back
+    return f is not None and f.f_code.co_filename == parametrize.__file__ and f.f_code.co_name in _PARAMETRIZE_SWAPS
+
+
 class Watch:
     """Per-call facts of one worker (created with it; inactive until `install`)."""
 
     def __init__(self):
         self.installed = self.watching = self.armed = False
+        self.building = False          # ModelNew's construction (`build`): its own modules' set-up
         self.depth = 0                 # inside a Triton launch or autotuner: Triton reads for itself there
         self.gaps: list[str] = []      # hook points this Triton / Python lacks
         self.tamper: list[str] = []    # since the baseline, each once
@@ -134,6 +158,16 @@ class Watch:
         self.gaps += [f"identity check: {m} not loaded" for m in self.snapshot.missing]
         self._hooks = self._hook_state()
         self.watching = True
+
+    @contextlib.contextmanager
+    def build(self):
+        """Around ModelNew's construction: torch.nn.utils.parametrize may swap the class of a
+        module it builds (weight_norm, spectral_norm); at any other time that is tampering."""
+        self.building = True
+        try:
+            yield
+        finally:
+            self.building = False
 
     # 2) one forward call -----------------------------------------------------------------
     @contextlib.contextmanager
@@ -291,6 +325,8 @@ class Watch:
                 caller = sys._getframe(1).f_code.co_filename
                 if isinstance(args[0], types.ModuleType) and caller.startswith(self._own + self._lib + ("<frozen",)):
                     return   # torch's config modules swap their module's class when first imported
+                if args[1] == "__class__" and self.building and _parametrize_swap(args[0], args[2]):
+                    return   # weight_norm / spectral_norm / register_parametrization on a module being built
             if self.depth == 0 or self._by_candidate(sys._getframe(1)):
                 self.note(what + (" during the forward" if self.armed else " outside the forward") + _where())
         elif event.startswith("ctypes.") and self.armed and self.depth == 0:

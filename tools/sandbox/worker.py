@@ -144,8 +144,9 @@ class Worker(MeasureOps, OwnershipOps):
                     "message": "the candidate defines no ModelNew class"}, b""
         self._built = (cls, int(h["init_seed"]), h.get("module_mode", "train"))
         try:
-            self.model = build_model(cls, self.problem, int(h["init_seed"]), self.device,
-                                     h.get("module_mode", "train"))
+            with self.watch.build():
+                self.model = build_model(cls, self.problem, int(h["init_seed"]), self.device,
+                                         h.get("module_mode", "train"))
         except BaseException as e:
             return self.describe_error(e, "construct"), b""
         jit_names = sorted(n for n, v in vars(module).items() if is_jit(v))
@@ -350,7 +351,8 @@ class Worker(MeasureOps, OwnershipOps):
         cls, seed, mode = self._built
         self.model, self._graph = None, None
         try:
-            self.model = build_model(cls, self.problem, seed, self.device, mode)
+            with self.watch.build():
+                self.model = build_model(cls, self.problem, seed, self.device, mode)
         except BaseException as e:
             return self.describe_error(e, "construct"), b""
         return {"ok": True}, b""

@@ -122,7 +122,7 @@ def test_a_linear_layer_s_library_gemm_becomes_the_gemm_family_on_cpu():
 
 @pytest.mark.parametrize("name", ["bottleneck_expansion", "gelu_tanh_block", "linear_relu", "small_attention",
                                   "sdpa_attention", "multihead_attention", "item_in_init", "lambda_mlp",
-                                  "weight_norm_linear"])
+                                  "weight_norm_linear", "text_embedding_bag", "prototype_cdist"])
 def test_the_seed_matches_the_model_on_three_calls(name, tmp_path):
     assert max(_lockstep_errors(name, tmp_path)) < 1e-4
 
@@ -251,7 +251,8 @@ print(json.dumps(errors))
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["bottleneck_expansion", "gelu_tanh_block", "linear_relu", "small_attention",
                                   "rnn_cell_hidden", "small_lstm", "sdpa_attention", "multihead_attention",
-                                  "small_gru", "small_rnn_relu", "topk_gate"])
+                                  "small_gru", "small_rnn_relu", "topk_gate", "weight_norm_linear",
+                                  "text_embedding_bag", "prototype_cdist"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""
@@ -289,8 +290,21 @@ def test_a_recurrent_seed_is_labelled_rnn_and_has_a_tf32x3_variant_of_its_launch
     assert "precision='tf32x3')" in variant.code.split("= rnn_seq(")[1].splitlines()[0]
 
 
+@pytest.mark.parametrize("name, call", [("text_embedding_bag", "embedding_bag_op("), ("prototype_cdist", "cdist_op(")])
+def test_an_embedding_bag_or_cdist_inductor_leaves_to_pytorch_becomes_the_lookup_family(name, call):
+    code = _seed(name)
+    assert call in code.split("def call(args):")[1] and "torch.ops.aten" not in code.split("def call(args):")[1]
+
+
 def test_a_seed_with_the_selection_family_is_labelled_select():
     from tools.dialect.portfolio import _configuration
     entry, _ = _configuration(load_problem(PROBLEMS / "topk_gate.py"), "default", lambda: read_capture(
         (FIXTURES / "cpu_topk_gate.py").read_text(encoding="utf-8")))
     assert entry.label == "default+gemm+select"
+
+
+def test_a_seed_with_the_lookup_family_is_labelled_lookup():
+    from tools.dialect.portfolio import _configuration
+    entry, _ = _configuration(load_problem(PROBLEMS / "text_embedding_bag.py"), "default", lambda: read_capture(
+        (FIXTURES / "cpu_text_embedding_bag.py").read_text(encoding="utf-8")))
+    assert entry.label == "default+gemm+lookup"

@@ -1,4 +1,4 @@
-"""nn.EmbeddingBag (mean) then a linear layer: Inductor leaves aten._embedding_bag to PyTorch (named, no seed)."""
+"""nn.EmbeddingBag (mean) then a linear layer: Inductor leaves aten._embedding_bag to PyTorch (krefine's lookup family)."""
 import torch, torch.nn as nn
 class Model(nn.Module):
     def __init__(self):

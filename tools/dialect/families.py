@@ -8,6 +8,7 @@ under tools/kernels/, whose file the seed carries unchanged (`family_source`):
   torch.ops.aten._scaled_dot_product_*_attention       -> sdpa (attention.py)
   torch.ops.krefine.rnn (nn.LSTM / GRU / RNN: rnn_op.py) -> rnn_seq (rnn.py)
   torch.ops.aten.topk / sort (fallback kernels)        -> topk_op / sort_op (select.py)
+  torch.ops.aten._embedding_bag / _cdist_forward        -> embedding_bag_op / cdist_op (lookup.py)
 
 Each launch keeps the buffer Inductor allocated (or the layout it asserts next) and exact
 "ieee" dots; the portfolio's tf32x3 variants change only `precision=`. Used by
@@ -156,3 +157,27 @@ def _select_launch(stmt: ast.Assign) -> ast.Assign:
     (tools/kernels/select.py), a (values, indices) tuple as the op returns."""
     return _as_family_call(stmt, _SELECT_OPS[call_name(stmt)], "top-k / sort", [])
 
+
+
+LOOKUP_FAMILY = "tools/kernels/lookup.py"
+# the fallback ops of nn.EmbeddingBag and torch.cdist -> the family function taking their arguments
+_LOOKUP_OPS = {"torch.ops.aten._embedding_bag.default": "embedding_bag_op",
+               "torch.ops.aten._cdist_forward.default": "cdist_op"}
+
+
+def _lookup_launch(stmt: ast.Assign, rest: list[ast.stmt]) -> ast.Assign:
+    """`buf = torch.ops.aten._embedding_bag.default(w, idx, offsets, ...)` (or _cdist_forward) ->
+    `buf = embedding_bag_op(w, idx, offsets, ..., precision='ieee')`: krefine's lookup family
+    (tools/kernels/lookup.py). The family computes only the first of _embedding_bag's four
+    outputs (the others are the backward's): a call() reading another (`buf[1]`, or the
+    tuple whole) is refused with that reason."""
+    if call_name(stmt) == "torch.ops.aten._embedding_bag.default":
+        name = ast.unparse(stmt.targets[0])
+        firsts = {id(n.value) for r in rest for n in ast.walk(r) if isinstance(n, ast.Subscript)
+                  and ast.unparse(n.value) == name and ast.unparse(n.slice) == "0"}
+        deleted = {id(t) for r in rest if isinstance(r, ast.Delete) for t in r.targets}
+        if any(isinstance(n, ast.Name) and n.id == name and id(n) not in firsts | deleted
+               for r in rest for n in ast.walk(r)):
+            raise ValueError(f"call(): {name} = aten._embedding_bag(...) is read beyond its output (offset2bag, "
+                             "bag_size or max_indices), which krefine's lookup family does not compute")
+    return _as_family_call(stmt, _LOOKUP_OPS[call_name(stmt)], "embedding-bag / cdist", [])

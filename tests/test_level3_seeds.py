@@ -122,7 +122,7 @@ def test_a_linear_layer_s_library_gemm_becomes_the_gemm_family_on_cpu():
 
 @pytest.mark.parametrize("name", ["bottleneck_expansion", "gelu_tanh_block", "linear_relu", "small_attention",
                                   "sdpa_attention", "multihead_attention", "item_in_init", "lambda_mlp",
-                                  "weight_norm_linear", "text_embedding_bag", "prototype_cdist"])
+                                  "weight_norm_linear", "text_embedding_bag", "prototype_cdist", "gnn_scatter"])
 def test_the_seed_matches_the_model_on_three_calls(name, tmp_path):
     assert max(_lockstep_errors(name, tmp_path)) < 1e-4
 
@@ -252,7 +252,7 @@ print(json.dumps(errors))
 @pytest.mark.parametrize("name", ["bottleneck_expansion", "gelu_tanh_block", "linear_relu", "small_attention",
                                   "rnn_cell_hidden", "small_lstm", "sdpa_attention", "multihead_attention",
                                   "small_gru", "small_rnn_relu", "topk_gate", "weight_norm_linear",
-                                  "text_embedding_bag", "prototype_cdist"])
+                                  "text_embedding_bag", "prototype_cdist", "gnn_scatter"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""
@@ -308,3 +308,11 @@ def test_a_seed_with_the_lookup_family_is_labelled_lookup():
     entry, _ = _configuration(load_problem(PROBLEMS / "text_embedding_bag.py"), "default", lambda: read_capture(
         (FIXTURES / "cpu_text_embedding_bag.py").read_text(encoding="utf-8")))
     assert entry.label == "default+gemm+lookup"
+
+
+def test_a_cpu_scatter_add_inductor_leaves_to_pytorch_becomes_the_scatter_family():
+    from tools.dialect.portfolio import _configuration
+    entry, _ = _configuration(load_problem(PROBLEMS / "gnn_scatter.py"), "default", lambda: read_capture(
+        (FIXTURES / "cpu_gnn_scatter.py").read_text(encoding="utf-8")))
+    call = entry.code.split("def call(args):")[1]
+    assert entry.label == "default+gemm+scatter" and "scatter_reduce_op_(" in call and "aten." not in call

@@ -1,4 +1,4 @@
-"""gather, scatter_add and a where: on a CPU Inductor leaves the scatter to PyTorch (named, no seed)."""
+"""gather, scatter_add and a where: on a CPU Inductor leaves the scatter to PyTorch (krefine's scatter family)."""
 import torch, torch.nn as nn
 class Model(nn.Module):
     def __init__(self):

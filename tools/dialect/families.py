@@ -9,6 +9,7 @@ under tools/kernels/, whose file the seed carries unchanged (`family_source`):
   torch.ops.krefine.rnn (nn.LSTM / GRU / RNN: rnn_op.py) -> rnn_seq (rnn.py)
   torch.ops.aten.topk / sort (fallback kernels)        -> topk_op / sort_op (select.py)
   torch.ops.aten._embedding_bag / _cdist_forward        -> embedding_bag_op / cdist_op (lookup.py)
+  aten.scatter_reduce_.two (cpu: scatter_add, ...)      -> scatter_reduce_op_ (scatter.py)
 
 Each launch keeps the buffer Inductor allocated (or the layout it asserts next) and exact
 "ieee" dots; the portfolio's tf32x3 variants change only `precision=`. Used by
@@ -181,3 +182,15 @@ def _lookup_launch(stmt: ast.Assign, rest: list[ast.stmt]) -> ast.Assign:
             raise ValueError(f"call(): {name} = aten._embedding_bag(...) is read beyond its output (offset2bag, "
                              "bag_size or max_indices), which krefine's lookup family does not compute")
     return _as_family_call(stmt, _LOOKUP_OPS[call_name(stmt)], "embedding-bag / cdist", [])
+
+
+SCATTER_FAMILY = "tools/kernels/scatter.py"
+# the in-place scatter Inductor's cpu backend leaves to PyTorch -> the family function, in place too
+_SCATTER_OPS = {"aten.scatter_reduce_.two": "scatter_reduce_op_", "torch.ops.aten.scatter_reduce_.two": "scatter_reduce_op_"}
+
+
+def _scatter_launch(stmt: ast.Expr) -> ast.Expr:
+    """`aten.scatter_reduce_.two(buf, dim, index, src, reduce='sum', include_self=True)` ->
+    `scatter_reduce_op_(buf, dim, index, src, reduce='sum', include_self=True, precision='ieee')`:
+    krefine's scatter family (tools/kernels/scatter.py), updating `buf` in place as the op does."""
+    return _as_family_call(stmt, _SCATTER_OPS[call_name(stmt)], "scatter", [])

@@ -53,8 +53,9 @@ import ast
 import re
 
 from tools.dialect.families import (ATTENTION_FAMILY, CONV_FAMILY, GEMM_FAMILY, RNN_FAMILY, RNN_OP,
-                                    SELECT_FAMILY, LOOKUP_FAMILY, _GEMM_CALLS, _SELECT_OPS, _LOOKUP_OPS,
-                                    _lookup_launch, _attention_launch, _conv_launch,
+                                    SELECT_FAMILY, LOOKUP_FAMILY, SCATTER_FAMILY, _GEMM_CALLS, _SELECT_OPS,
+                                    _LOOKUP_OPS, _SCATTER_OPS, _lookup_launch, _scatter_launch,
+                                    _attention_launch, _conv_launch,
                                     _gemm_launch, _rnn_launch, _sdpa_op, _select_launch, conv_family_source,
                                     family_source)
 from tools.dialect.inductor_capture import Capture, capture
@@ -110,7 +111,7 @@ def convert(problem, capture: Capture) -> str:
                                       None if capture.returned is None else 1 + max([*used, *_state_outputs(capture)]))
     # 4) ModelNew from Model's own __init__
     prelude, model_src = model_new(problem.source, arg_names, sources, len(inputs), returned, capture.state)
-    families = {CONV_FAMILY, GEMM_FAMILY, ATTENTION_FAMILY, RNN_FAMILY, SELECT_FAMILY, LOOKUP_FAMILY}
+    families = {CONV_FAMILY, GEMM_FAMILY, ATTENTION_FAMILY, RNN_FAMILY, SELECT_FAMILY, LOOKUP_FAMILY, SCATTER_FAMILY}
     if not kernels and not externs & families:
         raise ValueError("the Inductor output has no Triton kernel")   # and no library call krefine writes
     libraries = externs - families
@@ -121,6 +122,7 @@ def convert(problem, capture: Capture) -> str:
     family += [family_source(RNN_FAMILY)] if RNN_FAMILY in externs else []
     family += [family_source(SELECT_FAMILY)] if SELECT_FAMILY in externs else []
     family += [family_source(LOOKUP_FAMILY)] if LOOKUP_FAMILY in externs else []
+    family += [family_source(SCATTER_FAMILY)] if SCATTER_FAMILY in externs else []
     jit = [s for k in kernels.values() for s in k.jit_sources]
     parts = [header + prelude] + family + list(dict.fromkeys(jit)) + [call_src, model_src]
     out = "\n\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n"
@@ -210,6 +212,9 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
         elif isinstance(stmt, ast.Assign) and call_name(stmt) in _LOOKUP_OPS:
             body.append(_lookup_launch(stmt, stmts))
             externs.add(LOOKUP_FAMILY)
+        elif isinstance(stmt, ast.Expr) and call_name(stmt) in _SCATTER_OPS:
+            body.append(_scatter_launch(stmt))
+            externs.add(SCATTER_FAMILY)
         elif isinstance(stmt, (ast.Assign, ast.Expr)) and call_name(stmt).startswith(("torch.ops.", "aten.")):
             # `buf = torch.ops.aten.X(...)`, or an in-place `aten.X_(buf, ...)` (scatter_reduce_)
             raise ValueError(f"call(): Inductor leaves {call_name(stmt)} to PyTorch (a fallback kernel), and "

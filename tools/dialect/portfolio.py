@@ -29,7 +29,8 @@ library attention (flash / efficient / cuDNN, from F.scaled_dot_product_attentio
 nn.MultiheadAttention) went to krefine's attention family (tools/kernels/attention.py), "+attn"
 (the templates compile then runs too: it writes attention as matmuls and a softmax); one with
 nn.LSTM / GRU / RNN in krefine's recurrent family, "+rnn"; one with top-k or sort in its
-selection family, "+select"; one with nn.EmbeddingBag or torch.cdist in its lookup family, "+lookup".
+selection family, "+select"; one with nn.EmbeddingBag or torch.cdist in its lookup family, "+lookup"; one with a cpu
+scatter in its scatter family, "+scatter".
 
 The entry `seed_candidate` returns comes first (default when accepted, else templates),
 then the other compile, then the tf32x3 variants in the same order, then the tf32conv
@@ -77,6 +78,7 @@ _RNN_CALL = re.compile(r"= rnn_seq\(")
 _RNN_PRECISION = re.compile(r"(= rnn_seq\(.*\bprecision=)'ieee'")
 _SELECT_CALL = re.compile(r"= (?:topk|sort)_op\(")
 _LOOKUP_CALL = re.compile(r"= (?:embedding_bag|cdist)_op\(")
+_SCATTER_CALL = re.compile(r"^\s*scatter_reduce_op_\(", re.M)
 # a library attention op Inductor leaves (flash / efficient / cuDNN): the templates compile
 # writes attention as matmuls and a softmax instead
 _LIBRARY_ATTENTION = re.compile(r"\btorch\.ops\.aten\._scaled_dot_product_\w+\.default\(")
@@ -157,6 +159,8 @@ def _configuration(problem, label: str, get) -> tuple[PortfolioEntry, Capture | 
         label = f"{label}+select"
     if _LOOKUP_CALL.search(code):   # aten._embedding_bag / _cdist_forward as krefine's lookup family
         label = f"{label}+lookup"
+    if _SCATTER_CALL.search(code):  # aten.scatter_reduce_ (cpu) as krefine's scatter family
+        label = f"{label}+scatter"
     return PortfolioEntry(label, code), cap
 
 

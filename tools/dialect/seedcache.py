@@ -50,7 +50,7 @@ PORTFOLIO_CODE = ("portfolio.py", "../precision.py")
 _PLUMBING = ("seedcache.py", "portfolio.py")
 # kernel families a seed copies its text from (tools/dialect/kernelbook.py)
 KERNEL_CODE = ("../kernels/conv.py", "../kernels/gemm.py", "../kernels/attention.py", "../kernels/rnn.py",
-               "../kernels/select.py", "../kernels/lookup.py")
+               "../kernels/select.py", "../kernels/lookup.py", "../kernels/scatter.py")
 
 
 def seed_cache_key(problem_source: str, device: str, torch_version: str, module_mode: str = "train") -> str:

@@ -1,0 +1,98 @@
+"""krefine's scatter family (tools/kernels/scatter.py): `aten.scatter_reduce_.two`, the in-place
+scatter Inductor's cpu backend leaves to PyTorch, against torch's own.
+
+On cpu the cases run in Triton's interpreter in one child process; each case is its own test.
+The `gpu` tests run the same cases on cuda; the slow tier compiles the kernels for sm_90.
+"""
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from tests.kernel_cases import case_errors
+
+CASES = """
+import json, sys
+import torch
+from tools.kernels.scatter import scatter_reduce_op_
+dev = sys.argv[1]
+torch.manual_seed(0)
+def err(dim, reduce, include_self, shape=(4, 6, 5), index_shape=(4, 3, 5)):
+    out = torch.randn(shape, device=dev)
+    src = torch.randn(index_shape, device=dev)
+    index = torch.randint(0, shape[dim], index_shape, device=dev)
+    want = out.clone().scatter_reduce_(dim, index, src, reduce, include_self=include_self)
+    got = scatter_reduce_op_(out.clone(), dim, index, src, reduce=reduce, include_self=include_self)
+    return (got - want).abs().max().item()
+out = {}
+out["sum_along_every_dim"] = max(err(d, "sum", True, index_shape=(3, 4, 2)) for d in (0, 1, 2, -1))
+out["sum_without_self"] = max(err(d, "sum", False, index_shape=(3, 4, 2)) for d in (0, 1, 2))
+out["amax_and_amin_with_and_without_self"] = max(err(1, r, s) for r in ("amax", "amin") for s in (True, False))
+out["one_dimension"] = err(0, "sum", True, shape=(7,), index_shape=(20,))
+base = torch.zeros(3, 8, device=dev)
+src = torch.randn(3, 8, device=dev)
+wide = torch.randn(3, 10, device=dev)       # src wider than index: only index's positions count
+idx = torch.randint(0, 8, (3, 8), device=dev)
+out["src_wider_than_index"] = (scatter_reduce_op_(base.clone(), 1, idx, wide, "sum") -
+                               base.clone().scatter_reduce_(1, idx, wide[:, :8].contiguous(), "sum")).abs().max().item()
+t = torch.randn(8, 3, device=dev).t()        # strided out, as a view
+want = t.clone().scatter_add_(1, idx, src)
+got = t.clone()
+scatter_reduce_op_(got, 1, idx, src, "sum")
+out["strided_out_updated_in_place"] = (got - want).abs().max().item()
+try:
+    scatter_reduce_op_(base.clone(), 1, idx, src, "prod")
+    out["prod_refused_with_the_reason"] = 1.0
+except ValueError as e:
+    out["prod_refused_with_the_reason"] = 0.0 if "no atomic form" in str(e) else 1.0
+print(json.dumps(out))
+"""
+NAMES = ["sum_along_every_dim", "sum_without_self", "amax_and_amin_with_and_without_self", "one_dimension",
+         "src_wider_than_index", "strided_out_updated_in_place", "prod_refused_with_the_reason"]
+TOLERANCE = 1e-5   # a sum's order of additions is the atomics'
+
+
+@pytest.mark.parametrize("case", NAMES)
+def test_the_scatter_family_matches_torch_in_the_interpreter(case):
+    assert case_errors(CASES, "cpu")[case] < TOLERANCE
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", NAMES)
+def test_the_scatter_family_matches_torch_on_cuda(case):
+    assert case_errors(CASES, "cuda")[case] < TOLERANCE
+
+
+def test_an_in_place_scatter_reduce_fallback_becomes_the_family_call_with_the_ops_arguments():
+    from tools.dialect.families import _scatter_launch
+    stmt = ast.parse("aten.scatter_reduce_.two(buf1, 1, arg3_1, buf2, reduce='sum', include_self=True)").body[0]
+    assert ast.unparse(_scatter_launch(stmt)) == \
+        "scatter_reduce_op_(buf1, 1, arg3_1, buf2, reduce='sum', include_self=True, precision='ieee')"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", ["scatter_reduce_kernel", "scatter_fill_kernel"])
+def test_the_scatter_kernels_compile_for_sm90(kernel):
+    triton = pytest.importorskip("triton")
+    try:
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+    except ImportError:
+        pytest.skip("this Triton has no ASTSource / GPUTarget")
+    import tools.kernels.scatter as scatter
+    fn = getattr(scatter, kernel)
+    if not hasattr(fn, "fn"):
+        pytest.skip("TRITON_INTERPRET is set in this process")
+    ints = ["n", "n1", "n2", "n3", "o0", "o1", "o2", "o3", "t0", "t1", "t2", "t3"]
+    if kernel == "scatter_reduce_kernel":
+        ints[4:4] = ["s0", "s1", "s2", "s3"]
+        sig = {"out_ptr": "*fp32", "idx_ptr": "*i64", "src_ptr": "*fp32", **{n: "i64" for n in ints},
+               "DIM": "constexpr", "REDUCE": "constexpr", "BLOCK": "constexpr"}
+        consts = {"DIM": 2, "REDUCE": 1, "BLOCK": 256}
+    else:
+        sig = {"out_ptr": "*fp32", "idx_ptr": "*i64", **{n: "i64" for n in ints}, "value": "fp32",
+               "DIM": "constexpr", "BLOCK": "constexpr"}
+        consts = {"DIM": 3, "BLOCK": 256}
+    compiled = triton.compile(ASTSource(fn, sig, consts), target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    assert compiled.asm["ptx"]

@@ -31,6 +31,14 @@ def test_tensors_round_trip_bit_exact(dtype):
     assert a.dtype == dtype and torch.equal(a, t) and torch.equal(b, t.t())
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])
+def test_a_0_dim_tensor_a_loss_returns_round_trips(dtype):
+    t = torch.tensor(3.25).to(dtype)
+    specs, raw = channel.pack_tensors([t])
+    (a,) = channel.unpack_tensors(specs, raw)
+    assert a.shape == () and a.dtype == dtype and torch.equal(a, t)
+
+
 def test_garbage_bytes_are_a_protocol_error():
     r, w = os.pipe()
     os.write(w, b'{"verdict": "correct"}\n' * 4)

@@ -108,7 +108,8 @@ def pack_tensors(tensors) -> tuple[list[dict], list]:
     specs, views = [], []
     for t in tensors:
         c = B.contiguous(B.to(B.detach(t), "cpu"))
-        raw = B.numpy(B.reshape(B.view(c, torch.uint8), (-1,))) if B.numel(c) else b""
+        # flat before the byte view: a 0-dim tensor (a loss) has no dimension to widen
+        raw = B.numpy(B.view(B.reshape(c, (-1,)), torch.uint8)) if B.numel(c) else b""
         specs.append({"dtype": str(B.dtype.__get__(c)).removeprefix("torch."), "shape": list(B.shape.__get__(c)),
                       "nbytes": len(raw)})
         views.append(raw)

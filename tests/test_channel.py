@@ -123,3 +123,46 @@ def test_staging_layout_aligns_every_tensor():
     from tools.sandbox import cudaipc
     assert cudaipc.layout([1, 256, 257, 0, 5]) == [0, 256, 512, 1024, 1024]
     assert cudaipc.span([1, 256, 257, 0, 5]) == 1280
+
+
+LOSS_PROBLEM = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return (x * x).mean()
+
+def get_inputs():
+    return [torch.randn(100)]
+
+def get_init_inputs():
+    return []
+'''
+
+LOSS_CANDIDATE = '''import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+@triton.jit
+def mean_square_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr, tl.sum(x * x, axis=0) / n)
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty((), device=x.device, dtype=x.dtype)
+        mean_square_kernel[(1,)](x, out, x.numel(), BLOCK=128)
+        return out
+'''
+
+
+def test_a_candidate_returning_a_0_dim_loss_is_judged_correct_on_cpu(tmp_path):
+    from shared_judges import verdict_of
+    from tools.problem import load_problem
+    from tools.verdict import Status
+    path = tmp_path / "mean_square.py"
+    path.write_text(LOSS_PROBLEM)
+    verdict = verdict_of(load_problem(path), LOSS_CANDIDATE, device="cpu")
+    assert verdict.status is Status.CORRECT, verdict.diagnostics

@@ -40,6 +40,10 @@ out["baddbmm_broadcast"] = err(gemm(a, b, out=torch.empty(2, 17, 18, device=dev)
                                a.double() @ b.double() + bias.double())
 a, b = r(3, 150, 70), r(3, 70, 130)
 out["bmm_several_tiles"] = err(gemm(a, b, out=torch.empty(3, 150, 130, device=dev)), a.double() @ b.double())
+a, b, bias = r(9, 21).double(), r(21, 6).double(), r(6).double()
+for p in ("ieee", "tf32x3"):      # fp64 operands: fp64 accumulation whatever the precision asks
+    got = gemm(a, b, out=torch.empty(9, 6, device=dev, dtype=torch.float64), bias=bias, precision=p)
+    out[f"float64_operands_{p}"] = err(got, a @ b + bias) * 1e6 if got.dtype == torch.float64 else float("inf")
 try:
     gemm(r(3, 4), r(5, 2), out=torch.empty(3, 2, device=dev))
     out["mismatch_raises"] = 1.0
@@ -48,7 +52,7 @@ except ValueError:
 print(json.dumps(out))
 """
 NAMES = ["mm_odd", "addmm_linear", "alpha_beta", "bmm_strided_out", "baddbmm_broadcast", "bmm_several_tiles",
-         "mismatch_raises"]
+         "float64_operands_ieee", "float64_operands_tf32x3", "mismatch_raises"]
 
 
 def _errors(device: str) -> dict:
@@ -64,3 +68,26 @@ def test_the_gemm_family_matches_float64_torch_in_the_interpreter(case):
 @pytest.mark.parametrize("case", NAMES)
 def test_the_gemm_family_matches_float64_torch_on_cuda(case):
     assert _errors("cuda")[case] < 1e-4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype, precision", [("fp32", "tf32x3"), ("fp64", "ieee")])
+def test_the_gemm_kernel_compiles_for_sm90(dtype, precision):
+    triton = pytest.importorskip("triton")
+    try:
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+    except ImportError:
+        pytest.skip("this Triton has no ASTSource / GPUTarget")
+    import tools.kernels.gemm as gemm
+    if not hasattr(gemm.gemm_kernel, "fn"):
+        pytest.skip("TRITON_INTERPRET is set in this process")
+    ints = ["M", "N", "K", "sab", "sam", "sak", "sbb", "sbk", "sbn", "sxb", "sxm", "sxn", "scb", "scm", "scn"]
+    sig = {"a_ptr": f"*{dtype}", "b_ptr": f"*{dtype}", "bias_ptr": f"*{dtype}", "c_ptr": f"*{dtype}",
+           **{n: "i32" for n in ints}, "alpha": "fp32", "beta": "fp32", **{c: "constexpr" for c in (
+               "HAS_BIAS", "PRECISION", "DOUBLE", "BLOCK_M", "BLOCK_N", "BLOCK_K")}}
+    consts = {"HAS_BIAS": True, "PRECISION": precision, "DOUBLE": dtype == "fp64",
+              "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}
+    compiled = triton.compile(ASTSource(gemm.gemm_kernel, sig, consts), target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": 4, "num_stages": 3})
+    assert compiled.asm["ptx"]

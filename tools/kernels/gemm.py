@@ -15,7 +15,8 @@ strides. The output is written through its own strides, as the caller allocated 
 
 Precision: fp32 accumulation; `tl.dot` at `precision` ("ieee" exact fp32, "tf32x3",
 "tf32"); fp16 / bf16 operands are multiplied as they are and the result cast to the
-output's dtype. Tiles are at least 16 on each side (tl.dot's minimum), masked, so any
+output's dtype. fp64 operands (a model in double) accumulate in fp64, exactly, whatever
+`precision` says. Tiles are at least 16 on each side (tl.dot's minimum), masked, so any
 M, N, K works.
 
 Not covered: integer or complex products, split-K (a long K is one program's loop),
@@ -31,7 +32,7 @@ import triton.language as tl
 @triton.jit
 def gemm_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
                 sab, sam, sak, sbb, sbk, sbn, sxb, sxm, sxn, scb, scm, scn, alpha, beta,
-                HAS_BIAS: tl.constexpr, PRECISION: tl.constexpr,
+                HAS_BIAS: tl.constexpr, PRECISION: tl.constexpr, DOUBLE: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     # program (tile of M x N, batch): the batch on axis 1, the tiles on axis 0
     pid = tl.program_id(0)
@@ -44,7 +45,7 @@ def gemm_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
     n_ok = rn < N
     a_rows = a_ptr + batch * sab + rm.to(tl.int64)[:, None] * sam
     b_cols = b_ptr + batch * sbb + rn.to(tl.int64)[None, :] * sbn
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64 if DOUBLE else tl.float32)
     for k0 in range(0, K, BLOCK_K):
         k = k0 + rk
         k_ok = k < K
@@ -56,7 +57,7 @@ def gemm_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
     if HAS_BIAS:
         x = tl.load(bias_ptr + batch * sxb + rm.to(tl.int64)[:, None] * sxm + rn.to(tl.int64)[None, :] * sxn,
                     mask=ok, other=0.0)
-        acc += beta * x.to(tl.float32)
+        acc += beta * x.to(acc.dtype)
     c = c_ptr + batch * scb + rm.to(tl.int64)[:, None] * scm + rn.to(tl.int64)[None, :] * scn
     tl.store(c, acc.to(c_ptr.dtype.element_ty), mask=ok)
 
@@ -89,8 +90,12 @@ def gemm(a, b, *, out, bias=None, alpha=1.0, beta=1.0, precision="ieee", config=
         x = bias.expand(out.shape)       # a view: the broadcast as strides (0 where repeated)
         x3 = x if x.dim() == 3 else x.unsqueeze(0)
     bm, bn, bk, warps, stages = config or gemm_config(m, n, k, a.device.type)
+    double = a.dtype == torch.float64 or b.dtype == torch.float64
+    if double:
+        precision = "ieee"              # TF32 products are for fp32 operands
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn), nb)
     gemm_kernel[grid](a3, b3, x3, c3, m, n, k, *a3.stride(), *b3.stride(), *x3.stride(), *c3.stride(),
                       float(alpha), float(beta), HAS_BIAS=has_bias, PRECISION=precision,
+                      DOUBLE=double,
                       BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, num_stages=stages)
     return out

@@ -48,3 +48,13 @@ def test_the_chosen_configs_are_read_before_the_fresh_cache_closes():
     out = subprocess.run([sys.executable, "-c", _CHECK, str(PROBLEM)], cwd=ROOT, capture_output=True, text=True,
                          timeout=300)
     assert out.stdout.strip().splitlines()[-1:] == ["True"], out.stderr[-2000:]
+
+
+def test_a_cast_the_forward_makes_rounds_in_the_captured_kernel_as_eager_rounds_it(tmp_path):
+    # Inductor's default keeps the fp32 value through .half().float() inside a fused kernel
+    out = tmp_path / "capture.py"
+    done = subprocess.run([sys.executable, "-m", "tools.dialect", "capture",
+                           str(ROOT / "tests" / "dialect" / "problems" / "half_round_trip.py"), "--device", "cpu",
+                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ".to(tl.float16)" in out.read_text()

@@ -132,6 +132,10 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             from torch.nn.attention import SDPBackend, sdpa_kernel
             stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
         stack.enter_context(strict_fp32())   # a template conv's ALLOW_TF32 follows cuDNN's flag
+        if _has_config("emulate_precision_casts"):
+            # a cast the forward makes (x.half().float()) rounds inside a fused kernel as eager
+            # rounds it: by default Inductor keeps the wider value, and the seed missed eager
+            stack.enter_context(torch._inductor.config.patch(emulate_precision_casts=True))
         stack.enter_context(_warnings_out_of_graph())
         stack.enter_context(_rnn_in_graph())   # what recurrent_as_ops leaves (a projection, dropout)
         stack.enter_context(recurrent_as_ops(model))   # nn.LSTM / GRU / RNN as one op each, not unrolled

@@ -224,8 +224,8 @@ UNSUPPORTED = {
                       "call(): Inductor leaves torch.ops.aten.cumprod.default to PyTorch (a fallback kernel), and "
                       "krefine has no Triton kernel for it"),
     "in-place aten fallback": ("cpu_relu_odd", ("        del arg0_1\n",
-                               "        aten.scatter_reduce_.two(arg0_1, 1, arg0_1, arg0_1, reduce='sum')\n"),
-                               "call(): Inductor leaves aten.scatter_reduce_.two to PyTorch (a fallback kernel), and "
+                               "        aten.index_reduce_.default(arg0_1, 0, arg0_1, arg0_1, 'prod')\n"),
+                               "call(): Inductor leaves aten.index_reduce_.default to PyTorch (a fallback kernel), and "
                                "krefine has no Triton kernel for it"),
     "random numbers": ("cpu_relu_odd", ("        del arg0_1\n", "        aten.randint.low_out(-9223372036854775808, "
                                                            "9223372036854775807, [1], out=buf0)\n"),

@@ -22,3 +22,20 @@ def case_errors(cases: str, device: str) -> dict:
                           env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def compile_for_sm90(fn, signature: dict, constants: dict, **options):
+    """`fn` (a @triton.jit kernel) compiled for sm_90 by this machine's ptxas, no GPU needed:
+    what a GPU-only compile error would stop. Skips where this Triton has no ASTSource /
+    GPUTarget, or where the process runs Triton's interpreter (`fn` is then no JITFunction)."""
+    import pytest
+    triton = pytest.importorskip("triton")
+    try:
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+    except ImportError:
+        pytest.skip("this Triton has no ASTSource / GPUTarget")
+    if not hasattr(fn, "fn"):
+        pytest.skip("TRITON_INTERPRET is set in this process")
+    return triton.compile(ASTSource(fn, signature, constants), target=GPUTarget("cuda", 90, 32),
+                          options=options or {"num_warps": 4})

@@ -10,7 +10,7 @@ import ast
 
 import pytest
 
-from tests.kernel_cases import case_errors
+from tests.kernel_cases import case_errors, compile_for_sm90
 
 CASES = """
 import json, sys
@@ -74,16 +74,7 @@ def test_an_in_place_scatter_reduce_fallback_becomes_the_family_call_with_the_op
 @pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["scatter_reduce_kernel", "scatter_fill_kernel"])
 def test_the_scatter_kernels_compile_for_sm90(kernel):
-    triton = pytest.importorskip("triton")
-    try:
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import ASTSource
-    except ImportError:
-        pytest.skip("this Triton has no ASTSource / GPUTarget")
     import tools.kernels.scatter as scatter
-    fn = getattr(scatter, kernel)
-    if not hasattr(fn, "fn"):
-        pytest.skip("TRITON_INTERPRET is set in this process")
     ints = ["n", "n1", "n2", "n3", "o0", "o1", "o2", "o3", "t0", "t1", "t2", "t3"]
     if kernel == "scatter_reduce_kernel":
         ints[4:4] = ["s0", "s1", "s2", "s3"]
@@ -94,5 +85,4 @@ def test_the_scatter_kernels_compile_for_sm90(kernel):
         sig = {"out_ptr": "*fp32", "idx_ptr": "*i64", **{n: "i64" for n in ints}, "value": "fp32",
                "DIM": "constexpr", "BLOCK": "constexpr"}
         consts = {"DIM": 3, "BLOCK": 256}
-    compiled = triton.compile(ASTSource(fn, sig, consts), target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
-    assert compiled.asm["ptx"]
+    assert compile_for_sm90(getattr(scatter, kernel), sig, consts).asm["ptx"]

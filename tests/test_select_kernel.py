@@ -10,7 +10,7 @@ import ast
 
 import pytest
 
-from tests.kernel_cases import case_errors
+from tests.kernel_cases import case_errors, compile_for_sm90
 
 CASES = """
 import json, sys
@@ -83,18 +83,7 @@ def test_a_stable_sort_fallback_keeps_its_keywords():
 
 @pytest.mark.slow
 def test_the_selection_kernel_compiles_for_sm90():
-    triton = pytest.importorskip("triton")
-    try:
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import ASTSource
-    except ImportError:
-        pytest.skip("this Triton has no ASTSource / GPUTarget")
     import tools.kernels.select as select
-    if not hasattr(select.select_kernel, "fn"):
-        pytest.skip("TRITON_INTERPRET is set in this process")
     sig = {"x_ptr": "*fp32", "val_ptr": "*fp32", "idx_ptr": "*i64", "n": "i32", "k": "i32", "inner": "i32",
            "x_so": "i32", "x_sn": "i32", "x_si": "i32", "LARGEST": "constexpr", "BLOCK_N": "constexpr"}
-    consts = {"LARGEST": True, "BLOCK_N": 1024}
-    kernel = triton.compile(ASTSource(select.select_kernel, sig, consts), target=GPUTarget("cuda", 90, 32),
-                            options={"num_warps": 4})
-    assert kernel.asm["ptx"]
+    assert compile_for_sm90(select.select_kernel, sig, {"LARGEST": True, "BLOCK_N": 1024}).asm["ptx"]

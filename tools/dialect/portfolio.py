@@ -29,14 +29,13 @@ library attention (flash / efficient / cuDNN, from F.scaled_dot_product_attentio
 nn.MultiheadAttention) went to krefine's attention family (tools/kernels/attention.py), "+attn"
 (the templates compile then runs too: it writes attention as matmuls and a softmax); one with
 nn.LSTM / GRU / RNN in krefine's recurrent family, "+rnn"; one with top-k or sort in its
-selection family, "+select"; one with nn.EmbeddingBag or torch.cdist in its lookup family, "+lookup"; one with a cpu
-scatter in its scatter family, "+scatter".
+selection family, "+select"; one with nn.EmbeddingBag or torch.cdist in its lookup family,
+"+lookup"; one with a cpu scatter in its scatter family, "+scatter".
 
 The entry `seed_candidate` returns comes first (default when accepted, else templates),
 then the other compile, then the tf32x3 variants in the same order, then the tf32conv
-ones; a code equal byte
-for byte to an earlier entry's is left out. A configuration that fails is an entry with
-its reason and stops none of the others.
+ones; a code equal byte for byte to an earlier entry's is left out. A configuration that
+fails is an entry with its reason and stops none of the others.
 
 `cached_portfolio` keeps it in the seed cache (tools/dialect/seedcache.py, beside the
 seed and the captures it reuses); `portfolio_in_subprocess` is how the agent gets one

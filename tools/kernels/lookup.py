@@ -8,9 +8,9 @@ with the op's own arguments:
   embedding_bag_op: one program per (bag, block of columns) walks the bag's indices
   (offsets[b] to offsets[b+1]) and sums, averages or takes the maximum of the rows, each
   scaled by its per-sample weight where given (sum only, as torch allows); an index equal to
-  padding_idx is skipped and not counted; an empty bag is zeros. Returns the op's 4-tuple:
-  the output, then offset2bag, bag_size and max_indices, which only the backward reads
-  (the converter accepts a capture that reads element 0 alone).
+  padding_idx is skipped and not counted; an empty bag is zeros. Returns the op's 4-tuple
+  with three empty tensors in place of offset2bag, bag_size and max_indices, which only the
+  backward reads (the converter accepts a capture that reads element 0 alone).
   cdist_op: one program per (batch, block of rows of x1, block of rows of x2) accumulates
   sum |a - b|^p over the feature dimension, by differences (exact where torch's p = 2 path
   may use a matrix product, ||a||² + ||b||² - 2ab, which cancels); p = 0 counts nonzero

@@ -194,3 +194,8 @@ def _scatter_launch(stmt: ast.Expr) -> ast.Expr:
     `scatter_reduce_op_(buf, dim, index, src, reduce='sum', include_self=True, precision='ieee')`:
     krefine's scatter family (tools/kernels/scatter.py), updating `buf` in place as the op does."""
     return _as_family_call(stmt, _SCATTER_OPS[call_name(stmt)], "scatter", [])
+
+
+# every family a seed may carry, in the order the seed's text holds them (the seed cache's
+# key hashes these files: tools/dialect/seedcache.py KERNEL_CODE)
+FAMILIES = (CONV_FAMILY, GEMM_FAMILY, ATTENTION_FAMILY, RNN_FAMILY, SELECT_FAMILY, LOOKUP_FAMILY, SCATTER_FAMILY)

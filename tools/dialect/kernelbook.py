@@ -52,11 +52,10 @@ from __future__ import annotations
 import ast
 import re
 
-from tools.dialect.families import (ATTENTION_FAMILY, CONV_FAMILY, GEMM_FAMILY, RNN_FAMILY, RNN_OP,
-                                    SELECT_FAMILY, LOOKUP_FAMILY, SCATTER_FAMILY, _GEMM_CALLS, _SELECT_OPS,
-                                    _LOOKUP_OPS, _SCATTER_OPS, _lookup_launch, _scatter_launch,
-                                    _attention_launch, _conv_launch,
-                                    _gemm_launch, _rnn_launch, _sdpa_op, _select_launch, conv_family_source,
+from tools.dialect.families import (ATTENTION_FAMILY, CONV_FAMILY, FAMILIES, GEMM_FAMILY, LOOKUP_FAMILY, RNN_FAMILY,
+                                    RNN_OP, SCATTER_FAMILY, SELECT_FAMILY, _GEMM_CALLS, _LOOKUP_OPS, _SCATTER_OPS,
+                                    _SELECT_OPS, _attention_launch, _conv_launch, _gemm_launch, _lookup_launch,
+                                    _rnn_launch, _scatter_launch, _sdpa_op, _select_launch, conv_family_source,
                                     family_source)
 from tools.dialect.inductor_capture import Capture, capture
 from tools.dialect.inductor_wrapper import (BLOCK_PARAMS, FIXED_GRID, GRID_NUMELS, Kernel, call_name, dotted,
@@ -111,18 +110,12 @@ def convert(problem, capture: Capture) -> str:
                                       None if capture.returned is None else 1 + max([*used, *_state_outputs(capture)]))
     # 4) ModelNew from Model's own __init__
     prelude, model_src = model_new(problem.source, arg_names, sources, len(inputs), returned, capture.state)
-    families = {CONV_FAMILY, GEMM_FAMILY, ATTENTION_FAMILY, RNN_FAMILY, SELECT_FAMILY, LOOKUP_FAMILY, SCATTER_FAMILY}
+    families = set(FAMILIES)
     if not kernels and not externs & families:
         raise ValueError("the Inductor output has no Triton kernel")   # and no library call krefine writes
     libraries = externs - families
     header = HEADER if not libraries else HEADER.replace("import torch\n", "import torch\n" + EXTERN_IMPORT, 1)
-    family = [conv_family_source()] if CONV_FAMILY in externs else []
-    family += [family_source(GEMM_FAMILY)] if GEMM_FAMILY in externs else []
-    family += [family_source(ATTENTION_FAMILY)] if ATTENTION_FAMILY in externs else []
-    family += [family_source(RNN_FAMILY)] if RNN_FAMILY in externs else []
-    family += [family_source(SELECT_FAMILY)] if SELECT_FAMILY in externs else []
-    family += [family_source(LOOKUP_FAMILY)] if LOOKUP_FAMILY in externs else []
-    family += [family_source(SCATTER_FAMILY)] if SCATTER_FAMILY in externs else []
+    family = [conv_family_source() if f == CONV_FAMILY else family_source(f) for f in FAMILIES if f in externs]
     jit = [s for k in kernels.values() for s in k.jit_sources]
     parts = [header + prelude] + family + list(dict.fromkeys(jit)) + [call_src, model_src]
     out = "\n\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n"

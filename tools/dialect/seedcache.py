@@ -35,6 +35,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from tools.dialect.families import FAMILIES
 from tools.dialect.inductor_capture import Capture, capture, capture_text, read_capture
 from tools.dialect.kernelbook import seed_candidate
 
@@ -49,8 +50,7 @@ PORTFOLIO_CODE = ("portfolio.py", "../precision.py")
 # the cache's plumbing: no part of what a seed is
 _PLUMBING = ("seedcache.py", "portfolio.py")
 # kernel families a seed copies its text from (tools/dialect/kernelbook.py)
-KERNEL_CODE = ("../kernels/conv.py", "../kernels/gemm.py", "../kernels/attention.py", "../kernels/rnn.py",
-               "../kernels/select.py", "../kernels/lookup.py", "../kernels/scatter.py")
+KERNEL_CODE = tuple("../" + f.removeprefix("tools/") for f in FAMILIES)
 
 
 def seed_cache_key(problem_source: str, device: str, torch_version: str, module_mode: str = "train") -> str:

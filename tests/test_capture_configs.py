@@ -50,6 +50,7 @@ def test_the_chosen_configs_are_read_before_the_fresh_cache_closes():
     assert out.stdout.strip().splitlines()[-1:] == ["True"], out.stderr[-2000:]
 
 
+@pytest.mark.slow   # a live torch.compile in its own process
 def test_a_cast_the_forward_makes_rounds_in_the_captured_kernel_as_eager_rounds_it(tmp_path):
     # Inductor's default keeps the fp32 value through .half().float() inside a fused kernel
     out = tmp_path / "capture.py"

@@ -158,6 +158,7 @@ class ModelNew(nn.Module):
 '''
 
 
+@pytest.mark.slow   # a judge session of its own; the pack/unpack round trip above is the fast check
 def test_a_candidate_returning_a_0_dim_loss_is_judged_correct_on_cpu(tmp_path):
     from shared_judges import verdict_of
     from tools.problem import load_problem

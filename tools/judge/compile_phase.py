@@ -3,7 +3,8 @@
 Covers the worker's set-up (its lock-down; a worker that cannot start is the
 evaluator's fault), the offer of a judge-owned CUDA IPC buffer for outputs (before any
 candidate code runs; else the pipe), importing the candidate and building ModelNew, on
-cuda compiling the forward's kernels without launching them, and step 5) on cpu:
+cuda compiling the forward's kernels without launching them (on several threads:
+tools/sandbox/warmpool.py), and step 5) on cpu:
 every kernel the interpreter ran compiled for sm_90 in a second, clean worker (GPU-only
 compile errors, registers, spills). Runs outside the exclusive GPU hold.
 """
@@ -70,15 +71,18 @@ def _warm(evaluation, worker) -> Status | None:
     """JIT-compile the forward's kernels without launching them (Triton's warmup path),
     outside the exclusive hold on the GPU. A Triton compile error is the verdict; any
     other failure here is left for the trials to find and report."""
-    try:
-        reply, _ = worker.request({"op": "warm", "seed": secrets.randbelow(2**31 - 1)},
+    from tools.judge.precompile import MAX_JOBS, compile_jobs
+    try:   # on this host's cores shared by its GPUs, at most 8 threads (tools/sandbox/warmpool.py)
+        reply, _ = worker.request({"op": "warm", "seed": secrets.randbelow(2**31 - 1),
+                                   "threads": compile_jobs(MAX_JOBS)},
                                   evaluation.settings.test.compile_timeout_s)
     except isolation.WorkerTimeout as e:
         evaluation.diag("timeout", f"compiling the forward's kernels took too long: {e}")
         return Status.TIMEOUT
     except isolation.WorkerDied:
         return died(evaluation, worker, "kernel compilation")
-    evaluation.checks["warm"] = {"compiled": reply.get("compiled", 0), "s": reply.get("s")}
+    evaluation.checks["warm"] = {"compiled": reply.get("compiled", 0), "threads": reply.get("threads", 1),
+                                 "s": reply.get("s")}
     if not reply.get("ok") and reply.get("kind") == "triton_compile":
         error_diag(evaluation, reply)
         return Status.COMPILE_ERROR

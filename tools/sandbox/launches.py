@@ -30,6 +30,9 @@ def hook_launches(worker) -> None:
             if worker.compile_only:
                 worker.compiled += 1
                 kernel = orig(fn, *args, grid=grid, warmup=True, **kwargs)
+                if worker.pending is not None:   # tools/sandbox/warmpool.py: loaded on its threads
+                    worker.pending.append(kernel)
+                    return kernel
                 # load it and build its launcher now (Triton 3.6 compiles a C launcher
                 # per signature with gcc at the first launch), not under the GPU hold
                 init = getattr(kernel, "_init_handles", None)

@@ -107,6 +107,7 @@ class Watch:
         self.gaps: list[str] = []      # hook points this Triton / Python lacks
         self.tamper: list[str] = []    # since the baseline, each once
         self.threads = 0               # Python thread starts since the baseline
+        self.own_starts = 0            # thread starts the worker makes for itself (`own_threads`)
         self.calls: list[dict] = []    # this request: per call {"launches", "programs", "unseen"}
         self.reads: dict[str, int] = {}
         self.native = 0                # native threads added during this request's calls
@@ -272,11 +273,24 @@ class Watch:
         if self.armed and self._by_candidate(sys._getframe(1)):
             self.reads["aten._local_scalar_dense"] = self.reads.get("aten._local_scalar_dense", 0) + 1
 
+    @contextlib.contextmanager
+    def own_threads(self, n: int):
+        """Around the worker's own start of `n` executor threads (tools/sandbox/warmpool.py),
+        before any candidate code runs in the request: those starts, and no others, are not
+        the candidate's. The caller joins every one before the request ends."""
+        self.own_starts = n
+        try:
+            yield
+        finally:
+            self.own_starts = 0
+
     def _starter(self, orig):
         watch = self
 
         def start(*args, **kwargs):
-            if watch.watching:
+            if watch.own_starts > 0:
+                watch.own_starts -= 1
+            elif watch.watching:
                 watch.threads += 1
             return orig(*args, **kwargs)
         start.__name__ = getattr(orig, "__name__", "start_new_thread")

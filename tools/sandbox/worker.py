@@ -54,6 +54,7 @@ class Worker(MeasureOps, OwnershipOps):
         self.staging = None          # cudaipc.Mapped: the judge's buffer for outputs
         self.compile_only = False    # op_warm: Triton launches compile but do not run
         self.compiled = 0
+        self.pending = None          # op_warm on several threads: the kernels to load (warmpool.py)
         self._graph = None           # op_time's cuda_graph: (key, CapturedGraph, last output box, inputs)
         self._host_inputs = None     # op_host_prepare's inputs, for the judge's host-clock runs
         self.lean = False            # drop inputs and the allocator's cache after each request
@@ -328,20 +329,22 @@ class Worker(MeasureOps, OwnershipOps):
         """JIT-compile the kernels one forward launches, launching none (cuda only).
         Values do not matter here (the kernels never run); the first trial judges."""
         import torch
+        from tools.sandbox import warmpool
         inputs = self._inputs(int(h["seed"]))
         t0 = time.perf_counter()
-        self.compile_only, self.compiled = True, 0
+        self.compile_only, self.compiled, used = True, 0, 1
         try:
-            with torch.no_grad():
+            with warmpool.parallel(self, int(h.get("threads") or 1)) as used, torch.no_grad():
                 self.model(*inputs)
             torch.cuda.synchronize()
         except BaseException as e:
             if isinstance(e, KeyboardInterrupt):
                 raise
-            return {**self.describe_error(e, "forward"), "compiled": self.compiled}, b""
+            return {**self.describe_error(e, "forward"), "compiled": self.compiled, "threads": used}, b""
         finally:
             self.compile_only = False
-        return {"ok": True, "compiled": self.compiled, "s": round(time.perf_counter() - t0, 3)}, b""
+        return {"ok": True, "compiled": self.compiled, "threads": used,
+                "s": round(time.perf_counter() - t0, 3)}, b""
 
     def op_reset(self, h: dict):
         """ModelNew built afresh as op_load built it (KernelBench's seeds and init order):

@@ -234,6 +234,17 @@ def test_the_table_lists_every_disagreement_with_its_explanation():
     assert "2_b" in section and cmp.TF32_CONV in section and "3_c" in section and cmp.UNEXPLAINED in section
 
 
+def test_kernelbenchs_static_refusal_is_shown_per_row_and_counted():
+    refused, clean, old = rec("1_a"), rec("2_b"), rec("3_c")
+    refused["kb"]["static_errors"] = ["Contains try-except block (potential fallback bypass)"]
+    clean["kb"]["static_errors"] = []
+    md = cmp.markdown([refused, clean, old])
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ")[5] for line in md.splitlines() if line.startswith("| ")}
+    assert rows["1_a"] == "Contains try-except block (potential fallback bypass)"
+    assert rows["2_b"] == "pass" and rows["3_c"] == "—"
+    assert cmp.summary([refused, clean, old])["static_refused"] == 1
+
+
 # ---------------------------------------------------------------- the harness
 
 def test_a_rerun_skips_evaluations_already_recorded(tmp_path):

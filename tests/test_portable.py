@@ -115,7 +115,7 @@ def test_a_view_past_its_buffer_is_refused_by_name():
     exec(portable("import torch\nreinterpret_tensor = torch._C._dynamo.guards._reinterpret_tensor\n"
                   "def view(*args):\n    return reinterpret_tensor(*args)\n"), scope)
     assert scope["view"](torch.arange(12.0), (3, 2), (4, 1), 1).tolist() == [[1, 2], [5, 6], [9, 10]]
-    with pytest.raises(IndexError, match="the view is out of bounds"):
+    with pytest.raises(RuntimeError, match="storage offset 4,.* out of bounds for storage of size 48"):
         scope["view"](torch.arange(12.0), (3, 2), (4, 1), 4)
 
 
@@ -239,3 +239,38 @@ def test_triton_helpers_are_copied_where_triton_runs_in_its_interpreter():
                           cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "TRITON_INTERPRET": "1"})
     assert done.stdout.split()[-2:] == ["False", "True"], done.stderr[-2000:]
+
+
+def test_a_view_that_ends_at_its_storages_end_is_allowed_and_one_past_is_refused():
+    import torch
+    scope: dict = {}
+    exec(portable("import torch\nreinterpret_tensor = torch._C._dynamo.guards._reinterpret_tensor\n"
+                  "def view(*args):\n    return reinterpret_tensor(*args)\n"), scope)
+    base = torch.arange(24.0)[12:]                      # a storage offset of its own
+    assert scope["view"](base, (3, 4), (4, 1), 0).flatten().tolist() == list(range(12, 24))
+    with pytest.raises(RuntimeError, match="storage offset 13,.* out of bounds for storage of size 96"):
+        scope["view"](base, (3, 4), (4, 1), 1)
+
+
+# KernelBench's strict "code_bypass" check (src/kernelbench/kernel_static_checker.py,
+# TRY_EXCEPT_PATTERNS and PASS_PATTERN, KernelBench 423217d): a kernel file with any try,
+# except or `pass` outside a comment is refused there as a possible fallback
+KB_BYPASS = (r"\btry\s*:", r"\bexcept\s*:", r"\bexcept\s+\w+", r"\bpass\b")
+
+
+def _kb_code(text: str) -> str:
+    """KernelBench's _strip_comments: each line up to its first `#` and its first `//`."""
+    return "\n".join(line.split("#", 1)[0].split("//", 1)[0] for line in text.split("\n"))
+
+
+def test_every_text_a_seed_carries_passes_kernelbenchs_bypass_check():
+    import inspect
+    import re
+    from tools.dialect import inductor_grid, portable as portable_module
+    from tools.dialect.families import FAMILIES
+    root = Path(__file__).resolve().parents[1]
+    texts = {f"portable {k}": v for k, v in portable_module._DEFS.items()}
+    texts |= {f: (root / f).read_text(encoding="utf-8") for f in FAMILIES}
+    texts["inductor_grid"] = inspect.getsource(inductor_grid)
+    hits = [(name, p) for name, text in texts.items() for p in KB_BYPASS if re.search(p, _kb_code(text))]
+    assert hits == []

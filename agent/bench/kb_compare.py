@@ -230,6 +230,7 @@ def summary(recs: list[dict]) -> dict:
             "disagree": len(differ), "unexplained": sum(1 for r in differ if explain(r) == UNEXPLAINED),
             "kb_only_correct": sum(1 for r in differ if r["kb"]["correctness"]),
             "krefine_only_correct": sum(1 for r in differ if r["krefine"]["correct"]),
+            "static_refused": sum(1 for r in recs if r["kb"].get("static_errors")),
             "ratio": spread(ratios)}
 
 
@@ -242,7 +243,7 @@ def spread(xs: list[float]) -> dict | None:
             "min": min(xs), "max": max(xs)}
 
 
-TABLE = ("problem", "kind", "krefine", "krefine ×eager", "KernelBench", "KB ×eager", "KB / krefine",
+TABLE = ("problem", "kind", "krefine", "krefine ×eager", "KernelBench", "KB static", "KB ×eager", "KB / krefine",
          "KB ms", "KB ref ms", "KB error", "explanation")
 
 
@@ -253,18 +254,20 @@ def markdown(recs: list[dict], title: str = "KernelBench's harness beside krefin
              "krefine: the bench's verdict and speedup over eager (geometric mean of per-round median "
              "ratios, rounds interleaved with eager); KernelBench: "
              "eval_kernel_against_ref in a fresh process (seed 42, 5 correctness trials, 100 perf trials, "
-             "cuda_event, fp32, backend triton), speedup = its reference's mean time / the kernel's.", "",
+             "cuda_event, fp32, backend triton), speedup = its reference's mean time / the kernel's; "
+             "KB static: its kernel_static_checker's strict checks on the file (validate_kernel_static), "
+             "which KernelBench's own runs refuse a kernel for.", "",
              "| " + " | ".join(TABLE) + " |", "|" + "|".join("---" for _ in TABLE) + "|"]
     lines += ["| " + " | ".join(_cell(c) for c in _row(r)) + " |" for r in recs]
     lines += ["", "## Summary", "", "| | evaluations | KB verdicts | agree | both correct | only KB correct | "
-              "only krefine correct | unexplained | KB / krefine: median [p10, p90] (min–max, n) |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "only krefine correct | unexplained | KB static refusals | KB / krefine: median [p10, p90] (min–max, n) |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for label, part in (("all", recs), *((k, [r for r in recs if r["kind"] == k]) for k in KINDS)):
         if part:
             s = summary(part)
             lines.append(f"| {label} | {s['evaluations']} | {s['kb_verdicts']} | {s['agree']} ({_pct(s['agree_share'])}) "
                          f"| {s['both_correct']} | {s['kb_only_correct']} | {s['krefine_only_correct']} | "
-                         f"{s['unexplained']} | {_spread(s['ratio'])} |")
+                         f"{s['unexplained']} | {s['static_refused']} | {_spread(s['ratio'])} |")
     differ = [r for r in recs if explain(r)]
     lines += ["", f"## Disagreements ({len(differ)})", ""]
     if differ:
@@ -282,8 +285,9 @@ def markdown(recs: list[dict], title: str = "KernelBench's harness beside krefin
 def _row(r: dict) -> list[str]:
     kb, kr = r["kb"], r["krefine"]
     ratio = speedup_ratio(r)
+    static = kb.get("static_errors")
     return [r["problem"], r["kind"], kr["verdict"], _x(kr.get("speedup_eager")), _kb_verdict(kb),
-            _x(kb.get("speedup")), "—" if ratio is None else f"{ratio:.2f}", _num(kb.get("runtime_ms")),
+            "—" if static is None else ("; ".join(static) or "pass"), _x(kb.get("speedup")), "—" if ratio is None else f"{ratio:.2f}", _num(kb.get("runtime_ms")),
             _num(kb.get("ref_ms")), kb.get("error") or "", explain(r)]
 
 

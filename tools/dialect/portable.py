@@ -68,14 +68,10 @@ def assert_size_stride(tensor, size, stride):
 ''',
     "reinterpret_tensor": '''\
 def reinterpret_tensor(tensor, size, stride, offset):
-    """A view of `tensor`'s storage, `offset` elements past its own start."""
+    """A view of `tensor`'s storage, `offset` elements past its own start (torch refuses one
+    that reaches past the storage)."""
     __tracebackhide__ = True
-    try:
-        return torch.as_strided(tensor, size, stride, tensor.storage_offset() + offset)
-    except RuntimeError as e:   # torch refuses a view reaching past the storage
-        raise IndexError(f"reinterpret_tensor(size={tuple(size)}, stride={tuple(stride)}, offset={offset}) of a tensor "
-                         f"of size {tuple(tensor.shape)}, stride {tuple(tensor.stride())}: the view is out of bounds "
-                         f"({e})") from None
+    return torch.as_strided(tensor, size, stride, tensor.storage_offset() + offset)
 ''',
     "empty_strided_cuda": '''\
 def empty_strided_cuda(size, stride, dtype):

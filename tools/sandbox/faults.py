@@ -67,10 +67,15 @@ def triton_error_line(e, cand_path: str):
     rel = getattr(getattr(e, "node", None), "lineno", None)
     tb, fn_line = e.__traceback__, None
     while tb is not None:
-        obj = tb.tb_frame.f_locals.get("fn")
-        py_fn = getattr(obj, "fn", None)
-        if callable(py_fn) and getattr(py_fn, "__code__", None) is not None:
-            fn_line = def_line(py_fn) or fn_line
+        local = tb.tb_frame.f_locals
+        # the launch's JITFunction (`fn`), or the ASTSource a compile on another thread was
+        # given (`src` in triton.compile, `self` in its make_ir: tools/sandbox/warmpool.py)
+        objs = [local.get("fn")] + [getattr(local.get(n), "fn", None) for n in ("src", "self")
+                                    if type(local.get(n)).__name__ == "ASTSource"]
+        for obj in objs:
+            py_fn = getattr(obj, "fn", None)
+            if callable(py_fn) and getattr(py_fn, "__code__", None) is not None:
+                fn_line = def_line(py_fn) or fn_line
         tb = tb.tb_next
     if rel is None or fn_line is None:
         return None

@@ -51,7 +51,7 @@ def gemm_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
         k_ok = k < K
         a = tl.load(a_rows + k.to(tl.int64)[None, :] * sak, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
         b = tl.load(b_cols + k.to(tl.int64)[:, None] * sbk, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
-        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        acc = tl.dot(a, b, acc, input_precision=PRECISION, out_dtype=acc.dtype)   # fp64 needs it said (Triton 3.6)
     acc = acc * alpha
     ok = m_ok[:, None] & n_ok[None, :]
     if HAS_BIAS:

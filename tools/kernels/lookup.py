@@ -26,6 +26,9 @@ import triton
 import triton.language as tl
 
 MODES = {0: "sum", 1: "mean", 2: "max"}
+# 2**-126, fp32's smallest normal: Triton types a smaller float literal (1e-38) as fp64, and
+# Triton 3.6 then widens the fp32 tensor it meets to fp64 (3.9 keeps it fp32)
+FLT_MIN = tl.constexpr(1.1754943508222875e-38)
 
 
 @triton.jit
@@ -117,11 +120,11 @@ def cdist_kernel(a_ptr, b_ptr, out_ptr, P, R, M, p,
         elif NORM == 3:     # p = inf
             acc = tl.maximum(acc, tl.max(d, axis=2))
         else:               # |d|^p as exp2(p log2 |d|), 0 where d is 0
-            acc += tl.sum(tl.where(d > 0.0, tl.exp2(p * tl.log2(tl.maximum(d, 1e-38))), 0.0), axis=2)
+            acc += tl.sum(tl.where(d > 0.0, tl.exp2(p * tl.log2(tl.maximum(d, FLT_MIN))), 0.0), axis=2)
     if NORM == 2:
         acc = tl.sqrt(acc)
     elif NORM == 4:
-        acc = tl.where(acc > 0.0, tl.exp2(tl.log2(tl.maximum(acc, 1e-38)) / p), 0.0)
+        acc = tl.where(acc > 0.0, tl.exp2(tl.log2(tl.maximum(acc, FLT_MIN)) / p), 0.0)
     ok = (rows[:, None] < P) & (cols[None, :] < R)
     tl.store(out_ptr + batch.to(tl.int64) * o_sb + rows[:, None] * o_sp + cols[None, :] * o_sr,
              acc.to(out_ptr.dtype.element_ty), mask=ok)

@@ -80,7 +80,7 @@ mkdir -p "$bench" "$seeds"
 ngpu=$(nvidia-smi -L | wc -l)   # or the GPUs CUDA_VISIBLE_DEVICES leaves visible
 [ -n "${CUDA_VISIBLE_DEVICES:-}" ] && ngpu=$(tr ',' '\n' <<< "$CUDA_VISIBLE_DEVICES" | grep -c .)
 # kb_search_table.py reads this line for the GPU-hours
-echo "== $(date +%T) $ngpu GPU(s); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1); code $(cat COMMIT 2>/dev/null || git rev-parse --short HEAD)"
+echo "== $(date +%T) $ngpu GPU(s); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1); code $(cat COMMIT 2>/dev/null || git describe --always --dirty --abbrev=7 2>/dev/null || echo unknown)"
 filter=(); [ -n "${FILTER:-}" ] && filter=(--filter "$FILTER")
 snap() { tar -czf "$out/.bench.tmp" --exclude=checkpoint.sqlite -C /tmp "$(basename "$bench")" && mv "$out/.bench.tmp" "$out/bench.tgz"
          tar -czf "$out/.seeds.tmp" -C /tmp "$(basename "$seeds")" && mv "$out/.seeds.tmp" "$out/seeds.tgz"; }

@@ -122,7 +122,8 @@ def test_a_linear_layer_s_library_gemm_becomes_the_gemm_family_on_cpu():
 
 @pytest.mark.parametrize("name", ["bottleneck_expansion", "gelu_tanh_block", "linear_relu", "small_attention",
                                   "sdpa_attention", "multihead_attention", "item_in_init", "lambda_mlp",
-                                  "weight_norm_linear", "text_embedding_bag", "prototype_cdist", "gnn_scatter"])
+                                  "weight_norm_linear", "text_embedding_bag", "prototype_cdist", "gnn_scatter",
+                                  "scalar_gate"])
 def test_the_seed_matches_the_model_on_three_calls(name, tmp_path):
     assert max(_lockstep_errors(name, tmp_path)) < 1e-4
 
@@ -167,6 +168,41 @@ def test_a_gru_and_an_rnn_seed_match_the_model_on_three_calls(name, tmp_path):
 
 def test_the_lstm_seed_matches_the_model_on_three_calls(tmp_path):
     assert max(_lockstep_errors("small_lstm", tmp_path)) < 1e-4
+
+
+def test_a_0_dim_parameter_is_loaded_in_its_kernel_not_read_on_the_host():
+    """Inductor's cpu wrapper passes a scalar nn.Parameter as `arg.item()` (a host read the guards
+    reject); the seed passes the tensor and the kernel loads it."""
+    fixture = (FIXTURES / "cpu_scalar_gate.py").read_text(encoding="utf-8")
+    assert fixture.count(".item()") == 2
+    code = _seed("scalar_gate")
+    call = _method(code, "ModelNew", "forward") + ast.unparse(next(
+        f for f in ast.parse(code).body if isinstance(f, ast.FunctionDef) and f.name == "call"))
+    assert ".item()" not in call
+    assert "    in_ptr0 = tl.load(in_ptr0)   # a 0-dim tensor the cpu wrapper read with .item()" in code
+    assert "    in_ptr1 = tl.load(in_ptr1)   # a 0-dim tensor the cpu wrapper read with .item()" in code
+
+
+def _scalar_kernel():
+    from tools.dialect.inductor_wrapper import Kernel
+    src = "@triton.jit\ndef k(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):\n    tmp0 = in_ptr0\n"
+    return {"k": Kernel("k", "pointwise", (src,), ("in_ptr0", "out_ptr0", "xnumel"), ("XBLOCK",), "Grid1D", None)}
+
+
+def test_a_kernel_given_item_at_every_launch_takes_the_tensor_and_loads_it():
+    from tools.dialect.inductor_wrapper import load_scalar_tensors
+    call = ast.parse("def call(args):\n    k.run(a.item(), buf, 4, stream=s)\n    k.run(b.item(), buf, 4, stream=s)").body[0]
+    kernels = load_scalar_tensors(call, _scalar_kernel())
+    assert "k.run(a, buf, 4, stream=s)" in ast.unparse(call) and "k.run(b, buf, 4" in ast.unparse(call)
+    assert kernels["k"].jit_sources[0].splitlines()[2] == \
+        "    in_ptr0 = tl.load(in_ptr0)   # a 0-dim tensor the cpu wrapper read with .item()"
+
+
+def test_a_kernel_given_a_plain_number_at_one_launch_is_left_as_it_is():
+    from tools.dialect.inductor_wrapper import load_scalar_tensors
+    call = ast.parse("def call(args):\n    k.run(a.item(), buf, 4, stream=s)\n    k.run(0.5, buf, 4, stream=s)").body[0]
+    before = _scalar_kernel()
+    assert load_scalar_tensors(call, before) == before and "a.item()" in ast.unparse(call)
 
 
 def test_a_pytorch_fallback_left_in_call_is_named_as_the_reason():

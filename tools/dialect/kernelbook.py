@@ -59,7 +59,7 @@ from tools.dialect.families import (ATTENTION_FAMILY, CONV_FAMILY, FAMILIES, GEM
                                     family_source)
 from tools.dialect.inductor_capture import Capture, capture
 from tools.dialect.inductor_wrapper import (BLOCK_PARAMS, FIXED_GRID, GRID_NUMELS, Kernel, call_name, dotted,
-                                            read_wrapper, short_code, static_config)
+                                            load_scalar_tensors, read_wrapper, short_code, static_config)
 from tools.dialect.kernelbook_model import check_sources, infer_sources, meta_model, model_new
 from tools.dialect.portable import portable
 
@@ -96,6 +96,8 @@ def convert(problem, capture: Capture) -> str:
     except SyntaxError as e:
         raise ValueError(f"Inductor output is not valid Python: {e.msg} (line {e.lineno})") from None
     kernels, call_fn = read_wrapper(tree)
+    if capture.device == "cpu":     # a scalar parameter's .item(): loaded in its kernel instead
+        kernels = load_scalar_tensors(call_fn, kernels)
     # 2) which module tensor each call() argument is
     arg_names = _call_arg_names(call_fn)
     model, inputs = meta_model(problem)

@@ -101,6 +101,7 @@ class SearchConfig:
     seed_kernel: Literal["none", "inductor"] = "none"  # inductor: round 0 is torch.compile's kernels in KernelBook format
     seed_timeout_s: float = 600.0       # torch.compile of the problem for the seed (its own process)
     seed_portfolio: bool = True         # inductor: round 0 is every configuration's seed (tools/dialect/portfolio.py); false: the seed alone, no other configuration compiled
+    templates_timeout_s: float = 0.0    # the templates compile's own budget, from when the default's seed is made, within seed_timeout_s (0 = what seed_timeout_s leaves)
     seed_cache: str = "~/.cache/krefine/seeds"  # seeds kept per problem source, device, torch and converter ("" = none)
     sweep_variants: int = 3             # variants per sweep of the best correct candidate sent to the judge (0 = no sweep)
     sweep_budget: int = 18              # sweep variants judged per run, all sweeps together
@@ -110,7 +111,8 @@ class SearchConfig:
 
     def validate(self) -> Fault | None:
         return positive(self, "seed_timeout_s") or at_least(self, 1, "beam_width", "prescreen_reps") \
-            or at_least(self, 0, "sweep_variants", "sweep_budget", "prescreen_variants", "prescreen_budget")
+            or at_least(self, 0, "sweep_variants", "sweep_budget", "prescreen_variants", "prescreen_budget",
+                        "templates_timeout_s")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@
 #     on the GPU machine: the search (the Inductor seed portfolio, then the pre-screened constant sweep:
 #     PRESCREEN variants per sweep checked and timed on one input, the fastest SWEEP judged in full,
 #     SWEEP_BUDGET per run) on every GPU, in what is left of BUDGET seconds
-#   [LEVELS=...] [FILTER=...] [BUDGET=570] [PREV=...] [HARNESS_S=240] \
+#   [LEVELS=...] [FILTER=...] [BUDGET=570] [PREV=...] [HARNESS_S=240] [TEMPLATES_S=0] \
 #     bash benchmarks/kernelbench.sh harness COMMIT OUT
 #     the seed alone on every GPU, then KernelBench's eval_kernel_against_ref on each seed (and best),
 #     a fresh process each, one per GPU (python -m agent.bench.kb_harness), in the last HARNESS_S seconds
@@ -84,7 +84,7 @@ echo "== $(date +%T) $ngpu GPU(s); $(nvidia-smi --query-gpu=name,driver_version 
 filter=(); [ -n "${FILTER:-}" ] && filter=(--filter "$FILTER")
 snap() { tar -czf "$out/.bench.tmp" --exclude=checkpoint.sqlite -C /tmp "$(basename "$bench")" && mv "$out/.bench.tmp" "$out/bench.tgz"
          tar -czf "$out/.seeds.tmp" -C /tmp "$(basename "$seeds")" && mv "$out/.seeds.tmp" "$out/seeds.tgz"; }
-common=(--model none --set search.seed_kernel=inductor --set "search.seed_cache=$seeds"
+common=(--model none --set search.seed_kernel=inductor --set "search.seed_cache=$seeds" --set "search.templates_timeout_s=${TEMPLATES_S:-0}"
         --set bench.seed_jobs=${SEED_JOBS:-4} --config benchmarks/kb_memory.toml --device cuda --gpus "$ngpu" --out "$bench")
 
 # 3) the bench, stopped in time to leave its files (and, for harness, the harness's share)

@@ -113,7 +113,7 @@ def test_a_seed_compile_that_raises_unexpectedly_leaves_its_worker_to_the_next_s
     from tools.dialect import portfolio
     seen = []
 
-    def compile_one(problem, device, timeout_s, cache, env=None, module_mode="train"):
+    def compile_one(problem, device, timeout_s, cache, env=None, module_mode="train", templates_s=0.0):
         seen.append(Path(problem).name)
         if len(seen) == 1:
             raise OSError("[Errno 39] Directory not empty: 'triton'")
@@ -153,7 +153,7 @@ from pathlib import Path
 from agent.bench import seeds
 from tools.dialect import portfolio
 started, ended = [], threading.Event()
-def killed_by_the_stop(problem, device, timeout_s, cache, env=None, module_mode="train"):
+def killed_by_the_stop(problem, device, timeout_s, cache, env=None, module_mode="train", templates_s=0.0):
     started.append(Path(problem).name)
     os.kill(os.getpid(), signal.SIGINT)   # as the bench's SIGTERM handler: KeyboardInterrupt in the main thread
     time.sleep(1.0)                       # ... while the stop reaches this child's process group

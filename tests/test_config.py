@@ -262,3 +262,9 @@ def test_without_one_the_checkouts_agent_toml_is_read(tmp_path, monkeypatch):
 def test_a_usage_error_is_one_line_that_names_the_program_once(argv, said, capsys):
     from agent.cli import main
     assert main(argv) == 2 and capsys.readouterr().err == said
+
+
+def test_a_negative_templates_budget_is_refused_by_name():
+    with pytest.raises(BadInput, match=r"^--set search\.templates_timeout_s must be at least 0, got -1$"):
+        load_config(overrides={"search.templates_timeout_s": -1.0},
+                    origins={"search.templates_timeout_s": "--set search.templates_timeout_s"})

@@ -113,7 +113,7 @@ def test_a_seed_process_asked_again_after_a_kept_timeout_compiles_again(tmp_path
 def test_a_seed_childs_temp_files_go_with_its_own_temp_dir(tmp_path, monkeypatch):
     seen = {}
 
-    def child(command, problem_path, device, module_mode, cache_dir, out, timeout_s, env):
+    def child(command, problem_path, device, module_mode, cache_dir, out, timeout_s, env, deadline=None):
         seen.update(env)
         (Path(env["TMPDIR"]) / "tmpleft0ver").mkdir()   # what torch.compile leaves behind
         out.write_text("SEED")

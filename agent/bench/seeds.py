@@ -37,6 +37,7 @@ class SeedTask:
     timeout_s: float
     module_mode: str = "train"          # [eval] module_mode: the forward the judge runs
     portfolio: bool = True              # [search] seed_portfolio: false compiles the seed alone
+    templates_s: float = 0.0            # [search] templates_timeout_s: the templates compile's own budget (0: none)
 
 
 def seed_tasks(jobs, load_config, device: str) -> tuple[list[SeedTask], int]:
@@ -54,19 +55,24 @@ def seed_tasks(jobs, load_config, device: str) -> tuple[list[SeedTask], int]:
             continue
         per_gpu = per_gpu or cfg.bench.seed_jobs
         mode = cfg.eval.test.module_mode
-        key = (job.problem.resolve(), str(Path(s.seed_cache).expanduser()), mode, s.seed_portfolio)
+        key = (job.problem.resolve(), str(Path(s.seed_cache).expanduser()), mode, s.seed_portfolio,
+               s.templates_timeout_s)
         if key in tasks:
             continue
         cache = SeedCache(s.seed_cache, mode)
         try:
-            (cache.get_portfolio if s.seed_portfolio else cache.get)(problem_file(job.problem), device, version,
-                                                                     s.seed_timeout_s)
+            if s.seed_portfolio:
+                cache.get_portfolio(problem_file(job.problem), device, version, s.seed_timeout_s,
+                                    templates_s=s.templates_timeout_s)
+            else:
+                cache.get(problem_file(job.problem), device, version, s.seed_timeout_s)
             continue                                   # cached: a portfolio (a seed), or a lasting reason for none
         except KeyError:
             pass
         except ValueError:
             continue
-        tasks[key] = SeedTask(job.problem, job.name, s.seed_cache, s.seed_timeout_s, mode, s.seed_portfolio)
+        tasks[key] = SeedTask(job.problem, job.name, s.seed_cache, s.seed_timeout_s, mode, s.seed_portfolio,
+                              s.templates_timeout_s)
     return list(tasks.values()), per_gpu
 
 
@@ -102,7 +108,7 @@ def prepare_seeds(tasks: list[SeedTask], gpus: list[str | None], per_gpu: int, d
             try:
                 if t.portfolio:
                     entries = portfolio_in_subprocess(t.problem, device, t.timeout_s, t.cache, env=env,
-                                                      module_mode=t.module_mode)
+                                                      module_mode=t.module_mode, templates_s=t.templates_s)
                 else:
                     entries = [PortfolioEntry("seed", seed_in_subprocess(t.problem, device, t.timeout_s, t.cache,
                                                                          env=env, module_mode=t.module_mode))]

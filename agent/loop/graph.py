@@ -68,9 +68,11 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
             command = "portfolio" if search.seed_portfolio else "seed"   # the seed alone: no other compile
             ctx.progress.seeding(candidate_id(0, 0), search.seed_timeout_s, cached=ctx.make_seed is None and in_cache(
                 command, ctx.problem.path, ctx.device, search.seed_timeout_s, search.seed_cache,
-                ctx.config.eval.test.module_mode))
+                ctx.config.eval.test.module_mode,
+                {"templates_s": search.templates_timeout_s} if search.seed_portfolio else None))
             make = ctx.make_seed or _inductor_seed(search.seed_timeout_s, search.seed_cache,
-                                                   ctx.config.eval.test.module_mode, search.seed_portfolio)
+                                                   ctx.config.eval.test.module_mode, search.seed_portfolio,
+                                                   search.templates_timeout_s)
             made = make(ctx.problem, ctx.device)
             entries = ([("seed", made)] if isinstance(made, str) else made)[:None if search.seed_portfolio else 1]
             if ctx.config.eval.test.precision == "strict":   # TF32 convolutions cannot pass exact fp32
@@ -99,7 +101,7 @@ def seed(state: RunState, runtime: Runtime[LoopContext]) -> dict:
 
 
 def _inductor_seed(timeout_s: float, cache_dir: str = "", module_mode: str = "train",
-                   portfolio: bool = True) -> Callable[[Any, str], list]:
+                   portfolio: bool = True, templates_s: float = 0.0) -> Callable[[Any, str], list]:
     """The seed portfolio's entries, or (`portfolio` False: [search] seed_portfolio) the
     seed alone, `seed_candidate`'s, whose compile makes no other configuration."""
     def make(problem, device: str) -> list[tuple[str, str]]:   # the forward the judge runs: [eval] module_mode
@@ -107,7 +109,8 @@ def _inductor_seed(timeout_s: float, cache_dir: str = "", module_mode: str = "tr
         if not portfolio:
             return [("seed", seed_in_subprocess(problem.path, device, timeout_s, cache_dir or None,
                                                 module_mode=module_mode))]
-        entries = portfolio_in_subprocess(problem.path, device, timeout_s, cache_dir or None, module_mode=module_mode)
+        entries = portfolio_in_subprocess(problem.path, device, timeout_s, cache_dir or None, module_mode=module_mode,
+                                          templates_s=templates_s)
         return [(e.label, e.code) for e in entries if e.code is not None]
     return make
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -211,10 +212,11 @@ def partial_json(entries: list[PortfolioEntry], pending: list[str]) -> str:
     return json.dumps({"entries": [asdict(e) for e in entries], "pending": pending}, indent=1) + "\n"
 
 
-def partial_portfolio(text: str, timeout_s: float) -> list[PortfolioEntry] | None:
-    """A child's PARTIAL_FILE, read after its budget ran out: the entries it finished, then
-    one entry per configuration it did not, saying so; None when none it finished has a
-    seed (the budget then leaves no seed, as before)."""
+def partial_portfolio(text: str, timeout_s: float, templates_s: float = 0.0) -> list[PortfolioEntry] | None:
+    """A child's PARTIAL_FILE, read after its budget ran out (`templates_s`: the templates
+    compile's own budget, where that one did): the entries it finished, then one entry per
+    configuration it did not, saying so; None when none it finished has a seed (the budget
+    then leaves no seed, as before)."""
     try:
         got = json.loads(text)
         done = read_entries(json.dumps(got["entries"]))
@@ -225,6 +227,9 @@ def partial_portfolio(text: str, timeout_s: float) -> list[PortfolioEntry] | Non
         return None
     why = (f"dropped: the seed portfolio ran past its {timeout_s:.0f} s budget ([search] seed_timeout_s) "
            "while this configuration compiled; the ones before it are kept")
+    if templates_s:
+        why = (f"dropped: the templates compile ran past its own {templates_s:.0f} s budget ([search] "
+               "templates_timeout_s); the configurations before it are kept")
     return done + [PortfolioEntry(label, None, why) for label in pending]
 
 
@@ -273,7 +278,7 @@ def cached_portfolio(problem, device: str, cache_dir: str | Path | None,
 
 def portfolio_in_subprocess(problem_path: str | Path, device: str, timeout_s: float,
                             cache_dir: str | Path | None = None, env: dict[str, str] | None = None,
-                            module_mode: str = "train") -> list[PortfolioEntry]:
+                            module_mode: str = "train", templates_s: float = 0.0) -> list[PortfolioEntry]:
     """The seed portfolio of the problem at `problem_path` (its `module_mode` forward), as
     `seed_in_subprocess` gets a seed: from the seed cache at `cache_dir` in this process
     (no torch import), else from a `python -m tools.dialect portfolio` process with `env`
@@ -283,19 +288,32 @@ def portfolio_in_subprocess(problem_path: str | Path, device: str, timeout_s: fl
     as dropped; that portfolio is kept with its budget (a later call under the same budget,
     the run after a bench's seed pass, reads it; one under a longer budget compiles again,
     its finished captures from the cache); one that finished none is cached as a timeout,
-    and compiled again only under a longer `timeout_s`."""
-    def kept(out: Path) -> str | None:   # the budget ran out: the configurations it finished
+    and compiled again only under a longer `timeout_s`. `templates_s` ([search]
+    templates_timeout_s; 0: none) ends the child that long after its first configurations
+    were written (the default compile's, when the templates compile follows), within
+    `timeout_s`; that portfolio is kept with both budgets."""
+    seen: list[float] = []          # when the child's first partial portfolio appeared (monotonic)
+
+    def templates_end(out: Path) -> float | None:
+        if not seen and (out / PARTIAL_FILE).exists():
+            seen.append(time.monotonic())
+        return seen[0] + templates_s if seen else None
+
+    def kept(out: Path) -> str | None:   # a budget ran out: the configurations it finished
         partial = out / PARTIAL_FILE
-        entries = partial_portfolio(partial.read_text(encoding="utf-8"), timeout_s) if partial.exists() else None
+        cut = templates_s if seen and time.monotonic() >= seen[0] + templates_s else 0.0
+        entries = partial_portfolio(partial.read_text(encoding="utf-8"), timeout_s, cut) if partial.exists() else None
         if not entries:
             return None
         text = entries_json(entries)
-        if cache_dir:       # kept for this budget: the run after a bench's seed pass reads it
+        if cache_dir:       # kept for these budgets: the run after a bench's seed pass reads it
             SeedCache(cache_dir, module_mode).put_partial_portfolio(
-                problem_file(problem_path), device, torch_version(), text, timeout_s)
+                problem_file(problem_path), device, torch_version(), text, timeout_s, cut)
         return text
     return _some(read_entries(cached_or_child("portfolio", problem_path, device, timeout_s, cache_dir, env,
-                                              module_mode, result=FILE_NAME, on_timeout=kept)))
+                                              module_mode, result=FILE_NAME, on_timeout=kept,
+                                              deadline=templates_end if templates_s > 0 else None,
+                                              cached={"templates_s": templates_s})))
 
 
 def _some(entries: list[PortfolioEntry]) -> list[PortfolioEntry]:

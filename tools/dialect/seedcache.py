@@ -32,6 +32,7 @@ import math
 import os
 import re
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -147,33 +148,41 @@ class SeedCache:
         key = portfolio_cache_key(problem.source, device, torch_version, self.module_mode)
         return self.root / f"{Path(problem.path).stem}-{key}.portfolio.json"
 
-    def get_portfolio(self, problem, device: str, torch_version: str, timeout_s: float | None = None) -> str:
+    def get_portfolio(self, problem, device: str, torch_version: str, timeout_s: float | None = None,
+                      templates_s: float = 0.0) -> str:
         """The cached seed portfolio's JSON (tools/dialect/portfolio.py); ValueError and
         KeyError as `get`. Where only a portfolio cut short by its budget is kept
-        (`put_partial_portfolio`), that one, for a `timeout_s` no longer than its budget."""
+        (`put_partial_portfolio`), that one, for a `timeout_s` no longer than its budget and,
+        where the templates budget cut it, a `templates_s` ([search] templates_timeout_s,
+        0: none) no longer than that one."""
         path = self.portfolio_path(problem, device, torch_version)
         try:
             return self._read(path, ".err", problem, timeout_s)
         except KeyError:
             partial = self._partial(path)
-            if partial is None or timeout_s is None or timeout_s > partial["limit_s"]:
+            if partial is None or timeout_s is None or timeout_s > partial["limit_s"] or \
+                    (partial["templates_s"] and not 0 < templates_s <= partial["templates_s"]):
                 raise
             return partial["entries"]
 
-    def put_partial_portfolio(self, problem, device: str, torch_version: str, text: str, limit_s: float) -> None:
-        """A portfolio whose compile ran past `limit_s` ([search] seed_timeout_s), its first
-        configurations kept (portfolio.py's `partial_portfolio`): asked again under the same
-        budget it is this one, not a second compile cut short alike; under a longer budget it
-        is compiled again. Its compile seconds are the budget's."""
+    def put_partial_portfolio(self, problem, device: str, torch_version: str, text: str, limit_s: float,
+                              templates_s: float = 0.0) -> None:
+        """A portfolio whose compile ran past `limit_s` ([search] seed_timeout_s), or whose
+        templates compile ran past `templates_s` ([search] templates_timeout_s; 0: not that),
+        its first configurations kept (portfolio.py's `partial_portfolio`): asked again under
+        the same budgets it is this one, not a second compile cut short alike; under a longer
+        one it is compiled again. Its compile seconds are the budget's."""
         path = self.portfolio_path(problem, device, torch_version)
-        self._write(path.with_suffix(".partial"), "", json.dumps({"limit_s": limit_s, "entries": text}), "")
+        self._write(path.with_suffix(".partial"), "", json.dumps({"limit_s": limit_s, "templates_s": templates_s,
+                                                                  "entries": text}), "")
         self._write(path.with_suffix(".seconds"), "", f"{limit_s:.3f}\n", "")
 
     @staticmethod
     def _partial(path: Path) -> dict | None:
         try:
             kept = json.loads(path.with_suffix(".partial").read_text(encoding="utf-8"))
-            return {"limit_s": float(kept["limit_s"]), "entries": str(kept["entries"])}
+            return {"limit_s": float(kept["limit_s"]), "templates_s": float(kept.get("templates_s") or 0.0),
+                    "entries": str(kept["entries"])}
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -249,7 +258,6 @@ def cached_seed(problem, device: str, cache_dir: str | Path | None, module_mode:
         return cache.get(problem, device, version, math.inf)
     except KeyError:
         pass
-    import time
     t0 = time.monotonic()
     try:
         code = seed_candidate(problem, device, capture_fn=lambda p, d, templates: cache.capture(p, d, version, templates))
@@ -273,14 +281,15 @@ def seed_in_subprocess(problem_path: str | Path, device: str, timeout_s: float,
 
 
 def in_cache(command: str, problem_path: str | Path, device: str, timeout_s: float,
-             cache_dir: str | Path | None, module_mode: str = "train") -> bool:
+             cache_dir: str | Path | None, module_mode: str = "train", cached: dict | None = None) -> bool:
     """Whether `cached_or_child` would answer from the cache (a kept result or a kept
-    reason) without starting a child."""
+    reason) without starting a child (`cached`: its keywords for the cache's get)."""
     if not cache_dir:
         return False
     get = "get" if command == "seed" else f"get_{command}"
     try:
-        getattr(SeedCache(cache_dir, module_mode), get)(problem_file(problem_path), device, torch_version(), timeout_s)
+        getattr(SeedCache(cache_dir, module_mode), get)(problem_file(problem_path), device, torch_version(), timeout_s,
+                                                        **(cached or {}))
     except KeyError:
         return False
     except ValueError:
@@ -301,12 +310,14 @@ def compile_seconds(problem_path: str | Path, device: str, cache_dir: str | Path
 
 def cached_or_child(command: str, problem_path: str | Path, device: str, timeout_s: float,
                     cache_dir: str | Path | None, env: dict[str, str] | None, module_mode: str,
-                    result: str = "", on_timeout=None) -> str:
+                    result: str = "", on_timeout=None, deadline=None, cached: dict | None = None) -> str:
     """What `python -m tools.dialect COMMAND` ("seed" | "portfolio") writes for the problem:
-    the seed cache's copy when it has one (read in this process, no torch import), else a
-    child's, read from `result` under its --out ("" = --out itself). A timeout is cached
-    (SeedCache keeps it with its limit) and raised as ValueError, unless `on_timeout(out)`
-    makes something of what the child left under --out: that is returned, not cached."""
+    the seed cache's copy when it has one (read in this process, no torch import; `cached`:
+    more keywords for the cache's get), else a child's, read from `result` under its --out
+    ("" = --out itself). A timeout is cached (SeedCache keeps it with its limit) and raised
+    as ValueError, unless `on_timeout(out)` makes something of what the child left under
+    --out: that is returned, not cached. `deadline(out)`, polled while the child runs, may
+    end it sooner (a monotonic time, or None), as a timeout."""
     import subprocess
     import tempfile
     get, put = ("get", "put") if command == "seed" else (f"get_{command}", f"put_{command}")
@@ -315,7 +326,7 @@ def cached_or_child(command: str, problem_path: str | Path, device: str, timeout
         problem = problem_file(problem_path)
         cache, version = SeedCache(cache_dir, module_mode), torch_version()
         try:
-            return getattr(cache, get)(problem, device, version, timeout_s)
+            return getattr(cache, get)(problem, device, version, timeout_s, **(cached or {}))
         except KeyError:
             pass
     # ignore_cleanup_errors: a compile worker the child left can still be writing its Triton cache here
@@ -327,7 +338,7 @@ def cached_or_child(command: str, problem_path: str | Path, device: str, timeout
         env = {"TORCHINDUCTOR_CACHE_DIR": os.environ.get("TORCHINDUCTOR_CACHE_DIR") or str(
             Path(tempfile.gettempdir()) / f"torchinductor_{_user()}"), **(env or {}), "TMPDIR": str(Path(tmp) / "tmp")}
         try:
-            run_dialect(command, problem_path, device, module_mode, cache_dir, out, timeout_s, env)
+            run_dialect(command, problem_path, device, module_mode, cache_dir, out, timeout_s, env, deadline)
         except subprocess.TimeoutExpired:
             left = on_timeout(out) if on_timeout is not None and out.is_dir() else None
             if left is not None:
@@ -340,22 +351,42 @@ def cached_or_child(command: str, problem_path: str | Path, device: str, timeout
 
 
 def run_dialect(command: str, problem_path: str | Path, device: str, module_mode: str,
-                cache_dir: str | Path | None, out: Path, timeout_s: float, env: dict[str, str] | None) -> None:
+                cache_dir: str | Path | None, out: Path, timeout_s: float, env: dict[str, str] | None,
+                deadline=None) -> None:
     """`python -m tools.dialect COMMAND PROBLEM ... --out OUT` in a fresh process
     (compiling the problem loads torch.compile and, on cuda, a CUDA context: not in the
     agent's own process). ValueError with the child's one-line reason when it fails or
-    writes no OUT; subprocess.TimeoutExpired past `timeout_s`."""
-    import subprocess
-    proc = subprocess.run(
+    writes no OUT; subprocess.TimeoutExpired past `timeout_s`, or past the time
+    `deadline(out)` gives while the child runs (polled twice a second)."""
+    returncode, stderr = run_child(
         [sys.executable, "-m", "tools.dialect", command, str(problem_path), "--device", device,
          "--module-mode", module_mode, "--out", str(out), *(["--cache", str(cache_dir)] if cache_dir else [])],
-        cwd=Path(__file__).resolve().parents[2],     # the repo root: tools/ importable
-        env={**os.environ, **(env or {})},            # the agent's own, e.g. + CUDA_VISIBLE_DEVICES
-        stdin=subprocess.DEVNULL,                     # never waits on input
-        capture_output=True, text=True,               # stderr's last line is the reason
-        timeout=timeout_s)                            # torch.compile of a hung problem
-    if proc.returncode != 0 or not out.exists():
-        raise ValueError(child_reason(proc.returncode, proc.stderr))
+        {**os.environ, **(env or {})}, timeout_s, None if deadline is None else (lambda: deadline(out)))
+    if returncode != 0 or not out.exists():
+        raise ValueError(child_reason(returncode, stderr))
+
+
+def run_child(argv: list[str], env: dict[str, str], timeout_s: float, deadline=None) -> tuple[int, str]:
+    """`argv` run from the repo root (tools/ importable), no stdin (never waits on input),
+    its output captured (stderr's last line is the reason): (returncode, stderr). Killed
+    and subprocess.TimeoutExpired past `timeout_s` (torch.compile of a hung problem), or
+    past the monotonic time `deadline()` returns while it runs (None: no sooner end)."""
+    import subprocess
+    end = time.monotonic() + timeout_s
+    proc = subprocess.Popen(argv, cwd=Path(__file__).resolve().parents[2], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while True:
+        if deadline is not None:
+            end = min(end, deadline() or end)
+        left = end - time.monotonic()
+        try:
+            _, stderr = proc.communicate(timeout=max(0.0, min(left, 0.5) if deadline is not None else left))
+            return proc.returncode, stderr
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= end:
+                proc.kill()
+                proc.communicate()
+                raise subprocess.TimeoutExpired(argv, timeout_s) from None
 
 
 def child_reason(returncode: int, stderr: str) -> str:

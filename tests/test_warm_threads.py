@@ -115,19 +115,23 @@ def test_the_watch_counts_thread_starts_outside_the_workers_own():
     assert len(started) == 4 and watch.threads == 2 and watch.own_starts == 0
 
 
-def test_the_real_async_compile_mode_waits_for_a_submitted_compile():
+def test_with_this_tritons_async_compile_mode_a_submitted_compile_runs_on_a_pool_thread():
+    """Inside `parallel`, Triton's own AsyncCompileMode is the active one and hands a launch's
+    compile to the pool; leaving the block finishes it."""
     mode_class = warmpool.async_mode_class()
     if mode_class is None:
         pytest.skip("this Triton has no AsyncCompileMode")
-    done = []
-    with ThreadPoolExecutor(2) as pool:
-        with mode_class(pool) as mode:
-            args = ("key", lambda: done.append(1) or "kernel", lambda k: done.append(k))
-            try:
-                mode.submit(*args, lambda fk: None)        # Triton 3.9: a cleanup callback too
-            except TypeError:
-                mode.submit(*args)                          # Triton 3.6
-    assert done == [1, "kernel"]
+    from triton.runtime import _async_compile
+    ran, finished = [], []
+    with warmpool.parallel(_worker(), 2):
+        mode = _async_compile.active_mode.get()
+        args = ("key", lambda: ran.append(threading.current_thread().name) or "kernel", finished.append)
+        try:
+            mode.submit(*args, lambda fk: None)        # Triton 3.9: a cleanup callback too
+        except TypeError:
+            mode.submit(*args)                          # Triton 3.6
+    assert ran[0].startswith("krefine-compile") and finished == ["kernel"]
+    assert _async_compile.active_mode.get() is None
 
 
 # ---------------------------------------------------------------- on a GPU

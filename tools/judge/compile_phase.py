@@ -10,6 +10,7 @@ compile errors, registers, spills). Runs outside the exclusive GPU hold.
 """
 from __future__ import annotations
 
+import functools
 import secrets
 import time
 
@@ -71,10 +72,9 @@ def _warm(evaluation, worker) -> Status | None:
     """JIT-compile the forward's kernels without launching them (Triton's warmup path),
     outside the exclusive hold on the GPU. A Triton compile error is the verdict; any
     other failure here is left for the trials to find and report."""
-    from tools.judge.precompile import MAX_JOBS, compile_jobs
-    try:   # on this host's cores shared by its GPUs, at most 8 threads (tools/sandbox/warmpool.py)
+    try:
         reply, _ = worker.request({"op": "warm", "seed": secrets.randbelow(2**31 - 1),
-                                   "threads": compile_jobs(MAX_JOBS)},
+                                   "threads": warm_threads()},
                                   evaluation.settings.test.compile_timeout_s)
     except isolation.WorkerTimeout as e:
         evaluation.diag("timeout", f"compiling the forward's kernels took too long: {e}")
@@ -89,6 +89,14 @@ def _warm(evaluation, worker) -> Status | None:
     if not reply.get("ok"):
         evaluation.checks["warm"]["left_to_trials"] = f"{reply.get('error_type')}: {str(reply.get('message'))[:200]}"
     return None
+
+
+@functools.cache
+def warm_threads() -> int:
+    """Threads for a warm request's compiles (tools/sandbox/warmpool.py): this host's cores
+    shared by its GPUs, at most 8; counted once per judge process (NVML's GPU count)."""
+    from tools.judge.precompile import MAX_JOBS, compile_jobs
+    return compile_jobs(MAX_JOBS)
 
 
 def _offer_staging(evaluation: Evaluation, worker, ref: list) -> None:

@@ -134,6 +134,41 @@ def test_a_strict_failure_as_large_as_the_default_flags_one_stays_unexplained():
     assert cmp.explain(r) == cmp.UNEXPLAINED
 
 
+def _tf32_pair(kernel_strict, ref_err, peer_problem="1_x"):
+    """A `+tf32conv` entry failing KernelBench both ways, and its problem's exact-fp32 seed."""
+    tf32 = rec(kind="portfolio", kb_correct=False, error=MISMATCH, max_difference=[0.0004, 0.0004],
+               strict={"correctness": False, "max_difference": kernel_strict}, features=["conv"])
+    seed = rec(problem=peer_problem, kb_correct=False, error=MISMATCH, max_difference=ref_err,
+               strict={"correctness": True, "max_difference": []}, features=["conv"])
+    return tf32, seed
+
+
+def test_a_tf32_kernel_as_far_from_exact_as_kernelbenchs_own_reference_is_explained_by_its_exact_peer():
+    tf32, seed = _tf32_pair([0.00068, 0.0022], [0.00067, 0.0021])
+    why = cmp.explain(tf32, [seed, tf32])
+    assert why.startswith("the kernel convolves in TF32") and "0.0022 off KernelBench's strict-fp32" in why
+
+
+def test_a_tf32_kernel_further_from_exact_than_the_margin_stays_unexplained():
+    tf32, seed = _tf32_pair([0.00068, 0.0032], [0.00067, 0.0021])
+    assert cmp.explain(tf32, [seed]) == cmp.UNEXPLAINED
+
+
+def test_another_problems_exact_entry_is_no_evidence_for_a_tf32_kernel():
+    tf32, seed = _tf32_pair([0.00068, 0.0022], [0.00067, 0.0021], peer_problem="2_y")
+    assert cmp.explain(tf32, [seed]) == cmp.UNEXPLAINED
+
+
+def test_the_tf32_margin_is_the_judges_as_run_margin():
+    from tools.judge.accuracy import EAGER_ERROR_MARGIN
+    assert cmp.TF32_MARGIN == EAGER_ERROR_MARGIN
+
+
+def test_a_kinds_summary_reads_peers_of_the_other_kinds():
+    tf32, seed = _tf32_pair([0.00068, 0.0022], [0.00067, 0.0021])
+    assert cmp.summary([tf32], [seed, tf32])["unexplained"] == 0 and cmp.summary([tf32])["unexplained"] == 1
+
+
 def test_a_large_mismatch_without_conv_is_unexplained():
     r = rec(kb_correct=False, error="Output mismatch (max difference 0.5)", max_difference=[0.5])
     assert cmp.explain(r) == cmp.UNEXPLAINED

@@ -255,13 +255,13 @@ def latest(records: list[dict]) -> list[dict]:
     return sorted(last.values(), key=lambda r: (r["setting"], _natural(r["problem"]), kb_compare.KINDS.index(r["kind"])))
 
 
-def progress_line(i: int, n: int, rec: dict) -> str:
+def progress_line(i: int, n: int, rec: dict, peers: list[dict] = ()) -> str:
     kr, kb = rec["krefine"], rec["kb"]
     kb_says = (("correct" if kb["correctness"] else "incorrect" if kb["compiled"] else "not compiled")
                if kb.get("status") == "ok" else kb.get("status"))
     kr_x = f" {kr['speedup_eager']:.2f}x" if kr.get("speedup_eager") else ""
     kb_x = f" {kb['speedup']:.2f}x" if kb.get("speedup") else ""
-    why = kb_compare.explain(rec)
+    why = kb_compare.explain(rec, latest(list(peers)))
     return (f"[{i}/{n}] {rec['problem']} {rec['kind']}: krefine {kr['verdict']}{kr_x} | KernelBench {kb_says}{kb_x}"
             + f" ({kb.get('process_s') or kb.get('wall_s')} s)" + (f" DIFFER: {why}" if why else ""))
 
@@ -385,7 +385,7 @@ def main(argv=None) -> int:
             append_jsonl(args.out, rec)
             records.append(rec)
             write_table(args, records)
-            print(progress_line(i, len(todo), rec), flush=True)
+            print(progress_line(i, len(todo), rec, records), flush=True)
     except KeyboardInterrupt:
         pool.shutdown(wait=False, cancel_futures=True)
         kill_all()

@@ -123,7 +123,7 @@ def test_a_linear_layer_s_library_gemm_becomes_the_gemm_family_on_cpu():
 @pytest.mark.parametrize("name", ["bottleneck_expansion", "gelu_tanh_block", "linear_relu", "small_attention",
                                   "sdpa_attention", "multihead_attention", "item_in_init", "lambda_mlp",
                                   "weight_norm_linear", "text_embedding_bag", "prototype_cdist", "gnn_scatter",
-                                  "scalar_gate"])
+                                  "scalar_gate", "bilinear_median"])
 def test_the_seed_matches_the_model_on_three_calls(name, tmp_path):
     assert max(_lockstep_errors(name, tmp_path)) < 1e-4
 
@@ -144,6 +144,14 @@ def test_a_cpu_capture_writes_scaled_dot_product_attention_as_matmuls_and_a_soft
     from tools.dialect.inductor_capture import capture
     code = capture(load_problem(PROBLEMS / "sdpa_attention.py"), "cpu").code
     assert "_scaled_dot_product" not in code and "extern_kernels.bmm" in code
+
+
+def test_a_cpu_capture_rewrites_bilinear_median_and_kthvalue_as_ops_inductor_writes_triton_for():
+    from tools.dialect.inductor_capture import capture
+    code = capture(load_problem(PROBLEMS / "bilinear_median.py"), "cpu").code
+    call = code.split("def call(", 1)[1]   # the wrapper's call(), without its comments (the ops' names)
+    lines = [line for line in call.splitlines() if not line.lstrip().startswith("#")]
+    assert not [line for line in lines if "aten." in line or "torch.ops" in line]   # a fallback's call
 
 
 def test_the_rnn_cell_seed_matches_the_model_call_after_call_as_its_state_evolves(tmp_path):

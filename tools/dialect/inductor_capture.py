@@ -100,12 +100,15 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     graph_inputs: list[list] = []
     graph_outputs: list = []
 
-    rewrites = {}
-    if templates:   # convolutions with no Triton template, rewritten as ones with one
-        from torch._inductor.decomposition import select_decomp_table
+    # ops Inductor leaves to PyTorch, rewritten as ones it writes Triton for; in the templates
+    # compile, also convolutions with no Triton template, rewritten as ones with one
+    from torch._inductor.decomposition import select_decomp_table
 
+    from tools.dialect.fallback_rewrite import fallback_decompositions
+    rewrites = {"decompositions": {**select_decomp_table(), **fallback_decompositions()}}
+    if templates:
         from tools.dialect.conv_rewrite import template_decompositions
-        rewrites = {"decompositions": {**select_decomp_table(), **template_decompositions()}}
+        rewrites["decompositions"].update(template_decompositions())
 
     def backend(gm, example_inputs):
         graph_inputs.append(list(example_inputs))

@@ -1,0 +1,64 @@
+"""tools/dialect/fallback_rewrite.py: the rewrites of ops Inductor leaves to PyTorch give
+ATen's own values and indices (the capture that uses them: tests/test_level3_seeds.py)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tools.dialect import fallback_rewrite as fr
+
+aten = torch.ops.aten
+
+
+def _x(*shape, nan_at=None):
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(3))
+    if nan_at is not None:
+        x[nan_at] = float("nan")
+    return x
+
+
+@pytest.mark.parametrize("k, dim, keepdim", [(1, -1, False), (4, -1, True), (20, 1, False), (2, 0, False)])
+def test_kthvalue_gives_atens_value_and_index(k, dim, keepdim):
+    x = _x(6, 20)
+    want, got = aten.kthvalue.default(x, k, dim, keepdim), fr.kthvalue(x, k, dim, keepdim)
+    assert torch.equal(want[0], got[0]) and torch.equal(want[1], got[1])
+
+
+@pytest.mark.parametrize("n", [7, 8])
+def test_median_along_a_dim_gives_the_lower_median_and_its_index(n):
+    x = _x(5, n)
+    want, got = aten.median.dim(x, 1), fr.median_dim(x, 1)
+    assert torch.equal(want[0], got[0]) and torch.equal(want[1], got[1])
+
+
+def test_median_along_a_dim_gives_nan_and_the_first_nans_index_where_the_slice_holds_one():
+    x = _x(5, 8, nan_at=(2, 5))
+    x[2, 6] = float("nan")
+    want, got = aten.median.dim(x, 1, True), fr.median_dim(x, 1, True)
+    assert torch.equal(want[0].isnan(), got[0].isnan()) and want[0].isnan().any()
+    assert torch.equal(want[0].nan_to_num(), got[0].nan_to_num()) and torch.equal(want[1], got[1])
+
+
+def test_median_of_all_elements_gives_atens_value_nan_included():
+    assert torch.equal(aten.median.default(_x(4, 9)), fr.median(_x(4, 9)))
+    assert fr.median(_x(4, 9, nan_at=(1, 1))).isnan()
+
+
+@pytest.mark.parametrize("args", [
+    ([1, 3], [0], [1, 2], [2, 3]),    # nn.Bilinear: (N, in1) x (out, in1, in2) x (N, in2)
+    ([1], [0], [], [2]),              # no sumdim past the product's own
+])
+def test_trilinear_gives_atens_values(args):
+    g = torch.Generator().manual_seed(0)
+    if len(args[0]) == 2:
+        i1, i2, i3 = torch.randn(5, 4, generator=g), torch.randn(6, 4, 3, generator=g), torch.randn(5, 3, generator=g)
+    else:
+        i1, i2, i3 = torch.randn(5, 4, generator=g), torch.randn(6, 4, generator=g), torch.randn(5, 6, 4, generator=g)
+    want = aten._trilinear.default(i1, i2, i3, *args)
+    got = fr.trilinear(i1, i2, i3, *args)
+    assert want.shape == got.shape and torch.allclose(want, got, atol=1e-5, rtol=1e-5)
+
+
+def test_a_0_dim_input_is_left_to_pytorch():
+    x = torch.tensor(1.5)
+    assert fr.kthvalue(x, 1, 0) is NotImplemented and fr.median(x) is NotImplemented

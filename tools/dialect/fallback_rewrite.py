@@ -1,0 +1,65 @@
+"""Ops Inductor leaves to PyTorch (a fallback kernel, so no pure-Triton seed), rewritten for
+every capture (tools/dialect/inductor_capture.py) as ops it writes Triton for: the same
+values, computed in fp32 as the reference's dtype gives.
+
+- `aten._trilinear` (nn.Bilinear, F.bilinear): the three operands unsqueezed at their expand
+  dims, multiplied and summed over `sumdim`: one fused reduction (ATen's own definition,
+  aten/src/ATen/native/Linear.cpp, without its bmm regrouping).
+- `aten.kthvalue` and `aten.median` (with and without a dim): a stable sort along the dim,
+  then the k-th value (median: the lower one, k = (n + 1) // 2) and its index; median gives
+  NaN (and the first NaN's index) where the slice holds one, as torch.median does.
+
+A form outside these (a 0-dim input) returns NotImplemented: the op stays a fallback and
+the seed names it.
+"""
+from __future__ import annotations
+
+
+def fallback_decompositions() -> dict:
+    import torch
+    aten = torch.ops.aten
+    return {aten._trilinear.default: trilinear, aten.kthvalue.default: kthvalue,
+            aten.median.dim: median_dim, aten.median.default: median}
+
+
+def trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    total = i1.dim() + len(expand1)
+
+    def expanded(t, dims):
+        for d in range(total):
+            if d in dims:
+                t = t.unsqueeze(d)
+        return t
+    out = expanded(i1, expand1) * expanded(i2, expand2) * expanded(i3, expand3)
+    return out.sum(list(sumdim)) if len(sumdim) else out
+
+
+def kthvalue(x, k, dim=-1, keepdim=False):
+    import torch
+    if x.dim() == 0:
+        return NotImplemented
+    values, indices = torch.sort(x, dim=dim, stable=True)
+    values, indices = values.narrow(dim, k - 1, 1), indices.narrow(dim, k - 1, 1)
+    if not keepdim:
+        values, indices = values.squeeze(dim), indices.squeeze(dim)
+    return values, indices
+
+
+def median_dim(x, dim=0, keepdim=False):
+    import torch
+    if x.dim() == 0:
+        return NotImplemented
+    values, indices = kthvalue(x, (x.shape[dim] + 1) // 2, dim, keepdim=True)
+    nan = torch.isnan(x)
+    has_nan = nan.any(dim, keepdim=True)
+    values = torch.where(has_nan, torch.full_like(values, float("nan")), values)
+    indices = torch.where(has_nan, nan.to(torch.int8).argmax(dim, keepdim=True), indices)
+    if not keepdim:
+        values, indices = values.squeeze(dim), indices.squeeze(dim)
+    return values, indices
+
+
+def median(x):
+    if x.dim() == 0:
+        return NotImplemented
+    return median_dim(x.reshape(-1), 0)[0]

@@ -123,7 +123,7 @@ def test_a_linear_layer_s_library_gemm_becomes_the_gemm_family_on_cpu():
 @pytest.mark.parametrize("name", ["bottleneck_expansion", "gelu_tanh_block", "linear_relu", "small_attention",
                                   "sdpa_attention", "multihead_attention", "item_in_init", "lambda_mlp",
                                   "weight_norm_linear", "text_embedding_bag", "prototype_cdist", "gnn_scatter",
-                                  "scalar_gate", "bilinear_median"])
+                                  "scalar_gate", "bilinear_median", "pairwise_interaction"])
 def test_the_seed_matches_the_model_on_three_calls(name, tmp_path):
     assert max(_lockstep_errors(name, tmp_path)) < 1e-4
 

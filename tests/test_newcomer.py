@@ -184,6 +184,12 @@ def test_a_libdevice_call_the_interpreter_lacks_is_named_on_the_import_line_as_n
     assert portable(out) == out and len(out.splitlines()) == len(TANH_KERNEL.splitlines())
 
 
+def test_libdevice_sqrt_stays_libdevices_since_it_may_be_fp64_which_tl_sqrt_rn_refuses():
+    from tools.dialect.portable import portable
+    out = portable(TANH_KERNEL.replace("libdevice.tanh(x)", "libdevice.sqrt(x.to(tl.float64)).to(tl.float32)"))
+    assert "libdevice.sqrt(x.to(tl.float64))" in out and "sqrt_rn" not in out
+
+
 def test_export_says_a_kernel_that_needs_a_gpu_does(tmp_path, capsys):
     from tools.dialect.interp_math import in_the_interpreter
     from tests.run_fixtures import judged, loop_run

@@ -39,6 +39,13 @@ def test_median_along_a_dim_gives_nan_and_the_first_nans_index_where_the_slice_h
     assert torch.equal(want[0].nan_to_num(), got[0].nan_to_num()) and torch.equal(want[1], got[1])
 
 
+def test_median_of_an_integer_tensor_gives_atens_value_and_index():
+    x = torch.randint(0, 50, (4, 9), generator=torch.Generator().manual_seed(1))
+    want, got = aten.median.dim(x, 1), fr.median_dim(x, 1)
+    assert torch.equal(want[0], got[0])
+    assert torch.equal(x.gather(1, got[1][:, None])[:, 0], want[0])   # equal keys: any of their indices
+
+
 def test_median_of_all_elements_gives_atens_value_nan_included():
     assert torch.equal(aten.median.default(_x(4, 9)), fr.median(_x(4, 9)))
     assert fr.median(_x(4, 9, nan_at=(1, 1))).isnan()

@@ -50,10 +50,11 @@ def median_dim(x, dim=0, keepdim=False):
     if x.dim() == 0:
         return NotImplemented
     values, indices = kthvalue(x, (x.shape[dim] + 1) // 2, dim, keepdim=True)
-    nan = torch.isnan(x)
-    has_nan = nan.any(dim, keepdim=True)
-    values = torch.where(has_nan, torch.full_like(values, float("nan")), values)
-    indices = torch.where(has_nan, nan.to(torch.int8).argmax(dim, keepdim=True), indices)
+    if x.is_floating_point():   # an integer tensor holds no NaN
+        nan = torch.isnan(x)
+        has_nan = nan.any(dim, keepdim=True)
+        values = torch.where(has_nan, torch.full_like(values, float("nan")), values)
+        indices = torch.where(has_nan, nan.to(torch.int8).argmax(dim, keepdim=True), indices)
     if not keepdim:
         values, indices = values.squeeze(dim), indices.squeeze(dim)
     return values, indices

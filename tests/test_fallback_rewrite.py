@@ -69,3 +69,17 @@ def test_trilinear_gives_atens_values(args):
 def test_a_0_dim_input_is_left_to_pytorch():
     x = torch.tensor(1.5)
     assert fr.kthvalue(x, 1, 0) is NotImplemented and fr.median(x) is NotImplemented
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dim, keepdim", [(-1, False), (0, True)])
+def test_on_a_gpu_inductor_s_compile_of_the_median_rewrite_gives_atens_values_and_indices(dim, keepdim):
+    """Compiled for cuda, as every capture compiles it, with and without NaN in a slice (an
+    isnan().any() beside an argmax of isnan, the earlier form, compiled to all-NaN on cuda)."""
+    x = _x(9, 7, nan_at=(2, 5)).cuda()
+    x[7, 0] = x[2, 1] = float("nan")
+    for t in (x.nan_to_num(), x):
+        torch._dynamo.reset()
+        want, got = aten.median.dim(t, dim, keepdim), torch.compile(fr.median_dim)(t, dim, keepdim)
+        assert torch.equal(want[0].isnan(), got[0].isnan()) and torch.equal(want[0].nan_to_num(), got[0].nan_to_num())
+        assert torch.equal(want[1], got[1])

@@ -7,7 +7,8 @@ values, computed in fp32 as the reference's dtype gives.
   aten/src/ATen/native/Linear.cpp, without its bmm regrouping).
 - `aten.kthvalue` and `aten.median` (with and without a dim): a stable sort along the dim,
   then the k-th value (median: the lower one, k = (n + 1) // 2) and its index; median gives
-  NaN (and the first NaN's index) where the slice holds one, as torch.median does.
+  NaN (and the first NaN's index) where the slice holds one, as torch.median does: the stable
+  sort puts NaNs last in index order, so that is the sorted slice's entry n - (NaN count).
 
 A form outside these (a 0-dim input) returns NotImplemented: the op stays a fallback and
 the seed names it.
@@ -46,15 +47,21 @@ def kthvalue(x, k, dim=-1, keepdim=False):
 
 
 def median_dim(x, dim=0, keepdim=False):
+    """The lower median, or NaN and the first NaN's index where the slice holds one. A stable
+    sort puts NaN last, in index order, so both are one gather from the sorted slice: position
+    k - 1, or n - (NaN count) where the last sorted value is NaN. (Not isnan().any() beside an
+    argmax of isnan: Inductor's cuda fusion of that pair (torch 2.11, Triton 3.6) read every
+    row as holding a NaN.)"""
     import torch
     if x.dim() == 0:
         return NotImplemented
-    values, indices = kthvalue(x, (x.shape[dim] + 1) // 2, dim, keepdim=True)
+    n = x.shape[dim]
+    values, indices = torch.sort(x, dim=dim, stable=True)
+    pos = torch.full_like(values.narrow(dim, 0, 1), (n - 1) // 2, dtype=torch.int64)
     if x.is_floating_point():   # an integer tensor holds no NaN
-        nan = torch.isnan(x)
-        has_nan = nan.any(dim, keepdim=True)
-        values = torch.where(has_nan, torch.full_like(values, float("nan")), values)
-        indices = torch.where(has_nan, nan.to(torch.int8).argmax(dim, keepdim=True), indices)
+        nans = (values != values).sum(dim, keepdim=True)
+        pos = torch.where(nans > 0, n - nans, pos)
+    values, indices = values.gather(dim, pos), indices.gather(dim, pos)
     if not keepdim:
         values, indices = values.squeeze(dim), indices.squeeze(dim)
     return values, indices

@@ -22,7 +22,9 @@ import pytest
 
 from tools.dialect import read_capture
 from tools.dialect.kernelbook import accepted_seed
-from tools.dialect.kernelbook_model import set_up_members
+import re
+
+from tools.dialect.kernelbook_model import model_new, set_up_members
 from tools.problem import load_problem
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,6 +85,58 @@ def _lockstep_errors(name: str, tmp_path: Path, fixture: str = "") -> list[float
 
 def test_a_class_attribute_is_carried_into_model_new():
     assert "expansion = 4" in ast.unparse(_class(_seed("bottleneck_expansion"), "ModelNew"))
+
+
+# KernelBench's static checker (src/kernelbench/kernel_static_checker.py, 423217d: TRY_EXCEPT_PATTERNS,
+# PASS_PATTERN) refuses a kernel whose text, `#` and `//` comments cut, matches any of these
+KB_BYPASS = [r"\btry\s*:", r"\bexcept\s*:", r"\bexcept\s+\w+", r"\bpass\b"]
+
+
+def _kb_bypass(code: str) -> list[str]:
+    text = "\n".join(line.split("#")[0].split("//")[0] for line in code.splitlines())
+    return [p for p in KB_BYPASS if re.search(p, text)]
+
+
+KB_WORDS = '''
+import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    """Each layer except the last one has dropout; pass it on."""
+    def __init__(self, n):
+        super().__init__()
+        self.fc = nn.Linear(n, n)
+        if n < 0:
+            pass
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class Model(nn.Module):
+    def __init__(self, n):
+        """:param n: features, except where noted"""
+        super().__init__()
+        self.block = Block(n)
+
+    def forward(self, x):
+        return self.block(x)
+'''
+
+
+def test_the_problems_docstrings_and_pass_do_not_reach_model_new_where_kernelbench_reads_a_bypass():
+    defs, cls = model_new(KB_WORDS, ["arg0_1", "arg1_1", "arg2_1"],
+                          ["param:block.fc.weight", "param:block.fc.bias", "input:0"], 1)
+    assert _kb_bypass(KB_WORDS) and _kb_bypass(defs + "\n" + cls) == []
+    ns: dict = {}
+    exec("import torch\nimport torch.nn as nn\n" + defs + "\n" + cls, ns)   # ModelNew still builds Model's parameters
+    assert [n for n, _ in ns["ModelNew"](4).named_parameters()] == ["block.fc.weight", "block.fc.bias"]
+
+
+@pytest.mark.parametrize("name", ["small_lstm", "bottleneck_expansion", "gnn_scatter", "small_attention", "bilinear_median"])
+def test_a_seed_passes_kernelbenchs_bypass_patterns(name):
+    assert _kb_bypass(_seed(name)) == []
 
 
 def test_only_the_methods_init_reaches_go_with_a_class():

@@ -169,6 +169,33 @@ def test_a_kinds_summary_reads_peers_of_the_other_kinds():
     assert cmp.summary([tf32], [seed, tf32])["unexplained"] == 0 and cmp.summary([tf32])["unexplained"] == 1
 
 
+def _ill(ref_err, kernel_err, ref_passes):
+    r = rec(kb_correct=False, error="Output mismatch (max difference 3.5e14)", max_difference=[3.5e14, 3.9e14],
+            strict={"correctness": False, "max_difference": [3.5e14, 3.9e14]})
+    r["kb"]["float64"] = {"ref_err": ref_err, "kernel_err": kernel_err, "ref_passes": ref_passes, "error": None}
+    return r
+
+
+def test_a_reference_that_fails_kernelbenchs_tolerance_against_its_float64_forward_explains_a_kernel_as_close():
+    why = cmp.explain(_ill([4.0e14, 4.4e14], [3.0e14, 6.0e14], [False, False]))
+    assert why.startswith("KernelBench's fp32 tolerance is tighter than the problem's fp32 error") \
+        and "up to 4.4e+14 off a float64 forward" in why and "on 2 of 2 trials" in why and "6e+14 off it" in why
+
+
+def test_a_kernel_further_from_float64_than_the_margin_stays_unexplained():
+    assert cmp.explain(_ill([4.0e14, 4.4e14], [3.0e14, 6.7e14], [False, False])) == cmp.UNEXPLAINED
+
+
+def test_a_reference_that_passes_against_its_float64_forward_leaves_a_mismatch_unexplained():
+    assert cmp.explain(_ill([1e-6, 1e-6], [1e-6, 1e-6], [True, True])) == cmp.UNEXPLAINED
+
+
+def test_a_float64_forward_that_failed_is_no_evidence():
+    r = _ill([], [], [])
+    r["kb"]["float64"] = {"error": "RuntimeError: expected scalar type Double but found Float"}
+    assert cmp.explain(r) == cmp.UNEXPLAINED
+
+
 def test_a_large_mismatch_without_conv_is_unexplained():
     r = rec(kb_correct=False, error="Output mismatch (max difference 0.5)", max_difference=[0.5])
     assert cmp.explain(r) == cmp.UNEXPLAINED
@@ -295,6 +322,18 @@ def test_a_changed_text_is_evaluated_again(tmp_path):
     assert h.pending([job], done) == [job]
 
 
+def test_a_strict_mismatch_recorded_before_the_float64_forward_is_evaluated_again(tmp_path):
+    jobs = [h.Job(p, "default", "seed", "r00-c00", f"text {p}", tmp_path / f"{p}.py", "level1", True, {})
+            for p in ("1_a", "2_b", "3_c")]
+    strict_fail = {"error": MISMATCH, "strict_fp32": {"correctness": False}}
+    done = [{"setting": "default", "problem": "1_a", "kind": "seed", "sha": jobs[0].sha, "kb": strict_fail},
+            {"setting": "default", "problem": "2_b", "kind": "seed", "sha": jobs[1].sha,
+             "kb": {**strict_fail, "float64": {"error": "no float64"}}},
+            {"setting": "default", "problem": "3_c", "kind": "seed", "sha": jobs[2].sha,
+             "kb": {"error": MISMATCH, "strict_fp32": {"correctness": True}}}]
+    assert [j.problem for j in h.pending(jobs, done)] == ["1_a"]
+
+
 def _harness(*args, cwd=ROOT):
     return subprocess.run([sys.executable, "-m", "agent.bench.kb_harness", *map(str, args)], capture_output=True, text=True,
                           cwd=cwd, timeout=120)
@@ -351,3 +390,69 @@ def test_a_bench_with_a_best_offers_seed_portfolio_and_best(tmp_path):
     bench, index = _portfolio_bench(tmp_path, [judged("correct", 2.0)] * 2)
     jobs, _ = h.collect_jobs(bench, "default", index)
     assert [j.kind for j in jobs] == ["seed", "portfolio", "best"]
+
+
+# ---------------------------------------------------------------- kb_eval's float64 evidence
+
+ILL_REF = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.big = nn.Parameter(torch.tensor(3.0e7))
+
+    def forward(self, x):
+        return (x + self.big) - self.big     # fp32 keeps ~2 of x's bits here; float64 keeps x
+
+def get_inputs():
+    return [torch.randn(64)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def _kb_stub(tmp_path):
+    """The KernelBench functions float64_check calls, as eval.py defines them, on cpu."""
+    import types
+    import importlib.util
+
+    import torch
+
+    def load_original_model_and_inputs(src, ctx):
+        exec(src, ctx)
+        return ctx["Model"], ctx["get_init_inputs"], ctx["get_inputs"]
+
+    def load_custom_model_with_tempfile(src, entry_point):
+        path = tmp_path / "candidate_tmp.py"
+        path.write_text(src)
+        spec = importlib.util.spec_from_file_location("candidate_tmp", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return getattr(module, entry_point), types.SimpleNamespace(name=str(path))
+
+    return types.SimpleNamespace(
+        load_original_model_and_inputs=load_original_model_and_inputs, set_seed=torch.manual_seed,
+        _process_input_tensor=lambda x, device, backend, precision: x.to(device=device, dtype=precision)
+        if torch.is_tensor(x) else x,
+        load_custom_model_with_tempfile=load_custom_model_with_tempfile,
+        get_tolerance_for_precision=lambda precision: 1e-2)
+
+
+def test_the_float64_forward_measures_the_reference_and_the_kernel_against_it(tmp_path):
+    import torch
+    from agent.bench import kb_eval
+    cand = ILL_REF.replace("class Model(", "class ModelNew(")
+    out = kb_eval.float64_check(_kb_stub(tmp_path), ILL_REF, cand, torch.device("cpu"), torch.float32)
+    assert out["error"] is None and len(out["ref_err"]) == kb_eval.CORRECT_TRIALS
+    assert min(out["ref_err"]) > 0.1 and out["kernel_err"] == out["ref_err"] and not any(out["ref_passes"])
+
+
+def test_a_float64_forward_that_raises_is_reported_not_raised(tmp_path):
+    import torch
+    from agent.bench import kb_eval
+    ref = ILL_REF.replace("return (x + self.big) - self.big", "return x @ torch.ones(64, 2)")
+    out = kb_eval.float64_check(_kb_stub(tmp_path), ref, ref.replace("class Model(", "class ModelNew("),
+                                torch.device("cpu"), torch.float32)
+    assert set(out) == {"error"} and "RuntimeError" in out["error"]

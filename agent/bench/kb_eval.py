@@ -8,7 +8,9 @@ runtime_ms, ref_ms (the reference timed by eval itself, same timing function, sa
 process: its excessive-speedup check), speedup = ref_ms / runtime_ms, the error KernelBench
 recorded, and evidence for agent/bench/kb_compare.py's explanations: KernelBench's static
 checker's findings and, when its check failed on "Output mismatch", the same check run
-again with TF32 off for the reference (torch lets cuDNN convolve fp32 in TF32 by default).
+again with TF32 off for the reference (torch lets cuDNN convolve fp32 in TF32 by default),
+and when that fails too, a float64 forward of the reference on the same trials: how far
+the reference and the kernel each are from it (`float64_check`).
 
 As a script it is one fresh process per evaluation; agent/bench/kb_harness.py starts it with
 `python -P` and krefine off PYTHONPATH, and `hide_krefine` keeps an installed krefine's
@@ -120,10 +122,12 @@ def eval_against_ref(kb_src: Path, ref_src: str, cand_src: str) -> dict:
            **_error(meta), "max_difference": [float(x) for x in meta.get("max_difference", [])],
            "trials": meta.get("correctness_trials"), "excessive_speedup": bool(meta.get("excessive_speedup")),
            "hardware": meta.get("hardware"), "static_errors": static_errors, "static_warnings": static_warnings,
-           "strict_fp32": None}
+           "strict_fp32": None, "float64": None}
     # 3) an output mismatch: the same check with the reference in strict fp32
     if meta.get("correctness_issue") == "Output mismatch":
         out["strict_fp32"] = strict_fp32_check(kb, ref_src, cand_src, device, precision)
+        if out["strict_fp32"].get("correctness") is False:
+            out["float64"] = float64_check(kb, ref_src, cand_src, device, precision)
     out["wall_s"] = round(time.perf_counter() - t0, 2)
     return out
 
@@ -154,6 +158,56 @@ def strict_fp32_check(kb, ref_src: str, cand_src: str, device, precision) -> dic
                 "max_difference": [float(x) for x in meta.get("max_difference", [])], "error": _error(meta)["error"]}
     except Exception as e:   # evidence only: its failure is reported, the verdict stands
         return {"correctness": None, "error": _trim(f"{type(e).__name__}: {e}")}
+    finally:
+        for f, v in zip(flags, saved):
+            f.allow_tf32 = v
+        if tmp is not None:
+            os.remove(tmp.name)
+
+
+def float64_check(kb, ref_src: str, cand_src: str, device, precision) -> dict:
+    """KernelBench's correctness trials (its seeds, so its inputs) with TF32 off, each output
+    beside a float64 forward of a copy of the reference (the same weights, float inputs in
+    float64): per trial, `ref_err` = max |reference - float64|, `kernel_err` = max |kernel -
+    float64|, and `ref_passes`: whether the reference itself passes KernelBench's fp32
+    tolerance (allclose, its atol = rtol) against the float64 forward."""
+    import copy
+    import torch
+    flags = torch.backends.cudnn, torch.backends.cuda.matmul
+    saved = [f.allow_tf32 for f in flags]
+    tmp = None
+    try:
+        Model, get_init_inputs, get_inputs = kb.load_original_model_and_inputs(ref_src, {})
+        kb.set_seed(SEED)
+        init = [kb._process_input_tensor(x, device, BACKEND, precision) for x in get_init_inputs()]
+        with torch.no_grad():
+            kb.set_seed(SEED)
+            ref = Model(*init).to(device=device, dtype=precision)
+            ModelNew, tmp = kb.load_custom_model_with_tempfile(cand_src, entry_point="ModelNew")
+            kb.set_seed(SEED)
+            new = ModelNew(*init).to(device=device, dtype=precision)
+            ref64 = copy.deepcopy(ref).to(dtype=torch.float64)
+        for f in flags:
+            f.allow_tf32 = False
+        tol = kb.get_tolerance_for_precision(precision)
+        torch.manual_seed(SEED)   # run_and_check_correctness's trial seeds
+        seeds = [torch.randint(0, 2**32 - 1, (1,)).item() for _ in range(CORRECT_TRIALS)]
+        ref_err, kernel_err, ref_passes = [], [], []
+        with torch.no_grad():
+            for seed in seeds:
+                kb.set_seed(seed)
+                inputs = [kb._process_input_tensor(x, device, BACKEND, precision) for x in get_inputs()]
+                out, out_new = ref(*inputs), new(*inputs)
+                out64 = ref64(*[x.double() if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs])
+                if not all(torch.is_tensor(t) for t in (out, out_new, out64)) or out.shape != out64.shape \
+                        or out_new.shape != out64.shape:
+                    return {"error": "an output is not one tensor of the reference's shape"}
+                ref_err.append(float((out.double() - out64).abs().max()))
+                kernel_err.append(float((out_new.double() - out64).abs().max()))
+                ref_passes.append(bool(torch.allclose(out.double(), out64, atol=tol, rtol=tol)))
+        return {"ref_err": ref_err, "kernel_err": kernel_err, "ref_passes": ref_passes, "error": None}
+    except Exception as e:   # evidence only: its failure is reported, the verdict stands
+        return {"error": _trim(f"{type(e).__name__}: {e}")}
     finally:
         for f, v in zip(flags, saved):
             f.allow_tf32 = v

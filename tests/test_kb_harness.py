@@ -196,6 +196,33 @@ def test_a_float64_forward_that_failed_is_no_evidence():
     assert cmp.explain(r) == cmp.UNEXPLAINED
 
 
+def _tf32_f64_pair(kernel_f64, peer_as_run, peer_f64, peer_problem="1_x"):
+    """A `+tf32conv` entry and its problem's exact-fp32 seed, both failing KernelBench's strict
+    check (the problem's fp32 error alone exceeds its tolerance), with float64 evidence."""
+    tf32, seed = _tf32_pair([0.08, 0.7], peer_as_run, peer_problem)
+    seed["kb"]["strict_fp32"] = {"correctness": False, "max_difference": [0.0006, 0.076]}
+    tf32["kb"]["float64"] = {"kernel_err": kernel_f64, "ref_err": [0.0004, 0.075], "ref_passes": [False] * 2}
+    seed["kb"]["float64"] = {"kernel_err": peer_f64, "ref_err": [0.0004, 0.075], "ref_passes": [False] * 2}
+    return tf32, seed
+
+
+def test_a_tf32_kernel_is_explained_by_a_float64_bound_on_kernelbenchs_reference_where_no_entry_passes_strict():
+    tf32, seed = _tf32_f64_pair([0.083, 0.71], [0.092, 0.72], [0.0005, 0.036])
+    why = cmp.explain(tf32, [seed, tf32])
+    assert why.startswith("the kernel convolves in TF32") and "0.71 off a float64 forward" in why \
+        and "at least 0.68 off it" in why
+
+
+def test_a_tf32_kernel_beyond_the_margin_of_the_float64_bound_stays_unexplained():
+    tf32, seed = _tf32_f64_pair([0.083, 1.1], [0.092, 0.72], [0.0005, 0.036])
+    assert cmp.explain(tf32, [seed]) == cmp.UNEXPLAINED
+
+
+def test_another_problems_float64_evidence_is_no_bound_for_a_tf32_kernel():
+    tf32, seed = _tf32_f64_pair([0.083, 0.71], [0.092, 0.72], [0.0005, 0.036], peer_problem="2_y")
+    assert cmp.explain(tf32, [seed]) == cmp.UNEXPLAINED
+
+
 def test_a_large_mismatch_without_conv_is_unexplained():
     r = rec(kb_correct=False, error="Output mismatch (max difference 0.5)", max_difference=[0.5])
     assert cmp.explain(r) == cmp.UNEXPLAINED

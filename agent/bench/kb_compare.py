@@ -203,12 +203,9 @@ def _tf32_kernel(rec, peers=()):
     for peer in peers:
         p_kb = peer.get("kb") or {}
         ref_err = p_kb.get("max_difference") or []
-        if peer is rec or peer.get("problem") != rec["problem"] or peer.get("setting") != rec.get("setting") \
-                or peer.get("same_reference") is False or not peer["krefine"]["correct"] \
-                or not (p_kb.get("strict_fp32") or {}).get("correctness") or len(ref_err) != len(mine) \
-                or not str(p_kb.get("error") or "").startswith("Output mismatch"):
-            continue
-        if all(k <= TF32_MARGIN * r for k, r in zip(mine, ref_err)):
+        if _same_problem(peer, rec) and (p_kb.get("strict_fp32") or {}).get("correctness") \
+                and len(ref_err) == len(mine) and str(p_kb.get("error") or "").startswith("Output mismatch") \
+                and all(k <= TF32_MARGIN * r for k, r in zip(mine, ref_err)):
             return (f"the kernel convolves in TF32, as KernelBench's reference does (torch's default): it is "
                     f"{max(mine):.2g} off KernelBench's strict-fp32 reference, and KernelBench's own reference is "
                     f"{max(ref_err):.2g} off the {peer['kind']}, an exact-fp32 kernel its strict check passes (same "
@@ -217,37 +214,34 @@ def _tf32_kernel(rec, peers=()):
     return _tf32_kernel_float64(rec, peers)
 
 
+def _same_problem(peer, rec) -> bool:   # another correct entry of the problem, on the same reference
+    return peer is not rec and peer.get("problem") == rec["problem"] and peer.get("setting") == rec.get("setting") \
+        and peer.get("same_reference") is not False and bool(peer["krefine"]["correct"])
+
+
 def _tf32_kernel_float64(rec, peers):
-    """The same, where no exact-fp32 entry passes KernelBench's strict check (the problem's
-    fp32 error alone exceeds its tolerance), from the float64 forward (kb_eval.float64_check):
-    per trial, KernelBench's TF32 reference is at least |reference - peer| - |peer - float64|
-    off float64 (the triangle inequality; any peer of the problem gives a bound, its exact-fp32
-    entry the tightest); explained when the kernel is no further from float64 than the margin
-    times that bound on every trial."""
+    """The same from the float64 forward (kb_eval.float64_check): per trial KernelBench's TF32
+    reference is at least |reference - peer| - |peer - float64| off float64 (any entry of the
+    problem bounds it); explained when the kernel is within the margin times that bound."""
     mine = ((rec["kb"].get("float64") or {}).get("kernel_err")) or []
     for peer in peers:
         p_kb = peer.get("kb") or {}
         as_run, p_f64 = p_kb.get("max_difference") or [], (p_kb.get("float64") or {}).get("kernel_err") or []
-        if peer is rec or peer.get("problem") != rec["problem"] or peer.get("setting") != rec.get("setting") \
-                or peer.get("same_reference") is False or not peer["krefine"]["correct"] or not mine \
-                or not len(as_run) == len(p_f64) == len(mine):
-            continue
         bound = [a - e for a, e in zip(as_run, p_f64)]
-        if all(b > 0 and k <= TF32_MARGIN * b for k, b in zip(mine, bound)):
+        if _same_problem(peer, rec) and mine and len(as_run) == len(p_f64) == len(mine) \
+                and all(b > 0 and k <= TF32_MARGIN * b for k, b in zip(mine, bound)):
             return (f"the kernel convolves in TF32, as KernelBench's reference does (torch's default): it is "
                     f"{max(mine):.2g} off a float64 forward of the reference, and KernelBench's own reference is at "
                     f"least {max(bound):.2g} off it (its difference from the {peer['kind']} less that kernel's own "
-                    f"float64 error; same trials), within krefine's as-run margin of "
-                    f"{TF32_MARGIN:g}x on every trial")
+                    f"float64 error; same trials), within krefine's as-run margin of {TF32_MARGIN:g}x on every trial")
     return None
 
 
 def _ill_conditioned(rec):
     """KernelBench's check fails with TF32 off too, and its own reference fails the same fp32
-    tolerance against a float64 forward of itself (kb_eval.float64_check, same trials): the
-    problem's fp32 result is not defined to that tolerance, so two sound fp32 orderings
-    differ by more. Explained when, trial by trial, the kernel is no further from the float64
-    forward than krefine's as-run margin times the reference's own error."""
+    tolerance against a float64 forward of itself (kb_eval.float64_check, same trials): two
+    sound fp32 orderings differ by more. Explained when, trial by trial, the kernel is no
+    further from float64 than krefine's as-run margin times the reference's own error."""
     kb = rec["kb"]
     f64 = kb.get("float64") or {}
     ref_err, mine, passes = f64.get("ref_err") or [], f64.get("kernel_err") or [], f64.get("ref_passes") or []

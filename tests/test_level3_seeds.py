@@ -177,7 +177,7 @@ def test_a_linear_layer_s_library_gemm_becomes_the_gemm_family_on_cpu():
 @pytest.mark.parametrize("name", ["bottleneck_expansion", "gelu_tanh_block", "linear_relu", "small_attention",
                                   "sdpa_attention", "multihead_attention", "item_in_init", "lambda_mlp",
                                   "weight_norm_linear", "text_embedding_bag", "prototype_cdist", "gnn_scatter",
-                                  "scalar_gate", "bilinear_median", "pairwise_interaction"])
+                                  "scalar_gate", "bilinear_median", "pairwise_interaction", "attention_memory_state"])
 def test_the_seed_matches_the_model_on_three_calls(name, tmp_path):
     assert max(_lockstep_errors(name, tmp_path)) < 1e-4
 
@@ -354,7 +354,7 @@ print(json.dumps(errors))
                                   "rnn_cell_hidden", "small_lstm", "sdpa_attention", "multihead_attention",
                                   "small_gru", "small_rnn_relu", "topk_gate", "weight_norm_linear",
                                   "text_embedding_bag", "prototype_cdist", "gnn_scatter", "bilinear_median",
-                                  "pairwise_interaction"])
+                                  "pairwise_interaction", "attention_memory_state"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

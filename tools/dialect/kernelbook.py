@@ -111,7 +111,8 @@ def convert(problem, capture: Capture) -> str:
     call_src, externs = _rewrite_call(call_fn, kernels, capture.launch_configs,
                                       None if capture.returned is None else 1 + max([*used, *_state_outputs(capture)]))
     # 4) ModelNew from Model's own __init__
-    prelude, model_src = model_new(problem.source, arg_names, sources, len(inputs), returned, capture.state)
+    prelude, model_src = model_new(problem.source, arg_names, sources, len(inputs), returned, capture.state,
+                                   _asserted_layouts(call_fn))
     families = set(FAMILIES)
     if not kernels and not externs & families:
         raise ValueError("the Inductor output has no Triton kernel")   # and no library call krefine writes
@@ -122,6 +123,16 @@ def convert(problem, capture: Capture) -> str:
     parts = [header + prelude] + family + list(dict.fromkeys(jit)) + [call_src, model_src]
     out = "\n\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n"
     compile(out, "<kernelbook candidate>", "exec")  # our own bug if this fails
+    return out
+
+
+def _asserted_layouts(call_fn: ast.FunctionDef) -> dict[str, tuple[str, str]]:
+    """{argument: (size, stride) source text} of call()'s `assert_size_stride(arg, size, stride)`."""
+    out = {}
+    for node in ast.walk(call_fn):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "assert_size_stride" \
+                and len(node.args) >= 3 and isinstance(node.args[0], ast.Name):
+            out.setdefault(node.args[0].id, (ast.unparse(node.args[1]), ast.unparse(node.args[2])))
     return out
 
 

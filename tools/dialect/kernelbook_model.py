@@ -78,11 +78,13 @@ def infer_sources(call_fn, arg_names, model, inputs) -> tuple[str, ...]:
 
 
 def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, returned: int | list = 0,
-              state=()) -> tuple[str, str]:
+              state=(), layouts=None) -> tuple[str, str]:
     """(top-level definitions Model.__init__ needs, the ModelNew class). `returned`: the
     call() output the forward returns (a list: the tuple of them it returns); `state`:
     (attribute, "output:k" | a source) for each tensor attribute the forward stores
-    (tools/dialect/inductor_capture.py)."""
+    (tools/dialect/inductor_capture.py); `layouts`: call()'s asserted (size, stride) source
+    text per argument, so a stored attribute that comes back as a view (`cat(...)[:, -4:]`)
+    is copied into the layout call() was compiled for."""
     tree = ast.parse(problem_src)
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
     if model is None:
@@ -113,6 +115,11 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
         if kind == "attr" and first_input:   # where the problem's forward moves it: .to() keeps it, not a buffer
             value += f".to({first_input}.device)"
         lines.append(f"    {name} = {value}")
+        if kind == "attr" and what in {path for path, _ in state} and name in (layouts or {}):
+            size, stride = layouts[name]   # the last call stored it as it came: a copy (a data op) in call()'s layout
+            lines += [f"    if tuple({name}.shape) == {size} and {name}.stride() != {stride}:",
+                      f"        {name} = torch.empty_strided({size}, {stride}, dtype={name}.dtype, "
+                      f"device={name}.device).copy_({name})"]
     lines.append(f"    output = call([{', '.join(arg_names)}])")
     argument = dict(zip(sources, arg_names))
     for path, now in state:     # the state the problem's forward leaves on the module

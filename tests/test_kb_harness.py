@@ -483,3 +483,29 @@ def test_a_float64_forward_that_raises_is_reported_not_raised(tmp_path):
     out = kb_eval.float64_check(_kb_stub(tmp_path), ref, ref.replace("class Model(", "class ModelNew("),
                                 torch.device("cpu"), torch.float32)
     assert set(out) == {"error"} and "RuntimeError" in out["error"]
+
+
+def test_the_strict_recheck_builds_both_models_as_eval_does_and_restores_the_tf32_flags(tmp_path):
+    import types
+
+    import torch
+    from agent.bench import kb_eval
+    kb = _kb_stub(tmp_path)
+
+    def run_and_check_correctness(ref, new, get_inputs, metadata, num_correct_trials, seed, device, backend,
+                                  precision):
+        torch.manual_seed(seed)
+        x = get_inputs()[0]
+        ok = torch.equal(ref(x), new(x)) and not torch.backends.cuda.matmul.allow_tf32
+        metadata["correctness_trials"] = f"({int(ok)} / 1)"
+        return types.SimpleNamespace(correctness=ok)
+    kb.run_and_check_correctness = run_and_check_correctness
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        out = kb_eval.strict_fp32_check(kb, ILL_REF, ILL_REF.replace("class Model(", "class ModelNew("),
+                                        torch.device("cpu"), torch.float32)
+        assert out["correctness"] is True and torch.backends.cuda.matmul.allow_tf32 is True
+        assert not (tmp_path / "candidate_tmp.py").exists()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before

@@ -132,6 +132,24 @@ def eval_against_ref(kb_src: Path, ref_src: str, cand_src: str) -> dict:
     return out
 
 
+def _built(kb, ref_src: str, cand_src: str, device, precision):
+    """(Model, ModelNew, get_inputs, the candidate's temp file) as eval builds them: seeded alike."""
+    import torch
+    Model, get_init_inputs, get_inputs = kb.load_original_model_and_inputs(ref_src, {})
+    kb.set_seed(SEED)
+    init = [kb._process_input_tensor(x, device, BACKEND, precision) for x in get_init_inputs()]
+    with torch.no_grad():
+        kb.set_seed(SEED)
+        ref = Model(*init)
+        ModelNew, tmp = kb.load_custom_model_with_tempfile(cand_src, entry_point="ModelNew")
+        try:
+            kb.set_seed(SEED)
+            return ref, ModelNew(*init), get_inputs, tmp
+        except BaseException:
+            os.remove(tmp.name)
+            raise
+
+
 def strict_fp32_check(kb, ref_src: str, cand_src: str, device, precision) -> dict:
     """KernelBench's correctness check (run_and_check_correctness, its trials and seeds) with
     TF32 off for cuDNN and cuBLAS, Model and ModelNew built as eval builds them."""
@@ -140,15 +158,7 @@ def strict_fp32_check(kb, ref_src: str, cand_src: str, device, precision) -> dic
     saved = [f.allow_tf32 for f in flags]
     tmp = None
     try:
-        Model, get_init_inputs, get_inputs = kb.load_original_model_and_inputs(ref_src, {})
-        kb.set_seed(SEED)
-        init = [kb._process_input_tensor(x, device, BACKEND, precision) for x in get_init_inputs()]
-        with torch.no_grad():
-            kb.set_seed(SEED)
-            ref = Model(*init)
-            ModelNew, tmp = kb.load_custom_model_with_tempfile(cand_src, entry_point="ModelNew")
-            kb.set_seed(SEED)
-            new = ModelNew(*init)
+        ref, new, get_inputs, tmp = _built(kb, ref_src, cand_src, device, precision)
         for f in flags:
             f.allow_tf32 = False
         meta: dict = {}
@@ -177,16 +187,9 @@ def float64_check(kb, ref_src: str, cand_src: str, device, precision) -> dict:
     saved = [f.allow_tf32 for f in flags]
     tmp = None
     try:
-        Model, get_init_inputs, get_inputs = kb.load_original_model_and_inputs(ref_src, {})
-        kb.set_seed(SEED)
-        init = [kb._process_input_tensor(x, device, BACKEND, precision) for x in get_init_inputs()]
-        with torch.no_grad():
-            kb.set_seed(SEED)
-            ref = Model(*init).to(device=device, dtype=precision)
-            ModelNew, tmp = kb.load_custom_model_with_tempfile(cand_src, entry_point="ModelNew")
-            kb.set_seed(SEED)
-            new = ModelNew(*init).to(device=device, dtype=precision)
-            ref64 = copy.deepcopy(ref).to(dtype=torch.float64)
+        ref, new, get_inputs, tmp = _built(kb, ref_src, cand_src, device, precision)
+        ref, new = ref.to(device=device, dtype=precision), new.to(device=device, dtype=precision)
+        ref64 = copy.deepcopy(ref).to(dtype=torch.float64)
         for f in flags:
             f.allow_tf32 = False
         tol = kb.get_tolerance_for_precision(precision)

@@ -25,6 +25,7 @@ nothing of krefine. `stub_llm_imports` is shared with benchmarks/judge_throughpu
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import json
 import os
@@ -132,47 +133,48 @@ def eval_against_ref(kb_src: Path, ref_src: str, cand_src: str) -> dict:
     return out
 
 
-def _built(kb, ref_src: str, cand_src: str, device, precision):
-    """(Model, ModelNew, get_inputs, the candidate's temp file) as eval builds them: seeded alike."""
-    import torch
-    Model, get_init_inputs, get_inputs = kb.load_original_model_and_inputs(ref_src, {})
-    kb.set_seed(SEED)
-    init = [kb._process_input_tensor(x, device, BACKEND, precision) for x in get_init_inputs()]
-    with torch.no_grad():
-        kb.set_seed(SEED)
-        ref = Model(*init)
-        ModelNew, tmp = kb.load_custom_model_with_tempfile(cand_src, entry_point="ModelNew")
-        try:
-            kb.set_seed(SEED)
-            return ref, ModelNew(*init), get_inputs, tmp
-        except BaseException:
-            os.remove(tmp.name)
-            raise
-
-
-def strict_fp32_check(kb, ref_src: str, cand_src: str, device, precision) -> dict:
-    """KernelBench's correctness check (run_and_check_correctness, its trials and seeds) with
-    TF32 off for cuDNN and cuBLAS, Model and ModelNew built as eval builds them."""
+@contextlib.contextmanager
+def _strict_models(kb, ref_src: str, cand_src: str, device, precision):
+    """(Model, ModelNew, get_inputs) built as eval builds them, seeded alike, then TF32 off for
+    cuDNN and cuBLAS until the block ends; the flags restored and the candidate's temp file
+    removed whatever happens."""
     import torch
     flags = torch.backends.cudnn, torch.backends.cuda.matmul
     saved = [f.allow_tf32 for f in flags]
     tmp = None
     try:
-        ref, new, get_inputs, tmp = _built(kb, ref_src, cand_src, device, precision)
+        Model, get_init_inputs, get_inputs = kb.load_original_model_and_inputs(ref_src, {})
+        kb.set_seed(SEED)
+        init = [kb._process_input_tensor(x, device, BACKEND, precision) for x in get_init_inputs()]
+        with torch.no_grad():
+            kb.set_seed(SEED)
+            ref = Model(*init)
+            ModelNew, tmp = kb.load_custom_model_with_tempfile(cand_src, entry_point="ModelNew")
+            kb.set_seed(SEED)
+            new = ModelNew(*init)
         for f in flags:
             f.allow_tf32 = False
-        meta: dict = {}
-        res = kb.run_and_check_correctness(ref, new, get_inputs, metadata=meta, num_correct_trials=CORRECT_TRIALS,
-                                           seed=SEED, device=device, backend=BACKEND, precision=precision)
-        return {"correctness": bool(res.correctness), "trials": meta.get("correctness_trials"),
-                "max_difference": [float(x) for x in meta.get("max_difference", [])], "error": _error(meta)["error"]}
-    except Exception as e:   # evidence only: its failure is reported, the verdict stands
-        return {"correctness": None, "error": _trim(f"{type(e).__name__}: {e}")}
+        yield ref, new, get_inputs
     finally:
         for f, v in zip(flags, saved):
             f.allow_tf32 = v
         if tmp is not None:
             os.remove(tmp.name)
+
+
+def strict_fp32_check(kb, ref_src: str, cand_src: str, device, precision) -> dict:
+    """KernelBench's correctness check (run_and_check_correctness, its trials and seeds) with
+    TF32 off for cuDNN and cuBLAS, Model and ModelNew built as eval builds them."""
+    try:
+        with _strict_models(kb, ref_src, cand_src, device, precision) as (ref, new, get_inputs):
+            meta: dict = {}
+            res = kb.run_and_check_correctness(ref, new, get_inputs, metadata=meta,
+                                               num_correct_trials=CORRECT_TRIALS, seed=SEED, device=device,
+                                               backend=BACKEND, precision=precision)
+        return {"correctness": bool(res.correctness), "trials": meta.get("correctness_trials"),
+                "max_difference": [float(x) for x in meta.get("max_difference", [])], "error": _error(meta)["error"]}
+    except Exception as e:   # evidence only: its failure is reported, the verdict stands
+        return {"correctness": None, "error": _trim(f"{type(e).__name__}: {e}")}
 
 
 def float64_check(kb, ref_src: str, cand_src: str, device, precision) -> dict:
@@ -183,39 +185,30 @@ def float64_check(kb, ref_src: str, cand_src: str, device, precision) -> dict:
     tolerance (allclose, its atol = rtol) against the float64 forward."""
     import copy
     import torch
-    flags = torch.backends.cudnn, torch.backends.cuda.matmul
-    saved = [f.allow_tf32 for f in flags]
-    tmp = None
     try:
-        ref, new, get_inputs, tmp = _built(kb, ref_src, cand_src, device, precision)
-        ref, new = ref.to(device=device, dtype=precision), new.to(device=device, dtype=precision)
-        ref64 = copy.deepcopy(ref).to(dtype=torch.float64)
-        for f in flags:
-            f.allow_tf32 = False
-        tol = kb.get_tolerance_for_precision(precision)
-        torch.manual_seed(SEED)   # run_and_check_correctness's trial seeds
-        seeds = [torch.randint(0, 2**32 - 1, (1,)).item() for _ in range(CORRECT_TRIALS)]
-        ref_err, kernel_err, ref_passes = [], [], []
-        with torch.no_grad():
-            for seed in seeds:
-                kb.set_seed(seed)
-                inputs = [kb._process_input_tensor(x, device, BACKEND, precision) for x in get_inputs()]
-                out, out_new = ref(*inputs), new(*inputs)
-                out64 = ref64(*[x.double() if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs])
-                if not all(torch.is_tensor(t) for t in (out, out_new, out64)) or out.shape != out64.shape \
-                        or out_new.shape != out64.shape:
-                    return {"error": "an output is not one tensor of the reference's shape"}
-                ref_err.append(float((out.double() - out64).abs().max()))
-                kernel_err.append(float((out_new.double() - out64).abs().max()))
-                ref_passes.append(bool(torch.allclose(out.double(), out64, atol=tol, rtol=tol)))
+        with _strict_models(kb, ref_src, cand_src, device, precision) as (ref, new, get_inputs):
+            ref, new = ref.to(device=device, dtype=precision), new.to(device=device, dtype=precision)
+            ref64 = copy.deepcopy(ref).to(dtype=torch.float64)
+            tol = kb.get_tolerance_for_precision(precision)
+            torch.manual_seed(SEED)   # run_and_check_correctness's trial seeds
+            seeds = [torch.randint(0, 2**32 - 1, (1,)).item() for _ in range(CORRECT_TRIALS)]
+            ref_err, kernel_err, ref_passes = [], [], []
+            with torch.no_grad():
+                for seed in seeds:
+                    kb.set_seed(seed)
+                    inputs = [kb._process_input_tensor(x, device, BACKEND, precision) for x in get_inputs()]
+                    out, out_new = ref(*inputs), new(*inputs)
+                    out64 = ref64(*[x.double() if torch.is_tensor(x) and x.is_floating_point() else x
+                                    for x in inputs])
+                    if not all(torch.is_tensor(t) for t in (out, out_new, out64)) or out.shape != out64.shape \
+                            or out_new.shape != out64.shape:
+                        return {"error": "an output is not one tensor of the reference's shape"}
+                    ref_err.append(float((out.double() - out64).abs().max()))
+                    kernel_err.append(float((out_new.double() - out64).abs().max()))
+                    ref_passes.append(bool(torch.allclose(out.double(), out64, atol=tol, rtol=tol)))
         return {"ref_err": ref_err, "kernel_err": kernel_err, "ref_passes": ref_passes, "error": None}
     except Exception as e:   # evidence only: its failure is reported, the verdict stands
         return {"error": _trim(f"{type(e).__name__}: {e}")}
-    finally:
-        for f, v in zip(flags, saved):
-            f.allow_tf32 = v
-        if tmp is not None:
-            os.remove(tmp.name)
 
 
 def check(kb_src: Path) -> str | None:

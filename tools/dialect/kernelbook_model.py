@@ -109,13 +109,14 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     # the forward KernelBook writes: module tensors and inputs, in call()'s order
     lines = [f"def forward(self, {', '.join(f'input_{i}' for i in range(n_inputs))}):"]
     first_input = next((f"input_{s.partition(':')[2]}" for s in sources if s.startswith("input:")), None)
+    stored = {path for path, _ in state}
     for name, src in zip(arg_names, sources):
         kind, _, what = src.partition(":")
         value = f"input_{what}" if kind == "input" else "self." + _attr_path(what)
         if kind == "attr" and first_input:   # where the problem's forward moves it: .to() keeps it, not a buffer
             value += f".to({first_input}.device)"
         lines.append(f"    {name} = {value}")
-        if kind == "attr" and what in {path for path, _ in state} and name in (layouts or {}):
+        if kind == "attr" and what in stored and name in (layouts or {}):
             size, stride = layouts[name]   # the last call stored it as it came: a copy (a data op) in call()'s layout
             lines += [f"    if tuple({name}.shape) == {size} and {name}.stride() != {stride}:",
                       f"        {name} = torch.empty_strided({size}, {stride}, dtype={name}.dtype, "

@@ -354,7 +354,7 @@ print(json.dumps(errors))
                                   "rnn_cell_hidden", "small_lstm", "sdpa_attention", "multihead_attention",
                                   "small_gru", "small_rnn_relu", "topk_gate", "weight_norm_linear",
                                   "text_embedding_bag", "prototype_cdist", "gnn_scatter", "bilinear_median",
-                                  "pairwise_interaction", "attention_memory_state"])
+                                  "pairwise_interaction", "attention_memory_state", "concat_inputs"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

@@ -1,9 +1,10 @@
 """`python -m tools.dialect`: the KernelBook conversion from the command line.
 
-  python -m tools.dialect seed PROBLEM --device D [--out FILE] [--cache DIR] [--module-mode M]
+  python -m tools.dialect seed PROBLEM --device D [--out FILE] [--cache DIR | --block-ops N] [--module-mode M]
   python -m tools.dialect portfolio PROBLEM --device D --out DIR [--cache DIR] [--module-mode M]
   python -m tools.dialect capture PROBLEM --device D --out FILE [--templates] [--module-mode M]
   python -m tools.dialect convert PROBLEM CAPTURE [--out FILE] [--cache DIR]
+  python -m tools.dialect blocks PROBLEM --device D --names B,.. --out FILE [--templates] [--module-mode M]
 
 --module-mode (train | eval, default train) is `[eval] module_mode`: the forward compiled
 is the module's as constructed (training mode) or after .eval(), as the judge runs it.
@@ -11,6 +12,8 @@ is the module's as constructed (training mode) or after .eval(), as the judge ru
 With --cache, `seed` and `portfolio` answer from the seed cache (tools/dialect/seedcache.py's
 SeedCache) or fill it, and `convert` puts its result (or its reason) in the cache
 under the capture's torch version and module mode, as the seed its device would have made.
+`blocks` is a block worker of a capture cut into blocks (tools/dialect/blocks.py): it
+compiles the named blocks and writes {block: [Inductor module, configs]} as JSON.
 `portfolio` writes OUT/portfolio.json, the seed portfolio (tools/dialect/portfolio.py):
 [{"label", "code", "reason"}, ...], also when no entry has code (then exit 1); while it
 compiles, OUT/portfolio.partial.json holds the entries so far and the configurations still
@@ -23,6 +26,7 @@ tools/dialect/kernelbook.py's.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -41,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     from tools.errors import BadInput
     from tools.problem import load_problem
     ap = argparse.ArgumentParser(prog="python -m tools.dialect")
-    ap.add_argument("command", choices=("seed", "portfolio", "capture", "convert"))
+    ap.add_argument("command", choices=("seed", "portfolio", "capture", "convert", "blocks"))
     ap.add_argument("problem")
     ap.add_argument("capture_file", nargs="?")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
@@ -51,9 +55,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="seed / portfolio / capture: compile the module as constructed (train) or after .eval()")
     ap.add_argument("--templates", action="store_true",
                     help="capture: max-autotune with Inductor's Triton templates for GEMMs and convolutions")
+    ap.add_argument("--names", help="blocks: the blocks to compile (submod_0,submod_3)")
+    ap.add_argument("--block-ops", type=int, help="seed (no --cache) / blocks: a graph of more ops than this is "
+                    "captured block by block (0: never, the default: tools/dialect/blocks.py BLOCK_OPS)")
     args = ap.parse_args(argv)
-    if args.command == "portfolio" and not args.out:
-        ap.error("portfolio needs --out DIR")
+    if args.command in ("portfolio", "blocks") and not args.out:
+        ap.error(f"{args.command} needs --out")
+    if args.command == "blocks" and not args.names:
+        ap.error("blocks needs --names")
+    if args.block_ops is not None and (args.cache or args.command not in ("seed", "blocks") or args.block_ops < 0):
+        ap.error("--block-ops N (N >= 0) is for seed without --cache, and blocks")
     try:
         problem = load_problem(args.problem)
         if args.command == "portfolio":
@@ -85,11 +96,14 @@ def main(argv: list[str] | None = None) -> int:
                 SeedCache(args.cache, cap.module_mode).put(
                     problem, cap.device, cap.torch_version, text if rejected is None else None,
                     f"the guards would reject it ({rejected})")
+        elif args.command == "blocks":
+            text = json.dumps(capture(problem, args.device, templates=args.templates, module_mode=args.module_mode,
+                                      block_ops=args.block_ops, only=args.names.split(",")))
         elif args.command == "capture":
             text = capture_text(capture(problem, args.device, templates=args.templates,
                                         module_mode=args.module_mode))
         else:
-            text = cached_seed(problem, args.device, args.cache, args.module_mode)
+            text = cached_seed(problem, args.device, args.cache, args.module_mode, args.block_ops)
     except (ValueError, BadInput) as e:
         print(f"kernelbook: {e}", file=sys.stderr)
         return 2 if isinstance(e, BadInput) else 1

@@ -2,7 +2,8 @@
 output and what the code alone does not say.
 
 `capture(problem, device)` compiles the problem's Model (the user's trusted module) with
-Inductor under no_grad, in one graph, in the mode the judge runs it (`[eval] module_mode`:
+Inductor under no_grad, in one graph (or, past `block_ops`, block by block and joined:
+tools/dialect/blocks.py), in the mode the judge runs it (`[eval] module_mode`:
 as constructed, i.e. training mode, by default), and returns a `Capture`: the output module that
 run_and_get_code would return, which module tensor each call() argument is (the graph's
 example inputs are the model's own parameters, buffers and the inputs, matched by
@@ -57,7 +58,8 @@ def attention_as_matmuls(device: str, templates: bool) -> bool:
     return templates or device == "cpu"
 
 
-def capture(problem, device: str, templates: bool = False, module_mode: str = "train") -> Capture:
+def capture(problem, device: str, templates: bool = False, module_mode: str = "train", block_ops: int | None = None,
+            only: list[str] | None = None) -> Capture:
     """torch.compile `problem`'s Model on `device` and record its Inductor output.
 
     module_mode: "train" compiles the forward of the module as constructed (training
@@ -74,6 +76,12 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     instead of cuBLAS / cuDNN calls (Inductor benchmarks each template config: slower);
     transposed, 1-D and dilated convolutions, which have no template, are rewritten as
     convolutions that have one (tools/dialect/conv_rewrite.py).
+
+    block_ops: a graph of more ops than this (None: blocks.BLOCK_OPS) is compiled block by
+    block (at module boundaries; one compile for equal blocks; several processes at once),
+    and the blocks' modules joined into one (tools/dialect/blocks.py); 0: always one graph.
+    `only` (a block worker, `python -m tools.dialect blocks`): compile these blocks and
+    return {block: (its output module, its configs)} instead of a Capture.
     """
     import contextlib
     from unittest import mock
@@ -83,6 +91,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.graph import GraphLowering
 
+    from tools.dialect.blocks import BLOCK_OPS, block_plan, compile_blocks, stitch
     from tools.dialect.rnn_op import recurrent_as_ops
     from tools.problem import build_model, make_inputs, strict_fp32
     # 1) the model and inputs as the judge builds them; a plain tensor attribute (an RNN's
@@ -110,10 +119,30 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
         from tools.dialect.conv_rewrite import template_decompositions
         rewrites["decompositions"].update(template_decompositions())
 
+    split = {}
+
     def backend(gm, example_inputs):
         graph_inputs.append(list(example_inputs))
-        compiled = compile_fx(gm, example_inputs, **rewrites)
-        run = compiled if device != "cpu" else gm.forward   # cpu: codegen only, run eagerly
+        plan = block_plan(gm, BLOCK_OPS if block_ops is None else block_ops)
+        if plan is not None or only is not None:
+            if plan is None:
+                raise ValueError("a block worker's graph is not cut into blocks")
+            def compile_one(g, e):      # a block: its module and (cuda: run once) its configs
+                n = len(codes)
+                compiled = compile_fx(g, e, **rewrites)
+                if device != "cpu":
+                    compiled(*e)
+                mine = _graph_module(codes[n:], len(e))
+                if len(mine) != 1:
+                    raise ValueError(f"a block: torch.compile produced {len(mine)} output modules; expected one")
+                return mine[0], _chosen_configs(mine[0], exact=True) if device != "cpu" else {}
+            split["blocks"], split["codes"] = compile_blocks(
+                gm, example_inputs, plan, compile_one, only,
+                lambda names, out: _block_worker(problem, device, templates, module_mode, block_ops, names, out))
+            run = gm.forward   # the blocks ran where they were compiled
+        else:
+            compiled = compile_fx(gm, example_inputs, **rewrites)
+            run = compiled if device != "cpu" else gm.forward   # cpu: codegen only, run eagerly
 
         def recorded(*args):
             out = run(*args)
@@ -140,6 +169,9 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             # rounds it: by default Inductor keeps the wider value, and the seed missed eager
             stack.enter_context(torch._inductor.config.patch(emulate_precision_casts=True))
         stack.enter_context(_warnings_out_of_graph())
+        # no horizontal "foreach" kernels (a cat of graph inputs on cuda copies them in one
+        # combo kernel, which the converter does not read): each copy is its own kernel
+        stack.enter_context(mock.patch.object(GraphLowering, "register_operation_list", lambda self, names: ""))
         stack.enter_context(_rnn_in_graph())   # what recurrent_as_ops leaves (a projection, dropout)
         stack.enter_context(recurrent_as_ops(model))   # nn.LSTM / GRU / RNN as one op each, not unrolled
         torch._dynamo.reset()
@@ -148,13 +180,19 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
                 out = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
         except Exception as e:
             raise ValueError(f"torch.compile failed: {type(e).__name__}: {' '.join(str(e).split())}") from None
-        if len(codes) > 1 and len(graph_inputs) == 1:
+        if only is not None:
+            return split["codes"]
+        if split and len(graph_inputs) == 1:     # the blocks' modules joined, with their configs
+            own = split["codes"]
+            codes = [stitch(split["blocks"], {b: c for b, (c, _) in own.items()}, {b: k for b, (_, k) in own.items()})]
+        elif len(codes) > 1 and len(graph_inputs) == 1:
             codes = _graph_module(codes, len(graph_inputs[0]))
         if len(codes) != 1 or len(graph_inputs) != 1:
             raise ValueError(f"torch.compile produced {len(codes)} output modules; expected one graph")
         # the autotuner's choices live in the loaded module, which the fresh cache's exit
         # clears (PyCodeCache): read them here (on cpu nothing ran, so nothing was chosen)
-        chosen = _chosen_configs(codes[0])
+        chosen = codes[0][1] if split else _chosen_configs(codes[0])
+        codes = [codes[0][0]] if split else codes
     flat = list(out) if isinstance(out, (tuple, list)) else [out]
     if not flat or not all(isinstance(o, torch.Tensor) for o in flat):
         raise ValueError(f"Model.forward returns {type(out).__name__}; a seed returns a tensor or a tuple of "
@@ -193,6 +231,30 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     return Capture(code=codes[0], arg_sources=None if None in sources else tuple(sources), device=device,
                    torch_version=torch.__version__, templates=templates, module_mode=module_mode,
                    launch_configs=chosen if device != "cpu" else {}, returned=returned, state=tuple(state))
+
+
+def _block_worker(problem, device: str, templates: bool, module_mode: str, block_ops, names: list[str], out: str):
+    """`python -m tools.dialect blocks`, compiling `names` of the problem's blocks into `out`."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    cmd = [sys.executable, "-m", "tools.dialect", "blocks", str(problem.path), "--device", device,
+           "--module-mode", module_mode, "--names", ",".join(names), "--out", out]
+    cmd += ["--block-ops", str(block_ops)] if block_ops is not None else []
+    return subprocess.Popen(cmd + (["--templates"] if templates else []), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2],
+                            preexec_fn=_die_with_parent)
+
+
+def _die_with_parent() -> None:
+    """In a block worker before it runs (Linux): the kernel kills it when its parent dies, as
+    a seed compile past its budget does (its parent kills it alone, not its process group)."""
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)    # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def plain_tensor_attributes(model) -> dict:
@@ -282,13 +344,16 @@ def _has_config(key: str) -> bool:
     return True
 
 
-def _chosen_configs(code: str) -> dict[str, dict[str, int]]:
+def _chosen_configs(code: str, exact: bool = False) -> dict[str, dict[str, int]]:
     """Each kernel's config as the autotuner left it in the loaded wrapper module (one
-    launcher per kernel once it has run); kernels it did not settle are left out."""
+    launcher per kernel once it has run); kernels it did not settle are left out. The module
+    is the one loaded from `code`, else the last that has all its kernels (`exact`: none
+    then: a block's kernels share their names with other blocks' of other shapes)."""
     from torch._inductor.codecache import PyCodeCache
     names = re.findall(r"^(\w+) = async_compile\.triton\(", code, re.M)
     modules = [*PyCodeCache.modules, *getattr(PyCodeCache, "modules_no_attr", {}).values()]
-    module = next((m for m in reversed(modules) if names and all(hasattr(m, n) for n in names)), None)
+    having = [m for m in modules if names and all(hasattr(m, n) for n in names)]
+    module = next((m for m in reversed(having) if _loaded_from(m) == code), None if exact else (having or [None])[-1])
     chosen = {}
     for n in names if module is not None else ():
         launchers = getattr(getattr(module, n), "launchers", None) or []
@@ -297,6 +362,13 @@ def _chosen_configs(code: str) -> dict[str, dict[str, int]]:
             chosen[n] = {**{k: v for k, v in cfg.kwargs.items() if isinstance(v, int)},
                          "num_warps": int(cfg.num_warps), "num_stages": int(cfg.num_stages)}
     return chosen
+
+
+def _loaded_from(module) -> str | None:
+    try:
+        return open(module.__file__, encoding="utf-8").read()
+    except (AttributeError, OSError, TypeError):
+        return None
 
 
 def _warnings_out_of_graph():

@@ -46,7 +46,7 @@ _TRANSIENT = ("out of memory", "CUDA error", "exit status")
 _TIMEOUT = re.compile(r"took longer than (\d+(?:\.\d+)?) s")
 # the capture's own code: what it compiles and how (conv_rewrite: the template compile's rewrites;
 # fallback_rewrite: every compile's)
-CAPTURE_CODE = ("inductor_capture.py", "conv_rewrite.py", "fallback_rewrite.py", "rnn_op.py")
+CAPTURE_CODE = ("inductor_capture.py", "blocks.py", "conv_rewrite.py", "fallback_rewrite.py", "rnn_op.py")
 # what makes a portfolio of the seed's captures (tools/precision.py: its tf32x3 variants)
 PORTFOLIO_CODE = ("portfolio.py", "../precision.py")
 # the cache's plumbing: no part of what a seed is
@@ -246,13 +246,16 @@ def lasting(reason: str) -> bool:
     return not any(t in reason for t in _TRANSIENT)
 
 
-def cached_seed(problem, device: str, cache_dir: str | Path | None, module_mode: str = "train") -> str:
+def cached_seed(problem, device: str, cache_dir: str | Path | None, module_mode: str = "train",
+                block_ops: int | None = None) -> str:
     """seed_candidate of the `module_mode` forward through the seed cache at `cache_dir`
     (None or "": no cache): a kept seed, else one converted from kept captures, else
-    compiled (and kept)."""
+    compiled (and kept). `block_ops` (no cache only): the capture's (None: its default)."""
     if not cache_dir:
         return seed_candidate(problem, device, capture_fn=lambda p, d, templates: capture(
-            p, d, templates=templates, module_mode=module_mode))
+            p, d, templates=templates, module_mode=module_mode, block_ops=block_ops))
+    if block_ops is not None:
+        raise ValueError("a seed cache keeps seeds of the default block_ops only")
     import torch
     cache, version = SeedCache(cache_dir, module_mode), torch.__version__
     try:    # a kept timeout is tried again: the caller that set the limit came here

@@ -49,14 +49,8 @@ def _seed(name: str, block_ops: int) -> str:
 
 
 def _lockstep(name: str, code: str, tmp_path: Path) -> list[float]:
-    from tests.test_level3_seeds import LOCKSTEP
-    path = tmp_path / "seed.py"
-    path.write_text(code, encoding="utf-8")
-    done = subprocess.run([sys.executable, "-c", LOCKSTEP, str(path), str(PROBLEMS / f"{name}.py")],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300,
-                          env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    from tests.test_level3_seeds import lockstep_code_errors
+    return lockstep_code_errors(code, PROBLEMS / f"{name}.py", tmp_path)
 
 
 def test_a_graph_no_larger_than_block_ops_is_one_graph():

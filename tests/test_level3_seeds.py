@@ -74,9 +74,14 @@ print(json.dumps(errors))
 
 def _lockstep_errors(name: str, tmp_path: Path, fixture: str = "") -> list[float]:
     """The seed's largest error against Model on each of three calls (TRITON_INTERPRET=1)."""
+    return lockstep_code_errors(_seed(name, fixture), PROBLEMS / f"{name}.py", tmp_path)
+
+
+def lockstep_code_errors(code: str, problem: Path, tmp_path: Path) -> list[float]:
+    """`code`'s largest error against the problem's Model on each of three calls."""
     path = tmp_path / "seed.py"
-    path.write_text(_seed(name, fixture), encoding="utf-8")
-    done = subprocess.run([sys.executable, "-c", LOCKSTEP, str(path), str(PROBLEMS / f"{name}.py")],
+    path.write_text(code, encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", LOCKSTEP, str(path), str(problem)],
                           capture_output=True, text=True, cwd=ROOT, timeout=300,
                           env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
     assert done.returncode == 0, done.stderr[-3000:]

@@ -267,9 +267,9 @@ def _head(codes: list[str]) -> str:
     head: dict[str, None] = {}
     for code in codes:
         for node in ast.parse(code).body:
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
-                    and ast.unparse(node.value.func).startswith("async_compile.") \
-                    and ast.unparse(node.value) != "AsyncCompile()" or isinstance(node, ast.FunctionDef):
+            kernel = isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
+                and ast.unparse(node.value.func).startswith("async_compile.")
+            if kernel or isinstance(node, ast.FunctionDef):
                 break
             head[ast.unparse(node)] = None
     return "\n".join(head)
@@ -283,7 +283,7 @@ def _top_call(blocks: Blocks, calls: dict[str, ast.FunctionDef]) -> ast.Function
     names = [f"arg{i}_1" for i in range(len(placeholders))]
     for n, a in zip(placeholders, names):
         value[n] = a
-    for k, node in enumerate(n for n in blocks.top.graph.nodes if n.op in ("call_module", "call_function")):
+    for node in (n for n in blocks.top.graph.nodes if n.op in ("call_module", "call_function")):
         if node.op == "call_function":
             if node.target is not operator.getitem:
                 raise ValueError(f"block split: unexpected top-level node {node.format_node()}")
@@ -306,11 +306,13 @@ def _top_call(blocks: Blocks, calls: dict[str, ast.FunctionDef]) -> ast.Function
     alias = {f"{p.targets[0].id}": ast.unparse(p.value) for p in body if isinstance(p, ast.Assign)
              and isinstance(p.value, ast.Name) and p.value.id in names}
     hoisted = {}
-    for s in body:
-        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and ast.unparse(s.value.func) == "assert_size_stride" \
-                and isinstance(s.value.args[0], ast.Name) and s.value.args[0].id in alias:
-            text = ast.unparse(s).replace(s.value.args[0].id, alias[s.value.args[0].id], 1)
-            hoisted.setdefault(alias[s.value.args[0].id], ast.parse(text).body[0])
+    for stmt in body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
+                and ast.unparse(stmt.value.func) == "assert_size_stride" \
+                and isinstance(stmt.value.args[0], ast.Name) and stmt.value.args[0].id in alias:
+            on_input = copy.deepcopy(stmt)
+            on_input.value.args[0] = ast.Name(alias[stmt.value.args[0].id], ast.Load())
+            hoisted.setdefault(on_input.value.args[0].id, on_input)
     fn.body[-1:-1] = [*hoisted.values(), *body]
     return ast.fix_missing_locations(fn)
 

@@ -184,3 +184,33 @@ def test_kernels_are_renamed_at_once_so_a_new_name_that_is_another_kernels_old_o
     from tools.dialect.blocks import _rename_all
     code = "k_1.run(a)\nk_0.run(b)\nk_0_x = 1\n"
     assert _rename_all(code, {"k_1": "k_0", "k_0": "k_0_b2"}) == "k_0.run(a)\nk_0_b2.run(b)\nk_0_x = 1\n"
+
+
+def _launched_sources(module: str) -> list[str]:
+    """The code of each kernel the joined module's call() launches, in order, names left out."""
+    import ast
+
+    from tools.dialect.blocks import _kernel_sources, _renamed
+    sources = {k: _renamed(src, k, "KERNEL") for k, src in _kernel_sources(module).items()}
+    call = next(f for f in ast.parse(module).body if isinstance(f, ast.FunctionDef) and f.name == "call")
+    return [sources[n.func.value.id] for n in ast.walk(call) if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute) and n.func.attr == "run" and isinstance(n.func.value, ast.Name)]
+
+
+def test_joined_blocks_launch_the_same_kernels_when_a_block_names_two_shared_kernels_each_others_names():
+    from tools.dialect.blocks import _kernel_sources, _rename_all, _renamed, stitch
+    gm, inputs = _graph("repeated_blocks")
+    cut = split(gm, inputs, block_plan(gm, 6))
+    distinct = list(dict.fromkeys(cut.same.values()))
+    problem = load_problem(PROBLEMS / "repeated_blocks.py")
+    codes = {n: c for n, (c, _) in capture(problem, "cpu", block_ops=6, only=distinct).items()}
+    plain = _launched_sources(stitch(cut, codes, {})[0])
+    # the second block's two kernels that the first block also has, each named as the first
+    # block names the other: joining must swap them back, not rename one twice
+    first = {_renamed(src, k, "K"): k for k, src in _kernel_sources(codes[distinct[0]]).items()}
+    second = _kernel_sources(codes[distinct[1]])
+    (k1, t1), (k2, t2) = [(k, first[_renamed(src, k, "K")]) for k, src in second.items()
+                          if _renamed(src, k, "K") in first][:2]
+    assert not {t1, t2} & set(second)
+    codes[distinct[1]] = _rename_all(codes[distinct[1]], {k1: t2, k2: t1})
+    assert len(plain) > 10 and _launched_sources(stitch(cut, codes, {})[0]) == plain

@@ -66,6 +66,15 @@ def test_trilinear_gives_atens_values(args):
     assert want.shape == got.shape and torch.allclose(want, got, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("p", [1.0, 2.0, 3.0])
+def test_embedding_renorm_gives_atens_table(p):
+    w = _x(20, 6) * 0.6
+    idx = torch.randint(0, 20, (4, 7), generator=torch.Generator().manual_seed(2))    # rows looked up twice
+    want = w.clone()
+    torch.embedding_renorm_(want, idx, 1.0, p)
+    assert not torch.equal(want, w) and torch.allclose(fr.embedding_renorm(w, idx, 1.0, p), want, rtol=1e-6, atol=0)
+
+
 def test_a_0_dim_input_is_left_to_pytorch():
     x = torch.tensor(1.5)
     assert fr.kthvalue(x, 1, 0) is NotImplemented and fr.median(x) is NotImplemented

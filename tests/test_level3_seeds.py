@@ -88,6 +88,46 @@ def lockstep_code_errors(code: str, problem: Path, tmp_path: Path) -> list[float
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+TABLE = """
+import sys, importlib.util
+import torch
+from tools.dialect.runtime import install
+install("cpu")
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module); return module
+seed, problem = load("seed", sys.argv[1]), load("problem", sys.argv[2])
+torch.manual_seed(0); model = problem.Model()
+torch.manual_seed(0); new = seed.ModelNew()
+with torch.no_grad():
+    model.emb.weight.mul_(3); new.emb.weight.mul_(3)     # most rows past max_norm
+    idx = problem.get_inputs()[0]
+    model(idx); new(idx)
+    print((model.emb.weight - new.emb.weight).abs().max().item(), int((model.emb.weight.norm(dim=1) > 1.0001).sum()))
+"""
+
+
+def test_an_embeddings_max_norm_seed_matches_the_model_on_three_calls(tmp_path):
+    assert max(_lockstep_errors("embedding_max_norm", tmp_path)) < 1e-5
+
+
+def test_an_embeddings_max_norm_compiles_to_a_seed_with_no_fallback_left():
+    from tools.dialect.inductor_capture import capture
+    problem = load_problem(PROBLEMS / "embedding_max_norm.py")
+    assert "class ModelNew" in accepted_seed(problem, capture(problem, "cpu"))   # else ValueError: a fallback
+
+
+def test_an_embeddings_max_norm_seed_renormalises_its_own_table_as_the_model_does(tmp_path):
+    path = tmp_path / "seed.py"
+    path.write_text(_seed("embedding_max_norm"), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", TABLE, str(path), str(PROBLEMS / "embedding_max_norm.py")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    difference, untouched_long_rows = done.stdout.split()
+    assert float(difference) < 1e-6 and int(untouched_long_rows) > 0    # the rows not looked up stay long
+
+
 def test_a_class_attribute_is_carried_into_model_new():
     assert "expansion = 4" in ast.unparse(_class(_seed("bottleneck_expansion"), "ModelNew"))
 
@@ -359,7 +399,8 @@ print(json.dumps(errors))
                                   "rnn_cell_hidden", "small_lstm", "sdpa_attention", "multihead_attention",
                                   "small_gru", "small_rnn_relu", "topk_gate", "weight_norm_linear",
                                   "text_embedding_bag", "prototype_cdist", "gnn_scatter", "bilinear_median",
-                                  "pairwise_interaction", "attention_memory_state", "concat_inputs"])
+                                  "pairwise_interaction", "attention_memory_state", "concat_inputs",
+                                  "embedding_max_norm"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

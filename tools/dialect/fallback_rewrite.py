@@ -9,6 +9,11 @@ values, computed in fp32 as the reference's dtype gives.
   then the k-th value (median: the lower one, k = (n + 1) // 2) and its index; median gives
   NaN (and the first NaN's index) where the slice holds one, as torch.median does: the stable
   sort puts NaNs last in index order, so that is the sorted slice's entry n - (NaN count).
+- `aten.embedding_renorm` (nn.Embedding's `max_norm`, which renormalises the rows the
+  forward looks up, in place, before the lookup): the looked-up rows' p-norms, each row whose
+  norm passes max_norm scaled by max_norm / (norm + 1e-7) (ATen's constant,
+  aten/src/ATen/native/Embedding.cpp `embedding_renorm_`), put back by index: a row looked up
+  twice is written twice with the same value.
 
 A form outside these (a 0-dim input) returns NotImplemented: the op stays a fallback and
 the seed names it.
@@ -20,7 +25,8 @@ def fallback_decompositions() -> dict:
     import torch
     aten = torch.ops.aten
     return {aten._trilinear.default: trilinear, aten.kthvalue.default: kthvalue,
-            aten.median.dim: median_dim, aten.median.default: median}
+            aten.median.dim: median_dim, aten.median.default: median,
+            aten.embedding_renorm.default: embedding_renorm}
 
 
 def trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
@@ -71,3 +77,15 @@ def median(x):
     if x.dim() == 0:
         return NotImplemented
     return median_dim(x.reshape(-1), 0)[0]
+
+
+def embedding_renorm(weight, indices, max_norm, norm_type):
+    """The table with each looked-up row whose norm passes `max_norm` scaled down to it."""
+    import torch
+    if weight.dim() != 2:
+        return NotImplemented
+    idx = indices.reshape(-1)
+    rows = weight[idx]
+    norms = torch.linalg.vector_norm(rows, norm_type, dim=1, keepdim=True)
+    scale = torch.where(norms > max_norm, max_norm / (norms + 1e-7), torch.ones_like(norms))
+    return weight.index_put((idx,), rows * scale)

@@ -117,6 +117,16 @@ def test_an_embeddings_max_norm_compiles_to_a_seed_with_no_fallback_left():
     assert "class ModelNew" in accepted_seed(problem, capture(problem, "cpu"))   # else ValueError: a fallback
 
 
+def test_a_transformer_given_a_causal_mask_compiles_to_a_seed():
+    from tools.dialect.inductor_capture import capture
+    problem = load_problem(PROBLEMS / "transformer_causal_mask.py")
+    assert "class ModelNew" in accepted_seed(problem, capture(problem, "cpu"))   # else: a data-dependent guard
+
+
+def test_a_transformer_given_a_causal_mask_seed_matches_the_model_on_three_calls(tmp_path):
+    assert max(_lockstep_errors("transformer_causal_mask", tmp_path)) < 1e-4
+
+
 def test_an_embeddings_max_norm_seed_renormalises_its_own_table_as_the_model_does(tmp_path):
     path = tmp_path / "seed.py"
     path.write_text(_seed("embedding_max_norm"), encoding="utf-8")
@@ -400,7 +410,7 @@ print(json.dumps(errors))
                                   "small_gru", "small_rnn_relu", "topk_gate", "weight_norm_linear",
                                   "text_embedding_bag", "prototype_cdist", "gnn_scatter", "bilinear_median",
                                   "pairwise_interaction", "attention_memory_state", "concat_inputs",
-                                  "embedding_max_norm"])
+                                  "embedding_max_norm", "transformer_causal_mask"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

@@ -155,6 +155,30 @@ def compile_blocks(gm, example_inputs, plan: list[list], compile_one, only: list
     return blocks, own
 
 
+def block_worker(problem, device: str, templates: bool, module_mode: str, block_ops, names: list[str], out: str):
+    """`python -m tools.dialect blocks`, compiling `names` of the problem's blocks into `out`."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    cmd = [sys.executable, "-m", "tools.dialect", "blocks", str(problem.path), "--device", device,
+           "--module-mode", module_mode, "--names", ",".join(names), "--out", out]
+    cmd += ["--block-ops", str(block_ops)] if block_ops is not None else []
+    return subprocess.Popen(cmd + (["--templates"] if templates else []), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2],
+                            preexec_fn=_die_with_parent)
+
+
+def _die_with_parent() -> None:
+    """In a block worker before it runs (Linux): the kernel kills it when its parent dies, as
+    a seed compile past its budget does (its parent kills it alone, not its process group)."""
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)    # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def block_jobs() -> int:
     """Processes compiling a graph's blocks at once: a quarter of the compile threads this
     process may use (TORCHINDUCTOR_COMPILE_THREADS, which `krefine bench` sets to each seed

@@ -91,7 +91,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.graph import GraphLowering
 
-    from tools.dialect.blocks import BLOCK_OPS, block_plan, compile_blocks, stitch
+    from tools.dialect.blocks import BLOCK_OPS, block_plan, block_worker, compile_blocks, stitch
     from tools.dialect.rnn_op import recurrent_as_ops
     from tools.problem import build_model, make_inputs, strict_fp32
     # 1) the model and inputs as the judge builds them; a plain tensor attribute (an RNN's
@@ -138,7 +138,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
                 return mine[0], _chosen_configs(mine[0], exact=True) if device != "cpu" else {}
             split["blocks"], split["codes"] = compile_blocks(
                 gm, example_inputs, plan, compile_one, only,
-                lambda names, out: _block_worker(problem, device, templates, module_mode, block_ops, names, out))
+                lambda names, out: block_worker(problem, device, templates, module_mode, block_ops, names, out))
             run = gm.forward   # the blocks ran where they were compiled
         else:
             compiled = compile_fx(gm, example_inputs, **rewrites)
@@ -169,6 +169,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             # rounds it: by default Inductor keeps the wider value, and the seed missed eager
             stack.enter_context(torch._inductor.config.patch(emulate_precision_casts=True))
         stack.enter_context(_warnings_out_of_graph())
+        stack.enter_context(_causal_masks_as_given())
         # no horizontal "foreach" kernels (a cat of graph inputs on cuda copies them in one
         # combo kernel, which the converter does not read): each copy is its own kernel
         stack.enter_context(mock.patch.object(GraphLowering, "register_operation_list", lambda self, names: ""))
@@ -231,30 +232,6 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     return Capture(code=codes[0], arg_sources=None if None in sources else tuple(sources), device=device,
                    torch_version=torch.__version__, templates=templates, module_mode=module_mode,
                    launch_configs=chosen if device != "cpu" else {}, returned=returned, state=tuple(state))
-
-
-def _block_worker(problem, device: str, templates: bool, module_mode: str, block_ops, names: list[str], out: str):
-    """`python -m tools.dialect blocks`, compiling `names` of the problem's blocks into `out`."""
-    import subprocess
-    import sys
-    from pathlib import Path
-    cmd = [sys.executable, "-m", "tools.dialect", "blocks", str(problem.path), "--device", device,
-           "--module-mode", module_mode, "--names", ",".join(names), "--out", out]
-    cmd += ["--block-ops", str(block_ops)] if block_ops is not None else []
-    return subprocess.Popen(cmd + (["--templates"] if templates else []), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2],
-                            preexec_fn=_die_with_parent)
-
-
-def _die_with_parent() -> None:
-    """In a block worker before it runs (Linux): the kernel kills it when its parent dies, as
-    a seed compile past its budget does (its parent kills it alone, not its process group)."""
-    import ctypes
-    import signal
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)    # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def plain_tensor_attributes(model) -> dict:
@@ -369,6 +346,16 @@ def _loaded_from(module) -> str | None:
         return open(module.__file__, encoding="utf-8").read()
     except (AttributeError, OSError, TypeError):
         return None
+
+
+def _causal_masks_as_given():
+    """nn.Transformer's layers ask whether a mask is the causal one by comparing its values
+    (`_detect_is_causal_mask`), a data-dependent branch Dynamo cannot trace: the capture
+    applies the mask as given instead (is_causal only where the caller says so): the same
+    softmax over the same masked scores."""
+    from unittest import mock
+    return mock.patch("torch.nn.modules.transformer._detect_is_causal_mask",
+                      lambda mask, is_causal=None, size=None: bool(is_causal))
 
 
 def _warnings_out_of_graph():

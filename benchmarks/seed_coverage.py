@@ -62,8 +62,12 @@ def seed_one(problem: Path, device: str, timeout_s: float, block_ops: int | None
     """One problem's seed in a fresh process: {"problem", "seed": bool, "seconds", "reason"}
     (and, `run`, "error", "seed_ms", "eager_ms")."""
     import tempfile
+    with tempfile.TemporaryDirectory(prefix="seed-coverage-") as tmp:
+        return _seed_in(problem, device, timeout_s, block_ops, run, Path(tmp) / f"{problem.stem}.py")
+
+
+def _seed_in(problem: Path, device: str, timeout_s: float, block_ops: int | None, run: bool, out: Path) -> dict:
     t0 = time.monotonic()
-    out = Path(tempfile.mkdtemp(prefix="seed-coverage-")) / f"{problem.stem}.py"
     cmd = [sys.executable, "-m", "tools.dialect", "seed", str(problem), "--device", device, "--out", str(out)]
     try:
         done = subprocess.run(cmd + (["--block-ops", str(block_ops)] if block_ops is not None else []),

@@ -225,7 +225,7 @@ def stitch(blocks: Blocks, codes: dict[str, str], configs: dict[str, dict]) -> t
     autotuner's configs (by kernel); also the configs by the joined module's kernel names."""
     from tools.dialect.inductor_wrapper import read_wrapper
     kernel_defs: list[ast.stmt] = []
-    sources: dict[str, str] = {}      # kernel name in the joined module -> its source
+    joined: set[str] = set()          # the joined module's kernel names
     shared: dict[str, str] = {}       # a kernel's source with its name left out -> its joined name
     joined_configs: dict[str, dict] = {}
     calls: dict[str, ast.FunctionDef] = {}
@@ -235,7 +235,7 @@ def stitch(blocks: Blocks, codes: dict[str, str], configs: dict[str, dict]) -> t
         for kernel, norm in found.items():         # an earlier block's kernel of the same code: its name
             if norm in shared:
                 renames[kernel] = shared[norm]
-        used = set(sources) | set(renames.values())
+        used = joined | set(renames.values())
         for kernel, norm in found.items():         # a new kernel: a name no other kernel has
             if kernel not in renames:
                 new, n = kernel, 0
@@ -250,8 +250,8 @@ def stitch(blocks: Blocks, codes: dict[str, str], configs: dict[str, dict]) -> t
         for node in tree.body:
             target = node.targets[0].id if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) \
                 else None
-            if target in kernels and target not in sources:
-                sources[target] = _kernel_sources(ast.unparse(node))[target]
+            if target in kernels and target not in joined:
+                joined.add(target)
                 kernel_defs.append(node)
         for kernel, new in renames.items():
             if kernel in configs.get(name, {}):
@@ -320,11 +320,8 @@ def _top_call(blocks: Blocks, calls: dict[str, ast.FunctionDef]) -> ast.Function
         value[node] = outs[0] if node.target in blocks.bare else outs
     out = blocks.top.graph.output_node().args[0]
     outs = out if isinstance(out, (tuple, list)) else (out,)
-    ret = "return (" + "".join(f"{value[o]}, " for o in outs) + ")"
-    src = "def call(args):\n    " + (", ".join(names) + ", = args\n    " if names else "") + "args.clear()\n    pass\n" \
-        + "    " + ret + "\n"
-    fn = ast.parse(src).body[0]
-    fn.body = [s for s in fn.body if not isinstance(s, ast.Pass)]
+    fn = ast.parse("def call(args):\n" + (f"    {', '.join(names)}, = args\n" if names else "") + "    args.clear()\n"
+                   + "    return (" + "".join(f"{value[o]}, " for o in outs) + ")\n").body[0]
     # an input's layout, as a block asserts it, asserted on the input itself too (before the
     # body, where the converter reads the layouts call() asserts of its arguments)
     alias = {f"{p.targets[0].id}": ast.unparse(p.value) for p in body if isinstance(p, ast.Assign)

@@ -1,6 +1,8 @@
 """krefine's recurrent family (tools/kernels/rnn.py): nn.LSTM / nn.GRU / nn.RNN as `rnn_seq`, at
 each precision a seed's portfolio uses ("ieee" exact fp32 dots; "tf32x3", its tf32x3 variant),
-against the module itself in exact fp32 (cuDNN's TF32 off, as the judge's reference runs it).
+by either path (one persistent launch per layer, the default; two launches per step), against
+the module itself in exact fp32 (cuDNN's TF32 off, as the judge's reference runs it). On cuda
+the persistent cases have several programs per direction meeting at a barrier every step.
 
 On cpu the cases run in Triton's interpreter in one child process; each case is its own test.
 The `gpu` tests run the same cases on cuda, where tf32x3 is three TF32 products on tensor cores.
@@ -19,19 +21,20 @@ dev = sys.argv[1]
 torch.backends.cudnn.allow_tf32 = False
 torch.backends.cuda.matmul.allow_tf32 = False
 MODES = {torch.nn.LSTM: "LSTM", torch.nn.GRU: "GRU"}
-def run(cls, precision, layers=2, bidirectional=True, batch_first=True, bias=True, **kw):
+def run(cls, precision, layers=2, bidirectional=True, batch_first=True, bias=True, persistent=None,
+        batch=3, steps=9, hidden=20, **kw):
     torch.manual_seed(0)
-    m = cls(12, 20, num_layers=layers, bidirectional=bidirectional, batch_first=batch_first, bias=bias,
+    m = cls(12, hidden, num_layers=layers, bidirectional=bidirectional, batch_first=batch_first, bias=bias,
             **kw).to(dev).eval()
     mode = MODES.get(cls) or ("RNN_RELU" if kw.get("nonlinearity") == "relu" else "RNN_TANH")
     dirs = 2 if bidirectional else 1
-    x = torch.randn(3, 9, 12, device=dev) if batch_first else torch.randn(9, 3, 12, device=dev)
-    h0 = torch.randn(layers * dirs, 3, 20, device=dev)
-    c0 = torch.randn(layers * dirs, 3, 20, device=dev)
+    x = torch.randn(batch, steps, 12, device=dev) if batch_first else torch.randn(steps, batch, 12, device=dev)
+    h0 = torch.randn(layers * dirs, batch, hidden, device=dev)
+    c0 = torch.randn(layers * dirs, batch, hidden, device=dev)
     with torch.no_grad():
         want = m(x, (h0, c0)) if mode == "LSTM" else m(x, h0)
         got = rnn_seq(x, h0, c0 if mode == "LSTM" else h0, m._flat_weights, mode, layers, bidirectional,
-                      batch_first, bias, precision=precision)
+                      batch_first, bias, precision=precision, persistent=persistent)
     out, state = want
     pairs = [(got[0], out)] + ([(got[1], state[0]), (got[2], state[1])] if mode == "LSTM" else [(got[1], state)])
     return max((g - w).abs().max().item() if g.shape == w.shape else float("inf") for g, w in pairs)
@@ -42,11 +45,22 @@ for p in ("ieee", "tf32x3"):
     out[f"rnn_tanh_sequence_first_{p}"] = run(torch.nn.RNN, p, layers=1, bidirectional=False, batch_first=False)
     out[f"rnn_relu_without_bias_{p}"] = run(torch.nn.RNN, p, layers=3, bidirectional=False, bias=False,
                                             nonlinearity="relu")
+    out[f"lstm_per_step_{p}"] = run(torch.nn.LSTM, p, persistent=False)
+    out[f"gru_per_step_{p}"] = run(torch.nn.GRU, p, persistent=False)
+    out[f"rnn_tanh_per_step_{p}"] = run(torch.nn.RNN, p, layers=1, persistent=False)
+# two batch tiles of 64 rows; on cuda, 16 programs per tile and direction over 200 steps
+out["lstm_wide_two_batch_tiles_ieee"] = run(torch.nn.LSTM, "ieee", layers=1, batch=70, hidden=40)
+out["gru_long_many_programs_ieee"] = run(torch.nn.GRU, "ieee", layers=2, batch=10, hidden=256,
+                                         steps=200 if dev == "cuda" else 12)
+# W_hh rows longer than one block of 64: several products per gate and step
+out["lstm_wide_hidden_streamed_weights_ieee"] = run(torch.nn.LSTM, "ieee", layers=1, bidirectional=False, hidden=600,
+                                                    steps=40 if dev == "cuda" else 3)
 print(json.dumps(out))
 """
 NAMES = [f"{case}_{p}" for p in ("ieee", "tf32x3")
          for case in ("lstm_two_layers_bidirectional", "gru_two_layers_bidirectional", "rnn_tanh_sequence_first",
-                      "rnn_relu_without_bias")]
+                      "rnn_relu_without_bias", "lstm_per_step", "gru_per_step", "rnn_tanh_per_step")] + \
+    ["lstm_wide_two_batch_tiles_ieee", "gru_long_many_programs_ieee", "lstm_wide_hidden_streamed_weights_ieee"]
 TOLERANCE = 1e-4   # the seed tests' bound against the model in exact fp32
 
 
@@ -59,3 +73,48 @@ def test_the_recurrent_family_matches_the_module_in_the_interpreter(case):
 @pytest.mark.parametrize("case", NAMES)
 def test_the_recurrent_family_matches_the_module_on_cuda(case):
     assert case_errors(CASES, "cuda")[case] < TOLERANCE
+
+
+def test_a_persistent_layer_spreads_its_hidden_units_over_programs_that_all_fit_on_the_gpu(monkeypatch):
+    import torch
+    from tools.kernels import rnn
+    gpu = torch.device("cuda", 0)
+    monkeypatch.setitem(rnn._SMS, gpu, 8)
+    assert rnn.persistent_plan(gpu, 10, 256, 2) == (16, 64, 1, 4)       # 2 directions x 4 programs <= 8 SMs
+    assert rnn.persistent_plan(gpu, 100, 40, 1) == (64, 16, 2, 3)       # 2 batch tiles x 3 programs
+
+
+def test_tensor_core_products_give_each_program_twice_the_hidden_units(monkeypatch):
+    import torch
+    from tools.kernels import rnn
+    gpu = torch.device("cuda", 0)
+    monkeypatch.setitem(rnn._SMS, gpu, 132)
+    assert rnn.persistent_plan(gpu, 10, 256, 1, "ieee") == (16, 16, 1, 16)
+    assert rnn.persistent_plan(gpu, 10, 256, 1, "tf32x3") == (16, 32, 1, 8)
+
+
+def test_a_layer_too_wide_for_the_gpu_has_no_persistent_plan(monkeypatch):
+    import torch
+    from tools.kernels import rnn
+    gpu = torch.device("cuda", 0)
+    monkeypatch.setitem(rnn._SMS, gpu, 8)
+    assert rnn.persistent_plan(gpu, 10, 2048, 2) is None                # 2 x 16 programs of 128 units > 8
+
+
+def test_the_interpreter_runs_one_program_per_batch_tile_and_direction():
+    import torch
+    from tools.kernels import rnn
+    assert rnn.persistent_plan(torch.device("cpu"), 10, 300, 2) == (16, 512, 1, 1)
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2, 3])
+def test_the_persistent_kernel_compiles_for_sm90_with_a_release_arrive_and_an_acquire_poll(mode):
+    from tests.kernel_cases import compile_for_sm90
+    from tools.kernels import rnn
+    fn = rnn.rnn_persistent_kernel
+    consts = dict(MODE=mode, HAS_BIAS=True, SYNC=True, NJ=16, PRECISION="ieee", BB=16, BJ=16, BK=64)
+    sig = {n: "constexpr" if n in consts else ("*i32" if n == "bar_ptr" else "*fp32") if n.endswith("_ptr")
+           else "i32" for n in getattr(fn, "arg_names", [])}
+    ptx = compile_for_sm90(fn, sig, consts).asm["ptx"]
+    # one thread per program arrives (a release add) and polls (an acquire load) at gpu scope
+    assert "red.global.gpu.release.add" in ptx and "ld.global.gpu.acquire" in ptx

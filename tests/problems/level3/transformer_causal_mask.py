@@ -12,7 +12,7 @@ class Model(nn.Module):
                                 dim_feedforward=32, dropout=0.0, batch_first=True)
 
     def forward(self, src, tgt):
-        return self.t(src, tgt, tgt_mask=self.t.generate_square_subsequent_mask(tgt.shape[1]))
+        return self.t(src, tgt, tgt_mask=self.t.generate_square_subsequent_mask(tgt.shape[1], device=tgt.device))
 
 
 def get_inputs():

@@ -55,6 +55,20 @@ out["gru_long_many_programs_ieee"] = run(torch.nn.GRU, "ieee", layers=2, batch=1
 # W_hh rows longer than one block of 64: several products per gate and step
 out["lstm_wide_hidden_streamed_weights_ieee"] = run(torch.nn.LSTM, "ieee", layers=1, bidirectional=False, hidden=600,
                                                     steps=40 if dev == "cuda" else 3)
+# half weights and inputs against the fp32 module with the same (rounded) weights
+def half(persistent):
+    torch.manual_seed(0)
+    m = torch.nn.LSTM(12, 20, 2, batch_first=True, bidirectional=True).to(dev).half()
+    ref = torch.nn.LSTM(12, 20, 2, batch_first=True, bidirectional=True).to(dev)
+    ref.load_state_dict({k: v.float() for k, v in m.state_dict().items()})
+    x, h0, c0 = torch.randn(3, 9, 12, device=dev).half(), torch.randn(4, 3, 20, device=dev).half(), \
+        torch.randn(4, 3, 20, device=dev).half()
+    with torch.no_grad():
+        want = ref(x.float(), (h0.float(), c0.float()))[0]
+        got = rnn_seq(x, h0, c0, m._flat_weights, "LSTM", 2, True, True, True, persistent=persistent)[0]
+    return (got.float() - want).abs().max().item()
+out["half_lstm_persistent"] = half(None)
+out["half_lstm_per_step"] = half(False)
 print(json.dumps(out))
 """
 NAMES = [f"{case}_{p}" for p in ("ieee", "tf32x3")
@@ -67,6 +81,17 @@ TOLERANCE = 1e-4   # the seed tests' bound against the model in exact fp32
 @pytest.mark.parametrize("case", NAMES)
 def test_the_recurrent_family_matches_the_module_in_the_interpreter(case):
     assert case_errors(CASES, "cpu")[case] < TOLERANCE
+
+
+@pytest.mark.parametrize("case", ["half_lstm_persistent", "half_lstm_per_step"])
+def test_half_inputs_and_weights_run_on_either_path_within_half_precision(case):
+    assert case_errors(CASES, "cpu")[case] < 2e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["half_lstm_persistent", "half_lstm_per_step"])
+def test_half_inputs_and_weights_run_on_either_path_on_cuda(case):
+    assert case_errors(CASES, "cuda")[case] < 2e-3
 
 
 @pytest.mark.gpu

@@ -109,9 +109,9 @@ def rnn_cell_kernel(gx_ptr, gh_ptr, h_out_ptr, B, H, sgx, sgh, sho, RELU: tl.con
 
 @triton.jit
 def _gate_w(w_ptr, rj, gate, kk, swn, swk, H):
-    # one gate's rows of W_hh, transposed: w[gate * H + rj, kk]ᵀ, (BK, BJ)
+    # one gate's rows of W_hh, transposed: w[gate * H + rj, kk]ᵀ, (BK, BJ), in fp32 as h is
     return tl.load(w_ptr + (gate * H + rj).to(tl.int64)[None, :] * swn + kk[:, None] * swk,
-                   mask=(rj[None, :] < H) & (kk[:, None] < H), other=0.0)
+                   mask=(rj[None, :] < H) & (kk[:, None] < H), other=0.0).to(tl.float32)
 
 
 @triton.jit

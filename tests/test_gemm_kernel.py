@@ -49,10 +49,19 @@ try:
     out["mismatch_raises"] = 1.0
 except ValueError:
     out["mismatch_raises"] = 0.0
+a, b, row, col = r(2, 5, 3), r(2, 3, 4), r(1, 4), r(5, 1)   # a row and a column broadcast over a batch
+out["bias_row_and_column"] = max(err(gemm(a, b, out=torch.empty(2, 5, 4, device=dev), bias=t), a.double() @ b.double()
+                                     + t.double()) for t in (row, col))
+try:
+    gemm(r(3, 4), r(4, 2), out=torch.empty(3, 2, device=dev), bias=r(3))
+    out["bias_that_does_not_broadcast_raises"] = 1.0
+except ValueError:
+    out["bias_that_does_not_broadcast_raises"] = 0.0
 print(json.dumps(out))
 """
 NAMES = ["mm_odd", "addmm_linear", "alpha_beta", "bmm_strided_out", "baddbmm_broadcast", "bmm_several_tiles",
-         "float64_operands_ieee", "float64_operands_tf32x3", "mismatch_raises"]
+         "float64_operands_ieee", "float64_operands_tf32x3", "mismatch_raises", "bias_row_and_column",
+         "bias_that_does_not_broadcast_raises"]
 
 
 def _errors(device: str) -> dict:

@@ -100,11 +100,19 @@ def test_the_recurrent_family_matches_the_module_on_cuda(case):
     assert case_errors(CASES, "cuda")[case] < TOLERANCE
 
 
+def _sms(monkeypatch, count):
+    """a GPU of `count` SMs, as torch.cuda.get_device_properties describes it"""
+    import types
+    import torch
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace(
+        multi_processor_count=count))
+
+
 def test_a_persistent_layer_spreads_its_hidden_units_over_programs_that_all_fit_on_the_gpu(monkeypatch):
     import torch
     from tools.kernels import rnn
     gpu = torch.device("cuda", 0)
-    monkeypatch.setitem(rnn._SMS, gpu, 8)
+    _sms(monkeypatch, 8)
     assert rnn.persistent_plan(gpu, 10, 256, 2) == (16, 64, 1, 4)       # 2 directions x 4 programs <= 8 SMs
     assert rnn.persistent_plan(gpu, 100, 40, 1) == (64, 16, 2, 3)       # 2 batch tiles x 3 programs
 
@@ -113,7 +121,7 @@ def test_tensor_core_products_give_each_program_twice_the_hidden_units(monkeypat
     import torch
     from tools.kernels import rnn
     gpu = torch.device("cuda", 0)
-    monkeypatch.setitem(rnn._SMS, gpu, 132)
+    _sms(monkeypatch, 132)
     assert rnn.persistent_plan(gpu, 10, 256, 1, "ieee") == (16, 16, 1, 16)
     assert rnn.persistent_plan(gpu, 10, 256, 1, "tf32x3") == (16, 32, 1, 8)
 
@@ -122,7 +130,7 @@ def test_a_layer_too_wide_for_the_gpu_has_no_persistent_plan(monkeypatch):
     import torch
     from tools.kernels import rnn
     gpu = torch.device("cuda", 0)
-    monkeypatch.setitem(rnn._SMS, gpu, 8)
+    _sms(monkeypatch, 8)
     assert rnn.persistent_plan(gpu, 10, 2048, 2) is None                # 2 x 16 programs of 128 units > 8
 
 

@@ -256,13 +256,23 @@ def conv_transpose_kernel(
              mask=m_ok[:, None] & n_ok[None, :])
 
 
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def _pow2(n):
+    # triton.next_power_of_2 and triton.cdiv are constexpr functions, several microseconds a host
+    # call (Triton 3.9): a network calls these per convolution per forward
+    return 1 << max(0, n - 1).bit_length()
+
+
 def conv_config(member, c_group, k_group, positions, device_type, dtype):
     """The launch configuration for a member on a shape class: BLOCK_M/N/K, num_warps,
     num_stages. The GPU rule: 128-row tiles (Hopper's wgmma takes 64-row slices), an
     output-channel tile as wide as the group allows up to 128, K tiles of 32 fp32 / 64
     16-bit channels, 3 stages; 4 warps (Inductor's conv template miscompiled at 8 warps,
     pytorch/pytorch#173068). In the interpreter (cpu) wide tiles mean few programs."""
-    pow2 = triton.next_power_of_2
+    pow2 = _pow2
     if device_type != "cuda":
         return dict(BLOCK_M=min(128, max(16, pow2(positions))), BLOCK_N=min(64, max(16, pow2(k_group))),
                     BLOCK_K=min(64, max(16, pow2(c_group))), num_warps=4, num_stages=1)
@@ -363,11 +373,11 @@ def conv_nd(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, 
     geometry = [*st, *pad, *dil, *floats]
     if member == "depthwise":
         assert c_g == 1, "the depthwise member takes one input channel per group"
-        grid = (triton.cdiv(positions, cfg["BLOCK_M"]), triton.cdiv(c_out, cfg["BLOCK_N"]))
+        grid = (_cdiv(positions, cfg["BLOCK_M"]), _cdiv(c_out, cfg["BLOCK_N"]))
         conv_depthwise_kernel[grid](x, weight, b, res, y, x.shape[0], c_out, c_out // x.shape[1], d, h, w, *out_sp,
                                     *sx, sw[0], *sw[2:], *sy, *res_strides, *geometry, **flags)
         return y
-    grid = (triton.cdiv(positions, cfg["BLOCK_M"]), triton.cdiv(k_g, cfg["BLOCK_N"]), groups)
+    grid = (_cdiv(positions, cfg["BLOCK_M"]), _cdiv(k_g, cfg["BLOCK_N"]), groups)
     conv_fwd_kernel[grid](x, weight, b, res, y, x.shape[0], c_g, d, h, w, k_g, *out_sp, *sx, *sw, *sy,
                           *res_strides, *geometry, USE_DOT=member == "igemm", PRECISION=precision,
                           BLOCK_K=cfg["BLOCK_K"], **flags)
@@ -394,13 +404,13 @@ def conv_transpose_nd(x, weight, bias=None, stride=1, padding=0, output_padding=
     y = _new_output(x, [x.shape[0], k_g * groups, *out_sp[3 - nd:]], out_stride)
     _, sy = _sizes_strides(y)
     (b, res), res_strides, floats = _epilogue_args(y, bias, residual, scale, clamp, negative_slope)
-    per_phase = [triton.cdiv(o, s) for o, s in zip(out_sp, st)]
+    per_phase = [_cdiv(o, s) for o, s in zip(out_sp, st)]
     positions = x.shape[0] * per_phase[0] * per_phase[1] * per_phase[2]
     assert (member or "phases") == "phases", "transposed convolution has one member, 'phases'"
     use_dot = conv_member(False, 1, c_g) == "igemm"
     cfg = dict(conv_config("igemm" if use_dot else "direct", c_g, k_g, positions, x.device.type, x.dtype),
                **(config or {}))
-    grid = (triton.cdiv(positions, cfg["BLOCK_M"]), triton.cdiv(k_g, cfg["BLOCK_N"]), groups * st[0] * st[1] * st[2])
+    grid = (_cdiv(positions, cfg["BLOCK_M"]), _cdiv(k_g, cfg["BLOCK_N"]), groups * st[0] * st[1] * st[2])
     conv_transpose_kernel[grid](x, weight, b, res, y, x.shape[0], c_g, d, h, w, k_g, *out_sp, *per_phase,
                                 *sx, *sw, *sy, *res_strides, *st, *pad, *dil, *floats,
                                 KD=kd, KH=kh, KW=kw, HAS_BIAS=bias is not None, HAS_RES=residual is not None,

@@ -68,33 +68,55 @@ def gemm_config(m, n, k, device_type):
     as large as the product up to 64, since each program costs the interpreter, not the
     arithmetic."""
     def fit(v, cap):
-        return max(16, min(cap, triton.next_power_of_2(v)))
+        return max(16, min(cap, 1 << max(0, v - 1).bit_length()))   # triton.next_power_of_2, without its
+                                                                     # constexpr-function call (microseconds)
     if device_type != "cuda":
         return fit(m, 64), fit(n, 64), fit(k, 64), 4, 1
     return fit(m, 128 if m >= 1024 else 64), fit(n, 128 if n >= 1024 else 64), fit(k, 32), 4, 3
 
 
+def _broadcast_strides(t, shape):
+    """t's strides as t.expand(shape) has them (0 where t repeats), without making the view:
+    a call's host time counts where a network launches a product per layer and step."""
+    if t.dim() > len(shape):
+        raise ValueError(f"gemm: bias of shape {tuple(t.shape)} does not broadcast to {tuple(shape)}")
+    strides = [0] * len(shape)
+    lead = len(shape) - t.dim()
+    for i, (size, stride) in enumerate(zip(t.shape, t.stride())):
+        if size == shape[lead + i]:
+            strides[lead + i] = stride
+        elif size != 1:
+            raise ValueError(f"gemm: bias of shape {tuple(t.shape)} does not broadcast to {tuple(shape)}")
+    return strides
+
+
 def gemm(a, b, *, out, bias=None, alpha=1.0, beta=1.0, precision="ieee", config=None):
     """out = alpha * (a @ b) + beta * bias, written into `out` through its strides; `out`
-    is returned. 2-D (mm, addmm) or 3-D (bmm, baddbmm) operands."""
-    if a.dim() != b.dim() or a.dim() not in (2, 3) or out.dim() != a.dim():
+    is returned. 2-D (mm, addmm) or 3-D (bmm, baddbmm) operands. A 2-D product is launched
+    as a batch of one (batch strides 0), every operand read through its own strides."""
+    nd = a.dim()
+    if b.dim() != nd or out.dim() != nd or nd not in (2, 3):
         raise ValueError(f"gemm: operands of {a.dim()} and {b.dim()} dimensions into {out.dim()}; expected 2-D or 3-D")
-    a3, b3, c3 = (t if t.dim() == 3 else t.unsqueeze(0) for t in (a, b, out))
-    nb, m, k = a3.shape
-    n = b3.shape[2]
-    if b3.shape[1] != k or tuple(c3.shape) != (nb, m, n) or b3.shape[0] != nb:
+    if nd == 2:
+        (m, k), (kb, n), nb, bb = a.shape, b.shape, 1, 1
+        sa, sb, sc = (0, *a.stride()), (0, *b.stride()), (0, *out.stride())
+    else:
+        (nb, m, k), (bb, kb, n) = a.shape, b.shape
+        sa, sb, sc = a.stride(), b.stride(), out.stride()
+    if kb != k or bb != nb or tuple(out.shape) != ((m, n) if nd == 2 else (nb, m, n)):
         raise ValueError(f"gemm: shapes {tuple(a.shape)} @ {tuple(b.shape)} into {tuple(out.shape)}")
     has_bias = bias is not None and beta != 0
-    x3 = c3
+    x, sx = out, sc
     if has_bias:
-        x = bias.expand(out.shape)       # a view: the broadcast as strides (0 where repeated)
-        x3 = x if x.dim() == 3 else x.unsqueeze(0)
+        x, sx = bias, _broadcast_strides(bias, out.shape)
+        if nd == 2:
+            sx = (0, *sx)
     bm, bn, bk, warps, stages = config or gemm_config(m, n, k, a.device.type)
     double = a.dtype == torch.float64 or b.dtype == torch.float64
     if double:
         precision = "ieee"              # TF32 products are for fp32 operands
-    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn), nb)
-    gemm_kernel[grid](a3, b3, x3, c3, m, n, k, *a3.stride(), *b3.stride(), *x3.stride(), *c3.stride(),
+    grid = (-(-m // bm) * -(-n // bn), nb)
+    gemm_kernel[grid](a, b, x, out, m, n, k, *sa, *sb, *sx, *sc,
                       float(alpha), float(beta), HAS_BIAS=has_bias, PRECISION=precision,
                       DOUBLE=double,
                       BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, num_stages=stages)

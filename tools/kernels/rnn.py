@@ -223,7 +223,6 @@ def rnn_linear(x, w, b, out, precision="ieee"):
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 _MODES = {"LSTM": 0, "GRU": 1, "RNN_TANH": 2, "RNN_RELU": 3}
-_SMS = {}
 
 
 def persistent_plan(device, batch, hidden, dirs, precision="ieee"):
@@ -238,11 +237,10 @@ def persistent_plan(device, batch, hidden, dirs, precision="ieee"):
     nb = triton.cdiv(batch, bb)
     if device.type != "cuda":
         return bb, max(16, triton.next_power_of_2(hidden)), nb, 1
-    if device not in _SMS:
-        _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
     for bj in (16, 32, 64, 128) if precision == "ieee" else (32, 64, 128):
         nj = triton.cdiv(hidden, bj)
-        if dirs * nb * nj <= _SMS[device]:
+        if dirs * nb * nj <= sms:
             return bb, bj, nb, nj
     return None
 

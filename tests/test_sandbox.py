@@ -33,6 +33,11 @@ def test_env_drops_unknown_variables(monkeypatch, tmp_path):
     assert env["TRITON_CACHE_DIR"].startswith(str(tmp_path)) and env["TRITON_INTERPRET"] == "1"
 
 
+def test_env_pins_triton_s_fp_fusion_whatever_the_caller_or_the_release_defaults(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "0")
+    assert sandbox.worker_env(tmp_path, "cuda", 0)["TRITON_DEFAULT_FP_FUSION"] == "1"
+
+
 def test_candidate_runs_in_its_own_temp_dir_with_no_stdin():
     w, _ = started("import os, sys\nCWD = os.getcwd()\nSTDIN = sys.stdin.read()\nclass ModelNew: pass\n")
     try:

@@ -160,7 +160,7 @@ def rnn_persistent_kernel(gx_ptr, w0_ptr, w1_ptr, b0_ptr, b1_ptr, hbuf_ptr, c0_p
         src = hb + (t % 2) * shb_s
         dst = hb + ((t + 1) % 2) * shb_s
         # the input side first: it does not wait on the other programs' h
-        gx = gx_ptr + d * sgx_d + tt.to(tl.int64) * sgx_t + rb[:, None] * sgx_b + rj[None, :]
+        gx = gx_ptr + d.to(tl.int64) * sgx_d + tt.to(tl.int64) * sgx_t + rb[:, None] * sgx_b + rj[None, :]
         a0 = _gate_in(gx, b_ptr, 0, rj, ok, H, HAS_BIAS, True)
         if MODE <= 1:
             a1 = _gate_in(gx, b_ptr, 1, rj, ok, H, HAS_BIAS, True)
@@ -299,7 +299,7 @@ def _layer_persistent(plan, gx, h0, c0, layer_w, mode, has_bias, out, h_n, c_n, 
     w_hh = [w[1] for w in layer_w]
     if len(w_hh) == 2 and w_hh[0].stride() != w_hh[1].stride():
         w_hh = [w.contiguous() for w in w_hh]
-    b_hh = [w[3] for w in layer_w] if has_bias else w_hh
+    b_hh = [w[3].contiguous() for w in layer_w] if has_bias else w_hh    # read as (G*H,) rows of stride 1
     hbuf = torch.empty((dirs, 2, batch, hidden), device=out.device, dtype=out.dtype)
     hbuf[:, 0].copy_(h0)
     c0 = (c0 if c0 is not None else h0).contiguous()

@@ -48,6 +48,8 @@ for p in ("ieee", "tf32x3"):
     out[f"lstm_per_step_{p}"] = run(torch.nn.LSTM, p, persistent=False)
     out[f"gru_per_step_{p}"] = run(torch.nn.GRU, p, persistent=False)
     out[f"rnn_tanh_per_step_{p}"] = run(torch.nn.RNN, p, layers=1, persistent=False)
+out["gru_without_bias_ieee"] = run(torch.nn.GRU, "ieee", bias=False)
+out["lstm_without_bias_ieee"] = run(torch.nn.LSTM, "ieee", layers=1, bias=False)
 # two batch tiles of 64 rows; on cuda, 16 programs per tile and direction over 200 steps
 out["lstm_wide_two_batch_tiles_ieee"] = run(torch.nn.LSTM, "ieee", layers=1, batch=70, hidden=40)
 out["gru_long_many_programs_ieee"] = run(torch.nn.GRU, "ieee", layers=2, batch=10, hidden=256,
@@ -74,7 +76,8 @@ print(json.dumps(out))
 NAMES = [f"{case}_{p}" for p in ("ieee", "tf32x3")
          for case in ("lstm_two_layers_bidirectional", "gru_two_layers_bidirectional", "rnn_tanh_sequence_first",
                       "rnn_relu_without_bias", "lstm_per_step", "gru_per_step", "rnn_tanh_per_step")] + \
-    ["lstm_wide_two_batch_tiles_ieee", "gru_long_many_programs_ieee", "lstm_wide_hidden_streamed_weights_ieee"]
+    ["lstm_wide_two_batch_tiles_ieee", "gru_long_many_programs_ieee", "lstm_wide_hidden_streamed_weights_ieee",
+     "gru_without_bias_ieee", "lstm_without_bias_ieee"]
 TOLERANCE = 1e-4   # the seed tests' bound against the model in exact fp32
 
 

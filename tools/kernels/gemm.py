@@ -68,8 +68,9 @@ def gemm_config(m, n, k, device_type):
     as large as the product up to 64, since each program costs the interpreter, not the
     arithmetic."""
     def fit(v, cap):
-        return max(16, min(cap, 1 << max(0, v - 1).bit_length()))   # triton.next_power_of_2, without its
-                                                                     # constexpr-function call (microseconds)
+        # triton.next_power_of_2 as integer arithmetic: in Triton 3.9 it is a constexpr function,
+        # microseconds a host call, and a network calls gemm per layer and step
+        return max(16, min(cap, 1 << max(0, v - 1).bit_length()))
     if device_type != "cuda":
         return fit(m, 64), fit(n, 64), fit(k, 64), 4, 1
     return fit(m, 128 if m >= 1024 else 64), fit(n, 128 if n >= 1024 else 64), fit(k, 32), 4, 3

@@ -137,6 +137,14 @@ def test_a_layer_too_wide_for_the_gpu_has_no_persistent_plan(monkeypatch):
     assert rnn.persistent_plan(gpu, 10, 2048, 2) is None                # 2 x 16 programs of 128 units > 8
 
 
+def test_under_mps_only_the_process_s_share_of_the_sms_counts(monkeypatch):
+    import torch
+    from tools.kernels import rnn
+    _sms(monkeypatch, 132)
+    monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "20")      # 26 SMs: 2 x 16 programs do not fit
+    assert rnn.persistent_plan(torch.device("cuda", 0), 10, 256, 2) == (16, 32, 1, 8)
+
+
 def test_the_interpreter_runs_one_program_per_batch_tile_and_direction():
     import torch
     from tools.kernels import rnn

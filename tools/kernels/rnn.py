@@ -22,6 +22,8 @@ projection's n part). fp32 accumulation; `tl.dot` at `precision` ("ieee" exact f
 Not covered: projections (proj_size), dropout between layers (random in training mode),
 packed sequences, the backward.
 """
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -228,7 +230,8 @@ _MODES = {"LSTM": 0, "GRU": 1, "RNN_TANH": 2, "RNN_RELU": 3}
 def persistent_plan(device, batch, hidden, dirs, precision="ieee"):
     """(BB, BJ, NB, NJ) of one persistent launch per layer: NB batch tiles of BB rows, NJ programs
     of BJ hidden units each per tile and direction, or None where they would not all be resident
-    at once (more programs than the GPU has SMs: a barrier would wait forever). BJ starts at 16
+    at once (more programs than the GPU has SMs, or than CUDA MPS's active-thread percentage
+    leaves this process: a barrier would wait forever). BJ starts at 16
     for exact fp32 products (CUDA cores), 32 for tensor-core ones (on an H200 at KernelBench's
     6x512-step LSTM: 62 ms at 16 against 114 ms at 32 exact; 25 ms at 32 against 34 ms at 16
     tf32x3). In Triton's interpreter the programs run one after another, so one program covers
@@ -238,6 +241,9 @@ def persistent_plan(device, batch, hidden, dirs, precision="ieee"):
     if device.type != "cuda":
         return bb, max(16, triton.next_power_of_2(hidden)), nb, 1
     sms = torch.cuda.get_device_properties(device).multi_processor_count
+    share = os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "")   # under MPS, the SMs this process may use
+    if share.replace(".", "", 1).isdigit():
+        sms = int(sms * min(100.0, float(share)) / 100)
     for bj in (16, 32, 64, 128) if precision == "ieee" else (32, 64, 128):
         nj = triton.cdiv(hidden, bj)
         if dirs * nb * nj <= sms:

@@ -278,7 +278,7 @@ def test_an_lstm_is_one_call_of_the_recurrent_family_and_no_fallback():
     assert call.count("= rnn_seq(") == 1 and "torch.ops." not in call
 
 
-@pytest.mark.parametrize("name", ["small_gru", "small_rnn_relu"])
+@pytest.mark.parametrize("name", ["small_gru", "small_rnn_relu", "seq2seq_lstm", "gru_stack_noh0"])
 def test_a_gru_and_an_rnn_seed_match_the_model_on_three_calls(name, tmp_path):
     assert max(_lockstep_errors(name, tmp_path)) < 1e-4
 
@@ -410,7 +410,7 @@ print(json.dumps(errors))
                                   "small_gru", "small_rnn_relu", "topk_gate", "weight_norm_linear",
                                   "text_embedding_bag", "prototype_cdist", "gnn_scatter", "bilinear_median",
                                   "pairwise_interaction", "attention_memory_state", "concat_inputs",
-                                  "embedding_max_norm", "transformer_causal_mask"])
+                                  "embedding_max_norm", "transformer_causal_mask", "seq2seq_lstm", "gru_stack_noh0"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

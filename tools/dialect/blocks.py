@@ -26,9 +26,9 @@ _COMPUTE = ("call_function", "call_method", "call_module")
 # a graph of more ops than BLOCK_OPS is compiled block by block, in blocks of at most BLOCK_SIZE
 # ops (level 3: ResNet101's graph has 449 ops, DenseNet201's 614, SwinV2's 780, ResNet-18's 89).
 # Off (0) by default: Inductor's compile time grows linearly with the graph, so blocks save
-# time only where equal blocks repeat, and on an H200 ResNet-101 by blocks took as long as
-# whole (77 s, 75 s) and its seed was wrong (NaN), not yet explained (BENCHMARKS.md,
-# "Block-by-block capture"). `python -m tools.dialect seed --block-ops N` turns it on.
+# time only where equal blocks repeat; on an H200 ResNet-101 by blocks took as long as whole
+# (77 s, 75 s), its seed as right (3.58e-4 against Model, since the kernel renames of 5bdbae7)
+# (BENCHMARKS.md, "Block-by-block capture"). `python -m tools.dialect seed --block-ops N` turns it on.
 BLOCK_OPS = 0
 BLOCK_SIZE = 80
 

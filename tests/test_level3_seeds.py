@@ -296,8 +296,15 @@ def test_a_0_dim_parameter_is_loaded_in_its_kernel_not_read_on_the_host():
     call = _method(code, "ModelNew", "forward") + ast.unparse(next(
         f for f in ast.parse(code).body if isinstance(f, ast.FunctionDef) and f.name == "call"))
     assert ".item()" not in call
-    assert "    in_ptr0 = tl.load(in_ptr0)   # a 0-dim tensor the cpu wrapper read with .item()" in code
-    assert "    in_ptr1 = tl.load(in_ptr1)   # a 0-dim tensor the cpu wrapper read with .item()" in code
+    assert "    in_ptr0 = tl.load(in_ptr0 + tl.zeros([1], tl.int32))   # a 0-dim tensor the cpu wrapper read with .item()" in code
+    assert "    in_ptr1 = tl.load(in_ptr1 + tl.zeros([1], tl.int32))   # a 0-dim tensor the cpu wrapper read with .item()" in code
+
+
+def test_a_0_dim_parameter_clamped_after_exp_runs_in_the_interpreter(tmp_path):
+    # CLIP's logit scale: `minimum(exp(p), 100.0)` tests its operand for NaN (`mask |= a != a`),
+    # which Triton's interpreter could not do on a 0-dim value loaded from the parameter
+    assert "scale.exp().clamp(max=100)" in (PROBLEMS / "clip_logits.py").read_text(encoding="utf-8")
+    assert max(_lockstep_errors("clip_logits", tmp_path)) < 1e-5
 
 
 def _scalar_kernel():
@@ -312,7 +319,7 @@ def test_a_kernel_given_item_at_every_launch_takes_the_tensor_and_loads_it():
     kernels = load_scalar_tensors(call, _scalar_kernel())
     assert "k.run(a, buf, 4, stream=s)" in ast.unparse(call) and "k.run(b, buf, 4" in ast.unparse(call)
     assert kernels["k"].jit_sources[0].splitlines()[2] == \
-        "    in_ptr0 = tl.load(in_ptr0)   # a 0-dim tensor the cpu wrapper read with .item()"
+        "    in_ptr0 = tl.load(in_ptr0 + tl.zeros([1], tl.int32))   # a 0-dim tensor the cpu wrapper read with .item()"
 
 
 def test_a_kernel_given_a_plain_number_at_one_launch_is_left_as_it_is():

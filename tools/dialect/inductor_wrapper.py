@@ -248,5 +248,8 @@ def _load_first(src: str, name: str, params: list[str]) -> str:
     first = fn.body[0]
     lines = src.splitlines()
     pad = " " * first.col_offset
-    loads = [f"{pad}{p} = tl.load({p})   # a 0-dim tensor the cpu wrapper read with .item()" for p in params]
+    # a block of one, not a 0-dim value: Triton's interpreter cannot `|` a 0-dim mask with a block
+    # (`minimum(exp(p), 100.0)`'s NaN test), and a block of one broadcasts wherever the number did
+    loads = [f"{pad}{p} = tl.load({p} + tl.zeros([1], tl.int32))   # a 0-dim tensor the cpu wrapper read with .item()"
+             for p in params]
     return "\n".join(lines[:first.lineno - 1] + loads + lines[first.lineno - 1:])

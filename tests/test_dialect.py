@@ -312,6 +312,41 @@ def test_the_element_count_of_a_submodules_output_is_not_hard_coded(tmp_path):
     assert _hard_coded(src, _problem_from(tmp_path, _CONV_POOL)) == []
 
 
+_CHUNKED = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, block_len: int):
+        super().__init__()
+        self.block_len = block_len
+
+    def forward(self, x):
+        b, t, d = x.shape
+        return x.view(b, t // self.block_len, self.block_len, d).cumsum(2).view(b, t, d)
+
+
+def get_inputs():
+    return [torch.randn(16, 128, 8)]
+
+
+def get_init_inputs():
+    return [64]
+"""
+
+
+def test_a_count_of_chunks_a_size_divided_by_a_parameter_is_not_hard_coded(tmp_path):
+    # Mamba2's seed: `xnumel = 2` chunks of a 128-step sequence in blocks of 64
+    src = _kernel_with("xnumel = 2")
+    assert _hard_coded(src, _problem_from(tmp_path, _CHUNKED)) == []
+
+
+def test_a_size_no_quotient_of_the_chunked_problems_sizes_makes_is_hard_coded(tmp_path):
+    (diag,) = _hard_coded(_kernel_with("xnumel = 3"), _problem_from(tmp_path, _CHUNKED))
+    assert "xnumel = 3 is hard-coded" in diag.message
+
+
 def test_a_size_no_product_of_the_problems_sizes_makes_is_still_hard_coded(tmp_path):
     src = _kernel_with("xnumel = 256")
     (diag,) = _hard_coded(src, _problem_from(tmp_path, _AVG_POOL))

@@ -39,7 +39,8 @@ class Shapes:
     def makes(self, value: int) -> bool:
         """Whether `value` is a product of the problem's sizes: dims of its tensors, each
         as often as it occurs in one shape (112*512*512 of (112, 64, 512, 512)), times
-        integer parameters, each up to its cube (121 = 11*11, a pooling window)."""
+        integer parameters, each up to its cube (121 = 11*11, a pooling window), or such a
+        product divided by one of them (Mamba2's 2 chunks = a sequence of 128 / blocks of 64)."""
         if value < 1:
             return False
         factors = Counter()
@@ -49,10 +50,13 @@ class Shapes:
         for p in self.params:
             if p > 1:
                 factors[p] += 3
-        reachable = {1}   # only divisors of value: a few thousand at most, however many dims
-        for dim, n in factors.items():
-            reachable = {r * dim ** k for r in reachable for k in range(n + 1) if value % (r * dim ** k) == 0}
-        return value in reachable
+
+        def product(v):
+            reachable = {1}   # only divisors of v: a few thousand at most, however many dims
+            for dim, n in factors.items():
+                reachable = {r * dim ** k for r in reachable for k in range(n + 1) if v % (r * dim ** k) == 0}
+            return v in reachable
+        return product(value) or any(product(value * q) for q in factors)
 
     def describe(self) -> str:
         parts = [f"input {i} has size {_tup(s)}: {math.prod(s)} elements" for i, (s, _) in enumerate(self.inputs)]

@@ -41,6 +41,7 @@ class Capture:
     module_mode: str = "train"                  # [eval] module_mode the model was compiled in
     # which of call()'s outputs the forward returns (a list: the tuple of them it returns; None: unrecorded, one)
     returned: int | list | None = None
+    returned_list: bool = False                 # the forward returned them as a list, not a tuple
     # state the forward writes: (plain tensor attribute, "output:k" | the source it now is)
     state: tuple[tuple[str, str], ...] = ()
 
@@ -231,7 +232,8 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             state.append((path, now))
     return Capture(code=codes[0], arg_sources=None if None in sources else tuple(sources), device=device,
                    torch_version=torch.__version__, templates=templates, module_mode=module_mode,
-                   launch_configs=chosen if device != "cpu" else {}, returned=returned, state=tuple(state))
+                   launch_configs=chosen if device != "cpu" else {}, returned=returned, state=tuple(state),
+                   returned_list=isinstance(out, list))
 
 
 def plain_tensor_attributes(model) -> dict:
@@ -397,6 +399,8 @@ def capture_text(cap: Capture) -> str:
             "module_mode": cap.module_mode}
     if cap.returned is not None:
         meta.update(returned=cap.returned, state=[list(s) for s in cap.state])
+    if cap.returned_list:
+        meta.update(returned_list=True)
     return CAPTURE_LINE + json.dumps(meta, sort_keys=True) + "\n" + cap.code
 
 
@@ -410,4 +414,4 @@ def read_capture(text: str) -> Capture:
                    torch_version=meta.get("torch", ""), templates=bool(meta.get("templates")),
                    # a header without it was written when every capture was compiled in eval mode
                    module_mode=meta.get("module_mode", "eval"), returned=meta.get("returned"),
-                   state=tuple(tuple(s) for s in meta.get("state") or ()))
+                   state=tuple(tuple(s) for s in meta.get("state") or ()), returned_list=bool(meta.get("returned_list")))

@@ -78,9 +78,10 @@ def infer_sources(call_fn, arg_names, model, inputs) -> tuple[str, ...]:
 
 
 def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, returned: int | list = 0,
-              state=(), layouts=None) -> tuple[str, str]:
+              state=(), layouts=None, as_list: bool = False) -> tuple[str, str]:
     """(top-level definitions Model.__init__ needs, the ModelNew class). `returned`: the
-    call() output the forward returns (a list: the tuple of them it returns); `state`:
+    call() output the forward returns (a list: the tuple of them it returns, or with
+    `as_list` the list, as the problem's forward does); `state`:
     (attribute, "output:k" | a source) for each tensor attribute the forward stores
     (tools/dialect/inductor_capture.py); `layouts`: call()'s asserted (size, stride) source
     text per argument, so a stored attribute that comes back as a view (`cat(...)[:, -4:]`)
@@ -128,7 +129,9 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
         if kind != "output" and now not in argument:
             raise ValueError(f"the forward stores {now} in self.{path}, which call() is not given")
         lines.append(f"    self.{_attr_path(path)} = " + (f"output[{what}]" if kind == "output" else argument[now]))
-    if isinstance(returned, list):
+    if isinstance(returned, list) and as_list:
+        lines.append(f"    return [{', '.join(f'output[{k}]' for k in returned)}]")
+    elif isinstance(returned, list):
         lines.append(f"    return ({''.join(f'output[{k}], ' for k in returned).rstrip()})")
     else:
         lines.append(f"    return output[{returned}]")

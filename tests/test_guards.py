@@ -1133,6 +1133,39 @@ def test_a_function_init_defines_and_only_calls_may_build_torch_modules():
     assert "torch_compute" not in rejected_by(candidate(init=init))
 
 
+_SET_UP_HELPER = "def block(c):\n    return nn.Sequential(nn.Conv2d(c, c, 3), nn.BatchNorm2d(c), nn.ReLU())\n"
+
+
+def test_a_top_level_function_only_init_calls_may_build_torch_modules():
+    # a UNet file's `def block(i, o): return nn.Sequential(...)` beside the class
+    src = candidate(prelude=_SET_UP_HELPER, init="self.body = nn.Sequential(block(4), block(4))")
+    assert "torch_compute" not in rejected_by(src)
+
+
+def test_a_top_level_function_forward_calls_is_on_the_forward_path():
+    act = "def act(x):\n    return torch.relu(x)\n"
+    assert "torch_compute" in rejected_by(candidate(prelude=act, forward="out = act(out)"))
+
+
+def test_a_parameter_of_the_same_name_elsewhere_is_not_a_call_of_the_top_level_function():
+    # a seed's launch-grid helper has a parameter `block`; the UNet file's `block` is still set-up only
+    prelude = _SET_UP_HELPER + "def cdiv(n, block):\n    return -(n // -block)\n"
+    src = candidate(prelude=prelude, init="self.body = block(cdiv(8, 2))")
+    assert "torch_compute" not in rejected_by(src)
+
+
+def test_a_function_that_rebinds_the_global_name_keeps_it_on_the_forward_path():
+    prelude = _SET_UP_HELPER + "def swap():\n    global block\n    block = None\n"
+    src = candidate(prelude=prelude, init="self.body = block(4)", forward="swap()")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_a_top_level_function_init_calls_is_on_the_forward_path_where_names_are_computed():
+    # globals()["bl" + "ock"] could call it from forward where no name says so
+    src = candidate(prelude=_SET_UP_HELPER + "LOOKUP = globals()\n", init="self.body = block(4)")
+    assert "torch_compute" in rejected_by(src)
+
+
 def test_a_function_init_defines_and_stores_is_on_the_forward_path():
     init = "def act(x):\n    return torch.relu(x)\nself.act = act"
     assert "torch_compute" in rejected_by(candidate(init=init, forward="out = self.act(out)"))

@@ -325,6 +325,14 @@ def test_a_forward_returning_a_list_gets_a_seed_returning_a_list(tmp_path):
     assert max(json.loads(done.stdout.strip().splitlines()[-1])) < 1e-6
 
 
+def test_a_unet_whose_blocks_a_top_level_helper_builds_gets_a_seed_matching_the_model(tmp_path):
+    # `def block(i, o): return nn.Sequential(...)` beside Model, called only by __init__: set-up
+    # code the seed carries, not torch compute on the forward path
+    code = _seed("unet_block_helper")
+    assert "def block(i, o):" in code
+    assert max(_lockstep_errors("unet_block_helper", tmp_path)) < 1e-5
+
+
 def _scalar_kernel():
     from tools.dialect.inductor_wrapper import Kernel
     src = "@triton.jit\ndef k(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):\n    tmp0 = in_ptr0\n"

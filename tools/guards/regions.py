@@ -60,11 +60,16 @@ def _setup_methods(tree: ast.Module) -> set[int]:
     """Functions that run only while the module is built: a method every reference to
     which, anywhere in the file, is a call `self.name(...)` made in set-up code (`__init__`
     or another such function: a ResNet's `_make_layer`), and a function defined inside
-    set-up code every reference to which is a call `name(...)` made in set-up code (a
-    MobileNet's `conv_bn` inside `__init__`). A reference of any other kind (stored,
-    returned, a string, a call from forward or from a lambda) keeps a function on the
-    forward path."""
+    set-up code or at top level every reference to which is a call `name(...)` made in
+    set-up code (a MobileNet's `conv_bn` inside `__init__`, a UNet file's `block`; at top
+    level only where the file looks up no name by a computed string). A reference of any
+    other kind (stored, returned, a string, a call from forward or from a lambda) keeps a
+    function on the forward path."""
     funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    # a top-level function too (a UNet file's `def block(i, o): return nn.Sequential(...)`), unless
+    # the file reaches names by computed strings, where a call could hide from this count
+    top = set() if _dynamic_names(tree) else {id(d) for d in tree.body
+                                              if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))}
     owner: dict[int, int] = {}          # node -> the function whose own code it is
     for f in funcs:
         for x in _own_nodes(f):
@@ -76,6 +81,11 @@ def _setup_methods(tree: ast.Module) -> set[int]:
                 else child.value if isinstance(child, ast.Constant) and isinstance(child.value, str) else None
             if name is not None:
                 refs.setdefault(name, []).append((child, n))
+    # a function's own names (its parameters, what it assigns): the same name there is not a top-level def
+    local_names = {id(f): ({a.arg for a in ast.walk(f.args) if isinstance(a, ast.arg)} |
+                           {x.id for x in _own_nodes(f) if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Store)}) -
+                   {g for x in _own_nodes(f) if isinstance(x, (ast.Global, ast.Nonlocal)) for g in x.names}
+                   for f in funcs}
     methods = {id(m): m for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
                for m in c.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
     setup = {i for i, m in methods.items() if m.name == "__init__"}
@@ -93,13 +103,30 @@ def _setup_methods(tree: ast.Module) -> set[int]:
             if id(f) in setup or f.decorator_list:
                 continue
             method = id(f) in methods
-            if not method and owner.get(id(f)) not in setup:   # defined in set-up code, or a method
+            if not method and owner.get(id(f)) not in setup and id(f) not in top:   # set-up code's, a method's
                 continue
-            uses = [(r, parent) for r, parent in refs.get(f.name, []) if r is not f]
+            uses = [(r, parent) for r, parent in refs.get(f.name, []) if r is not f and not (
+                id(f) in top and isinstance(r, ast.Name) and f.name in local_names.get(owner.get(id(r)), ()))]
             if uses and all(called_in_setup(r, parent, method) for r, parent in uses):
                 setup.add(id(f))
                 grew = True
     return {i for i in setup if not (i in methods and methods[i].name == "__init__")}
+
+
+_DYNAMIC_CALLS = {"globals", "vars", "locals", "eval", "exec", "__import__"}
+
+
+def _dynamic_names(tree: ast.Module) -> bool:
+    """Does the file look names up by computed strings: globals() / vars() / eval / exec,
+    a `__dict__` or `sys.modules`, getattr with a name that is not a literal?"""
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+            if n.func.id in _DYNAMIC_CALLS or (n.func.id in ("getattr", "setattr", "hasattr") and not (
+                    len(n.args) > 1 and isinstance(n.args[1], ast.Constant))):
+                return True
+        if isinstance(n, ast.Attribute) and n.attr in ("__dict__", "modules", "__globals__", "__builtins__"):
+            return True
+    return False
 
 
 def _own_nodes(fn: ast.AST):

@@ -333,6 +333,12 @@ def test_a_unet_whose_blocks_a_top_level_helper_builds_gets_a_seed_matching_the_
     assert max(_lockstep_errors("unet_block_helper", tmp_path)) < 1e-5
 
 
+def test_a_model_built_from_a_dataclass_config_gets_a_seed_matching_the_model(tmp_path):
+    # the problem file could not even be imported: compiled with krefine's own `from __future__
+    # import annotations`, its @dataclass looked for a module sys.modules did not hold
+    assert max(_lockstep_errors("config_dataclass", tmp_path)) < 1e-5
+
+
 def _scalar_kernel():
     from tools.dialect.inductor_wrapper import Kernel
     src = "@triton.jit\ndef k(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):\n    tmp0 = in_ptr0\n"

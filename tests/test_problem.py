@@ -36,6 +36,60 @@ def test_good_problem_loads():
     assert p.name == "relu" and p.n_inputs == 1 and p.init_form == "flat"
 
 
+_CONFIG = """{future}from dataclasses import dataclass
+import torch
+import torch.nn as nn
+
+
+@dataclass
+class Config:
+    d: int = 4
+
+
+def annotated(x: int) -> int:
+    return x
+
+
+class Model(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.lin = nn.Linear(cfg.d, cfg.d)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+def get_inputs():
+    return [torch.randn(2, 4)]
+
+
+def get_init_inputs():
+    return [Config()]
+"""
+
+
+@pytest.mark.parametrize("future", ["", "from __future__ import annotations\n"], ids=["plain", "future_annotations"])
+def test_a_problem_whose_init_input_is_a_dataclass_loads(tmp_path, future):
+    # a @dataclass with string annotations looks its module up in sys.modules while the class is made
+    p = load_problem(write(tmp_path, _CONFIG.replace("{future}", future)))
+    assert p.n_inputs == 1
+
+
+def test_a_problem_is_compiled_without_krefines_own_future_flags(tmp_path):
+    # tools/problem.py has `from __future__ import annotations`; the problem's annotations stay types
+    from tools.problem import exec_module
+    path = write(tmp_path, _CONFIG.replace("{future}", ""))
+    assert exec_module(path, path.read_text()).annotated.__annotations__["x"] is int
+
+
+def test_a_problem_module_is_not_left_in_sys_modules(tmp_path):
+    import sys
+    from tools.problem import exec_module
+    path = write(tmp_path, _CONFIG.replace("{future}", ""))
+    mod = exec_module(path, path.read_text())
+    assert mod.__name__ not in sys.modules and mod.Config().d == 4
+
+
 def test_missing_file_is_bad_input(tmp_path):
     assert "does not exist" in fault(tmp_path / "nope.py")
 

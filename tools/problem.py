@@ -105,12 +105,20 @@ def read_candidate(path: str | Path) -> tuple[str, str | None]:
 
 
 def exec_module(path: Path, src: str) -> types.ModuleType:
-    """Execute problem source as a fresh module (not registered in sys.modules)."""
+    """Execute problem source as a fresh module, as an import would: compiled with none of
+    this file's __future__ flags (its annotations stay what the problem wrote), and in
+    sys.modules under its own name only while it runs (a @dataclass looks its module up
+    there), not after (candidates do not find the reference through it)."""
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
-    mod = types.ModuleType(f"krefine_problem_{digest}")
+    name = f"krefine_problem_{digest}"
+    mod = types.ModuleType(name)
     mod.__file__ = str(path)
-    code = compile(src, str(path), "exec")
-    exec(code, mod.__dict__)
+    code = compile(src, str(path), "exec", dont_inherit=True)
+    sys.modules[name] = mod     # the name is this path's own: nothing else is displaced
+    try:
+        exec(code, mod.__dict__)
+    finally:
+        sys.modules.pop(name, None)
     return mod
 
 

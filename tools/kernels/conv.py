@@ -292,7 +292,7 @@ def _tensor_cores(dtype, precision):   # 16-bit floats (itemsize: naming them fl
 def _igemm_order(nd_w, dtype, precision, lead):
     """The order (dims, outermost first) an implicit GEMM's weight is packed in. Tensor-core
     dots read B K-major, input channels contiguous, as Hopper's TF32 wgmma takes it: (out,
-    taps, in), the channels-last weight Inductor hands over (no copy; 1.5-2.4x faster at
+    taps, in), the channels-last weight Inductor hands over (no copy; 1.1-2.4x faster at
     TF32 on an H200). CUDA-core (exact) dots read output channels contiguously: (taps, in,
     out). `lead`: the weight's dim of input channels (1 forward, 0 transposed)."""
     out, taps = 1 - lead, list(range(2, nd_w))

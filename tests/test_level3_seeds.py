@@ -339,6 +339,23 @@ def test_a_model_built_from_a_dataclass_config_gets_a_seed_matching_the_model(tm
     assert max(_lockstep_errors("config_dataclass", tmp_path)) < 1e-5
 
 
+def test_a_model_subclassing_a_module_class_of_its_own_gets_a_seed_subclassing_it(tmp_path):
+    # `class Model(Base)`: the forward is Base's; ModelNew subclasses Base, which goes with it
+    # carrying what set-up calls (__init__, `make`) and not its forward or the forward's helper
+    code = _seed("subclassed_base")
+    base = ast.unparse(_class(code, "Base"))
+    assert "class ModelNew(Base):" in code and "def make(" in base
+    assert "def forward(" not in base and "def mix(" not in base
+    assert max(_lockstep_errors("subclassed_base", tmp_path)) < 1e-5
+
+
+def test_a_model_two_classes_away_from_nn_module_is_named():
+    src = (PROBLEMS / "subclassed_base.py").read_text(encoding="utf-8").replace(
+        "class Base(nn.Module):", "class Root(nn.Module):\n    ...\n\n\nclass Base(Root):")
+    with pytest.raises(ValueError, match=r"Model subclasses Base, not nn\.Module or a module class of the problem's own"):
+        model_new(src, [], [], 1)
+
+
 def _scalar_kernel():
     from tools.dialect.inductor_wrapper import Kernel
     src = "@triton.jit\ndef k(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):\n    tmp0 = in_ptr0\n"

@@ -90,8 +90,13 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
     if model is None:
         raise ValueError("problem defines no class Model")
-    if [ast.unparse(b) for b in model.bases] not in (["nn.Module"], ["torch.nn.Module"], ["Module"]):
-        raise ValueError(f"Model subclasses {', '.join(ast.unparse(b) for b in model.bases)}, not nn.Module")
+    # nn.Module, or one module class of the problem's own (`class Model(Base)`, Base(nn.Module)):
+    # ModelNew subclasses it too, which goes with it without its forward
+    base = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name != "Model" and _is_module_class(n)
+                 and [ast.unparse(b) for b in model.bases] == [n.name]), None)
+    if base is None and [ast.unparse(b) for b in model.bases] not in (["nn.Module"], ["torch.nn.Module"], ["Module"]):
+        raise ValueError(f"Model subclasses {', '.join(ast.unparse(b) for b in model.bases)}, not nn.Module "
+                         "or a module class of the problem's own")
     init = next((f for f in model.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
     if init is None:
         init = ast.parse("def __init__(self):\n    super().__init__()").body[0]
@@ -136,10 +141,13 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     else:
         lines.append(f"    return output[{returned}]")
     forward = ast.parse("\n".join(lines)).body[0]
-    cls = ast.ClassDef(name="ModelNew", bases=[ast.parse("nn.Module", mode="eval").body], keywords=[],
-                       body=[*kept, init, forward], decorator_list=[], type_params=[])
+    cls = ast.ClassDef(name="ModelNew", bases=[ast.parse(base.name if base else "nn.Module", mode="eval").body],
+                       keywords=[], body=[*kept, init, forward], decorator_list=[], type_params=[])
     model_src = ast.unparse(ast.fix_missing_locations(cls)).replace("(nn.Module):\n\n", "(nn.Module):\n", 1)
-    return _needed_definitions(problem_src, tree, cls), model_src
+    # the base's methods ModelNew's set-up calls go with it, beside those its own __init__ reaches
+    calls = {n.attr for f in [init, *kept] for n in ast.walk(f) if isinstance(n, ast.Attribute)
+             and isinstance(n.value, ast.Name) and n.value.id == "self"}
+    return _needed_definitions(problem_src, tree, cls, {base.name: calls} if base else {}), model_src
 
 
 def _drop_forward_lambdas(init: ast.FunctionDef, kept: list[ast.stmt]) -> None:
@@ -170,14 +178,14 @@ def _drop_forward_lambdas(init: ast.FunctionDef, kept: list[ast.stmt]) -> None:
         init.body.append(ast.Pass())
 
 
-def set_up_members(cls: ast.ClassDef) -> list[ast.stmt]:
+def set_up_members(cls: ast.ClassDef, roots=()) -> list[ast.stmt]:
     """A module class's body as set-up needs it: every statement but methods, and the
     methods __init__ reaches through `self.name` / `cls.name` / `Class.name`, transitively.
     The forward, and what only the forward calls, are left out: a seed computes in call(),
     and a PyTorch op left there (minGPT's GELU written with torch.tanh) is work the guards
     would refuse."""
     methods = {n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    reached, todo = set(), ["__init__"]
+    reached, todo = set(), ["__init__", *roots]
     while todo:
         name = todo.pop()
         if name in reached or name not in methods:
@@ -203,7 +211,7 @@ def _attr_path(dotted: str) -> str:
     return out
 
 
-def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef) -> str:
+def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef, roots=None) -> str:
     """The problem's top-level imports, constants, functions and classes that ModelNew's
     set-up uses, directly or through each other, in source order; a module class (a
     submodule's) as set-up needs it (`set_up_members`: no forward)."""
@@ -213,7 +221,7 @@ def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef) -> str:
         if isinstance(node, ast.ClassDef) and node.name == "Model":
             continue
         if isinstance(node, ast.ClassDef) and _is_module_class(node):
-            body = set_up_members(node)
+            body = set_up_members(node, (roots or {}).get(node.name, ()))
             if len(body) < len(node.body):
                 trimmed[id(node)] = ast.ClassDef(name=node.name, bases=node.bases, keywords=node.keywords,
                                                  body=body or [_ellipsis()], decorator_list=node.decorator_list,

@@ -316,6 +316,7 @@ def test_a_forward_returning_a_list_gets_a_seed_returning_a_list(tmp_path):
                              "        pairs = list(zip(want, got)) if isinstance(want, list)")
     check = check.replace("isinstance(got, tuple) and len(want)", "isinstance(got, list) and len(want)")
     check = check.replace("(g - w).abs()", "(g.double() - w.double()).abs()")     # one output is bool
+    assert check.count("is list") == 1 and "isinstance(got, list)" in check and "g.double()" in check
     path = tmp_path / "seed.py"
     path.write_text(code, encoding="utf-8")
     done = subprocess.run([sys.executable, "-c", check, str(path), str(PROBLEMS / "list_output.py")],

@@ -92,11 +92,11 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
         raise ValueError("problem defines no class Model")
     # nn.Module, or one module class of the problem's own (`class Model(Base)`, Base(nn.Module)):
     # ModelNew subclasses it too, which goes with it without its forward
-    base = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name != "Model" and _is_module_class(n)
-                 and [ast.unparse(b) for b in model.bases] == [n.name]), None)
-    if base is None and [ast.unparse(b) for b in model.bases] not in (["nn.Module"], ["torch.nn.Module"], ["Module"]):
-        raise ValueError(f"Model subclasses {', '.join(ast.unparse(b) for b in model.bases)}, not nn.Module "
-                         "or a module class of the problem's own")
+    bases = [ast.unparse(b) for b in model.bases]
+    base = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name != "Model" and bases == [n.name]
+                 and _is_module_class(n)), None)
+    if base is None and bases not in (["nn.Module"], ["torch.nn.Module"], ["Module"]):
+        raise ValueError(f"Model subclasses {', '.join(bases)}, not nn.Module or a module class of the problem's own")
     init = next((f for f in model.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
     if init is None:
         init = ast.parse("def __init__(self):\n    super().__init__()").body[0]
@@ -141,9 +141,10 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     else:
         lines.append(f"    return output[{returned}]")
     forward = ast.parse("\n".join(lines)).body[0]
-    cls = ast.ClassDef(name="ModelNew", bases=[ast.parse(base.name if base else "nn.Module", mode="eval").body],
+    parent = base.name if base else "nn.Module"
+    cls = ast.ClassDef(name="ModelNew", bases=[ast.parse(parent, mode="eval").body],
                        keywords=[], body=[*kept, init, forward], decorator_list=[], type_params=[])
-    model_src = ast.unparse(ast.fix_missing_locations(cls)).replace("(nn.Module):\n\n", "(nn.Module):\n", 1)
+    model_src = ast.unparse(ast.fix_missing_locations(cls)).replace(f"({parent}):\n\n", f"({parent}):\n", 1)
     # the base's methods ModelNew's set-up calls go with it, beside those its own __init__ reaches
     calls = {n.attr for f in [init, *kept] for n in ast.walk(f) if isinstance(n, ast.Attribute)
              and isinstance(n.value, ast.Name) and n.value.id == "self"}

@@ -85,7 +85,7 @@ def _setup_methods(tree: ast.Module) -> set[int]:
     local_names = {id(f): ({a.arg for a in ast.walk(f.args) if isinstance(a, ast.arg)} |
                            {x.id for x in _own_nodes(f) if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Store)}) -
                    {g for x in _own_nodes(f) if isinstance(x, (ast.Global, ast.Nonlocal)) for g in x.names}
-                   for f in funcs}
+                   for f in funcs} if top else {}     # read only for a top-level function
     methods = {id(m): m for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
                for m in c.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
     setup = {i for i, m in methods.items() if m.name == "__init__"}

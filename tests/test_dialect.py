@@ -347,6 +347,40 @@ def test_a_size_no_quotient_of_the_chunked_problems_sizes_makes_is_hard_coded(tm
     assert "xnumel = 3 is hard-coded" in diag.message
 
 
+_BATCH_NORM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(120)
+
+    def forward(self, x):
+        return self.bn(x)
+
+
+def get_inputs():
+    return [torch.randn(10, 120, 224, 224)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_second_split_of_a_batch_norms_reduction_is_not_hard_coded(tmp_path):
+    # ShuffleNetUnit's seed on an H200: N*H*W = 501760 in 448 shares of 1120, then 9 of 125
+    src = _kernel_with("xnumel = 1080\n    r0_numel = 125\n    tmp1 = 1120")
+    assert _hard_coded(src, _problem_from(tmp_path, _BATCH_NORM)) == []
+
+
+def test_a_share_of_a_split_whose_xnumel_is_no_multiple_of_the_split_is_hard_coded(tmp_path):
+    (diag,) = _hard_coded(_kernel_with("xnumel = 256\n    r0_numel = 125"), _problem_from(tmp_path, _BATCH_NORM))
+    assert "is hard-coded" in diag.message
+
+
 def test_a_size_no_product_of_the_problems_sizes_makes_is_still_hard_coded(tmp_path):
     src = _kernel_with("xnumel = 256")
     (diag,) = _hard_coded(src, _problem_from(tmp_path, _AVG_POOL))

@@ -12,7 +12,9 @@ size, a guess, after the judge's own first finding.
 
 A size counts as hard-coded only when no product of the problem's sizes makes it: the
 dims of its inputs, outputs, parameters and submodule outputs, and its integer
-parameters (kernel_size, channels, ...) up to their cubes (a k×k×k window).
+parameters (kernel_size, channels, ...) up to their cubes (a k×k×k window), or the
+sizes of a split reduction: r0_numel = ceil(p / k), p a product of one shape's dims
+(or such a share again, a second split), with xnumel = k times a size of the problem.
 
 Not covered: making such code run (tools/dialect/portable.py).
 """
@@ -58,6 +60,21 @@ class Shapes:
             return v in reachable
         return product(value) or any(product(value * q) for q in factors)
 
+    def splits(self, value: int, times: int, bounds=()) -> bool:
+        """Whether a reduction kernel's r0_numel `value` and xnumel `times` are a split
+        reduction's (Inductor's batch norm over N*H*W in k shares): value = ceil(p / k)
+        and times = k * a size `makes`, p a product of the dims of one shape, or one of
+        `bounds` (the kernel's literals) that is itself such a share (a second split)."""
+        if value < 1 or times < 1:
+            return False
+        products = {math.prod(d for i, d in enumerate(dims) if mask >> i & 1)
+                    for dims in ([d for d in shape if d > 1] for shape in
+                                 [s for s, _ in self.inputs] + list(self.outputs) + list(self.inner))
+                    for mask in range(1, 1 << len(dims))}
+        products |= {b for b in bounds if any(_shares(p, b) for p in products)}
+        return any(low <= k <= high and self.makes(times // k)
+                   for p in products if (span := _shares(p, value)) for low, high in [span] for k in _divisors(times))
+
     def describe(self) -> str:
         parts = [f"input {i} has size {_tup(s)}: {math.prod(s)} elements" for i, (s, _) in enumerate(self.inputs)]
         parts += [f"the output has size {_tup(s)}" if len(self.outputs) == 1 else f"output {i} has size {_tup(s)}"
@@ -65,6 +82,19 @@ class Shapes:
         if self.params:
             parts.append(f"its integer parameters are {', '.join(map(str, self.params))}")
         return "; ".join(parts)
+
+
+def _shares(p: int, value: int) -> tuple[int, int] | None:
+    """The k in which ceil(p / k) == value, as (low, high), for 1 < value < p; else None."""
+    if not 1 < value < p:
+        return None
+    low, high = -(-p // value), (p - 1) // (value - 1)
+    return (low, high) if low <= high else None
+
+
+def _divisors(n: int) -> list[int]:
+    small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
+    return small + [n // k for k in small]
 
 
 def problem_shapes(module) -> Shapes:
@@ -259,13 +289,21 @@ def _hardcoded_size(f: _Facts) -> Diagnostic | None:
     if f.status not in (Status.INCORRECT, Status.RUNTIME_ERROR) or _failed_size_assert(f) is not None:
         return None   # that message already says to rewrite the sizes
     fixed = []   # (value, line, what it is): `xnumel = 4257` in a kernel, `grid(4257)` in call()
+    shares = set()   # a split reduction's sizes (Inductor's batch norm over N*H*W in k shares)
     for fn in f.jit_functions():
+        numels = {}
         for stmt in fn.body[:8]:
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
                     and _NUMEL.match(stmt.targets[0].id) and isinstance(_literal(stmt.value), int):
                 name = stmt.targets[0].id
+                numels[name] = _literal(stmt.value)
                 fixed.append((_literal(stmt.value), stmt.lineno, f"{name} = {_literal(stmt.value)} is hard-coded in "
                               f"{fn.name}", f"set {name}, the grid(...) size and the numel arguments in call()"))
+        r, x = numels.get("r0_numel", numels.get("rnumel")), numels.get("xnumel")
+        if r and x and f.shapes is not None and not (f.shapes.makes(r) and f.shapes.makes(x)):
+            bounds = {n.value for n in ast.walk(fn) if isinstance(n, ast.Constant) and type(n.value) is int}
+            if f.shapes.splits(r, x, bounds):
+                shares |= {r, x}
     for call in f.calls("grid"):
         for value in (_literal(a) for a in call.args):
             if isinstance(value, int):
@@ -275,7 +313,7 @@ def _hardcoded_size(f: _Facts) -> Diagnostic | None:
     if shapes is None or not shapes.inputs:
         return None
     for value, line, what, fix in fixed:
-        if not shapes.makes(value):
+        if not shapes.makes(value) and value not in shares:
             return _diag(f, "hardcoded_size", f"{what}, but no product of this problem's sizes or parameters "
                          f"is {value} ({shapes.describe()}): it was written for other shapes; {fix} from this "
                          "problem's sizes", line)

@@ -531,3 +531,20 @@ def test_a_cpu_scatter_add_inductor_leaves_to_pytorch_becomes_the_scatter_family
         (FIXTURES / "cpu_gnn_scatter.py").read_text(encoding="utf-8")))
     call = entry.code.split("def call(args):")[1]
     assert entry.label == "default+gemm+scatter" and "scatter_reduce_op_(" in call and "aten." not in call
+
+
+def test_tensors_under_moduledict_keys_and_a_parameter_list_are_read_as_their_containers_hold_them():
+    forward = _method(_seed("moduledict_keys"), "ModelNew", "forward")
+    for read in ("self.towers['ctr-head'].weight", "self.towers['1'].weight", "self.emb['item'].weight",
+                 "self.mix[0]"):
+        assert read in forward, forward
+
+
+def test_a_moduledict_keyed_item_raises_no_host_transfer_finding():
+    from tools.guards import run_static_guards
+    from tools.settings import GuardSettings
+    assert run_static_guards(_seed("moduledict_keys"), GuardSettings()) == []
+
+
+def test_a_seed_of_towers_in_a_moduledict_matches_the_model_on_three_calls(tmp_path):
+    assert max(_lockstep_errors("moduledict_keys", tmp_path)) < 1e-5

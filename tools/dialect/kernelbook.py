@@ -112,7 +112,7 @@ def convert(problem, capture: Capture) -> str:
                                       None if capture.returned is None else 1 + max([*used, *_state_outputs(capture)]))
     # 4) ModelNew from Model's own __init__
     prelude, model_src = model_new(problem.source, arg_names, sources, len(inputs), returned, capture.state,
-                                   _asserted_layouts(call_fn), capture.returned_list)
+                                   _asserted_layouts(call_fn), capture.returned_list, model)
     families = set(FAMILIES)
     if not kernels and not externs & families:
         raise ValueError("the Inductor output has no Triton kernel")   # and no library call krefine writes

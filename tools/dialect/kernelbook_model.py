@@ -78,14 +78,15 @@ def infer_sources(call_fn, arg_names, model, inputs) -> tuple[str, ...]:
 
 
 def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, returned: int | list = 0,
-              state=(), layouts=None, as_list: bool = False) -> tuple[str, str]:
+              state=(), layouts=None, as_list: bool = False, module=None) -> tuple[str, str]:
     """(top-level definitions Model.__init__ needs, the ModelNew class). `returned`: the
     call() output the forward returns (a list: the tuple of them it returns, or with
     `as_list` the list, as the problem's forward does); `state`:
     (attribute, "output:k" | a source) for each tensor attribute the forward stores
     (tools/dialect/inductor_capture.py); `layouts`: call()'s asserted (size, stride) source
     text per argument, so a stored attribute that comes back as a view (`cat(...)[:, -4:]`)
-    is copied into the layout call() was compiled for."""
+    is copied into the layout call() was compiled for; `module`: Model (meta device), whose
+    containers say how each tensor's name is read (`_attr_path`)."""
     tree = ast.parse(problem_src)
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
     if model is None:
@@ -118,7 +119,7 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     stored = {path for path, _ in state}
     for name, src in zip(arg_names, sources):
         kind, _, what = src.partition(":")
-        value = f"input_{what}" if kind == "input" else "self." + _attr_path(what)
+        value = f"input_{what}" if kind == "input" else _attr_path(what, module)
         if kind == "attr" and first_input:   # where the problem's forward moves it: .to() keeps it, not a buffer
             value += f".to({first_input}.device)"
         lines.append(f"    {name} = {value}")
@@ -133,7 +134,7 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
         kind, _, what = now.partition(":")
         if kind != "output" and now not in argument:
             raise ValueError(f"the forward stores {now} in self.{path}, which call() is not given")
-        lines.append(f"    self.{_attr_path(path)} = " + (f"output[{what}]" if kind == "output" else argument[now]))
+        lines.append("    " + _store(path, module, f"output[{what}]" if kind == "output" else argument[now]))
     if isinstance(returned, list) and as_list:
         lines.append(f"    return [{', '.join(f'output[{k}]' for k in returned)}]")
     elif isinstance(returned, list):
@@ -204,12 +205,40 @@ def _in_super(init: ast.FunctionDef, name: ast.Name) -> bool:
                for c in ast.walk(init))
 
 
-def _attr_path(dotted: str) -> str:
-    """"net.0.weight" -> "net[0].weight" (Sequential / ModuleList children)."""
-    out = ""
+# attribute names a guard reads as a host transfer (`self.emb.item`): reached by getattr instead
+_HOST_NAMES = frozenset("tolist numpy item cpu pin_memory storage untyped_storage".split())
+
+
+def _attr_path(dotted: str, module=None) -> str:
+    """"net.0.weight" -> "self.net[0].weight": each part of a named_parameters / named_buffers
+    name as the module holding it is read. Without `module` (Model, on the meta device) a
+    digit is an index; with it, `[0]` only in a Sequential / ModuleList / ParameterList,
+    `["user-id"]` in a ModuleDict / ParameterDict, and getattr(...) for any other name that
+    is no plain identifier (or reads as a host transfer: `.item`)."""
+    import keyword
+
+    from torch import nn
+    out, here = "self", module
     for part in dotted.split("."):
-        out += f"[{part}]" if part.isdigit() else (f".{part}" if out else part)
+        if isinstance(here, (nn.ModuleDict, nn.ParameterDict)):
+            out += f"[{part!r}]"
+        elif part.isdigit() and (here is None or isinstance(here, (nn.Sequential, nn.ModuleList, nn.ParameterList))):
+            out += f"[{part}]"
+        elif part.isidentifier() and not keyword.iskeyword(part) and part not in _HOST_NAMES:
+            out += f".{part}"
+        else:
+            out = f"getattr({out}, {part!r})"
+        here = getattr(here, part, None) if here is not None else None
     return out
+
+
+def _store(dotted: str, module, value: str) -> str:
+    """The statement that sets `dotted` (a tensor attribute) to `value`."""
+    parent, _, last = dotted.rpartition(".")
+    holder = _attr_path(parent, module) if parent else "self"
+    if last.isidentifier() and not __import__("keyword").iskeyword(last) and last not in _HOST_NAMES:
+        return f"{holder}.{last} = {value}"
+    return f"setattr({holder}, {last!r}, {value})"
 
 
 def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef, roots=None) -> str:

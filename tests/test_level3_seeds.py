@@ -548,3 +548,13 @@ def test_a_moduledict_keyed_item_raises_no_host_transfer_finding():
 
 def test_a_seed_of_towers_in_a_moduledict_matches_the_model_on_three_calls(tmp_path):
     assert max(_lockstep_errors("moduledict_keys", tmp_path)) < 1e-5
+
+
+def test_buffers_the_forward_rebinds_are_stored_back_by_the_seed():
+    forward = _method(_seed("rebound_buffers"), "ModelNew", "forward")
+    assert "self.ema = output[" in forward and "self.ck = output[" in forward, forward
+
+
+def test_a_seed_of_rebound_buffers_matches_the_model_on_three_calls(tmp_path):
+    # before: the first call right, the next ones read the EMA and the cache as they were built
+    assert max(_lockstep_errors("rebound_buffers", tmp_path)) < 1e-5

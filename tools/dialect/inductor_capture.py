@@ -105,6 +105,9 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
         _set_attribute(model, path, t.to(device))
     attrs = plain_tensor_attributes(model)
     scalars = scalar_attributes(model)
+    # the module's tensors as the forward finds them: one it rebinds (`self.ema = 0.9 * self.ema + x`)
+    # is a graph input under its old value and state under its new one
+    params, buffers = dict(model.named_parameters()), dict(model.named_buffers())
     # 2) compile through a backend that sees the graph's inputs (real tensors, in call() order)
     #    and its outputs (which of them the forward returns, which it stores on the module)
     graph_inputs: list[list] = []
@@ -207,8 +210,8 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     # 3) name each graph input by what it is in the problem; a tensor dynamo passed as a
     #    copy leaves the sources unrecorded, for convert to infer from shapes (or refuse)
     names = {id(t): f"input:{i}" for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
-    names.update({id(t): f"param:{n}" for n, t in model.named_parameters()})
-    names.update({id(t): f"buffer:{n}" for n, t in model.named_buffers()})
+    names.update({id(t): f"param:{n}" for n, t in params.items()})
+    names.update({id(t): f"buffer:{n}" for n, t in buffers.items()})
     names.update({id(t): f"attr:{n}" for n, t in attrs.items()})
     sources = [names.get(id(t)) for t in graph_inputs[0]]
     # 4) what the forward returned and stored, as call()'s outputs or its arguments
@@ -223,13 +226,19 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     indices = [int(w.partition(":")[2]) if w.startswith("output:") else 0 for w in said]
     returned = indices if isinstance(out, (tuple, list)) else indices[0]
     state = []
-    for path, t in plain_tensor_attributes(model).items():
+    held = {**plain_tensor_attributes(model), **{p: t for p, t in model.named_buffers() if buffers.get(p) is not t}}
+    before = {**attrs, **buffers}
+    for path, t in held.items():
         now = where.get(id(t))
-        if now is None and not (path in attrs and attrs[path] is t):
+        if now is None and not (path in before and before[path] is t):
             raise ValueError(f"the forward stores a tensor in self.{path} that is neither an output of its "
                              "graph nor one of its inputs")
-        if now is not None and now != f"attr:{path}":
+        if now is not None and now not in (f"attr:{path}", f"buffer:{path}"):
             state.append((path, now))
+    replaced = [p for p, t in model.named_parameters() if params.get(p) is not t]
+    if replaced:
+        raise ValueError(f"the forward replaces the parameter self.{replaced[0]}; a seed updates no parameter "
+                         "between calls")
     return Capture(code=codes[0], arg_sources=None if None in sources else tuple(sources), device=device,
                    torch_version=torch.__version__, templates=templates, module_mode=module_mode,
                    launch_configs=chosen if device != "cpu" else {}, returned=returned, state=tuple(state),

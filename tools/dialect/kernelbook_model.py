@@ -123,7 +123,7 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
         if kind == "attr" and first_input:   # where the problem's forward moves it: .to() keeps it, not a buffer
             value += f".to({first_input}.device)"
         lines.append(f"    {name} = {value}")
-        if kind == "attr" and what in stored and name in (layouts or {}):
+        if kind in ("attr", "buffer") and what in stored and name in (layouts or {}):
             size, stride = layouts[name]   # the last call stored it as it came: a copy (a data op) in call()'s layout
             lines += [f"    if tuple({name}.shape) == {size} and {name}.stride() != {stride}:",
                       f"        {name} = torch.empty_strided({size}, {stride}, dtype={name}.dtype, "

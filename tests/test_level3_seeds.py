@@ -379,6 +379,16 @@ def test_a_kernel_given_a_plain_number_at_one_launch_is_left_as_it_is():
     assert load_scalar_tensors(call, before) == before and "a.item()" in ast.unparse(call)
 
 
+def test_a_size_read_from_a_tensor_value_is_named_as_the_reason():
+    # Inductor's `u0 = buf0.item()` for x[:, :int(lengths.max().item())]: an unbacked size
+    problem = load_problem(PROBLEMS / "linear_relu.py")
+    text = (FIXTURES / "cpu_linear_relu.py").read_text(encoding="utf-8")
+    at = text.index("        extern_kernels.addmm(")
+    text = text[:at] + "        u0 = arg0_1.item()\n" + text[at:]
+    with pytest.raises(ValueError, match=r"reads a tensor's value into a size \(`\.item\(\)`, a data-dependent shape"):
+        accepted_seed(problem, read_capture(text))
+
+
 def test_a_pytorch_fallback_left_in_call_is_named_as_the_reason():
     problem = load_problem(PROBLEMS / "linear_relu.py")
     text = (FIXTURES / "cpu_linear_relu.py").read_text(encoding="utf-8")
@@ -558,3 +568,9 @@ def test_buffers_the_forward_rebinds_are_stored_back_by_the_seed():
 def test_a_seed_of_rebound_buffers_matches_the_model_on_three_calls(tmp_path):
     # before: the first call right, the next ones read the EMA and the cache as they were built
     assert max(_lockstep_errors("rebound_buffers", tmp_path)) < 1e-5
+
+
+def test_a_parameter_returned_unchanged_is_named_as_the_reason():
+    from tools.dialect.inductor_capture import capture
+    with pytest.raises(ValueError, match=r"returns self\.logit_scale unchanged as output 2; a seed returns only"):
+        capture(load_problem(PROBLEMS / "returns_parameter.py"), "cpu")

@@ -221,8 +221,11 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     where.update({id(t): s for t, s in zip(graph_inputs[0], sources) if s is not None})
     said = [where.get(id(o), "") for o in flat]
     if any(not w.startswith("output:") for w in said) and len(flat) > 1:
-        raise ValueError("Model.forward returns a tuple holding a tensor that is not an output of its graph "
-                         f"({next(w for w in said if not w.startswith('output:')) or 'unrecorded'})")
+        k, w = next((k, w or names.get(id(flat[k]), "")) for k, w in enumerate(said) if not w.startswith("output:"))
+        kind, _, name = w.partition(":")
+        what = f"its input {name}" if kind == "input" else f"self.{name}" if name else "a tensor no kernel of its graph writes"
+        raise ValueError(f"Model.forward returns {what} unchanged as output {k}; a seed returns only what its "
+                         "kernels compute")
     indices = [int(w.partition(":")[2]) if w.startswith("output:") else 0 for w in said]
     returned = indices if isinstance(out, (tuple, list)) else indices[0]
     state = []

@@ -225,6 +225,11 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
             # `buf = torch.ops.aten.X(...)`, or an in-place `aten.X_(buf, ...)` (scatter_reduce_)
             raise ValueError(f"call(): Inductor leaves {call_name(stmt)} to PyTorch (a fallback kernel), and "
                              "krefine has no Triton kernel for it")
+        elif isinstance(stmt, ast.Assign) and call_name(stmt).endswith(".item") and \
+                any(re.fullmatch(r"u\d+", ast.unparse(t)) for t in stmt.targets):
+            # `u0 = buf0.item()`: an unbacked size, e.g. x[:, :int(lengths.max())]
+            raise ValueError("the forward reads a tensor's value into a size (`.item()`, a data-dependent "
+                             f"shape: {short_code(stmt)}); a seed's sizes are fixed when it is made")
         else:
             raise ValueError(f"call(): unsupported statement: {short_code(stmt)}")
     if ret is None:

@@ -3,7 +3,8 @@
 BadInput: the user's file or flag is wrong (exit 2, one line naming the file).
 EvaluatorError: the evaluator itself could not work (GPU unusable, worker could not
 start; exit 3). Faults of candidate code are never exceptions: they are verdicts.
-`describe_fault` is the one-line form of an exception that either message quotes.
+`describe_fault` is the one-line form of an exception that either message quotes;
+`describe_compile_error` the one line for a failed torch.compile (a seed's reason).
 """
 from __future__ import annotations
 
@@ -44,3 +45,19 @@ def describe_fault(e: BaseException) -> str:
     """`Type: message` on one line (one_line: a long message cut between words)."""
     msg = one_line(str(e))
     return f"{type(e).__name__}: {msg}" if msg else type(e).__name__
+
+
+def describe_compile_error(e: Exception) -> str:
+    """One line for a failed torch.compile: a Dynamo graph break as its kind, its
+    explanation and the user's line (`Data-dependent branching ... at model.py:7 `if
+    mask.any():``), not the hints and links around them; anything else as it is."""
+    import re
+    text = str(e)
+    where = re.findall(r'File "([^"]+)", line (\d+), in \w+\n\s*(.+)', text.partition("from user code:")[2])
+    if not where:
+        return f"{type(e).__name__}: {' '.join(text.split())}"
+    kind = text.strip().splitlines()[0].strip()
+    why = re.search(r"Explanation:\s*(.+)", text)
+    path, line, code = where[-1]
+    said = f"{kind}: {why.group(1).strip()}" if why else kind
+    return f"{type(e).__name__}: {said} (at {path.rsplit('/', 1)[-1]}:{line} `{code.strip()}`)"

@@ -94,6 +94,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
 
     from tools.dialect.blocks import BLOCK_OPS, block_plan, block_worker, compile_blocks, stitch
     from tools.dialect.rnn_op import recurrent_as_ops
+    from tools.errors import describe_compile_error
     from tools.problem import build_model, make_inputs, strict_fp32
     # 1) the model and inputs as the judge builds them; a plain tensor attribute (an RNN's
     #    hidden state: module.to() leaves it where __init__ made it) on the device, where
@@ -184,7 +185,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             with torch.no_grad():
                 out = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
         except Exception as e:
-            raise ValueError(f"torch.compile failed: {type(e).__name__}: {' '.join(str(e).split())}") from None
+            raise ValueError(f"torch.compile failed: {describe_compile_error(e)}") from None
         if only is not None:
             return split["codes"]
         if split and len(graph_inputs) == 1:     # the blocks' modules joined, with their configs

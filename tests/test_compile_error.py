@@ -1,0 +1,42 @@
+"""A failed torch.compile in one line (tools/errors.py `describe_compile_error`): a Dynamo
+graph break as its kind, explanation and the user's line; other errors as they are."""
+from __future__ import annotations
+
+import pytest
+
+from tools.errors import describe_compile_error
+
+# torch 2.13's Dynamo message for `if mask.any():` (hints and links cut to one each)
+GRAPH_BREAK = """Data-dependent branching
+  Explanation: Detected data-dependent branching (e.g. `if my_tensor.sum() > 0:`). Dynamo does not support tracing dynamic control flow.
+  Hint: Use `torch.cond` to express dynamic control flow.
+
+  Developer debug context: attempted to jump with TensorVariable()
+
+ For more details about this graph break, please visit: https://meta-pytorch.github.io/compile-graph-break-site/gb/gb0170.html
+
+from user code:
+   File "/home/me/models/gate.py", line 7, in forward
+    if mask.any():
+
+Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace (please do this especially if you're reporting a bug to PyTorch)."""
+
+
+class Unsupported(Exception):
+    pass
+
+
+def test_a_graph_break_is_its_kind_explanation_and_the_users_line():
+    assert describe_compile_error(Unsupported(GRAPH_BREAK)) == (
+        "Unsupported: Data-dependent branching: Detected data-dependent branching (e.g. `if my_tensor.sum() > 0:`). "
+        "Dynamo does not support tracing dynamic control flow. (at gate.py:7 `if mask.any():`)")
+
+
+def test_a_graph_break_leaves_out_hints_and_links():
+    said = describe_compile_error(Unsupported(GRAPH_BREAK))
+    assert "Hint" not in said and "http" not in said and "TORCHDYNAMO_VERBOSE" not in said
+
+
+@pytest.mark.parametrize("error", [RuntimeError("CUDA out of\n memory"), ValueError("")])
+def test_any_other_error_is_its_type_and_text_on_one_line(error):
+    assert describe_compile_error(error) == f"{type(error).__name__}: {' '.join(str(error).split())}"

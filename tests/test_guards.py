@@ -1218,3 +1218,132 @@ def test_a_submodule_named_like_a_tensor_method_read_for_its_weight_is_fine():
 
 def test_a_tensor_method_reached_through_an_attribute_chain_is_still_compute():
     assert "torch_compute" in rejected_by(candidate(forward="out = x.norm.__call__()"))
+
+
+# --- torchvision / timm set-up idioms a seed carries from Model ---------------------------
+
+_INIT_LOOP = "for m in self.modules():\n    if isinstance(m, nn.Conv2d):\n        nn.init.zeros_(m.weight)\n"
+
+
+def test_the_weight_init_loop_over_self_modules_keeps_a_top_level_helper_set_up():
+    # torchvision ResNet: conv3x3() beside the class and `for m in self.modules()` in __init__
+    src = candidate(prelude=_SET_UP_HELPER, init="self.body = block(4)\n" + _INIT_LOOP)
+    assert "torch_compute" not in rejected_by(src)
+
+
+def test_sys_modules_still_keeps_a_top_level_helper_on_the_forward_path():
+    src = candidate(prelude="import sys\n" + _SET_UP_HELPER + "MODS = sys.modules\n", init="self.body = block(4)")
+    assert "torch_compute" in rejected_by(src)
+
+
+_APPLY = '''
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 3, 3)
+        self.apply(self._init_weights)
+
+    def _init_weights(self, m):
+        if isinstance(m, (nn.Conv2d, nn.Linear)):
+            nn.init.trunc_normal_(m.weight, std=0.02)
+'''
+
+
+def test_a_method_handed_to_self_apply_in_init_is_set_up():
+    # ConvNeXt's `self.apply(self._init_weights)`
+    assert "torch_compute" not in rejected_by(candidate(init="self.net = Net()") + _APPLY)
+
+
+def test_a_method_handed_to_self_apply_and_called_in_forward_is_on_the_forward_path():
+    src = candidate(init="self.net = Net()", forward="self.net._init_weights(self.net)") + \
+        _APPLY.replace("std=0.02)", "std=0.02)\n        return torch.relu(m.weight)")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_a_type_test_in_the_forward_is_no_work():
+    assert "torch_compute" not in rejected_by(candidate(forward="flag = isinstance(x, nn.Conv2d)"))
+
+
+_NORM_LAYER = '''
+class Block(nn.Module):
+    def __init__(self, c, norm_layer=None):
+        super().__init__()
+        if norm_layer is None:
+            norm_layer = nn.BatchNorm2d
+        self.bn = norm_layer(c)
+'''
+
+
+def test_a_norm_layer_chosen_in_init_when_none_was_given_and_built_there_keeps_no_op():
+    # torchvision's BasicBlock
+    assert "torch_compute" not in rejected_by(candidate(init="self.block = Block(4)") + _NORM_LAYER)
+
+
+def test_a_norm_layer_chosen_in_init_and_stored_for_the_forward_is_kept_to_call_later():
+    src = candidate(init="self.block = Block(4)", forward="out = self.block.norm(out)") + \
+        _NORM_LAYER.replace("self.bn = norm_layer(c)", "self.norm = norm_layer")
+    assert "torch_compute" in rejected_by(src)
+
+
+_STORED_NORM = '''
+class Net(nn.Module):
+    def __init__(self, norm_layer=None):
+        super().__init__()
+        if norm_layer is None:
+            norm_layer = nn.BatchNorm2d
+        self._norm_layer = norm_layer
+        self.layer = self._make_layer(4)
+
+    def _make_layer(self, c):
+        norm_layer = self._norm_layer
+        return nn.Sequential(nn.Conv2d(c, c, 3), norm_layer(c))
+'''
+
+
+def test_a_norm_layer_stored_on_self_and_read_only_by_set_up_keeps_no_op():
+    # torchvision ResNet's self._norm_layer, read by _make_layer
+    assert "torch_compute" not in rejected_by(candidate(init="self.net = Net()") + _STORED_NORM)
+
+
+def test_a_norm_layer_stored_on_self_and_read_in_the_forward_is_kept_to_call_later():
+    src = candidate(init="self.net = Net()", forward="out = self.net._norm_layer(4)(out)") + _STORED_NORM
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_a_partial_of_a_norm_layer_built_in_init_keeps_no_op():
+    init = "norm = functools.partial(nn.BatchNorm2d, eps=1e-3)\nself.bn = norm(4)"
+    assert "torch_compute" not in rejected_by(candidate(prelude="import functools", init=init))
+
+
+def test_a_partial_of_a_torch_function_stored_on_self_is_kept_to_call_later():
+    init = "self.act = functools.partial(torch.clamp, min=0.0)"
+    src = candidate(prelude="import functools", init=init, forward="out = self.act(out)")
+    assert "torch_compute" in rejected_by(src)
+
+
+_SET_UP_ONLY = '''
+class ConvBN(nn.Sequential):
+    def __init__(self, c):
+        super().__init__(nn.Conv2d(c, c, 3), nn.BatchNorm2d(c))
+
+    def forward(self, *args, **kwargs):
+        raise RuntimeError("set-up only")
+'''
+
+
+def test_a_layer_subclass_whose_forward_only_raises_and_is_only_built_in_init_is_no_work():
+    # a seed's ConvBNReLU(nn.Sequential), carried for its weights
+    assert "torch_compute" not in rejected_by(candidate(init="self.block = ConvBN(4)") + _SET_UP_ONLY)
+
+
+@pytest.mark.parametrize("forward", ["out = super(ConvBN, self.block).forward(x)",
+                                     "out = self.block[0]._conv_forward(x, self.block[0].weight, None)",
+                                     "out = self.block(x)"])
+def test_a_layer_subclass_whose_forward_raises_but_is_reached_from_the_forward_is_still_rejected(forward):
+    assert "torch_compute" in rejected_by(candidate(init="self.block = ConvBN(4)", forward=forward) + _SET_UP_ONLY)
+
+
+def test_a_layer_subclass_with_a_forward_of_its_own_is_still_rejected():
+    src = candidate(init="self.block = ConvBN(4)") + _SET_UP_ONLY.replace(
+        'raise RuntimeError("set-up only")', "return super().forward(*args)")
+    assert "torch_compute" in rejected_by(src)

@@ -62,7 +62,8 @@ def _setup_methods(tree: ast.Module) -> set[int]:
     or another such function: a ResNet's `_make_layer`), and a function defined inside
     set-up code or at top level every reference to which is a call `name(...)` made in
     set-up code (a MobileNet's `conv_bn` inside `__init__`, a UNet file's `block`; at top
-    level only where the file looks up no name by a computed string). A reference of any
+    level only where the file looks up no name by a computed string); a method handed to
+    `self.apply(...)` in set-up counts as called there (ConvNeXt's `_init_weights`). A reference of any
     other kind (stored, returned, a string, a call from forward or from a lambda) keeps a
     function on the forward path."""
     funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
@@ -95,7 +96,11 @@ def _setup_methods(tree: ast.Module) -> set[int]:
             return False
         if not method and not (isinstance(r, ast.Name) and isinstance(r.ctx, ast.Load)):
             return False
-        return isinstance(parent, ast.Call) and parent.func is r and owner.get(id(r)) in setup
+        # called, or handed alone to `self.apply(...)`, which calls it on each submodule there and keeps nothing
+        applied = isinstance(parent, ast.Call) and isinstance(parent.func, ast.Attribute) and \
+            parent.func.attr == "apply" and isinstance(parent.func.value, ast.Name) and \
+            parent.func.value.id == "self" and parent.args == [r] and not parent.keywords
+        return isinstance(parent, ast.Call) and (parent.func is r or applied) and owner.get(id(r)) in setup
     grew = True
     while grew:
         grew = False
@@ -119,12 +124,15 @@ _DYNAMIC_CALLS = {"globals", "vars", "locals", "eval", "exec", "__import__"}
 def _dynamic_names(tree: ast.Module) -> bool:
     """Does the file look names up by computed strings: globals() / vars() / eval / exec,
     a `__dict__` or `sys.modules`, getattr with a name that is not a literal?"""
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     for n in ast.walk(tree):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
             if n.func.id in _DYNAMIC_CALLS or (n.func.id in ("getattr", "setattr", "hasattr") and not (
                     len(n.args) > 1 and isinstance(n.args[1], ast.Constant))):
                 return True
-        if isinstance(n, ast.Attribute) and n.attr in ("__dict__", "modules", "__globals__", "__builtins__"):
+        # sys.modules, a dict; not `self.modules()`, a module's own submodules (the weight-init loop)
+        if isinstance(n, ast.Attribute) and (n.attr in ("__dict__", "__globals__", "__builtins__") or
+                                             (n.attr == "modules" and id(n) not in called)):
             return True
     return False
 
@@ -188,13 +196,20 @@ def walk_regions(tree: ast.Module, aliases, self_attrs, unbound) -> list[Site]:
 
 def library_holders(tree: ast.Module, sites, aliases, self_attrs, unbound) -> frozenset[str]:
     """Names and self attributes holding torch.nn compute modules (nn.Conv2d(...), a
-    Sequential or ModuleList of them), and loop variables running over them."""
+    Sequential or ModuleList of them, an instance of a class of the file deriving from one),
+    and loop variables running over them."""
+    layer_classes: set[str] = set()    # class C(nn.Conv2d), class D(C): their instances are layers
+    for _ in range(3):
+        layer_classes |= {c.name for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and any(
+            (isinstance(b, ast.Name) and b.id in layer_classes) or
+            any(is_layer(p) for p in resolve(b, aliases, self_attrs, unbound)) for b in c.bases)}
+
     def holds_layer(expr: ast.AST) -> bool:
         # nn.Conv2d(...), nn.ModuleList([...]), [nn.Linear(...) for ...]; not
         # nn.Parameter(nn.Linear(...).weight), which keeps only a weight
         if isinstance(expr, ast.Call):
             paths = resolve(expr.func, aliases, self_attrs, unbound)
-            if any(is_layer(p) for p in paths):
+            if any(is_layer(p) for p in paths) or (isinstance(expr.func, ast.Name) and expr.func.id in layer_classes):
                 return True
             container = any(p.split(".")[-1] in ("ModuleList", "ModuleDict") for p in paths) or \
                 (isinstance(expr.func, ast.Name) and expr.func.id in ("list", "tuple", "dict"))

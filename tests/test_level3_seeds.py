@@ -574,3 +574,29 @@ def test_a_parameter_returned_unchanged_is_named_as_the_reason():
     from tools.dialect.inductor_capture import capture
     with pytest.raises(ValueError, match=r"returns self\.logit_scale unchanged as output 2; a seed returns only"):
         capture(load_problem(PROBLEMS / "returns_parameter.py"), "cpu")
+
+
+def test_torchvision_set_up_idioms_give_a_seed_the_guards_accept():
+    # ConvBNReLU(nn.Sequential) with a norm_layer default, LayerNorm2d(nn.LayerNorm), conv3x3, partial,
+    # self.act = F.relu, self.apply(...) and self.modules(): each was refused as PyTorch work before
+    from tools.guards import run_static_guards
+    from tools.settings import GuardSettings
+    code = _seed("torchvision_idioms")
+    assert run_static_guards(code, GuardSettings()) == []
+    assert "F.layer_norm" not in code and "self.act = F.relu" not in code
+    assert "raise RuntimeError('LayerNorm2d is set-up only" in ast.unparse(_class(code, "LayerNorm2d"))
+
+
+def test_a_seed_of_a_torchvision_style_network_matches_the_model_on_three_calls(tmp_path):
+    assert max(_lockstep_errors("torchvision_idioms", tmp_path)) < 1e-5
+
+
+def test_a_batch_norm_with_a_cumulative_average_is_named_as_the_reason():
+    from tools.dialect.inductor_capture import capture
+    with pytest.raises(ValueError, match=r"self\.bn is a BatchNorm2d with momentum=None, a cumulative average"):
+        capture(load_problem(PROBLEMS / "bn_cumulative_average.py"), "cpu")
+
+
+def test_a_batch_norm_with_a_cumulative_average_in_eval_mode_is_captured():
+    from tools.dialect.inductor_capture import capture
+    assert capture(load_problem(PROBLEMS / "bn_cumulative_average.py"), "cpu", module_mode="eval").code

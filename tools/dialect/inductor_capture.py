@@ -28,6 +28,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from tools.dialect.module_state import check_capturable, plain_tensor_attributes, scalar_attributes  # noqa: F401
+
 
 @dataclass(frozen=True)
 class Capture:
@@ -106,6 +108,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
         _set_attribute(model, path, t.to(device))
     attrs = plain_tensor_attributes(model)
     scalars = scalar_attributes(model)
+    check_capturable(model)
     # the module's tensors as the forward finds them: one it rebinds (`self.ema = 0.9 * self.ema + x`)
     # is a graph input under its old value and state under its new one
     params, buffers = dict(model.named_parameters()), dict(model.named_buffers())
@@ -247,30 +250,6 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
                    torch_version=torch.__version__, templates=templates, module_mode=module_mode,
                    launch_configs=chosen if device != "cpu" else {}, returned=returned, state=tuple(state),
                    returned_list=isinstance(out, list))
-
-
-def plain_tensor_attributes(model) -> dict:
-    """Tensors a module holds that are neither parameters nor buffers (`self.h0 =
-    torch.randn(...)`), by dotted path: module.to() does not move them and state_dict does
-    not hold them, but the forward reads them (and may overwrite them)."""
-    import torch
-    out = {}
-    for prefix, module in model.named_modules():
-        for name, value in vars(module).items():
-            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
-                out[f"{prefix}.{name}" if prefix else name] = value
-    return out
-
-
-def scalar_attributes(model) -> dict:
-    """The Python numbers, strings and booleans a module's submodules hold, by dotted path
-    (a step counter the forward advances is state no captured graph carries)."""
-    out = {}
-    for prefix, module in model.named_modules():
-        for name, value in vars(module).items():
-            if isinstance(value, (bool, int, float, complex, str)):
-                out[f"{prefix}.{name}" if prefix else name] = value
-    return out
 
 
 def _set_attribute(model, path: str, value) -> None:

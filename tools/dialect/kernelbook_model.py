@@ -152,11 +152,18 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     return _needed_definitions(problem_src, tree, cls, {base.name: calls} if base else {}), model_src
 
 
-def _drop_forward_lambdas(init: ast.FunctionDef, kept: list[ast.stmt]) -> None:
+def _torch_callable(expr: ast.AST) -> bool:
+    """`F.relu`, `torch.tanh`, `nn.GELU`: a torch function or class named, not called."""
+    return isinstance(expr, (ast.Attribute, ast.Name)) and \
+        dotted(expr).split(".")[0] in ("F", "torch", "nn", "functional")
+
+
+def _drop_forward_lambdas(init: ast.FunctionDef, kept: list[ast.stmt]) -> bool:
     """`self.mlpf = lambda x: ...` in __init__ (minGPT's block) is the problem's forward's
     helper: the seed's forward never calls it, and set-up nothing else reads it (by name or
     string) does not need it either; it is left out, as the forward is (a lambda running
-    torch modules is work the guards would refuse)."""
+    torch modules is work the guards would refuse). So is `self.act = F.relu`, a torch
+    function kept for the forward. Whether anything was left out."""
     def names(nodes):
         out = set()
         for n in (x for node in nodes for x in ast.walk(node)):
@@ -167,8 +174,10 @@ def _drop_forward_lambdas(init: ast.FunctionDef, kept: list[ast.stmt]) -> None:
             elif isinstance(n, ast.Constant) and isinstance(n.value, str):
                 out.add(n.value)
         return out
+    dropped = False
     for stmt in list(init.body):
-        if not (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Lambda) and len(stmt.targets) == 1):
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and
+                (isinstance(stmt.value, ast.Lambda) or _torch_callable(stmt.value))):
             continue
         target = stmt.targets[0]
         if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
@@ -176,8 +185,10 @@ def _drop_forward_lambdas(init: ast.FunctionDef, kept: list[ast.stmt]) -> None:
         rest = [n for n in init.body if n is not stmt] + kept
         if target.attr not in names(rest):
             init.body.remove(stmt)
+            dropped = True
     if not init.body:
         init.body.append(ast.Pass())
+    return dropped
 
 
 def set_up_members(cls: ast.ClassDef, roots=()) -> list[ast.stmt]:
@@ -252,7 +263,12 @@ def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef, roots=Non
             continue
         if isinstance(node, ast.ClassDef) and _is_module_class(node):
             body = set_up_members(node, (roots or {}).get(node.name, ()))
-            if len(body) < len(node.body):
+            init = next((m for m in body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None)
+            dropped = init is not None and _drop_forward_lambdas(init, [m for m in body if m is not init])
+            layer = any(_torch_layer(b) for b in node.bases)
+            if layer:   # ConvBNReLU(nn.Sequential), LayerNorm2d(nn.LayerNorm): no torch forward inherited
+                body = [*body, _set_up_only_forward(node.name)]
+            if len(body) != len(node.body) or dropped or layer:
                 trimmed[id(node)] = ast.ClassDef(name=node.name, bases=node.bases, keywords=node.keywords,
                                                  body=body or [_ellipsis()], decorator_list=node.decorator_list,
                                                  type_params=[])
@@ -315,6 +331,22 @@ def kb_plain(tree: ast.AST) -> bool:
 
 
 def _is_module_class(node: ast.ClassDef) -> bool:
-    """A class deriving from nn.Module (or from a class of the problem that does): by its
-    bases' spelling, as far as the source says."""
-    return any(ast.unparse(b).rpartition(".")[2] in ("Module", "Sequential", "ModuleList") for b in node.bases)
+    """A class deriving from nn.Module (or from a class of the problem that does), or from a
+    torch layer (nn.Sequential, nn.Conv2d): by its bases' spelling, as far as the source says."""
+    return any(ast.unparse(b).rpartition(".")[2] in ("Module", "Sequential", "ModuleList") or _torch_layer(b)
+               for b in node.bases)
+
+
+def _torch_layer(base: ast.expr) -> bool:
+    """`nn.Sequential`, `torch.nn.LayerNorm`: a torch module class other than nn.Module itself,
+    whose forward a subclass inherits."""
+    prefix, _, name = ast.unparse(base).rpartition(".")
+    return prefix in ("nn", "torch.nn") and name[:1].isupper() and name not in ("Module", "ModuleList", "ModuleDict")
+
+
+def _set_up_only_forward(name: str) -> ast.FunctionDef:
+    """A forward for a class a seed carries for its set-up only, in place of the torch
+    layer's it would inherit: the seed's call() computes it (the guards read a forward
+    that only raises as no work)."""
+    return ast.parse(f"def forward(self, *args, **kwargs):\n    raise RuntimeError('{name} is set-up only in a seed: "
+                     "ModelNew computes it in call()')").body[0]

@@ -600,3 +600,42 @@ def test_a_batch_norm_with_a_cumulative_average_is_named_as_the_reason():
 def test_a_batch_norm_with_a_cumulative_average_in_eval_mode_is_captured():
     from tools.dialect.inductor_capture import capture
     assert capture(load_problem(PROBLEMS / "bn_cumulative_average.py"), "cpu", module_mode="eval").code
+
+
+def test_what_a_problem_prints_while_it_loads_stays_out_of_the_seed_on_stdout(tmp_path):
+    src = (PROBLEMS / "linear_relu.py").read_text(encoding="utf-8")
+    at = src.index("super(Model, self).__init__()") + len("super(Model, self).__init__()")
+    problem = tmp_path / "linear_relu.py"
+    problem.write_text(src[:at] + "\n        print('building the model')" + src[at:], encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "tools.dialect", "convert", str(problem),
+                           str(FIXTURES / "cpu_linear_relu.py"), "--device", "cpu"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ast.parse(done.stdout)   # the seed alone: before, its first line was the problem's print
+    assert "building the model" in done.stderr and "class ModelNew" in done.stdout
+
+
+def test_a_nested_tuple_output_names_the_item_at_fault():
+    from tools.dialect.inductor_capture import capture
+    with pytest.raises(ValueError, match=r"returns tuple whose item 0 is a tuple; a seed returns a tensor or a flat"):
+        capture(load_problem(PROBLEMS / "nested_output.py"), "cpu")
+
+
+def test_python_inputs_inductor_wrote_into_the_kernels_are_checked_by_the_seed(tmp_path):
+    import importlib.util
+
+    import torch
+    path = tmp_path / "seed_python_inputs.py"
+    path.write_text(_seed("python_inputs"), encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("seed_python_inputs", path)
+    seed = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(seed)   # @triton.jit reads its source from the file
+    problem = load_problem(PROBLEMS / "python_inputs.py")
+    new = seed.ModelNew(*problem.module.get_init_inputs())
+    x = torch.randn(4, 8)
+    with pytest.raises(ValueError, match=r"compiled for inputs 1, 2, 3, 4 = \(0\.5, 3, True, None\)"):
+        new(x, 2.0, -1, False, None)   # before: computed with 0.5, 3 and the relu, silently
+
+
+def test_a_seed_given_the_python_inputs_it_was_compiled_for_matches_the_model(tmp_path):
+    assert max(_lockstep_errors("python_inputs", tmp_path)) < 1e-5

@@ -65,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("blocks needs --names")
     if args.block_ops is not None and (args.cache or args.command not in ("seed", "blocks") or args.block_ops < 0):
         ap.error("--block-ops N (N >= 0) is for seed without --cache, and blocks")
+    # what the problem prints while it loads and compiles goes to stderr: stdout is the seed's
+    real_stdout, sys.stdout = sys.stdout, sys.stderr
     try:
         problem = load_problem(args.problem)
         if args.command == "portfolio":
@@ -107,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, BadInput) as e:
         print(f"kernelbook: {e}", file=sys.stderr)
         return 2 if isinstance(e, BadInput) else 1
+    finally:
+        sys.stdout = real_stdout
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
     else:

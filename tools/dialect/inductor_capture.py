@@ -204,8 +204,10 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
         codes = [codes[0][0]] if split else codes
     flat = list(out) if isinstance(out, (tuple, list)) else [out]
     if not flat or not all(isinstance(o, torch.Tensor) for o in flat):
-        raise ValueError(f"Model.forward returns {type(out).__name__}; a seed returns a tensor or a tuple of "
-                         "tensors, as the judge compares them")
+        bad = next((f"{type(out).__name__} whose item {k} is a {type(o).__name__}" for k, o in enumerate(flat)
+                    if not isinstance(o, torch.Tensor)), "") if isinstance(out, (tuple, list)) else ""
+        raise ValueError(f"Model.forward returns {bad or type(out).__name__}; a seed returns a tensor or a flat "
+                         "tuple (or list) of tensors, as the judge compares them")
     moved = [path for path, value in scalar_attributes(model).items() if path in scalars and scalars[path] != value]
     if moved:
         raise ValueError(f"the forward changes self.{moved[0]} (a Python {type(scalars[moved[0]]).__name__}, "

@@ -88,6 +88,11 @@ _ALLOC = ("empty_strided_cuda", "empty_strided_cpu")
 _DEVICE_GUARD = r"torch\.\w+\._DeviceGuard\(\d+\)"
 
 
+def _is_tensor(x) -> bool:
+    import torch
+    return isinstance(x, torch.Tensor)
+
+
 def convert(problem, capture: Capture) -> str:
     """KernelBook-format candidate source for `problem` (tools.problem.Problem)."""
     # 1) the wrapper module: kernels and call()
@@ -112,7 +117,8 @@ def convert(problem, capture: Capture) -> str:
                                       None if capture.returned is None else 1 + max([*used, *_state_outputs(capture)]))
     # 4) ModelNew from Model's own __init__
     prelude, model_src = model_new(problem.source, arg_names, sources, len(inputs), returned, capture.state,
-                                   _asserted_layouts(call_fn), capture.returned_list, model)
+                                   _asserted_layouts(call_fn), capture.returned_list, model,
+                                   {i: x for i, x in enumerate(inputs) if not _is_tensor(x)})
     families = set(FAMILIES)
     if not kernels and not externs & families:
         raise ValueError("the Inductor output has no Triton kernel")   # and no library call krefine writes

@@ -78,7 +78,7 @@ def infer_sources(call_fn, arg_names, model, inputs) -> tuple[str, ...]:
 
 
 def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, returned: int | list = 0,
-              state=(), layouts=None, as_list: bool = False, module=None) -> tuple[str, str]:
+              state=(), layouts=None, as_list: bool = False, module=None, constants=None) -> tuple[str, str]:
     """(top-level definitions Model.__init__ needs, the ModelNew class). `returned`: the
     call() output the forward returns (a list: the tuple of them it returns, or with
     `as_list` the list, as the problem's forward does); `state`:
@@ -86,7 +86,9 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     (tools/dialect/inductor_capture.py); `layouts`: call()'s asserted (size, stride) source
     text per argument, so a stored attribute that comes back as a view (`cat(...)[:, -4:]`)
     is copied into the layout call() was compiled for; `module`: Model (meta device), whose
-    containers say how each tensor's name is read (`_attr_path`)."""
+    containers say how each tensor's name is read (`_attr_path`); `constants`: {input index:
+    value} of the inputs that are Python values (a scale, a flag), which Inductor wrote into
+    the kernels: the forward refuses other values rather than compute with the captured ones."""
     tree = ast.parse(problem_src)
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
     if model is None:
@@ -115,6 +117,12 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
         kb_plain(node)
     # the forward KernelBook writes: module tensors and inputs, in call()'s order
     lines = [f"def forward(self, {', '.join(f'input_{i}' for i in range(n_inputs))}):"]
+    fixed = {i: v for i, v in (constants or {}).items() if _literal_text(v) is not None and v == v}
+    if fixed:
+        names, values = ", ".join(f"input_{i}" for i in fixed), ", ".join(_literal_text(v) for v in fixed.values())
+        lines += [f"    if ({names},) != ({values},):",
+                  f"        raise ValueError('this seed was compiled for inputs {', '.join(map(str, fixed))} = ({values}), "
+                  "as get_inputs() gives them: Inductor wrote them into its kernels')"]
     first_input = next((f"input_{s.partition(':')[2]}" for s in sources if s.startswith("input:")), None)
     stored = {path for path, _ in state}
     for name, src in zip(arg_names, sources):
@@ -150,6 +158,15 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     calls = {n.attr for f in [init, *kept] for n in ast.walk(f) if isinstance(n, ast.Attribute)
              and isinstance(n.value, ast.Name) and n.value.id == "self"}
     return _needed_definitions(problem_src, tree, cls, {base.name: calls} if base else {}), model_src
+
+
+def _literal_text(value) -> str | None:
+    """Python source for a Python input value (0.5, 3, True, None, (2, 2), "mean"), or None."""
+    text = repr(value)
+    try:
+        return text if ast.literal_eval(text) == value else None
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
 
 
 def _torch_callable(expr: ast.AST) -> bool:

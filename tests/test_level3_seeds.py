@@ -639,3 +639,16 @@ def test_python_inputs_inductor_wrote_into_the_kernels_are_checked_by_the_seed(t
 
 def test_a_seed_given_the_python_inputs_it_was_compiled_for_matches_the_model(tmp_path):
     assert max(_lockstep_errors("python_inputs", tmp_path)) < 1e-5
+
+
+def test_layers_in_a_plain_python_list_are_named_as_the_reason():
+    from tools.dialect.inductor_capture import capture
+    with pytest.raises(ValueError, match=r"runs modules of self\.layers, a plain Python list: their parameters are not "
+                                         r"registered"):
+        capture(load_problem(PROBLEMS / "plain_list_layers.py"), "cpu")
+
+
+def test_a_list_of_tensors_as_one_input_is_named_as_the_reason():
+    from tools.dialect.inductor_capture import capture
+    with pytest.raises(ValueError, match=r"get_inputs\(\) item 0 is a list of tensors; a seed takes tensors and Python"):
+        capture(load_problem(PROBLEMS / "list_input.py"), "cpu")

@@ -28,7 +28,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from tools.dialect.module_state import check_capturable, plain_tensor_attributes, scalar_attributes  # noqa: F401
+from tools.dialect.module_state import (check_capturable, plain_tensor_attributes,  # noqa: F401
+                                       scalar_attributes, unregistered)
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
         _set_attribute(model, path, t.to(device))
     attrs = plain_tensor_attributes(model)
     scalars = scalar_attributes(model)
-    check_capturable(model)
+    check_capturable(model, inputs)
     # the module's tensors as the forward finds them: one it rebinds (`self.ema = 0.9 * self.ema + x`)
     # is a graph input under its old value and state under its new one
     params, buffers = dict(model.named_parameters()), dict(model.named_buffers())
@@ -220,6 +221,11 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     names.update({id(t): f"buffer:{n}" for n, t in buffers.items()})
     names.update({id(t): f"attr:{n}" for n, t in attrs.items()})
     sources = [names.get(id(t)) for t in graph_inputs[0]]
+    plain = unregistered(model) if None in sources else {}
+    held = next((plain[id(t)] for t, s in zip(graph_inputs[0], sources) if s is None and id(t) in plain), None)
+    if held:
+        raise ValueError(f"the forward runs modules of {held}: their parameters are not registered (nn.ModuleList / "
+                         "nn.ModuleDict would register them), so no seed can name them")
     # 4) what the forward returned and stored, as call()'s outputs or its arguments
     outs = graph_outputs[0] if graph_outputs else ()
     outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]

@@ -29,12 +29,17 @@ def scalar_attributes(model) -> dict:
     return out
 
 
-def check_capturable(model) -> None:
-    """ValueError naming what no captured graph can follow, before compiling: a training
-    BatchNorm with momentum=None updates its running statistics by a cumulative average,
-    1 / num_batches_tracked read as a Python float, which Dynamo cannot trace (its error names
-    a line of torch's batchnorm.py, not the model's)."""
+def check_capturable(model, inputs=()) -> None:
+    """ValueError naming what no seed can follow, before compiling: tensors inside a list or
+    dict input (a seed's call() takes tensors and Python values), and a training BatchNorm with momentum=None, whose running statistics are a
+    cumulative average, 1 / num_batches_tracked read as a Python float, which Dynamo cannot
+    trace (its error names a line of torch's batchnorm.py, not the model's)."""
     import torch
+    for i, x in enumerate(inputs):
+        items = list(x.values()) if isinstance(x, dict) else list(x) if isinstance(x, (list, tuple)) else []
+        if any(isinstance(t, torch.Tensor) for t in items):
+            raise ValueError(f"get_inputs() item {i} is a {type(x).__name__} of tensors; a seed takes tensors and "
+                             "Python values as its inputs: pass each tensor as an input of its own")
     for path, m in model.named_modules():
         if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training and m.track_running_stats \
                 and m.momentum is None:
@@ -42,3 +47,21 @@ def check_capturable(model) -> None:
                              "average of its running statistics (1 / num_batches_tracked, a Python float) that "
                              "torch.compile cannot capture; give it a momentum, or judge in eval mode "
                              "(--set eval.module_mode=eval)")
+
+
+def unregistered(model) -> dict[int, str]:
+    """{id: "self.layers"} of the tensors of modules a module holds in a plain Python list,
+    tuple or dict attribute: not registered, so no name reaches them (nn.ModuleList would)."""
+    import torch
+    registered = {id(t) for t in [*model.parameters(), *model.buffers()]}
+    out = {}
+    for prefix, module in model.named_modules():
+        for name, value in vars(module).items():
+            held = list(value.values()) if isinstance(value, dict) else list(value) \
+                if isinstance(value, (list, tuple)) else []
+            for m in held:
+                if isinstance(m, torch.nn.Module):
+                    out.update({id(t): f"self.{prefix + '.' if prefix else ''}{name}, a plain Python "
+                                f"{type(value).__name__}" for t in [*m.parameters(), *m.buffers()]
+                                if id(t) not in registered})
+    return out

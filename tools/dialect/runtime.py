@@ -21,9 +21,9 @@ def install(device: str) -> None:
     """Prepare this (worker) process for candidates; `device` is the worker's: "cuda",
     "cpu" (Triton's interpreter) or "compile" (compiles kernels, runs nothing)."""
     if device == "cpu":
-        from tools.dialect import interp_dot, interp_index, interp_libdevice, interp_reduce
+        from tools.dialect import interp_bf16, interp_index, interp_libdevice, interp_reduce
         interp_libdevice.install()
-        interp_dot.install()      # tl.dot of bfloat16 blocks (held as raw uint16 bits)
+        interp_bf16.install()     # bf16 dots and float32 -> bf16 casts (bf16 held as raw uint16 bits)
         interp_reduce.install()   # tl.reduce with a combine function, on whole blocks
         interp_index.install()    # `range(0, n, BLOCK)` with a runtime n on Triton 3.6
 

@@ -1,0 +1,76 @@
+"""bfloat16 in Triton's CPU interpreter (tools/dialect/interp_bf16.py): the interpreter
+multiplies a bf16 block's raw uint16 bits as integers in tl.dot, and truncates a float32
+to bf16; after install the dot is the float32 product of the bf16 values and the cast
+rounds to nearest even, as on a GPU. The families' GEMM and a cast kernel run here."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+GEMM = textwrap.dedent('''
+    import os, sys
+    os.environ["TRITON_INTERPRET"] = "1"
+    import torch
+    from tools.dialect import interp_bf16
+    if sys.argv[1] == "installed":
+        interp_bf16.install()
+    from tools.kernels.gemm import gemm
+    torch.manual_seed(0)
+    a = torch.randn(24, 40, dtype=torch.bfloat16)
+    b = torch.randn(40, 16, dtype=torch.bfloat16)
+    out = torch.empty(24, 16, dtype=torch.bfloat16)
+    gemm(a, b, out=out)
+    print("result", (out.float() - a.float() @ b.float()).abs().max().item())
+''')
+
+CAST = textwrap.dedent('''
+    import os, sys
+    os.environ["TRITON_INTERPRET"] = "1"
+    import torch, triton, triton.language as tl
+    from tools.dialect import interp_bf16
+    if sys.argv[1] == "installed":
+        interp_bf16.install()
+
+    @triton.jit
+    def to_bf16(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        i = tl.arange(0, BLOCK)
+        tl.store(y_ptr + i, tl.load(x_ptr + i, mask=i < n).to(tl.bfloat16), mask=i < n)
+
+    torch.manual_seed(0)
+    x = torch.cat([torch.randn(4090) * 10, torch.tensor([float("nan"), float("inf"), -float("inf"),
+                                                          3.0e38, 1.00390625, 1.01171875])])
+    y = torch.empty(x.numel(), dtype=torch.bfloat16)
+    to_bf16[(1,)](x, y, x.numel(), BLOCK=4096)
+    want = x.bfloat16()
+    same = (y.view(torch.int16) == want.view(torch.int16)) | (y.isnan() & want.isnan())
+    print("result", int((~same).sum()))
+''')
+
+
+def _result(script: str, mode: str) -> float:
+    done = subprocess.run([sys.executable, "-c", script, mode], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return float(done.stdout.split()[-1])
+
+
+def test_a_bf16_gemm_in_the_interpreter_is_right_after_install():
+    assert _result(GEMM, "installed") <= 0.0625   # half a bf16 step of the output (|values| < 32)
+
+
+def test_a_bf16_gemm_in_the_bare_interpreter_multiplies_bit_patterns():
+    # the fault install fixes: if a Triton release fixes it, this says so
+    assert _result(GEMM, "bare") > 1e3
+
+
+def test_a_float32_to_bf16_cast_after_install_rounds_as_torch_does():
+    assert _result(CAST, "installed") == 0   # ties to even, overflow to inf, NaN kept
+
+
+def test_a_float32_to_bf16_cast_in_the_bare_interpreter_truncates():
+    assert _result(CAST, "bare") > 100

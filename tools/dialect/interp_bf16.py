@@ -1,0 +1,49 @@
+"""bfloat16 in Triton's CPU interpreter: tl.dot of bf16 blocks, and float32 -> bf16 casts.
+
+The interpreter holds a bfloat16 block as its raw bits in a NumPy uint16 array
+(triton/runtime/interpreter.py: `tl.bfloat16: np.dtype(np.uint16)`), and
+- its `create_dot` widens only 8-bit floats before `np.matmul`: a bf16 dot multiplied the
+  bit patterns as integers (a bf16 nn.Linear's seed was off by 2e10 on cpu, right on a
+  GPU). `install` widens bf16 operands to float32 first (the bits shifted into a float32's
+  high half: exact), as a GPU's tensor cores multiply bf16 exactly and accumulate in float32;
+- its `cast_impl` truncates a float32 to bf16, where a GPU (and torch's .bfloat16())
+  rounds to nearest even: a bf16 output was one step off in about half its elements.
+  `install` rounds to nearest even, NaN kept a quiet NaN.
+"""
+from __future__ import annotations
+
+
+def install() -> None:
+    try:
+        import numpy as np
+        import triton.language as tl
+        from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
+    except ImportError:
+        return
+    if getattr(InterpreterBuilder.create_dot, "_krefine_bf16", False):
+        return
+    dot, cast = InterpreterBuilder.create_dot, InterpreterBuilder.cast_impl
+
+    def scalar(h):
+        return h.dtype.scalar if hasattr(h.dtype, "scalar") else h.dtype
+
+    def widened(h):
+        if scalar(h) == tl.bfloat16:
+            return TensorHandle((h.data.astype(np.uint32) << 16).view(np.float32), tl.float32)
+        return h
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        return dot(self, widened(a), widened(b), d, input_precision, max_num_imprecise_acc)
+
+    def cast_impl(self, src, dst_type):
+        if scalar(src) == tl.float32 and dst_type.scalar == tl.bfloat16:
+            bits = np.ascontiguousarray(src.data, dtype=np.float32).view(np.uint32)
+            rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+            nan = np.isnan(src.data)
+            if np.any(nan):
+                rounded = np.where(nan, ((bits >> 16) | 0x40).astype(np.uint16), rounded)
+            return TensorHandle(rounded, dst_type.scalar)
+        return cast(self, src, dst_type)
+    create_dot._krefine_bf16 = True
+    InterpreterBuilder.create_dot = create_dot
+    InterpreterBuilder.cast_impl = cast_impl

@@ -652,3 +652,29 @@ def test_a_list_of_tensors_as_one_input_is_named_as_the_reason():
     from tools.dialect.inductor_capture import capture
     with pytest.raises(ValueError, match=r"get_inputs\(\) item 0 is a list of tensors; a seed takes tensors and Python"):
         capture(load_problem(PROBLEMS / "list_input.py"), "cpu")
+
+
+def test_a_seed_of_recurrent_layers_on_an_unbatched_sequence_matches_the_model(tmp_path):
+    # before: the feature dimension taken for the batch (the seed crashed in rnn_seq, or no seed)
+    assert max(_lockstep_errors("unbatched_lstm", tmp_path)) < 1e-5
+
+
+def test_a_state_that_starts_as_none_and_is_read_back_is_named_as_the_reason():
+    # before: the seed stored it and never read it, right on the first call only
+    from tools.dialect.inductor_capture import capture
+    with pytest.raises(ValueError, match=r"sets self\.h, which held no tensor before the call \(None\), and reads it"):
+        capture(load_problem(PROBLEMS / "state_from_none.py"), "cpu")
+
+
+def test_a_tensor_the_forward_only_keeps_for_inspection_is_still_stored(tmp_path):
+    from tools.dialect.inductor_capture import capture
+    src = (PROBLEMS / "state_from_none.py").read_text(encoding="utf-8").replace("return [8]", "return [8, False]")
+    (tmp_path / "keep_last.py").write_text(src, encoding="utf-8")
+    assert [path for path, _ in capture(load_problem(tmp_path / "keep_last.py"), "cpu").state] == ["last"]
+
+
+def test_dropout_between_recurrent_layers_in_training_mode_is_named_as_the_reason():
+    # before: torch's decomposition dropped it, and the seed computed eval mode's output
+    from tools.dialect.inductor_capture import capture
+    with pytest.raises(ValueError, match=r"self\.rnn \(GRU\) has dropout=0\.5 between its layers in training mode"):
+        capture(load_problem(PROBLEMS / "rnn_dropout_train.py"), "cpu")

@@ -249,6 +249,10 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             raise ValueError(f"the forward stores a tensor in self.{path} that is neither an output of its "
                              "graph nor one of its inputs")
         if now is not None and now not in (f"attr:{path}", f"buffer:{path}"):
+            if path not in before and _reads_self(problem.source, path.rpartition(".")[2]):
+                raise ValueError(f"the forward sets self.{path}, which held no tensor before the call (None), and "
+                                 "reads it: the graph holds that call's branch, so no seed can follow it from call "
+                                 "to call; start it as a tensor (a zeros buffer)")
             state.append((path, now))
     replaced = [p for p, t in model.named_parameters() if params.get(p) is not t]
     if replaced:
@@ -258,6 +262,13 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
                    torch_version=torch.__version__, templates=templates, module_mode=module_mode,
                    launch_configs=chosen if device != "cpu" else {}, returned=returned, state=tuple(state),
                    returned_list=isinstance(out, list))
+
+
+def _reads_self(source: str, name: str) -> bool:
+    """Does the problem's code read `self.<name>` (not only store it)?"""
+    import ast
+    return any(isinstance(n, ast.Attribute) and n.attr == name and isinstance(n.ctx, ast.Load)
+               and isinstance(n.value, ast.Name) and n.value.id == "self" for n in ast.walk(ast.parse(source)))
 
 
 def _set_attribute(model, path: str, value) -> None:

@@ -31,7 +31,8 @@ def scalar_attributes(model) -> dict:
 
 def check_capturable(model, inputs=()) -> None:
     """ValueError naming what no seed can follow, before compiling: tensors inside a list or
-    dict input (a seed's call() takes tensors and Python values), and a training BatchNorm with momentum=None, whose running statistics are a
+    dict input (a seed's call() takes tensors and Python values), a recurrent layer's dropout
+    between layers in training mode (random), and a training BatchNorm with momentum=None, whose running statistics are a
     cumulative average, 1 / num_batches_tracked read as a Python float, which Dynamo cannot
     trace (its error names a line of torch's batchnorm.py, not the model's)."""
     import torch
@@ -41,6 +42,11 @@ def check_capturable(model, inputs=()) -> None:
             raise ValueError(f"get_inputs() item {i} is a {type(x).__name__} of tensors; a seed takes tensors and "
                              "Python values as its inputs: pass each tensor as an input of its own")
     for path, m in model.named_modules():
+        if isinstance(m, torch.nn.RNNBase) and m.training and m.dropout and m.num_layers > 1:
+            # torch's decomposition drops it (its _rnn_helper's test never holds): the graph would be eval's
+            raise ValueError(f"self.{path} ({type(m).__name__}) has dropout={m.dropout} between its layers in "
+                             "training mode: random numbers no kernel can match; judge in eval mode "
+                             "(--set eval.module_mode=eval)")
         if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training and m.track_running_stats \
                 and m.momentum is None:
             raise ValueError(f"self.{path or 'model'} is a {type(m).__name__} with momentum=None, a cumulative "

@@ -49,6 +49,10 @@ class _AsOp(torch.nn.Module):
     def forward(self, input, hx=None):
         mode = self._krefine_mode
         dirs = 2 if self.bidirectional else 1
+        unbatched = input.dim() == 2   # (L, F), h0 (layers, H): a batch of one, as nn.RNN itself runs it
+        if unbatched:
+            input = input.unsqueeze(0 if self.batch_first else 1)
+            hx = None if hx is None else tuple(h.unsqueeze(1) for h in hx) if mode == "LSTM" else hx.unsqueeze(1)
         batch = input.shape[0] if self.batch_first else input.shape[1]
         if hx is None:
             zeros = input.new_zeros((self.num_layers * dirs, batch, self.hidden_size))
@@ -59,12 +63,15 @@ class _AsOp(torch.nn.Module):
             h0, c0 = hx, input.new_empty((0,))
         out, h_n, c_n = torch.ops.krefine.rnn(input, h0, c0, list(self._flat_weights), mode, self.num_layers,
                                               self.bidirectional, self.batch_first, self.bias)
+        if unbatched:
+            out, h_n = out.squeeze(0 if self.batch_first else 1), h_n.squeeze(1)
+            c_n = c_n.squeeze(1) if mode == "LSTM" else c_n
         return out, ((h_n, c_n) if mode == "LSTM" else h_n)
 
 
 def _mode(module) -> str | None:
-    """The op's mode for a module it can stand in for (unbatched input, projections and
-    dropout between layers are left to the graph: None)."""
+    """The op's mode for a module it can stand in for (projections and dropout between
+    layers are left to the graph: None; an unbatched input runs as a batch of one)."""
     if type(module) not in (torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN):
         return None
     if getattr(module, "proj_size", 0) or (module.dropout and module.training):

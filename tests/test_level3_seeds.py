@@ -678,3 +678,14 @@ def test_dropout_between_recurrent_layers_in_training_mode_is_named_as_the_reaso
     from tools.dialect.inductor_capture import capture
     with pytest.raises(ValueError, match=r"self\.rnn \(GRU\) has dropout=0\.5 between its layers in training mode"):
         capture(load_problem(PROBLEMS / "rnn_dropout_train.py"), "cpu")
+
+
+def test_a_compile_failure_beside_layers_in_a_plain_list_names_the_list(tmp_path):
+    # on cuda model.to() leaves such layers on the cpu and torch.compile fails on the devices; here a
+    # data-dependent branch makes it fail on the cpu
+    from tools.dialect.inductor_capture import capture
+    src = (PROBLEMS / "plain_list_layers.py").read_text(encoding="utf-8").replace(
+        "        for layer in self.layers:", "        if x.sum() > 0:\n            x = x + 1\n        for layer in self.layers:")
+    (tmp_path / "branchy.py").write_text(src, encoding="utf-8")
+    with pytest.raises(ValueError, match=r"runs modules of self\.layers, a plain Python list"):
+        capture(load_problem(tmp_path / "branchy.py"), "cpu")

@@ -28,8 +28,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from tools.dialect.module_state import (check_capturable, plain_tensor_attributes,  # noqa: F401
-                                       scalar_attributes, unregistered)
+from tools.dialect.module_state import (check_capturable, plain_held, plain_tensor_attributes,  # noqa: F401
+                                       reads_self, scalar_attributes, unregistered)
 
 
 @dataclass(frozen=True)
@@ -189,7 +189,8 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             with torch.no_grad():
                 out = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
         except Exception as e:
-            raise ValueError(f"torch.compile failed: {describe_compile_error(e)}") from None
+            held = next(iter(unregistered(model).values()), None)   # on cuda: left on the cpu by model.to()
+            raise ValueError(plain_held(held) if held else f"torch.compile failed: {describe_compile_error(e)}") from None
         if only is not None:
             return split["codes"]
         if split and len(graph_inputs) == 1:     # the blocks' modules joined, with their configs
@@ -224,8 +225,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     plain = unregistered(model) if None in sources else {}
     held = next((plain[id(t)] for t, s in zip(graph_inputs[0], sources) if s is None and id(t) in plain), None)
     if held:
-        raise ValueError(f"the forward runs modules of {held}: their parameters are not registered (nn.ModuleList / "
-                         "nn.ModuleDict would register them), so no seed can name them")
+        raise ValueError(plain_held(held))
     # 4) what the forward returned and stored, as call()'s outputs or its arguments
     outs = graph_outputs[0] if graph_outputs else ()
     outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
@@ -249,7 +249,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             raise ValueError(f"the forward stores a tensor in self.{path} that is neither an output of its "
                              "graph nor one of its inputs")
         if now is not None and now not in (f"attr:{path}", f"buffer:{path}"):
-            if path not in before and _reads_self(problem.source, path.rpartition(".")[2]):
+            if path not in before and reads_self(problem.source, path.rpartition(".")[2]):
                 raise ValueError(f"the forward sets self.{path}, which held no tensor before the call (None), and "
                                  "reads it: the graph holds that call's branch, so no seed can follow it from call "
                                  "to call; start it as a tensor (a zeros buffer)")
@@ -262,13 +262,6 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
                    torch_version=torch.__version__, templates=templates, module_mode=module_mode,
                    launch_configs=chosen if device != "cpu" else {}, returned=returned, state=tuple(state),
                    returned_list=isinstance(out, list))
-
-
-def _reads_self(source: str, name: str) -> bool:
-    """Does the problem's code read `self.<name>` (not only store it)?"""
-    import ast
-    return any(isinstance(n, ast.Attribute) and n.attr == name and isinstance(n.ctx, ast.Load)
-               and isinstance(n.value, ast.Name) and n.value.id == "self" for n in ast.walk(ast.parse(source)))
 
 
 def _set_attribute(model, path: str, value) -> None:

@@ -71,3 +71,15 @@ def unregistered(model) -> dict[int, str]:
                                 f"{type(value).__name__}" for t in [*m.parameters(), *m.buffers()]
                                 if id(t) not in registered})
     return out
+
+
+def plain_held(held: str) -> str:
+    return (f"the forward runs modules of {held}: their parameters are not registered (nn.ModuleList / "
+            "nn.ModuleDict would register them, and move them with the model), so no seed can name them")
+
+
+def reads_self(source: str, name: str) -> bool:
+    """Does the problem's code read `self.<name>` (not only store it)?"""
+    import ast
+    return any(isinstance(n, ast.Attribute) and n.attr == name and isinstance(n.ctx, ast.Load)
+               and isinstance(n.value, ast.Name) and n.value.id == "self" for n in ast.walk(ast.parse(source)))

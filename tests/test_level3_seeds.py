@@ -687,5 +687,5 @@ def test_a_compile_failure_beside_layers_in_a_plain_list_names_the_list(tmp_path
     src = (PROBLEMS / "plain_list_layers.py").read_text(encoding="utf-8").replace(
         "        for layer in self.layers:", "        if x.sum() > 0:\n            x = x + 1\n        for layer in self.layers:")
     (tmp_path / "branchy.py").write_text(src, encoding="utf-8")
-    with pytest.raises(ValueError, match=r"runs modules of self\.layers, a plain Python list"):
+    with pytest.raises(ValueError, match=r"torch\.compile failed beside modules of self\.layers, a plain Python list"):
         capture(load_problem(tmp_path / "branchy.py"), "cpu")

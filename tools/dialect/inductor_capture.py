@@ -190,7 +190,8 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
                 out = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
         except Exception as e:
             held = next(iter(unregistered(model).values()), None)   # on cuda: left on the cpu by model.to()
-            raise ValueError(plain_held(held) if held else f"torch.compile failed: {describe_compile_error(e)}") from None
+            raise ValueError(plain_held(held, True) if held else f"torch.compile failed: {describe_compile_error(e)}") \
+                from None
         if only is not None:
             return split["codes"]
         if split and len(graph_inputs) == 1:     # the blocks' modules joined, with their configs

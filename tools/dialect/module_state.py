@@ -73,9 +73,10 @@ def unregistered(model) -> dict[int, str]:
     return out
 
 
-def plain_held(held: str) -> str:
-    return (f"the forward runs modules of {held}: their parameters are not registered (nn.ModuleList / "
-            "nn.ModuleDict would register them, and move them with the model), so no seed can name them")
+def plain_held(held: str, failed: bool = False) -> str:
+    return (f"{'torch.compile failed beside' if failed else 'the forward runs'} modules of {held}: their parameters "
+            "are not registered (nn.ModuleList / nn.ModuleDict would register them, and move them with the model), "
+            "so no seed can name them")
 
 
 def reads_self(source: str, name: str) -> bool:

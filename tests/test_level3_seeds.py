@@ -38,6 +38,13 @@ def _seed(name: str, fixture: str = "") -> str:
     return accepted_seed(problem, read_capture((FIXTURES / f"cpu_{fixture or name}.py").read_text(encoding="utf-8")))
 
 
+def _refused(name: str, reason: str) -> None:
+    """The cpu capture of problems/level3/NAME.py is a ValueError matching `reason`."""
+    from tools.dialect.inductor_capture import capture
+    with pytest.raises(ValueError, match=reason):
+        capture(load_problem(PROBLEMS / f"{name}.py"), "cpu")
+
+
 def _class(code: str, name: str) -> ast.ClassDef:
     return next(n for n in ast.parse(code).body if isinstance(n, ast.ClassDef) and n.name == name)
 
@@ -419,9 +426,7 @@ def test_the_seed_of_a_forward_returning_a_tuple_matches_each_output_on_three_ca
 
 @pytest.mark.slow
 def test_a_forward_that_advances_a_python_counter_has_no_seed_and_the_reason_names_it():
-    from tools.dialect.inductor_capture import capture
-    with pytest.raises(ValueError, match=r"the forward changes self\.calls \(a Python int, 0 before the call\)"):
-        capture(load_problem(PROBLEMS / "python_step_counter.py"), "cpu")
+    _refused("python_step_counter", r"the forward changes self\.calls \(a Python int, 0 before the call\)")
 
 
 def test_the_python_scalars_of_every_submodule_are_listed_by_path():
@@ -571,9 +576,7 @@ def test_a_seed_of_rebound_buffers_matches_the_model_on_three_calls(tmp_path):
 
 
 def test_a_parameter_returned_unchanged_is_named_as_the_reason():
-    from tools.dialect.inductor_capture import capture
-    with pytest.raises(ValueError, match=r"returns self\.logit_scale unchanged as output 2; a seed returns only"):
-        capture(load_problem(PROBLEMS / "returns_parameter.py"), "cpu")
+    _refused("returns_parameter", r"returns self\.logit_scale unchanged as output 2; a seed returns only")
 
 
 def test_torchvision_set_up_idioms_give_a_seed_the_guards_accept():
@@ -592,9 +595,7 @@ def test_a_seed_of_a_torchvision_style_network_matches_the_model_on_three_calls(
 
 
 def test_a_batch_norm_with_a_cumulative_average_is_named_as_the_reason():
-    from tools.dialect.inductor_capture import capture
-    with pytest.raises(ValueError, match=r"self\.bn is a BatchNorm2d with momentum=None, a cumulative average"):
-        capture(load_problem(PROBLEMS / "bn_cumulative_average.py"), "cpu")
+    _refused("bn_cumulative_average", r"self\.bn is a BatchNorm2d with momentum=None, a cumulative average")
 
 
 def test_a_batch_norm_with_a_cumulative_average_in_eval_mode_is_captured():
@@ -616,9 +617,7 @@ def test_what_a_problem_prints_while_it_loads_stays_out_of_the_seed_on_stdout(tm
 
 
 def test_a_nested_tuple_output_names_the_item_at_fault():
-    from tools.dialect.inductor_capture import capture
-    with pytest.raises(ValueError, match=r"returns tuple whose item 0 is a tuple; a seed returns a tensor or a flat"):
-        capture(load_problem(PROBLEMS / "nested_output.py"), "cpu")
+    _refused("nested_output", r"returns tuple whose item 0 is a tuple; a seed returns a tensor or a flat")
 
 
 def test_python_inputs_inductor_wrote_into_the_kernels_are_checked_by_the_seed(tmp_path):
@@ -642,16 +641,12 @@ def test_a_seed_given_the_python_inputs_it_was_compiled_for_matches_the_model(tm
 
 
 def test_layers_in_a_plain_python_list_are_named_as_the_reason():
-    from tools.dialect.inductor_capture import capture
-    with pytest.raises(ValueError, match=r"runs modules of self\.layers, a plain Python list: their parameters are not "
-                                         r"registered"):
-        capture(load_problem(PROBLEMS / "plain_list_layers.py"), "cpu")
+    _refused("plain_list_layers", r"runs modules of self\.layers, a plain Python list: their parameters are not "
+                                  r"registered")
 
 
 def test_a_list_of_tensors_as_one_input_is_named_as_the_reason():
-    from tools.dialect.inductor_capture import capture
-    with pytest.raises(ValueError, match=r"get_inputs\(\) item 0 is a list of tensors; a seed takes tensors and Python"):
-        capture(load_problem(PROBLEMS / "list_input.py"), "cpu")
+    _refused("list_input", r"get_inputs\(\) item 0 is a list of tensors; a seed takes tensors and Python")
 
 
 def test_a_seed_of_recurrent_layers_on_an_unbatched_sequence_matches_the_model(tmp_path):
@@ -661,9 +656,7 @@ def test_a_seed_of_recurrent_layers_on_an_unbatched_sequence_matches_the_model(t
 
 def test_a_state_that_starts_as_none_and_is_read_back_is_named_as_the_reason():
     # before: the seed stored it and never read it, right on the first call only
-    from tools.dialect.inductor_capture import capture
-    with pytest.raises(ValueError, match=r"sets self\.h, which held no tensor before the call \(None\), and reads it"):
-        capture(load_problem(PROBLEMS / "state_from_none.py"), "cpu")
+    _refused("state_from_none", r"sets self\.h, which held no tensor before the call \(None\), and reads it")
 
 
 def test_a_tensor_the_forward_only_keeps_for_inspection_is_still_stored(tmp_path):
@@ -675,9 +668,7 @@ def test_a_tensor_the_forward_only_keeps_for_inspection_is_still_stored(tmp_path
 
 def test_dropout_between_recurrent_layers_in_training_mode_is_named_as_the_reason():
     # before: torch's decomposition dropped it, and the seed computed eval mode's output
-    from tools.dialect.inductor_capture import capture
-    with pytest.raises(ValueError, match=r"self\.rnn \(GRU\) has dropout=0\.5 between its layers in training mode"):
-        capture(load_problem(PROBLEMS / "rnn_dropout_train.py"), "cpu")
+    _refused("rnn_dropout_train", r"self\.rnn \(GRU\) has dropout=0\.5 between its layers in training mode")
 
 
 def test_a_compile_failure_beside_layers_in_a_plain_list_names_the_list(tmp_path):

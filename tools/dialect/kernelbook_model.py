@@ -11,6 +11,7 @@ meta-device construction of Model.
 from __future__ import annotations
 
 import ast
+import keyword
 
 from tools.dialect.inductor_wrapper import call_name, dotted
 
@@ -243,8 +244,6 @@ def _attr_path(dotted: str, module=None) -> str:
     digit is an index; with it, `[0]` only in a Sequential / ModuleList / ParameterList,
     `["user-id"]` in a ModuleDict / ParameterDict, and getattr(...) for any other name that
     is no plain identifier (or reads as a host transfer: `.item`)."""
-    import keyword
-
     from torch import nn
     out, here = "self", module
     for part in dotted.split("."):
@@ -252,7 +251,7 @@ def _attr_path(dotted: str, module=None) -> str:
             out += f"[{part!r}]"
         elif part.isdigit() and (here is None or isinstance(here, (nn.Sequential, nn.ModuleList, nn.ParameterList))):
             out += f"[{part}]"
-        elif part.isidentifier() and not keyword.iskeyword(part) and part not in _HOST_NAMES:
+        elif _plain_name(part):
             out += f".{part}"
         else:
             out = f"getattr({out}, {part!r})"
@@ -260,11 +259,16 @@ def _attr_path(dotted: str, module=None) -> str:
     return out
 
 
+def _plain_name(part: str) -> bool:
+    """Written `.part`: an identifier, no keyword, not read as a host transfer."""
+    return part.isidentifier() and not keyword.iskeyword(part) and part not in _HOST_NAMES
+
+
 def _store(dotted: str, module, value: str) -> str:
     """The statement that sets `dotted` (a tensor attribute) to `value`."""
     parent, _, last = dotted.rpartition(".")
     holder = _attr_path(parent, module) if parent else "self"
-    if last.isidentifier() and not __import__("keyword").iskeyword(last) and last not in _HOST_NAMES:
+    if _plain_name(last):
         return f"{holder}.{last} = {value}"
     return f"setattr({holder}, {last!r}, {value})"
 

@@ -259,6 +259,19 @@ def test_unsupported_inductor_output_is_a_one_line_error_naming_it(case):
     assert message in str(info.value) and "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("kernel, named, advice", [
+    ("triton_poi_fused_randn_0", "(randn)", "the forward's own draw (torch.randn, rand), which eval mode keeps"),
+    ("triton_poi_fused_native_dropout_0", "(dropout)", "a dropout is random in training mode (--set eval.module_mode"),
+])
+def test_a_random_draw_is_named_by_its_kernel_and_advised_by_its_kind(kernel, named, advice):
+    # 35_LSTM's h0 = torch.randn(...) was named as Inductor's seed draw and advised to judge eval mode
+    text = _text("cpu_relu_odd").replace("triton_poi_fused_relu_0", kernel).replace(
+        "        del arg0_1\n", "        aten.randint.low_out(-9223372036854775808, 9223372036854775807, [1], out=buf0)\n", 1)
+    with pytest.raises(ValueError) as info:
+        convert(_problem(FIXTURE_PROBLEM["cpu_relu_odd"]), read_capture(text))
+    assert f"the forward draws random numbers {named}" in str(info.value) and advice in str(info.value)
+
+
 def test_model_subclassing_a_layer_is_an_error(tmp_path):
     problem = tmp_path / "sub.py"
     problem.write_text(

@@ -155,6 +155,10 @@ def _state_outputs(cap: Capture) -> list[int]:
     return [int(now.partition(":")[2]) for _, now in cap.state if now.startswith("output:")]
 
 
+# the random op a fused kernel's name says it draws (triton_poi_fused_randn_0, ..._native_dropout_1)
+_RANDOM_OP = re.compile(r"_(randn|randint|rand|bernoulli|dropout|normal|uniform|multinomial|randperm)(?:_|$)")
+
+
 def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
                   recorded: dict[str, dict[str, int]], n_used: int | None = None) -> tuple[str, set[str]]:
     """call(args) as KernelBook writes it; also the extern_kernels ops it uses. `n_used`:
@@ -164,9 +168,13 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
     draw = next((n for n in ast.walk(call_fn) if isinstance(n, ast.stmt) and not hasattr(n, "body")
                  and re.search(r"\b(randint|inductor_seeds|inductor_random)\b", ast.unparse(n))), None)
     if draw is not None:    # named first: it is why no rewrite of the other statements can help
-        raise ValueError(f"call(): the forward draws random numbers ({short_code(draw)}): no kernel can "
-                         "reproduce torch's generator draw for draw; a dropout is random in training mode "
-                         "(--set eval.module_mode=eval judges inference)")
+        ops = sorted({m.group(1) for k in kernels for m in [_RANDOM_OP.search(k)] if m})
+        dropout = any(op in ("dropout", "bernoulli") for op in ops)
+        raise ValueError(f"call(): the forward draws random numbers ({', '.join(ops) or short_code(draw)}): no kernel "
+                         "can reproduce torch's generator draw for draw; " + (
+                             "a dropout is random in training mode (--set eval.module_mode=eval judges inference)"
+                             if dropout or not ops else "the forward's own draw (torch.randn, rand), which eval mode "
+                             "keeps: a seed needs the values as inputs or buffers"))
     pre, body, ret, externs = [], [], None, set()
     inputs = set(_call_arg_names(call_fn))
     stream_done = False

@@ -386,23 +386,22 @@ def test_a_kernel_given_a_plain_number_at_one_launch_is_left_as_it_is():
     assert load_scalar_tensors(call, before) == before and "a.item()" in ast.unparse(call)
 
 
-def test_a_size_read_from_a_tensor_value_is_named_as_the_reason():
-    # Inductor's `u0 = buf0.item()` for x[:, :int(lengths.max().item())]: an unbacked size
-    problem = load_problem(PROBLEMS / "linear_relu.py")
+def _linear_relu_seed_with(line: str) -> str:
+    """The linear_relu problem's seed from its cpu capture with `line` put into call()."""
     text = (FIXTURES / "cpu_linear_relu.py").read_text(encoding="utf-8")
     at = text.index("        extern_kernels.addmm(")
-    text = text[:at] + "        u0 = arg0_1.item()\n" + text[at:]
+    return accepted_seed(load_problem(PROBLEMS / "linear_relu.py"), read_capture(text[:at] + line + "\n" + text[at:]))
+
+
+def test_a_size_read_from_a_tensor_value_is_named_as_the_reason():
+    # Inductor's `u0 = buf0.item()` for x[:, :int(lengths.max().item())]: an unbacked size
     with pytest.raises(ValueError, match=r"reads a tensor's value into a size \(`\.item\(\)`, a data-dependent shape"):
-        accepted_seed(problem, read_capture(text))
+        _linear_relu_seed_with("        u0 = arg0_1.item()")
 
 
 def test_a_pytorch_fallback_left_in_call_is_named_as_the_reason():
-    problem = load_problem(PROBLEMS / "linear_relu.py")
-    text = (FIXTURES / "cpu_linear_relu.py").read_text(encoding="utf-8")
-    at = text.index("        extern_kernels.addmm(")
-    text = text[:at] + "        buf9 = torch.ops.aten.mkldnn_rnn_layer.default(arg0_1)\n" + text[at:]
     with pytest.raises(ValueError, match=r"leaves torch\.ops\.aten\.mkldnn_rnn_layer\.default to PyTorch"):
-        accepted_seed(problem, read_capture(text))
+        _linear_relu_seed_with("        buf9 = torch.ops.aten.mkldnn_rnn_layer.default(arg0_1)")
 
 
 def test_a_topk_inductor_leaves_to_pytorch_becomes_the_selection_family():

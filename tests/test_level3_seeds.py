@@ -430,7 +430,7 @@ def test_a_forward_that_advances_a_python_counter_has_no_seed_and_the_reason_nam
 
 def test_the_python_scalars_of_every_submodule_are_listed_by_path():
     import torch
-    from tools.dialect.inductor_capture import scalar_attributes
+    from tools.dialect.module_state import scalar_attributes
     model = torch.nn.Sequential(torch.nn.Dropout(0.25), torch.nn.Linear(2, 3))
     model.steps = 4
     found = scalar_attributes(model)

@@ -28,8 +28,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from tools.dialect.module_state import (check_capturable, plain_held, plain_tensor_attributes,  # noqa: F401
-                                       reads_self, scalar_attributes, unregistered)
+from tools.dialect.module_state import (check_capturable, plain_held, plain_tensor_attributes, reads_self,
+                                       scalar_attributes, unregistered)
 
 
 @dataclass(frozen=True)
@@ -189,9 +189,9 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             with torch.no_grad():
                 out = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
         except Exception as e:
-            held = next(iter(unregistered(model).values()), None)   # on cuda: left on the cpu by model.to()
-            raise ValueError(plain_held(held, True) if held else f"torch.compile failed: {describe_compile_error(e)}") \
-                from None
+            in_list = next(iter(unregistered(model).values()), None)   # on cuda: left on the cpu by model.to()
+            raise ValueError(plain_held(in_list, True) if in_list else
+                             f"torch.compile failed: {describe_compile_error(e)}") from None
         if only is not None:
             return split["codes"]
         if split and len(graph_inputs) == 1:     # the blocks' modules joined, with their configs
@@ -224,9 +224,9 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     names.update({id(t): f"attr:{n}" for n, t in attrs.items()})
     sources = [names.get(id(t)) for t in graph_inputs[0]]
     plain = unregistered(model) if None in sources else {}
-    held = next((plain[id(t)] for t, s in zip(graph_inputs[0], sources) if s is None and id(t) in plain), None)
-    if held:
-        raise ValueError(plain_held(held))
+    in_list = next((plain[id(t)] for t, s in zip(graph_inputs[0], sources) if s is None and id(t) in plain), None)
+    if in_list:
+        raise ValueError(plain_held(in_list))
     # 4) what the forward returned and stored, as call()'s outputs or its arguments
     outs = graph_outputs[0] if graph_outputs else ()
     outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
@@ -236,7 +236,8 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     if any(not w.startswith("output:") for w in said) and len(flat) > 1:
         k, w = next((k, w or names.get(id(flat[k]), "")) for k, w in enumerate(said) if not w.startswith("output:"))
         kind, _, name = w.partition(":")
-        what = f"its input {name}" if kind == "input" else f"self.{name}" if name else "a tensor no kernel of its graph writes"
+        what = f"its input {name}" if kind == "input" else f"self.{name}" if name else \
+            "a tensor no kernel of its graph writes"
         raise ValueError(f"Model.forward returns {what} unchanged as output {k}; a seed returns only what its "
                          "kernels compute")
     indices = [int(w.partition(":")[2]) if w.startswith("output:") else 0 for w in said]

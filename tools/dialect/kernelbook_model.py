@@ -37,7 +37,7 @@ def meta_model(problem):
 
 
 def check_sources(sources, model, n_inputs: int) -> None:
-    from tools.dialect.inductor_capture import plain_tensor_attributes
+    from tools.dialect.module_state import plain_tensor_attributes
     params = dict(model.named_parameters())
     buffers = dict(model.named_buffers())
     attrs = plain_tensor_attributes(model)
@@ -63,7 +63,7 @@ def infer_sources(call_fn, arg_names, model, inputs) -> tuple[str, ...]:
     pool = {f"input:{i}": x for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}
     pool.update({f"param:{n}": p for n, p in model.named_parameters()})
     pool.update({f"buffer:{n}": b for n, b in model.named_buffers()})
-    from tools.dialect.inductor_capture import plain_tensor_attributes
+    from tools.dialect.module_state import plain_tensor_attributes
     pool.update({f"attr:{n}": t for n, t in plain_tensor_attributes(model).items()})
     sources = []
     for name in arg_names:
@@ -122,8 +122,8 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     if fixed:
         names, values = ", ".join(f"input_{i}" for i in fixed), ", ".join(_literal_text(v) for v in fixed.values())
         lines += [f"    if ({names},) != ({values},):",
-                  f"        raise ValueError('this seed was compiled for inputs {', '.join(map(str, fixed))} = ({values}), "
-                  "as get_inputs() gives them: Inductor wrote them into its kernels')"]
+                  f"        raise ValueError('this seed was compiled for inputs {', '.join(map(str, fixed))} = "
+                  f"({values}), as get_inputs() gives them: Inductor wrote them into its kernels')"]
     first_input = next((f"input_{s.partition(':')[2]}" for s in sources if s.startswith("input:")), None)
     stored = {path for path, _ in state}
     for name, src in zip(arg_names, sources):

@@ -5,40 +5,43 @@ follows both from call to call, or names why it cannot), and state no capture ca
 from __future__ import annotations
 
 
+def _attributes(model):
+    """(dotted path, value) of every attribute each of `model`'s modules holds in its __dict__."""
+    for prefix, module in model.named_modules():
+        for name, value in vars(module).items():
+            yield (f"{prefix}.{name}" if prefix else name), value
+
+
+def _items(value) -> list:
+    """What a list, tuple or dict holds (its values); nothing for anything else."""
+    return list(value.values()) if isinstance(value, dict) else list(value) if isinstance(value, (list, tuple)) else []
+
+
 def plain_tensor_attributes(model) -> dict:
     """Tensors a module holds that are neither parameters nor buffers (`self.h0 =
     torch.randn(...)`), by dotted path: module.to() does not move them and state_dict does
     not hold them, but the forward reads them (and may overwrite them)."""
     import torch
-    out = {}
-    for prefix, module in model.named_modules():
-        for name, value in vars(module).items():
-            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
-                out[f"{prefix}.{name}" if prefix else name] = value
-    return out
+    return {path: v for path, v in _attributes(model)
+            if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter)}
 
 
 def scalar_attributes(model) -> dict:
     """The Python numbers, strings and booleans a module's submodules hold, by dotted path
     (a step counter the forward advances is state no captured graph carries)."""
-    out = {}
-    for prefix, module in model.named_modules():
-        for name, value in vars(module).items():
-            if isinstance(value, (bool, int, float, complex, str)):
-                out[f"{prefix}.{name}" if prefix else name] = value
-    return out
+    return {path: v for path, v in _attributes(model) if isinstance(v, (bool, int, float, complex, str))}
 
 
 def check_capturable(model, inputs=()) -> None:
     """ValueError naming what no seed can follow, before compiling: tensors inside a list or
     dict input (a seed's call() takes tensors and Python values), a recurrent layer's dropout
-    between layers in training mode (random), and a training BatchNorm with momentum=None, whose running statistics are a
-    cumulative average, 1 / num_batches_tracked read as a Python float, which Dynamo cannot
-    trace (its error names a line of torch's batchnorm.py, not the model's)."""
+    between layers in training mode (random), and a training BatchNorm with momentum=None,
+    whose running statistics are a cumulative average, 1 / num_batches_tracked read as a
+    Python float, which Dynamo cannot trace (its error names a line of torch's batchnorm.py,
+    not the model's)."""
     import torch
     for i, x in enumerate(inputs):
-        items = list(x.values()) if isinstance(x, dict) else list(x) if isinstance(x, (list, tuple)) else []
-        if any(isinstance(t, torch.Tensor) for t in items):
+        if any(isinstance(t, torch.Tensor) for t in _items(x)):
             raise ValueError(f"get_inputs() item {i} is a {type(x).__name__} of tensors; a seed takes tensors and "
                              "Python values as its inputs: pass each tensor as an input of its own")
     for path, m in model.named_modules():
@@ -61,15 +64,11 @@ def unregistered(model) -> dict[int, str]:
     import torch
     registered = {id(t) for t in [*model.parameters(), *model.buffers()]}
     out = {}
-    for prefix, module in model.named_modules():
-        for name, value in vars(module).items():
-            held = list(value.values()) if isinstance(value, dict) else list(value) \
-                if isinstance(value, (list, tuple)) else []
-            for m in held:
-                if isinstance(m, torch.nn.Module):
-                    out.update({id(t): f"self.{prefix + '.' if prefix else ''}{name}, a plain Python "
-                                f"{type(value).__name__}" for t in [*m.parameters(), *m.buffers()]
-                                if id(t) not in registered})
+    for path, value in _attributes(model):
+        for m in _items(value):
+            if isinstance(m, torch.nn.Module):
+                out.update({id(t): f"self.{path}, a plain Python {type(value).__name__}"
+                            for t in [*m.parameters(), *m.buffers()] if id(t) not in registered})
     return out
 
 

@@ -199,8 +199,9 @@ def library_holders(tree: ast.Module, sites, aliases, self_attrs, unbound) -> fr
     Sequential or ModuleList of them, an instance of a class of the file deriving from one),
     and loop variables running over them."""
     layer_classes: set[str] = set()    # class C(nn.Conv2d), class D(C): their instances are layers
+    classes = [c for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and c.bases]
     for _ in range(3):
-        layer_classes |= {c.name for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and any(
+        layer_classes |= {c.name for c in classes if any(
             (isinstance(b, ast.Name) and b.id in layer_classes) or
             any(is_layer(p) for p in resolve(b, aliases, self_attrs, unbound)) for b in c.bases)}
 

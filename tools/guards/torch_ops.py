@@ -223,17 +223,20 @@ def _set_up_local(source: Source, r) -> bool:
     functools.partial (`norm_layer = nn.BatchNorm2d` when none was given, torchvision's
     `partial(nn.BatchNorm2d, eps=1e-3)`), or a use of such a local or of a parameter, and
     the function only calls it or hands it to a constructor (`_only_built_with`)."""
-    node, parent = r.node, r.site.parent
-    fn = r.site.func
-    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return _only_built_with(source, fn, node.id)   # a use of such a local or parameter (`if norm_layer is None`)
-    if isinstance(parent, ast.Call) and parent.args and parent.args[0] is node and \
-            (parent.func.attr if isinstance(parent.func, ast.Attribute) else getattr(parent.func, "id", "")) == "partial":
-        node, parent = parent, next((s.parent for s in source.sites if s.node is parent), None)
-    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)
-            and any(x is node for x in _chosen(parent.value)) and isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))):
+    node, parent, fn = r.node, r.site.parent, r.site.func
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    return _only_built_with(source, fn, parent.targets[0].id)
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+        return _only_built_with(source, fn, node.id)   # a use of such a local or parameter (`if norm_layer is None`)
+    if isinstance(parent, ast.Call) and parent.args and parent.args[0] is node and _callee(parent) == "partial":
+        node, parent = parent, next((s.parent for s in source.sites if s.node is parent), None)
+    return isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name) \
+        and any(x is node for x in _chosen(parent.value)) and _only_built_with(source, fn, parent.targets[0].id)
+
+
+def _callee(call: ast.Call) -> str:
+    """The name a call calls: `partial` of functools.partial(...), `f` of f(...)."""
+    return call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
 
 
 def _only_built_with(source: Source, fn: ast.AST, name: str, depth: int = 1) -> bool:
@@ -245,8 +248,7 @@ def _only_built_with(source: Source, fn: ast.AST, name: str, depth: int = 1) -> 
     for n in ast.walk(fn):
         if isinstance(n, ast.Call):
             calls.add(id(n.func))
-            callee = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
-            if callee not in _KEEPERS:   # the argument itself, or a choice of it (`x if c else None`)
+            if _callee(n) not in _KEEPERS:   # the argument itself, or a choice of it (`x if c else None`)
                 for a in [*n.args, *(k.value for k in n.keywords)]:
                     handed |= {id(x) for x in _chosen(a)}
         elif isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], (ast.Is, ast.IsNot)) and \
@@ -278,11 +280,10 @@ def _self_attr_built_with(source: Source, attr: str) -> bool:
         reads += 1
         if s.region != SETUP or not isinstance(s.func, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return False
-        if isinstance(s.parent, ast.Call) and s.parent.func is n:
-            continue
-        p = s.parent
-        if not (isinstance(p, ast.Assign) and p.value is n and len(p.targets) == 1 and isinstance(p.targets[0], ast.Name)
-                and _only_built_with(source, s.func, p.targets[0].id, depth=0)):
+        p = s.parent   # called, or put in a local that only builds with it
+        if not ((isinstance(p, ast.Call) and p.func is n) or (
+                isinstance(p, ast.Assign) and p.value is n and len(p.targets) == 1 and
+                isinstance(p.targets[0], ast.Name) and _only_built_with(source, s.func, p.targets[0].id, depth=0))):
             return False
     return reads > 0
 
@@ -412,11 +413,10 @@ def _set_up_only(source: Source, cls: ast.ClassDef) -> bool:
                 forward = m
             elif m.decorator_list or region.get(id(m.body[0])) != SETUP:
                 return False
-        elif not (isinstance(m, ast.Expr) and isinstance(m.value, ast.Constant)) and \
-                not (isinstance(m, (ast.Assign, ast.AnnAssign)) and isinstance(m.value, ast.Constant)):
-            return False
-    body = [x for x in forward.body if not (isinstance(x, ast.Expr) and isinstance(x.value, ast.Constant))] \
-        if forward is not None else []
+        elif not (isinstance(m, (ast.Expr, ast.Assign, ast.AnnAssign)) and isinstance(m.value, ast.Constant)):
+            return False   # a docstring or a constant, nothing else
+    body = [x for x in getattr(forward, "body", [])
+            if not (isinstance(x, ast.Expr) and isinstance(x.value, ast.Constant))]
     if forward is None or forward.decorator_list or len(body) != 1 or not isinstance(body[0], ast.Raise):
         return False
     # and the class is only built, in set-up (`ConvBNReLU(...)`), or derived from: never handed

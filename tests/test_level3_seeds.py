@@ -360,8 +360,39 @@ def test_a_model_subclassing_a_module_class_of_its_own_gets_a_seed_subclassing_i
 def test_a_model_two_classes_away_from_nn_module_is_named():
     src = (PROBLEMS / "subclassed_base.py").read_text(encoding="utf-8").replace(
         "class Base(nn.Module):", "class Root(nn.Module):\n    ...\n\n\nclass Base(Root):")
-    with pytest.raises(ValueError, match=r"Model subclasses Base, not nn\.Module or a module class of the problem's own"):
+    with pytest.raises(ValueError, match=r"Model subclasses Base, not nn\.Module, one torch layer or one module "
+                                         r"class of the problem's own"):
         model_new(src, [], [], 1)
+
+
+def test_a_model_that_is_a_torch_container_gets_a_seed_subclassing_a_set_up_only_copy(tmp_path):
+    # `class Model(nn.Sequential)`: ModelNew subclasses SequentialBase(nn.Sequential), whose forward raises
+    code = _seed("sequential_model")
+    assert "class ModelNew(SequentialBase):" in code
+    assert "raise RuntimeError" in _method(code, "SequentialBase", "forward")
+    assert max(_lockstep_errors("sequential_model", tmp_path)) < 1e-5
+
+
+def test_a_model_that_is_a_torch_layer_without_init_gets_the_layers_init(tmp_path):
+    # `class Model(nn.Linear)` with no __init__: nn.Linear's takes get_init_inputs()
+    code = _seed("layer_subclass")
+    assert _method(code, "ModelNew", "__init__") == \
+        "def __init__(self, *args, **kwargs):\n    super().__init__(*args, **kwargs)"
+    assert max(_lockstep_errors("layer_subclass", tmp_path)) < 1e-5
+
+
+def test_a_model_without_init_inherits_its_own_bases_init():
+    src = (PROBLEMS / "subclassed_base.py").read_text(encoding="utf-8")
+    src = src[:src.index("class Model(Base):")] + "class Model(Base):\n    pass\n"
+    _, new = model_new(src, [], [], 1)
+    assert _method(new, "ModelNew", "__init__") == \
+        "def __init__(self, *args, **kwargs):\n    super().__init__(*args, **kwargs)"
+
+
+def test_the_set_up_only_copy_of_a_torch_layer_takes_a_name_the_problem_does_not_use():
+    src = (PROBLEMS / "sequential_model.py").read_text(encoding="utf-8") + "\nSequentialBase = 1\n"
+    needed, new = model_new(src, [], [], 1)
+    assert "class ModelNew(_SequentialBase):" in new and "class _SequentialBase(nn.Sequential):" in needed
 
 
 def _scalar_kernel():

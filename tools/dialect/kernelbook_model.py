@@ -99,11 +99,24 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     bases = [ast.unparse(b) for b in model.bases]
     base = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name != "Model" and bases == [n.name]
                  and _is_module_class(n)), None)
+    if base is None and len(model.bases) == 1 and _torch_layer(model.bases[0]):
+        # `class Model(nn.Sequential)`: as if the problem had `class SequentialBase(nn.Sequential)`
+        # for Model to subclass, which a seed carries for its set-up only (`_needed_definitions`)
+        taken = {n.name for n in ast.walk(tree) if isinstance(n, (ast.ClassDef, ast.FunctionDef))} | \
+            {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        name = bases[0].rpartition(".")[2] + "Base"
+        while name in taken:
+            name = "_" + name
+        base = ast.ClassDef(name=name, bases=model.bases, keywords=[], body=[_ellipsis()], decorator_list=[],
+                            type_params=[])
+        tree.body.insert(tree.body.index(model), base)
     if base is None and bases not in (["nn.Module"], ["torch.nn.Module"], ["Module"]):
-        raise ValueError(f"Model subclasses {', '.join(bases)}, not nn.Module or a module class of the problem's own")
+        raise ValueError(f"Model subclasses {', '.join(bases)}, not nn.Module, one torch layer "
+                         "or one module class of the problem's own")
     init = next((f for f in model.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
-    if init is None:
-        init = ast.parse("def __init__(self):\n    super().__init__()").body[0]
+    if init is None:   # Model's base takes the init inputs (nn.Linear(8, 4)): ModelNew's does
+        init = ast.parse("def __init__(self, *args, **kwargs):\n    super().__init__(*args, **kwargs)" if base
+                         else "def __init__(self):\n    super().__init__()").body[0]
     # class attributes (ResNet's `expansion = 4`) and the methods __init__ calls (`_make_layer`)
     # go with it: ModelNew reads them as Model does; the forward and what only it calls stay behind
     kept = [n for n in set_up_members(model) if n is not init and not isinstance(n, ast.Expr)]

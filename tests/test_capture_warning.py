@@ -1,6 +1,7 @@
-"""A forward that warns is still captured as one graph (tools/dialect/inductor_capture.py): level 2's
-28_BMM_InstanceNorm_Sum_ResidualAdd_Multiply got no seed, "torch.compile failed: Unsupported: Attempted to
-call function marked as skipped ... `_warnings.warn`"."""
+"""A forward that warns or prints is still captured as one graph (tools/dialect/inductor_capture.py):
+level 2's 28_BMM_InstanceNorm_Sum_ResidualAdd_Multiply got no seed, "torch.compile failed: Unsupported:
+Attempted to call function marked as skipped ... `_warnings.warn`"; a print of a shape, "Dynamo does not
+know how to trace builtin operator `print`"."""
 from __future__ import annotations
 
 import subprocess
@@ -11,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEM = ROOT / "tests" / "dialect" / "problems" / "instancenorm_warns.py"
+PRINTS = ROOT / "tests" / "problems" / "level3" / "print_in_forward.py"
 
 # its own process: torch.compile leaves Inductor's compile threads in the process that ran it
 _CAPTURE = """
@@ -35,8 +37,8 @@ print("verdict", verdict.status.value)
 """
 
 
-def _python(code: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code, str(PROBLEM), *args], cwd=ROOT, capture_output=True,
+def _python(code: str, *args: str, problem: Path = PROBLEM) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, str(problem), *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=600)
 
 
@@ -56,3 +58,9 @@ def test_the_seed_of_a_forward_that_warns_is_judged_correct():
 def test_the_seed_of_a_forward_that_warns_is_judged_correct_on_the_gpu():
     out = _python(_SEED, "cuda")
     assert out.stdout.strip().splitlines()[-1:] == ["verdict correct"], out.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_a_forward_that_prints_is_captured_as_one_graph():
+    out = _python(_CAPTURE, problem=PRINTS)
+    assert out.stdout.strip().splitlines()[-1:] == ["captured True"], out.stderr[-2000:]

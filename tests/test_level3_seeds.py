@@ -389,6 +389,12 @@ def test_a_model_without_init_inherits_its_own_bases_init():
         "def __init__(self, *args, **kwargs):\n    super().__init__(*args, **kwargs)"
 
 
+def test_the_seed_of_a_forward_that_prints_computes_what_model_returns(tmp_path):
+    # the print is left out of the capture (tests/test_capture_warning.py), its arguments with it
+    assert "print(" not in _seed("print_in_forward")
+    assert max(_lockstep_errors("print_in_forward", tmp_path)) < 1e-6
+
+
 def test_the_set_up_only_copy_of_a_torch_layer_takes_a_name_the_problem_does_not_use():
     src = (PROBLEMS / "sequential_model.py").read_text(encoding="utf-8") + "\nSequentialBase = 1\n"
     needed, new = model_new(src, [], [], 1)

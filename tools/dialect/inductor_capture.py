@@ -372,12 +372,19 @@ def _warnings_out_of_graph():
     moved out of the graph instead, as Dynamo's own hint says (a warning computes nothing)."""
     import contextlib
     import warnings
+    from unittest import mock
 
     import torch._dynamo
+    stack = contextlib.ExitStack()   # and a print, which Dynamo cannot trace: left out of the seed, as logs are
+    stack.enter_context(mock.patch("builtins.print", _left_out))
     funcs = getattr(torch._dynamo.config, "reorderable_logging_functions", None)
-    if funcs is None:
-        return contextlib.nullcontext()
-    return torch._dynamo.config.patch(reorderable_logging_functions={*funcs, warnings.warn})
+    if funcs is not None:
+        stack.enter_context(torch._dynamo.config.patch(reorderable_logging_functions={*funcs, warnings.warn}))
+    return stack
+
+
+def _left_out(*args, **kwargs) -> None:
+    """print() while Dynamo traces the problem's forward."""
 
 
 def _rnn_in_graph():

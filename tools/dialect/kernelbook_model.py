@@ -99,7 +99,8 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     bases = [ast.unparse(b) for b in model.bases]
     base = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name != "Model" and bases == [n.name]
                  and _is_module_class(n)), None)
-    if base is None and len(model.bases) == 1 and _torch_layer(model.bases[0]):
+    if base is None and len(model.bases) == 1 and (_torch_layer(model.bases[0]) or
+                                                   bases[0].rpartition(".")[::2] in _CONTAINERS):
         # `class Model(nn.Sequential)`: as if the problem had `class SequentialBase(nn.Sequential)`
         # for Model to subclass, which a seed carries for its set-up only (`_needed_definitions`)
         taken = {n.name for n in ast.walk(tree) if isinstance(n, (ast.ClassDef, ast.FunctionDef))} | \
@@ -362,6 +363,9 @@ def kb_plain(tree: ast.AST) -> bool:
     if changed:
         ast.fix_missing_locations(tree)
     return changed
+
+
+_CONTAINERS = (("nn", "ModuleList"), ("torch.nn", "ModuleList"), ("nn", "ModuleDict"), ("torch.nn", "ModuleDict"))
 
 
 def _is_module_class(node: ast.ClassDef) -> bool:

@@ -1,7 +1,9 @@
-"""A forward that warns or prints is still captured as one graph (tools/dialect/inductor_capture.py):
+"""A forward that warns or prints, or that Dynamo traces twice, is still captured as one graph
+(tools/dialect/inductor_capture.py):
 level 2's 28_BMM_InstanceNorm_Sum_ResidualAdd_Multiply got no seed, "torch.compile failed: Unsupported:
 Attempted to call function marked as skipped ... `_warnings.warn`"; a print of a shape, "Dynamo does not
-know how to trace builtin operator `print`"."""
+know how to trace builtin operator `print`"; a 0-dim float64 input, "torch.compile produced 1 output modules;
+expected one graph" (the try Dynamo restarted was counted as a graph)."""
 from __future__ import annotations
 
 import subprocess
@@ -13,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEM = ROOT / "tests" / "dialect" / "problems" / "instancenorm_warns.py"
 PRINTS = ROOT / "tests" / "problems" / "level3" / "print_in_forward.py"
+RESTARTS = ROOT / "tests" / "problems" / "level3" / "float64_scalar_input.py"
 
 # its own process: torch.compile leaves Inductor's compile threads in the process that ran it
 _CAPTURE = """
@@ -63,4 +66,10 @@ def test_the_seed_of_a_forward_that_warns_is_judged_correct_on_the_gpu():
 @pytest.mark.slow
 def test_a_forward_that_prints_is_captured_as_one_graph():
     out = _python(_CAPTURE, problem=PRINTS)
+    assert out.stdout.strip().splitlines()[-1:] == ["captured True"], out.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_a_forward_dynamo_traces_twice_is_captured_as_one_graph():
+    out = _python(_CAPTURE, problem=RESTARTS)
     assert out.stdout.strip().splitlines()[-1:] == ["captured True"], out.stderr[-2000:]

@@ -402,6 +402,10 @@ def test_a_model_that_is_a_module_list_gets_a_seed_subclassing_a_copy_of_it():
     assert "class ModelNew(ModuleListBase):" in new and "class ModuleListBase(nn.ModuleList):" in needed
 
 
+def test_the_seed_of_a_forward_scaled_by_a_float64_scalar_input_matches_model(tmp_path):
+    assert max(_lockstep_errors("float64_scalar_input", tmp_path)) < 1e-6
+
+
 def test_the_set_up_only_copy_of_a_torch_layer_takes_a_name_the_problem_does_not_use():
     src = (PROBLEMS / "sequential_model.py").read_text(encoding="utf-8") + "\nSequentialBase = 1\n"
     needed, new = model_new(src, [], [], 1)

@@ -131,7 +131,6 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     split = {}
 
     def backend(gm, example_inputs):
-        graph_inputs.append(list(example_inputs))
         plan = block_plan(gm, BLOCK_OPS if block_ops is None else block_ops)
         if plan is not None or only is not None:
             if plan is None:
@@ -152,6 +151,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
         else:
             compiled = compile_fx(gm, example_inputs, **rewrites)
             run = compiled if device != "cpu" else gm.forward   # cpu: codegen only, run eagerly
+        graph_inputs.append(list(example_inputs))   # compiled: not a try Dynamo restarted (a 0-dim float64 input)
 
         def recorded(*args):
             out = run(*args)

@@ -406,6 +406,12 @@ def test_the_seed_of_a_forward_scaled_by_a_float64_scalar_input_matches_model(tm
     assert max(_lockstep_errors("float64_scalar_input", tmp_path)) < 1e-6
 
 
+def test_a_seed_whose_model_new_cannot_be_built_is_refused_naming_why():
+    # Model.__init__ runs Features on a dummy input; the seed carries Features without a forward
+    with pytest.raises(ValueError, match=r"Model's set-up runs Features's forward while it builds"):
+        _seed("dummy_call_in_init")
+
+
 def test_the_set_up_only_copy_of_a_torch_layer_takes_a_name_the_problem_does_not_use():
     src = (PROBLEMS / "sequential_model.py").read_text(encoding="utf-8") + "\nSequentialBase = 1\n"
     needed, new = model_new(src, [], [], 1)

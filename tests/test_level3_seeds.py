@@ -412,6 +412,16 @@ def test_a_seed_whose_model_new_cannot_be_built_is_refused_naming_why():
         _seed("dummy_call_in_init")
 
 
+def test_hooks_on_submodules_are_captured_with_the_forward_and_left_out_of_the_seeds_init(tmp_path):
+    code = _seed("submodule_hooks")
+    assert "register_forward" not in _method(code, "ModelNew", "__init__")
+    assert max(_lockstep_errors("submodule_hooks", tmp_path)) < 1e-6
+
+
+def test_a_forward_hook_on_model_itself_is_named():
+    _refused("self_hook", r"Model registers a forward hook on itself, which torch\.compile compiles apart")
+
+
 def test_the_set_up_only_copy_of_a_torch_layer_takes_a_name_the_problem_does_not_use():
     src = (PROBLEMS / "sequential_model.py").read_text(encoding="utf-8") + "\nSequentialBase = 1\n"
     needed, new = model_new(src, [], [], 1)

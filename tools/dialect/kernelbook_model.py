@@ -260,6 +260,12 @@ def _drop_forward_lambdas(init: ast.FunctionDef, kept: list[ast.stmt]) -> bool:
         if target.attr not in names(rest):
             init.body.remove(stmt)
             dropped = True
+    for stmt in list(init.body):   # `self.a.register_forward_hook(...)`: captured with the forward, which calls self.a
+        holder, _, hook = call_name(stmt).rpartition(".")
+        if isinstance(stmt, ast.Expr) and hook in ("register_forward_hook", "register_forward_pre_hook") and \
+                holder.startswith("self."):
+            init.body.remove(stmt)
+            dropped = True
     if not init.body:
         init.body.append(ast.Pass())
     return dropped

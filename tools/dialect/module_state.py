@@ -38,12 +38,17 @@ def check_capturable(model, inputs=()) -> None:
     between layers in training mode (random), and a training BatchNorm with momentum=None,
     whose running statistics are a cumulative average, 1 / num_batches_tracked read as a
     Python float, which Dynamo cannot trace (its error names a line of torch's batchnorm.py,
-    not the model's)."""
+    not the model's), and a forward hook on Model itself."""
     import torch
     for i, x in enumerate(inputs):
         if any(isinstance(t, torch.Tensor) for t in _items(x)):
             raise ValueError(f"get_inputs() item {i} is a {type(x).__name__} of tensors; a seed takes tensors and "
                              "Python values as its inputs: pass each tensor as an input of its own")
+    hooks = [kind for kind in ("_forward_pre_hooks", "_forward_hooks") if getattr(model, kind, None)]
+    if hooks:   # torch.compile compiles them apart from the forward: a second graph, which no seed joins
+        raise ValueError(f"Model registers a forward {'pre-' if hooks[0] == '_forward_pre_hooks' else ''}hook on "
+                         "itself, which torch.compile compiles apart from its forward; write what it does into "
+                         "the forward (a hook on a submodule is captured with the forward)")
     for path, m in model.named_modules():
         if isinstance(m, torch.nn.RNNBase) and m.training and m.dropout and m.num_layers > 1:
             # torch's decomposition drops it (its _rnn_helper's test never holds): the graph would be eval's

@@ -422,6 +422,10 @@ def test_a_forward_hook_on_model_itself_is_named():
     _refused("self_hook", r"Model registers a forward hook on itself, which torch\.compile compiles apart")
 
 
+def test_a_lazy_layer_never_called_in_set_up_is_named():
+    _refused("lazy_linear", r"self\.a is a LazyLinear whose parameters are drawn at its first call")
+
+
 def test_the_set_up_only_copy_of_a_torch_layer_takes_a_name_the_problem_does_not_use():
     src = (PROBLEMS / "sequential_model.py").read_text(encoding="utf-8") + "\nSequentialBase = 1\n"
     needed, new = model_new(src, [], [], 1)

@@ -38,7 +38,8 @@ def check_capturable(model, inputs=()) -> None:
     between layers in training mode (random), and a training BatchNorm with momentum=None,
     whose running statistics are a cumulative average, 1 / num_batches_tracked read as a
     Python float, which Dynamo cannot trace (its error names a line of torch's batchnorm.py,
-    not the model's), and a forward hook on Model itself."""
+    not the model's), a lazy layer never called (its weights are drawn in the forward), and
+    a forward hook on Model itself."""
     import torch
     for i, x in enumerate(inputs):
         if any(isinstance(t, torch.Tensor) for t in _items(x)):
@@ -50,6 +51,9 @@ def check_capturable(model, inputs=()) -> None:
                          "itself, which torch.compile compiles apart from its forward; write what it does into "
                          "the forward (a hook on a submodule is captured with the forward)")
     for path, m in model.named_modules():
+        if getattr(m, "has_uninitialized_params", lambda: False)():   # nn.LazyLinear and kin, never called
+            raise ValueError(f"self.{path or 'model'} is a {type(m).__name__} whose parameters are drawn at its first "
+                             "call, in the forward: random numbers no kernel can match; give it its input size")
         if isinstance(m, torch.nn.RNNBase) and m.training and m.dropout and m.num_layers > 1:
             # torch's decomposition drops it (its _rnn_helper's test never holds): the graph would be eval's
             raise ValueError(f"self.{path} ({type(m).__name__}) has dropout={m.dropout} between its layers in "

@@ -426,6 +426,11 @@ def test_a_lazy_layer_never_called_in_set_up_is_named():
     _refused("lazy_linear", r"self\.a is a LazyLinear whose parameters are drawn at its first call")
 
 
+def test_a_forward_that_only_reshapes_its_input_is_named_as_computing_nothing():
+    with pytest.raises(ValueError, match=r"has no Triton kernel: Model's forward computes nothing"):
+        _seed("view_only")
+
+
 def test_the_set_up_only_copy_of_a_torch_layer_takes_a_name_the_problem_does_not_use():
     src = (PROBLEMS / "sequential_model.py").read_text(encoding="utf-8") + "\nSequentialBase = 1\n"
     needed, new = model_new(src, [], [], 1)

@@ -121,7 +121,8 @@ def convert(problem, capture: Capture) -> str:
                                    {i: x for i, x in enumerate(inputs) if not _is_tensor(x)})
     families = set(FAMILIES)
     if not kernels and not externs & families:
-        raise ValueError("the Inductor output has no Triton kernel")   # and no library call krefine writes
+        raise ValueError("the Inductor output has no Triton kernel: Model's forward computes nothing (what it "
+                         "returns is a view or reshape of its inputs or weights), so there is no work to write")
     libraries = externs - families
     header = HEADER if not libraries else HEADER.replace("import torch\n", "import torch\n" + EXTERN_IMPORT, 1)
     family = [conv_family_source() if f == CONV_FAMILY else family_source(f) for f in FAMILIES if f in externs]

@@ -1321,6 +1321,45 @@ def test_a_partial_of_a_torch_function_stored_on_self_is_kept_to_call_later():
     assert "torch_compute" in rejected_by(src)
 
 
+def test_a_layer_built_by_a_partial_in_init_and_run_in_the_forward_is_refused():
+    init = "norm = functools.partial(nn.BatchNorm2d, eps=1e-3)\nself.bn = norm(4)"
+    src = candidate(prelude="import functools", init=init, forward="out = self.bn(out)")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_a_top_level_partial_of_a_layer_only_built_in_init_keeps_no_op():
+    prelude = "import functools\nConv = functools.partial(nn.Conv2d, kernel_size=3, padding=1)"
+    assert "torch_compute" not in rejected_by(candidate(prelude=prelude, init="self.c = Conv(4, 8)"))
+
+
+def test_a_top_level_dict_of_layer_classes_only_built_in_init_keeps_no_op():
+    prelude = 'ACTS = {"gelu": nn.GELU, "relu": nn.ReLU}'
+    assert "torch_compute" not in rejected_by(candidate(prelude=prelude, init='self.act = ACTS["gelu"]()'))
+
+
+def test_a_layer_built_by_a_top_level_partial_and_run_in_the_forward_is_refused():
+    prelude = "import functools\nConv = functools.partial(nn.Conv2d, kernel_size=3, padding=1)"
+    src = candidate(prelude=prelude, init="self.c = Conv(4, 8)", forward="out = self.c(out)")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_a_layer_built_from_a_top_level_dict_and_run_in_the_forward_is_refused():
+    prelude = 'ACTS = {"gelu": nn.GELU}'
+    src = candidate(prelude=prelude, init='self.act = ACTS["gelu"]()', forward="out = self.act(out)")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_a_top_level_dict_of_layer_classes_read_in_the_forward_is_kept_to_call_later():
+    prelude = 'ACTS = {"gelu": nn.GELU}'
+    assert "torch_compute" in rejected_by(candidate(prelude=prelude, forward='out = ACTS["gelu"]()(out)'))
+
+
+def test_a_top_level_partial_of_a_layer_in_a_file_that_looks_names_up_by_string_is_kept():
+    prelude = "import functools\nConv = functools.partial(nn.Conv2d, kernel_size=3)"
+    src = candidate(prelude=prelude, init="self.c = Conv(4, 8)", forward='globals()["x"] = 1')
+    assert "torch_compute" in rejected_by(src)
+
+
 _SET_UP_ONLY = '''
 class ConvBN(nn.Sequential):
     def __init__(self, c):

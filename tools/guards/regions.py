@@ -205,12 +205,35 @@ def library_holders(tree: ast.Module, sites, aliases, self_attrs, unbound) -> fr
             (isinstance(b, ast.Name) and b.id in layer_classes) or
             any(is_layer(p) for p in resolve(b, aliases, self_attrs, unbound)) for b in c.bases)}
 
+    def layer_class(expr: ast.AST) -> bool:   # nn.Conv2d, a file's layer class, partial(nn.Conv2d, ...)
+        if isinstance(expr, ast.Call) and expr.args and getattr(expr.func, "attr", getattr(expr.func, "id", "")) == \
+                "partial":
+            return layer_class(expr.args[0])
+        return (isinstance(expr, ast.Name) and expr.id in layer_classes | factories) or \
+            any(is_layer(p) for p in resolve(expr, aliases, self_attrs, unbound))
+    # names bound to a layer class or a partial of one (`Conv = partial(nn.Conv2d, ...)`), and to a
+    # dict, list or tuple holding one (`ACTS = {"gelu": nn.GELU}`): what calling them builds is a layer
+    factories: set[str] = set()
+    containers: set[str] = set()
+    for _ in range(2):
+        for s in sites:
+            n = s.node
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+                items = getattr(n.value, "values", getattr(n.value, "elts", None))
+                if layer_class(n.value):
+                    factories.add(n.targets[0].id)
+                elif isinstance(n.value, (ast.Dict, ast.List, ast.Tuple)) and any(layer_class(x) for x in items):
+                    containers.add(n.targets[0].id)
+
     def holds_layer(expr: ast.AST) -> bool:
         # nn.Conv2d(...), nn.ModuleList([...]), [nn.Linear(...) for ...]; not
         # nn.Parameter(nn.Linear(...).weight), which keeps only a weight
         if isinstance(expr, ast.Call):
             paths = resolve(expr.func, aliases, self_attrs, unbound)
-            if any(is_layer(p) for p in paths) or (isinstance(expr.func, ast.Name) and expr.func.id in layer_classes):
+            f = expr.func.value if isinstance(expr.func, ast.Subscript) else None
+            if any(is_layer(p) for p in paths) or (isinstance(expr.func, ast.Name) and expr.func.id in
+                                                   layer_classes | factories) or \
+                    (isinstance(f, ast.Name) and f.id in containers):
                 return True
             container = any(p.split(".")[-1] in ("ModuleList", "ModuleDict") for p in paths) or \
                 (isinstance(expr.func, ast.Name) and expr.func.id in ("list", "tuple", "dict"))

@@ -16,6 +16,7 @@ from typing import Iterator
 from tools.guards.escapes import CONCURRENCY, FOREIGN, NETWORK, STREAMS
 from tools.guards.names import is_layer, literal_getattr, resolve, words
 from tools.guards.regions import DEAD, FORWARD, JIT, SETUP, Site, holder
+from tools.guards.set_up import built_in_set_up, set_up_only
 from tools.guards.source import Finding, Source, first, fn_name, line_of, spell, under
 from tools.guards.tampering import TAMPER_PATHS
 from tools.settings import GuardSettings
@@ -196,114 +197,6 @@ def _type_test(source: Source, r) -> bool:
             and parent.func.id not in source.module_names)
 
 
-def _set_up_default(source: Source, r) -> bool:
-    """The reference is the default of a set-up function's parameter (`act_layer=nn.GELU` of
-    an `__init__`) that the function only calls (`self.act = act_layer()`) or hands to a
-    constructor (`Mlp(act_layer=act_layer)`, whose own set-up is checked the same way): a
-    module built in set-up, nothing kept to call later. Handed to a call that may keep it
-    (setattr, functools.partial, a container's append / update), it is kept."""
-    args = r.site.parent
-    if not isinstance(args, ast.arguments):
-        return False
-    fn = next((s.parent for s in source.sites if s.node is args), None)
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not fn.body:
-        return False
-    body = next((s for s in source.sites if s.node is fn.body[0]), None)
-    if body is None or body.region != SETUP:
-        return False
-    positional = [*args.posonlyargs, *args.args]
-    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
-    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
-    name = next((a.arg for a, d in pairs if d is r.node), None)
-    return name is not None and _only_built_with(source, fn, name)
-
-
-def _set_up_local(source: Source, r) -> bool:
-    """The reference is what a set-up function assigns to a local, as it is or bound by
-    functools.partial (`norm_layer = nn.BatchNorm2d` when none was given, torchvision's
-    `partial(nn.BatchNorm2d, eps=1e-3)`), or a use of such a local or of a parameter, and
-    the function only calls it or hands it to a constructor (`_only_built_with`)."""
-    node, parent, fn = r.node, r.site.parent, r.site.func
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
-    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-        return _only_built_with(source, fn, node.id)   # a use of such a local or parameter (`if norm_layer is None`)
-    if isinstance(parent, ast.Call) and parent.args and parent.args[0] is node and _callee(parent) == "partial":
-        node, parent = parent, next((s.parent for s in source.sites if s.node is parent), None)
-    return isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name) \
-        and any(x is node for x in _chosen(parent.value)) and _only_built_with(source, fn, parent.targets[0].id)
-
-
-def _callee(call: ast.Call) -> str:
-    """The name a call calls: `partial` of functools.partial(...), `f` of f(...)."""
-    return call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
-
-
-def _only_built_with(source: Source, fn: ast.AST, name: str, depth: int = 1) -> bool:
-    """Every use of local `name` in `fn` builds with it: a call, an argument of a call that
-    keeps nothing (`_KEEPERS`), a test against None, an assignment of it again; or, once,
-    `self.x = name` where every read of self.x is such a use in set-up code (torchvision's
-    `self._norm_layer`, read in `_make_layer`)."""
-    handed, calls, tests, stored = set(), set(), set(), []
-    for n in ast.walk(fn):
-        if isinstance(n, ast.Call):
-            calls.add(id(n.func))
-            if _callee(n) not in _KEEPERS:   # the argument itself, or a choice of it (`x if c else None`)
-                for a in [*n.args, *(k.value for k in n.keywords)]:
-                    handed |= {id(x) for x in _chosen(a)}
-        elif isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], (ast.Is, ast.IsNot)) and \
-                isinstance(n.comparators[0], ast.Constant) and n.comparators[0].value is None:
-            tests.add(id(n.left))
-        elif isinstance(n, ast.Assign) and isinstance(n.value, ast.Name) and n.value.id == name and \
-                len(n.targets) == 1 and isinstance(n.targets[0], ast.Attribute) and \
-                isinstance(n.targets[0].value, ast.Name) and n.targets[0].value.id == "self":
-            stored.append(n)
-    uses = [n for st in fn.body for n in ast.walk(st) if isinstance(n, ast.Name) and n.id == name]
-    kept = {id(a.value) for a in stored}
-    if not all(isinstance(n.ctx, ast.Store) or id(n) in calls | handed | tests | (kept if depth else set())
-               for n in uses):
-        return False
-    return all(_self_attr_built_with(source, a.targets[0].attr) for a in stored) if stored else True
-
-
-def _self_attr_built_with(source: Source, attr: str) -> bool:
-    """self.<attr> is read, every read in set-up code and building with it: called, or put
-    in a local that `_only_built_with` (no further self attribute); never named by a string
-    (getattr(self, "attr") is a read this cannot follow). Stored and never read: kept."""
-    reads = 0
-    for s in source.sites:
-        n = s.node
-        if isinstance(n, ast.Constant) and n.value == attr:
-            return False
-        if not (isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.ctx, ast.Load)):
-            continue
-        reads += 1
-        if s.region != SETUP or not isinstance(s.func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return False
-        p = s.parent   # called, or put in a local that only builds with it
-        if not ((isinstance(p, ast.Call) and p.func is n) or (
-                isinstance(p, ast.Assign) and p.value is n and len(p.targets) == 1 and
-                isinstance(p.targets[0], ast.Name) and _only_built_with(source, s.func, p.targets[0].id, depth=0))):
-            return False
-    return reads > 0
-
-
-def _chosen(expr: ast.AST) -> list[ast.AST]:
-    """`expr` and what it evaluates to as a whole: the branches of a conditional, the
-    operands of `and` / `or` (not a lambda, a container or a call's result)."""
-    if isinstance(expr, ast.IfExp):
-        return [expr, *_chosen(expr.body), *_chosen(expr.orelse)]
-    if isinstance(expr, ast.BoolOp):
-        return [expr, *(x for v in expr.values for x in _chosen(v))]
-    return [expr]
-
-
-# calls that may keep what they are handed, to call later
-_KEEPERS = frozenset(("setattr", "__setattr__", "partial", "append", "extend", "insert", "update", "setdefault",
-                      "add", "register_forward_hook", "register_forward_pre_hook", "register_module",
-                      "add_module", "apply"))
-
-
 def _torch_refs(source: Source) -> Iterator[tuple[int | None, str]]:
     for r in source.refs:
         region = r.site.region
@@ -327,9 +220,9 @@ def _torch_refs(source: Source) -> Iterator[tuple[int | None, str]]:
                     yield _work_msg(source, r.node, r.site, p.split(".")[-1])
                 break
             if region == SETUP and not r.called and _torch_compute_ref(p) and not _type_test(source, r) \
-                    and not _set_up_default(source, r) and not _set_up_local(source, r) \
+                    and not built_in_set_up(source, r) \
                     and not (isinstance(r.site.parent, ast.ClassDef) and any(b is r.node for b in r.site.parent.bases)
-                             and _set_up_only(source, r.site.parent)):
+                             and set_up_only(source, r.site.parent)):
                 # mm = torch.mm; OPS = {"mm": torch.mm}; self.act = F.relu: kept to be called
                 # later, maybe through a path no alias tracking follows (type(self).mm)
                 yield line_of(r.node), (f"`{spell(source, r.site.parent)}` keeps a PyTorch op to call later; "
@@ -382,7 +275,7 @@ def _borrowed_forward(source: Source) -> Iterator[tuple[int | None, str]]:
         n = s.node
         if s.region == DEAD:
             continue
-        if isinstance(n, ast.ClassDef) and not _set_up_only(source, n):
+        if isinstance(n, ast.ClassDef) and not set_up_only(source, n):
             for b in n.bases:
                 if any(is_layer(p) for p in resolve(b, source.aliases, source.self_attrs, frozenset())):
                     yield line_of(b), (f"class {n.name} inherits its forward from `{spell(source, b)}`; derive from "
@@ -398,33 +291,3 @@ def _borrowed_forward(source: Source) -> Iterator[tuple[int | None, str]]:
 
 # torch paths another guard reports with a more precise message
 _OWNED_ELSEWHERE = (*STREAMS, *FOREIGN, *CONCURRENCY, *NETWORK, *TAMPER_PATHS, "torch.save", "torch.load")
-
-
-def _set_up_only(source: Source, cls: ast.ClassDef) -> bool:
-    """A class nothing of which runs on the forward path: its forward only raises (a seed's
-    ConvBNReLU(nn.Sequential), carried for its weights), every other method is set-up code,
-    and its body holds nothing else but constants, so no layer's forward it derives from is
-    reachable."""
-    region = {id(s.node): s.region for s in source.sites}
-    forward = None
-    for m in cls.body:
-        if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            if m.name == "forward":
-                forward = m
-            elif m.decorator_list or region.get(id(m.body[0])) != SETUP:
-                return False
-        elif not (isinstance(m, (ast.Expr, ast.Assign, ast.AnnAssign)) and isinstance(m.value, ast.Constant)):
-            return False   # a docstring or a constant, nothing else
-    body = [x for x in getattr(forward, "body", [])
-            if not (isinstance(x, ast.Expr) and isinstance(x.value, ast.Constant))]
-    if forward is None or forward.decorator_list or len(body) != 1 or not isinstance(body[0], ast.Raise):
-        return False
-    # and the class is only built, in set-up (`ConvBNReLU(...)`), or derived from: never handed
-    # on (`super(C, self.c).forward(x)` in a forward would reach the layer's own)
-    for s in source.sites:
-        n = s.node
-        if isinstance(n, ast.Name) and n.id == cls.name and isinstance(n.ctx, ast.Load) and not (
-                (s.region == SETUP and isinstance(s.parent, ast.Call) and s.parent.func is n) or
-                (isinstance(s.parent, ast.ClassDef) and n in s.parent.bases)):
-            return False
-    return True

@@ -60,7 +60,8 @@ from tools.dialect.families import (ATTENTION_FAMILY, CONV_FAMILY, FAMILIES, GEM
 from tools.dialect.inductor_capture import Capture, capture
 from tools.dialect.inductor_wrapper import (BLOCK_PARAMS, FIXED_GRID, GRID_NUMELS, Kernel, call_name, dotted,
                                             load_scalar_tensors, read_wrapper, short_code, static_config)
-from tools.dialect.kernelbook_model import check_builds, check_sources, infer_sources, meta_model, model_new
+from tools.dialect.kernelbook_model import check_sources, infer_sources, meta_model, model_new
+from tools.dialect.seed_build import check_builds
 from tools.dialect.portable import portable
 
 HEADER = """\

@@ -1360,6 +1360,44 @@ def test_a_top_level_partial_of_a_layer_in_a_file_that_looks_names_up_by_string_
     assert "torch_compute" in rejected_by(src)
 
 
+_FEATURES = """
+import torch.nn.functional as F
+
+
+class Features(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        return F.relu(self.conv(x))
+"""
+_SIZED = "self.features = Features()\nflat = self.features(torch.zeros(1, 3, 8, 8)).numel()"
+
+
+def test_a_module_class_only_set_up_runs_on_a_dummy_input_keeps_its_forward_off_the_forward_path():
+    src = candidate(prelude=_FEATURES, init=_SIZED, forward="w = self.features.conv.weight")
+    assert "torch_compute" not in rejected_by(src)
+
+
+@pytest.mark.parametrize("line", ["junk = self.features(x)", "junk = self.features.forward(x)",
+                                  "junk = self.features.conv(x)", "f = self.features",
+                                  "junk = [m for m in self.children()]", "junk = getattr(self, 'features')"])
+def test_a_module_class_the_forward_reaches_keeps_its_forward_on_the_forward_path(line):
+    assert "torch_compute" in rejected_by(candidate(prelude=_FEATURES, init=_SIZED, forward=line))
+
+
+@pytest.mark.parametrize("line", ["self.run = self.features", "self.run = self.features.forward"])
+def test_a_module_class_whose_instance_set_up_hands_on_keeps_its_forward_on_the_forward_path(line):
+    src = candidate(prelude=_FEATURES, init=_SIZED + "\n" + line, forward="junk = self.run(x)")
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_a_module_class_another_class_derives_from_keeps_its_forward_on_the_forward_path():
+    prelude = _FEATURES + "\n\nclass More(Features):\n    pass\n"
+    assert "torch_compute" in rejected_by(candidate(prelude=prelude, init=_SIZED))
+
+
 _SET_UP_ONLY = '''
 class ConvBN(nn.Sequential):
     def __init__(self, c):

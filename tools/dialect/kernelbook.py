@@ -61,7 +61,7 @@ from tools.dialect.inductor_capture import Capture, capture
 from tools.dialect.inductor_wrapper import (BLOCK_PARAMS, FIXED_GRID, GRID_NUMELS, Kernel, call_name, dotted,
                                             load_scalar_tensors, read_wrapper, short_code, static_config)
 from tools.dialect.kernelbook_model import check_sources, infer_sources, meta_model, model_new
-from tools.dialect.seed_build import check_builds
+from tools.dialect.seed_build import SetUpRunsForward, check_builds
 from tools.dialect.portable import portable
 
 HEADER = """\
@@ -94,8 +94,9 @@ def _is_tensor(x) -> bool:
     return isinstance(x, torch.Tensor)
 
 
-def convert(problem, capture: Capture) -> str:
-    """KernelBook-format candidate source for `problem` (tools.problem.Problem)."""
+def convert(problem, capture: Capture, whole=frozenset()) -> str:
+    """KernelBook-format candidate source for `problem` (tools.problem.Problem); `whole`: module
+    classes of the problem carried with their forward (`model_new`)."""
     # 1) the wrapper module: kernels and call()
     try:
         tree = ast.parse(capture.code)
@@ -119,7 +120,7 @@ def convert(problem, capture: Capture) -> str:
     # 4) ModelNew from Model's own __init__
     prelude, model_src = model_new(problem.source, arg_names, sources, len(inputs), returned, capture.state,
                                    _asserted_layouts(call_fn), capture.returned_list, model,
-                                   {i: x for i, x in enumerate(inputs) if not _is_tensor(x)})
+                                   {i: x for i, x in enumerate(inputs) if not _is_tensor(x)}, whole)
     families = set(FAMILIES)
     if not kernels and not externs & families:
         raise ValueError("the Inductor output has no Triton kernel: Model's forward computes nothing (what it "
@@ -369,12 +370,20 @@ def seed_from(problem, attempts) -> str:
 def accepted_seed(problem, cap: Capture) -> str:
     """`cap` converted and made portable, when the static guards accept it; ValueError
     saying why not."""
-    code = portable(convert(problem, cap))
-    rejected = guard_rejection(code)
-    if rejected is not None:
-        raise ValueError(f"the guards would reject it ({rejected})")
-    check_builds(problem, code)
-    return code
+    whole, first = frozenset(), None
+    while True:   # a class Model's set-up runs (a dummy call sizing a head): carried with its forward
+        code = portable(convert(problem, cap, whole))
+        rejected = guard_rejection(code)
+        if rejected is not None:
+            raise ValueError(f"{first}; carried with their forward, the guards would reject it ({rejected})"
+                             if first else f"the guards would reject it ({rejected})")
+        try:
+            check_builds(problem, code)
+            return code
+        except SetUpRunsForward as e:
+            if e.cls in whole:
+                raise
+            whole, first = whole | {e.cls}, first or str(e)
 
 
 def guard_rejection(code: str) -> str | None:

@@ -79,7 +79,8 @@ def infer_sources(call_fn, arg_names, model, inputs) -> tuple[str, ...]:
 
 
 def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, returned: int | list = 0,
-              state=(), layouts=None, as_list: bool = False, module=None, constants=None) -> tuple[str, str]:
+              state=(), layouts=None, as_list: bool = False, module=None, constants=None,
+              whole=frozenset()) -> tuple[str, str]:
     """(top-level definitions Model.__init__ needs, the ModelNew class). `returned`: the
     call() output the forward returns (a list: the tuple of them it returns, or with
     `as_list` the list, as the problem's forward does); `state`:
@@ -89,7 +90,9 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     is copied into the layout call() was compiled for; `module`: Model (meta device), whose
     containers say how each tensor's name is read (`_attr_path`); `constants`: {input index:
     value} of the inputs that are Python values (a scale, a flag), which Inductor wrote into
-    the kernels: the forward refuses other values rather than compute with the captured ones."""
+    the kernels: the forward refuses other values rather than compute with the captured ones;
+    `whole`: the problem's module classes Model's set-up runs (`self.features(dummy)`), carried
+    with their forward (tools/dialect/seed_build.py)."""
     tree = ast.parse(problem_src)
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
     if model is None:
@@ -172,7 +175,10 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     # the base's methods ModelNew's set-up calls go with it, beside those its own __init__ reaches
     calls = {n.attr for f in [init, *kept] for n in ast.walk(f) if isinstance(n, ast.Attribute)
              and isinstance(n.value, ast.Name) and n.value.id == "self"}
-    return _needed_definitions(problem_src, tree, cls, {base.name: calls} if base else {}), model_src
+    roots = {base.name: calls} if base else {}
+    for name in whole:
+        roots[name] = {*roots.get(name, ()), "forward"}
+    return _needed_definitions(problem_src, tree, cls, roots, whole), model_src
 
 
 def _literal_text(value) -> str | None:
@@ -293,7 +299,7 @@ def _store(dotted: str, module, value: str) -> str:
     return f"setattr({holder}, {last!r}, {value})"
 
 
-def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef, roots=None) -> str:
+def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef, roots=None, whole=frozenset()) -> str:
     """The problem's top-level imports, constants, functions and classes that ModelNew's
     set-up uses, directly or through each other, in source order; a module class (a
     submodule's) as set-up needs it (`set_up_members`: no forward)."""
@@ -307,7 +313,10 @@ def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef, roots=Non
             init = next((m for m in body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None)
             dropped = init is not None and _drop_forward_lambdas(init, [m for m in body if m is not init])
             layer = any(_torch_layer(b) for b in node.bases)
-            if layer:   # ConvBNReLU(nn.Sequential), LayerNorm2d(nn.LayerNorm): no torch forward inherited
+            if layer and node.name in whole and not any(getattr(m, "name", "") == "forward" for m in body):
+                body = [*body, ast.parse("def forward(self, *args, **kwargs):\n"   # set-up runs the layer's
+                                         "    return super().forward(*args, **kwargs)").body[0]]
+            elif layer and node.name not in whole:   # ConvBNReLU(nn.Sequential), LayerNorm2d(nn.LayerNorm): no torch forward inherited
                 body = [*body, _set_up_only_forward(node.name)]
             if len(body) != len(node.body) or dropped or layer:
                 trimmed[id(node)] = ast.ClassDef(name=node.name, bases=node.bases, keywords=node.keywords,

@@ -7,6 +7,16 @@ from __future__ import annotations
 import re
 
 
+class SetUpRunsForward(ValueError):
+    """Model's set-up runs the forward of `cls`, a module class of the problem's own that the
+    seed carried without it."""
+
+    def __init__(self, cls: str):
+        super().__init__(f"Model's set-up runs {cls}'s forward while it builds (a dummy call, a parametrization), "
+                         "and a seed carries the problem's module classes for set-up only, without a forward")
+        self.cls = cls
+
+
 def check_builds(problem, code: str) -> None:
     """ModelNew of the seed `code` is built from get_init_inputs() as the judge builds it (on
     the meta device, or the cpu where set-up reads a value); ValueError naming why not: a
@@ -39,9 +49,7 @@ def check_builds(problem, code: str) -> None:
             carried = re.search(r"Module \[(\w+)\] is missing the required \"forward\"|^(\w+) is set-up only in a seed",
                                 why)
             if carried:
-                raise ValueError(f"Model's set-up runs {carried.group(1) or carried.group(2)}'s forward while it builds "
-                                 "(a dummy call, a parametrization), and a seed carries the problem's module classes "
-                                 "for set-up only, without a forward") from None
+                raise SetUpRunsForward(carried.group(1) or carried.group(2)) from None
             raise ValueError(f"the seed's ModelNew cannot be built from get_init_inputs(): {type(e).__name__}: "
                              f"{why[:200]}") from None
         finally:

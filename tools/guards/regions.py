@@ -101,9 +101,19 @@ def _setup_methods(tree: ast.Module) -> set[int]:
             parent.func.attr == "apply" and isinstance(parent.func.value, ast.Name) and \
             parent.func.value.id == "self" and parent.args == [r] and not parent.keywords
         return isinstance(parent, ast.Call) and (parent.func is r or applied) and owner.get(id(r)) in setup
+    parent_of = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+    classes = [] if _dynamic_names(tree) or any(
+        isinstance(n, ast.Attribute) and n.attr in _REFLECTIVE and owner.get(id(n)) not in setup and not (
+            isinstance(n.value, ast.Call) and getattr(n.value.func, "id", "") == "super")   # super().forward
+        for n in ast.walk(tree)) else _own_classes(tree)
     grew = True
     while grew:
         grew = False
+        for c in classes:   # a module class whose instances only set-up calls: its forward is set-up
+            forward = next((m for m in c.body if isinstance(m, ast.FunctionDef) and m.name == "forward"), None)
+            if forward is not None and id(forward) not in setup and _called_only_in(c, setup, owner, refs, parent_of):
+                setup.add(id(forward))
+                grew = True
         for f in funcs:
             if id(f) in setup or f.decorator_list:
                 continue
@@ -116,6 +126,59 @@ def _setup_methods(tree: ast.Module) -> set[int]:
                 setup.add(id(f))
                 grew = True
     return {i for i in setup if not (i in methods and methods[i].name == "__init__")}
+
+
+# what reaches a module's submodules without naming them, outside set-up (`for m in self.children()`)
+_REFLECTIVE = frozenset(("children", "named_children", "modules", "named_modules", "_modules", "apply", "__dict__",
+                         "__getattr__", "__getattribute__", "_call_impl", "__call__", "forward"))
+
+
+def _own_classes(tree: ast.Module) -> list[ast.ClassDef]:
+    """The file's top-level classes but ModelNew that no class derives from, undecorated."""
+    bases = {ast.unparse(b).rpartition(".")[2] for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for b in c.bases}
+    return [c for c in tree.body if isinstance(c, ast.ClassDef) and c.name != "ModelNew" and not c.decorator_list
+            and c.name not in bases]
+
+
+def _called_only_in(cls: ast.ClassDef, setup: set[int], owner, refs, parent_of) -> bool:
+    """Every instance of `cls` is built in set-up as `self.X = cls(...)`, and self.X is called
+    only there (a dummy call sizing a head); elsewhere self.X is only read through for data
+    (`self.X.conv.weight`, `self.X[0].weight`), never called, handed on or stored, and no string
+    names cls or X."""
+    attrs, called = set(), 0
+    for r, parent in refs.get(cls.name, []):
+        if not (isinstance(r, ast.Name) and isinstance(parent, ast.Call) and parent.func is r and
+                owner.get(id(r)) in setup):
+            return False   # named as anything but a call in set-up (a string, a base, handed on)
+        assign = parent_of.get(id(parent))
+        if not (isinstance(assign, ast.Assign) and assign.value is parent and len(assign.targets) == 1 and
+                _self_attribute(assign.targets[0])):
+            return False
+        attrs.add(assign.targets[0].attr)
+    for attr in attrs:
+        for r, parent in refs.get(attr, []):
+            if isinstance(r, ast.Name):
+                continue   # a local of the same name
+            if not _self_attribute(r):
+                return False   # a string, or another object's attribute of that name
+            top = r   # self.X.conv.weight, self.X[0].weight
+            while isinstance(parent_of.get(id(top)), (ast.Attribute, ast.Subscript)) and parent_of[id(top)].value is top:
+                top = parent_of[id(top)]
+                if isinstance(top, ast.Attribute) and top.attr in _REFLECTIVE:
+                    return False   # self.X.forward, self.X.__call__: the forward, reached by another name
+            up = parent_of.get(id(top))
+            in_setup = owner.get(id(r)) in setup
+            if in_setup and top is r and (isinstance(up, ast.Call) and up.func is r or isinstance(r.ctx, ast.Store)):
+                called += isinstance(up, ast.Call) and up.func is r
+                continue   # self.X = cls(...), self.X(dummy)
+            if top is r or isinstance(r.ctx, ast.Store) or (not in_setup and isinstance(up, ast.Call) and
+                                                            up.func is top):
+                return False   # handed on, stored, rebound, or run from the forward
+    return called > 0   # and set-up runs it: a class only built keeps its forward where it was
+
+
+def _self_attribute(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
 
 
 _DYNAMIC_CALLS = {"globals", "vars", "locals", "eval", "exec", "__import__"}

@@ -161,7 +161,8 @@ _KEEPERS = frozenset(("setattr", "__setattr__", "partial", "append", "extend", "
 
 def set_up_only(source: Source, cls: ast.ClassDef) -> bool:
     """A class nothing of which runs on the forward path: its forward only raises (a seed's
-    ConvBNReLU(nn.Sequential), carried for its weights), every other method is set-up code,
+    ConvBNReLU(nn.Sequential), carried for its weights) or is set-up code (a Features(nn.Sequential)
+    only set-up calls, on a dummy input), every other method is set-up code,
     and its body holds nothing else but constants, so no layer's forward it derives from is
     reachable."""
     region = {id(s.node): s.region for s in source.sites}
@@ -176,8 +177,9 @@ def set_up_only(source: Source, cls: ast.ClassDef) -> bool:
             return False   # a docstring or a constant, nothing else
     body = [x for x in getattr(forward, "body", [])
             if not (isinstance(x, ast.Expr) and isinstance(x.value, ast.Constant))]
-    if forward is None or forward.decorator_list or len(body) != 1 or not isinstance(body[0], ast.Raise):
-        return False
+    if forward is None or forward.decorator_list or not body or not (
+            (len(body) == 1 and isinstance(body[0], ast.Raise)) or region.get(id(body[0])) == SETUP):
+        return False   # its forward only raises, or only set-up runs it (tools/guards/regions.py `_called_only_in`)
     # and the class is only built, in set-up (`ConvBNReLU(...)`), or derived from: never handed
     # on (`super(C, self.c).forward(x)` in a forward would reach the layer's own)
     for s in source.sites:

@@ -66,6 +66,8 @@ def load(name, path):
 seed, problem = load("seed", sys.argv[1]), load("problem", sys.argv[2])
 torch.manual_seed(0); model = problem.Model(*problem.get_init_inputs())
 torch.manual_seed(0); new = seed.ModelNew(*problem.get_init_inputs())
+if sys.argv[3:] == ["eval"]:
+    model.eval(); new.eval()
 errors = []
 with torch.no_grad():
     for call in range(3):
@@ -79,16 +81,17 @@ print(json.dumps(errors))
 """
 
 
-def _lockstep_errors(name: str, tmp_path: Path, fixture: str = "") -> list[float]:
+def _lockstep_errors(name: str, tmp_path: Path, fixture: str = "", mode: str = "train") -> list[float]:
     """The seed's largest error against Model on each of three calls (TRITON_INTERPRET=1)."""
-    return lockstep_code_errors(_seed(name, fixture), PROBLEMS / f"{name}.py", tmp_path)
+    return lockstep_code_errors(_seed(name, fixture), PROBLEMS / f"{name}.py", tmp_path, mode)
 
 
-def lockstep_code_errors(code: str, problem: Path, tmp_path: Path) -> list[float]:
-    """`code`'s largest error against the problem's Model on each of three calls."""
+def lockstep_code_errors(code: str, problem: Path, tmp_path: Path, mode: str = "train") -> list[float]:
+    """`code`'s largest error against the problem's Model on each of three calls, both
+    modules as constructed (train) or after .eval()."""
     path = tmp_path / "seed.py"
     path.write_text(code, encoding="utf-8")
-    done = subprocess.run([sys.executable, "-c", LOCKSTEP, str(path), str(problem)],
+    done = subprocess.run([sys.executable, "-c", LOCKSTEP, str(path), str(problem), mode],
                           capture_output=True, text=True, cwd=ROOT, timeout=300,
                           env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
@@ -437,6 +440,13 @@ def test_a_lazy_layer_never_called_in_set_up_is_named():
 def test_a_forward_that_only_reshapes_its_input_is_named_as_computing_nothing():
     with pytest.raises(ValueError, match=r"has no Triton kernel: Model's forward computes nothing"):
         _seed("view_only")
+
+
+def test_an_encoder_layer_in_eval_mode_is_captured_as_its_ops_not_pytorchs_fused_fast_path(tmp_path):
+    # before: "Inductor leaves torch.ops.aten._transformer_encoder_layer_fwd.default to PyTorch"
+    code = _seed("encoder_layer_eval")
+    assert "_transformer_encoder_layer_fwd" not in code
+    assert max(_lockstep_errors("encoder_layer_eval", tmp_path, mode="eval")) < 1e-5
 
 
 def test_the_set_up_only_copy_of_a_torch_layer_takes_a_name_the_problem_does_not_use():

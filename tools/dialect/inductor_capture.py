@@ -28,6 +28,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from tools.dialect.capture_context import causal_masks_as_given, rnn_in_graph, warnings_out_of_graph
 from tools.dialect.module_state import (check_capturable, plain_held, plain_tensor_attributes, reads_self,
                                        scalar_attributes, unregistered)
 
@@ -177,12 +178,12 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             # a cast the forward makes (x.half().float()) rounds inside a fused kernel as eager
             # rounds it: by default Inductor keeps the wider value, and the seed missed eager
             stack.enter_context(torch._inductor.config.patch(emulate_precision_casts=True))
-        stack.enter_context(_warnings_out_of_graph())
-        stack.enter_context(_causal_masks_as_given())
+        stack.enter_context(warnings_out_of_graph())
+        stack.enter_context(causal_masks_as_given())
         # no horizontal "foreach" kernels (a cat of graph inputs on cuda copies them in one
         # combo kernel, which the converter does not read): each copy is its own kernel
         stack.enter_context(mock.patch.object(GraphLowering, "register_operation_list", lambda self, names: ""))
-        stack.enter_context(_rnn_in_graph())   # what recurrent_as_ops leaves (a projection, dropout)
+        stack.enter_context(rnn_in_graph())   # what recurrent_as_ops leaves (a projection, dropout)
         stack.enter_context(recurrent_as_ops(model))   # nn.LSTM / GRU / RNN as one op each, not unrolled
         torch._dynamo.reset()
         try:
@@ -354,55 +355,6 @@ def _loaded_from(module) -> str | None:
         return open(module.__file__, encoding="utf-8").read()
     except (AttributeError, OSError, TypeError):
         return None
-
-
-def _causal_masks_as_given():
-    """nn.Transformer's layers ask whether a mask is the causal one by comparing its values
-    (`_detect_is_causal_mask`), a data-dependent branch Dynamo cannot trace: the capture
-    applies the mask as given instead (is_causal only where the caller says so): the same
-    softmax over the same masked scores."""
-    from unittest import mock
-    return mock.patch("torch.nn.modules.transformer._detect_is_causal_mask",
-                      lambda mask, is_causal=None, size=None: bool(is_causal))
-
-
-def _warnings_out_of_graph():
-    """A forward that warns (level 2's 28: InstanceNorm2d of a view whose dim 1 is not its
-    num_features) broke the one graph on `warnings.warn`, which Dynamo cannot trace: it is
-    moved out of the graph instead, as Dynamo's own hint says (a warning computes nothing)."""
-    import contextlib
-    import warnings
-    from unittest import mock
-
-    import torch._dynamo
-    stack = contextlib.ExitStack()   # and a print, which Dynamo cannot trace: left out of the seed, as logs are
-    stack.enter_context(mock.patch("builtins.print", _left_out))
-    funcs = getattr(torch._dynamo.config, "reorderable_logging_functions", None)
-    if funcs is not None:
-        stack.enter_context(torch._dynamo.config.patch(reorderable_logging_functions={*funcs, warnings.warn}))
-    return stack
-
-
-def _left_out(*args, **kwargs) -> None:
-    """print() while Dynamo traces the problem's forward."""
-
-
-def _rnn_in_graph():
-    """nn.LSTM / GRU / RNN traced into the graph (Dynamo refuses them by default: a graph
-    break), where Inductor's decomposition writes them as per-step matrix products (the
-    GEMM family's launches, tools/kernels/gemm.py) and fused pointwise gates, every time
-    step of every layer unrolled."""
-    import contextlib
-
-    import torch
-    import torch._dynamo
-    stack = contextlib.ExitStack()
-    if hasattr(torch._dynamo.config, "allow_rnn"):
-        stack.enter_context(torch._dynamo.config.patch(allow_rnn=True))
-    # on cpu the decomposition picks oneDNN's whole-layer kernel (a fallback left to
-    # PyTorch, `aten.mkldnn_rnn_layer`) while oneDNN is on: the generic one is matrix products
-    stack.enter_context(torch.backends.mkldnn.flags(enabled=False))
-    return stack
 
 
 def capture_text(cap: Capture) -> str:

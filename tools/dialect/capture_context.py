@@ -1,0 +1,66 @@
+"""What the capture changes in torch while Dynamo and Inductor compile a problem's forward
+(tools/dialect/inductor_capture.py), so that its whole forward is one graph of ops Inductor
+writes Triton for: transformer layers as their ops, logs out of the graph, recurrent layers
+traced. Each is a context manager."""
+from __future__ import annotations
+
+
+def causal_masks_as_given():
+    """nn.Transformer's layers ask whether a mask is the causal one by comparing its values
+    (`_detect_is_causal_mask`), a data-dependent branch Dynamo cannot trace: the capture
+    applies the mask as given instead (is_causal only where the caller says so): the same
+    softmax over the same masked scores. In eval mode their fused inference "fast path"
+    (`aten._transformer_encoder_layer_fwd`, which Inductor leaves to PyTorch) is off: the same
+    layer as its ops."""
+    import contextlib
+    from unittest import mock
+
+    import torch
+    stack = contextlib.ExitStack()
+    stack.enter_context(mock.patch("torch.nn.modules.transformer._detect_is_causal_mask",
+                                   lambda mask, is_causal=None, size=None: bool(is_causal)))
+    mha = getattr(torch.backends, "mha", None)
+    if mha is not None and hasattr(mha, "set_fastpath_enabled"):
+        was = mha.get_fastpath_enabled()
+        mha.set_fastpath_enabled(False)
+        stack.callback(mha.set_fastpath_enabled, was)
+    return stack
+
+
+def warnings_out_of_graph():
+    """A forward that warns (level 2's 28: InstanceNorm2d of a view whose dim 1 is not its
+    num_features) broke the one graph on `warnings.warn`, which Dynamo cannot trace: it is
+    moved out of the graph instead, as Dynamo's own hint says (a warning computes nothing)."""
+    import contextlib
+    import warnings
+    from unittest import mock
+
+    import torch._dynamo
+    stack = contextlib.ExitStack()   # and a print, which Dynamo cannot trace: left out of the seed, as logs are
+    stack.enter_context(mock.patch("builtins.print", _left_out))
+    funcs = getattr(torch._dynamo.config, "reorderable_logging_functions", None)
+    if funcs is not None:
+        stack.enter_context(torch._dynamo.config.patch(reorderable_logging_functions={*funcs, warnings.warn}))
+    return stack
+
+
+def _left_out(*args, **kwargs) -> None:
+    """print() while Dynamo traces the problem's forward."""
+
+
+def rnn_in_graph():
+    """nn.LSTM / GRU / RNN traced into the graph (Dynamo refuses them by default: a graph
+    break), where Inductor's decomposition writes them as per-step matrix products (the
+    GEMM family's launches, tools/kernels/gemm.py) and fused pointwise gates, every time
+    step of every layer unrolled."""
+    import contextlib
+
+    import torch
+    import torch._dynamo
+    stack = contextlib.ExitStack()
+    if hasattr(torch._dynamo.config, "allow_rnn"):
+        stack.enter_context(torch._dynamo.config.patch(allow_rnn=True))
+    # on cpu the decomposition picks oneDNN's whole-layer kernel (a fallback left to
+    # PyTorch, `aten.mkldnn_rnn_layer`) while oneDNN is on: the generic one is matrix products
+    stack.enter_context(torch.backends.mkldnn.flags(enabled=False))
+    return stack

@@ -572,7 +572,9 @@ print(json.dumps(errors))
                                   "small_gru", "small_rnn_relu", "topk_gate", "weight_norm_linear",
                                   "text_embedding_bag", "prototype_cdist", "gnn_scatter", "bilinear_median",
                                   "pairwise_interaction", "attention_memory_state", "concat_inputs",
-                                  "embedding_max_norm", "transformer_causal_mask", "seq2seq_lstm", "gru_stack_noh0"])
+                                  "embedding_max_norm", "transformer_causal_mask", "seq2seq_lstm", "gru_stack_noh0",
+                                  "sequential_model", "layer_subclass", "print_in_forward", "float64_scalar_input",
+                                  "dummy_call_in_init", "submodule_hooks"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

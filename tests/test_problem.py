@@ -90,6 +90,49 @@ def test_a_problem_module_is_not_left_in_sys_modules(tmp_path):
     assert mod.__name__ not in sys.modules and mod.Config().d == 4
 
 
+def test_an_argparse_at_import_reads_the_problems_own_command_line_not_krefines(tmp_path):
+    src = GOOD.replace("import torch\n", "import argparse\nimport torch\n"
+                       "args = argparse.ArgumentParser().parse_args()\n", 1)
+    assert load_problem(write(tmp_path, src)).n_inputs == 1
+
+
+def test_get_inputs_that_moves_its_tensors_to_a_device_loads(tmp_path):
+    # `.to(device)` copies data, which a meta tensor does not hold: the check runs it on the cpu
+    src = _DEVICE.format(model=GOOD[GOOD.index("class Model"):GOOD.index("def get_inputs")])
+    assert load_problem(write(tmp_path, src)).n_inputs == 1
+
+
+_DEVICE = """import torch
+import torch.nn as nn
+device = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+{model}
+def get_inputs():
+    return [torch.randn(4, 8).to(device)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_model_whose_constructor_raises_is_bad_input_naming_it(tmp_path):
+    src = GOOD.replace("super().__init__()", "super().__init__()\n        raise ValueError('n must be even')", 1)
+    assert "Model(*get_init_inputs()) raised ValueError: n must be even" in fault(write(tmp_path, src))
+
+
+def test_importable_takes_out_only_the_problems_module(tmp_path):
+    import sys
+    from tools.problem import exec_module, importable
+    path = write(tmp_path, _CONFIG.replace("{future}", ""))
+    mod = exec_module(path, path.read_text())
+    with importable(mod):
+        assert sys.modules[mod.__name__] is mod
+        sys.modules["krefine_test_imported_meanwhile"] = mod
+    assert mod.__name__ not in sys.modules and sys.modules.pop("krefine_test_imported_meanwhile") is mod
+
+
 def test_missing_file_is_bad_input(tmp_path):
     assert "does not exist" in fault(tmp_path / "nope.py")
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from tools.errors import BadInput
+from tools.precision_flags import as_the_user_has_it, fp32_precisions, precision_flags, strict_fp32  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -115,11 +116,25 @@ def exec_module(path: Path, src: str) -> types.ModuleType:
     mod.__file__ = str(path)
     code = compile(src, str(path), "exec", dont_inherit=True)
     sys.modules[name] = mod     # the name is this path's own: nothing else is displaced
+    argv, sys.argv = sys.argv, [str(path)]   # as `python FILE` has it: an argparse at import reads no krefine flag
     try:
         exec(code, mod.__dict__)
     finally:
         sys.modules.pop(name, None)
+        sys.argv = argv
     return mod
+
+
+@contextlib.contextmanager
+def importable(mod: types.ModuleType):
+    """The problem's module in sys.modules for the block, under its own name, and only it
+    taken out after (mock.patch.dict would drop every module imported meanwhile): Dynamo
+    imports the module a decorated forward's globals name (`@torch.no_grad()`)."""
+    sys.modules[mod.__name__] = mod
+    try:
+        yield mod
+    finally:
+        sys.modules.pop(mod.__name__, None)
 
 
 def split_init(init: Any) -> tuple[list, dict]:
@@ -176,9 +191,8 @@ def load_problem(path: str | Path) -> Problem:
     # 3) validate shapes and arity on the meta device: no memory, no time
     state = _rng_state()
     try:
-        with torch.device("meta"):
-            init = _call(p, mod.get_init_inputs, "get_init_inputs", "meta_init")
-            inputs = _call(p, mod.get_inputs, "get_inputs", "meta_inputs")
+        init = _meta_call(p, mod.get_init_inputs, "get_init_inputs", "meta_init")
+        inputs = _meta_call(p, mod.get_inputs, "get_inputs", "meta_inputs")
     finally:
         _restore_rng(state)
     if not isinstance(init, (list, tuple)):
@@ -213,7 +227,13 @@ def _check_forward(p: Path, mod: types.ModuleType, model_cls, args: list, kwargs
         with torch.device("meta"), torch.no_grad():
             try:
                 model = model_cls(*args, **kwargs)
-            except Exception:   # a constructor the meta device cannot follow: the judge builds it for real
+            except Exception as e:   # a constructor the meta device cannot follow: the judge builds it for real,
+                if _raised_by(e, p) and not _meta_limit(e):   # unless the file's own code raised it (`n must be
+                    with torch.device("cpu"):                 # a multiple of 3`) and does on the cpu too
+                        try:
+                            build_model(model_cls, mod, 0, "cpu")
+                        except Exception as real:   # noqa: BLE001 - the file's own fault, named
+                            _fault(p, real, "Model(*get_init_inputs())", "model")
                 return
             try:
                 model(*inputs)
@@ -238,9 +258,33 @@ def _check_forward(p: Path, mod: types.ModuleType, model_cls, args: list, kwargs
         _fault(p, meta_error, "the reference Model.forward(*get_inputs()) on the meta device", "forward")
 
 
+def _raised_by(e: BaseException, p: Path) -> bool:
+    """Whether the innermost frame of `e`'s traceback is the problem file's own code."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename == str(p)
+
+
 def _meta_limit(e: Exception) -> bool:
     """Whether `e` is the meta device's own limit rather than the forward's fault."""
     return isinstance(e, NotImplementedError) or "meta" in str(e).lower() or "data-dependent" in str(e).lower()
+
+
+def _meta_call(p: Path, fn, name: str, step: str):
+    """fn() on the meta device; on the cpu where it copies or reads data a meta tensor does
+    not hold (`torch.randn(4, 16).to(device)`: "Cannot copy out of meta tensor")."""
+    import torch
+    try:
+        with torch.device("meta"):
+            return fn()
+    except SystemExit:
+        raise BadInput(p, f"{name}() called exit()") from None
+    except Exception as e:   # noqa: BLE001 - a fault of the file's own is named below, as it was
+        if "meta" not in str(e):
+            with torch.device("meta"):
+                return _call(p, fn, name, step)
+    return _call(p, fn, name, step)
 
 
 def _call(p: Path, fn, name: str, step: str):
@@ -347,82 +391,6 @@ def _to(x, device: str):
     return x.to(device) if isinstance(x, torch.Tensor) else x
 
 
-
-
-# torch's precision flags are the process's: a strict reference computed under strict_fp32
-# in one judge thread must not leave eager timed without TF32 in another (as_the_user_has_it)
-_PRECISION = threading.RLock()
-
-
-def precision_flags(policy: str):
-    """The precision flags the policy runs the reference, eager and torch.compile with:
-    "strict" -> strict_fp32(), "as-run" -> as_the_user_has_it(). Both hold the lock, so a
-    session of the other policy in another thread cannot flip them meanwhile."""
-    if policy == "strict":
-        return strict_fp32()
-    if policy == "as-run":
-        return as_the_user_has_it()
-    raise ValueError(f"unknown precision policy {policy!r}")   # our bug: settings validated it
-
-
-def fp32_precisions(device: str) -> dict[str, str]:
-    """How torch computes fp32 convolutions and matmuls on `device` with the flags as they
-    are now: "tf32" or "ieee" each (for the verdict; call it inside precision_flags). On
-    cpu "ieee": TF32 is a tensor-core format, the flags change nothing there."""
-    import torch
-    if not str(device).startswith("cuda"):
-        return {"conv": "ieee", "matmul": "ieee"}
-    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
-    try:
-        conv_tf32, mm_tf32 = cudnn.allow_tf32, matmul.allow_tf32
-    except RuntimeError:    # torch >= 2.9 with the APIs mixed: the per-backend precisions
-        conv_tf32 = cudnn.conv.fp32_precision == "tf32"
-        mm_tf32 = matmul.fp32_precision == "tf32"
-    return {"conv": "tf32" if conv_tf32 else "ieee", "matmul": "tf32" if mm_tf32 else "ieee"}
-
-
-@contextlib.contextmanager
-def as_the_user_has_it():
-    """The precision flags as the process has them, unchanged by any strict_fp32 block of
-    another thread for as long as this one lasts ([eval] precision "as-run": the reference,
-    eager and torch.compile)."""
-    with _PRECISION:
-        yield
-
-
-@contextlib.contextmanager
-def strict_fp32():
-    """fp32 math in fp32 for the block: TF32 off for cuDNN convolutions and cuBLAS
-    matmuls; the flags as they were after. torch's default lets cuDNN convolve fp32
-    tensors in TF32 (a 10-bit mantissa, ~5e-4 relative error a product), beyond
-    KernelBench's fp32 tolerance (1e-4): a reference computed so fails an exact fp32
-    kernel, and Inductor's convolution template takes its ALLOW_TF32 from the same flag
-    (a seed captured under it is a TF32 kernel). Used for the reference, eager and
-    torch.compile under [eval] precision "strict" (precision_flags), and for the seed's
-    capture (tools/dialect/inductor_capture.py) under either policy."""
-    import torch
-    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
-    with _PRECISION:
-        # the legacy flags: their setters keep torch's per-backend precisions consistent
-        # (the new fp32_precision setters, mixed with them, leave states whose getters raise)
-        try:
-            saved = (cudnn.allow_tf32, matmul.allow_tf32)
-        except RuntimeError:    # torch >= 2.9, a problem that mixed the APIs: the exact sub-flags
-            subs = [(cudnn.conv, "ieee"), (cudnn.rnn, "ieee"), (matmul, "ieee")]
-            before = [b.fp32_precision for b, _ in subs]
-            for b, v in subs:
-                b.fp32_precision = v
-            try:
-                yield
-            finally:
-                for (b, _), v in zip(subs, before):
-                    b.fp32_precision = v
-            return
-        cudnn.allow_tf32 = matmul.allow_tf32 = False
-        try:
-            yield
-        finally:
-            cudnn.allow_tf32, matmul.allow_tf32 = saved
 
 
 if __name__ == "__main__":  # quick manual check: python -m tools.problem FILE...

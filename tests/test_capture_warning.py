@@ -3,7 +3,8 @@
 level 2's 28_BMM_InstanceNorm_Sum_ResidualAdd_Multiply got no seed, "torch.compile failed: Unsupported:
 Attempted to call function marked as skipped ... `_warnings.warn`"; a print of a shape, "Dynamo does not
 know how to trace builtin operator `print`"; a 0-dim float64 input, "torch.compile produced 1 output modules;
-expected one graph" (the try Dynamo restarted was counted as a graph)."""
+expected one graph" (the try Dynamo restarted was counted as a graph); a forward decorated with
+@torch.no_grad(), "No module named 'krefine_problem_...'" (Dynamo imports the module its globals name)."""
 from __future__ import annotations
 
 import subprocess
@@ -16,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROBLEM = ROOT / "tests" / "dialect" / "problems" / "instancenorm_warns.py"
 PRINTS = ROOT / "tests" / "problems" / "level3" / "print_in_forward.py"
 RESTARTS = ROOT / "tests" / "problems" / "level3" / "float64_scalar_input.py"
+NO_GRAD = ROOT / "tests" / "problems" / "level3" / "no_grad_forward.py"
 
 # its own process: torch.compile leaves Inductor's compile threads in the process that ran it
 _CAPTURE = """
@@ -72,4 +74,10 @@ def test_a_forward_that_prints_is_captured_as_one_graph():
 @pytest.mark.slow
 def test_a_forward_dynamo_traces_twice_is_captured_as_one_graph():
     out = _python(_CAPTURE, problem=RESTARTS)
+    assert out.stdout.strip().splitlines()[-1:] == ["captured True"], out.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_a_forward_decorated_with_no_grad_is_captured_as_one_graph():
+    out = _python(_CAPTURE, problem=NO_GRAD)
     assert out.stdout.strip().splitlines()[-1:] == ["captured True"], out.stderr[-2000:]

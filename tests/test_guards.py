@@ -1360,6 +1360,15 @@ def test_a_top_level_partial_of_a_layer_in_a_file_that_looks_names_up_by_string_
     assert "torch_compute" in rejected_by(src)
 
 
+def test_a_type_annotation_naming_a_layer_keeps_no_op():
+    assert "torch_compute" not in rejected_by(candidate(init="self.up: nn.Linear = nn.Linear(4, 8)"))
+
+
+def test_an_annotated_layer_attribute_run_in_the_forward_is_refused():
+    src = candidate(init="self.up: nn.Linear = nn.Linear(4, 8)", forward="out = self.up(out)")
+    assert "torch_compute" in rejected_by(src)
+
+
 _FEATURES = """
 import torch.nn.functional as F
 

@@ -449,6 +449,36 @@ def test_an_encoder_layer_in_eval_mode_is_captured_as_its_ops_not_pytorchs_fused
     assert max(_lockstep_errors("encoder_layer_eval", tmp_path, mode="eval")) < 1e-5
 
 
+def test_the_seed_of_a_forward_decorated_with_no_grad_matches_model(tmp_path):
+    # Dynamo imports the module the decorated forward's globals name (tests/test_capture_warning.py)
+    assert max(_lockstep_errors("no_grad_forward", tmp_path)) < 1e-6
+
+
+def test_a_tensor_the_problem_file_makes_at_module_level_is_named():
+    _refused("module_tensor", r"the forward reads W, a tensor the problem file makes at module level")
+
+
+def test_a_dataclass_config_set_up_builds_is_carried_with_its_decorator():
+    code = _seed("annotated_config")
+    assert "@dataclass\nclass Config:" in code
+
+
+def test_a_model_with_annotated_layers_and_a_dataclass_config_gets_a_seed_that_matches_it(tmp_path):
+    assert max(_lockstep_errors("annotated_config", tmp_path)) < 1e-6
+
+
+def test_a_forward_compiled_in_init_is_left_out_of_the_seed_with_the_method_it_compiled(tmp_path):
+    code = _seed("compiled_helper")
+    assert "torch.compile" not in _method(code, "ModelNew", "__init__") and "def _inner" not in code
+    assert max(_lockstep_errors("compiled_helper", tmp_path)) < 1e-6
+
+
+def test_an_init_default_computed_at_import_is_written_as_its_value():
+    # `hidden=args.hidden` of an argparse at import: ModelNew needs no parser
+    code = _seed("argparse_defaults")
+    assert "def __init__(self, d=8, hidden=12):" in code and "argparse" not in code
+
+
 def test_the_set_up_only_copy_of_a_torch_layer_takes_a_name_the_problem_does_not_use():
     src = (PROBLEMS / "sequential_model.py").read_text(encoding="utf-8") + "\nSequentialBase = 1\n"
     needed, new = model_new(src, [], [], 1)

@@ -99,7 +99,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     from tools.dialect.blocks import BLOCK_OPS, block_plan, block_worker, compile_blocks, stitch
     from tools.dialect.rnn_op import recurrent_as_ops
     from tools.errors import describe_compile_error
-    from tools.problem import build_model, make_inputs, strict_fp32
+    from tools.problem import build_model, importable, make_inputs, strict_fp32
     # 1) the model and inputs as the judge builds them; a plain tensor attribute (an RNN's
     #    hidden state: module.to() leaves it where __init__ made it) on the device, where
     #    the forward moves it (a cpu copy in the graph is a C++ kernel, not Triton)
@@ -178,6 +178,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             # a cast the forward makes (x.half().float()) rounds inside a fused kernel as eager
             # rounds it: by default Inductor keeps the wider value, and the seed missed eager
             stack.enter_context(torch._inductor.config.patch(emulate_precision_casts=True))
+        stack.enter_context(importable(problem.module))   # for a decorated forward (tools/problem.py)
         stack.enter_context(warnings_out_of_graph())
         stack.enter_context(causal_masks_as_given())
         # no horizontal "foreach" kernels (a cat of graph inputs on cuda copies them in one
@@ -228,6 +229,12 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     in_list = next((plain[id(t)] for t, s in zip(graph_inputs[0], sources) if s is None and id(t) in plain), None)
     if in_list:
         raise ValueError(plain_held(in_list))
+    held = {id(v): k for k, v in vars(problem.module).items() if isinstance(v, torch.Tensor)}
+    glob = next((held[id(t)] for t, s in zip(graph_inputs[0], sources) if s is None and id(t) in held), None)
+    if glob:   # `W = torch.randn(16, 16)` at import, read by the forward: no name of Model's reaches it
+        raise ValueError(f"the forward reads {glob}, a tensor the problem file makes at module level, not a "
+                         f"parameter or buffer of Model; a seed takes Model's tensors and its inputs: hold it in "
+                         f"Model (self.register_buffer('{glob}', {glob}))")
     # 4) what the forward returned and stored, as call()'s outputs or its arguments
     outs = graph_outputs[0] if graph_outputs else ()
     outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]

@@ -14,6 +14,7 @@ import ast
 import keyword
 
 from tools.dialect.inductor_wrapper import call_name, dotted
+from tools.dialect.init_edits import defaults_as_values, drop_forward_helpers, literal_text
 
 def meta_model(problem):
     """Model and its inputs on the meta device: names, shapes and strides, no memory. A
@@ -118,6 +119,8 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
         raise ValueError(f"Model subclasses {', '.join(bases)}, not nn.Module, one torch layer "
                          "or one module class of the problem's own")
     init = next((f for f in model.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+    if init is not None and module is not None:
+        defaults_as_values(init, type(module).__init__)
     if init is None:   # Model's base takes the init inputs (nn.Linear(8, 4)): ModelNew's does
         init = ast.parse("def __init__(self, *args, **kwargs):\n    super().__init__(*args, **kwargs)" if base
                          else "def __init__(self):\n    super().__init__()").body[0]
@@ -130,14 +133,15 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     if any(isinstance(n, ast.Name) and n.id == "ModelNew" and not _in_super(f, n)
            for f in [init, *kept] for n in ast.walk(f)):
         raise ValueError("Model.__init__ refers to Model other than in super()")
-    _drop_forward_lambdas(init, kept)
+    if drop_forward_helpers(init, kept):   # and what only they reached (`torch.compile(self._inner)`)
+        kept = [n for n in kept if any(n is m for m in set_up_members(model))]
     for node in [init, *kept]:
         kb_plain(node)
     # the forward KernelBook writes: module tensors and inputs, in call()'s order
     lines = [f"def forward(self, {', '.join(f'input_{i}' for i in range(n_inputs))}):"]
-    fixed = {i: v for i, v in (constants or {}).items() if _literal_text(v) is not None and v == v}
+    fixed = {i: v for i, v in (constants or {}).items() if literal_text(v) is not None and v == v}
     if fixed:
-        names, values = ", ".join(f"input_{i}" for i in fixed), ", ".join(_literal_text(v) for v in fixed.values())
+        names, values = ", ".join(f"input_{i}" for i in fixed), ", ".join(literal_text(v) for v in fixed.values())
         lines += [f"    if ({names},) != ({values},):",
                   f"        raise ValueError('this seed was compiled for inputs {', '.join(map(str, fixed))} = "
                   f"({values}), as get_inputs() gives them: Inductor wrote them into its kernels')"]
@@ -181,58 +185,9 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     return _needed_definitions(problem_src, tree, cls, roots, whole), model_src
 
 
-def _literal_text(value) -> str | None:
-    """Python source for a Python input value (0.5, 3, True, None, (2, 2), "mean"), or None."""
-    text = repr(value)
-    try:
-        return text if ast.literal_eval(text) == value else None
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return None
 
 
-def _torch_callable(expr: ast.AST) -> bool:
-    """`F.relu`, `torch.tanh`, `nn.GELU`: a torch function or class named, not called."""
-    return isinstance(expr, (ast.Attribute, ast.Name)) and \
-        dotted(expr).split(".")[0] in ("F", "torch", "nn", "functional")
 
-
-def _drop_forward_lambdas(init: ast.FunctionDef, kept: list[ast.stmt]) -> bool:
-    """`self.mlpf = lambda x: ...` in __init__ (minGPT's block) is the problem's forward's
-    helper: the seed's forward never calls it, and set-up nothing else reads it (by name or
-    string) does not need it either; it is left out, as the forward is (a lambda running
-    torch modules is work the guards would refuse). So is `self.act = F.relu`, a torch
-    function kept for the forward. Whether anything was left out."""
-    def names(nodes):
-        out = set()
-        for n in (x for node in nodes for x in ast.walk(node)):
-            if isinstance(n, ast.Attribute):
-                out.add(n.attr)
-            elif isinstance(n, ast.Name):
-                out.add(n.id)
-            elif isinstance(n, ast.Constant) and isinstance(n.value, str):
-                out.add(n.value)
-        return out
-    dropped = False
-    for stmt in list(init.body):
-        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and
-                (isinstance(stmt.value, ast.Lambda) or _torch_callable(stmt.value))):
-            continue
-        target = stmt.targets[0]
-        if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
-            continue
-        rest = [n for n in init.body if n is not stmt] + kept
-        if target.attr not in names(rest):
-            init.body.remove(stmt)
-            dropped = True
-    for stmt in list(init.body):   # `self.a.register_forward_hook(...)`: captured with the forward, which calls self.a
-        holder, _, hook = call_name(stmt).rpartition(".")
-        if isinstance(stmt, ast.Expr) and hook in ("register_forward_hook", "register_forward_pre_hook") and \
-                holder.startswith("self."):
-            init.body.remove(stmt)
-            dropped = True
-    if not init.body:
-        init.body.append(ast.Pass())
-    return dropped
 
 
 def set_up_members(cls: ast.ClassDef, roots=()) -> list[ast.stmt]:
@@ -311,7 +266,7 @@ def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef, roots=Non
         if isinstance(node, ast.ClassDef) and _is_module_class(node):
             body = set_up_members(node, (roots or {}).get(node.name, ()))
             init = next((m for m in body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None)
-            dropped = init is not None and _drop_forward_lambdas(init, [m for m in body if m is not init])
+            dropped = init is not None and drop_forward_helpers(init, [m for m in body if m is not init])
             layer = any(_torch_layer(b) for b in node.bases)
             if layer and node.name in whole and not any(getattr(m, "name", "") == "forward" for m in body):
                 body = [*body, ast.parse("def forward(self, *args, **kwargs):\n"   # set-up runs the layer's
@@ -344,8 +299,9 @@ def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef, roots=Non
     for n in tree.body:
         n = trimmed.get(id(n), n)
         if id(n) in need:
-            out.append(ast.unparse(n) if kb_plain(n) or id(n) in map(id, trimmed.values()) else
-                       ast.get_source_segment(src, n) or ast.unparse(n))
+            segment = ast.get_source_segment(src, n)   # a def's segment starts at `class` / `def`
+            out.append(ast.unparse(n) if kb_plain(n) or id(n) in map(id, trimmed.values()) or not segment or
+                       getattr(n, "decorator_list", None) else segment)   # unparsed with its @dataclass
     return "\n".join(out)
 
 

@@ -315,8 +315,8 @@ def library_holders(tree: ast.Module, sites, aliases, self_attrs, unbound) -> fr
     found: set[str] = set()
     for s in sites:
         n = s.node
-        if isinstance(n, ast.Assign) and holds_layer(n.value):
-            for t in n.targets:
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None and holds_layer(n.value):
+            for t in getattr(n, "targets", None) or [n.target]:
                 for leaf in ast.walk(t):
                     if isinstance(leaf, ast.Name) and isinstance(leaf.ctx, ast.Store):
                         found.add(leaf.id)

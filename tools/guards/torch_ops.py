@@ -198,7 +198,12 @@ def _type_test(source: Source, r) -> bool:
 
 
 def _torch_refs(source: Source) -> Iterator[tuple[int | None, str]]:
+    # a type annotation names a class, it computes nothing (`self.up: nn.Linear = nn.Linear(4, 8)`)
+    annotations = {id(x) for n in ast.walk(source.tree) for a in (getattr(n, "annotation", None),
+                   getattr(n, "returns", None)) if a is not None for x in ast.walk(a)}
     for r in source.refs:
+        if id(r.node) in annotations:
+            continue
         region = r.site.region
         for p in r.paths:
             if under(p, _DELEGATORS) and region != DEAD:

@@ -276,7 +276,7 @@ class Judge:
         import contextlib
 
         import torch
-        from tools.problem import make_inputs, strict_fp32
+        from tools.problem import importable, make_inputs, strict_fp32
         t = time.monotonic()
         # Inductor fixes a convolution template's TF32 from cuDNN's flag when it compiles:
         # "strict" compiles under the flags it is timed with. "as-run" compiles with the
@@ -287,7 +287,8 @@ class Judge:
         def compile_once():
             # its first call autotunes (device-wide waits): a capture waits for the whole compile
             model = self.reference_model()   # built already: no hold taken under its lock
-            with flags(), gpu_work():   # the guard last: a capture waits for it holding the flags
+            # the guard after the flags (a capture waits for it holding them); importable: a decorated forward
+            with flags(), gpu_work(), importable(self.problem.module):
                 cmodel = torch.compile(model)
                 with torch.no_grad():
                     cmodel(*make_inputs(self.problem.module, self.seeds[0], self.dev))

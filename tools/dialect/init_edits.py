@@ -1,0 +1,88 @@
+"""Model.__init__ as ModelNew takes it over (tools/dialect/kernelbook_model.py `model_new`):
+its parameter defaults written as the values Python made of them, and what only the
+problem's forward needed left out (a lambda, a torch function, a compiled method, a hook on a
+submodule)."""
+from __future__ import annotations
+
+import ast
+
+from tools.dialect.inductor_wrapper import call_name, dotted
+
+
+def defaults_as_values(init: ast.FunctionDef, made) -> None:
+    """Model.__init__'s parameter defaults written as the values Python made of them
+    (`hidden=args.hidden` of an argparse at import -> `hidden=32`), where each is a literal:
+    ModelNew then needs none of what computed them."""
+    if getattr(made, "__qualname__", "") != "Model.__init__":
+        return   # not Model's own (a decorator's wrapper, a base's)
+    values = list(made.__defaults__ or ())
+    defaults = init.args.defaults
+    if len(values) == len(defaults):
+        init.args.defaults = [_literal_node(v, d) for v, d in zip(values, defaults)]
+    kw = made.__kwdefaults__ or {}
+    init.args.kw_defaults = [d if d is None else _literal_node(kw.get(a.arg, d), d)
+                             for a, d in zip(init.args.kwonlyargs, init.args.kw_defaults)]
+
+
+def _literal_node(value, node: ast.expr) -> ast.expr:
+    text = literal_text(value) if not isinstance(value, ast.AST) else None
+    return node if text is None or isinstance(node, ast.Constant) else ast.parse(text, mode="eval").body
+
+
+def literal_text(value) -> str | None:
+    """Python source for a Python input value (0.5, 3, True, None, (2, 2), "mean"), or None."""
+    text = repr(value)
+    try:
+        return text if ast.literal_eval(text) == value else None
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+
+
+def _torch_callable(expr: ast.AST) -> bool:
+    """`F.relu`, `torch.tanh`, `nn.GELU`: a torch function or class named, not called."""
+    return isinstance(expr, (ast.Attribute, ast.Name)) and \
+        dotted(expr).split(".")[0] in ("F", "torch", "nn", "functional")
+
+
+_COMPILERS = ("torch.compile", "torch.jit.script", "torch.jit.trace")
+
+
+def drop_forward_helpers(init: ast.FunctionDef, kept: list[ast.stmt]) -> bool:
+    """`self.mlpf = lambda x: ...` in __init__ (minGPT's block) is the problem's forward's
+    helper: the seed's forward never calls it, and set-up nothing else reads it (by name or
+    string) does not need it either; it is left out, as the forward is (a lambda running
+    torch modules is work the guards would refuse). So are `self.act = F.relu`, a torch
+    function kept for the forward, and `self._f = torch.compile(self._inner)`, the forward
+    compiled. Whether anything was left out."""
+    def names(nodes):
+        out = set()
+        for n in (x for node in nodes for x in ast.walk(node)):
+            if isinstance(n, ast.Attribute):
+                out.add(n.attr)
+            elif isinstance(n, ast.Name):
+                out.add(n.id)
+            elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+                out.add(n.value)
+        return out
+    dropped = False
+    for stmt in list(init.body):
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and
+                (isinstance(stmt.value, ast.Lambda) or _torch_callable(stmt.value) or
+                 (isinstance(stmt.value, ast.Call) and dotted(stmt.value.func) in _COMPILERS))):
+            continue
+        target = stmt.targets[0]
+        if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
+            continue
+        rest = [n for n in init.body if n is not stmt] + kept
+        if target.attr not in names(rest):
+            init.body.remove(stmt)
+            dropped = True
+    for stmt in list(init.body):   # `self.a.register_forward_hook(...)`: captured with the forward, which calls self.a
+        holder, _, hook = call_name(stmt).rpartition(".")
+        if isinstance(stmt, ast.Expr) and hook in ("register_forward_hook", "register_forward_pre_hook") and \
+                holder.startswith("self."):
+            init.body.remove(stmt)
+            dropped = True
+    if not init.body:
+        init.body.append(ast.Pass())
+    return dropped

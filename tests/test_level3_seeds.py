@@ -479,6 +479,10 @@ def test_an_init_default_computed_at_import_is_written_as_its_value():
     assert "def __init__(self, d=8, hidden=12):" in code and "argparse" not in code
 
 
+def test_an_eval_encoder_given_a_padding_mask_zeroes_its_padded_positions_as_pytorchs_nested_path_does(tmp_path):
+    assert max(_lockstep_errors("encoder_padding_eval", tmp_path, mode="eval")) < 1e-5
+
+
 def test_the_set_up_only_copy_of_a_torch_layer_takes_a_name_the_problem_does_not_use():
     src = (PROBLEMS / "sequential_model.py").read_text(encoding="utf-8") + "\nSequentialBase = 1\n"
     needed, new = model_new(src, [], [], 1)

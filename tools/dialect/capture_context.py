@@ -4,6 +4,8 @@ writes Triton for: transformer layers as their ops, logs out of the graph, recur
 traced. Each is a context manager."""
 from __future__ import annotations
 
+from unittest import mock
+
 
 def causal_masks_as_given():
     """nn.Transformer's layers ask whether a mask is the causal one by comparing its values
@@ -63,4 +65,56 @@ def rnn_in_graph():
     # on cpu the decomposition picks oneDNN's whole-layer kernel (a fallback left to
     # PyTorch, `aten.mkldnn_rnn_layer`) while oneDNN is on: the generic one is matrix products
     stack.enter_context(torch.backends.mkldnn.flags(enabled=False))
+    return stack
+
+
+def nested_padding_zeroed(model, inputs):
+    """nn.TransformerEncoder in eval mode, given a key padding mask, runs on nested tensors
+    (its fast path), and its padded positions come out as zeros (`to_padded_tensor(0.0)`,
+    before its norm); with the fast path off (`causal_masks_as_given`) they would be computed
+    as tokens. Each encoder the eager forward runs so (found by running it once) is captured
+    with a forward that zeroes them there, as the padded positions of its layers' output."""
+    import contextlib
+
+    import torch
+    import torch.nn.functional as F
+    from torch.nn import TransformerEncoder
+    if not any(isinstance(m, TransformerEncoder) and not m.training and getattr(m, "use_nested_tensor", False)
+               for m in model.modules()):
+        return contextlib.nullcontext()
+    nested, current = [], []
+    forward, from_mask = TransformerEncoder.forward, torch._nested_tensor_from_mask
+
+    def watched(self, *args, **kwargs):
+        current.append(self)
+        try:
+            return forward(self, *args, **kwargs)
+        finally:
+            current.pop()
+
+    def converted(*args, **kwargs):
+        nested.extend(current[-1:])
+        return from_mask(*args, **kwargs)
+    rng = torch.random.get_rng_state()
+    try:
+        with mock.patch.object(TransformerEncoder, "forward", watched), \
+                mock.patch.object(torch, "_nested_tensor_from_mask", converted), torch.no_grad():
+            model(*inputs)
+    finally:
+        torch.random.set_rng_state(rng)
+
+    def zeroed(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        if src_key_padding_mask is None:
+            return forward(self, src, mask, src_key_padding_mask, is_causal)
+        pad = F._canonical_mask(mask=src_key_padding_mask, mask_name="src_key_padding_mask",
+                                other_type=F._none_or_dtype(mask), other_name="mask", target_type=src.dtype)
+        out = src
+        for layer in self.layers:
+            out = layer(out, src_mask=mask, is_causal=bool(is_causal), src_key_padding_mask=pad)
+        pad = pad != 0
+        out = out.masked_fill((pad if self.layers[0].self_attn.batch_first else pad.t()).unsqueeze(-1), 0.0)
+        return out if self.norm is None else self.norm(out)
+    stack = contextlib.ExitStack()
+    for enc in {id(e): e for e in nested}.values():
+        stack.enter_context(mock.patch.object(enc, "forward", zeroed.__get__(enc), create=True))
     return stack

@@ -28,7 +28,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from tools.dialect.capture_context import causal_masks_as_given, rnn_in_graph, warnings_out_of_graph
+from tools.dialect.capture_context import (causal_masks_as_given, nested_padding_zeroed, rnn_in_graph,
+                                           warnings_out_of_graph)
 from tools.dialect.module_state import (check_capturable, plain_held, plain_tensor_attributes, reads_self,
                                        scalar_attributes, unregistered)
 
@@ -180,6 +181,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             stack.enter_context(torch._inductor.config.patch(emulate_precision_casts=True))
         stack.enter_context(importable(problem.module))   # for a decorated forward (tools/problem.py)
         stack.enter_context(warnings_out_of_graph())
+        stack.enter_context(nested_padding_zeroed(model, inputs))   # before the fast path is off
         stack.enter_context(causal_masks_as_given())
         # no horizontal "foreach" kernels (a cat of graph inputs on cuda copies them in one
         # combo kernel, which the converter does not read): each copy is its own kernel

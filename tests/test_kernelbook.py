@@ -261,7 +261,7 @@ def test_unsupported_inductor_output_is_a_one_line_error_naming_it(case):
 
 @pytest.mark.parametrize("kernel, named, advice", [
     ("triton_poi_fused_randn_0", "(randn)", "the forward's own draw (torch.randn, rand), which eval mode keeps"),
-    ("triton_poi_fused_native_dropout_0", "(dropout)", "a dropout is random in training mode (--set eval.module_mode"),
+    ("triton_poi_fused_native_dropout_0", "(dropout)", "a dropout (an RReLU) is random in training mode (--set "),
 ])
 def test_a_random_draw_is_named_by_its_kernel_and_advised_by_its_kind(kernel, named, advice):
     # 35_LSTM's h0 = torch.randn(...) was named as Inductor's seed draw and advised to judge eval mode
@@ -272,13 +272,30 @@ def test_a_random_draw_is_named_by_its_kernel_and_advised_by_its_kind(kernel, na
     assert f"the forward draws random numbers {named}" in str(info.value) and advice in str(info.value)
 
 
-def test_model_subclassing_a_layer_is_an_error(tmp_path):
+def test_model_subclassing_a_layer_gets_a_seed_subclassing_a_set_up_only_copy_of_it(tmp_path):
     problem = tmp_path / "sub.py"
     problem.write_text(
         "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.ReLU):\n    pass\n\n\n"
         "def get_inputs():\n    return [torch.randn(33, 129)]\n\n\ndef get_init_inputs():\n    return []\n")
-    with pytest.raises(ValueError, match="Model subclasses nn.ReLU, not nn.Module"):
+    code = convert(load_problem(problem), read_capture(_text("cpu_relu_odd")))
+    assert "class ModelNew(ReLUBase):" in code and "class ReLUBase(nn.ReLU):" in code
+
+
+def test_a_model_subclassing_two_classes_is_an_error(tmp_path):
+    problem = tmp_path / "sub.py"
+    problem.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.ReLU, nn.Tanh):\n    pass\n\n\n"
+        "def get_inputs():\n    return [torch.randn(33, 129)]\n\n\ndef get_init_inputs():\n    return []\n")
+    with pytest.raises(ValueError, match="Model subclasses nn.ReLU, nn.Tanh, not nn.Module, one torch layer"):
         convert(load_problem(problem), read_capture(_text("cpu_relu_odd")))
+
+
+def test_a_random_op_left_to_pytorch_is_named_as_a_random_draw():
+    # nn.RReLU in training mode: its noise is aten.uniform, a fallback Inductor leaves to PyTorch
+    text = _text("cpu_relu_odd").replace(
+        "        del arg0_1\n", "        torch.ops.aten.uniform.default(buf0, 0.125, 0.3333)\n", 1)
+    with pytest.raises(ValueError, match=r"the forward draws random numbers \(uniform\).*an RReLU\) is random"):
+        convert(_problem(FIXTURE_PROBLEM["cpu_relu_odd"]), read_capture(text))
 
 
 # --- torch.compile on cpu (Inductor's Triton backend) ------------------------------------

@@ -162,6 +162,11 @@ def _state_outputs(cap: Capture) -> list[int]:
 _RANDOM_OP = re.compile(r"_(randn|randint|rand|bernoulli|dropout|normal|uniform|multinomial|randperm)(?:_|$)")
 
 
+# a random op Inductor leaves to PyTorch (nn.RReLU's noise in training mode: aten.uniform)
+_FALLBACK_DRAW = re.compile(r"\baten\.(uniform|normal|bernoulli|exponential|geometric|log_normal|cauchy|multinomial|"
+                            r"randperm|rrelu_with_noise)\b")
+
+
 def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
                   recorded: dict[str, dict[str, int]], n_used: int | None = None) -> tuple[str, set[str]]:
     """call(args) as KernelBook writes it; also the extern_kernels ops it uses. `n_used`:
@@ -169,13 +174,16 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
     graph may also return aliases of its inputs); None when the capture did not record
     it: exactly one output then."""
     draw = next((n for n in ast.walk(call_fn) if isinstance(n, ast.stmt) and not hasattr(n, "body")
-                 and re.search(r"\b(randint|inductor_seeds|inductor_random)\b", ast.unparse(n))), None)
+                 and (re.search(r"\b(randint|inductor_seeds|inductor_random)\b", ast.unparse(n)) or
+                      _FALLBACK_DRAW.search(ast.unparse(n)))), None)
     if draw is not None:    # named first: it is why no rewrite of the other statements can help
-        ops = sorted({m.group(1) for k in kernels for m in [_RANDOM_OP.search(k)] if m})
-        dropout = any(op in ("dropout", "bernoulli") for op in ops)
+        ops = sorted({m.group(1) for k in kernels for m in [_RANDOM_OP.search(k)] if m} |
+                     {m.group(1) for m in [_FALLBACK_DRAW.search(ast.unparse(draw))] if m})
+        dropout = any(op in ("dropout", "bernoulli", "uniform") for op in ops)   # uniform: RReLU's noise
         raise ValueError(f"call(): the forward draws random numbers ({', '.join(ops) or short_code(draw)}): no kernel "
                          "can reproduce torch's generator draw for draw; " + (
-                             "a dropout is random in training mode (--set eval.module_mode=eval judges inference)"
+                             "a dropout (an RReLU) is random in training mode (--set eval.module_mode=eval judges "
+                             "inference)"
                              if dropout or not ops else "the forward's own draw (torch.randn, rand), which eval mode "
                              "keeps: a seed needs the values as inputs or buffers"))
     pre, body, ret, externs = [], [], None, set()

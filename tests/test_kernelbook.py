@@ -290,6 +290,16 @@ def test_a_model_subclassing_two_classes_is_an_error(tmp_path):
         convert(load_problem(problem), read_capture(_text("cpu_relu_odd")))
 
 
+def test_a_tensor_constant_inductor_keeps_outside_call_is_named():
+    # `x + torch.tensor([[1., 0, 0], [0, 1., 0]])` in the forward
+    text = _text("cpu_relu_odd")
+    text = text.replace("\ndef call(", "\n_tensor_constant0 = None  # device(type='cpu') torch.float32 (2, 3)\n"
+                        "\ndef call(", 1)
+    with pytest.raises(ValueError, match=r"the forward makes a tensor from Python values .* make it in __init__ as a "
+                                         r"buffer"):
+        convert(_problem(FIXTURE_PROBLEM["cpu_relu_odd"]), read_capture(text))
+
+
 def test_a_random_op_left_to_pytorch_is_named_as_a_random_draw():
     # nn.RReLU in training mode: its noise is aten.uniform, a fallback Inductor leaves to PyTorch
     text = _text("cpu_relu_odd").replace(

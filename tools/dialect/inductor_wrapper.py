@@ -65,6 +65,10 @@ def read_wrapper(tree: ast.Module) -> tuple[dict[str, Kernel], ast.FunctionDef]:
             call_fn = node
         elif isinstance(node, ast.FunctionDef) and node.name.startswith("partition_"):
             raise ValueError(f"graph partitions are not supported ({node.name})")
+        elif isinstance(node, ast.Assign) and re.fullmatch(r"_tensor_constant\d+", _target(node)):
+            raise ValueError("the forward makes a tensor from Python values (`torch.tensor([[1., 0.], ...])`), which "
+                             "Inductor keeps as a constant outside call() and the converter does not carry: make it "
+                             "in __init__ as a buffer (self.register_buffer(...)) and read it from there")
         elif not _wrapper_boilerplate(node):
             raise ValueError(f"unsupported wrapper statement: {short_code(node)}")
     if call_fn is None:

@@ -293,8 +293,9 @@ def test_a_model_subclassing_two_classes_is_an_error(tmp_path):
 def test_a_tensor_constant_inductor_keeps_outside_call_is_named():
     # `x + torch.tensor([[1., 0, 0], [0, 1., 0]])` in the forward
     text = _text("cpu_relu_odd")
-    text = text.replace("\ndef call(", "\n_tensor_constant0 = None  # device(type='cpu') torch.float32 (2, 3)\n"
-                        "\ndef call(", 1)
+    assert "\nclass Runner" in text
+    text = text.replace("\nclass Runner", "\n_tensor_constant0 = None  # device(type='cpu') torch.float32 (2, 3)\n"
+                        "\nclass Runner", 1)
     with pytest.raises(ValueError, match=r"the forward makes a tensor from Python values .* make it in __init__ as a "
                                          r"buffer"):
         convert(_problem(FIXTURE_PROBLEM["cpu_relu_odd"]), read_capture(text))

@@ -40,3 +40,23 @@ def test_a_graph_break_leaves_out_hints_and_links():
 @pytest.mark.parametrize("error", [RuntimeError("CUDA out of\n memory"), ValueError("")])
 def test_any_other_error_is_its_type_and_text_on_one_line(error):
     assert describe_compile_error(error) == f"{type(error).__name__}: {' '.join(str(error).split())}"
+
+
+# torch 2.13's message for nn.GaussianNLLLoss (its `torch.any(var < 0)` check), abridged
+GUARD_ON_DATA = """Could not guard on data-dependent expression Eq(u0, 1) (unhinted: Eq(u0, 1)).  (Size-like symbols: none)
+
+Caused by: (_refs/__init__.py:459 in any)
+For more information, run with TORCH_LOGS="dynamic"
+
+from user code:
+   File "/home/me/models/nll.py", line 6, in forward
+    return self.gnll(x, t, var)
+  File "/usr/lib/python3.11/site-packages/torch/nn/modules/loss.py", line 459, in forward
+    return F.gaussian_nll_loss(
+"""
+
+
+def test_a_branch_on_values_inside_torch_names_the_users_line_and_torchs():
+    assert describe_compile_error(Unsupported(GUARD_ON_DATA)) == (
+        "Unsupported: the forward branches on tensor values, which one graph cannot hold "
+        "(at nll.py:6 `return self.gnll(x, t, var)`; in torch's loss.py:459)")

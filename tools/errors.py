@@ -58,6 +58,10 @@ def describe_compile_error(e: Exception) -> str:
         return f"{type(e).__name__}: {' '.join(text.split())}"
     kind = text.strip().splitlines()[0].strip()
     why = re.search(r"Explanation:\s*(.+)", text)
-    path, line, code = where[-1]
+    if "data-dependent" in kind and not why:   # a value test inside torch (F.gaussian_nll_loss: `torch.any(var < 0)`)
+        kind = "the forward branches on tensor values, which one graph cannot hold"
+    own = [w for w in where if "/torch/" not in w[0]]   # the problem's own line, then torch's beneath it
+    path, line, code = (own or where)[-1]
     said = f"{kind}: {why.group(1).strip()}" if why else kind
-    return f"{type(e).__name__}: {said} (at {path.rsplit('/', 1)[-1]}:{line} `{code.strip()}`)"
+    inner = f"; in torch's {where[-1][0].rsplit('/', 1)[-1]}:{where[-1][1]}" if own and own[-1] != where[-1] else ""
+    return f"{type(e).__name__}: {said} (at {path.rsplit('/', 1)[-1]}:{line} `{code.strip()}`{inner})"

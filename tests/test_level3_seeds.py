@@ -608,7 +608,8 @@ print(json.dumps(errors))
                                   "pairwise_interaction", "attention_memory_state", "concat_inputs",
                                   "embedding_max_norm", "transformer_causal_mask", "seq2seq_lstm", "gru_stack_noh0",
                                   "sequential_model", "layer_subclass", "print_in_forward", "float64_scalar_input",
-                                  "dummy_call_in_init", "submodule_hooks"])
+                                  "dummy_call_in_init", "submodule_hooks", "no_grad_forward", "annotated_config",
+                                  "compiled_helper"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

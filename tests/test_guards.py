@@ -1142,6 +1142,21 @@ def test_a_top_level_function_only_init_calls_may_build_torch_modules():
     assert "torch_compute" not in rejected_by(src)
 
 
+_RECURSIVE_HELPER = ("def build(c, depth):\n    if depth == 0:\n        return [nn.Linear(c, c)]\n"
+                     "    return [nn.Linear(c, c)] + build(c, depth - 1)\n")
+
+
+def test_a_top_level_function_only_init_and_itself_call_may_build_torch_modules():
+    src = candidate(prelude=_RECURSIVE_HELPER, init="self.body = nn.ModuleList(build(4, 2))")
+    assert "torch_compute" not in rejected_by(src)
+
+
+def test_a_recursive_function_the_forward_calls_is_on_the_forward_path():
+    src = candidate(prelude=_RECURSIVE_HELPER, init="self.body = nn.ModuleList(build(4, 2))",
+                    forward="junk = build(4, 1)")
+    assert "torch_compute" in rejected_by(src)
+
+
 def test_a_top_level_function_forward_calls_is_on_the_forward_path():
     act = "def act(x):\n    return torch.relu(x)\n"
     assert "torch_compute" in rejected_by(candidate(prelude=act, forward="out = act(out)"))

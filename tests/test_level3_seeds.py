@@ -458,6 +458,10 @@ def test_a_tensor_the_problem_file_makes_at_module_level_is_named():
     _refused("module_tensor", r"the forward reads W, a tensor the problem file makes at module level")
 
 
+def test_a_tensor_held_as_a_class_attribute_is_named():
+    _refused("class_attribute_tensor", r"the forward reads Model\.table, a tensor held as a class attribute")
+
+
 def test_a_dataclass_config_set_up_builds_is_carried_with_its_decorator():
     code = _seed("annotated_config")
     assert "@dataclass\nclass Config:" in code

@@ -231,12 +231,15 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     in_list = next((plain[id(t)] for t, s in zip(graph_inputs[0], sources) if s is None and id(t) in plain), None)
     if in_list:
         raise ValueError(plain_held(in_list))
-    held = {id(v): k for k, v in vars(problem.module).items() if isinstance(v, torch.Tensor)}
+    held = {id(v): (k, "the problem file makes at module level") for k, v in vars(problem.module).items()
+            if isinstance(v, torch.Tensor)}
+    held.update({id(v): (f"{type(m).__name__}.{k}", "held as a class attribute") for m in model.modules()
+                 for c in type(m).__mro__ for k, v in vars(c).items() if isinstance(v, torch.Tensor)})
     glob = next((held[id(t)] for t, s in zip(graph_inputs[0], sources) if s is None and id(t) in held), None)
     if glob:   # `W = torch.randn(16, 16)` at import, read by the forward: no name of Model's reaches it
-        raise ValueError(f"the forward reads {glob}, a tensor the problem file makes at module level, not a "
-                         f"parameter or buffer of Model; a seed takes Model's tensors and its inputs: hold it in "
-                         f"Model (self.register_buffer('{glob}', {glob}))")
+        raise ValueError(f"the forward reads {glob[0]}, a tensor {glob[1]}, not a parameter or buffer of Model; a "
+                         f"seed takes Model's tensors and its inputs: hold it in Model "
+                         f"(self.register_buffer('{glob[0].rpartition('.')[2]}', ...))")
     # 4) what the forward returned and stored, as call()'s outputs or its arguments
     outs = graph_outputs[0] if graph_outputs else ()
     outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]

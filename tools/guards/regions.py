@@ -121,7 +121,8 @@ def _setup_methods(tree: ast.Module) -> set[int]:
             if not method and owner.get(id(f)) not in setup and id(f) not in top:   # set-up code's, a method's
                 continue
             uses = [(r, parent) for r, parent in refs.get(f.name, []) if r is not f and not (
-                id(f) in top and isinstance(r, ast.Name) and f.name in local_names.get(owner.get(id(r)), ()))]
+                id(f) in top and isinstance(r, ast.Name) and f.name in local_names.get(owner.get(id(r)), ()))
+                and not (owner.get(id(r)) == id(f) and isinstance(parent, ast.Call) and parent.func is r)]   # recursion
             if uses and all(called_in_setup(r, parent, method) for r, parent in uses):
                 setup.add(id(f))
                 grew = True

@@ -69,13 +69,16 @@ def infer_sources(call_fn, arg_names, model, inputs) -> tuple[str, ...]:
     sources = []
     for name in arg_names:
         if name not in asserted:
-            raise ValueError(f"cannot tell which tensor {name} is (no assert_size_stride); record arg_sources")
+            raise ValueError(f"cannot tell which tensor call()'s {name} is (no assert_size_stride): the forward reads "
+                             "a tensor that is no input, parameter, buffer or tensor attribute of Model")
         hits = [s for s, t in pool.items() if (tuple(t.shape), tuple(t.stride())) == asserted[name]]
         if len(hits) != 1:
-            raise ValueError(f"cannot tell which tensor {name} is ({len(hits)} candidates); record arg_sources")
+            raise ValueError(f"cannot tell which tensor call()'s {name} is ({len(hits)} of Model's tensors and inputs "
+                             "have its shape and strides): the forward reads a tensor the capture could not name")
         sources.append(hits[0])
     if len(set(sources)) != len(sources):
-        raise ValueError("two call() arguments matched the same tensor; record arg_sources")
+        raise ValueError("two call() arguments matched the same tensor of Model's by shape: the forward reads a "
+                         "tensor the capture could not name")
     return tuple(sources)
 
 

@@ -116,7 +116,8 @@ def convert(problem, capture: Capture, whole=frozenset()) -> str:
     returned = capture.returned or 0
     used = returned if isinstance(returned, list) else [returned]
     call_src, externs = _rewrite_call(call_fn, kernels, capture.launch_configs,
-                                      None if capture.returned is None else 1 + max([*used, *_state_outputs(capture)]))
+                                      None if capture.returned is None else 1 + max([*used, *_state_outputs(capture)]),
+                                      capture.module_mode)
     # 4) ModelNew from Model's own __init__
     prelude, model_src = model_new(problem.source, arg_names, sources, len(inputs), returned, capture.state,
                                    _asserted_layouts(call_fn), capture.returned_list, model,
@@ -167,8 +168,8 @@ _FALLBACK_DRAW = re.compile(r"\baten\.(uniform|normal|bernoulli|exponential|geom
                             r"randperm|rrelu_with_noise)\b")
 
 
-def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
-                  recorded: dict[str, dict[str, int]], n_used: int | None = None) -> tuple[str, set[str]]:
+def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded: dict[str, dict[str, int]],
+                  n_used: int | None = None, module_mode: str = "train") -> tuple[str, set[str]]:
     """call(args) as KernelBook writes it; also the extern_kernels ops it uses. `n_used`:
     how many of its outputs the forward uses (the returned one, the state it stores; the
     graph may also return aliases of its inputs); None when the capture did not record
@@ -182,8 +183,9 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel],
         dropout = any(op in ("dropout", "bernoulli", "uniform") for op in ops)   # uniform: RReLU's noise
         raise ValueError(f"call(): the forward draws random numbers ({', '.join(ops) or short_code(draw)}): no kernel "
                          "can reproduce torch's generator draw for draw; " + (
-                             "a dropout (an RReLU) is random in training mode (--set eval.module_mode=eval judges "
-                             "inference)"
+                             ("a dropout (an RReLU) is random in training mode (--set eval.module_mode=eval judges "
+                              "inference)" if module_mode == "train" else "one the forward asks for in eval mode too "
+                              "(`training=True`)")
                              if dropout or not ops else "the forward's own draw (torch.randn, rand), which eval mode "
                              "keeps: a seed needs the values as inputs or buffers"))
     pre, body, ret, externs = [], [], None, set()

@@ -1157,6 +1157,28 @@ def test_a_recursive_function_the_forward_calls_is_on_the_forward_path():
     assert "torch_compute" in rejected_by(src)
 
 
+_ACTIVATION = "def sq_relu(x):\n    return torch.relu(x) ** 2\n"
+_ENCODER = "self.layer = nn.TransformerEncoderLayer(8, 2, 16, activation={})"
+
+
+@pytest.mark.parametrize("activation", ["sq_relu", "lambda x: torch.tanh(x) * x"])
+def test_an_activation_set_up_hands_to_a_torch_layer_keeps_no_op(activation):
+    src = candidate(prelude=_ACTIVATION, init=_ENCODER.format(activation))
+    assert "torch_compute" not in rejected_by(src)
+
+
+@pytest.mark.parametrize("forward", ["out = sq_relu(out)", "out = self.layer.activation(out)"])
+def test_an_activation_handed_to_a_torch_layer_and_run_by_the_forward_is_refused(forward):
+    src = candidate(prelude=_ACTIVATION, init=_ENCODER.format("sq_relu"), forward=forward)
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_a_lambda_set_up_hands_to_a_function_of_its_own_is_on_the_forward_path():
+    prelude = "def keep(f):\n    return f\n"
+    src = candidate(prelude=prelude, init="self.f = keep(lambda x: torch.tanh(x))", forward="out = self.f(out)")
+    assert "torch_compute" in rejected_by(src)
+
+
 def test_a_top_level_function_forward_calls_is_on_the_forward_path():
     act = "def act(x):\n    return torch.relu(x)\n"
     assert "torch_compute" in rejected_by(candidate(prelude=act, forward="out = act(out)"))

@@ -1374,15 +1374,11 @@ def test_a_top_level_dict_of_layer_classes_only_built_in_init_keeps_no_op():
     assert "torch_compute" not in rejected_by(candidate(prelude=prelude, init='self.act = ACTS["gelu"]()'))
 
 
-def test_a_layer_built_by_a_top_level_partial_and_run_in_the_forward_is_refused():
-    prelude = "import functools\nConv = functools.partial(nn.Conv2d, kernel_size=3, padding=1)"
-    src = candidate(prelude=prelude, init="self.c = Conv(4, 8)", forward="out = self.c(out)")
-    assert "torch_compute" in rejected_by(src)
-
-
-def test_a_layer_built_from_a_top_level_dict_and_run_in_the_forward_is_refused():
-    prelude = 'ACTS = {"gelu": nn.GELU}'
-    src = candidate(prelude=prelude, init='self.act = ACTS["gelu"]()', forward="out = self.act(out)")
+@pytest.mark.parametrize("prelude, init", [
+    ("import functools\nConv = functools.partial(nn.Conv2d, kernel_size=3, padding=1)", "self.c = Conv(4, 8)"),
+    ('ACTS = {"gelu": nn.GELU}', 'self.c = ACTS["gelu"]()')], ids=["partial", "dict"])
+def test_a_layer_built_by_a_top_level_factory_and_run_in_the_forward_is_refused(prelude, init):
+    src = candidate(prelude=prelude, init=init, forward="out = self.c(out)")
     assert "torch_compute" in rejected_by(src)
 
 

@@ -487,6 +487,16 @@ def test_an_eval_encoder_given_a_padding_mask_zeroes_its_padded_positions_as_pyt
     assert max(_lockstep_errors("encoder_padding_eval", tmp_path, mode="eval")) < 1e-5
 
 
+def test_an_encoder_layer_with_an_activation_of_the_files_own_gets_a_seed_that_matches_it(tmp_path):
+    # the seed carries squared_relu for the layer's constructor; only the layer's forward would run it
+    assert "def squared_relu(" in _seed("encoder_custom_activation")
+    assert max(_lockstep_errors("encoder_custom_activation", tmp_path)) < 1e-5
+
+
+def test_layers_made_by_a_recursive_helper_get_a_seed_that_matches_them(tmp_path):
+    assert max(_lockstep_errors("recursive_builder", tmp_path)) < 1e-6
+
+
 def test_the_set_up_only_copy_of_a_torch_layer_takes_a_name_the_problem_does_not_use():
     src = (PROBLEMS / "sequential_model.py").read_text(encoding="utf-8") + "\nSequentialBase = 1\n"
     needed, new = model_new(src, [], [], 1)
@@ -613,7 +623,7 @@ print(json.dumps(errors))
                                   "embedding_max_norm", "transformer_causal_mask", "seq2seq_lstm", "gru_stack_noh0",
                                   "sequential_model", "layer_subclass", "print_in_forward", "float64_scalar_input",
                                   "dummy_call_in_init", "submodule_hooks", "no_grad_forward", "annotated_config",
-                                  "compiled_helper"])
+                                  "compiled_helper", "encoder_custom_activation", "recursive_builder"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

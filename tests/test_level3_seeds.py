@@ -497,6 +497,31 @@ def test_layers_made_by_a_recursive_helper_get_a_seed_that_matches_them(tmp_path
     assert max(_lockstep_errors("recursive_builder", tmp_path)) < 1e-6
 
 
+_DEFAULTS = """import torch
+import torch.nn as nn
+W = 7
+
+
+class Model(nn.Module):
+    def __init__(self, d=W, layers=[], k=-1, *, act=nn.ReLU, n=W + 1):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+
+    def forward(self, x):
+        return self.fc(x)
+"""
+
+
+def test_init_defaults_are_their_values_where_computed_and_as_written_where_literal():
+    # a mutable default ([]) may have changed since; nn.ReLU is no literal
+    namespace = {}
+    exec(compile(_DEFAULTS, "p.py", "exec"), namespace)
+    model = namespace["Model"]()
+    namespace["Model"].__init__.__defaults__[1].append(3)
+    _, new = model_new(_DEFAULTS, [], [], 1, module=model)
+    assert "def __init__(self, d=7, layers=[], k=-1, *, act=nn.ReLU, n=8):" in new
+
+
 def test_the_set_up_only_copy_of_a_torch_layer_takes_a_name_the_problem_does_not_use():
     src = (PROBLEMS / "sequential_model.py").read_text(encoding="utf-8") + "\nSequentialBase = 1\n"
     needed, new = model_new(src, [], [], 1)

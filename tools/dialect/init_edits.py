@@ -25,8 +25,15 @@ def defaults_as_values(init: ast.FunctionDef, made) -> None:
 
 
 def _literal_node(value, node: ast.expr) -> ast.expr:
+    """`node` as it is where it is a literal already (`[]`, `-1`: a mutable default's value may
+    have changed since), else the value as a literal where it is one."""
+    try:
+        ast.literal_eval(node)
+        return node
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        pass
     text = literal_text(value) if not isinstance(value, ast.AST) else None
-    return node if text is None or isinstance(node, ast.Constant) else ast.parse(text, mode="eval").body
+    return node if text is None else ast.parse(text, mode="eval").body
 
 
 def literal_text(value) -> str | None:

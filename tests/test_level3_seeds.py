@@ -522,6 +522,34 @@ def test_init_defaults_are_their_values_where_computed_and_as_written_where_lite
     assert "def __init__(self, d=7, layers=[], k=-1, *, act=nn.ReLU, n=8):" in new
 
 
+_CLASS_TABLE = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    table = torch.arange(8.0) * 0.25
+
+    def __init__(self, d=8):
+        super().__init__()
+        self.register_buffer("t", Model.table.clone())
+        {line}
+
+    def forward(self, x):
+        return x * self.t
+"""
+
+
+def test_a_class_attribute_read_through_models_name_in_init_is_read_through_model_news():
+    _, new = model_new(_CLASS_TABLE.replace("{line}", "pass"), [], [], 1)
+    assert 'self.register_buffer("t", ModelNew.table.clone())' in new.replace("'", '"')
+
+
+def test_model_named_in_init_for_anything_else_is_refused():
+    src = _CLASS_TABLE.replace("{line}", "self.kind = Model")
+    with pytest.raises(ValueError, match=r"Model\.__init__ refers to Model other than in super\(\) and its class"):
+        model_new(src, [], [], 1)
+
+
 def test_the_set_up_only_copy_of_a_torch_layer_takes_a_name_the_problem_does_not_use():
     src = (PROBLEMS / "sequential_model.py").read_text(encoding="utf-8") + "\nSequentialBase = 1\n"
     needed, new = model_new(src, [], [], 1)

@@ -133,9 +133,14 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     for node in ast.walk(ast.Module(body=[init, *kept], type_ignores=[])):
         if isinstance(node, ast.Name) and node.id == "Model":
             node.id = "ModelNew"   # super(Model, self) and nothing else: checked below
-    if any(isinstance(n, ast.Name) and n.id == "ModelNew" and not _in_super(f, n)
+    # `Model.table`: a class attribute ModelNew carries, read through the class's name
+    carried = {t.id for n in kept if isinstance(n, (ast.Assign, ast.AnnAssign))
+               for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+    read = {id(a.value) for f in [init, *kept] for a in ast.walk(f) if isinstance(a, ast.Attribute)
+            and isinstance(a.value, ast.Name) and a.value.id == "ModelNew" and a.attr in carried}
+    if any(isinstance(n, ast.Name) and n.id == "ModelNew" and not _in_super(f, n) and id(n) not in read
            for f in [init, *kept] for n in ast.walk(f)):
-        raise ValueError("Model.__init__ refers to Model other than in super()")
+        raise ValueError("Model.__init__ refers to Model other than in super() and its class attributes")
     if drop_forward_helpers(init, kept):   # and what only they reached (`torch.compile(self._inner)`)
         kept = [n for n in kept if any(n is m for m in set_up_members(model))]
     for node in [init, *kept]:

@@ -231,10 +231,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     in_list = next((plain[id(t)] for t, s in zip(graph_inputs[0], sources) if s is None and id(t) in plain), None)
     if in_list:
         raise ValueError(plain_held(in_list))
-    held = {id(v): (k, "the problem file makes at module level") for k, v in vars(problem.module).items()
-            if isinstance(v, torch.Tensor)}
-    held.update({id(v): (f"{type(m).__name__}.{k}", "held as a class attribute") for m in model.modules()
-                 for c in type(m).__mro__ for k, v in vars(c).items() if isinstance(v, torch.Tensor)})
+    held = _held_elsewhere(problem.module, model) if None in sources else {}
     glob = next((held[id(t)] for t, s in zip(graph_inputs[0], sources) if s is None and id(t) in held), None)
     if glob:   # `W = torch.randn(16, 16)` at import, read by the forward: no name of Model's reaches it
         raise ValueError(f"the forward reads {glob[0]}, a tensor {glob[1]}, not a parameter or buffer of Model; a "
@@ -367,6 +364,17 @@ def _loaded_from(module) -> str | None:
         return open(module.__file__, encoding="utf-8").read()
     except (AttributeError, OSError, TypeError):
         return None
+
+
+def _held_elsewhere(module, model) -> dict[int, tuple[str, str]]:
+    """{id: (name, where)} of the tensors the problem file holds outside Model's names: at
+    module level, and as class attributes of Model's modules."""
+    import torch
+    held = {id(v): (k, "the problem file makes at module level") for k, v in vars(module).items()
+            if isinstance(v, torch.Tensor)}
+    held.update({id(v): (f"{type(m).__name__}.{k}", "held as a class attribute") for m in model.modules()
+                 for c in type(m).__mro__ for k, v in vars(c).items() if isinstance(v, torch.Tensor)})
+    return held
 
 
 def capture_text(cap: Capture) -> str:

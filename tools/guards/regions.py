@@ -56,7 +56,7 @@ def _dead_defs(tree: ast.Module) -> set[int]:
     return dead
 
 
-def _setup_methods(tree: ast.Module) -> set[int]:
+def _setup_methods(tree: ast.Module, parent_of: dict, layer_call) -> set[int]:
     """Functions that run only while the module is built: a method every reference to
     which, anywhere in the file, is a call `self.name(...)` made in set-up code (`__init__`
     or another such function: a ResNet's `_make_layer`), and a function defined inside
@@ -90,7 +90,6 @@ def _setup_methods(tree: ast.Module) -> set[int]:
     methods = {id(m): m for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
                for m in c.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
     setup = {i for i, m in methods.items() if m.name == "__init__"}
-    parent_of = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
 
     def called_in_setup(r: ast.AST, parent: ast.AST, method: bool) -> bool:
         if method and not (isinstance(r, ast.Attribute) and isinstance(r.value, ast.Name) and r.value.id == "self"):
@@ -103,7 +102,7 @@ def _setup_methods(tree: ast.Module) -> set[int]:
             parent.func.value.id == "self" and parent.args == [r] and not parent.keywords
         # or handed to a torch layer's constructor (`activation=sq_relu`), which runs it only in its own forward
         ctor = parent_of.get(id(parent)) if isinstance(parent, ast.keyword) else parent
-        handed = not method and _layer_constructor(ctor) and r is not ctor.func
+        handed = not method and layer_call(ctor) and r is not ctor.func
         return isinstance(parent, ast.Call) and (parent.func is r or applied) and owner.get(id(r)) in setup or \
             handed and owner.get(id(r)) in setup
     classes = [] if _dynamic_names(tree) or any(
@@ -131,15 +130,6 @@ def _setup_methods(tree: ast.Module) -> set[int]:
                 setup.add(id(f))
                 grew = True
     return {i for i in setup if not (i in methods and methods[i].name == "__init__")}
-
-
-def _layer_constructor(node) -> bool:
-    """`nn.TransformerEncoderLayer(...)`, `torch.nn.Linear(...)`: a call of a torch layer class, by its spelling."""
-    if not isinstance(node, ast.Call):
-        return False
-    prefix, _, name = ast.unparse(node.func).rpartition(".")
-    return prefix in ("nn", "torch.nn") and name[:1].isupper() and name not in ("Module", "ModuleList", "ModuleDict",
-                                                                                "Sequential", "Parameter")
 
 
 # what reaches a module's submodules without naming them, outside set-up (`for m in self.children()`)
@@ -227,8 +217,11 @@ def _own_nodes(fn: ast.AST):
 
 def walk_regions(tree: ast.Module, aliases, self_attrs, unbound) -> list[Site]:
     dead = _dead_defs(tree)
-    setup_methods = _setup_methods(tree)
     parent_of = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+
+    def layer_call(node) -> bool:   # nn.TransformerEncoderLayer(...): a torch layer's constructor
+        return isinstance(node, ast.Call) and any(is_layer(p) for p in resolve(node.func, aliases, self_attrs, unbound))
+    setup_methods = _setup_methods(tree, parent_of, layer_call)
     backward_used = any(isinstance(n, ast.Attribute) and n.attr == "backward" and isinstance(n.ctx, ast.Load)
                         for n in ast.walk(tree))
     sites: list[Site] = []
@@ -259,8 +252,8 @@ def walk_regions(tree: ast.Module, aliases, self_attrs, unbound) -> list[Site]:
             if node.returns is not None:
                 children.append((node.returns, region, func, cls, False))
         elif isinstance(node, ast.Lambda):   # set-up's when set-up hands it to a torch layer (`activation=lambda x: ...`)
-            handed = isinstance(parent, ast.keyword) or (_layer_constructor(parent) and node in parent.args)
-            inner = region if region in (JIT, DEAD) or (region == SETUP and handed and _layer_constructor(
+            handed = isinstance(parent, ast.keyword) or (layer_call(parent) and node in parent.args)
+            inner = region if region in (JIT, DEAD) or (region == SETUP and handed and layer_call(
                 parent_of.get(id(parent)) if isinstance(parent, ast.keyword) else parent)) else FORWARD
             children = [(c, inner, node, cls, False) for c in ast.iter_child_nodes(node)]
         elif isinstance(node, ast.ClassDef):

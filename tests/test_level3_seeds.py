@@ -620,13 +620,68 @@ def test_a_forward_that_advances_a_python_counter_has_no_seed_and_the_reason_nam
     _refused("python_step_counter", r"the forward changes self\.calls \(a Python int, 0 before the call\)")
 
 
-def test_the_python_scalars_of_every_submodule_are_listed_by_path():
+@pytest.mark.slow
+@pytest.mark.parametrize("name, reason", [
+    ("list_step_counter", r"the forward changes self\.steps\[0\] \(a Python int, 0 before the call\)"),
+    ("global_step_counter", r"the forward changes the global STEP of the problem's module \(a Python int"),
+    ("tuple_cache", r"the forward changes self\.cache \(None before the call\)"),
+])
+def test_a_forward_changing_python_state_outside_a_tensor_has_no_seed_and_the_reason_names_it(name, reason):
+    _refused(name, reason)
+
+
+def test_a_state_buffer_the_forward_grows_has_no_seed_and_the_reason_gives_both_sizes():
+    _refused("growing_cache", r"replaces self\.keys \(\(1, 2, 16\), float32\) with a tensor of another size "
+                              r"or dtype \(\(1, 6, 16\), float32\)")
+
+
+@pytest.mark.slow
+def test_a_constructor_parameter_named_like_a_top_level_function_seeds_and_matches_the_model(tmp_path):
+    """ConvNeXt's `__init__(self, ..., drop_path=0.)` beside timm's `def drop_path`: the seed
+    was refused by the guards, which read the parameter as a use of the function."""
+    assert max(_lockstep_errors("drop_path_parameter", tmp_path)) < 1e-4
+
+
+def test_the_python_values_of_every_submodule_are_listed_by_path():
     import torch
-    from tools.dialect.module_state import scalar_attributes
+    from tools.dialect.module_state import python_values
     model = torch.nn.Sequential(torch.nn.Dropout(0.25), torch.nn.Linear(2, 3))
     model.steps = 4
-    found = scalar_attributes(model)
-    assert found["steps"] == 4 and found["0.p"] == 0.25 and found["1.in_features"] == 2 and "1.weight" not in found
+    found = python_values(model)
+    assert found["self.steps"] == 4 and found["self.0.p"] == 0.25 and found["self.1.in_features"] == 2
+    assert "self.1.weight" not in found and found["self.training"] is True
+
+
+def test_python_values_look_into_lists_dicts_plain_objects_and_the_modules_globals():
+    import types
+    import torch
+    from tools.dialect.module_state import python_values
+    model = torch.nn.Linear(2, 3)
+    model.steps, model.cfg = [0, (1.5,)], {"scale": 2.0}
+    model.state = types.SimpleNamespace(temp=0.5, h=torch.zeros(2))
+    module = types.ModuleType("problem")
+    module.STEP, module.torch, module.__warningregistry__ = 3, torch, {}
+    found = python_values(model, module)
+    assert found["self.steps[0]"] == 0 and found["self.steps[1][0]"] == 1.5 and found["self.cfg['scale']"] == 2.0
+    assert found["self.state.temp"] == 0.5 and repr(found["self.state.h"]) == "a tensor"
+    assert found["STEP"] == 3 and not any(p.startswith(("torch", "__")) for p in found)
+
+
+@pytest.mark.parametrize("change, said", [
+    (lambda m: m.steps.append(1), "self.steps (a Python list of 1 item before the call)"),
+    (lambda m: m.state.__setattr__("h", m.state.h + 1), "self.state.h (a tensor before the call)"),
+    (lambda m: m.cfg.__setitem__("scale", 3.0), "self.cfg['scale'] (a Python float, 2.0 before the call)"),
+])
+def test_what_a_forward_changes_is_named_by_the_path_the_code_uses(change, said):
+    import types
+    import torch
+    from tools.dialect.module_state import changed_value, python_values
+    model = torch.nn.Linear(2, 3)
+    model.steps, model.cfg, model.state = [0], {"scale": 2.0}, types.SimpleNamespace(h=torch.zeros(2))
+    before = python_values(model)
+    assert changed_value(before, python_values(model)) is None
+    change(model)
+    assert changed_value(before, python_values(model)).startswith(f"the forward changes {said}")
 
 
 @pytest.mark.slow

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from tools.dialect.capture_context import (causal_masks_as_given, nested_padding_zeroed, rnn_in_graph,
                                            warnings_out_of_graph)
 from tools.dialect.module_state import (check_capturable, plain_held, plain_tensor_attributes, reads_self,
-                                       scalar_attributes, unregistered)
+                                       python_values, changed_value, unregistered)
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     return {block: (its output module, its configs)} instead of a Capture.
     """
     import contextlib
+    import tempfile
     from unittest import mock
 
     import torch
@@ -110,7 +111,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     for path, t in attrs.items():
         _set_attribute(model, path, t.to(device))
     attrs = plain_tensor_attributes(model)
-    scalars = scalar_attributes(model)
+    scalars = python_values(model, problem.module)
     check_capturable(model, inputs)
     # the module's tensors as the forward finds them: one it rebinds (`self.ema = 0.9 * self.ema + x`)
     # is a graph input under its old value and state under its new one
@@ -165,7 +166,8 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     with contextlib.ExitStack() as stack:
         # a cache hit would skip codegen, and with it save_output_code (torch < 2.7: fresh_inductor_cache)
         fresh = getattr(inductor_utils, "fresh_cache", None) or inductor_utils.fresh_inductor_cache
-        stack.enter_context(fresh())
+        # in a directory of ours: on an error Inductor keeps its cache directory (a refusal left one in /tmp)
+        stack.enter_context(fresh(dir=stack.enter_context(tempfile.TemporaryDirectory(prefix="krefine-capture-"))))
         stack.enter_context(mock.patch.object(GraphLowering, "save_output_code", codes.append))
         if device == "cpu":
             stack.enter_context(_cpu_triton())
@@ -215,11 +217,10 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
                     if not isinstance(o, torch.Tensor)), "") if isinstance(out, (tuple, list)) else ""
         raise ValueError(f"Model.forward returns {bad or type(out).__name__}; a seed returns a tensor or a flat "
                          "tuple (or list) of tensors, as the judge compares them")
-    moved = [path for path, value in scalar_attributes(model).items() if path in scalars and scalars[path] != value]
+    moved = changed_value(scalars, python_values(model, problem.module),
+                          {f"self.{p}" for p in plain_tensor_attributes(model)})
     if moved:
-        raise ValueError(f"the forward changes self.{moved[0]} (a Python {type(scalars[moved[0]]).__name__}, "
-                         f"{scalars[moved[0]]!r} before the call): Inductor's graph holds its value at the "
-                         "capture as a constant, so no seed can follow it from call to call")
+        raise ValueError(moved)
     # 3) name each graph input by what it is in the problem; a tensor dynamo passed as a
     #    copy leaves the sources unrecorded, for convert to infer from shapes (or refuse)
     names = {id(t): f"input:{i}" for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
@@ -265,6 +266,11 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
                 raise ValueError(f"the forward sets self.{path}, which held no tensor before the call (None), and "
                                  "reads it: the graph holds that call's branch, so no seed can follow it from call "
                                  "to call; start it as a tensor (a zeros buffer)")
+            old = before.get(path)
+            if old is not None and (old.shape != t.shape or old.dtype != t.dtype):
+                raise ValueError(f"the forward replaces self.{path} ({_form(old)}) with a tensor of another size or "
+                                 f"dtype ({_form(t)}): a seed's sizes are fixed when it is made, so it cannot "
+                                 "follow a state that grows from call to call")
             state.append((path, now))
     replaced = [p for p, t in model.named_parameters() if params.get(p) is not t]
     if replaced:
@@ -274,6 +280,10 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
                    torch_version=torch.__version__, templates=templates, module_mode=module_mode,
                    launch_configs=chosen if device != "cpu" else {}, returned=returned, state=tuple(state),
                    returned_list=isinstance(out, list))
+
+
+def _form(t) -> str:
+    return f"{tuple(t.shape)}, {str(t.dtype).replace('torch.', '')}"
 
 
 def _set_attribute(model, path: str, value) -> None:

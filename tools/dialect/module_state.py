@@ -26,10 +26,94 @@ def plain_tensor_attributes(model) -> dict:
             if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter)}
 
 
-def scalar_attributes(model) -> dict:
-    """The Python numbers, strings and booleans a module's submodules hold, by dotted path
-    (a step counter the forward advances is state no captured graph carries)."""
-    return {path: v for path, v in _attributes(model) if isinstance(v, (bool, int, float, complex, str))}
+_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+
+
+class Items(tuple):
+    """A container's kind and length, as python_values records it beside its items."""
+    def __repr__(self):
+        return f"a Python {self[0]} of {self[1]} item{'' if self[1] == 1 else 's'}"
+
+
+class Held(int):
+    """A tensor inside a container or a plain object, by identity (the forward may replace it)."""
+    def __repr__(self):
+        return "a tensor"
+
+
+def python_values(model, module=None) -> dict:
+    """The Python values the forward could read and change, by path as the problem's code
+    names them: numbers, strings and booleans each module holds (`self.calls`,
+    `self.bn.training`), and inside its lists, tuples, dicts and plain objects
+    (`self.steps[0]`, `self.cfg['scale']`, `self.state.temp`), with each container's
+    length; and, given the problem's `module`, its globals likewise (`STEP`). Tensors and
+    modules are left to the capture's other checks. A step counter the forward advances
+    is state no captured graph carries: Dynamo writes its value into the graph."""
+    import torch
+    internal = set(vars(torch.nn.Module()))
+    out: dict = {}
+    for prefix, m in model.named_modules():
+        for name, v in vars(m).items():
+            if name not in internal or name == "training":
+                _leaves(f"self.{prefix}.{name}" if prefix else f"self.{name}", v, out, 0, set())
+    for name, v in (vars(module).items() if module is not None else ()):
+        if not name.startswith("__") and _plain(v):
+            _leaves(name, v, out, 0, set())
+    return out
+
+
+def _plain(v) -> bool:
+    """A value python_values looks into: a scalar, a container, or a plain object (not a
+    module, class, function, tensor or anything of torch's)."""
+    import types
+    if isinstance(v, _SCALARS + (list, tuple, dict, set, frozenset)):
+        return True
+    return hasattr(v, "__dict__") and not isinstance(v, (type, types.ModuleType, types.FunctionType,
+                                                        types.MethodType, types.BuiltinFunctionType)) \
+        and not type(v).__module__.startswith(("torch", "builtins", "functools", "typing"))
+
+
+def _leaves(path: str, v, out: dict, depth: int, seen: set) -> None:
+    import torch
+    if isinstance(v, _SCALARS):
+        out[path] = v
+        return
+    if isinstance(v, torch.Tensor) and depth:   # a module's own tensor attributes: the capture follows them
+        out[path] = Held(id(v))
+        return
+    if depth > 3 or id(v) in seen or not _plain(v):
+        return
+    seen = seen | {id(v)}
+    if isinstance(v, (list, tuple)):
+        out[path] = Items((type(v).__name__, len(v)))
+        for i, x in enumerate(v[:256]):
+            _leaves(f"{path}[{i}]", x, out, depth + 1, seen)
+    elif isinstance(v, dict):
+        out[path] = Items(("dict", len(v)))
+        for k, x in list(v.items())[:256]:
+            if isinstance(k, _SCALARS):
+                _leaves(f"{path}[{k!r}]", x, out, depth + 1, seen)
+    elif isinstance(v, (set, frozenset)):
+        out[path] = Items((type(v).__name__, len(v)))
+    else:
+        for name, x in vars(v).items():
+            _leaves(f"{path}.{name}", x, out, depth + 1, seen)
+
+
+def changed_value(before: dict, after: dict, followed=frozenset()) -> str | None:
+    """What the forward changed of `before` (python_values before the call), said as the
+    reason no seed can follow it; None when nothing changed. `followed`: paths that now hold
+    a module's own tensor, which the capture follows as state (`self.h = None`, then a tensor)."""
+    path = next((p for p, v in before.items() if p not in followed and
+                 (p not in after or after[p] != v or type(after[p]) is not type(v))), None)
+    if path is None:
+        return None
+    v = before[path]
+    what = repr(v) if isinstance(v, (Items, Held)) or v is None else f"a Python {type(v).__name__}, {v!r}"
+    where = path if path.startswith("self.") else f"the global {path} of the problem's module"
+    return (f"the forward changes {where} ({what} before the call): Inductor's graph holds its value at the "
+            "capture as a constant, so no seed can follow it from call to call; keep such state in a tensor "
+            "buffer (self.register_buffer)")
 
 
 def check_capturable(model, inputs=()) -> None:

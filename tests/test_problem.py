@@ -216,6 +216,34 @@ def test_inputs_are_reproducible_from_seed():
     assert a[0].equal(b[0]) and not a[0].equal(c[0])
 
 
+LAYOUTS = """
+import torch, torch.nn as nn
+class Model(nn.Module):
+    def forward(self, a, b, c, d):
+        return a.sum() + b.sum() + c.sum() + d.sum()
+def get_inputs():
+    return [torch.randn(1, 5).expand(3, 5), torch.randn(6, 22)[:, ::2], torch.randn(4, 5).t(),
+            torch.randn(2, 3, 4, 4).to(memory_format=torch.channels_last)]
+def get_init_inputs(): return []
+"""
+
+
+def test_inputs_are_laid_out_as_kernelbenchs_copy_to_the_device_lays_them_out(tmp_path):
+    """An expanded or strided-slice input becomes contiguous, as `x.cuda()` makes it in
+    KernelBench's harness (a seed captured on the stride-0 layout failed there); a transpose
+    and a channels-last input keep their strides."""
+    p = load_problem(write(tmp_path, LAYOUTS))
+    got = make_inputs(p.module, 0, "cpu")
+    want = [x.to("cpu", copy=True) for x in seeded_inputs(p.module, 0)]
+    assert [g.stride() for g in got] == [w.stride() for w in want] == [(5, 1), (11, 1), (1, 5), (48, 1, 12, 3)]
+    assert all(g.equal(w) for g, w in zip(got, want))
+
+
+def seeded_inputs(mod, seed):
+    from tools.problem import seeded
+    return seeded(mod.get_inputs, seed)
+
+
 def test_inputs_made_from_many_threads_at_once_match_their_seeds():
     """A judge makes references for several candidates at once (regression: a shared
     generator reseeded by another thread gave a reference on the wrong inputs)."""

@@ -356,11 +356,27 @@ def make_init(mod: types.ModuleType, seed: int, device: str) -> tuple[list, dict
 
 def make_inputs(mod: types.ModuleType, seed: int, device: str) -> list:
     """Inputs made directly on `device` (KernelBench makes them on the CPU and copies:
-    6.4 GB level-1 inputs then take seconds). Judge and worker call this with the same
-    seed on the same device, so they see identical values."""
+    6.4 GB level-1 inputs then take seconds), laid out as that copy lays them out. Judge
+    and worker call this with the same seed on the same device, so they see identical values."""
     import torch
     with torch.device(device):
-        return [_to(x, device) for x in seeded(mod.get_inputs, seed)]
+        return [_as_copied(_to(x, device)) for x in seeded(mod.get_inputs, seed)]
+
+
+def _as_copied(x):
+    """x laid out as KernelBench's copy to the device lays it out (`x.cuda()`, preserve_format):
+    an expanded or strided-slice input (overlapping or not dense) becomes contiguous, as a
+    seed captured here then meets it in KernelBench's harness and in user code; any other
+    layout (a transpose, channels-last) is kept."""
+    import torch
+    if not isinstance(x, torch.Tensor) or x.numel() < 2:
+        return x
+    spans = 1
+    for stride, size in sorted((st, n) for n, st in zip(x.shape, x.stride()) if n != 1):
+        if stride != spans:     # not a permutation of a contiguous layout (ATen's non-overlapping-and-dense)
+            return torch.empty_like(x).copy_(x)
+        spans *= size
+    return x
 
 
 def build_model(cls, mod: types.ModuleType, seed: int, device: str, module_mode: str = "train"):

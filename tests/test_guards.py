@@ -273,6 +273,32 @@ def test_a_pasted_but_unused_reference_model_and_get_inputs_are_ignored():
     assert found(src) == {}
 
 
+UNUSED_DROP_PATH = """
+def drop_path(x, p: float = 0.0, training: bool = False):
+    return x.div(1 - p)
+"""
+
+
+def test_a_parameter_named_like_an_unused_top_level_function_does_not_keep_it_alive():
+    """ConvNeXt's files paste timm's `def drop_path(...)` beside `__init__(self, drop_path=0.)`:
+    the parameter is no reference to the function, whose torch code never runs."""
+    src = candidate(prelude=UNUSED_DROP_PATH, init="self.p = drop_path")
+    src = src.replace("def __init__(self", "def __init__(self, drop_path=0.1")
+    assert "def __init__(self, drop_path=0.1" in src and found(src) == {}
+
+
+@pytest.mark.parametrize("use", ["out = drop_path(out)", "f = [drop_path for _ in range(1)][0]\nout = f(out)"])
+def test_a_top_level_function_the_forward_reaches_by_its_global_name_is_still_checked(use):
+    src = candidate(prelude=UNUSED_DROP_PATH, forward=use)
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_a_default_value_reads_the_top_level_function_so_it_is_still_checked():
+    src = candidate(prelude=UNUSED_DROP_PATH, forward="out = g(out)")
+    src = src.replace("    def forward(self, x):", "    def forward(self, x, g=drop_path):")
+    assert "torch_compute" in rejected_by(src)
+
+
 def test_custom_op_of_the_files_own_library_is_not_a_library_op():
     src = candidate(forward='out = torch.ops.krelu.relu(out)',
                     prelude='torch.library.define("krelu::relu", "(Tensor x) -> Tensor")')

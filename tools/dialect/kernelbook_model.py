@@ -15,6 +15,7 @@ import keyword
 
 from tools.dialect.inductor_wrapper import call_name, dotted
 from tools.dialect.init_edits import defaults_as_values, drop_forward_helpers, literal_text
+from tools.guards.names import global_loads
 
 def meta_model(problem):
     """Model and its inputs on the meta device: names, shapes and strides, no memory. A
@@ -299,8 +300,11 @@ def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef, roots=Non
     provided = {"torch", "triton", "tl", "nn", "grid", "get_raw_stream", "triton_helpers", "libdevice", "tl_math"}
     need, todo = set(), [new]
     while todo:
-        for n in ast.walk(todo.pop()):
-            if isinstance(n, ast.Name) and n.id in defs and n.id not in provided and id(defs[n.id]) not in need:
+        node = todo.pop()
+        glob = global_loads(ast.Module(body=[node], type_ignores=[]))   # not a parameter of the same name
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and id(n) in glob and n.id in defs and n.id not in provided \
+                    and id(defs[n.id]) not in need:
                 need.add(id(defs[n.id]))
                 todo.append(defs[n.id])
     out = []

@@ -171,3 +171,76 @@ def is_jit(fn: ast.AST, aliases, self_attrs, unbound) -> bool:
             if p.startswith("triton.") and p.split(".")[-1] in JIT_DECORATORS:
                 return True
     return False
+
+
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+
+def global_loads(tree: ast.AST) -> set[int]:
+    """ids of the Name loads under `tree` that reach a module-level binding: not a parameter
+    or a name assigned in an enclosing function, lambda or comprehension (`def __init__(self,
+    drop_path=0.1)` reads its parameter, not a top-level `def drop_path`). A default, a
+    decorator or an annotation is read where the function is defined, so in the outer scope."""
+    out: set[int] = set()
+
+    def visit(node: ast.AST, shadowed: frozenset) -> None:
+        if isinstance(node, _FUNCS):
+            a = node.args
+            outer = [*a.defaults, *[d for d in a.kw_defaults if d is not None]]
+            if not isinstance(node, ast.Lambda):
+                outer += [*node.decorator_list, *([node.returns] if node.returns else []),
+                          *[x.annotation for x in _params(a) if x.annotation is not None]]
+            for x in outer:
+                visit(x, shadowed)
+            inner = shadowed | _locals(node)
+            for x in (node.body if isinstance(node.body, list) else [node.body]):
+                visit(x, inner)
+            return
+        if isinstance(node, _COMPS):
+            targets = frozenset(n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name))
+            for i, g in enumerate(node.generators):
+                visit(g.iter, shadowed if i == 0 else shadowed | targets)
+                for c in g.ifs:
+                    visit(c, shadowed | targets)
+            for x in ([node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]):
+                visit(x, shadowed | targets)
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in shadowed:
+            out.add(id(node))
+        for child in ast.iter_child_nodes(node):
+            visit(child, shadowed)
+
+    visit(tree, frozenset())
+    return out
+
+
+def _params(a: ast.arguments) -> list[ast.arg]:
+    return [*a.posonlyargs, *a.args, *a.kwonlyargs, *([a.vararg] if a.vararg else []), *([a.kwarg] if a.kwarg else [])]
+
+
+def _locals(fn) -> frozenset:
+    """The names a function binds in its own scope: its parameters and what its body assigns,
+    imports or defines (not inside a nested function or class), less those it declares global."""
+    names = {p.arg for p in _params(fn.args)}
+    declared: set[str] = set()
+    todo = list(fn.body) if isinstance(fn.body, list) else [fn.body]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+            continue
+        if isinstance(n, (ast.Lambda, *_COMPS)):
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            names.add(n.id)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            names.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in n.names)
+        elif isinstance(n, ast.Global):
+            declared.update(n.names)
+        elif isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name):
+            names.add(n.target.id)
+        todo.extend(ast.iter_child_nodes(n))
+    return frozenset(names - declared)

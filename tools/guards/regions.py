@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from tools.guards.names import is_jit, is_layer, resolve
+from tools.guards.names import global_loads, is_jit, is_layer, resolve
 
 # where a node sits: what runs per forward call, what runs once, what never runs
 SETUP, FORWARD, JIT, DEAD = "setup", "forward", "jit", "dead"
@@ -35,8 +35,9 @@ def _dead_defs(tree: ast.Module) -> set[int]:
     string (getattr, globals) or decorating it keeps it alive."""
     loads: dict[str, list[ast.AST]] = {}
     strings = set()
+    glob = global_loads(tree)      # a parameter or local of the same name is no reference
     for n in ast.walk(tree):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+        if isinstance(n, ast.Name) and id(n) in glob:
             loads.setdefault(n.id, []).append(n)
         elif isinstance(n, ast.Attribute):
             loads.setdefault(n.attr, []).append(n)

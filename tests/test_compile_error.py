@@ -60,3 +60,38 @@ def test_a_branch_on_values_inside_torch_names_the_users_line_and_torchs():
     assert describe_compile_error(Unsupported(GUARD_ON_DATA)) == (
         "Unsupported: the forward branches on tensor values, which one graph cannot hold "
         "(at nll.py:6 `return self.gnll(x, t, var)`; in torch's loss.py:459)")
+
+
+# torch 2.13's message when an int(tensor) slice size reaches a matmul, abridged: Inductor's
+# lowering, with the op's line under "Found from" and no "from user code" block
+LOWERING_ON_DATA = """LoweringException: GuardOnDataDependentSymNode: Could not guard on data-dependent expression Max(1, u3) >= u3 (unhinted: Max(1, u3) >= u3).  (Size-like symbols: none)
+
+consider using data-dependent friendly APIs such as guard_or_false, guard_or_true and statically_known_true.
+  target: aten.bmm.default
+  args[0]: TensorBox(StorageBox(Pointwise('cpu', torch.float32, def inner_fn(index): ...
+        File "/home/me/models/kv.py", line 8, in forward,
+          K = self.kc[:, :int(self.pos)],
+Found from :
+   File "/home/me/models/kv.py", line 9, in forward
+    return (q @ K.transpose(1, 2)).softmax(-1) @ K
+           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+
+
+Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace (please do this especially if you're reporting a bug to PyTorch)."""
+
+
+class InductorError(Exception):
+    pass
+
+
+def test_a_data_dependent_size_in_inductors_lowering_is_named_with_the_users_line():
+    assert describe_compile_error(InductorError(LOWERING_ON_DATA)) == (
+        "InductorError: the forward reads a tensor's value into a size (`.item()`, `int(t)`: a data-dependent "
+        "shape) that an op needs fixed; a seed's sizes are fixed when it is made "
+        "(at kv.py:9 `return (q @ K.transpose(1, 2)).softmax(-1) @ K`)")
+
+
+def test_any_other_error_is_cut_to_one_line_of_bounded_length():
+    from tools.errors import FAULT_CHARS
+    said = describe_compile_error(RuntimeError("word " * 2000))
+    assert len(said) <= FAULT_CHARS and said.endswith(" …") and "\n" not in said

@@ -260,7 +260,8 @@ def test_unsupported_inductor_output_is_a_one_line_error_naming_it(case):
 
 
 @pytest.mark.parametrize("kernel, named, advice", [
-    ("triton_poi_fused_randn_0", "(randn)", "the forward's own draw (torch.randn, rand), which eval mode keeps"),
+    ("triton_poi_fused_randn_0", "(randn)", "the forward's own draw (torch.randn, rand): a seed needs the values as "
+     "inputs or buffers; if it is drawn only in training (under `if self.training:`"),
     ("triton_poi_fused_native_dropout_0", "(dropout)", "a dropout (an RReLU) is random in training mode (--set "),
 ])
 def test_a_random_draw_is_named_by_its_kernel_and_advised_by_its_kind(kernel, named, advice):
@@ -272,6 +273,16 @@ def test_a_random_draw_is_named_by_its_kernel_and_advised_by_its_kind(kernel, na
     with pytest.raises(ValueError) as info:
         convert(_problem(FIXTURE_PROBLEM["cpu_relu_odd"]), capture)
     assert f"the forward draws random numbers {named}" in str(info.value) and advice in str(info.value)
+
+
+def test_a_randn_drawn_in_eval_mode_is_said_to_stay_in_eval_mode():
+    import dataclasses
+    text = _text("cpu_relu_odd").replace("triton_poi_fused_relu_0", "triton_poi_fused_randn_0").replace(
+        "        del arg0_1\n", "        aten.randint.low_out(-9223372036854775808, 9223372036854775807, [1], out=buf0)\n", 1)
+    capture = dataclasses.replace(read_capture(text), module_mode="eval")
+    with pytest.raises(ValueError) as info:
+        convert(_problem(FIXTURE_PROBLEM["cpu_relu_odd"]), capture)
+    assert "(eval mode keeps it)" in str(info.value) and "--set eval.module_mode" not in str(info.value)
 
 
 def test_a_dropout_drawn_in_eval_mode_is_not_advised_to_judge_eval_mode():

@@ -54,11 +54,17 @@ def describe_compile_error(e: Exception) -> str:
     import re
     text = str(e)
     where = re.findall(r'File "([^"]+)", line (\d+), in \w+\n\s*(.+)', text.partition("from user code:")[2])
+    sized = "GuardOnDataDependentSymNode" in text or "data-dependent expression" in text
+    if not where and sized:   # Inductor's lowering: the op that needs the size, under "Found from"
+        where = re.findall(r'File "([^"]+)", line (\d+), in \w+\n\s*(.+)', text.partition("Found from")[2])
     if not where:
-        return f"{type(e).__name__}: {' '.join(text.split())}"
+        return f"{type(e).__name__}: {one_line(text, FAULT_CHARS - len(type(e).__name__) - 2)}"
     kind = text.strip().splitlines()[0].strip()
+    if sized and "from user code:" not in text:
+        kind = ("the forward reads a tensor's value into a size (`.item()`, `int(t)`: a data-dependent shape) that "
+                "an op needs fixed; a seed's sizes are fixed when it is made")
     why = re.search(r"Explanation:\s*(.+)", text)
-    if "data-dependent" in kind and not why:   # a value test inside torch (F.gaussian_nll_loss: `torch.any(var < 0)`)
+    if "data-dependent" in kind and not why and not kind.startswith("the forward reads"):   # a value test inside torch (F.gaussian_nll_loss: `torch.any(var < 0)`)
         kind = "the forward branches on tensor values, which one graph cannot hold"
     own = [w for w in where if "/torch/" not in w[0]]   # the problem's own line, then torch's beneath it
     path, line, code = (own or where)[-1]

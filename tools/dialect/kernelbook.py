@@ -186,8 +186,11 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded
                              ("a dropout (an RReLU) is random in training mode (--set eval.module_mode=eval judges "
                               "inference)" if module_mode == "train" else "one the forward asks for in eval mode too "
                               "(`training=True`)")
-                             if dropout or not ops else "the forward's own draw (torch.randn, rand), which eval mode "
-                             "keeps: a seed needs the values as inputs or buffers"))
+                             if dropout or not ops else "the forward's own draw (torch.randn, rand): a seed needs the "
+                             "values as inputs or buffers" + (
+                                 "; if it is drawn only in training (under `if self.training:`, as stochastic depth "
+                                 "or a VAE's sampling), --set eval.module_mode=eval judges inference without it"
+                                 if module_mode == "train" else " (eval mode keeps it)")))
     pre, body, ret, externs = [], [], None, set()
     inputs = set(_call_arg_names(call_fn))
     stream_done = False

@@ -92,3 +92,23 @@ def test_on_a_gpu_inductor_s_compile_of_the_median_rewrite_gives_atens_values_an
         want, got = aten.median.dim(t, dim, keepdim), torch.compile(fr.median_dim)(t, dim, keepdim)
         assert torch.equal(want[0].isnan(), got[0].isnan()) and torch.equal(want[0].nan_to_num(), got[0].nan_to_num())
         assert torch.equal(want[1], got[1])
+
+
+def test_a_bool_scatter_gives_atens_values_and_other_dtypes_are_left_to_inductor():
+    g = torch.Generator().manual_seed(5)
+    mask = torch.rand(3, 40, generator=g) > 0.5
+    order = torch.argsort(torch.rand(3, 40, generator=g), dim=1)
+    assert torch.equal(fr.scatter_bool(mask, 1, order, mask), aten.scatter.src(mask, 1, order, mask))
+    x = torch.randn(3, 40)
+    assert fr.scatter_bool(x, 1, order, x) is NotImplemented
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_bool_scatter_compiles_to_triton_alone():
+    """A top-p filter's `remove.scatter(1, order, remove)`: Inductor's cuda backend left it to
+    PyTorch (`aten.scatter_.src`), and the seed was refused."""
+    from tools.dialect.inductor_capture import capture
+    from tools.problem import load_problem
+    from pathlib import Path
+    problem = load_problem(Path(__file__).parent / "problems" / "level3" / "top_p_filter.py")
+    assert "aten.scatter" not in capture(problem, "cuda").code.split("def call(")[1]

@@ -731,7 +731,8 @@ print(json.dumps(errors))
                                   "embedding_max_norm", "transformer_causal_mask", "seq2seq_lstm", "gru_stack_noh0",
                                   "sequential_model", "layer_subclass", "print_in_forward", "float64_scalar_input",
                                   "dummy_call_in_init", "submodule_hooks", "no_grad_forward", "annotated_config",
-                                  "compiled_helper", "encoder_custom_activation", "recursive_builder"])
+                                  "compiled_helper", "encoder_custom_activation", "recursive_builder",
+                                  "drop_path_parameter", "top_p_filter"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""
@@ -750,6 +751,22 @@ def test_a_default_with_library_attention_is_a_portfolio_entry_beside_the_templa
     entries = seed_portfolio(load_problem(PROBLEMS / "sdpa_attention.py"), "cuda", capture_fn=capture_fn)
     labels = [e.label for e in entries if e.code is not None]
     assert labels == ["default+gemm+attn", "templates+gemm", "default+gemm+attn+tf32x3", "templates+gemm+tf32x3"]
+
+
+@pytest.mark.parametrize("mode, advice", [("train", "--set eval.module_mode=eval judges inference"),
+                                           ("eval", "in eval mode too")])
+def test_an_attention_dropout_is_named_when_the_seed_is_made_not_at_its_first_call(mode, advice):
+    """nn.MultiheadAttention(dropout=0.2) in training mode on cuda: the seed was made, then
+    raised "dropout_p=0.2 is random" at every call."""
+    import dataclasses
+    from tools.dialect.kernelbook import convert
+    text = (FIXTURES / "cpu_sdpa_attention_library.py").read_text(encoding="utf-8")
+    old = "32), 0.0, True)"
+    assert old in text
+    capture = dataclasses.replace(read_capture(text.replace(old, "32), 0.2, True)")), module_mode=mode)
+    with pytest.raises(ValueError, match=r"draws random numbers \(attention dropout, dropout_p=0\.2\)") as info:
+        convert(load_problem(PROBLEMS / "sdpa_attention.py"), capture)
+    assert advice in str(info.value)
 
 
 def test_the_tf32x3_variant_runs_the_attention_family_at_tf32x3():

@@ -60,6 +60,11 @@ def describe_compile_error(e: Exception) -> str:
     if not where:
         return f"{type(e).__name__}: {one_line(text, FAULT_CHARS - len(type(e).__name__) - 2)}"
     kind = text.strip().splitlines()[0].strip()
+    devices = re.search(r"found two different devices ([\w:]+), ([\w:]+)", text)
+    if devices:   # a tensor made without device= in the forward: eager fails alike
+        kind = (f"the forward mixes tensors on {devices.group(1)} and {devices.group(2)}, as Model itself does there "
+                "(a tensor made in the forward without device=, or a plain tensor attribute model.to() does not "
+                "move); make it on the input's device (device=x.device) or hold it as a buffer")
     if sized and "from user code:" not in text:
         kind = ("the forward reads a tensor's value into a size (`.item()`, `int(t)`: a data-dependent shape) that "
                 "an op needs fixed; a seed's sizes are fixed when it is made")

@@ -15,6 +15,11 @@ values, computed in fp32 as the reference's dtype gives.
   aten/src/ATen/native/Embedding.cpp `embedding_renorm_`), put back by index: a row looked up
   twice is written twice with the same value.
 
+- `aten.scatter.src` of booleans (a top-p filter's `mask.scatter(1, order, mask)`): Inductor's
+  cuda backend leaves a bool (or int64) scatter to PyTorch, for want of an atomic add no plain
+  scatter needs (torch/_inductor/utils.py `use_scatter_fallback`); scattered as uint8 and
+  read back as bool, the same values.
+
 A form outside these (a 0-dim input) returns NotImplemented: the op stays a fallback and
 the seed names it.
 """
@@ -26,7 +31,14 @@ def fallback_decompositions() -> dict:
     aten = torch.ops.aten
     return {aten._trilinear.default: trilinear, aten.kthvalue.default: kthvalue,
             aten.median.dim: median_dim, aten.median.default: median,
-            aten.embedding_renorm.default: embedding_renorm}
+            aten.embedding_renorm.default: embedding_renorm, aten.scatter.src: scatter_bool}
+
+
+def scatter_bool(x, dim, index, src):
+    import torch
+    if src.dtype != torch.bool or x.dtype != torch.bool:
+        return NotImplemented
+    return torch.ops.aten.scatter.src(x.to(torch.uint8), dim, index, src.to(torch.uint8)).to(torch.bool)
 
 
 def trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):

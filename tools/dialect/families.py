@@ -83,11 +83,24 @@ def _sdpa_op(name: str) -> str | None:
     return m.group(1) if m and m.group(1) in _SDPA_OPS else None
 
 
-def _attention_launch(stmt: ast.Assign) -> ast.Assign:
+def _attention_launch(stmt: ast.Assign, module_mode: str = "train") -> ast.Assign:
     """`buf = torch.ops.aten._scaled_dot_product_X.default(q, k, v, ...)` -> `buf = sdpa('_scaled_
     dot_product_X', q, k, v, ..., precision='ieee')`: krefine's attention family
-    (tools/kernels/attention.py), the op's arguments as they were, a tuple as the op returns."""
-    return _as_family_call(stmt, "sdpa", "attention", [ast.Constant(_sdpa_op(call_name(stmt)))])
+    (tools/kernels/attention.py), the op's arguments as they were, a tuple as the op returns.
+    An attention dropout (dropout_p > 0, random) is a ValueError here, not a seed that
+    raises at its first call."""
+    from tools.kernels.attention import _SDPA_OPS as PARAMETERS
+    op = _sdpa_op(call_name(stmt))
+    names = PARAMETERS[op][0]
+    given = {**dict(zip(names, stmt.value.args[3:])), **{k.arg: k.value for k in stmt.value.keywords}}
+    p = given.get("dropout_p")
+    if isinstance(p, ast.Constant) and isinstance(p.value, (int, float)) and p.value:
+        raise ValueError(f"call(): the forward draws random numbers (attention dropout, dropout_p={p.value}): no kernel "
+                         "can reproduce torch's generator draw for draw; " + (
+                             "a dropout is random in training mode (--set eval.module_mode=eval judges inference)"
+                             if module_mode == "train" else "one the forward asks for in eval mode too (a dropout_p "
+                             "not tied to self.training)"))
+    return _as_family_call(stmt, "sdpa", "attention", [ast.Constant(op)])
 
 
 def _as_family_call(stmt: ast.Assign, name: str, what: str, lead: list[ast.expr]) -> ast.Assign:

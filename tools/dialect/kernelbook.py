@@ -237,7 +237,7 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded
             externs.add(call_name(stmt))
             body.append(stmt)
         elif isinstance(stmt, ast.Assign) and _sdpa_op(call_name(stmt)):
-            body.append(_attention_launch(stmt))
+            body.append(_attention_launch(stmt, module_mode))
             externs.add(ATTENTION_FAMILY)
         elif isinstance(stmt, ast.Assign) and call_name(stmt) == RNN_OP:
             body.append(_rnn_launch(stmt))

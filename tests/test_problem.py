@@ -392,3 +392,12 @@ def test_strict_fp32_waits_while_another_thread_times_with_the_users_flags():
         seen.append(("timed", torch.backends.cudnn.allow_tf32))
     t.join()
     assert seen == [("timed", torch.backends.cudnn.allow_tf32), "reference"]
+
+
+def test_a_model_torch_refuses_to_build_is_one_bad_input_naming_the_error(tmp_path):
+    """nn.ModuleDict({"items": ...}): torch's own code raises inside Model.__init__ (a name
+    nn.ModuleDict holds); the seeder printed torch's traceback and exited 1."""
+    src = GOOD.replace("super().__init__()", 'super().__init__()\n        self.d = nn.ModuleDict({"items": nn.ReLU()})')
+    assert 'nn.ModuleDict({"items"' in src
+    said = fault(write(tmp_path, src))
+    assert "Model(*get_init_inputs()) raised KeyError" in said and "attribute 'items' already exists" in said

@@ -228,8 +228,8 @@ def _check_forward(p: Path, mod: types.ModuleType, model_cls, args: list, kwargs
             try:
                 model = model_cls(*args, **kwargs)
             except Exception as e:   # a constructor the meta device cannot follow: the judge builds it for real,
-                if _raised_by(e, p) and not _meta_limit(e):   # unless the file's own code raised it (`n must be
-                    with torch.device("cpu"):                 # a multiple of 3`) and does on the cpu too
+                if not _meta_limit(e):   # unless it fails for another reason (the file's own `n must be a multiple
+                    with torch.device("cpu"):   # of 3`, a ModuleDict key torch refuses) and does on the cpu too
                         try:
                             build_model(model_cls, mod, 0, "cpu")
                         except Exception as real:   # noqa: BLE001 - the file's own fault, named

@@ -842,7 +842,20 @@ def test_a_seed_of_rebound_buffers_matches_the_model_on_three_calls(tmp_path):
 
 
 def test_a_parameter_returned_unchanged_is_named_as_the_reason():
-    _refused("returns_parameter", r"returns self\.logit_scale unchanged as output 2; a seed returns only")
+    _refused("returns_parameter", r"returns self\.logit_scale itself as output 2 \(unchanged, or updated in place\), "
+                                  r"not a tensor its graph computes; .* return a copy \(self\.logit_scale\.clone\(\)\)")
+
+
+def test_a_buffer_updated_in_place_and_returned_is_not_called_unchanged():
+    _refused("returns_updated_buffer", r"returns self\.ema itself as output 1 \(unchanged, or updated in place\)")
+
+
+def test_the_copy_the_reason_advises_gives_a_seed_that_matches_the_model_on_three_calls(tmp_path):
+    src = (PROBLEMS / "returns_updated_buffer.py").read_text(encoding="utf-8")
+    (tmp_path / "p.py").write_text(src.replace("return y * 2, self.ema", "return y * 2, self.ema.clone()"))
+    from tools.dialect.kernelbook import seed_candidate
+    code = seed_candidate(load_problem(tmp_path / "p.py"), "cpu")
+    assert max(lockstep_code_errors(code, tmp_path / "p.py", tmp_path)) < 1e-5
 
 
 def test_torchvision_set_up_idioms_give_a_seed_the_guards_accept():

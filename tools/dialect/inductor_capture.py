@@ -247,8 +247,11 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     if any(not w.startswith("output:") for w in said) and len(flat) > 1:
         k, w = next((k, w or names.get(id(flat[k]), "")) for k, w in enumerate(said) if not w.startswith("output:"))
         kind, _, name = w.partition(":")
-        what = f"its input {name}" if kind == "input" else f"self.{name}" if name else \
-            "a tensor no kernel of its graph writes"
+        if kind in ("buffer", "param", "attr"):   # Dynamo returns it from the module, after any in-place update
+            raise ValueError(f"Model.forward returns self.{name} itself as output {k} (unchanged, or updated in "
+                             f"place), not a tensor its graph computes; a seed returns only what its kernels compute: "
+                             f"return a copy (self.{name}.clone())")
+        what = f"its input {name}" if kind == "input" else "a tensor no kernel of its graph writes"
         raise ValueError(f"Model.forward returns {what} unchanged as output {k}; a seed returns only what its "
                          "kernels compute")
     indices = [int(w.partition(":")[2]) if w.startswith("output:") else 0 for w in said]

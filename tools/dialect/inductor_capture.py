@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 from tools.dialect.capture_context import (causal_masks_as_given, nested_padding_zeroed, rnn_in_graph,
                                            warnings_out_of_graph)
-from tools.dialect.module_state import (check_capturable, plain_held, plain_tensor_attributes, reads_self,
-                                       python_values, changed_value, unregistered)
+from tools.dialect.module_state import (Held, changed_value, check_capturable, plain_held, plain_tensor_attributes,
+                                       python_values, reads_self, unregistered)
 
 
 @dataclass(frozen=True)
@@ -238,6 +238,12 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
         raise ValueError(f"the forward reads {glob[0]}, a tensor {glob[1]}, not a parameter or buffer of Model; a "
                          f"seed takes Model's tensors and its inputs: hold it in Model "
                          f"(self.register_buffer('{glob[0].rpartition('.')[2]}', ...))")
+    kept = {int(v): p for p, v in scalars.items() if isinstance(v, Held)} if None in sources else {}
+    inner = next((kept[id(t)] for t, s in zip(graph_inputs[0], sources) if s is None and id(t) in kept), None)
+    if inner:   # `self.cache = [torch.zeros(d)]`: model.to() and state_dict pass it by
+        raise ValueError(f"the forward reads {inner}, a tensor held in a Python container or object, not a "
+                         "parameter or buffer of Model; a seed takes Model's tensors and its inputs: hold it in Model "
+                         "as a buffer (self.register_buffer)")
     # 4) what the forward returned and stored, as call()'s outputs or its arguments
     outs = graph_outputs[0] if graph_outputs else ()
     outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]

@@ -109,6 +109,10 @@ def changed_value(before: dict, after: dict, followed=frozenset()) -> str | None
     if path is None:
         return None
     v = before[path]
+    if isinstance(v, Held):
+        return (f"the forward replaces {path}, a tensor held in a Python container or object, not a parameter or "
+                "buffer of Model, so no seed can follow it from call to call; hold it in Model as a buffer "
+                "(self.register_buffer)")
     what = repr(v) if isinstance(v, (Items, Held)) or v is None else f"a Python {type(v).__name__}, {v!r}"
     where = path if path.startswith("self.") else f"the global {path} of the problem's module"
     return (f"the forward changes {where} ({what} before the call): Inductor's graph holds its value at the "

@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 
 from tools.dialect.capture_context import (causal_masks_as_given, nested_padding_zeroed, rnn_in_graph,
                                            warnings_out_of_graph)
-from tools.dialect.module_state import (Held, changed_value, check_capturable, plain_held, plain_tensor_attributes,
-                                       python_values, reads_self, unregistered)
+from tools.dialect.module_state import (Held, changed_value, check_capturable, misshapen_outputs, plain_held,
+                                       plain_tensor_attributes, python_values, reads_self, tensor_form,
+                                       unregistered)
 
 
 @dataclass(frozen=True)
@@ -159,10 +160,12 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
         def recorded(*args):
             out = run(*args)
             graph_outputs.append(out)
+            misshapen.extend(misshapen_outputs(gm, out))
             return out
         return recorded
 
     codes: list[str] = []
+    misshapen: list[str] = []
     with contextlib.ExitStack() as stack:
         # a cache hit would skip codegen, and with it save_output_code (torch < 2.7: fresh_inductor_cache)
         fresh = getattr(inductor_utils, "fresh_cache", None) or inductor_utils.fresh_inductor_cache
@@ -198,6 +201,9 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             in_list = next(iter(unregistered(model).values()), None)   # on cuda: left on the cpu by model.to()
             raise ValueError(plain_held(in_list, True) if in_list else
                              f"torch.compile failed: {describe_compile_error(e)}") from None
+        if misshapen:
+            raise ValueError(f"torch.compile's graph gives {misshapen[0]}: a torch.compile defect with this module, "
+                             "so no seed follows from its output")
         if only is not None:
             return split["codes"]
         if split and len(graph_inputs) == 1:     # the blocks' modules joined, with their configs
@@ -277,8 +283,8 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
                                  "to call; start it as a tensor (a zeros buffer)")
             old = before.get(path)
             if old is not None and (old.shape != t.shape or old.dtype != t.dtype):
-                raise ValueError(f"the forward replaces self.{path} ({_form(old)}) with a tensor of another size or "
-                                 f"dtype ({_form(t)}): a seed's sizes are fixed when it is made, so it cannot "
+                raise ValueError(f"the forward replaces self.{path} ({tensor_form(old)}) with a tensor of another size or "
+                                 f"dtype ({tensor_form(t)}): a seed's sizes are fixed when it is made, so it cannot "
                                  "follow a state that grows from call to call")
             state.append((path, now))
     replaced = [p for p, t in model.named_parameters() if params.get(p) is not t]
@@ -289,10 +295,6 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
                    torch_version=torch.__version__, templates=templates, module_mode=module_mode,
                    launch_configs=chosen if device != "cpu" else {}, returned=returned, state=tuple(state),
                    returned_list=isinstance(out, list))
-
-
-def _form(t) -> str:
-    return f"{tuple(t.shape)}, {str(t.dtype).replace('torch.', '')}"
 
 
 def _set_attribute(model, path: str, value) -> None:

@@ -1,6 +1,7 @@
 """What a module holds besides what torch.compile's graph reads as inputs: tensors that
-are neither parameters nor buffers, Python numbers (tools/dialect/inductor_capture.py
-follows both from call to call, or names why it cannot), and state no capture can hold.
+are neither parameters nor buffers, Python values (tools/dialect/inductor_capture.py
+follows both from call to call, or names why it cannot), and state no capture can hold;
+and the check that a compiled graph's outputs have the traced forward's shapes.
 """
 from __future__ import annotations
 
@@ -180,3 +181,22 @@ def reads_self(source: str, name: str) -> bool:
     import ast
     return any(isinstance(n, ast.Attribute) and n.attr == name and isinstance(n.ctx, ast.Load)
                and isinstance(n.value, ast.Name) and n.value.id == "self" for n in ast.walk(ast.parse(source)))
+
+
+def misshapen_outputs(gm, out) -> list[str]:
+    """Outputs the compiled graph gives another shape than the traced forward (torch 2.11 on
+    cuda: an LSTM with proj_size's h_n as (L, 1, N, P) for (L, N, P))."""
+    import torch
+    node = next(n for n in gm.graph.nodes if n.op == "output")
+    traced = node.args[0] if isinstance(node.args[0], (tuple, list)) else [node.args[0]]
+    given = out if isinstance(out, (tuple, list)) else [out]
+    if len(traced) != len(given):
+        return []
+    return [f"output {k} the shape {tuple(o.shape)} where the forward gives {tuple(v.shape)}"
+            for k, (n, o) in enumerate(zip(traced, given))
+            if isinstance(v := getattr(n, "meta", {}).get("example_value"), torch.Tensor)
+            and isinstance(o, torch.Tensor) and tuple(o.shape) != tuple(v.shape)]
+
+
+def tensor_form(t) -> str:
+    return f"{tuple(t.shape)}, {str(t.dtype).replace('torch.', '')}"

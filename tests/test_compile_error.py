@@ -98,7 +98,8 @@ def test_any_other_error_is_cut_to_one_line_of_bounded_length():
 
 
 # torch 2.11's message on cuda for `x * 0.3 + torch.tensor([[1., 0, 0], [0, 1., 0]])`, abridged
-TWO_DEVICES = """Dynamo failed to run FX node with fake tensors: call_function <built-in function add>(*(FakeTensor(..., device='cuda:0', size=(4, 2, 3)), FakeTensor(..., size=(2, 3))), **{}): got RuntimeError('Unhandled FakeTensor Device Propagation for aten.add.Tensor, found two different devices cuda:0, cpu')
+TWO_DEVICES = """Dynamo failed to run FX node with fake tensors
+  Explanation: Dynamo failed to run FX node with fake tensors: call_function <built-in function add>(*(FakeTensor(..., device='cuda:0', size=(4, 2, 3)), FakeTensor(..., size=(2, 3))), **{}): got RuntimeError('Unhandled FakeTensor Device Propagation for aten.add.Tensor, found two different devices cuda:0, cpu')
 
 from user code:
    File "/home/me/models/affine.py", line 4, in forward
@@ -109,4 +110,4 @@ from user code:
 def test_tensors_on_two_devices_are_named_as_the_models_own_fault_with_its_line():
     said = describe_compile_error(Unsupported(TWO_DEVICES))
     assert said.startswith("Unsupported: the forward mixes tensors on cuda:0 and cpu, as Model itself does there")
-    assert said.endswith("(at affine.py:4 `return x * 0.3 + torch.tensor([[1., 0, 0], [0, 1., 0]])`)")
+    assert said.endswith("hold it as a buffer (at affine.py:4 `return x * 0.3 + torch.tensor([[1., 0, 0], [0, 1., 0]])`)")

@@ -745,14 +745,15 @@ def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tm
     assert max(json.loads(done.stdout.strip().splitlines()[-1])) < 1e-4
 
 
-def test_outputs_a_compiled_graph_gives_another_shape_than_the_traced_forward_are_named():
+def test_outputs_a_compiled_graph_gives_another_shape_than_the_eager_forward_are_named():
     import torch
-    from tools.dialect.module_state import misshapen_outputs
-    gm = torch.fx.symbolic_trace(lambda x: (x * 2, x + 1))
-    for n, shape in zip(next(n for n in gm.graph.nodes if n.op == "output").args[0], [(6, 2, 5), (3,)]):
-        n.meta["example_value"] = torch.empty(shape)
-    assert misshapen_outputs(gm, (torch.empty(6, 2, 5), torch.empty(3))) == []
-    assert misshapen_outputs(gm, (torch.empty(6, 1, 2, 5), torch.empty(3))) == [
+    from tools.dialect.module_state import eager_outputs, misshapen_outputs
+    lstm = torch.nn.LSTM(6, 12, 3, batch_first=True, bidirectional=True, proj_size=5)
+    out, (h_n, c_n) = lstm(torch.rand(2, 7, 6))
+    want = eager_outputs(lstm, [torch.rand(2, 7, 6)])
+    assert [tuple(t.shape) for t in (want[0], *want[1])] == [(2, 7, 10), (6, 2, 5), (6, 2, 12)]
+    assert misshapen_outputs(want[1], [h_n, c_n]) == []
+    assert misshapen_outputs(want[1], [h_n.unsqueeze(1), c_n]) == [
         "output 0 the shape (6, 1, 2, 5) where the forward gives (6, 2, 5)"]
 
 

@@ -73,6 +73,6 @@ def describe_compile_error(e: Exception) -> str:
         kind = "the forward branches on tensor values, which one graph cannot hold"
     own = [w for w in where if "/torch/" not in w[0]]   # the problem's own line, then torch's beneath it
     path, line, code = (own or where)[-1]
-    said = f"{kind}: {why.group(1).strip()}" if why else kind
+    said = f"{kind}: {why.group(1).strip()}" if why and not devices else kind
     inner = f"; in torch's {where[-1][0].rsplit('/', 1)[-1]}:{where[-1][1]}" if own and own[-1] != where[-1] else ""
     return f"{type(e).__name__}: {said} (at {path.rsplit('/', 1)[-1]}:{line} `{code.strip()}`{inner})"

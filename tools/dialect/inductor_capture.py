@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 
 from tools.dialect.capture_context import (causal_masks_as_given, nested_padding_zeroed, rnn_in_graph,
                                            warnings_out_of_graph)
-from tools.dialect.module_state import (Held, changed_value, check_capturable, misshapen_outputs, plain_held,
+from tools.dialect.module_state import (Held, changed_value, check_capturable, eager_outputs, misshapen_outputs,
+                                       plain_held,
                                        plain_tensor_attributes, python_values, reads_self, tensor_form,
                                        unregistered)
 
@@ -160,12 +161,10 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
         def recorded(*args):
             out = run(*args)
             graph_outputs.append(out)
-            misshapen.extend(misshapen_outputs(gm, out))
             return out
         return recorded
 
     codes: list[str] = []
-    misshapen: list[str] = []
     with contextlib.ExitStack() as stack:
         # a cache hit would skip codegen, and with it save_output_code (torch < 2.7: fresh_inductor_cache)
         fresh = getattr(inductor_utils, "fresh_cache", None) or inductor_utils.fresh_inductor_cache
@@ -201,9 +200,6 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             in_list = next(iter(unregistered(model).values()), None)   # on cuda: left on the cpu by model.to()
             raise ValueError(plain_held(in_list, True) if in_list else
                              f"torch.compile failed: {describe_compile_error(e)}") from None
-        if misshapen:
-            raise ValueError(f"torch.compile's graph gives {misshapen[0]}: a torch.compile defect with this module, "
-                             "so no seed follows from its output")
         if only is not None:
             return split["codes"]
         if split and len(graph_inputs) == 1:     # the blocks' modules joined, with their configs
@@ -218,6 +214,12 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
         chosen = codes[0][1] if split else _chosen_configs(codes[0])
         codes = [codes[0][0]] if split else codes
     flat = list(out) if isinstance(out, (tuple, list)) else [out]
+    if device != "cpu" and any(isinstance(m, torch.nn.RNNBase) and m.proj_size for m in model.modules()):
+        # torch's own LSTM decomposition, not the eager cuDNN path (torch 2.11: h_n as (L, 1, N, P))
+        misshapen = misshapen_outputs(eager_outputs(model, inputs), flat)
+        if misshapen:
+            raise ValueError(f"torch.compile's graph gives {misshapen[0]}: a torch.compile defect with this module, "
+                             "so no seed follows from its output")
     if not flat or not all(isinstance(o, torch.Tensor) for o in flat):
         bad = next((f"{type(out).__name__} whose item {k} is a {type(o).__name__}" for k, o in enumerate(flat)
                     if not isinstance(o, torch.Tensor)), "") if isinstance(out, (tuple, list)) else ""

@@ -1,7 +1,7 @@
 """What a module holds besides what torch.compile's graph reads as inputs: tensors that
 are neither parameters nor buffers, Python values (tools/dialect/inductor_capture.py
 follows both from call to call, or names why it cannot), and state no capture can hold;
-and the check that a compiled graph's outputs have the traced forward's shapes.
+and the check that a compiled graph's outputs have the eager forward's shapes.
 """
 from __future__ import annotations
 
@@ -183,19 +183,24 @@ def reads_self(source: str, name: str) -> bool:
                and isinstance(n.value, ast.Name) and n.value.id == "self" for n in ast.walk(ast.parse(source)))
 
 
-def misshapen_outputs(gm, out) -> list[str]:
-    """Outputs the compiled graph gives another shape than the traced forward (torch 2.11 on
-    cuda: an LSTM with proj_size's h_n as (L, 1, N, P) for (L, N, P))."""
+def eager_outputs(model, inputs) -> list:
+    """A copy of `model`'s eager forward on `inputs`, flat (the model's own state untouched)."""
+    import copy
+
     import torch
-    node = next(n for n in gm.graph.nodes if n.op == "output")
-    traced = node.args[0] if isinstance(node.args[0], (tuple, list)) else [node.args[0]]
-    given = out if isinstance(out, (tuple, list)) else [out]
-    if len(traced) != len(given):
+    with torch.no_grad():
+        out = copy.deepcopy(model)(*inputs)
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def misshapen_outputs(want: list, got: list) -> list[str]:
+    """Outputs of a compiled graph (`got`) shaped otherwise than the eager forward's (`want`)."""
+    import torch
+    if len(want) != len(got):
         return []
-    return [f"output {k} the shape {tuple(o.shape)} where the forward gives {tuple(v.shape)}"
-            for k, (n, o) in enumerate(zip(traced, given))
-            if isinstance(v := getattr(n, "meta", {}).get("example_value"), torch.Tensor)
-            and isinstance(o, torch.Tensor) and tuple(o.shape) != tuple(v.shape)]
+    return [f"output {k} the shape {tuple(g.shape)} where the forward gives {tuple(w.shape)}"
+            for k, (w, g) in enumerate(zip(want, got))
+            if isinstance(w, torch.Tensor) and isinstance(g, torch.Tensor) and w.shape != g.shape]
 
 
 def tensor_form(t) -> str:

@@ -645,6 +645,21 @@ def test_a_tensor_held_in_a_plain_list_is_named_by_its_path_when_the_forward_rea
     _refused("list_tensor_state", r"the forward reads self\.cache\[0\], a tensor held in a Python container")
 
 
+def test_python_state_the_forward_only_writes_is_unread_and_what_it_reads_is_not():
+    from tools.dialect.module_state import unread
+    problem = load_problem(PROBLEMS / "write_only_state.py")
+    model = problem.module.Model()
+    roots = unread(model, problem.module, problem.source)
+    assert {"self.last_shape", "self.calls", "self.history", "self.stats", "LOG"} <= roots
+    src = problem.source.replace("return y\n", "return y * self.calls + len(LOG)\n")
+    assert not {"self.calls", "LOG"} & unread(model, problem.module, src)
+
+
+def test_a_forward_writing_python_state_nothing_reads_is_captured():
+    from tools.dialect.inductor_capture import capture
+    capture(load_problem(PROBLEMS / "write_only_state.py"), "cpu")    # before: "the forward changes self.last_shape"
+
+
 def test_the_python_values_of_every_submodule_are_listed_by_path():
     import torch
     from tools.dialect.module_state import python_values

@@ -33,7 +33,7 @@ from tools.dialect.capture_context import (causal_masks_as_given, nested_padding
 from tools.dialect.module_state import (Held, changed_value, check_capturable, eager_outputs, misshapen_outputs,
                                        plain_held,
                                        plain_tensor_attributes, python_values, reads_self, tensor_form,
-                                       unregistered)
+                                       unread, unregistered)
 
 
 @dataclass(frozen=True)
@@ -226,7 +226,8 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
         raise ValueError(f"Model.forward returns {bad or type(out).__name__}; a seed returns a tensor or a flat "
                          "tuple (or list) of tensors, as the judge compares them")
     moved = changed_value(scalars, python_values(model, problem.module),
-                          {f"self.{p}" for p in plain_tensor_attributes(model)})
+                          {f"self.{p}" for p in plain_tensor_attributes(model)},
+                          unread(model, problem.module, problem.source))
     if moved:
         raise ValueError(moved)
     # 3) name each graph input by what it is in the problem; a tensor dynamo passed as a

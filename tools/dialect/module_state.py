@@ -101,11 +101,44 @@ def _leaves(path: str, v, out: dict, depth: int, seen: set) -> None:
             _leaves(f"{path}.{name}", x, out, depth + 1, seen)
 
 
-def changed_value(before: dict, after: dict, followed=frozenset()) -> str | None:
+_WRITES = frozenset("append extend insert update add clear appendleft".split())
+
+
+def unread(model, module, source: str) -> set[str]:
+    """The roots of python_values' paths nothing in the problem's code reads: an attribute of
+    a module class of the file's that no `self.<name>` load (or string) names, a global no
+    name load reads (`self.last_shape = x.shape`, a count only incremented: writing them changes
+    no output). A torch layer's attributes (`self.bn.momentum`) are read by its forward."""
+    import ast
+    tree = ast.parse(source)
+    parent = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+
+    def written(n) -> bool:   # `self.log.append(y)` or `self.cache[k] = v`: a write, not a read
+        up = parent.get(id(n))
+        if isinstance(up, ast.Subscript) and isinstance(up.ctx, ast.Store):
+            return True
+        call = parent.get(id(up))
+        return isinstance(up, ast.Attribute) and up.attr in _WRITES and isinstance(call, ast.Call) \
+            and call.func is up and isinstance(parent.get(id(call)), ast.Expr)
+    loads = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)
+             and isinstance(n.value, ast.Name) and n.value.id == "self" and not written(n)}
+    loads |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and not written(n)}
+    out = {name for name in (vars(module) if module is not None else ()) if name not in names}
+    for prefix, m in model.named_modules():
+        if not type(m).__module__.startswith("torch."):
+            out |= {f"self.{prefix}.{n}" if prefix else f"self.{n}" for n in vars(m) if n not in loads}
+    return out
+
+
+def changed_value(before: dict, after: dict, followed=frozenset(), unread_roots=frozenset()) -> str | None:
     """What the forward changed of `before` (python_values before the call), said as the
     reason no seed can follow it; None when nothing changed. `followed`: paths that now hold
-    a module's own tensor, which the capture follows as state (`self.h = None`, then a tensor)."""
-    path = next((p for p, v in before.items() if p not in followed and
+    a module's own tensor, which the capture follows as state (`self.h = None`, then a tensor);
+    `unread_roots` (`unread`): what changes there changes no output."""
+    def read(p: str) -> bool:
+        return not any(p == r or p.startswith((r + ".", r + "[")) for r in unread_roots)
+    path = next((p for p, v in before.items() if p not in followed and read(p) and
                  (p not in after or after[p] != v or type(after[p]) is not type(v))), None)
     if path is None:
         return None

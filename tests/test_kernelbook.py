@@ -223,6 +223,11 @@ UNSUPPORTED = {
     "aten fallback": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.cumprod.default(arg0_1)\n"),
                       "call(): Inductor leaves torch.ops.aten.cumprod.default to PyTorch (a fallback kernel), and "
                       "krefine has no Triton kernel for it"),
+    "a data-dependent size": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.nonzero.default(arg0_1)\n"),
+                              "krefine has no Triton kernel for it (torch.nonzero, torch.where(cond) or a boolean mask"),
+    "a .data assignment": ("cpu_relu_odd", ("        del arg0_1\n",
+                                            "        buf9 = torch.ops.aten.set_.source_Tensor(arg0_1, arg0_1)\n"),
+                           "(an assignment to a tensor's .data, `self.w.data = ...`: write it in place instead"),
     "in-place aten fallback": ("cpu_relu_odd", ("        del arg0_1\n",
                                "        aten.index_reduce_.default(arg0_1, 0, arg0_1, arg0_1, 'prod')\n"),
                                "call(): Inductor leaves aten.index_reduce_.default to PyTorch (a fallback kernel), and "

@@ -168,6 +168,18 @@ _FALLBACK_DRAW = re.compile(r"\baten\.(uniform|normal|bernoulli|exponential|geom
                             r"randperm|rrelu_with_noise)\b")
 
 
+# what the user wrote that becomes a fallback no kernel can stand in for, where the op's name does not say
+_FALLBACK_HINTS = {
+    "nonzero": " (torch.nonzero, torch.where(cond) or a boolean mask: an output whose size depends on the "
+               "values, where a seed's sizes are fixed when it is made)",
+    "repeat_interleave": " (repeats given as a tensor: a size that depends on its values)",
+    "set_": " (an assignment to a tensor's .data, `self.w.data = ...`: write it in place instead, "
+            "`self.w.data.copy_(...)`)",
+    "linalg_matrix_exp": " (torch.matrix_exp, as parametrizations.orthogonal uses it)",
+    "_linalg_solve_ex": " (torch.linalg.solve, as parametrizations.orthogonal's Cayley map uses it)",
+}
+
+
 def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded: dict[str, dict[str, int]],
                   n_used: int | None = None, module_mode: str = "train") -> tuple[str, set[str]]:
     """call(args) as KernelBook writes it; also the extern_kernels ops it uses. `n_used`:
@@ -253,8 +265,9 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded
             externs.add(SCATTER_FAMILY)
         elif isinstance(stmt, (ast.Assign, ast.Expr)) and call_name(stmt).startswith(("torch.ops.", "aten.")):
             # `buf = torch.ops.aten.X(...)`, or an in-place `aten.X_(buf, ...)` (scatter_reduce_)
+            said = next((why for op, why in _FALLBACK_HINTS.items() if f".{op}." in call_name(stmt) + "."), "")
             raise ValueError(f"call(): Inductor leaves {call_name(stmt)} to PyTorch (a fallback kernel), and "
-                             "krefine has no Triton kernel for it")
+                             f"krefine has no Triton kernel for it{said}")
         elif isinstance(stmt, ast.Assign) and call_name(stmt).endswith(".item") and \
                 any(re.fullmatch(r"u\d+", ast.unparse(t)) for t in stmt.targets):
             # `u0 = buf0.item()`: an unbacked size, e.g. x[:, :int(lengths.max())]

@@ -646,6 +646,7 @@ def test_a_tensor_held_in_a_plain_list_is_named_by_its_path_when_the_forward_rea
 
 
 def test_python_state_the_forward_only_writes_is_unread_and_what_it_reads_is_not():
+    import torch
     from tools.dialect.module_state import unread
     problem = load_problem(PROBLEMS / "write_only_state.py")
     model = problem.module.Model()
@@ -653,6 +654,12 @@ def test_python_state_the_forward_only_writes_is_unread_and_what_it_reads_is_not
     assert {"self.last_shape", "self.calls", "self.history", "self.stats", "LOG"} <= roots
     src = problem.source.replace("return y\n", "return y * self.calls + len(LOG)\n")
     assert not {"self.calls", "LOG"} & unread(model, problem.module, src)
+
+    class Norm(torch.nn.BatchNorm1d):     # torch's forward reads what the file never names
+        pass
+    model.norm = Norm(8)
+    model.norm.decay = 0.5
+    assert "self.norm.decay" not in unread(model, problem.module, problem.source)
 
 
 def test_a_forward_writing_python_state_nothing_reads_is_captured():

@@ -110,6 +110,8 @@ def unread(model, module, source: str) -> set[str]:
     name load reads (`self.last_shape = x.shape`, a count only incremented: writing them changes
     no output). A torch layer's attributes (`self.bn.momentum`) are read by its forward."""
     import ast
+
+    import torch
     tree = ast.parse(source)
     parent = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
 
@@ -125,8 +127,8 @@ def unread(model, module, source: str) -> set[str]:
     loads |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and not written(n)}
     out = {name for name in (vars(module) if module is not None else ()) if name not in names}
-    for prefix, m in model.named_modules():
-        if not type(m).__module__.startswith("torch."):
+    for prefix, m in model.named_modules():   # a torch layer, or a class of the file's deriving one, reads its own
+        if not any(c.__module__.startswith("torch.") for c in type(m).__mro__ if c not in (torch.nn.Module, object)):
             out |= {f"self.{prefix}.{n}" if prefix else f"self.{n}" for n in vars(m) if n not in loads}
     return out
 

@@ -106,7 +106,7 @@ _WRITES = frozenset("append extend insert update add clear appendleft".split())
 
 def unread(model, module, source: str) -> set[str]:
     """The roots of python_values' paths nothing in the problem's code reads: an attribute of
-    a module class of the file's that no `self.<name>` load (or string) names, a global no
+    a module class of the file's that no `.<name>` load (or string) names, a global no
     name load reads (`self.last_shape = x.shape`, a count only incremented: writing them changes
     no output). A torch layer's attributes (`self.bn.momentum`) are read by its forward."""
     import ast
@@ -123,7 +123,7 @@ def unread(model, module, source: str) -> set[str]:
         return isinstance(up, ast.Attribute) and up.attr in _WRITES and isinstance(call, ast.Call) \
             and call.func is up and isinstance(parent.get(id(call)), ast.Expr)
     loads = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)
-             and isinstance(n.value, ast.Name) and n.value.id == "self" and not written(n)}
+             and not written(n)}    # on any object, not only `self.` (an alias `m = self` reads as well)
     loads |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and not written(n)}
     out = {name for name in (vars(module) if module is not None else ()) if name not in names}

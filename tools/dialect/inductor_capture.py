@@ -31,8 +31,7 @@ from dataclasses import dataclass, field
 from tools.dialect.capture_context import (causal_masks_as_given, nested_padding_zeroed, rnn_in_graph,
                                            warnings_out_of_graph)
 from tools.dialect.module_state import (Held, changed_value, check_capturable, eager_outputs, misshapen_outputs,
-                                       plain_held,
-                                       plain_tensor_attributes, python_values, reads_self, tensor_form,
+                                       plain_held, plain_tensor_attributes, python_values, reads_self, tensor_form,
                                        unread, unregistered)
 
 

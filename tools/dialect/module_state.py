@@ -52,29 +52,28 @@ def python_values(model, module=None) -> dict:
     is state no captured graph carries: Dynamo writes its value into the graph."""
     import torch
     internal = set(vars(torch.nn.Module()))
+    home = (module.__name__ if module is not None else None, "types", "argparse")
     out: dict = {}
     for prefix, m in model.named_modules():
         for name, v in vars(m).items():
             if name not in internal or name == "training":
-                _leaves(f"self.{prefix}.{name}" if prefix else f"self.{name}", v, out, 0, set())
+                _leaves(f"self.{prefix}.{name}" if prefix else f"self.{name}", v, out, 0, set(), home)
     for name, v in (vars(module).items() if module is not None else ()):
-        if not name.startswith("__") and _plain(v):
-            _leaves(name, v, out, 0, set())
+        if not name.startswith("__") and _plain(v, home):
+            _leaves(name, v, out, 0, set(), home)
     return out
 
 
-def _plain(v) -> bool:
-    """A value python_values looks into: a scalar, a container, or a plain object (not a
-    module, class, function, tensor or anything of torch's)."""
-    import types
+def _plain(v, home: tuple) -> bool:
+    """A value python_values looks into: a scalar, a container, or a plain object of a class
+    the problem's file defines (a config dataclass), a SimpleNamespace or an argparse
+    Namespace; not a library's object (a logger's cache changes as it logs)."""
     if isinstance(v, _SCALARS + (list, tuple, dict, set, frozenset)):
         return True
-    return hasattr(v, "__dict__") and not isinstance(v, (type, types.ModuleType, types.FunctionType,
-                                                        types.MethodType, types.BuiltinFunctionType)) \
-        and not type(v).__module__.startswith(("torch", "builtins", "functools", "typing"))
+    return hasattr(v, "__dict__") and not isinstance(v, type) and type(v).__module__ in home
 
 
-def _leaves(path: str, v, out: dict, depth: int, seen: set) -> None:
+def _leaves(path: str, v, out: dict, depth: int, seen: set, home: tuple) -> None:
     import torch
     if isinstance(v, _SCALARS):
         out[path] = v
@@ -82,23 +81,23 @@ def _leaves(path: str, v, out: dict, depth: int, seen: set) -> None:
     if isinstance(v, torch.Tensor) and depth:   # a module's own tensor attributes: the capture follows them
         out[path] = Held(id(v))
         return
-    if depth > 3 or id(v) in seen or not _plain(v):
+    if depth > 3 or id(v) in seen or not _plain(v, home):
         return
     seen = seen | {id(v)}
     if isinstance(v, (list, tuple)):
         out[path] = Items((type(v).__name__, len(v)))
         for i, x in enumerate(v[:256]):
-            _leaves(f"{path}[{i}]", x, out, depth + 1, seen)
+            _leaves(f"{path}[{i}]", x, out, depth + 1, seen, home)
     elif isinstance(v, dict):
         out[path] = Items(("dict", len(v)))
         for k, x in list(v.items())[:256]:
             if isinstance(k, _SCALARS):
-                _leaves(f"{path}[{k!r}]", x, out, depth + 1, seen)
+                _leaves(f"{path}[{k!r}]", x, out, depth + 1, seen, home)
     elif isinstance(v, (set, frozenset)):
         out[path] = Items((type(v).__name__, len(v)))
     else:
         for name, x in vars(v).items():
-            _leaves(f"{path}.{name}", x, out, depth + 1, seen)
+            _leaves(f"{path}.{name}", x, out, depth + 1, seen, home)
 
 
 _WRITES = frozenset("append extend insert update add clear appendleft".split())

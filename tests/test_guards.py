@@ -1268,6 +1268,27 @@ def test_a_module_class_defaulted_in_init_and_handed_to_a_constructor_keeps_no_o
     assert "torch_compute" not in rejected_by(src)
 
 
+def test_a_module_class_handed_to_a_file_class_that_builds_with_it_keeps_no_op():
+    # timm's `Mlp(dim, act_layer=nn.GELU)`, torchvision's `ConvBNReLU(..., norm_layer=nn.BatchNorm2d)`
+    block = _BLOCK.replace("act_layer=nn.GELU", "act_layer=None").format(use="act_layer()")
+    for init in ("self.block = Block(4, act_layer=nn.GELU)", "self.block = Block(4, nn.GELU)",
+                 "self.block = Block(4, act_layer=nn.GELU if True else nn.ReLU)"):
+        assert "torch_compute" not in rejected_by(candidate(init=init) + block), init
+
+
+@pytest.mark.parametrize("use", ["act_layer", "setattr(self, 'f', act_layer)", "[act_layer]"])
+def test_a_module_class_handed_to_a_file_class_that_keeps_it_is_kept_to_call_later(use):
+    block = _BLOCK.replace("act_layer=nn.GELU", "act_layer=None").format(use=use)
+    assert "torch_compute" in rejected_by(candidate(init="self.block = Block(4, act_layer=nn.GELU)") + block)
+
+
+def test_a_module_class_handed_to_a_file_class_outside_set_up_is_still_checked():
+    block = _BLOCK.replace("act_layer=nn.GELU", "act_layer=None").format(use="act_layer()")
+    src = candidate(init="self.block = Block(4)", forward="b = Block(4, act_layer=F.relu)",
+                    prelude="import torch.nn.functional as F") + block
+    assert "torch_compute" in rejected_by(src)
+
+
 def test_a_module_class_defaulted_in_init_and_handed_to_setattr_is_kept_to_call_later():
     src = candidate(init="self.block = Block(4)") + _BLOCK.format(use="setattr(self, 'f', act_layer)")
     assert "torch_compute" in rejected_by(src)
@@ -1340,6 +1361,32 @@ class Block(nn.Module):
 def test_a_norm_layer_chosen_in_init_when_none_was_given_and_built_there_keeps_no_op():
     # torchvision's BasicBlock
     assert "torch_compute" not in rejected_by(candidate(init="self.block = Block(4)") + _NORM_LAYER)
+
+
+@pytest.mark.parametrize("choice", ["norm_layer = norm_layer or nn.BatchNorm2d",
+                                    "norm_layer = norm_layer or partial(nn.BatchNorm2d, eps=1e-3)",
+                                    "norm_layer = nn.BatchNorm2d if norm_layer is None else norm_layer"])
+def test_a_norm_layer_chosen_by_or_or_a_conditional_and_built_there_keeps_no_op(choice):
+    # timm's `norm_layer = norm_layer or partial(nn.LayerNorm, eps=1e-6)`
+    block = _NORM_LAYER.replace("if norm_layer is None:\n            norm_layer = nn.BatchNorm2d", choice)
+    assert choice in block
+    src = candidate(init="self.block = Block(4)", prelude="from functools import partial") + block
+    assert "torch_compute" not in rejected_by(src)
+
+
+def test_a_norm_layer_chosen_by_or_and_stored_for_the_forward_is_kept_to_call_later():
+    block = _NORM_LAYER.replace("if norm_layer is None:\n            norm_layer = nn.BatchNorm2d",
+                                "norm_layer = norm_layer or nn.BatchNorm2d").replace(
+        "self.bn = norm_layer(c)", "self.norm = norm_layer")
+    src = candidate(init="self.block = Block(4)", forward="out = self.block.norm(out)") + block
+    assert "torch_compute" in rejected_by(src)
+
+
+def test_a_partial_built_at_once_keeps_no_op_and_one_kept_is_rejected():
+    built = candidate(init="self.norm = partial(nn.LayerNorm, eps=1e-6)(4)", prelude="from functools import partial")
+    kept = candidate(init="self.norm = partial(nn.LayerNorm, eps=1e-6)", forward="out = self.norm(4)(out)",
+                     prelude="from functools import partial")
+    assert "torch_compute" not in rejected_by(built) and "torch_compute" in rejected_by(kept)
 
 
 def test_a_norm_layer_chosen_in_init_and_stored_for_the_forward_is_kept_to_call_later():

@@ -12,8 +12,37 @@ from tools.guards.source import Source
 
 def built_in_set_up(source: Source, r) -> bool:
     """The reference (a torch layer class or function, named in set-up, not called there) is
-    only built with: a set-up function's parameter default, a local, or a top-level name."""
-    return _set_up_default(source, r) or _set_up_local(source, r) or _set_up_global(source, r)
+    only built with: a set-up function's parameter default, a local, a top-level name, or
+    an argument of a file class's constructor that only builds with it."""
+    return _set_up_default(source, r) or _set_up_local(source, r) or _set_up_global(source, r) \
+        or _set_up_argument(source, r)
+
+
+def _set_up_argument(source: Source, r) -> bool:
+    """The reference is handed, in set-up, to the constructor of a class of the file (timm's
+    `Mlp(dim, act_layer=nn.GELU)`, torchvision's `ConvBNReLU(..., norm_layer=nn.BatchNorm2d)`)
+    whose `__init__` only builds with the parameter it lands in (`_only_built_with`)."""
+    parents = {id(s.node): s.parent for s in source.sites}
+    node, parent = r.node, r.site.parent
+    while isinstance(parent, (ast.IfExp, ast.BoolOp)) and any(node is x for x in _chosen(parent)[1:]):
+        node, parent = parent, parents.get(id(parent))    # `act_layer=nn.GELU if gelu else nn.ReLU`
+    keyword = parent if isinstance(parent, ast.keyword) and parent.value is node else None
+    call = parents.get(id(keyword)) if keyword is not None else parent
+    if r.site.region != SETUP or not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+        return False
+    cls = next((c for c in source.tree.body if isinstance(c, ast.ClassDef) and c.name == call.func.id), None)
+    init = next((f for f in getattr(cls, "body", []) if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+    if init is None or not init.body or any(isinstance(c, ast.ClassDef) and c.name == call.func.id and c is not cls
+                                            for c in ast.walk(source.tree)):
+        return False
+    params = [*init.args.posonlyargs, *init.args.args][1:]   # after self
+    if keyword is not None:
+        name = keyword.arg if keyword.arg in {a.arg for a in [*params, *init.args.kwonlyargs]} else None
+    else:
+        k = next((i for i, a in enumerate(call.args) if a is node), None)
+        name = params[k].arg if k is not None and k < len(params) else None
+    first = next((s for s in source.sites if s.node is init.body[0]), None)
+    return name is not None and first is not None and first.region == SETUP and _only_built_with(source, init, name)
 
 
 def _set_up_default(source: Source, r) -> bool:
@@ -48,8 +77,13 @@ def _set_up_local(source: Source, r) -> bool:
         return False
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
         return _only_built_with(source, fn, node.id)   # a use of such a local or parameter (`if norm_layer is None`)
+    parents = {id(s.node): s.parent for s in source.sites}
     if isinstance(parent, ast.Call) and parent.args and parent.args[0] is node and _callee(parent) == "partial":
-        node, parent = parent, next((s.parent for s in source.sites if s.node is parent), None)
+        node, parent = parent, parents.get(id(parent))
+        if isinstance(parent, ast.Call) and parent.func is node:   # `partial(nn.LayerNorm, eps=1e-6)(dim)`: built now
+            return True
+    while isinstance(parent, (ast.IfExp, ast.BoolOp)) and any(node is x for x in _chosen(parent)[1:]):
+        node, parent = parent, parents.get(id(parent))   # timm's `norm_layer or partial(nn.LayerNorm, eps=1e-6)`
     return isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name) \
         and any(x is node for x in _chosen(parent.value)) and _only_built_with(source, fn, parent.targets[0].id)
 
@@ -96,11 +130,15 @@ def _callee(call: ast.Call) -> str:
 
 def _only_built_with(source: Source, fn: ast.AST, name: str, depth: int = 1) -> bool:
     """Every use of local `name` in `fn` builds with it: a call, an argument of a call that
-    keeps nothing (`_KEEPERS`), a test against None, an assignment of it again; or, once,
+    keeps nothing (`_KEEPERS`), a test against None, an assignment of it again (or of it or
+    another choice, `name = name or nn.LayerNorm`); or, once,
     `self.x = name` where every read of self.x is such a use in set-up code (torchvision's
     `self._norm_layer`, read in `_make_layer`)."""
     handed, calls, tests, stored = set(), set(), set(), []
     for n in ast.walk(fn):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and \
+                n.targets[0].id == name:   # chosen again: `norm_layer = norm_layer or nn.LayerNorm`
+            tests |= {id(x) for x in _chosen(n.value) if isinstance(x, ast.Name) and x.id == name}
         if isinstance(n, ast.Call):
             calls.add(id(n.func))
             if _callee(n) not in _KEEPERS:   # the argument itself, or a choice of it (`x if c else None`)

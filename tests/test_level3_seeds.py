@@ -638,7 +638,9 @@ def test_a_state_buffer_the_forward_grows_has_no_seed_and_the_reason_gives_both_
 def test_a_constructor_parameter_named_like_a_top_level_function_seeds_and_matches_the_model(tmp_path):
     """ConvNeXt's `__init__(self, ..., drop_path=0.)` beside timm's `def drop_path`: the seed
     was refused by the guards, which read the parameter as a use of the function."""
-    assert max(_lockstep_errors("drop_path_parameter", tmp_path)) < 1e-4
+    from tools.dialect.kernelbook import seed_candidate
+    problem = PROBLEMS / "drop_path_parameter.py"
+    assert max(lockstep_code_errors(seed_candidate(load_problem(problem), "cpu"), problem, tmp_path)) < 1e-4
 
 
 def test_a_tensor_held_in_a_plain_list_is_named_by_its_path_when_the_forward_reads_it():

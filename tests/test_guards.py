@@ -1289,6 +1289,26 @@ def test_a_module_class_handed_to_a_file_class_outside_set_up_is_still_checked()
     assert "torch_compute" in rejected_by(src)
 
 
+_RESET = '''
+class IdentityInitLinear(nn.Linear):
+    def reset_parameters(self):
+        with torch.no_grad():
+            self.weight.copy_(torch.eye(self.out_features, self.in_features) * 0.5)
+
+    def forward(self, x):
+        raise NotImplementedError("set-up only")
+'''
+
+
+def test_a_reset_parameters_override_that_the_layers_constructor_calls_is_set_up():
+    assert "torch_compute" not in rejected_by(candidate(init="self.fc = IdentityInitLinear(4, 4)") + _RESET)
+
+
+def test_a_reset_parameters_override_the_forward_calls_is_on_the_forward_path():
+    src = candidate(init="self.fc = IdentityInitLinear(4, 4)", forward="self.fc.reset_parameters()") + _RESET
+    assert "torch_compute" in rejected_by(src)
+
+
 def test_a_module_class_defaulted_in_init_and_handed_to_setattr_is_kept_to_call_later():
     src = candidate(init="self.block = Block(4)") + _BLOCK.format(use="setattr(self, 'f', act_layer)")
     assert "torch_compute" in rejected_by(src)

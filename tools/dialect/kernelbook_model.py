@@ -130,7 +130,7 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
                          else "def __init__(self):\n    super().__init__()").body[0]
     # class attributes (ResNet's `expansion = 4`) and the methods __init__ calls (`_make_layer`)
     # go with it: ModelNew reads them as Model does; the forward and what only it calls stay behind
-    kept = [n for n in set_up_members(model) if n is not init and not isinstance(n, ast.Expr)]
+    kept = [n for n in set_up_members(model, base=base) if n is not init and not isinstance(n, ast.Expr)]
     for node in ast.walk(ast.Module(body=[init, *kept], type_ignores=[])):
         if isinstance(node, ast.Name) and node.id == "Model":
             node.id = "ModelNew"   # super(Model, self) and nothing else: checked below
@@ -143,7 +143,7 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
            for f in [init, *kept] for n in ast.walk(f)):
         raise ValueError("Model.__init__ refers to Model other than in super() and its class attributes")
     if drop_forward_helpers(init, kept):   # and what only they reached (`torch.compile(self._inner)`)
-        kept = [n for n in kept if any(n is m for m in set_up_members(model))]
+        kept = [n for n in kept if any(n is m for m in set_up_members(model, base=base))]
     for node in [init, *kept]:
         kb_plain(node)
     # the forward KernelBook writes: module tensors and inputs, in call()'s order
@@ -199,20 +199,28 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
 
 
 
-def set_up_members(cls: ast.ClassDef, roots=()) -> list[ast.stmt]:
+def set_up_members(cls: ast.ClassDef, roots=(), base: ast.ClassDef | None = None) -> list[ast.stmt]:
     """A module class's body as set-up needs it: every statement but methods, and the
-    methods __init__ reaches through `self.name` / `cls.name` / `Class.name`, transitively.
+    methods __init__ reaches through `self.name` / `cls.name` / `Class.name`, transitively,
+    also through the methods of `base` (the file's class it derives from) and, deriving a
+    torch layer, from the reset_parameters its constructor calls.
     The forward, and what only the forward calls, are left out: a seed computes in call(),
     and a PyTorch op left there (minGPT's GELU written with torch.tanh) is work the guards
     would refuse."""
     methods = {n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    reached, todo = set(), ["__init__", *roots]
+    inherited = {n.name: n for n in getattr(base, "body", []) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    # a torch layer's __init__ calls these: an override sets the weights up (nn.Linear's reset_parameters)
+    layer = ["reset_parameters", "_reset_parameters"] if any(_torch_layer(b) for b in cls.bases) else []
+    reached, todo, through = set(), ["__init__", *roots, *layer], set()
     while todo:
         name = todo.pop()
-        if name in reached or name not in methods:
+        if name in reached or name in through or (name not in methods and name not in inherited):
             continue
-        reached.add(name)
-        for n in ast.walk(methods[name]):
+        if name not in methods:   # the base's method (HF's post_init) reaches overrides (`self._init_weights`)
+            through.add(name)
+        else:
+            reached.add(name)
+        for n in ast.walk(methods.get(name) or inherited[name]):
             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
                     and n.value.id in ("self", "cls", cls.name) and n.attr != "forward":
                 todo.append(n.attr)

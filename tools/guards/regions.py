@@ -91,6 +91,12 @@ def _setup_methods(tree: ast.Module, parent_of: dict, layer_call) -> set[int]:
     methods = {id(m): m for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
                for m in c.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
     setup = {i for i, m in methods.items() if m.name == "__init__"}
+    # a torch layer's constructor calls reset_parameters: an override in a class deriving one, which
+    # nothing in the file names (a call from the forward would), is set-up (a ZeroBiasLinear(nn.Linear))
+    setup |= {id(m) for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
+              and any(layer_call(ast.Call(func=b, args=[], keywords=[])) for b in c.bases)
+              for m in c.body if isinstance(m, ast.FunctionDef) and m.name in _LAYER_INIT_HOOKS
+              and not m.decorator_list and not refs_to(tree, m.name)}
 
     def called_in_setup(r: ast.AST, parent: ast.AST, method: bool) -> bool:
         if method and not (isinstance(r, ast.Attribute) and isinstance(r.value, ast.Name) and r.value.id == "self"):
@@ -131,6 +137,16 @@ def _setup_methods(tree: ast.Module, parent_of: dict, layer_call) -> set[int]:
                 setup.add(id(f))
                 grew = True
     return {i for i in setup if not (i in methods and methods[i].name == "__init__")}
+
+
+# the methods a torch layer's __init__ calls on itself (nn.Linear, nn.Conv2d, nn.MultiheadAttention)
+_LAYER_INIT_HOOKS = frozenset(("reset_parameters", "_reset_parameters"))
+
+
+def refs_to(tree: ast.Module, name: str) -> bool:
+    """Whether anything in the file names `name` (an attribute, a name or a string)."""
+    return any((isinstance(n, ast.Attribute) and n.attr == name) or (isinstance(n, ast.Name) and n.id == name)
+               or (isinstance(n, ast.Constant) and n.value == name) for n in ast.walk(tree))
 
 
 # what reaches a module's submodules without naming them, outside set-up (`for m in self.children()`)

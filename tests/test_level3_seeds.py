@@ -670,11 +670,12 @@ def test_a_forward_writing_python_state_nothing_reads_is_captured():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["reset_parameters_override", "hf_post_init"])
+@pytest.mark.parametrize("name", ["reset_parameters_override", "hf_post_init", "grandchild_module_class"])
 def test_weights_set_up_by_methods_torch_or_a_base_calls_are_set_up_in_the_seed_too(name, tmp_path):
     """An override of reset_parameters (nn.Linear's constructor calls it) and HF's post_init
     (the base applies self._init_weights, which Model overrides) were left out of the seed:
-    torch's default weights, silently wrong."""
+    torch's default weights, silently wrong; a grandchild of nn.Module was carried with its
+    forward, which the guards refused."""
     from tools.dialect.kernelbook import seed_candidate
     problem = PROBLEMS / f"{name}.py"
     assert max(lockstep_code_errors(seed_candidate(load_problem(problem), "cpu"), problem, tmp_path)) < 1e-5

@@ -106,7 +106,7 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     # ModelNew subclasses it too, which goes with it without its forward
     bases = [ast.unparse(b) for b in model.bases]
     base = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name != "Model" and bases == [n.name]
-                 and _is_module_class(n)), None)
+                 and _is_module_class(n, tree)), None)
     if base is None and len(model.bases) == 1 and (_torch_layer(model.bases[0]) or
                                                    bases[0].rpartition(".")[::2] in _CONTAINERS):
         # `class Model(nn.Sequential)`: as if the problem had `class SequentialBase(nn.Sequential)`
@@ -280,7 +280,7 @@ def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef, roots=Non
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == "Model":
             continue
-        if isinstance(node, ast.ClassDef) and _is_module_class(node):
+        if isinstance(node, ast.ClassDef) and _is_module_class(node, tree):
             body = set_up_members(node, (roots or {}).get(node.name, ()))
             init = next((m for m in body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None)
             dropped = init is not None and drop_forward_helpers(init, [m for m in body if m is not init])
@@ -359,10 +359,14 @@ def kb_plain(tree: ast.AST) -> bool:
 _CONTAINERS = (("nn", "ModuleList"), ("torch.nn", "ModuleList"), ("nn", "ModuleDict"), ("torch.nn", "ModuleDict"))
 
 
-def _is_module_class(node: ast.ClassDef) -> bool:
-    """A class deriving from nn.Module (or from a class of the problem that does), or from a
-    torch layer (nn.Sequential, nn.Conv2d): by its bases' spelling, as far as the source says."""
+def _is_module_class(node: ast.ClassDef, tree: ast.Module | None = None, seen=frozenset()) -> bool:
+    """A class deriving from nn.Module, from a torch layer (nn.Sequential, nn.Conv2d), or (given
+    the file's `tree`) from a class of the file that does, however deep (`Child(Base)`,
+    `Base(nn.Module)`): by its bases' spelling, as far as the source says."""
+    own = {c.name: c for c in getattr(tree, "body", []) if isinstance(c, ast.ClassDef)}
     return any(ast.unparse(b).rpartition(".")[2] in ("Module", "Sequential", "ModuleList") or _torch_layer(b)
+               or (isinstance(b, ast.Name) and b.id in own and b.id not in seen and b.id != node.name
+                   and _is_module_class(own[b.id], tree, seen | {node.name}))
                for b in node.bases)
 
 

@@ -6,6 +6,7 @@ through the evaluator; this file checks the guards alone, in milliseconds.
 """
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
 import textwrap
@@ -1166,6 +1167,21 @@ def test_a_top_level_function_only_init_calls_may_build_torch_modules():
     # a UNet file's `def block(i, o): return nn.Sequential(...)` beside the class
     src = candidate(prelude=_SET_UP_HELPER, init="self.body = nn.Sequential(block(4), block(4))")
     assert "torch_compute" not in rejected_by(src)
+
+
+def test_a_computed_setattr_on_self_keeps_a_top_level_helper_set_up():
+    # `for i in range(n): setattr(self, f"block{i}", block(c))`, a loop layers are often built in
+    src = candidate(prelude=_SET_UP_HELPER, init="for i in range(2):\n    setattr(self, f'b{i}', block(4))")
+    assert "torch_compute" not in rejected_by(src)
+
+
+def test_a_computed_getattr_on_another_object_still_keeps_a_top_level_helper_on_the_forward_path():
+    import tools.guards.regions as regions
+    src = candidate(prelude="import builtins\n" + _SET_UP_HELPER, init="self.body = block(4)",
+                    forward="f = getattr(builtins, 'gl' + 'obals')")
+    assert regions._dynamic_names(ast.parse(src))
+    assert "torch_compute" in rejected_by(src)
+    assert not regions._dynamic_names(ast.parse(candidate(init="setattr(self, 'f' + 'c', 1)")))
 
 
 _RECURSIVE_HELPER = ("def build(c, depth):\n    if depth == 0:\n        return [nn.Linear(c, c)]\n"

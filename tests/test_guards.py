@@ -1182,6 +1182,15 @@ def test_a_computed_getattr_on_another_object_still_keeps_a_top_level_helper_on_
     assert regions._dynamic_names(ast.parse(src))
     assert "torch_compute" in rejected_by(src)
     assert not regions._dynamic_names(ast.parse(candidate(init="setattr(self, 'f' + 'c', 1)")))
+    assert regions._dynamic_names(ast.parse(candidate(forward="f = getattr(self, 'f' + 'c')")))
+
+
+def test_a_set_up_only_class_reached_by_a_computed_getattr_on_self_in_the_forward_is_on_the_forward_path():
+    # Features(...) run only on a dummy input in __init__ counts as set-up, unless a computed name may reach it
+    feats = "class Features(nn.Module):\n    def forward(self, t):\n        return torch.relu(t)\n"
+    src = candidate(prelude=feats, init="self.head = Features()\nself.head(torch.zeros(1))",
+                    forward="out = getattr(self, 'he' + 'ad')(out)")
+    assert "torch_compute" in rejected_by(src)
 
 
 _RECURSIVE_HELPER = ("def build(c, depth):\n    if depth == 0:\n        return [nn.Linear(c, c)]\n"

@@ -207,15 +207,15 @@ _DYNAMIC_CALLS = {"globals", "vars", "locals", "eval", "exec", "__import__"}
 
 def _dynamic_names(tree: ast.Module) -> bool:
     """Does the file look names up by computed strings: globals() / vars() / eval / exec,
-    a `__dict__` or `sys.modules`, getattr with a name that is not a literal (on anything but
-    self: `setattr(self, f"fc{i}", ...)` reaches what the file stored on self by name)?"""
+    a `__dict__` or `sys.modules`, getattr with a name that is not a literal (setattr and hasattr
+    on self store and test, `setattr(self, f"fc{i}", ...)`, and reach nothing)?"""
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     for n in ast.walk(tree):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
             if n.func.id in _DYNAMIC_CALLS or (n.func.id in ("getattr", "setattr", "hasattr") and not (
                     len(n.args) > 1 and isinstance(n.args[1], ast.Constant)) and not (
-                    n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == "self")):
-                return True   # on self a computed name reaches only what the file stored there by name
+                    n.func.id != "getattr" and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == "self")):
+                return True   # storing or testing on self by a computed name reaches nothing; reading may
         # sys.modules, a dict; not `self.modules()`, a module's own submodules (the weight-init loop)
         if isinstance(n, ast.Attribute) and (n.attr in ("__dict__", "__globals__", "__builtins__") or
                                              (n.attr == "modules" and id(n) not in called)):

@@ -670,7 +670,8 @@ def test_a_forward_writing_python_state_nothing_reads_is_captured():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["reset_parameters_override", "hf_post_init", "grandchild_module_class"])
+@pytest.mark.parametrize("name", ["reset_parameters_override", "hf_post_init", "grandchild_module_class",
+                                  "chosen_activation"])
 def test_weights_set_up_by_methods_torch_or_a_base_calls_are_set_up_in_the_seed_too(name, tmp_path):
     """An override of reset_parameters (nn.Linear's constructor calls it) and HF's post_init
     (the base applies self._init_weights, which Model overrides) were left out of the seed:
@@ -679,6 +680,13 @@ def test_weights_set_up_by_methods_torch_or_a_base_calls_are_set_up_in_the_seed_
     from tools.dialect.kernelbook import seed_candidate
     problem = PROBLEMS / f"{name}.py"
     assert max(lockstep_code_errors(seed_candidate(load_problem(problem), "cpu"), problem, tmp_path)) < 1e-5
+
+
+def test_activations_chosen_in_init_are_left_out_of_the_seeds_init():
+    from tools.dialect.kernelbook import seed_candidate
+    code = seed_candidate(load_problem(PROBLEMS / "chosen_activation.py"), "cpu")   # before: the guards refused it
+    init = _method(code, "ModelNew", "__init__")
+    assert not any(f"self.act{k} =" in init for k in range(1, 5)) and "ACT2FN" not in code
 
 
 def test_the_python_values_of_every_submodule_are_listed_by_path():

@@ -54,13 +54,38 @@ def _torch_callable(expr: ast.AST) -> bool:
 _COMPILERS = ("torch.compile", "torch.jit.script", "torch.jit.trace")
 
 
-def drop_forward_helpers(init: ast.FunctionDef, kept: list[ast.stmt]) -> bool:
+def _plain_function(value) -> bool:
+    """A function, a builtin or a functools.partial of one: no weights, nothing but a call."""
+    import functools
+    import types
+    while isinstance(value, functools.partial):
+        value = value.func
+    return isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.LambdaType)) or \
+        type(value).__name__ in ("builtin_function_or_method", "method-wrapper")
+
+
+def _chosen_callable(expr: ast.AST) -> bool:
+    """A torch function or class named, a lambda, or one chosen among such in set-up: `F.silu if
+    act == "silu" else F.relu`, `{"silu": F.silu, "relu": F.relu}[act]`, `getattr(F, act)`."""
+    if isinstance(expr, ast.Lambda) or _torch_callable(expr):
+        return True
+    if isinstance(expr, ast.IfExp):
+        return _chosen_callable(expr.body) and _chosen_callable(expr.orelse)
+    if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Dict):
+        return bool(expr.value.values) and all(_chosen_callable(v) for v in expr.value.values)
+    return isinstance(expr, ast.Call) and dotted(expr.func) == "getattr" and len(expr.args) == 2 and \
+        not expr.keywords and _torch_callable(expr.args[0])
+
+
+def drop_forward_helpers(init: ast.FunctionDef, kept: list[ast.stmt], instance=None) -> bool:
     """`self.mlpf = lambda x: ...` in __init__ (minGPT's block) is the problem's forward's
     helper: the seed's forward never calls it, and set-up nothing else reads it (by name or
     string) does not need it either; it is left out, as the forward is (a lambda running
     torch modules is work the guards would refuse). So are `self.act = F.relu`, a torch
     function kept for the forward, and `self._f = torch.compile(self._inner)`, the forward
-    compiled. Whether anything was left out."""
+    compiled, or one chosen in set-up (`_chosen_callable`); given the built module (`instance`),
+    any attribute that holds a plain function there (`self.act = ACT2FN[act]`, a module-level
+    table's F.gelu), not a module or a tensor. Whether anything was left out."""
     def names(nodes):
         out = set()
         for n in (x for node in nodes for x in ast.walk(node)):
@@ -73,12 +98,11 @@ def drop_forward_helpers(init: ast.FunctionDef, kept: list[ast.stmt]) -> bool:
         return out
     dropped = False
     for stmt in list(init.body):
-        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and
-                (isinstance(stmt.value, ast.Lambda) or _torch_callable(stmt.value) or
-                 (isinstance(stmt.value, ast.Call) and dotted(stmt.value.func) in _COMPILERS))):
-            continue
-        target = stmt.targets[0]
+        target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
         if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
+            continue
+        if not (_chosen_callable(stmt.value) or _plain_function(getattr(instance, target.attr, None)) or
+                (isinstance(stmt.value, ast.Call) and dotted(stmt.value.func) in _COMPILERS)):
             continue
         rest = [n for n in init.body if n is not stmt] + kept
         if target.attr not in names(rest):

@@ -142,7 +142,7 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     if any(isinstance(n, ast.Name) and n.id == "ModelNew" and not _in_super(f, n) and id(n) not in read
            for f in [init, *kept] for n in ast.walk(f)):
         raise ValueError("Model.__init__ refers to Model other than in super() and its class attributes")
-    if drop_forward_helpers(init, kept):   # and what only they reached (`torch.compile(self._inner)`)
+    if drop_forward_helpers(init, kept, module):   # and what only they reached (`torch.compile(self._inner)`)
         kept = [n for n in kept if any(n is m for m in set_up_members(model, base=base))]
     for node in [init, *kept]:
         kb_plain(node)

@@ -225,6 +225,8 @@ UNSUPPORTED = {
                       "krefine has no Triton kernel for it"),
     "a data-dependent size": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.nonzero.default(arg0_1)\n"),
                               "krefine has no Triton kernel for it (torch.nonzero, torch.where(cond) or a boolean mask"),
+    "a boolean mask": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.index.Tensor(arg0_1, [arg0_1])\n"),
+                       "krefine has no Triton kernel for it (a boolean mask, x[mask]: an output whose size"),
     "a .data assignment": ("cpu_relu_odd", ("        del arg0_1\n",
                                             "        buf9 = torch.ops.aten.set_.source_Tensor(arg0_1, arg0_1)\n"),
                            "(an assignment to a tensor's .data, `self.w.data = ...`: write it in place instead"),

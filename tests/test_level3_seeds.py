@@ -441,6 +441,16 @@ def test_a_forward_that_only_reshapes_its_input_is_named_as_computing_nothing():
         _seed("view_only")
 
 
+def test_a_forward_that_returns_its_input_as_it_is_is_named_as_computing_nothing(tmp_path):
+    # before: "torch.compile produced 0 output modules; expected one graph"
+    from tools.dialect.inductor_capture import capture
+    (tmp_path / "p.py").write_text("import torch, torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
+                                   "        return x\ndef get_inputs(): return [torch.randn(2, 8)]\n"
+                                   "def get_init_inputs(): return []\n")
+    with pytest.raises(ValueError, match=r"^Model's forward computes nothing \(it returns its inputs or weights"):
+        capture(load_problem(tmp_path / "p.py"), "cpu")
+
+
 def test_an_encoder_layer_in_eval_mode_is_captured_as_its_ops_not_pytorchs_fused_fast_path(tmp_path):
     # before: "Inductor leaves torch.ops.aten._transformer_encoder_layer_fwd.default to PyTorch"
     code = _seed("encoder_layer_eval")

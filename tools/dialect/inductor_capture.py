@@ -206,6 +206,9 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             codes = [stitch(split["blocks"], {b: c for b, (c, _) in own.items()}, {b: k for b, (_, k) in own.items()})]
         elif len(codes) > 1 and len(graph_inputs) == 1:
             codes = _graph_module(codes, len(graph_inputs[0]))
+        if not codes and len(graph_inputs) <= 1:   # no graph, or one of no op: Inductor wrote no module
+            raise ValueError("Model's forward computes nothing (it returns its inputs or weights as they are), so "
+                             "there is no work to write")
         if len(codes) != 1 or len(graph_inputs) != 1:
             raise ValueError(f"torch.compile produced {len(codes)} output modules; expected one graph")
         # the autotuner's choices live in the loaded module, which the fresh cache's exit

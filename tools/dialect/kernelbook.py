@@ -173,6 +173,8 @@ _FALLBACK_HINTS = {
     "nonzero": " (torch.nonzero, torch.where(cond) or a boolean mask: an output whose size depends on the "
                "values, where a seed's sizes are fixed when it is made)",
     "repeat_interleave": " (repeats given as a tensor: a size that depends on its values)",
+    "index": " (a boolean mask, x[mask]: an output whose size depends on the values, where a seed's sizes are "
+             "fixed when it is made)",
     "set_": " (an assignment to a tensor's .data, `self.w.data = ...`: write it in place instead, "
             "`self.w.data.copy_(...)`)",
     "linalg_matrix_exp": " (torch.matrix_exp, as parametrizations.orthogonal uses it)",

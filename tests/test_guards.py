@@ -1193,6 +1193,24 @@ def test_a_set_up_only_class_reached_by_a_computed_getattr_on_self_in_the_forwar
     assert "torch_compute" in rejected_by(src)
 
 
+_INIT_HELPER = ("{dec}\ndef init_identity_(w):\n    w.copy_(torch.eye(w.shape[0], w.shape[1]))\n    return w\n")
+
+
+def test_a_set_up_helper_under_torch_no_grad_stays_set_up():
+    # `@torch.no_grad() def init_identity_(w)` called from __init__ on a layer's weight
+    src = candidate(prelude=_INIT_HELPER.format(dec="@torch.no_grad()"),
+                    init="self.fc = nn.Linear(4, 4)\ninit_identity_(self.fc.weight)")
+    assert "torch_compute" not in rejected_by(src)
+
+
+@pytest.mark.parametrize("dec, forward", [("@torch.no_grad()", "init_identity_(out)"),
+                                          ("@functools.lru_cache", "")])
+def test_a_helper_called_from_the_forward_or_under_another_decorator_is_on_the_forward_path(dec, forward):
+    src = candidate(prelude="import functools\n" + _INIT_HELPER.format(dec=dec), forward=forward,
+                    init="self.fc = nn.Linear(4, 4)\ninit_identity_(self.fc.weight)")
+    assert "torch_compute" in rejected_by(src)
+
+
 _RECURSIVE_HELPER = ("def build(c, depth):\n    if depth == 0:\n        return [nn.Linear(c, c)]\n"
                      "    return [nn.Linear(c, c)] + build(c, depth - 1)\n")
 

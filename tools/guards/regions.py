@@ -57,7 +57,7 @@ def _dead_defs(tree: ast.Module) -> set[int]:
     return dead
 
 
-def _setup_methods(tree: ast.Module, parent_of: dict, layer_call) -> set[int]:
+def _setup_methods(tree: ast.Module, parent_of: dict, layer_call, plain_decorator=lambda d: False) -> set[int]:
     """Functions that run only while the module is built: a method every reference to
     which, anywhere in the file, is a call `self.name(...)` made in set-up code (`__init__`
     or another such function: a ResNet's `_make_layer`), and a function defined inside
@@ -125,8 +125,8 @@ def _setup_methods(tree: ast.Module, parent_of: dict, layer_call) -> set[int]:
                 setup.add(id(forward))
                 grew = True
         for f in funcs:
-            if id(f) in setup or f.decorator_list:
-                continue
+            if id(f) in setup or not all(plain_decorator(d) for d in f.decorator_list):
+                continue   # a decorator may keep the function to call later; torch.no_grad() only wraps it
             method = id(f) in methods
             if not method and owner.get(id(f)) not in setup and id(f) not in top:   # set-up code's, a method's
                 continue
@@ -137,6 +137,11 @@ def _setup_methods(tree: ast.Module, parent_of: dict, layer_call) -> set[int]:
                 setup.add(id(f))
                 grew = True
     return {i for i in setup if not (i in methods and methods[i].name == "__init__")}
+
+
+# decorators that only run the function under a grad mode: a set-up helper decorated so stays set-up
+_GRAD_MODES = frozenset(("torch.no_grad", "torch.inference_mode", "torch.enable_grad", "torch.autograd.no_grad",
+                         "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode"))
 
 
 # the methods a torch layer's __init__ calls on itself (nn.Linear, nn.Conv2d, nn.MultiheadAttention)
@@ -240,7 +245,11 @@ def walk_regions(tree: ast.Module, aliases, self_attrs, unbound) -> list[Site]:
 
     def layer_call(node) -> bool:   # nn.TransformerEncoderLayer(...): a torch layer's constructor
         return isinstance(node, ast.Call) and any(is_layer(p) for p in resolve(node.func, aliases, self_attrs, unbound))
-    setup_methods = _setup_methods(tree, parent_of, layer_call)
+
+    def plain_decorator(d) -> bool:   # @torch.no_grad() on a weight-init helper: the call as it was, without grad
+        return any(p in _GRAD_MODES for p in resolve(d.func if isinstance(d, ast.Call) else d, aliases, self_attrs,
+                                                      unbound))
+    setup_methods = _setup_methods(tree, parent_of, layer_call, plain_decorator)
     backward_used = any(isinstance(n, ast.Attribute) and n.attr == "backward" and isinstance(n.ctx, ast.Load)
                         for n in ast.walk(tree))
     sites: list[Site] = []

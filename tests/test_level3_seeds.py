@@ -359,12 +359,16 @@ def test_a_model_subclassing_a_module_class_of_its_own_gets_a_seed_subclassing_i
     assert max(_lockstep_errors("subclassed_base", tmp_path)) < 1e-5
 
 
-def test_a_model_two_classes_away_from_nn_module_is_named():
+def test_a_model_two_classes_away_from_nn_module_gets_a_seed_carrying_both(tmp_path):
+    # Model(Base), Base(Root), Root(nn.Module): named before; both bases now go with ModelNew(Base)
     src = (PROBLEMS / "subclassed_base.py").read_text(encoding="utf-8").replace(
         "class Base(nn.Module):", "class Root(nn.Module):\n    ...\n\n\nclass Base(Root):")
-    with pytest.raises(ValueError, match=r"Model subclasses Base, not nn\.Module, one torch layer or one module "
-                                         r"class of the problem's own"):
-        model_new(src, [], [], 1)
+    prelude, model_src = model_new(src, [], [], 1)
+    assert "class Root(nn.Module)" in prelude and "class Base(Root)" in prelude and "class ModelNew(Base)" in model_src
+    with pytest.raises(ValueError, match=r"Model subclasses Base, Other, not nn\.Module, one torch layer or one "
+                                         r"module class of the problem's own"):
+        model_new(src.replace("class Model(Base):", "class Other:\n    pass\n\n\nclass Model(Base, Other):"),
+                  [], [], 1)
 
 
 def test_a_model_that_is_a_torch_container_gets_a_seed_subclassing_a_set_up_only_copy(tmp_path):
@@ -681,7 +685,7 @@ def test_a_forward_writing_python_state_nothing_reads_is_captured():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["reset_parameters_override", "hf_post_init", "grandchild_module_class",
-                                  "chosen_activation"])
+                                  "chosen_activation", "conditional_imports"])
 def test_weights_set_up_by_methods_torch_or_a_base_calls_are_set_up_in_the_seed_too(name, tmp_path):
     """An override of reset_parameters (nn.Linear's constructor calls it) and HF's post_init
     (the base applies self._init_weights, which Model overrides) were left out of the seed:
@@ -690,6 +694,14 @@ def test_weights_set_up_by_methods_torch_or_a_base_calls_are_set_up_in_the_seed_
     from tools.dialect.kernelbook import seed_candidate
     problem = PROBLEMS / f"{name}.py"
     assert max(lockstep_code_errors(seed_candidate(load_problem(problem), "cpu"), problem, tmp_path)) < 1e-5
+
+
+def test_names_bound_under_a_top_level_try_or_if_are_carried_as_the_module_holds_them():
+    from tools.dialect.kernelbook import seed_candidate
+    code = seed_candidate(load_problem(PROBLEMS / "conditional_imports.py"), "cpu")   # before: NameError, no seed
+    assert "HAS_FUSED = False" in code and "class Norm(nn.Module)" in code and "Act = GELU" not in code
+    assert "from torch.nn.modules.activation import GELU as Act" in code
+    assert not any(line.strip().startswith(("try:", "except", "if hasattr")) for line in code.splitlines())
 
 
 def test_activations_chosen_in_init_are_left_out_of_the_seeds_init():

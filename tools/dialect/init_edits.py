@@ -117,3 +117,48 @@ def drop_forward_helpers(init: ast.FunctionDef, kept: list[ast.stmt], instance=N
     if not init.body:
         init.body.append(ast.Pass())
     return dropped
+
+
+def conditional_bindings(node: ast.stmt, namespace: dict | None) -> dict[str, ast.stmt]:
+    """Names a top-level `if` or `try` binds (`try: from torch.nn import RMSNorm as Norm /
+    except ImportError: ...`), each written as the value the problem's module holds now: an
+    import of the module or class it is, a literal, or the file's own def of that name in the
+    statement. A seed carries these, not the branch (KernelBench's static checker reads any
+    try/except as a possible fallback). A value none of these can write is left out."""
+    import types
+    if namespace is None or not isinstance(node, (ast.If, ast.Try)):
+        return {}
+    own: dict[str, list] = {}
+    names: set[str] = set()
+    todo = list(ast.iter_child_nodes(node))
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            own.setdefault(n.name, []).append(n)
+            names.add(n.name)
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            names.add(n.id)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in n.names)
+        todo.extend(ast.iter_child_nodes(n))
+    out = {}
+    for name in sorted(names):
+        if name not in namespace:
+            continue
+        v = namespace[name]
+        home = namespace.get("__name__")
+        if isinstance(v, types.ModuleType):
+            text = f"import {v.__name__}" if v.__name__ == name else f"import {v.__name__} as {name}"
+        elif getattr(v, "__module__", None) == home and len(own.get(name, [])) == 1:
+            out[name] = own[name][0]
+            continue
+        elif isinstance(v, (type, types.FunctionType)) and getattr(v, "__module__", home) != home and \
+                "." not in v.__qualname__ and "<" not in v.__qualname__:
+            text = f"from {v.__module__} import {v.__qualname__}" + (f" as {name}" if v.__qualname__ != name else "")
+        elif isinstance(v, (bool, int, float, str, type(None))) and literal_text(v) is not None:
+            text = f"{name} = {literal_text(v)}"
+        else:
+            continue
+        out[name] = ast.parse(text).body[0]
+    return out

@@ -14,7 +14,7 @@ import ast
 import keyword
 
 from tools.dialect.inductor_wrapper import call_name, dotted
-from tools.dialect.init_edits import defaults_as_values, drop_forward_helpers, literal_text
+from tools.dialect.init_edits import conditional_bindings, defaults_as_values, drop_forward_helpers, literal_text
 from tools.guards.names import global_loads
 
 def meta_model(problem):
@@ -191,7 +191,8 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     roots = {base.name: calls} if base else {}
     for name in whole:
         roots[name] = {*roots.get(name, ()), "forward"}
-    return _needed_definitions(problem_src, tree, cls, roots, whole), model_src
+    init_fn = type(module).__dict__.get("__init__") if module is not None else None
+    return _needed_definitions(problem_src, tree, cls, roots, whole, getattr(init_fn, "__globals__", None)), model_src
 
 
 
@@ -271,29 +272,40 @@ def _store(dotted: str, module, value: str) -> str:
     return f"setattr({holder}, {last!r}, {value})"
 
 
-def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef, roots=None, whole=frozenset()) -> str:
+def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef, roots=None, whole=frozenset(),
+                        namespace=None) -> str:
     """The problem's top-level imports, constants, functions and classes that ModelNew's
     set-up uses, directly or through each other, in source order; a module class (a
     submodule's) as set-up needs it (`set_up_members`: no forward)."""
     defs: dict[str, ast.stmt] = {}
     trimmed: dict[int, ast.ClassDef] = {}
+    chosen: dict[int, list[ast.stmt]] = {}   # a top-level if / try: what it bound, as the module holds it
+    def trim(node: ast.ClassDef) -> ast.ClassDef:   # a module class as set-up needs it
+        if not _is_module_class(node, tree):
+            return node
+        body = set_up_members(node, (roots or {}).get(node.name, ()))
+        init = next((m for m in body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None)
+        dropped = init is not None and drop_forward_helpers(init, [m for m in body if m is not init])
+        layer = any(_torch_layer(b) for b in node.bases)
+        if layer and node.name in whole and not any(getattr(m, "name", "") == "forward" for m in body):
+            body = [*body, ast.parse("def forward(self, *args, **kwargs):\n"   # set-up runs the layer's
+                                     "    return super().forward(*args, **kwargs)").body[0]]
+        elif layer and node.name not in whole:   # ConvBNReLU(nn.Sequential), LayerNorm2d(nn.LayerNorm): no torch forward inherited
+            body = [*body, _set_up_only_forward(node.name)]
+        if len(body) != len(node.body) or dropped or layer:
+            return ast.ClassDef(name=node.name, bases=node.bases, keywords=node.keywords, body=body or [_ellipsis()],
+                                decorator_list=node.decorator_list, type_params=[])
+        return node
+
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == "Model":
             continue
-        if isinstance(node, ast.ClassDef) and _is_module_class(node, tree):
-            body = set_up_members(node, (roots or {}).get(node.name, ()))
-            init = next((m for m in body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None)
-            dropped = init is not None and drop_forward_helpers(init, [m for m in body if m is not init])
-            layer = any(_torch_layer(b) for b in node.bases)
-            if layer and node.name in whole and not any(getattr(m, "name", "") == "forward" for m in body):
-                body = [*body, ast.parse("def forward(self, *args, **kwargs):\n"   # set-up runs the layer's
-                                         "    return super().forward(*args, **kwargs)").body[0]]
-            elif layer and node.name not in whole:   # ConvBNReLU(nn.Sequential), LayerNorm2d(nn.LayerNorm): no torch forward inherited
-                body = [*body, _set_up_only_forward(node.name)]
-            if len(body) != len(node.body) or dropped or layer:
-                trimmed[id(node)] = ast.ClassDef(name=node.name, bases=node.bases, keywords=node.keywords,
-                                                 body=body or [_ellipsis()], decorator_list=node.decorator_list,
-                                                 type_params=[])
+        for name, stmt in conditional_bindings(node, namespace).items():
+            stmt = trim(stmt) if isinstance(stmt, ast.ClassDef) else stmt
+            defs[name] = stmt
+            chosen.setdefault(id(node), []).append(stmt)
+        if isinstance(node, ast.ClassDef) and (cut := trim(node)) is not node:
+            trimmed[id(node)] = cut
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name not in ("get_inputs", "get_init_inputs"):
             defs[node.name] = trimmed.get(id(node), node)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -317,6 +329,7 @@ def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef, roots=Non
                 todo.append(defs[n.id])
     out = []
     for n in tree.body:
+        out += [ast.unparse(c) for c in chosen.get(id(n), []) if id(c) in need]   # written anew, not the file's text
         n = trimmed.get(id(n), n)
         if id(n) in need:
             segment = ast.get_source_segment(src, n)   # a def's segment starts at `class` / `def`

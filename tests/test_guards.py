@@ -1203,10 +1203,18 @@ def test_a_set_up_helper_under_torch_no_grad_stays_set_up():
     assert "torch_compute" not in rejected_by(src)
 
 
+def test_a_set_up_helper_under_lru_cache_stays_set_up():
+    # a rotary or sinusoid table built once by an lru_cache'd helper in __init__
+    src = candidate(prelude="import functools\n" + _INIT_HELPER.format(dec="@functools.lru_cache"),
+                    init="self.fc = nn.Linear(4, 4)\ninit_identity_(self.fc.weight)")
+    assert "torch_compute" not in rejected_by(src)
+
+
 @pytest.mark.parametrize("dec, forward", [("@torch.no_grad()", "init_identity_(out)"),
-                                          ("@functools.lru_cache", "")])
+                                          ("@functools.lru_cache", "init_identity_(out)"), ("@register", "")])
 def test_a_helper_called_from_the_forward_or_under_another_decorator_is_on_the_forward_path(dec, forward):
-    src = candidate(prelude="import functools\n" + _INIT_HELPER.format(dec=dec), forward=forward,
+    registry = "import functools\nHOOKS = []\ndef register(f):\n    HOOKS.append(f)\n    return f\n"
+    src = candidate(prelude=registry + _INIT_HELPER.format(dec=dec), forward=forward,
                     init="self.fc = nn.Linear(4, 4)\ninit_identity_(self.fc.weight)")
     assert "torch_compute" in rejected_by(src)
 

@@ -401,3 +401,33 @@ def test_a_model_torch_refuses_to_build_is_one_bad_input_naming_the_error(tmp_pa
     assert 'nn.ModuleDict({"items"' in src
     said = fault(write(tmp_path, src))
     assert "Model(*get_init_inputs()) raised KeyError" in said and "attribute 'items' already exists" in said
+
+
+SET_UP_STATE = """
+import functools
+import torch, torch.nn as nn
+BUILT = 0
+@functools.lru_cache
+def table(n):
+    return torch.arange(n, dtype=torch.float32)
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        global BUILT
+        BUILT += 1
+        self.order = BUILT
+        self.register_buffer("t", table(4).clone())
+    def forward(self, x):
+        return x + self.t
+def get_inputs(): return [torch.randn(2, 4)]
+def get_init_inputs(): return []
+"""
+
+
+def test_the_loaded_module_has_never_built_model_so_set_up_caches_and_counters_start_fresh(tmp_path):
+    """load_problem builds Model on the meta device to check it: a set-up lru_cache kept a meta
+    tensor (the seeder then crashed copying out of it) and a global counter was already 1 (a
+    layer id baked into the seed as the second model's)."""
+    mod = load_problem(write(tmp_path, SET_UP_STATE)).module
+    model = mod.Model()
+    assert model.order == 1 and model.t.device.type == "cpu" and model.t.tolist() == [0.0, 1.0, 2.0, 3.0]

@@ -206,6 +206,14 @@ def load_problem(path: str | Path) -> Problem:
     nbytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
     # 4) the reference forward once, before a run directory or a candidate exists
     _check_forward(p, mod, model_cls, args, kwargs, list(inputs))
+    # 5) the module everything else uses, fresh: the checks above built Model on the meta device,
+    #    which a set-up cache (an lru_cache'd rotary table) or a global counter (layer ids) kept
+    try:
+        mod = exec_module(p, src)
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        _fault(p, e, "importing the problem file", "import")
     return Problem(path=p.resolve(), name=p.stem, source=src, module=mod,
                    n_inputs=len(inputs), init_form=form, input_bytes=nbytes)
 

@@ -139,9 +139,11 @@ def _setup_methods(tree: ast.Module, parent_of: dict, layer_call, plain_decorato
     return {i for i in setup if not (i in methods and methods[i].name == "__init__")}
 
 
-# decorators that only run the function under a grad mode: a set-up helper decorated so stays set-up
-_GRAD_MODES = frozenset(("torch.no_grad", "torch.inference_mode", "torch.enable_grad", "torch.autograd.no_grad",
-                         "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode"))
+# decorators that only wrap the function (a grad mode, a cache of its results), keeping nothing
+# anyone else could call: a set-up helper decorated so stays set-up
+_PLAIN_DECORATORS = frozenset(("torch.no_grad", "torch.inference_mode", "torch.enable_grad", "torch.autograd.no_grad",
+                               "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode",
+                               "functools.lru_cache", "functools.cache"))
 
 
 # the methods a torch layer's __init__ calls on itself (nn.Linear, nn.Conv2d, nn.MultiheadAttention)
@@ -247,7 +249,7 @@ def walk_regions(tree: ast.Module, aliases, self_attrs, unbound) -> list[Site]:
         return isinstance(node, ast.Call) and any(is_layer(p) for p in resolve(node.func, aliases, self_attrs, unbound))
 
     def plain_decorator(d) -> bool:   # @torch.no_grad() on a weight-init helper: the call as it was, without grad
-        return any(p in _GRAD_MODES for p in resolve(d.func if isinstance(d, ast.Call) else d, aliases, self_attrs,
+        return any(p in _PLAIN_DECORATORS for p in resolve(d.func if isinstance(d, ast.Call) else d, aliases, self_attrs,
                                                       unbound))
     setup_methods = _setup_methods(tree, parent_of, layer_call, plain_decorator)
     backward_used = any(isinstance(n, ast.Attribute) and n.attr == "backward" and isinstance(n.ctx, ast.Load)

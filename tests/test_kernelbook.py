@@ -282,24 +282,25 @@ def test_a_random_draw_is_named_by_its_kernel_and_advised_by_its_kind(kernel, na
     assert f"the forward draws random numbers {named}" in str(info.value) and advice in str(info.value)
 
 
-def test_a_randn_drawn_in_eval_mode_is_said_to_stay_in_eval_mode():
+def _eval_mode_draw_reason(kernel: str) -> str:
+    """The reason a capture in eval mode whose kernel `kernel` draws random numbers gets."""
     import dataclasses
-    text = _text("cpu_relu_odd").replace("triton_poi_fused_relu_0", "triton_poi_fused_randn_0").replace(
+    text = _text("cpu_relu_odd").replace("triton_poi_fused_relu_0", kernel).replace(
         "        del arg0_1\n", "        aten.randint.low_out(-9223372036854775808, 9223372036854775807, [1], out=buf0)\n", 1)
     capture = dataclasses.replace(read_capture(text), module_mode="eval")
     with pytest.raises(ValueError) as info:
         convert(_problem(FIXTURE_PROBLEM["cpu_relu_odd"]), capture)
-    assert "(eval mode keeps it)" in str(info.value) and "--set eval.module_mode" not in str(info.value)
+    return str(info.value)
+
+
+def test_a_randn_drawn_in_eval_mode_is_said_to_stay_in_eval_mode():
+    said = _eval_mode_draw_reason("triton_poi_fused_randn_0")
+    assert "(eval mode keeps it)" in said and "--set eval.module_mode" not in said
 
 
 def test_a_dropout_drawn_in_eval_mode_is_not_advised_to_judge_eval_mode():
-    import dataclasses
-    text = _text("cpu_relu_odd").replace("triton_poi_fused_relu_0", "triton_poi_fused_native_dropout_0").replace(
-        "        del arg0_1\n", "        aten.randint.low_out(-9223372036854775808, 9223372036854775807, [1], out=buf0)\n", 1)
-    capture = dataclasses.replace(read_capture(text), module_mode="eval")
-    with pytest.raises(ValueError) as info:
-        convert(_problem(FIXTURE_PROBLEM["cpu_relu_odd"]), capture)
-    assert "in eval mode too (`training=True`)" in str(info.value) and "--set eval.module_mode" not in str(info.value)
+    said = _eval_mode_draw_reason("triton_poi_fused_native_dropout_0")
+    assert "in eval mode too (`training=True`)" in said and "--set eval.module_mode" not in said
 
 
 def test_model_subclassing_a_layer_gets_a_seed_subclassing_a_set_up_only_copy_of_it(tmp_path):

@@ -685,7 +685,7 @@ def test_a_forward_writing_python_state_nothing_reads_is_captured():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["reset_parameters_override", "hf_post_init", "grandchild_module_class",
-                                  "chosen_activation", "conditional_imports"])
+                                  "chosen_activation", "conditional_imports", "future_annotations"])
 def test_weights_set_up_by_methods_torch_or_a_base_calls_are_set_up_in_the_seed_too(name, tmp_path):
     """An override of reset_parameters (nn.Linear's constructor calls it) and HF's post_init
     (the base applies self._init_weights, which Model overrides) were left out of the seed:
@@ -702,6 +702,13 @@ def test_names_bound_under_a_top_level_try_or_if_are_carried_as_the_module_holds
     assert "HAS_FUSED = False" in code and "class Norm(nn.Module)" in code and "Act = GELU" not in code
     assert "from torch.nn.modules.activation import GELU as Act" in code
     assert not any(line.strip().startswith(("try:", "except", "if hasattr")) for line in code.splitlines())
+
+
+def test_under_a_future_import_the_seed_carries_annotations_as_strings():
+    from tools.dialect.kernelbook import seed_candidate
+    code = seed_candidate(load_problem(PROBLEMS / "future_annotations.py"), "cpu")   # before: NameError: Sequence
+    assert "def __init__(self, dims: 'Sequence[int]'" in code and "    dims: Sequence[int] = (16, 32, 16)" in code
+    assert "from collections.abc import Sequence" in code and "__future__" not in code
 
 
 def test_activations_chosen_in_init_are_left_out_of_the_seeds_init():

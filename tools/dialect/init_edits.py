@@ -124,8 +124,12 @@ def conditional_bindings(node: ast.stmt, namespace: dict | None) -> dict[str, as
     except ImportError: ...`), each written as the value the problem's module holds now: an
     import of the module or class it is, a literal, or the file's own def of that name in the
     statement. A seed carries these, not the branch (KernelBench's static checker reads any
-    try/except as a possible fallback). A value none of these can write is left out."""
+    try/except as a possible fallback). A value none of these can write is left out. An
+    `if TYPE_CHECKING:` block's imports are carried as they are (annotations name them)."""
     import types
+    if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+        return {(a.asname or a.name).split(".")[0]: n for n in node.body if isinstance(n, (ast.Import, ast.ImportFrom))
+                for a in n.names}    # what annotations name: importable, only not imported at run time
     if namespace is None or not isinstance(node, (ast.If, ast.Try)):
         return {}
     own: dict[str, list] = {}
@@ -162,3 +166,22 @@ def conditional_bindings(node: ast.stmt, namespace: dict | None) -> dict[str, as
             continue
         out[name] = ast.parse(text).body[0]
     return out
+
+
+def lazy_annotations(tree: ast.Module) -> bool:
+    """Whether the file has `from __future__ import annotations`; if so, the annotations of
+    every function's signature in `tree` are written as the strings the future import makes of
+    them (a seed carries no future import: `dims: Sequence[int]` would be evaluated there, and
+    need what only `if TYPE_CHECKING:` imported). A class attribute's annotation stays an
+    expression (a dataclass looks a string up in sys.modules, where an exec'd seed is not);
+    `conditional_bindings` carries the TYPE_CHECKING imports it may name. In place."""
+    if not any(isinstance(n, ast.ImportFrom) and n.module == "__future__" and any(a.name == "annotations"
+                                                                                  for a in n.names)
+               for n in tree.body):
+        return False
+    for n in ast.walk(tree):   # a class's or the module's own annotations stay (a dataclass reads them)
+        if isinstance(n, ast.arg) and n.annotation is not None:
+            n.annotation = ast.Constant(ast.unparse(n.annotation))
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.returns is not None:
+            n.returns = ast.Constant(ast.unparse(n.returns))
+    return True

@@ -14,7 +14,8 @@ import ast
 import keyword
 
 from tools.dialect.inductor_wrapper import call_name, dotted
-from tools.dialect.init_edits import conditional_bindings, defaults_as_values, drop_forward_helpers, literal_text
+from tools.dialect.init_edits import (conditional_bindings, defaults_as_values, drop_forward_helpers, lazy_annotations,
+                                     literal_text)
 from tools.guards.names import global_loads
 
 def meta_model(problem):
@@ -99,6 +100,7 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     `whole`: the problem's module classes Model's set-up runs (`self.features(dummy)`), carried
     with their forward (tools/dialect/seed_build.py)."""
     tree = ast.parse(problem_src)
+    lazy = lazy_annotations(tree)   # annotations as strings, as the file's future import has them
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
     if model is None:
         raise ValueError("problem defines no class Model")
@@ -192,7 +194,8 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     for name in whole:
         roots[name] = {*roots.get(name, ()), "forward"}
     init_fn = type(module).__dict__.get("__init__") if module is not None else None
-    return _needed_definitions(problem_src, tree, cls, roots, whole, getattr(init_fn, "__globals__", None)), model_src
+    return _needed_definitions(problem_src, tree, cls, roots, whole, getattr(init_fn, "__globals__", None),
+                               lazy), model_src
 
 
 
@@ -273,7 +276,7 @@ def _store(dotted: str, module, value: str) -> str:
 
 
 def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef, roots=None, whole=frozenset(),
-                        namespace=None) -> str:
+                        namespace=None, rewritten: bool = False) -> str:
     """The problem's top-level imports, constants, functions and classes that ModelNew's
     set-up uses, directly or through each other, in source order; a module class (a
     submodule's) as set-up needs it (`set_up_members`: no forward)."""
@@ -333,8 +336,8 @@ def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef, roots=Non
         n = trimmed.get(id(n), n)
         if id(n) in need:
             segment = ast.get_source_segment(src, n)   # a def's segment starts at `class` / `def`
-            out.append(ast.unparse(n) if kb_plain(n) or id(n) in map(id, trimmed.values()) or not segment or
-                       getattr(n, "decorator_list", None) else segment)   # unparsed with its @dataclass
+            out.append(ast.unparse(n) if kb_plain(n) or rewritten or id(n) in map(id, trimmed.values()) or
+                       not segment or getattr(n, "decorator_list", None) else segment)   # unparsed with its @dataclass
     return "\n".join(out)
 
 

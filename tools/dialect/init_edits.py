@@ -60,8 +60,7 @@ def _plain_function(value) -> bool:
     import types
     while isinstance(value, functools.partial):
         value = value.func
-    return isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.LambdaType)) or \
-        type(value).__name__ in ("builtin_function_or_method", "method-wrapper")
+    return isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodWrapperType))
 
 
 def _chosen_callable(expr: ast.AST) -> bool:

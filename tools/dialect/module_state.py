@@ -54,10 +54,9 @@ def python_values(model, module=None) -> dict:
     internal = set(vars(torch.nn.Module()))
     home = (module.__name__ if module is not None else None, "types", "argparse")
     out: dict = {}
-    for prefix, m in model.named_modules():
-        for name, v in vars(m).items():
-            if name not in internal or name == "training":
-                _leaves(f"self.{prefix}.{name}" if prefix else f"self.{name}", v, out, 0, set(), home)
+    for path, v in _attributes(model):
+        if (name := path.rpartition(".")[2]) not in internal or name == "training":
+            _leaves(f"self.{path}", v, out, 0, set(), home)
     for name, v in (vars(module).items() if module is not None else ()):
         if not name.startswith("__") and _plain(v, home):
             _leaves(name, v, out, 0, set(), home)

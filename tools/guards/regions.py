@@ -96,7 +96,7 @@ def _setup_methods(tree: ast.Module, parent_of: dict, layer_call, plain_decorato
     setup |= {id(m) for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
               and any(layer_call(ast.Call(func=b, args=[], keywords=[])) for b in c.bases)
               for m in c.body if isinstance(m, ast.FunctionDef) and m.name in _LAYER_INIT_HOOKS
-              and not m.decorator_list and not refs_to(tree, m.name)}
+              and not m.decorator_list and not refs.get(m.name)}
 
     def called_in_setup(r: ast.AST, parent: ast.AST, method: bool) -> bool:
         if method and not (isinstance(r, ast.Attribute) and isinstance(r.value, ast.Name) and r.value.id == "self"):
@@ -148,12 +148,6 @@ _PLAIN_DECORATORS = frozenset(("torch.no_grad", "torch.inference_mode", "torch.e
 
 # the methods a torch layer's __init__ calls on itself (nn.Linear, nn.Conv2d, nn.MultiheadAttention)
 _LAYER_INIT_HOOKS = frozenset(("reset_parameters", "_reset_parameters"))
-
-
-def refs_to(tree: ast.Module, name: str) -> bool:
-    """Whether anything in the file names `name` (an attribute, a name or a string)."""
-    return any((isinstance(n, ast.Attribute) and n.attr == name) or (isinstance(n, ast.Name) and n.id == name)
-               or (isinstance(n, ast.Constant) and n.value == name) for n in ast.walk(tree))
 
 
 # what reaches a module's submodules without naming them, outside set-up (`for m in self.children()`)

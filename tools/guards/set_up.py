@@ -22,13 +22,13 @@ def _set_up_argument(source: Source, r) -> bool:
     """The reference is handed, in set-up, to the constructor of a class of the file (timm's
     `Mlp(dim, act_layer=nn.GELU)`, torchvision's `ConvBNReLU(..., norm_layer=nn.BatchNorm2d)`)
     whose `__init__` only builds with the parameter it lands in (`_only_built_with`)."""
-    parents = {id(s.node): s.parent for s in source.sites}
+    parents = source.parents
     node, parent = r.node, r.site.parent
     while isinstance(parent, (ast.IfExp, ast.BoolOp)) and any(node is x for x in _chosen(parent)[1:]):
         node, parent = parent, parents.get(id(parent))    # `act_layer=nn.GELU if gelu else nn.ReLU`
     keyword = parent if isinstance(parent, ast.keyword) and parent.value is node else None
     call = parents.get(id(keyword)) if keyword is not None else parent
-    if r.site.region != SETUP or not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
         return False
     cls = next((c for c in source.tree.body if isinstance(c, ast.ClassDef) and c.name == call.func.id), None)
     init = next((f for f in getattr(cls, "body", []) if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
@@ -54,7 +54,7 @@ def _set_up_default(source: Source, r) -> bool:
     args = r.site.parent
     if not isinstance(args, ast.arguments):
         return False
-    fn = next((s.parent for s in source.sites if s.node is args), None)
+    fn = source.parents.get(id(args))
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not fn.body:
         return False
     body = next((s for s in source.sites if s.node is fn.body[0]), None)
@@ -77,7 +77,7 @@ def _set_up_local(source: Source, r) -> bool:
         return False
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
         return _only_built_with(source, fn, node.id)   # a use of such a local or parameter (`if norm_layer is None`)
-    parents = {id(s.node): s.parent for s in source.sites}
+    parents = source.parents
     if isinstance(parent, ast.Call) and parent.args and parent.args[0] is node and _callee(parent) == "partial":
         node, parent = parent, parents.get(id(parent))
         if isinstance(parent, ast.Call) and parent.func is node:   # `partial(nn.LayerNorm, eps=1e-6)(dim)`: built now
@@ -94,7 +94,7 @@ def _set_up_global(source: Source, r) -> bool:
     {"gelu": nn.GELU}`) that the file only calls in set-up functions (`Conv(c, 8)`,
     `ACTS[name]()`) and never names by a string or rebinds, in a file that looks up no name by
     a computed string: layers built in set-up, nothing kept to call later."""
-    parents = {id(s.node): s.parent for s in source.sites}
+    parents = source.parents
     node, parent = r.node, r.site.parent
     if isinstance(parent, ast.Call) and parent.args and parent.args[0] is node and _callee(parent) == "partial":
         node, parent = parent, parents.get(id(parent))

@@ -54,6 +54,7 @@ class Source:
     op_namespaces: frozenset[str]                # "mylib" of torch.library ops the file defines ("mylib::op")
     own: frozenset[int]                          # ids of Name nodes that are the candidate's own objects
     params: frozenset[int]                       # ids of Name nodes that are a parameter, not own
+    parents: Mapping[int, ast.AST]               # id(node) -> the node it sits in
 
 
 def parse_source(src: str) -> Source | None:
@@ -92,7 +93,7 @@ def parse_source(src: str) -> Source | None:
                   refs=tuple(refs), imports=imports, aliases=aliases, self_attrs=self_attrs,
                   library_names=library_holders(tree, sites, aliases, self_attrs, unbound),
                   methods=MappingProxyType(methods), module_names=frozenset(module_names),
-                  op_namespaces=frozenset(namespaces), own=own, params=params)
+                  op_namespaces=frozenset(namespaces), own=own, params=params, parents=MappingProxyType(parents))
 
 
 def spell(source: Source, node: ast.AST, limit: int = 60) -> str:

@@ -191,7 +191,7 @@ def _type_test(source: Source, r) -> bool:
     in its tuple): set-up that initialises weights by module type keeps nothing to call."""
     node, parent = r.node, r.site.parent
     if isinstance(parent, ast.Tuple):
-        node, parent = parent, next((s.parent for s in source.sites if s.node is parent), None)
+        node, parent = parent, source.parents.get(id(parent))
     return (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name)
             and parent.func.id in ("isinstance", "issubclass") and len(parent.args) == 2 and parent.args[1] is node
             and parent.func.id not in source.module_names)

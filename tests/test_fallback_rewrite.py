@@ -103,6 +103,27 @@ def test_a_bool_scatter_gives_atens_values_and_other_dtypes_are_left_to_inductor
     assert fr.scatter_bool(x, 1, order, x) is NotImplemented
 
 
+def test_an_add_with_alpha_is_the_add_of_the_scaled_operand_and_one_without_is_left_to_inductor():
+    g = torch.Generator().manual_seed(6)
+    x, y = torch.randn(5, 7, generator=g), torch.randn(5, 7, generator=g)
+    assert torch.allclose(fr.add_alpha(x, y, alpha=0.1), aten.add.Tensor(x, y, alpha=0.1), rtol=0, atol=1e-6)   # ATen fuses: an ulp
+    assert fr.add_alpha(x, y) is NotImplemented and fr.add_alpha(x, y, alpha=1) is NotImplemented
+
+
+def test_a_compiled_add_with_alpha_beside_a_matmul_keeps_its_alpha():
+    """Inductor's matmul-plus-add fusion matched `add(b, x @ w, alpha=a)` and dropped `a`."""
+    from torch._inductor.compile_fx import compile_fx
+    g = torch.Generator().manual_seed(7)
+    x, w, b = torch.randn(16, 8, generator=g), torch.randn(8, 4, generator=g), torch.randn(4, generator=g)
+
+    def fn(x, w, b):
+        return torch.add(b, x @ w, alpha=0.1)
+    torch._dynamo.reset()
+    got = torch.compile(fn, backend=lambda gm, inputs: compile_fx(gm, inputs, decompositions={
+        **torch._inductor.decomposition.select_decomp_table(), **fr.fallback_decompositions()}))(x, w, b)
+    assert torch.allclose(got, b + 0.1 * (x @ w), atol=1e-5)
+
+
 @pytest.mark.gpu
 def test_on_a_gpu_a_bool_scatter_compiles_to_triton_alone():
     """A top-p filter's `remove.scatter(1, order, remove)`: Inductor's cuda backend left it to

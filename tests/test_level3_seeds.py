@@ -657,6 +657,15 @@ def test_a_constructor_parameter_named_like_a_top_level_function_seeds_and_match
     assert max(lockstep_code_errors(seed_candidate(load_problem(problem), "cpu"), problem, tmp_path)) < 1e-4
 
 
+@pytest.mark.slow
+def test_a_product_added_with_alpha_keeps_its_alpha_in_the_seed(tmp_path):
+    """`torch.add(b, x @ w, alpha=0.1)` and an EMA's `add_(a @ b, alpha=1 - decay)`: Inductor's
+    addmm fusion dropped the alpha, the seed wrong by the whole product from call 1."""
+    from tools.dialect.kernelbook import seed_candidate
+    problem = PROBLEMS / "ema_add_alpha.py"
+    assert max(lockstep_code_errors(seed_candidate(load_problem(problem), "cpu"), problem, tmp_path)) < 1e-5
+
+
 def test_a_tensor_held_in_a_plain_list_is_named_by_its_path_when_the_forward_reads_it():
     _refused("list_tensor_state", r"the forward reads self\.cache\[0\], a tensor held in a Python container")
 

@@ -20,7 +20,15 @@ values, computed in fp32 as the reference's dtype gives.
   scatter needs (torch/_inductor/utils.py `use_scatter_fallback`); scattered as uint8 and
   read back as bool, the same values.
 
-A form outside these (a 0-dim input) returns NotImplemented: the op stays a fallback and
+And one op Inductor miscompiles:
+
+- `aten.add.Tensor` with an `alpha` other than 1 (`torch.add(b, x @ w, alpha=0.1)`, an EMA's
+  `avg.mul_(decay).add_(a @ b, alpha=1 - decay)`): Inductor's post-grad pass that fuses a
+  matmul and an add into one addmm matched such an add and dropped its alpha (torch 2.11 and
+  2.13: the seed, and torch.compile itself, computed b + x @ w). Written as the add of
+  `y * alpha`, the product ATen's own kernel forms, there is no alpha left to drop.
+
+A form outside these (a 0-dim input, an add whose alpha is 1) returns NotImplemented: the op stays a fallback and
 the seed names it.
 """
 from __future__ import annotations
@@ -31,7 +39,15 @@ def fallback_decompositions() -> dict:
     aten = torch.ops.aten
     return {aten._trilinear.default: trilinear, aten.kthvalue.default: kthvalue,
             aten.median.dim: median_dim, aten.median.default: median,
-            aten.embedding_renorm.default: embedding_renorm, aten.scatter.src: scatter_bool}
+            aten.embedding_renorm.default: embedding_renorm, aten.scatter.src: scatter_bool,
+            aten.add.Tensor: add_alpha}
+
+
+def add_alpha(x, y, *, alpha=1):
+    if alpha == 1:
+        return NotImplemented
+    import torch
+    return torch.ops.aten.add.Tensor(x, torch.ops.aten.mul.Tensor(y, alpha))
 
 
 def scatter_bool(x, dim, index, src):

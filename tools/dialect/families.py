@@ -198,6 +198,7 @@ def _lookup_launch(stmt: ast.Assign, rest: list[ast.stmt]) -> ast.Assign:
 
 
 SCATTER_FAMILY = "tools/kernels/scatter.py"
+SCATTER_REDUCES = ("sum", "mean", "amax", "amin")   # tools/kernels/scatter.py REDUCES
 # the in-place scatter Inductor's cpu backend leaves to PyTorch -> the family function, in place too
 _SCATTER_OPS = {"aten.scatter_reduce_.two": "scatter_reduce_op_", "torch.ops.aten.scatter_reduce_.two": "scatter_reduce_op_"}
 
@@ -205,7 +206,13 @@ _SCATTER_OPS = {"aten.scatter_reduce_.two": "scatter_reduce_op_", "torch.ops.ate
 def _scatter_launch(stmt: ast.Expr) -> ast.Expr:
     """`aten.scatter_reduce_.two(buf, dim, index, src, reduce='sum', include_self=True)` ->
     `scatter_reduce_op_(buf, dim, index, src, reduce='sum', include_self=True, precision='ieee')`:
-    krefine's scatter family (tools/kernels/scatter.py), updating `buf` in place as the op does."""
+    krefine's scatter family (tools/kernels/scatter.py), updating `buf` in place as the op does.
+    A reduction the family has no form for ("prod") is refused here, with that reason, rather
+    than when the seed first runs."""
+    given = [k.value for k in stmt.value.keywords if k.arg == "reduce"] + stmt.value.args[4:5]
+    if given and isinstance(given[0], ast.Constant) and given[0].value not in SCATTER_REDUCES:
+        raise ValueError(f"scatter_reduce with reduce={given[0].value!r}: krefine's scatter family has no atomic "
+                         f"form for it (it takes {', '.join(SCATTER_REDUCES)})")
     return _as_family_call(stmt, _SCATTER_OPS[call_name(stmt)], "scatter", [])
 
 

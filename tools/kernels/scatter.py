@@ -6,10 +6,14 @@ A seed writes `aten.scatter_reduce_.two(out, dim, index, src, reduce=..., includ
 `scatter_reduce_op_(...)` (tools/dialect/families.py), with the op's own arguments. One program
 per block of index elements: each element's position in `index` (up to 4 dimensions) locates
 its value in `src` and, with the index value along `dim`, its target in `out`, which it
-updates atomically: "sum" (atomic add), "amax" / "amin" (atomic max / min). Without
-include_self the targets first take the reduction's identity (0, -inf, +inf), so only the
-scattered values count. "prod" and "mean" have no atomic form here and are refused with that
-reason. The order of a sum's additions is the hardware's, as with torch's own cuda scatter.
+updates atomically: "sum" (atomic add), "amax" / "amin" (atomic max / min), into a floating
+or a 32- / 64-bit integer `out` (a graph network's degree count, `scatter_add_` of ones into
+int64). Without include_self the targets first take the reduction's identity (0, the lowest
+value, the highest), so only the scattered values count. "mean" (floating `out`) is the sum
+and a count kept beside it, each target divided by its count (plus one with include_self), as
+torch divides; a target nothing is scattered to keeps its value. "prod" has no atomic form
+here and is refused with that reason (the converter refuses it when the seed is made). The
+order of a sum's additions is the hardware's, as with torch's own cuda scatter.
 
 This file stands alone (torch and triton only): a seed copies its text, unchanged, into its
 `ModelNew`, so `best.py` carries it.
@@ -18,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-REDUCES = {"sum": 0, "amax": 1, "amin": 2}
+REDUCES = {"sum": 0, "amax": 1, "amin": 2, "mean": 0}   # mean: a sum, then divided
 MAX_DIMS = 4
 
 
@@ -43,7 +47,7 @@ def scatter_fill_kernel(out_ptr, idx_ptr, n, n1, n2, n3, o0, o1, o2, o3, t0, t1,
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     ok = offs < n
     _, out_off = _target(idx_ptr, offs, ok, n1, n2, n3, 0, 0, 0, 0, o0, o1, o2, o3, t0, t1, t2, t3, DIM)
-    tl.store(out_ptr + out_off, (tl.zeros([BLOCK], tl.float32) + value).to(out_ptr.dtype.element_ty), mask=ok)
+    tl.store(out_ptr + out_off, tl.zeros([BLOCK], out_ptr.dtype.element_ty) + value, mask=ok)
 
 
 @triton.jit
@@ -59,6 +63,33 @@ def scatter_reduce_kernel(out_ptr, idx_ptr, src_ptr, n, n1, n2, n3, s0, s1, s2, 
         tl.atomic_max(out_ptr + out_off, v, mask=ok)
     else:
         tl.atomic_min(out_ptr + out_off, v, mask=ok)
+
+
+@triton.jit
+def scatter_count_kernel(cnt_ptr, idx_ptr, n, n1, n2, n3, o0, o1, o2, o3, t0, t1, t2, t3,
+                         DIM: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    _, out_off = _target(idx_ptr, offs, ok, n1, n2, n3, 0, 0, 0, 0, o0, o1, o2, o3, t0, t1, t2, t3, DIM)
+    tl.atomic_add(cnt_ptr + out_off, tl.full([BLOCK], 1.0, tl.float32), mask=ok)
+
+
+@triton.jit
+def zero_kernel(ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(ptr + offs, tl.zeros([BLOCK], ptr.dtype.element_ty), mask=offs < n)
+
+
+@triton.jit
+def scatter_mean_kernel(out_ptr, cnt_ptr, n, n1, n2, n3, o0, o1, o2, o3, BLOCK: tl.constexpr):
+    """Each element of `out` (shape (., n1, n2, n3), strides o*) with a count divided by it;
+    the count is contiguous, of out's shape."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    at = (offs // (n3 * n2 * n1)) * o0 + ((offs // (n3 * n2)) % n1) * o1 + ((offs // n3) % n2) * o2 + (offs % n3) * o3
+    c = tl.load(cnt_ptr + offs, mask=ok, other=0.0)
+    v = tl.load(out_ptr + at, mask=ok & (c > 0), other=0.0)
+    tl.store(out_ptr + at, (v / tl.maximum(c, 1.0)).to(out_ptr.dtype.element_ty), mask=ok & (c > 0))
 
 
 def _padded(t, rank: int):
@@ -78,8 +109,10 @@ def scatter_reduce_op_(out, dim, index, src, reduce="sum", include_self=True, pr
     if rank > MAX_DIMS or index.dim() != out.dim() or src.dim() != out.dim():
         raise ValueError(f"scatter_reduce: out, index and src of one rank up to {MAX_DIMS}; got "
                          f"{out.dim()}, {index.dim()}, {src.dim()}")
-    if not out.dtype.is_floating_point:
-        raise ValueError(f"scatter_reduce: floating-point out only; got {out.dtype}")
+    if not (out.dtype.is_floating_point or out.dtype in (torch.int32, torch.int64)) or \
+            (reduce == "mean" and not out.dtype.is_floating_point):
+        raise ValueError(f"scatter_reduce: reduce={reduce!r} into {out.dtype}: the family takes floating outputs, "
+                         "and int32 / int64 ones for sum, amax and amin")
     n = index.numel()
     if n == 0:
         return out
@@ -90,8 +123,20 @@ def scatter_reduce_op_(out, dim, index, src, reduce="sum", include_self=True, pr
     block = 256
     grid = (triton.cdiv(n, block),)
     if not include_self:
-        identity = {"sum": 0.0, "amax": float("-inf"), "amin": float("inf")}[reduce]
+        bits = out.element_size() * 8 - 1    # an integer's range (torch.iinfo reads to the guards as a min/max)
+        low, high = (float("-inf"), float("inf")) if out.dtype.is_floating_point else (-(1 << bits), (1 << bits) - 1)
+        identity = {"amax": low, "amin": high}.get(reduce, 0.0 if out.dtype.is_floating_point else 0)
         scatter_fill_kernel[grid](out, index, n, *shape[1:], *o_strides, *t_strides, identity, DIM=dim, BLOCK=block)
     scatter_reduce_kernel[grid](out, index, src, n, *shape[1:], *s_strides, *o_strides, *t_strides,
                                 DIM=dim, REDUCE=REDUCES[reduce], BLOCK=block)
+    if reduce == "mean":     # each target's count: 1 for its own value with include_self, 0 elsewhere
+        count = torch.empty(out.shape, dtype=torch.float32, device=out.device)
+        c_strides = _padded(count, rank)[1]
+        zero_kernel[(triton.cdiv(count.numel(), block),)](count, count.numel(), BLOCK=block)
+        scatter_fill_kernel[grid](count, index, n, *shape[1:], *c_strides, *t_strides, 1.0 if include_self else 0.0,
+                                  DIM=dim, BLOCK=block)
+        scatter_count_kernel[grid](count, index, n, *shape[1:], *c_strides, *t_strides, DIM=dim, BLOCK=block)
+        out_shape, _ = _padded(out, rank)
+        scatter_mean_kernel[(triton.cdiv(out.numel(), block),)](out, count, out.numel(), *out_shape[1:], *o_strides,
+                                                                BLOCK=block)
     return out

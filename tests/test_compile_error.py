@@ -91,6 +91,27 @@ def test_a_data_dependent_size_in_inductors_lowering_is_named_with_the_users_lin
         "(at kv.py:9 `return (q @ K.transpose(1, 2)).softmax(-1) @ K`)")
 
 
+# torch 2.13's message for `self.alphas[self.t]`, t a 0-dim long buffer, abridged: no line of the user's
+INDEX_ON_DATA = """backend='backend' raised:
+GuardOnDataDependentSymNode: Could not extract specialized integer from data-dependent expression u0 (unhinted: u0).  (Size-like symbols: none)
+
+Caused by: (_functorch/_aot_autograd/graph_capture_wrappers.py:1534 in functional_call)
+For more information, run with TORCH_LOGS="dynamic"
+"""
+
+
+class BackendCompilerFailed(Exception):
+    pass
+
+
+def test_a_data_dependent_number_without_a_line_is_said_plainly_with_the_way_round_it():
+    # before: Dynamo's message cut to one line, TORCH_LOGS advice and all
+    assert describe_compile_error(BackendCompilerFailed(INDEX_ON_DATA)) == (
+        "BackendCompilerFailed: the forward uses a tensor's value as a number (an index or a size: `a[t]` with a "
+        "0-dim integer tensor t, `.item()`, `int(t)`), which a seed fixes when it is made; index with a 1-element "
+        "tensor (`a[t.view(1)]`) or torch.gather")
+
+
 def test_any_other_error_is_cut_to_one_line_of_bounded_length():
     from tools.errors import FAULT_CHARS
     said = describe_compile_error(RuntimeError("word " * 2000))

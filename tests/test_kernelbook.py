@@ -229,7 +229,17 @@ UNSUPPORTED = {
                        "krefine has no Triton kernel for it (a boolean mask, x[mask]: an output whose size"),
     "a .data assignment": ("cpu_relu_odd", ("        del arg0_1\n",
                                             "        buf9 = torch.ops.aten.set_.source_Tensor(arg0_1, arg0_1)\n"),
-                           "(an assignment to a tensor's .data, `self.w.data = ...`: write it in place instead"),
+                           "(an assignment to a tensor's .data, `self.w.data = ...` or `self.w.data *= m`: write it "
+                           "in place instead, `self.w.data.copy_(...)`, `self.w.data.mul_(m)`)"),
+    # a Fourier layer's complex zeros are aten.full, named before without what makes it a fallback
+    "a complex tensor": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.full.default([4, 5], 0, "
+                                          "dtype=torch.complex64, layout=torch.strided, device=device)\n"),
+                         "Inductor leaves torch.ops.aten.full.default to PyTorch (a fallback kernel), and krefine has "
+                         "no Triton kernel for it (complex tensors: Triton has no complex dtype)"),
+    "an fft": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten._fft_r2c.default(arg0_1, [1], 0, True)\n"),
+               "no Triton kernel for it (torch.fft)"),
+    "a linear solve": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten._linalg_solve_ex.default(arg0_1, arg0_1)\n"),
+                       "(torch.linalg.solve, called directly or by parametrizations.orthogonal's Cayley map)"),
     "in-place aten fallback": ("cpu_relu_odd", ("        del arg0_1\n",
                                "        aten.index_reduce_.default(arg0_1, 0, arg0_1, arg0_1, 'prod')\n"),
                                "call(): Inductor leaves aten.index_reduce_.default to PyTorch (a fallback kernel), and "
@@ -267,9 +277,11 @@ def test_unsupported_inductor_output_is_a_one_line_error_naming_it(case):
 
 
 @pytest.mark.parametrize("kernel, named, advice", [
-    ("triton_poi_fused_randn_0", "(randn)", "the forward's own draw (torch.randn, rand): a seed needs the values as "
-     "inputs or buffers; if it is drawn only in training (under `if self.training:`"),
+    ("triton_poi_fused_randn_0", "(randn)", "the forward's own draw (torch.randn, rand, bernoulli, uniform_): a seed "
+     "needs the values as inputs or buffers; if it is drawn only in training (under `if self.training:`"),
     ("triton_poi_fused_native_dropout_0", "(dropout)", "a dropout (an RReLU) is random in training mode (--set "),
+    # torch.bernoulli(p) and x.uniform_() of the user's own were advised as a dropout, to judge eval mode
+    ("triton_poi_fused_bernoulli_sigmoid_0", "(bernoulli)", "the forward's own draw (torch.randn, rand, bernoulli"),
 ])
 def test_a_random_draw_is_named_by_its_kernel_and_advised_by_its_kind(kernel, named, advice):
     # 35_LSTM's h0 = torch.randn(...) was named as Inductor's seed draw and advised to judge eval mode
@@ -332,14 +344,20 @@ def test_a_tensor_constant_inductor_keeps_outside_call_is_named():
         convert(_problem(FIXTURE_PROBLEM["cpu_relu_odd"]), read_capture(text))
 
 
-def test_a_random_op_left_to_pytorch_is_named_as_a_random_draw():
-    # nn.RReLU in training mode: its noise is aten.uniform, a fallback Inductor leaves to PyTorch
-    text = _text("cpu_relu_odd").replace(
+@pytest.mark.parametrize("kernel, advice", [
+    # nn.RReLU in training mode: its noise is aten.uniform, beside the kernel Inductor names after it
+    ("triton_poi_fused_rrelu_with_noise_functional_0", "a dropout (an RReLU) is random in training mode"),
+    # the user's own `torch.empty_like(x).uniform_()` (Gumbel noise) was advised as an RReLU
+    ("triton_poi_fused_add_0", "the forward's own draw (torch.randn, rand, bernoulli, uniform_)"),
+])
+def test_a_random_op_left_to_pytorch_is_named_as_a_random_draw(kernel, advice):
+    text = _text("cpu_relu_odd").replace("triton_poi_fused_relu_0", kernel).replace(
         "        del arg0_1\n", "        torch.ops.aten.uniform.default(buf0, 0.125, 0.3333)\n", 1)
     import dataclasses
     capture = dataclasses.replace(read_capture(text), module_mode="train")   # the fixture predates the field
-    with pytest.raises(ValueError, match=r"the forward draws random numbers \(uniform\).*an RReLU\) is random"):
+    with pytest.raises(ValueError, match=r"the forward draws random numbers \(uniform\)") as info:
         convert(_problem(FIXTURE_PROBLEM["cpu_relu_odd"]), capture)
+    assert advice in str(info.value)
 
 
 # --- torch.compile on cpu (Inductor's Triton backend) ------------------------------------

@@ -57,6 +57,10 @@ def describe_compile_error(e: Exception) -> str:
     sized = "GuardOnDataDependentSymNode" in text or "data-dependent expression" in text
     if not where and sized:   # Inductor's lowering: the op that needs the size, under "Found from"
         where = re.findall(r'File "([^"]+)", line (\d+), in \w+\n\s*(.+)', text.partition("Found from")[2])
+    if not where and sized:   # no line named (aot's functional_call): what a data-dependent number is, said plainly
+        return (f"{type(e).__name__}: the forward uses a tensor's value as a number (an index or a size: `a[t]` with "
+                "a 0-dim integer tensor t, `.item()`, `int(t)`), which a seed fixes when it is made; index with a "
+                "1-element tensor (`a[t.view(1)]`) or torch.gather")
     if not where:
         return f"{type(e).__name__}: {one_line(text, FAULT_CHARS - len(type(e).__name__) - 2)}"
     kind = text.strip().splitlines()[0].strip()

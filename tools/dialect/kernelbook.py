@@ -175,11 +175,12 @@ _FALLBACK_HINTS = {
     "repeat_interleave": " (repeats given as a tensor: a size that depends on its values)",
     "index": " (a boolean mask, x[mask]: an output whose size depends on the values, where a seed's sizes are "
              "fixed when it is made)",
-    "set_": " (an assignment to a tensor's .data, `self.w.data = ...`: write it in place instead, "
-            "`self.w.data.copy_(...)`)",
-    "linalg_matrix_exp": " (torch.matrix_exp, as parametrizations.orthogonal uses it)",
-    "_linalg_solve_ex": " (torch.linalg.solve, as parametrizations.orthogonal's Cayley map uses it)",
-}
+    "set_": " (an assignment to a tensor's .data, `self.w.data = ...` or `self.w.data *= m`: write it in place "
+            "instead, `self.w.data.copy_(...)`, `self.w.data.mul_(m)`)",
+    "linalg_matrix_exp": " (torch.matrix_exp, called directly or by parametrizations.orthogonal)",
+    "_linalg_solve_ex": " (torch.linalg.solve, called directly or by parametrizations.orthogonal's Cayley map)",
+    "_fft_r2c": " (torch.fft)", "_fft_c2r": " (torch.fft)", "_fft_c2c": " (torch.fft)"}
+_COMPLEX = re.compile(r"\btorch\.complex(32|64|128)\b|\bcomplex\b")   # any op on them (a complex zeros: aten.full)
 
 
 def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded: dict[str, dict[str, int]],
@@ -194,13 +195,14 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded
     if draw is not None:    # named first: it is why no rewrite of the other statements can help
         ops = sorted({m.group(1) for k in kernels for m in [_RANDOM_OP.search(k)] if m} |
                      {m.group(1) for m in [_FALLBACK_DRAW.search(ast.unparse(draw))] if m})
-        dropout = any(op in ("dropout", "bernoulli", "uniform") for op in ops)   # uniform: RReLU's noise
+        # a dropout or an RReLU, by the fused kernel's name; a bernoulli or uniform alone is the user's own
+        dropout = any("dropout" in k or "rrelu" in k for k in kernels)
         raise ValueError(f"call(): the forward draws random numbers ({', '.join(ops) or short_code(draw)}): no kernel "
                          "can reproduce torch's generator draw for draw; " + (
                              ("a dropout (an RReLU) is random in training mode (--set eval.module_mode=eval judges "
                               "inference)" if module_mode == "train" else "one the forward asks for in eval mode too "
                               "(`training=True`)")
-                             if dropout or not ops else "the forward's own draw (torch.randn, rand): a seed needs the "
+                             if dropout or not ops else "the forward's own draw (torch.randn, rand, bernoulli, uniform_): a seed needs the "
                              "values as inputs or buffers" + (
                                  "; if it is drawn only in training (under `if self.training:`, as stochastic depth "
                                  "or a VAE's sampling), --set eval.module_mode=eval judges inference without it"
@@ -267,7 +269,8 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded
             externs.add(SCATTER_FAMILY)
         elif isinstance(stmt, (ast.Assign, ast.Expr)) and call_name(stmt).startswith(("torch.ops.", "aten.")):
             # `buf = torch.ops.aten.X(...)`, or an in-place `aten.X_(buf, ...)` (scatter_reduce_)
-            said = next((why for op, why in _FALLBACK_HINTS.items() if f".{op}." in call_name(stmt) + "."), "")
+            said = next((why for op, why in _FALLBACK_HINTS.items() if f".{op}." in call_name(stmt) + "."), "") or \
+                (" (complex tensors: Triton has no complex dtype)" if _COMPLEX.search(ast.unparse(stmt)) else "")
             raise ValueError(f"call(): Inductor leaves {call_name(stmt)} to PyTorch (a fallback kernel), and "
                              f"krefine has no Triton kernel for it{said}")
         elif isinstance(stmt, ast.Assign) and call_name(stmt).endswith(".item") and \

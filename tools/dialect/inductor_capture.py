@@ -113,7 +113,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
         _set_attribute(model, path, t.to(device))
     attrs = plain_tensor_attributes(model)
     scalars = python_values(model, problem.module)
-    check_capturable(model, inputs)
+    check_capturable(model, inputs, problem.module, BUILD_SEED)
     # the module's tensors as the forward finds them: one it rebinds (`self.ema = 0.9 * self.ema + x`)
     # is a graph input under its old value and state under its new one
     params, buffers = dict(model.named_parameters()), dict(model.named_buffers())

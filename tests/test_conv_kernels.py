@@ -139,6 +139,20 @@ def _tf32_dots_round_their_operands(K):
     return got, want
 
 
+def _float64(K, member):
+    """float64 tensors convolve in fp64 (a stencil of a physics model): before, in fp32, 1e-7 off."""
+    groups, ws = (8, (8, 1, 3, 3)) if member == "depthwise" else (1, (8, 16 if member == "igemm" else 4, 3, 3))
+    x, w, b = _inputs((2, ws[1] * groups, 6, 7), ws, 8, dtype=torch.float64)
+    if member == "phases":   # weight (in, out, kh, kw): 16 channels in, the dot path
+        x, w, b = _inputs((2, 16, 6, 7), (16, 8, 3, 3), 8, dtype=torch.float64)
+        got, want = K.conv_transpose_nd(x, w, b, 2, 1, 1), F.conv_transpose2d(x, w, b, 2, 1, 1)
+    else:
+        got, want = K.conv_nd(x, w, b, 1, 1, 1, groups, member=member), F.conv2d(x, w, b, 1, 1, 1, groups)
+    err = (got - want).abs().max().item()
+    assert got.dtype == torch.float64 and err < 1e-12, f"{got.dtype}, largest error {err:.1e}"
+    return got, want
+
+
 # every cpu case by id: (kernel module) -> (got, want); want's strides are the layout expected
 CASES = {
     **{f"forward-{c[0]}": (lambda K, c=c: _forward(K, c)) for c in FORWARD},
@@ -146,6 +160,7 @@ CASES = {
     "channels_last_in_channels_last_out": _channels_last,
     "out_stride_is_the_layout_written": _out_stride,
     "tf32_dots_round_their_operands": _tf32_dots_round_their_operands,
+    **{f"float64-{m}": (lambda K, m=m: _float64(K, m)) for m in ("direct", "igemm", "depthwise", "phases")},
     **{f"epilogue-{e[0]}-{m}": (lambda K, e=e, m=m: _forward_epilogue(K, e, m))
        for e in EPILOGUES for m in ("direct", "igemm", "depthwise")},
     **{f"epilogue-{e[0]}-phases": (lambda K, e=e: _transposed_epilogue(K, e))
@@ -206,13 +221,13 @@ def test_family_file_imports_only_torch_and_triton():
 
 # --- sm_90 compile, no GPU needed -------------------------------------------------------
 
-def _signature(fn, constexprs):
+def _signature(fn, constexprs, ptr="*fp32"):
     sig = {}
     for name in inspect.signature(fn.fn).parameters:
         if name in constexprs:
             sig[name] = "constexpr"
         elif name.endswith("_ptr"):
-            sig[name] = "*fp32"
+            sig[name] = ptr
         else:
             sig[name] = "fp32" if name in ("scale", "lo", "hi", "slope") else "i32"
     return sig
@@ -223,11 +238,16 @@ COMPILED = [
     ("conv_fwd_kernel", dict(USE_DOT=False, PRECISION="ieee", BLOCK_K=16)),
     ("conv_depthwise_kernel", {}),
     ("conv_transpose_kernel", dict(USE_DOT=True, PRECISION="tf32", BLOCK_K=32)),
+    # float64 tensors: fp64 accumulators and exact fp64 dots, fp64 tiles BLOCK_K 16 (conv_config)
+    ("conv_fwd_kernel", dict(USE_DOT=True, PRECISION="ieee", BLOCK_K=16, ptr="*fp64")),
+    ("conv_depthwise_kernel", dict(ptr="*fp64")),
+    ("conv_transpose_kernel", dict(USE_DOT=False, PRECISION="ieee", BLOCK_K=16, ptr="*fp64")),
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,extra", COMPILED, ids=[f"{n}-{e.get('PRECISION', 'fma')}" for n, e in COMPILED])
+@pytest.mark.parametrize("name,extra", COMPILED, ids=[f"{n}-{e.get('PRECISION', 'fma')}-{e.get('ptr', '*fp32')[1:]}"
+                                                      for n, e in COMPILED])
 def test_kernel_compiles_for_sm90(name, extra):
     triton = pytest.importorskip("triton")
     try:
@@ -239,9 +259,11 @@ def test_kernel_compiles_for_sm90(name, extra):
     fn = getattr(compiled_module, name)
     if not hasattr(fn, "fn"):
         pytest.skip("TRITON_INTERPRET is set in this process")
+    extra = dict(extra)
+    ptr = extra.pop("ptr", "*fp32")
     constexprs = dict(KD=3, KH=3, KW=3, HAS_BIAS=True, HAS_RES=True, ACT="relu", HAS_CLAMP=True,
                       BLOCK_M=128, BLOCK_N=64, **extra)
-    kernel = triton.compile(ASTSource(fn, _signature(fn, constexprs), constexprs),
+    kernel = triton.compile(ASTSource(fn, _signature(fn, constexprs, ptr), constexprs),
                             target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 3})
     assert kernel.asm["ptx"]
 

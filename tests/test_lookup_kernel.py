@@ -52,12 +52,17 @@ out["cdist_unbatched"] = dist(torch.randn(17, 6, device=dev), torch.randn(40, 6,
 out["cdist_broadcast_batches"] = dist(torch.randn(2, 1, 5, 8, device=dev), torch.randn(4, 7, 8, device=dev), 2.0)
 same = torch.randn(6, 4, device=dev)
 out["cdist_identical_rows_are_zero"] = cdist_op(same, same, 2.0).diagonal().abs().max().item()
+w64, a64, b64 = w.double(), a.double(), b.double()    # float64 in fp64 (before: fp32 accumulators, 1e-7 off)
+got = embedding_bag_op(w64, idx, offsets, False, 1, False, None, False, -1)[0]
+e_bag = (got - F.embedding_bag(idx, w64, offsets, mode="mean")).abs().max().item()
+e_dist = (cdist_op(a64, b64, 1.0) - torch.cdist(a64, b64, p=1.0)).abs().max().item()
+out["float64_bags_and_distances_in_fp64"] = float(got.dtype != torch.float64 or max(e_bag, e_dist) > 1e-12)
 print(json.dumps(out))
 """
 NAMES = ["embedding_bag_sum_mean_max", "embedding_bag_per_sample_weights",
          "embedding_bag_padding_idx_skipped_and_not_counted", "embedding_bag_include_last_offset",
          "cdist_p2_batched", "cdist_p1_p3_and_inf", "cdist_p0_counts_differences", "cdist_unbatched",
-         "cdist_broadcast_batches", "cdist_identical_rows_are_zero"]
+         "cdist_broadcast_batches", "cdist_identical_rows_are_zero", "float64_bags_and_distances_in_fp64"]
 TOLERANCE = 1e-5
 
 
@@ -96,15 +101,16 @@ def test_a_cdist_fallback_becomes_the_family_call():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["embedding_bag_kernel", "cdist_kernel"])
-def test_the_lookup_kernels_compile_for_sm90(kernel):
+@pytest.mark.parametrize("fp", ["fp32", "fp64"])
+def test_the_lookup_kernels_compile_for_sm90(kernel, fp):
     import tools.kernels.lookup as lookup
     if kernel == "embedding_bag_kernel":
-        sig = {"w_ptr": "*fp32", "idx_ptr": "*i64", "off_ptr": "*i64", "psw_ptr": "*fp32", "out_ptr": "*fp32",
+        sig = {"w_ptr": f"*{fp}", "idx_ptr": "*i64", "off_ptr": "*i64", "psw_ptr": f"*{fp}", "out_ptr": f"*{fp}",
                "n_idx": "i32", "n_bags": "i32", "dim": "i32", "padding_idx": "i32", "w_sr": "i32", "out_sr": "i32",
                "MODE": "constexpr", "HAS_PSW": "constexpr", "LAST_OFFSET": "constexpr", "BLOCK": "constexpr"}
         consts = {"MODE": 1, "HAS_PSW": False, "LAST_OFFSET": False, "BLOCK": 64}
     else:
-        sig = {"a_ptr": "*fp32", "b_ptr": "*fp32", "out_ptr": "*fp32", "P": "i32", "R": "i32", "M": "i32", "p": "fp32",
+        sig = {"a_ptr": f"*{fp}", "b_ptr": f"*{fp}", "out_ptr": f"*{fp}", "P": "i32", "R": "i32", "M": "i32", "p": "fp32",
                **{n: "i32" for n in ("a_sb", "a_sp", "a_sm", "b_sb", "b_sr", "b_sm", "o_sb", "o_sp", "o_sr")},
                "NORM": "constexpr", "BLOCK_P": "constexpr", "BLOCK_R": "constexpr", "BLOCK_M": "constexpr"}
         consts = {"NORM": 4, "BLOCK_P": 16, "BLOCK_R": 16, "BLOCK_M": 16}

@@ -88,6 +88,9 @@ def recurrent_as_ops(model):
         mode = _mode(module)
         if mode is None:
             continue
+        if any(p.dtype == torch.float64 for p in module.parameters()):   # its kernels accumulate in fp32
+            raise ValueError(f"a float64 {type(module).__name__}: krefine's recurrent family computes in fp32, "
+                             "short of the float64 the model asks for")
         cls = type(module)
         module.__class__ = type(f"Krefine{cls.__name__}", (_AsOp,), {})
         module._krefine_mode = mode

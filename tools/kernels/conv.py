@@ -24,8 +24,8 @@ Members (the launcher picks one; `member=` forces it):
 
 Epilogue, in this order, fused into the store: + bias[channel], x scale, + residual
 (a tensor of the output's shape, any strides), activation ("relu", "leaky_relu",
-"sigmoid", "tanh", "silu"), clamp(lo, hi). Accumulation is fp32; the store casts to the
-output dtype (the input's).
+"sigmoid", "tanh", "silu"), clamp(lo, hi). Accumulation is fp32 (fp64 for float64, its dots
+exact); the store casts to the output dtype (the input's).
 
 Not covered: string padding ("same"/"valid": give the numbers), padding_mode other than
 zeros, complex or integer tensors, unbatched inputs, a following norm's statistics, TMA
@@ -55,10 +55,10 @@ def _conv_epilogue(acc, co, co_ok, pos_ok, bias_ptr, res_ptrs, scale, lo, hi, sl
                    HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, ACT: tl.constexpr, HAS_CLAMP: tl.constexpr):
     # acc [BLOCK_M, BLOCK_N] fp32; co [BLOCK_N] output channels; res_ptrs [BLOCK_M, BLOCK_N]
     if HAS_BIAS:
-        acc += tl.load(bias_ptr + co, mask=co_ok, other=0.0).to(tl.float32)[None, :]
+        acc += tl.load(bias_ptr + co, mask=co_ok, other=0.0).to(acc.dtype)[None, :]
     acc = acc * scale
     if HAS_RES:
-        acc += tl.load(res_ptrs, mask=pos_ok[:, None] & co_ok[None, :], other=0.0).to(tl.float32)
+        acc += tl.load(res_ptrs, mask=pos_ok[:, None] & co_ok[None, :], other=0.0).to(acc.dtype)
     if ACT == "relu":
         acc = tl.maximum(acc, 0.0)
     elif ACT == "leaky_relu":
@@ -100,7 +100,7 @@ def conv_fwd_kernel(
     co = g * K_G + offs_n
     x_base = x_ptr + nb * sxn + (g * C_G).to(tl.int64) * sxc
     w_base = w_ptr + co.to(tl.int64) * swo
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64 if y_ptr.dtype.element_ty == tl.float64 else tl.float32)
     if USE_DOT:
         # one loop over (tap, channel block), not a channel loop inside a tap loop: with few
         # channels per group the inner loop would be a step or two, too short to pipeline
@@ -133,8 +133,8 @@ def conv_fwd_kernel(
             x_tap = x_base + idd * sxd + ih * sxh + iw * sxw
             w_tap = w_base + kd * swd + kh * swh + kw * sww
             for c in range(0, C_G):
-                a = tl.load(x_tap + c * sxc, mask=ok, other=0.0).to(tl.float32)
-                b = tl.load(w_tap + c * swi, mask=n_ok, other=0.0).to(tl.float32)
+                a = tl.load(x_tap + c * sxc, mask=ok, other=0.0).to(acc.dtype)
+                b = tl.load(w_tap + c * swi, mask=n_ok, other=0.0).to(acc.dtype)
                 acc += a[:, None] * b[None, :]
     pos_y = nb * syn + od * syd + oh * syh + ow * syw
     pos_r = nb * srn + od * srd + oh * srh + ow * srw
@@ -166,7 +166,7 @@ def conv_depthwise_kernel(
     nb = (offs_m // (OW * OH * OD)).to(tl.int64)
     x_base = x_ptr + nb[:, None] * sxn + (co // MULT).to(tl.int64)[None, :] * sxc
     w_base = w_ptr + co.to(tl.int64) * swo
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64 if y_ptr.dtype.element_ty == tl.float64 else tl.float32)
     for tap in range(KD * KH * KW):
         kd = tap // (KH * KW)
         kh = (tap // KW) % KH
@@ -177,7 +177,7 @@ def conv_depthwise_kernel(
         ok = m_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
         a = tl.load(x_base + (idd * sxd + ih * sxh + iw * sxw)[:, None], mask=ok[:, None] & n_ok[None, :], other=0.0)
         b = tl.load(w_base + kd * swd + kh * swh + kw * sww, mask=n_ok, other=0.0)
-        acc += a.to(tl.float32) * b.to(tl.float32)[None, :]
+        acc += a.to(acc.dtype) * b.to(acc.dtype)[None, :]
     pos_y = nb * syn + od * syd + oh * syh + ow * syw
     pos_r = nb * srn + od * srd + oh * srh + ow * srw
     acc = _conv_epilogue(acc, co, n_ok, m_ok, bias_ptr, res_ptr + pos_r[:, None] + co[None, :] * src,
@@ -216,7 +216,7 @@ def conv_transpose_kernel(
     co = g * K_G + offs_n
     x_base = x_ptr + nb * sxn + (g * C_G).to(tl.int64) * sxc
     w_base = w_ptr + (g * C_G).to(tl.int64) * swi + offs_n.to(tl.int64) * swo
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64 if y_ptr.dtype.element_ty == tl.float64 else tl.float32)
     for tap in range(KD * KH * KW):
         kd = tap // (KH * KW)
         kh = (tap // KW) % KH
@@ -240,8 +240,8 @@ def conv_transpose_kernel(
                     acc = tl.dot(_dot_operand(a, PRECISION), _dot_operand(b, PRECISION), acc, input_precision=PRECISION)
             else:
                 for c in range(0, C_G):
-                    a = tl.load(x_tap + c * sxc, mask=ok, other=0.0).to(tl.float32)
-                    b = tl.load(w_tap + c * swi, mask=n_ok, other=0.0).to(tl.float32)
+                    a = tl.load(x_tap + c * sxc, mask=ok, other=0.0).to(acc.dtype)
+                    b = tl.load(w_tap + c * swi, mask=n_ok, other=0.0).to(acc.dtype)
                     acc += a[:, None] * b[None, :]
     pos_y = nb * syn + od * syd + oh * syh + ow * syw
     pos_r = nb * srn + od * srd + oh * srh + ow * srw
@@ -272,7 +272,7 @@ def conv_config(member, c_group, k_group, positions, device_type, dtype, precisi
     if member == "depthwise":
         return dict(BLOCK_M=64, BLOCK_N=min(64, max(16, _pow2(k_group))), BLOCK_K=16, num_warps=4, num_stages=2)
     block_n = min(128, max(16, _pow2(k_group)))
-    block_k = 32 if dtype == torch.float32 else 64
+    block_k = {2: 64, 4: 32}.get(dtype.itemsize, 16)   # fp64 tiles: twice the bytes
     if member == "igemm" and _tensor_cores(dtype, precision):
         work = positions * k_group
         m, n, k, stages = ((64, 32, block_k, 4) if work < 300_000 else (64, 64, 64, 3) if work < 3_000_000 and
@@ -361,7 +361,7 @@ def conv_nd(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, 
             out_stride=None, member=None, config=None):
     """F.conv1d/2d/3d(x, weight, bias, stride, padding, dilation, groups) followed by the
     epilogue (module docstring); x is (N, C, *spatial) with 1 to 3 spatial dimensions."""
-    nd = x.dim() - 2
+    nd, precision = x.dim() - 2, "ieee" if x.dtype == torch.float64 else precision   # fp64 dots: exact
     assert 1 <= nd <= 3 and weight.dim() == x.dim(), "conv_nd takes (N, C, L), (N, C, H, W) or (N, C, D, H, W)"
     c_out, c_g = weight.shape[0], weight.shape[1]
     k_g = c_out // groups
@@ -399,7 +399,7 @@ def conv_transpose_nd(x, weight, bias=None, stride=1, padding=0, output_padding=
                       residual=None, out_stride=None, member=None, config=None):
     """F.conv_transpose1d/2d/3d(x, weight, bias, stride, padding, output_padding, groups,
     dilation) followed by the epilogue; weight is (C_in, C_out / groups, *kernel)."""
-    nd = x.dim() - 2
+    nd, precision = x.dim() - 2, "ieee" if x.dtype == torch.float64 else precision   # fp64 dots: exact
     assert 1 <= nd <= 3 and weight.dim() == x.dim(), "conv_transpose_nd takes 1 to 3 spatial dimensions"
     c_in, k_g = weight.shape[0], weight.shape[1]
     c_g = c_in // groups

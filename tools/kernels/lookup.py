@@ -16,6 +16,8 @@ with the op's own arguments:
   may use a matrix product, ||a||² + ||b||² - 2ab, which cancels); p = 0 counts nonzero
   differences, p = inf takes their maximum.
 
+Both accumulate in fp32, in fp64 for a float64 output.
+
 This file stands alone (torch and triton only): a seed copies its text, unchanged, into its
 `ModelNew`, so `best.py` carries it.
 """
@@ -44,23 +46,23 @@ def embedding_bag_kernel(w_ptr, idx_ptr, off_ptr, psw_ptr, out_ptr, n_idx, n_bag
     else:
         end = tl.where(bag + 1 < n_bags, tl.load(off_ptr + bag + 1, mask=bag + 1 < n_bags, other=0), n_idx)
     if MODE == 2:
-        acc = tl.full([BLOCK], float("-inf"), tl.float32)
+        acc = tl.full([BLOCK], float("-inf"), tl.float64 if out_ptr.dtype.element_ty == tl.float64 else tl.float32)
     else:
-        acc = tl.zeros([BLOCK], tl.float32)
+        acc = tl.zeros([BLOCK], tl.float64 if out_ptr.dtype.element_ty == tl.float64 else tl.float32)
     count = 0
     for i in range(start, end):
         row = tl.load(idx_ptr + i)
         if row != padding_idx:
-            v = tl.load(w_ptr + row * w_sr + cols, mask=ok, other=0.0).to(tl.float32)
+            v = tl.load(w_ptr + row * w_sr + cols, mask=ok, other=0.0).to(acc.dtype)
             if HAS_PSW:
-                v = v * tl.load(psw_ptr + i).to(tl.float32)
+                v = v * tl.load(psw_ptr + i).to(acc.dtype)
             if MODE == 2:
                 acc = tl.maximum(acc, v)
             else:
                 acc += v
             count += 1
     if MODE == 1:
-        acc = acc / tl.maximum(count, 1).to(tl.float32)
+        acc = acc / tl.maximum(count, 1).to(acc.dtype)
     if MODE == 2:
         acc = tl.where(count > 0, acc, 0.0)
     tl.store(out_ptr + bag * out_sr + cols, acc.to(out_ptr.dtype.element_ty), mask=ok)
@@ -101,15 +103,15 @@ def cdist_kernel(a_ptr, b_ptr, out_ptr, P, R, M, p,
     batch = tl.program_id(0)
     rows = tl.program_id(1) * BLOCK_P + tl.arange(0, BLOCK_P)
     cols = tl.program_id(2) * BLOCK_R + tl.arange(0, BLOCK_R)
-    acc = tl.zeros([BLOCK_P, BLOCK_R], tl.float32)
+    acc = tl.zeros([BLOCK_P, BLOCK_R], tl.float64 if out_ptr.dtype.element_ty == tl.float64 else tl.float32)
     a_base = a_ptr + batch.to(tl.int64) * a_sb
     b_base = b_ptr + batch.to(tl.int64) * b_sb
     for m0 in range(0, M, BLOCK_M):
         ks = m0 + tl.arange(0, BLOCK_M)
         a = tl.load(a_base + rows[:, None] * a_sp + ks[None, :] * a_sm,
-                    mask=(rows[:, None] < P) & (ks[None, :] < M), other=0.0).to(tl.float32)
+                    mask=(rows[:, None] < P) & (ks[None, :] < M), other=0.0).to(acc.dtype)
         b = tl.load(b_base + cols[:, None] * b_sr + ks[None, :] * b_sm,
-                    mask=(cols[:, None] < R) & (ks[None, :] < M), other=0.0).to(tl.float32)
+                    mask=(cols[:, None] < R) & (ks[None, :] < M), other=0.0).to(acc.dtype)
         d = tl.abs(a[:, None, :] - b[None, :, :])          # [BLOCK_P, BLOCK_R, BLOCK_M]; padding gives 0
         if NORM == 0:       # p = 0: nonzero differences
             acc += tl.sum(tl.where(d != 0.0, 1.0, 0.0), axis=2)

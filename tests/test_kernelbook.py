@@ -282,6 +282,8 @@ def test_unsupported_inductor_output_is_a_one_line_error_naming_it(case):
     ("triton_poi_fused_native_dropout_0", "(dropout)", "a dropout (an RReLU) is random in training mode (--set "),
     # torch.bernoulli(p) and x.uniform_() of the user's own were advised as a dropout, to judge eval mode
     ("triton_poi_fused_bernoulli_sigmoid_0", "(bernoulli)", "the forward's own draw (torch.randn, rand, bernoulli"),
+    # F.gumbel_softmax's exponential_: nothing named, then advised as a dropout
+    ("triton_poi_fused_exponential_log_neg_0", "(exponential)", "the forward's own draw (torch.randn, rand, bernoulli"),
 ])
 def test_a_random_draw_is_named_by_its_kernel_and_advised_by_its_kind(kernel, named, advice):
     # 35_LSTM's h0 = torch.randn(...) was named as Inductor's seed draw and advised to judge eval mode
@@ -351,11 +353,22 @@ def test_a_tensor_constant_inductor_keeps_outside_call_is_named():
     ("triton_poi_fused_add_0", "the forward's own draw (torch.randn, rand, bernoulli, uniform_)"),
 ])
 def test_a_random_op_left_to_pytorch_is_named_as_a_random_draw(kernel, advice):
+    _random_fallback_named(kernel, "torch.ops.aten.uniform.default(buf0, 0.125, 0.3333)", "uniform", advice)
+
+
+@pytest.mark.parametrize("op", ["torch.ops.aten.normal_functional.default(buf0, 0.0, 1.0)",   # Normal.rsample()
+                                "torch.ops.prims.normal.default([4, 5], mean=0.0, std=1.0, dtype=torch.float32)"])
+def test_a_normal_draw_left_to_pytorch_is_named_as_a_random_draw(op):
+    # before: "Inductor leaves ... normal_functional to PyTorch", as if a kernel were missing
+    _random_fallback_named("triton_poi_fused_add_0", op, "normal", "the forward's own draw (torch.randn, rand")
+
+
+def _random_fallback_named(kernel, op, named, advice):
     text = _text("cpu_relu_odd").replace("triton_poi_fused_relu_0", kernel).replace(
-        "        del arg0_1\n", "        torch.ops.aten.uniform.default(buf0, 0.125, 0.3333)\n", 1)
+        "        del arg0_1\n", f"        {op}\n", 1)
     import dataclasses
     capture = dataclasses.replace(read_capture(text), module_mode="train")   # the fixture predates the field
-    with pytest.raises(ValueError, match=r"the forward draws random numbers \(uniform\)") as info:
+    with pytest.raises(ValueError, match=rf"the forward draws random numbers \({named}\)") as info:
         convert(_problem(FIXTURE_PROBLEM["cpu_relu_odd"]), capture)
     assert advice in str(info.value)
 

@@ -604,6 +604,14 @@ def test_a_size_read_from_a_tensor_value_is_named_as_the_reason():
         _linear_relu_seed_with("        u0 = arg0_1.item()")
 
 
+def test_a_float_read_back_from_a_computed_value_is_named_as_the_reason():
+    # `self.count.fill_((self.count + n).item())`, a running normaliser's count: Inductor's `zuf0 = buf0.item()`
+    # was "unsupported statement"
+    with pytest.raises(ValueError, match=r"reads a value it computed back to the host as a Python number \(`\.item\(\)`: "
+                                         r"zuf0 = arg0_1\.item\(\)\).*keep it a tensor \(`self\.count\.copy_\(t\)`"):
+        _linear_relu_seed_with("        zuf0 = arg0_1.item()")
+
+
 def test_a_pytorch_fallback_left_in_call_is_named_as_the_reason():
     with pytest.raises(ValueError, match=r"leaves torch\.ops\.aten\.mkldnn_rnn_layer\.default to PyTorch"):
         _linear_relu_seed_with("        buf9 = torch.ops.aten.mkldnn_rnn_layer.default(arg0_1)")

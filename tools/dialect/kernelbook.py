@@ -160,12 +160,12 @@ def _state_outputs(cap: Capture) -> list[int]:
 
 
 # the random op a fused kernel's name says it draws (triton_poi_fused_randn_0, ..._native_dropout_1)
-_RANDOM_OP = re.compile(r"_(randn|randint|rand|bernoulli|dropout|normal|uniform|multinomial|randperm)(?:_|$)")
+_RANDOM_OP = re.compile(r"_(randn|randint|rand|bernoulli|dropout|normal|uniform|multinomial|randperm|exponential)(?:_|$)")
 
 
 # a random op Inductor leaves to PyTorch (nn.RReLU's noise in training mode: aten.uniform)
-_FALLBACK_DRAW = re.compile(r"\baten\.(uniform|normal|bernoulli|exponential|geometric|log_normal|cauchy|multinomial|"
-                            r"randperm|rrelu_with_noise)\b")
+_FALLBACK_DRAW = re.compile(r"\b(?:aten|prims)\.(uniform|normal|bernoulli|exponential|geometric|log_normal|cauchy|"
+                            r"multinomial|randperm|rrelu_with_noise)(?:_functional)?\b")   # rsample: normal_functional
 
 
 # what the user wrote that becomes a fallback no kernel can stand in for, where the op's name does not say
@@ -195,8 +195,7 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded
     if draw is not None:    # named first: it is why no rewrite of the other statements can help
         ops = sorted({m.group(1) for k in kernels for m in [_RANDOM_OP.search(k)] if m} |
                      {m.group(1) for m in [_FALLBACK_DRAW.search(ast.unparse(draw))] if m})
-        # a dropout or an RReLU, by the fused kernel's name; a bernoulli or uniform alone is the user's own
-        dropout = any("dropout" in k or "rrelu" in k for k in kernels)
+        dropout = any("dropout" in k or "rrelu" in k for k in kernels)   # by name; a bernoulli alone is the user's
         raise ValueError(f"call(): the forward draws random numbers ({', '.join(ops) or short_code(draw)}): no kernel "
                          "can reproduce torch's generator draw for draw; " + (
                              ("a dropout (an RReLU) is random in training mode (--set eval.module_mode=eval judges "
@@ -273,11 +272,12 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded
                 (" (complex tensors: Triton has no complex dtype)" if _COMPLEX.search(ast.unparse(stmt)) else "")
             raise ValueError(f"call(): Inductor leaves {call_name(stmt)} to PyTorch (a fallback kernel), and "
                              f"krefine has no Triton kernel for it{said}")
-        elif isinstance(stmt, ast.Assign) and call_name(stmt).endswith(".item") and \
-                any(re.fullmatch(r"u\d+", ast.unparse(t)) for t in stmt.targets):
-            # `u0 = buf0.item()`: an unbacked size, e.g. x[:, :int(lengths.max())]
-            raise ValueError("the forward reads a tensor's value into a size (`.item()`, a data-dependent "
-                             f"shape: {short_code(stmt)}); a seed's sizes are fixed when it is made")
+        elif isinstance(stmt, ast.Assign) and call_name(stmt).endswith(".item"):   # u0: a size (x[:, :int(n.max())])
+            raise ValueError("the forward reads a tensor's value into a size (`.item()`, a data-dependent shape: "
+                             f"{short_code(stmt)}); a seed's sizes are fixed when it is made" if re.fullmatch(
+                                 r"u\d+", ast.unparse(stmt.targets[0])) else "the forward reads a value it computed back "
+                             f"to the host as a Python number (`.item()`: {short_code(stmt)}), which a seed's kernels "
+                             "cannot take from each other; keep it a tensor (`self.count.copy_(t)`, not `fill_(t.item())`)")
         else:
             raise ValueError(f"call(): unsupported statement: {short_code(stmt)}")
     if ret is None:

@@ -367,3 +367,20 @@ def test_half_precision_conv_on_gpu_is_close_to_cudnn(dtype):
     got = G.conv_nd(x.to(memory_format=torch.channels_last), w, b, 1, 1, activation="relu")
     want = torch.relu(F.conv2d(x, w, b, 1, 1))
     torch.testing.assert_close(got.float(), want.float(), atol=5e-2, rtol=2e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("x_shape,w_shape,groups,transposed", [
+    ((2, 4, 9, 12), (8, 4, 3, 3), 1, False),          # direct
+    ((2, 64, 28, 28), (128, 64, 3, 3), 1, False),     # igemm: fp64 dots, fp64 tiles
+    ((2, 8, 9, 9), (8, 1, 3, 3), 8, False),           # depthwise
+    ((2, 32, 7, 7), (32, 16, 3, 3), 1, True),         # phases, dots
+], ids=["direct", "igemm", "depthwise", "phases"])
+def test_float64_conv_on_gpu_matches_cudnn_in_float64(x_shape, w_shape, groups, transposed):
+    import tools.kernels.conv as G
+    x, w, b = _inputs(x_shape, w_shape, w_shape[1] if transposed else w_shape[0], "cuda", torch.float64)
+    if transposed:
+        got, want = G.conv_transpose_nd(x, w, b, 2, 1, 1), F.conv_transpose2d(x, w, b, 2, 1, 1)
+    else:
+        got, want = G.conv_nd(x, w, b, 1, 1, 1, groups), F.conv2d(x, w, b, 1, 1, 1, groups)
+    assert got.dtype == torch.float64 and (got - want).abs().max().item() < 1e-10

@@ -124,6 +124,41 @@ def test_a_compiled_add_with_alpha_beside_a_matmul_keeps_its_alpha():
     assert torch.allclose(got, b + 0.1 * (x @ w), atol=1e-5)
 
 
+def _tie_grids(align_corners):
+    """An identity grid resizing 5x7 to 9x13 (every other point halfway between two pixels), a
+    scaled one reaching past the border, and random points: nearest sampling's hard cases."""
+    theta = torch.tensor([[1., 0., 0.], [0., 1., 0.]])[None].expand(2, 2, 3)
+    g = torch.Generator().manual_seed(8)
+    return [torch.nn.functional.affine_grid(theta, [2, 3, 9, 13], align_corners=align_corners),
+            torch.nn.functional.affine_grid(theta * 1.7, [2, 3, 11, 9], align_corners=align_corners),
+            torch.rand(2, 6, 8, 2, generator=g) * 3 - 1.5]
+
+
+@pytest.mark.parametrize("align_corners", [True, False])
+@pytest.mark.parametrize("padding_mode", [0, 1, 2], ids=["zeros", "border", "reflection"])
+def test_nearest_grid_sampling_picks_eagers_pixel_at_every_tie(padding_mode, align_corners):
+    x = torch.randn(2, 3, 5, 7, generator=torch.Generator().manual_seed(9))
+    for grid in _tie_grids(align_corners):
+        assert torch.equal(fr.grid_sample_nearest(x, grid, 1, padding_mode, align_corners),
+                           aten.grid_sampler_2d(x, grid, 1, padding_mode, align_corners))
+
+
+def test_a_compiled_nearest_grid_sample_picks_eagers_pixel_and_bilinear_compiles_as_before():
+    """torch's decomposition rounded ties to the other pixel: whole columns off (54 of 702)."""
+    from torch._inductor.compile_fx import compile_fx
+    x = torch.randn(2, 3, 5, 7, generator=torch.Generator().manual_seed(10))
+
+    def fn(x, grid):
+        return (torch.nn.functional.grid_sample(x, grid, mode="nearest", align_corners=True),
+                torch.nn.functional.grid_sample(x, grid, mode="bilinear", align_corners=True))
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend=lambda gm, inputs: compile_fx(gm, inputs, decompositions={
+        **torch._inductor.decomposition.select_decomp_table(), **fr.fallback_decompositions()}))
+    grid = _tie_grids(True)[0]
+    (nearest, bilinear), (want_nearest, want_bilinear) = compiled(x, grid), fn(x, grid)
+    assert torch.equal(nearest, want_nearest) and torch.allclose(bilinear, want_bilinear, atol=1e-5)
+
+
 @pytest.mark.gpu
 def test_on_a_gpu_a_bool_scatter_compiles_to_triton_alone():
     """A top-p filter's `remove.scatter(1, order, remove)`: Inductor's cuda backend left it to

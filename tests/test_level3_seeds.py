@@ -692,6 +692,13 @@ def test_a_float64_recurrent_layer_is_named_as_the_reason():
     _refused("float64_gru", r"a float64 GRU: krefine's recurrent family computes in fp32")
 
 
+@pytest.mark.slow
+def test_a_nearest_grid_sample_at_ties_seed_matches_the_model_exactly(tmp_path):
+    from tools.dialect.kernelbook import seed_candidate
+    problem = PROBLEMS / "label_resize_nearest.py"
+    assert max(lockstep_code_errors(seed_candidate(load_problem(problem), "cpu"), problem, tmp_path)) == 0.0
+
+
 def test_a_tensor_held_in_a_plain_list_is_named_by_its_path_when_the_forward_reads_it():
     _refused("list_tensor_state", r"the forward reads self\.cache\[0\], a tensor held in a Python container")
 
@@ -846,7 +853,7 @@ print(json.dumps(errors))
                                   "dummy_call_in_init", "submodule_hooks", "no_grad_forward", "annotated_config",
                                   "compiled_helper", "encoder_custom_activation", "recursive_builder",
                                   "drop_path_parameter", "top_p_filter", "ema_add_alpha", "gnn_degree_mean",
-                                  "float64_stencil"])
+                                  "float64_stencil", "label_resize_nearest"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

@@ -28,7 +28,15 @@ And one op Inductor miscompiles:
   2.13: the seed, and torch.compile itself, computed b + x @ w). Written as the add of
   `y * alpha`, the product ATen's own kernel forms, there is no alpha left to drop.
 
-A form outside these (a 0-dim input, an add whose alpha is 1) returns NotImplemented: the op stays a fallback and
+- `aten.grid_sampler_2d` in nearest mode: torch's decomposition maps grid coordinates to
+  pixels as `x * (size / 2 - 1 / 2) + (size / 2 - 1 / 2)`, eager as `((x + 1) / 2) * (size - 1)`
+  (aten/src/ATen/native/GridSampler.h `grid_sampler_unnormalize`); a point halfway between two
+  pixels (an identity grid resizing a label map) came out 0.5 exactly, or 0.50000006, and
+  rounded half-to-even to another pixel than eager's: whole columns off. Written with eager's
+  arithmetic, then padding as torch's decomposition and eager both apply it.
+
+Grid sampling that is not nearest goes to Inductor's own decomposition. A form outside these
+(a 0-dim input, an add whose alpha is 1) returns NotImplemented: the op stays a fallback and
 the seed names it.
 """
 from __future__ import annotations
@@ -40,7 +48,35 @@ def fallback_decompositions() -> dict:
     return {aten._trilinear.default: trilinear, aten.kthvalue.default: kthvalue,
             aten.median.dim: median_dim, aten.median.default: median,
             aten.embedding_renorm.default: embedding_renorm, aten.scatter.src: scatter_bool,
-            aten.add.Tensor: add_alpha}
+            aten.add.Tensor: add_alpha, aten.grid_sampler_2d.default: grid_sample_nearest}
+
+
+def grid_sample_nearest(a, grid, interpolation_mode=0, padding_mode=0, align_corners=False):
+    import torch
+    if interpolation_mode != 1 or a.dim() != 4:   # Inductor's own decomposition (a fallback beside it: refused)
+        from torch._inductor.decomposition import select_decomp_table
+        return select_decomp_table()[torch.ops.aten.grid_sampler_2d.default](
+            a, grid, interpolation_mode, padding_mode, align_corners)
+    n, c, height, width = a.shape
+    _, out_h, out_w, _ = grid.shape
+
+    def pixel(coords, size):   # eager's unnormalize, then its padding (border: clamp; reflection)
+        at = ((coords + 1) / 2) * (size - 1) if align_corners else ((coords + 1) * size - 1) / 2
+        if padding_mode == 2:
+            low, span = (0.0, size - 1.0) if align_corners else (-0.5, float(size))
+            if span > 0:
+                dist = (at - low).abs()
+                extra, flips = torch.fmod(dist, span), (dist / span).floor()
+                at = torch.where(torch.remainder(flips, 2) == 0, extra + low, span + low - extra)
+            else:
+                at = torch.zeros_like(at)
+        return at.clamp(0, size - 1) if padding_mode in (1, 2) else at
+    ix, iy = pixel(grid[..., 0], width).round(), pixel(grid[..., 1], height).round()   # half to even, as nearbyint
+    inside = ((ix >= 0) & (ix < width) & (iy >= 0) & (iy < height)).view(n, 1, out_h, out_w)
+    ix = torch.where(inside, ix.view(n, 1, out_h, out_w), 0).long()
+    iy = torch.where(inside, iy.view(n, 1, out_h, out_w), 0).long()
+    rows, chans = torch.arange(n, device=a.device).view(n, 1, 1, 1), torch.arange(c, device=a.device).view(1, c, 1, 1)
+    return torch.where(inside, a[rows, chans, iy, ix], 0)
 
 
 def add_alpha(x, y, *, alpha=1):

@@ -1,4 +1,5 @@
-"""bfloat16 in Triton's CPU interpreter: tl.dot of bf16 blocks, and float32 -> bf16 casts.
+"""bfloat16 and float8 in Triton's CPU interpreter: tl.dot of bf16 blocks, float32 -> bf16 and
+float -> float8 casts.
 
 The interpreter holds a bfloat16 block as its raw bits in a NumPy uint16 array
 (triton/runtime/interpreter.py: `tl.bfloat16: np.dtype(np.uint16)`), and
@@ -8,7 +9,12 @@ The interpreter holds a bfloat16 block as its raw bits in a NumPy uint16 array
   high half: exact), as a GPU's tensor cores multiply bf16 exactly and accumulate in float32;
 - its `cast_impl` truncates a float32 to bf16, where a GPU (and torch's .bfloat16())
   rounds to nearest even: a bf16 output was one step off in about half its elements.
-  `install` rounds to nearest even, NaN kept a quiet NaN.
+  `install` rounds to nearest even, NaN kept a quiet NaN;
+- its cast of a float to float8 (`tl.float8e4nv`, `tl.float8e5`: torch's float8_e4m3fn and
+  float8_e5m2) rounded a value that rounds up to the next power of two down to half of it
+  (31.66 -> 16, not 32), flushed subnormals and wrapped values past the largest: a fake-fp8
+  quantiser's seed was wrong on cpu, right on a GPU. `install` rounds to nearest even with
+  saturation to the largest finite value, as a GPU's cvt.rn.satfinite does.
 """
 from __future__ import annotations
 
@@ -22,7 +28,7 @@ def install() -> None:
         return
     if getattr(InterpreterBuilder.create_dot, "_krefine_bf16", False):
         return
-    dot, cast = InterpreterBuilder.create_dot, InterpreterBuilder.cast_impl
+    dot, cast, to_fp = InterpreterBuilder.create_dot, InterpreterBuilder.cast_impl, InterpreterBuilder.create_fp_to_fp
 
     def scalar(h):
         return h.dtype.scalar if hasattr(h.dtype, "scalar") else h.dtype
@@ -34,6 +40,19 @@ def install() -> None:
 
     def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
         return dot(self, widened(a), widened(b), d, input_precision, max_num_imprecise_acc)
+
+    import torch
+    fp8 = {tl.float8e4nv: (torch.float8_e4m3fn, 448.0), tl.float8e5: (torch.float8_e5m2, 57344.0)}
+
+    def fp_to_fp(self, src, dst_type, *rest):   # rest: the rounding mode
+        if dst_type.scalar in fp8 and scalar(src) in (tl.float32, tl.float16, tl.float64):
+            to, largest = fp8[dst_type.scalar]
+            values = np.clip(np.asarray(src.data, dtype=np.float32), -largest, largest)   # NaN stays NaN
+            return TensorHandle(torch.from_numpy(values).to(to).view(torch.uint8).numpy(), dst_type.scalar)
+        if scalar(src) in fp8 and dst_type.scalar == tl.float32:
+            bits = torch.from_numpy(np.ascontiguousarray(src.data, dtype=np.uint8))
+            return TensorHandle(bits.view(fp8[scalar(src)][0]).float().numpy(), tl.float32)
+        return to_fp(self, src, dst_type, *rest)
 
     def cast_impl(self, src, dst_type):
         if scalar(src) == tl.float32 and dst_type.scalar == tl.bfloat16:
@@ -47,3 +66,4 @@ def install() -> None:
     create_dot._krefine_bf16 = True
     InterpreterBuilder.create_dot = create_dot
     InterpreterBuilder.cast_impl = cast_impl
+    InterpreterBuilder.create_fp_to_fp = fp_to_fp

@@ -600,8 +600,16 @@ def _linear_relu_seed_with(line: str) -> str:
 
 def test_a_size_read_from_a_tensor_value_is_named_as_the_reason():
     # Inductor's `u0 = buf0.item()` for x[:, :int(lengths.max().item())]: an unbacked size
-    with pytest.raises(ValueError, match=r"reads a tensor's value into a size \(`\.item\(\)`, a data-dependent shape"):
+    with pytest.raises(ValueError, match=r"reads a tensor's value into a size or an offset \(`\.item\(\)`, `int\(t\)`: "
+                                         r"u0 = arg0_1\.item\(\)"):
         _linear_relu_seed_with("        u0 = arg0_1.item()")
+
+
+def test_a_size_read_from_a_view_of_a_tensor_is_named_as_the_reason():
+    # torch.roll(v, -int(delay[b, i])): Inductor's item() of a view was "unsupported statement"
+    with pytest.raises(ValueError, match=r"reads a tensor's value into a size or an offset \(`\.item\(\)`, `int\(t\)`: "
+                                         r"u0 = reinterpret_tensor\(arg0_1, \(\), \(\), 0\)\.item\(\)"):
+        _linear_relu_seed_with("        u0 = reinterpret_tensor(arg0_1, (), (), 0).item()")
 
 
 def test_a_float_read_back_from_a_computed_value_is_named_as_the_reason():

@@ -161,8 +161,6 @@ def _state_outputs(cap: Capture) -> list[int]:
 
 # the random op a fused kernel's name says it draws (triton_poi_fused_randn_0, ..._native_dropout_1)
 _RANDOM_OP = re.compile(r"_(randn|randint|rand|bernoulli|dropout|normal|uniform|multinomial|randperm|exponential)(?:_|$)")
-
-
 # a random op Inductor leaves to PyTorch (nn.RReLU's noise in training mode: aten.uniform)
 _FALLBACK_DRAW = re.compile(r"\b(?:aten|prims)\.(uniform|normal|bernoulli|exponential|geometric|log_normal|cauchy|"
                             r"multinomial|randperm|rrelu_with_noise)(?:_functional)?\b")   # rsample: normal_functional
@@ -272,8 +270,9 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded
                 (" (complex tensors: Triton has no complex dtype)" if _COMPLEX.search(ast.unparse(stmt)) else "")
             raise ValueError(f"call(): Inductor leaves {call_name(stmt)} to PyTorch (a fallback kernel), and "
                              f"krefine has no Triton kernel for it{said}")
-        elif isinstance(stmt, ast.Assign) and call_name(stmt).endswith(".item"):   # u0: a size (x[:, :int(n.max())])
-            raise ValueError("the forward reads a tensor's value into a size (`.item()`, a data-dependent shape: "
+        elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and \
+                getattr(stmt.value.func, "attr", "") == "item":   # u0: a size (x[:, :int(n.max())]); zuf0: a float
+            raise ValueError("the forward reads a tensor's value into a size or an offset (`.item()`, `int(t)`: "
                              f"{short_code(stmt)}); a seed's sizes are fixed when it is made" if re.fullmatch(
                                  r"u\d+", ast.unparse(stmt.targets[0])) else "the forward reads a value it computed back "
                              f"to the host as a Python number (`.item()`: {short_code(stmt)}), which a seed's kernels "

@@ -707,6 +707,34 @@ def test_a_nearest_grid_sample_at_ties_seed_matches_the_model_exactly(tmp_path):
     assert max(lockstep_code_errors(seed_candidate(load_problem(problem), "cpu"), problem, tmp_path)) == 0.0
 
 
+@pytest.mark.slow
+def test_state_each_call_stores_before_reading_it_seeds_and_matches_the_model(tmp_path):
+    from tools.dialect.kernelbook import seed_candidate
+    problem = PROBLEMS / "revin_norm.py"
+    assert max(lockstep_code_errors(seed_candidate(load_problem(problem), "cpu"), problem, tmp_path)) < 1e-5
+
+
+def test_a_store_before_any_read_is_told_from_a_read_of_the_last_calls_value():
+    import torch
+
+    from tools.dialect.module_state import stored_before_read
+
+    class Cache(torch.nn.Module):   # reads what the last call stored: the value carries
+        def forward(self, x):
+            out = x + self.last if hasattr(self, "last") else x
+            self.last = x.sum()
+            return out
+
+    class Norm(torch.nn.Module):    # stores, then reads, in every call
+        def forward(self, x):
+            self.mean = x.mean()
+            return x - self.mean
+    x = torch.randn(3)
+    cache, norm = Cache(), Norm()
+    cache(x), norm(x)
+    assert not stored_before_read(cache, [x], "last") and stored_before_read(norm, [x], "mean")
+
+
 def test_a_tensor_held_in_a_plain_list_is_named_by_its_path_when_the_forward_reads_it():
     _refused("list_tensor_state", r"the forward reads self\.cache\[0\], a tensor held in a Python container")
 
@@ -861,7 +889,7 @@ print(json.dumps(errors))
                                   "dummy_call_in_init", "submodule_hooks", "no_grad_forward", "annotated_config",
                                   "compiled_helper", "encoder_custom_activation", "recursive_builder",
                                   "drop_path_parameter", "top_p_filter", "ema_add_alpha", "gnn_degree_mean",
-                                  "float64_stencil", "label_resize_nearest"])
+                                  "float64_stencil", "label_resize_nearest", "revin_norm"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

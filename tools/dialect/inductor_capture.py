@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from tools.dialect.capture_context import (causal_masks_as_given, nested_padding_zeroed, rnn_in_graph,
                                            warnings_out_of_graph)
 from tools.dialect.module_state import (Held, changed_value, check_capturable, eager_outputs, misshapen_outputs,
-                                       plain_held, plain_tensor_attributes, python_values, reads_self, tensor_form,
-                                       unread, unregistered)
+                                       plain_held, plain_tensor_attributes, python_values, reads_self, stored_before_read,
+                                       tensor_form, unread, unregistered)
 
 
 @dataclass(frozen=True)
@@ -282,7 +282,8 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
             raise ValueError(f"the forward stores a tensor in self.{path} that is neither an output of its "
                              "graph nor one of its inputs")
         if now is not None and now not in (f"attr:{path}", f"buffer:{path}"):
-            if path not in before and reads_self(problem.source, path.rpartition(".")[2]):
+            if path not in before and reads_self(problem.source, path.rpartition(".")[2]) and \
+                    not stored_before_read(model, inputs, path):
                 raise ValueError(f"the forward sets self.{path}, which held no tensor before the call (None), and "
                                  "reads it: the graph holds that call's branch, so no seed can follow it from call "
                                  "to call; start it as a tensor (a zeros buffer)")

@@ -236,6 +236,39 @@ def reads_self(source: str, name: str) -> bool:
                and isinstance(n.value, ast.Name) and n.value.id == "self" for n in ast.walk(ast.parse(source)))
 
 
+def stored_before_read(model, inputs, path: str) -> bool:
+    """Is self.<path> stored before it is read (hasattr and getattr are reads) in the next call of
+    `model`'s eager forward, run on a copy of it as the capture's call left it? Then no value
+    carries from one call to the next (RevIN's mean, set in its "norm" call and read in its
+    "denorm" call of the same forward)."""
+    import copy
+
+    import torch
+    copied = copy.deepcopy(model)
+    owner_path, _, name = path.rpartition(".")
+    owner = copied.get_submodule(owner_path) if owner_path else copied
+    events: list[str] = []
+    cls = type(owner)
+
+    class Watched(cls):
+        def __getattribute__(self, attr):
+            if attr == name:
+                events.append("read")
+            return super().__getattribute__(attr)
+
+        def __setattr__(self, attr, value):
+            if attr == name:
+                events.append("store")
+            super().__setattr__(attr, value)
+    owner.__class__ = Watched
+    try:
+        with torch.no_grad():
+            copied(*inputs)
+    finally:
+        owner.__class__ = cls
+    return events[:1] == ["store"]
+
+
 def eager_outputs(model, inputs) -> list:
     """A copy of `model`'s eager forward on `inputs`, flat (the model's own state untouched)."""
     import copy

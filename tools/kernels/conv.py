@@ -25,7 +25,7 @@ Members (the launcher picks one; `member=` forces it):
 Epilogue, in this order, fused into the store: + bias[channel], x scale, + residual
 (a tensor of the output's shape, any strides), activation ("relu", "leaky_relu",
 "sigmoid", "tanh", "silu"), clamp(lo, hi). Accumulation is fp32 (fp64 for float64, its dots
-exact); the store casts to the output dtype (the input's).
+exact, their out_dtype said as Triton 3.6 needs); the store casts to the output dtype (the input's).
 
 Not covered: string padding ("same"/"valid": give the numbers), padding_mode other than
 zeros, complex or integer tensors, unbatched inputs, a following norm's statistics, TMA
@@ -120,7 +120,7 @@ def conv_fwd_kernel(
             w_tap = w_base + kd * swd + kh * swh + kw * sww
             a = tl.load(x_tap[:, None] + offs_c[None, :] * sxc, mask=ok[:, None] & c_ok[None, :], other=0.0)
             b = tl.load(w_tap[None, :] + offs_c[:, None] * swi, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
-            acc = tl.dot(_dot_operand(a, PRECISION), _dot_operand(b, PRECISION), acc, input_precision=PRECISION)
+            acc = tl.dot(_dot_operand(a, PRECISION), _dot_operand(b, PRECISION), acc, input_precision=PRECISION, out_dtype=acc.dtype)
     else:
         for tap in range(KD * KH * KW):
             kd = tap // (KH * KW)
@@ -237,7 +237,7 @@ def conv_transpose_kernel(
                     c_ok = offs_c < C_G
                     a = tl.load(x_tap[:, None] + offs_c[None, :] * sxc, mask=ok[:, None] & c_ok[None, :], other=0.0)
                     b = tl.load(w_tap[None, :] + offs_c[:, None] * swi, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
-                    acc = tl.dot(_dot_operand(a, PRECISION), _dot_operand(b, PRECISION), acc, input_precision=PRECISION)
+                    acc = tl.dot(_dot_operand(a, PRECISION), _dot_operand(b, PRECISION), acc, input_precision=PRECISION, out_dtype=acc.dtype)
             else:
                 for c in range(0, C_G):
                     a = tl.load(x_tap + c * sxc, mask=ok, other=0.0).to(acc.dtype)

@@ -162,7 +162,10 @@ def _same_python_inputs(module, inputs, seed: int) -> None:
         with torch.device("meta"):   # tensors cost nothing there
             again = seeded(module.get_inputs, seed + 1)
     except Exception:   # a number read from a drawn tensor (int(torch.randint(...))): drawn for real
-        again = seeded(module.get_inputs, seed + 1)
+        try:
+            again = seeded(module.get_inputs, seed + 1)
+        except Exception:   # no second draw to compare with: the seed's own check stays (kernelbook_model)
+            return
     for i, (x, y) in enumerate(zip(inputs, again)):
         if not isinstance(x, torch.Tensor) and type(x) is type(y) and repr(x) != repr(y):
             raise ValueError(f"get_inputs() item {i} is a Python {type(x).__name__} that changes with the seed "

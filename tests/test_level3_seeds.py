@@ -735,6 +735,15 @@ def test_a_store_before_any_read_is_told_from_a_read_of_the_last_calls_value():
     assert not stored_before_read(cache, [x], "last") and stored_before_read(norm, [x], "mean")
 
 
+@pytest.mark.slow
+def test_submodule_hooks_written_as_closures_seed_and_match_the_model(tmp_path):
+    from tools.dialect.kernelbook import seed_candidate
+    problem = PROBLEMS / "submodule_hook_closures.py"
+    code = seed_candidate(load_problem(problem), "cpu")
+    assert "register_forward" not in code and "def unit" not in code
+    assert max(lockstep_code_errors(code, problem, tmp_path)) < 1e-5
+
+
 def test_a_tensor_held_in_a_plain_list_is_named_by_its_path_when_the_forward_reads_it():
     _refused("list_tensor_state", r"the forward reads self\.cache\[0\], a tensor held in a Python container")
 

@@ -107,12 +107,21 @@ def drop_forward_helpers(init: ast.FunctionDef, kept: list[ast.stmt], instance=N
         if target.attr not in names(rest):
             init.body.remove(stmt)
             dropped = True
-    for stmt in list(init.body):   # `self.a.register_forward_hook(...)`: captured with the forward, which calls self.a
+    hooks = []   # `self.a.register_forward_hook(...)`, its handle kept or not: captured with the forward, which calls self.a
+    for stmt in list(init.body):
         holder, _, hook = call_name(stmt).rpartition(".")
-        if isinstance(stmt, ast.Expr) and hook in ("register_forward_hook", "register_forward_pre_hook") and \
-                holder.startswith("self."):
+        handle = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+        if isinstance(stmt, ast.Expr) or handle is not None and \
+                (handle.attr if isinstance(handle, ast.Attribute) else getattr(handle, "id", "")) not in \
+                names([n for n in init.body if n is not stmt] + kept):
+            if hook in ("register_forward_hook", "register_forward_pre_hook") and holder.startswith("self."):
+                init.body.remove(stmt)
+                hooks.append(stmt)
+    for stmt in list(init.body):   # and the hook's own def, which nothing else names now
+        if hooks and isinstance(stmt, ast.FunctionDef) and stmt.name in names(hooks) and \
+                stmt.name not in names([n for n in init.body if n is not stmt] + kept):
             init.body.remove(stmt)
-            dropped = True
+    dropped = dropped or bool(hooks)
     if not init.body:
         init.body.append(ast.Pass())
     return dropped

@@ -112,6 +112,24 @@ def test_a_data_dependent_number_without_a_line_is_said_plainly_with_the_way_rou
         "tensor (`a[t.view(1)]`) or torch.gather")
 
 
+# torch 2.13's message for `torch.autograd.grad(E, pos)` in a forward (a force field), abridged
+AUTOGRAD_GRAD = """using `torch.autograd.grad` with `torch._dynamo.config.trace_autograd_ops=False`
+  Explanation: Attempted to call `torch.autograd.grad` with config `torch._dynamo.config.trace_autograd_ops` set to `False`.
+  Hint: Change `torch._dynamo.config.trace_autograd_ops` to `True`.
+
+from user code:
+   File "/home/me/models/force.py", line 10, in forward
+    (f,) = torch.autograd.grad(E, pos, create_graph=False)
+"""
+
+
+def test_autograd_grad_in_the_forward_names_the_call_and_the_form_that_compiles():
+    # before: Dynamo's words, a config setting the user cannot pass through krefine
+    assert describe_compile_error(Unsupported(AUTOGRAD_GRAD)) == (
+        "Unsupported: the forward calls torch.autograd.grad, which torch.compile does not trace; torch.func.grad "
+        "does (at force.py:10 `(f,) = torch.autograd.grad(E, pos, create_graph=False)`)")
+
+
 def test_any_other_error_is_cut_to_one_line_of_bounded_length():
     from tools.errors import FAULT_CHARS
     said = describe_compile_error(RuntimeError("word " * 2000))

@@ -236,6 +236,8 @@ UNSUPPORTED = {
                                           "dtype=torch.complex64, layout=torch.strided, device=device)\n"),
                          "Inductor leaves torch.ops.aten.full.default to PyTorch (a fallback kernel), and krefine has "
                          "no Triton kernel for it (complex tensors: Triton has no complex dtype)"),
+    "torch.unique": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.unique_consecutive.default(arg0_1)\n"),
+                     "no Triton kernel for it (torch.unique: a size that depends on the values)"),
     "an fft": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten._fft_r2c.default(arg0_1, [1], 0, True)\n"),
                "no Triton kernel for it (torch.fft)"),
     "a linear solve": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten._linalg_solve_ex.default(arg0_1, arg0_1)\n"),

@@ -1111,6 +1111,11 @@ def test_a_python_input_get_inputs_draws_anew_each_call_is_named_as_the_reason()
                                     r"\d+\): a seed holds it fixed")
 
 
+def test_an_input_whose_shape_get_inputs_draws_anew_each_call_is_named_as_the_reason():
+    _refused("variable_length_audio", r"get_inputs\(\) item 0 has another shape under another seed \(\(2, \d+\), then "
+                                      r"\(2, \d+\)\): a seed's sizes are fixed when it is made")
+
+
 def test_a_seed_given_the_python_inputs_it_was_compiled_for_matches_the_model(tmp_path):
     assert max(_lockstep_errors("python_inputs", tmp_path)) < 1e-5
 

@@ -171,13 +171,14 @@ _FALLBACK_HINTS = {
     "nonzero": " (torch.nonzero, torch.where(cond) or a boolean mask: an output whose size depends on the "
                "values, where a seed's sizes are fixed when it is made)",
     "repeat_interleave": " (repeats given as a tensor: a size that depends on its values)",
+    **dict.fromkeys(("unique_consecutive", "_unique2", "unique_dim"), " (torch.unique: a size that depends on the values)"),
     "index": " (a boolean mask, x[mask]: an output whose size depends on the values, where a seed's sizes are "
              "fixed when it is made)",
     "set_": " (an assignment to a tensor's .data, `self.w.data = ...` or `self.w.data *= m`: write it in place "
             "instead, `self.w.data.copy_(...)`, `self.w.data.mul_(m)`)",
     "linalg_matrix_exp": " (torch.matrix_exp, called directly or by parametrizations.orthogonal)",
     "_linalg_solve_ex": " (torch.linalg.solve, called directly or by parametrizations.orthogonal's Cayley map)",
-    "_fft_r2c": " (torch.fft)", "_fft_c2r": " (torch.fft)", "_fft_c2c": " (torch.fft)"}
+    **dict.fromkeys(("_fft_r2c", "_fft_c2r", "_fft_c2c"), " (torch.fft)")}
 _COMPLEX = re.compile(r"\btorch\.complex(32|64|128)\b|\bcomplex\b")   # any op on them (a complex zeros: aten.full)
 
 

@@ -154,19 +154,27 @@ def changed_value(before: dict, after: dict, followed=frozenset(), unread_roots=
             "buffer (self.register_buffer)")
 
 
-def _same_python_inputs(module, inputs, seed: int) -> None:
+def _same_inputs(module, inputs, seed: int) -> None:
+    """get_inputs() drawn again under seed + 1 (on the meta device where it can be; for real where
+    it holds Python values or is small): a Python value or a tensor's shape that changes is named."""
     import torch
 
     from tools.problem import seeded
+    python = any(not isinstance(x, torch.Tensor) for x in inputs)
+    small = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor)) < (256 << 20)
     try:
         with torch.device("meta"):   # tensors cost nothing there
             again = seeded(module.get_inputs, seed + 1)
     except Exception:   # a number read from a drawn tensor (int(torch.randint(...))): drawn for real
         try:
-            again = seeded(module.get_inputs, seed + 1)
-        except Exception:   # no second draw to compare with: the seed's own check stays (kernelbook_model)
-            return
-    for i, (x, y) in enumerate(zip(inputs, again)):
+            again = seeded(module.get_inputs, seed + 1) if python or small else None
+        except Exception:   # no second draw to compare with: the seed's own checks stay (kernelbook_model)
+            again = None
+    for i, (x, y) in enumerate(zip(inputs, again or ())):
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.shape != y.shape:
+            raise ValueError(f"get_inputs() item {i} has another shape under another seed ({tuple(x.shape)}, then "
+                             f"{tuple(y.shape)}): a seed's sizes are fixed when it is made, while each call draws "
+                             "its own; draw inputs of one shape (pad variable lengths, pass the lengths)")
         if not isinstance(x, torch.Tensor) and type(x) is type(y) and repr(x) != repr(y):
             raise ValueError(f"get_inputs() item {i} is a Python {type(x).__name__} that changes with the seed "
                              f"({x!r}, then {y!r}): a seed holds it fixed, as Inductor writes it into its kernels, "
@@ -175,9 +183,9 @@ def _same_python_inputs(module, inputs, seed: int) -> None:
 
 def check_capturable(model, inputs=(), module=None, seed: int = 0) -> None:
     """ValueError naming what no seed can follow, before compiling: tensors inside a list or
-    dict input (a seed's call() takes tensors and Python values), a Python value of
-    get_inputs() that another seed changes (`module`'s, drawn again under seed + 1: a
-    timestep drawn as an int, which Inductor writes into its kernels), a recurrent layer's dropout
+    dict input (a seed's call() takes tensors and Python values), a Python value or a tensor
+    shape of get_inputs() that another seed changes (`module`'s, drawn again under seed + 1: a
+    timestep drawn as an int, which Inductor writes into its kernels; audio of a drawn length), a recurrent layer's dropout
     between layers in training mode (random), and a training BatchNorm with momentum=None,
     whose running statistics are a cumulative average, 1 / num_batches_tracked read as a
     Python float, which Dynamo cannot trace (its error names a line of torch's batchnorm.py,
@@ -188,8 +196,8 @@ def check_capturable(model, inputs=(), module=None, seed: int = 0) -> None:
         if any(isinstance(t, torch.Tensor) for t in _items(x)):
             raise ValueError(f"get_inputs() item {i} is a {type(x).__name__} of tensors; a seed takes tensors and "
                              "Python values as its inputs: pass each tensor as an input of its own")
-    if module is not None and any(not isinstance(x, torch.Tensor) for x in inputs):
-        _same_python_inputs(module, inputs, seed)
+    if module is not None:
+        _same_inputs(module, inputs, seed)
     hooks = [kind for kind in ("_forward_pre_hooks", "_forward_hooks") if getattr(model, kind, None)]
     if hooks:   # torch.compile compiles them apart from the forward: a second graph, which no seed joins
         raise ValueError(f"Model registers a forward {'pre-' if hooks[0] == '_forward_pre_hooks' else ''}hook on "

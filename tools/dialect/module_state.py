@@ -5,6 +5,11 @@ and the check that a compiled graph's outputs have the eager forward's shapes.
 """
 from __future__ import annotations
 
+import collections
+import itertools
+import numbers
+import types
+
 
 def _attributes(model):
     """(dotted path, value) of every attribute each of `model`'s modules holds in its __dict__."""
@@ -27,7 +32,7 @@ def plain_tensor_attributes(model) -> dict:
             if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter)}
 
 
-_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+_SCALARS = (bool, int, float, complex, str, bytes, type(None), numbers.Number)   # Number: NumPy's scalars
 
 
 class Items(tuple):
@@ -60,6 +65,15 @@ def python_values(model, module=None) -> dict:
     for name, v in (vars(module).items() if module is not None else ()):
         if not name.startswith("__") and _plain(v, home):
             _leaves(name, v, out, 0, set(), home)
+        elif isinstance(v, type) and v.__module__ == module.__name__:   # `type(self).step += 1`
+            for attr, x in vars(v).items():
+                if not attr.startswith("__") and _plain(x, home):
+                    _leaves(f"class {name}.{attr}", x, out, 0, set(), home)
+        for fn in [v, *(vars(v).values() if isinstance(v, type) and v.__module__ == module.__name__ else ())]:
+            if isinstance(fn, types.FunctionType) and fn.__module__ == module.__name__:   # `def f(state={})`
+                for i, x in enumerate(fn.__defaults__ or ()):
+                    if _plain(x, home) and not isinstance(x, _SCALARS):
+                        _leaves(f"{fn.__qualname__}.__defaults__[{i}]", x, out, 0, set(), home)
     return out
 
 
@@ -67,7 +81,7 @@ def _plain(v, home: tuple) -> bool:
     """A value python_values looks into: a scalar, a container, or a plain object of a class
     the problem's file defines (a config dataclass), a SimpleNamespace or an argparse
     Namespace; not a library's object (a logger's cache changes as it logs)."""
-    if isinstance(v, _SCALARS + (list, tuple, dict, set, frozenset)):
+    if isinstance(v, _SCALARS + (list, tuple, dict, set, frozenset, collections.deque)):
         return True
     return hasattr(v, "__dict__") and not isinstance(v, type) and type(v).__module__ in home
 
@@ -83,9 +97,9 @@ def _leaves(path: str, v, out: dict, depth: int, seen: set, home: tuple) -> None
     if depth > 3 or id(v) in seen or not _plain(v, home):
         return
     seen = seen | {id(v)}
-    if isinstance(v, (list, tuple)):
+    if isinstance(v, (list, tuple, collections.deque)):
         out[path] = Items((type(v).__name__, len(v)))
-        for i, x in enumerate(v[:256]):
+        for i, x in enumerate(itertools.islice(v, 256)):
             _leaves(f"{path}[{i}]", x, out, depth + 1, seen, home)
     elif isinstance(v, dict):
         out[path] = Items(("dict", len(v)))
@@ -125,6 +139,8 @@ def unread(model, module, source: str) -> set[str]:
     loads |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and not written(n)}
     out = {name for name in (vars(module) if module is not None else ()) if name not in names}
+    out |= {f"class {name}.{attr}" for name, v in (vars(module).items() if module is not None else ())
+            if isinstance(v, type) and v.__module__ == module.__name__ for attr in vars(v) if attr not in loads}
     for prefix, m in model.named_modules():   # a torch layer, or a class of the file's deriving one, reads its own
         if not any(c.__module__.startswith("torch.") for c in type(m).__mro__ if c not in (torch.nn.Module, object)):
             out |= {f"self.{prefix}.{n}" if prefix else f"self.{n}" for n in vars(m) if n not in loads}
@@ -148,7 +164,8 @@ def changed_value(before: dict, after: dict, followed=frozenset(), unread_roots=
                 "buffer of Model, so no seed can follow it from call to call; hold it in Model as a buffer "
                 "(self.register_buffer)")
     what = repr(v) if isinstance(v, (Items, Held)) or v is None else f"a Python {type(v).__name__}, {v!r}"
-    where = path if path.startswith("self.") else f"the global {path} of the problem's module"
+    where = path if path.startswith("self.") else f"the class attribute {path[6:]}" if path.startswith("class ") \
+        else f"the global {path} of the problem's module"
     return (f"the forward changes {where} ({what} before the call): Inductor's graph holds its value at the "
             "capture as a constant, so no seed can follow it from call to call; keep such state in a tensor "
             "buffer (self.register_buffer)")
@@ -249,13 +266,12 @@ def reads_self(source: str, name: str) -> bool:
 
 def stored_before_read(model, inputs, path: str) -> bool:
     """Is self.<path> stored before it is read (hasattr and getattr are reads) in the next call of
-    `model`'s eager forward, run on a copy of it as the capture's call left it? Then no value
+    `model`'s eager forward, run on the model as the capture's call left it (the capture has
+    read what it needs of it; a hook's closure stores into this model, not a copy)? Then no value
     carries from one call to the next (RevIN's mean, set in its "norm" call and read in its
     "denorm" call of the same forward)."""
-    import copy
-
     import torch
-    copied = copy.deepcopy(model)
+    copied = model   # itself: a hook's closure stores into the model it was registered on, not into a copy
     owner_path, _, name = path.rpartition(".")
     owner = copied.get_submodule(owner_path) if owner_path else copied
     events: list[str] = []

@@ -921,7 +921,8 @@ print(json.dumps(errors))
                                   "dummy_call_in_init", "submodule_hooks", "no_grad_forward", "annotated_config",
                                   "compiled_helper", "encoder_custom_activation", "recursive_builder",
                                   "drop_path_parameter", "top_p_filter", "ema_add_alpha", "gnn_degree_mean",
-                                  "float64_stencil", "label_resize_nearest", "revin_norm"])
+                                  "float64_stencil", "label_resize_nearest", "revin_norm", "submodule_hook_closures",
+                                  "hook_stored_features"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

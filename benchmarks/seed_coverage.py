@@ -11,8 +11,13 @@ reasons for the rest. Nothing is cached: every seed is compiled now.
 On a CPU the seeds are converted, not run (Triton's interpreter is too slow for level-3
 inputs); `krefine bench` judges them. `--block-ops N` sets the capture's block_ops (0: every
 graph whole; tools/dialect/blocks.py). `--run` (cuda) also runs each seed beside its Model,
-exact fp32 on both sides: the largest difference on one call, and each one's median forward
-time over 20 calls (CUDA events; a rough figure: the judge's clock is `krefine bench`'s).
+exact fp32 on both sides: the largest difference on one call, and for each its median forward
+over 20 calls (CUDA events; a rough figure: the judge's clock is `krefine bench`'s), the host
+time of the call itself, the GPU's alone (the forward replayed as a CUDA graph) and the seed's
+Triton launches a forward: where wall and host agree and the GPU's time is well below, the
+forward waits on Python. `--launch-cost` (cuda) first prints the host microseconds of one
+launch: Triton kernels of 5 and of 24 arguments through `kernel[grid](...)`, krefine's gemm
+launcher, torch.mm and torch.mul on the same small tensors.
 """
 from __future__ import annotations
 
@@ -33,7 +38,7 @@ def natural(path: Path) -> list:
 
 
 RUN = """
-import json, statistics, sys, importlib.util
+import json, statistics, sys, time, importlib.util
 import torch
 def load(name, path):
     spec = importlib.util.spec_from_file_location(name, path)
@@ -47,14 +52,68 @@ def flat(o):
     return list(o) if isinstance(o, (tuple, list)) else [o]
 def ms(f):
     for _ in range(3): f(*inputs)
-    times = []
+    times, host = [], []
     for _ in range(20):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record(); f(*inputs); b.record(); torch.cuda.synchronize(); times.append(a.elapsed_time(b))
-    return statistics.median(times)
+        torch.cuda.synchronize(); a.record(); t0 = time.perf_counter(); f(*inputs); host.append(time.perf_counter() - t0)
+        b.record(); torch.cuda.synchronize(); times.append(a.elapsed_time(b))
+    return statistics.median(times), statistics.median(host) * 1e3, graph_ms(f)
+def graph_ms(f):   # the GPU's time alone: the forward captured once and replayed
+    try:
+        g, side = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            f(*inputs)
+        torch.cuda.current_stream().wait_stream(side)
+        with torch.cuda.graph(g):
+            f(*inputs)
+        times = []
+        for _ in range(20):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record(); g.replay(); b.record(); torch.cuda.synchronize(); times.append(a.elapsed_time(b))
+        return statistics.median(times)
+    except Exception:   # a forward no graph can hold (a host copy in it)
+        return None
+from triton.runtime.jit import JITFunction
+launches, run = [0], JITFunction.run
+def counted(self, *args, **kwargs):
+    launches[0] += not kwargs.get("warmup")
+    return run(self, *args, **kwargs)
+JITFunction.run = counted
 with torch.no_grad():
     error = max((g - w).abs().max().item() for w, g in zip(flat(model(*inputs)), flat(new(*inputs))))
-    print(json.dumps({"error": error, "seed_ms": ms(new), "eager_ms": ms(model)}))
+    launches[0] = 0; new(*inputs); per_forward = launches[0]
+    (seed_ms, seed_host, seed_gpu), (eager_ms, eager_host, eager_gpu) = ms(new), ms(model)
+    print(json.dumps({"error": error, "seed_ms": seed_ms, "eager_ms": eager_ms, "seed_host_ms": seed_host,
+                      "eager_host_ms": eager_host, "seed_gpu_ms": seed_gpu, "eager_gpu_ms": eager_gpu,
+                      "launches": per_forward}))
+"""
+
+LAUNCH_COST = """
+import json, time, torch, triton, triton.language as tl
+from tools.kernels.gemm import gemm
+@triton.jit
+def five(x_ptr, y_ptr, n, a, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + i, tl.load(x_ptr + i, mask=i < n) * a, mask=i < n)
+@triton.jit
+def wide(a_ptr, b_ptr, c_ptr, d_ptr, M, N, K, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14,
+         alpha, beta, HAS: tl.constexpr, P: tl.constexpr, BM: tl.constexpr):   # gemm_kernel's 24 arguments
+    i = tl.program_id(0) * BM + tl.arange(0, BM)
+    tl.store(d_ptr + i, tl.load(a_ptr + i, mask=i < M) * alpha, mask=i < M)
+x, y = torch.randn(1024, device="cuda"), torch.empty(1024, device="cuda")
+a, b, c = torch.randn(8, 64, device="cuda"), torch.randn(64, 64, device="cuda"), torch.empty(8, 64, device="cuda")
+def us(f, n=20000):
+    for _ in range(200): f()
+    torch.cuda.synchronize(); t0 = time.perf_counter()
+    for _ in range(n): f()
+    t1 = time.perf_counter(); torch.cuda.synchronize()
+    return round((t1 - t0) / n * 1e6, 1)
+print(json.dumps({"triton_5_args_us": us(lambda: five[(4,)](x, y, 1024, 2.0, BLOCK=256)),
+                  "triton_24_args_us": us(lambda: wide[(4, 1)](x, x, x, y, 1024, 64, 64, *range(15), 1.0, 1.0,
+                                                               HAS=True, P="ieee", BM=256, num_warps=4, num_stages=3)),
+                  "krefine_gemm_us": us(lambda: gemm(a, b, out=c)), "torch_mm_us": us(lambda: torch.mm(a, b, out=c)),
+                  "torch_mul_us": us(lambda: torch.mul(x, 2.0, out=y))}))
 """
 
 
@@ -97,9 +156,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="write every problem's result here as JSON")
     ap.add_argument("--block-ops", type=int, help="the capture's block_ops (0: every graph whole)")
     ap.add_argument("--run", action="store_true", help="cuda: run each seed beside its Model (error, ms)")
+    ap.add_argument("--launch-cost", action="store_true", help="cuda: first, the host time of one launch")
     args = ap.parse_args(argv)
-    if args.run and args.device != "cuda":
-        ap.error("--run needs --device cuda")
+    if (args.run or args.launch_cost) and args.device != "cuda":
+        ap.error("--run and --launch-cost need --device cuda")
+    if args.launch_cost:   # from a file: @triton.jit reads its kernels' source
+        import tempfile
+        with tempfile.NamedTemporaryFile("w", suffix=".py") as script:
+            script.write(LAUNCH_COST)
+            script.flush()
+            done = subprocess.run([sys.executable, script.name], cwd=ROOT, capture_output=True, text=True,
+                                  env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+        print(f"host time of one launch: {(done.stdout.strip().splitlines() or [done.stderr[-300:]])[-1]}", flush=True)
     problems = sorted(args.directory.glob("*.py"), key=natural)
     if not problems:
         print(f"seed_coverage: {args.directory}: no problem files", file=sys.stderr)
@@ -110,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     with ThreadPoolExecutor(args.jobs) as pool:
         for r in pool.map(lambda p: seed_one(p, args.device, args.timeout, args.block_ops, args.run), problems):
             results.append(r)
-            ran = f", error {r['error']:.2e}, seed {r['seed_ms']:.2f} ms, eager {r['eager_ms']:.2f} ms" \
+            gpu = [f"{r[k]:.2f}" if r.get(k) is not None else "-" for k in ("seed_gpu_ms", "eager_gpu_ms")]
+            ran = f", error {r['error']:.2e}, seed {r['seed_ms']:.2f} ms (host {r['seed_host_ms']:.2f}, GPU {gpu[0]}, " \
+                f"{r['launches']} launches), eager {r['eager_ms']:.2f} ms (host {r['eager_host_ms']:.2f}, GPU {gpu[1]})" \
                 if r.get("error") is not None else (f", run failed: {r['run_failed']}" if "run_failed" in r else "")
             print(f"[{len(results)}/{len(problems)}] {r['problem']}: {'seed' if r['seed'] else 'no seed: ' + r['reason']}"
                   f" ({r['seconds']:.0f} s{ran})", flush=True)

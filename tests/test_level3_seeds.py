@@ -1140,6 +1140,41 @@ def test_an_input_whose_shape_get_inputs_draws_anew_each_call_is_named_as_the_re
                                       r"\(2, \d+\)\): a seed's sizes are fixed when it is made")
 
 
+def test_a_drawn_bool_get_inputs_gives_is_named_though_one_redraw_may_match_it(tmp_path):
+    # before: one redraw under the next seed matched the first draw half the time (a coin flip)
+    from tools.dialect.module_state import check_capturable
+    import torch
+    problem = tmp_path / "flag.py"
+    problem.write_text("import torch\nflips = iter([True, True, False, True, False])\n"
+                       "def get_inputs():\n    return [torch.zeros(2), next(flips)]\n", encoding="utf-8")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("flag_problem", problem)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(ValueError, match=r"get_inputs\(\) item 1 is a Python bool that changes with the seed "
+                                         r"\(True, then False\)"):
+        check_capturable(torch.nn.Identity(), module.get_inputs(), module, 0)
+
+
+def test_numpy_scalars_a_module_or_a_class_holds_become_the_python_numbers_they_equal():
+    # `self.scale = np.sqrt(d)`: Dynamo made it a graph input no tensor of Model's is, and the seed was refused
+    import numpy as np
+    import torch
+
+    from tools.dialect.module_state import numpy_scalars_as_python
+
+    class Attention(torch.nn.Module):
+        eps = np.float32(0.5)
+
+        def __init__(self):
+            super().__init__()
+            self.scale, self.shape = np.sqrt(16.0), np.array([1, 2])
+    model = Attention()
+    numpy_scalars_as_python(model, __import__(Attention.__module__))
+    assert (type(model.scale), model.scale, type(Attention.eps), Attention.eps) == (float, 4.0, float, 0.5)
+    assert isinstance(model.shape, np.ndarray)   # an array is no scalar: left as it is
+
+
 def test_a_seed_given_the_python_inputs_it_was_compiled_for_matches_the_model(tmp_path):
     assert max(_lockstep_errors("python_inputs", tmp_path)) < 1e-5
 

@@ -50,6 +50,12 @@ out["int32_amax_and_amin_without_self_exact"] = float(not all(torch.equal(
     scatter_reduce_op_(ints.clone(), 1, idx, ints.flip(1), r, include_self=False),
     ints.clone().scatter_reduce_(1, idx, ints.flip(1), r, include_self=False)) for r in ("amax", "amin")))
 out["mean_with_and_without_self"] = max(err(d, "mean", s, index_shape=(3, 4, 2)) for d in (0, 2) for s in (True, False))
+longs = torch.randint(-20, 20, (9, 8), device=dev)     # torch floors an integer mean: -2.5 -> -3
+at = torch.randint(0, 5, (9, 8), device=dev)
+out["int64_mean_floored_with_and_without_self"] = float(not all(torch.equal(
+    scatter_reduce_op_(torch.full((5, 8), 3, dtype=torch.long, device=dev), 0, at, longs, "mean", include_self=s),
+    torch.full((5, 8), 3, dtype=torch.long, device=dev).scatter_reduce_(0, at, longs, "mean", include_self=s))
+    for s in (True, False)))
 try:
     scatter_reduce_op_(base.clone(), 1, idx, src, "prod")
     out["prod_refused_with_the_reason"] = 1.0
@@ -59,7 +65,8 @@ print(json.dumps(out))
 """
 NAMES = ["sum_along_every_dim", "sum_without_self", "amax_and_amin_with_and_without_self", "one_dimension",
          "src_wider_than_index", "strided_out_updated_in_place", "prod_refused_with_the_reason",
-         "int64_degree_count_exact", "int32_amax_and_amin_without_self_exact", "mean_with_and_without_self"]
+         "int64_degree_count_exact", "int32_amax_and_amin_without_self_exact", "mean_with_and_without_self",
+         "int64_mean_floored_with_and_without_self"]
 TOLERANCE = 1e-5   # a sum's order of additions is the atomics'
 
 
@@ -108,8 +115,8 @@ def test_the_scatter_kernels_compile_for_sm90(kernel):
     elif kernel == "scatter_count_kernel":
         sig = {"cnt_ptr": "*fp32", "idx_ptr": "*i64", **{n: "i64" for n in ints}, "DIM": "constexpr", "BLOCK": "constexpr"}
         consts = {"DIM": 1, "BLOCK": 256}
-    elif kernel == "scatter_mean_kernel":
-        sig = {"out_ptr": "*fp32", "cnt_ptr": "*fp32", **{n: "i64" for n in ints[:8]}, "BLOCK": "constexpr"}
+    elif kernel == "scatter_mean_kernel":   # an integer mean: floored
+        sig = {"out_ptr": "*i64", "cnt_ptr": "*fp32", **{n: "i64" for n in ints[:8]}, "BLOCK": "constexpr"}
         consts = {"BLOCK": 256}
     else:
         sig, consts = {"ptr": "*fp32", "n": "i64", "BLOCK": "constexpr"}, {"BLOCK": 256}

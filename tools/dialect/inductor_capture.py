@@ -32,7 +32,7 @@ from tools.dialect.capture_context import (causal_masks_as_given, nested_padding
                                            warnings_out_of_graph)
 from tools.dialect.module_state import (Held, changed_value, check_capturable, eager_outputs, misshapen_outputs,
                                        plain_held, plain_tensor_attributes, python_values, reads_self, stored_before_read,
-                                       tensor_form, unread, unregistered)
+                                       tensor_form, unread, unregistered, numpy_scalars_as_python)
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     for path, t in attrs.items():
         _set_attribute(model, path, t.to(device))
     attrs = plain_tensor_attributes(model)
+    numpy_scalars_as_python(model, problem.module)   # `self.scale = np.sqrt(d)`: a constant, not a graph input
     scalars = python_values(model, problem.module)
     check_capturable(model, inputs, problem.module, BUILD_SEED)
     # the module's tensors as the forward finds them: one it rebinds (`self.ema = 0.9 * self.ema + x`)

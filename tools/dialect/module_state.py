@@ -77,6 +77,24 @@ def python_values(model, module=None) -> dict:
     return out
 
 
+def numpy_scalars_as_python(model, module) -> None:
+    """NumPy scalars Model's modules hold (`self.scale = np.sqrt(d)`), or a class of the problem's
+    file does, set to the Python numbers they equal, before the capture: Dynamo lifts a NumPy
+    scalar to a graph input no tensor of Model's is (no seed), and a Python number to the constant
+    it is. python_values, read after this, still names one the forward changes."""
+    def python(v):
+        return v.item() if type(v).__module__ == "numpy" and hasattr(v, "item") and getattr(v, "ndim", 1) == 0 else v
+    for m in model.modules():
+        for name, v in list(vars(m).items()):
+            if python(v) is not v:
+                object.__setattr__(m, name, python(v))
+    for cls in {c for m in model.modules() for c in type(m).__mro__ if module is not None and
+                c.__module__ == module.__name__}:
+        for name, v in list(vars(cls).items()):
+            if python(v) is not v:
+                setattr(cls, name, python(v))
+
+
 def _plain(v, home: tuple) -> bool:
     """A value python_values looks into: a scalar, a container, or a plain object of a class
     the problem's file defines (a config dataclass), a SimpleNamespace or an argparse
@@ -179,15 +197,21 @@ def _same_inputs(module, inputs, seed: int) -> None:
     from tools.problem import seeded
     python = any(not isinstance(x, torch.Tensor) for x in inputs)
     small = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor)) < (256 << 20)
-    try:
-        with torch.device("meta"):   # tensors cost nothing there
-            again = seeded(module.get_inputs, seed + 1)
-    except Exception:   # a number read from a drawn tensor (int(torch.randint(...))): drawn for real
+    for k in range(1, 5 if python else 2):   # a drawn bool matches one other draw half the time
         try:
-            again = seeded(module.get_inputs, seed + 1) if python or small else None
-        except Exception:   # no second draw to compare with: the seed's own checks stay (kernelbook_model)
-            again = None
-    for i, (x, y) in enumerate(zip(inputs, again or ())):
+            with torch.device("meta"):   # tensors cost nothing there
+                again = seeded(module.get_inputs, seed + k)
+        except Exception:   # a number read from a drawn tensor (int(torch.randint(...))): drawn for real
+            try:
+                again = seeded(module.get_inputs, seed + k) if python or small else None
+            except Exception:   # no other draw to compare with: the seed's own checks stay (kernelbook_model)
+                again = None
+        _same_draws(inputs, again or ())
+
+
+def _same_draws(inputs, again) -> None:
+    import torch
+    for i, (x, y) in enumerate(zip(inputs, again)):
         if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.shape != y.shape:
             raise ValueError(f"get_inputs() item {i} has another shape under another seed ({tuple(x.shape)}, then "
                              f"{tuple(y.shape)}): a seed's sizes are fixed when it is made, while each call draws "

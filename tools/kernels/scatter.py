@@ -9,9 +9,9 @@ its value in `src` and, with the index value along `dim`, its target in `out`, w
 updates atomically: "sum" (atomic add), "amax" / "amin" (atomic max / min), into a floating
 or a 32- / 64-bit integer `out` (a graph network's degree count, `scatter_add_` of ones into
 int64). Without include_self the targets first take the reduction's identity (0, the lowest
-value, the highest), so only the scattered values count. "mean" (floating `out`) is the sum
+value, the highest), so only the scattered values count. "mean" is the sum
 and a count kept beside it, each target divided by its count (plus one with include_self), as
-torch divides; a target nothing is scattered to keeps its value. "prod" has no atomic form
+torch divides (an integer mean floored); a target nothing is scattered to keeps its value. "prod" has no atomic form
 here and is refused with that reason (the converter refuses it when the seed is made). The
 order of a sum's additions is the hardware's, as with torch's own cuda scatter.
 
@@ -88,8 +88,14 @@ def scatter_mean_kernel(out_ptr, cnt_ptr, n, n1, n2, n3, o0, o1, o2, o3, BLOCK: 
     ok = offs < n
     at = (offs // (n3 * n2 * n1)) * o0 + ((offs // (n3 * n2)) % n1) * o1 + ((offs // n3) % n2) * o2 + (offs % n3) * o3
     c = tl.load(cnt_ptr + offs, mask=ok, other=0.0)
-    v = tl.load(out_ptr + at, mask=ok & (c > 0), other=0.0)
-    tl.store(out_ptr + at, (v / tl.maximum(c, 1.0)).to(out_ptr.dtype.element_ty), mask=ok & (c > 0))
+    v = tl.load(out_ptr + at, mask=ok & (c > 0), other=0)
+    if out_ptr.dtype.element_ty.is_floating():
+        mean = v / tl.maximum(c, 1.0)
+    else:   # torch floors an integer mean; `//` may truncate (C) or floor (the interpreter): either way, floored
+        n = tl.maximum(c, 1.0).to(v.dtype)
+        mean = v // n
+        mean = tl.where(v - mean * n < 0, mean - 1, mean)
+    tl.store(out_ptr + at, mean.to(out_ptr.dtype.element_ty), mask=ok & (c > 0))
 
 
 def _padded(t, rank: int):
@@ -109,10 +115,9 @@ def scatter_reduce_op_(out, dim, index, src, reduce="sum", include_self=True, pr
     if rank > MAX_DIMS or index.dim() != out.dim() or src.dim() != out.dim():
         raise ValueError(f"scatter_reduce: out, index and src of one rank up to {MAX_DIMS}; got "
                          f"{out.dim()}, {index.dim()}, {src.dim()}")
-    if not (out.dtype.is_floating_point or out.dtype in (torch.int32, torch.int64)) or \
-            (reduce == "mean" and not out.dtype.is_floating_point):
-        raise ValueError(f"scatter_reduce: reduce={reduce!r} into {out.dtype}: the family takes floating outputs, "
-                         "and int32 / int64 ones for sum, amax and amin")
+    if not (out.dtype.is_floating_point or out.dtype in (torch.int32, torch.int64)):
+        raise ValueError(f"scatter_reduce: reduce={reduce!r} into {out.dtype}: the family takes floating, int32 "
+                         "and int64 outputs")
     n = index.numel()
     if n == 0:
         return out

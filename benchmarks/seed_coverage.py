@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             script.write(LAUNCH_COST)
             script.flush()
             done = subprocess.run([sys.executable, script.name], cwd=ROOT, capture_output=True, text=True,
-                                  env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+                                  env={**os.environ, "PYTHONPATH": str(ROOT)})
         print(f"host time of one launch: {(done.stdout.strip().splitlines() or [done.stderr[-300:]])[-1]}", flush=True)
     problems = sorted(args.directory.glob("*.py"), key=natural)
     if not problems:

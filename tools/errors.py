@@ -72,13 +72,14 @@ def describe_compile_error(e: Exception) -> str:
     if sized and "from user code:" not in text:
         kind = ("the forward reads a tensor's value into a size (`.item()`, `int(t)`: a data-dependent shape) that "
                 "an op needs fixed; a seed's sizes are fixed when it is made")
-    if "trace_autograd_ops" in text:   # Dynamo's words name a setting; what the user can change is the call
+    autograd = "trace_autograd_ops" in text
+    if autograd:   # Dynamo's words name a setting; what the user can change is the call
         kind = "the forward calls torch.autograd.grad, which torch.compile does not trace; torch.func.grad does"
     why = re.search(r"Explanation:\s*(.+)", text)
     if "data-dependent" in kind and not why and not kind.startswith("the forward reads"):   # a value test inside torch (F.gaussian_nll_loss: `torch.any(var < 0)`)
         kind = "the forward branches on tensor values, which one graph cannot hold"
     own = [w for w in where if "/torch/" not in w[0]]   # the problem's own line, then torch's beneath it
     path, line, code = (own or where)[-1]
-    said = f"{kind}: {why.group(1).strip()}" if why and not devices and "trace_autograd_ops" not in text else kind
+    said = f"{kind}: {why.group(1).strip()}" if why and not devices and not autograd else kind
     inner = f"; in torch's {where[-1][0].rsplit('/', 1)[-1]}:{where[-1][1]}" if own and own[-1] != where[-1] else ""
     return f"{type(e).__name__}: {said} (at {path.rsplit('/', 1)[-1]}:{line} `{code.strip()}`{inner})"

@@ -65,11 +65,12 @@ def python_values(model, module=None) -> dict:
     for name, v in (vars(module).items() if module is not None else ()):
         if not name.startswith("__") and _plain(v, home):
             _leaves(name, v, out, 0, set(), home)
-        elif isinstance(v, type) and v.__module__ == module.__name__:   # `type(self).step += 1`
+        own_class = isinstance(v, type) and v.__module__ == module.__name__
+        if own_class:   # `type(self).step += 1`
             for attr, x in vars(v).items():
                 if not attr.startswith("__") and _plain(x, home):
                     _leaves(f"class {name}.{attr}", x, out, 0, set(), home)
-        for fn in [v, *(vars(v).values() if isinstance(v, type) and v.__module__ == module.__name__ else ())]:
+        for fn in [v, *(vars(v).values() if own_class else ())]:
             if isinstance(fn, types.FunctionType) and fn.__module__ == module.__name__:   # `def f(state={})`
                 for i, x in enumerate(fn.__defaults__ or ()):
                     if _plain(x, home) and not isinstance(x, _SCALARS):
@@ -82,17 +83,16 @@ def numpy_scalars_as_python(model, module) -> None:
     file does, set to the Python numbers they equal, before the capture: Dynamo lifts a NumPy
     scalar to a graph input no tensor of Model's is (no seed), and a Python number to the constant
     it is. python_values, read after this, still names one the forward changes."""
-    def python(v):
-        return v.item() if type(v).__module__ == "numpy" and hasattr(v, "item") and getattr(v, "ndim", 1) == 0 else v
+    def scalars(holder):
+        return [(name, v.item()) for name, v in list(vars(holder).items())
+                if type(v).__module__ == "numpy" and hasattr(v, "item") and getattr(v, "ndim", 1) == 0]
     for m in model.modules():
-        for name, v in list(vars(m).items()):
-            if python(v) is not v:
-                object.__setattr__(m, name, python(v))
+        for name, v in scalars(m):
+            object.__setattr__(m, name, v)
     for cls in {c for m in model.modules() for c in type(m).__mro__ if module is not None and
                 c.__module__ == module.__name__}:
-        for name, v in list(vars(cls).items()):
-            if python(v) is not v:
-                setattr(cls, name, python(v))
+        for name, v in scalars(cls):
+            setattr(cls, name, v)
 
 
 def _plain(v, home: tuple) -> bool:
@@ -295,9 +295,8 @@ def stored_before_read(model, inputs, path: str) -> bool:
     carries from one call to the next (RevIN's mean, set in its "norm" call and read in its
     "denorm" call of the same forward)."""
     import torch
-    copied = model   # itself: a hook's closure stores into the model it was registered on, not into a copy
     owner_path, _, name = path.rpartition(".")
-    owner = copied.get_submodule(owner_path) if owner_path else copied
+    owner = model.get_submodule(owner_path) if owner_path else model
     events: list[str] = []
     cls = type(owner)
 
@@ -314,7 +313,7 @@ def stored_before_read(model, inputs, path: str) -> bool:
     owner.__class__ = Watched
     try:
         with torch.no_grad():
-            copied(*inputs)
+            model(*inputs)
     finally:
         owner.__class__ = cls
     return events[:1] == ["store"]

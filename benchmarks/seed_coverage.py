@@ -17,7 +17,12 @@ time of the call itself, the GPU's alone (the forward replayed as a CUDA graph) 
 Triton launches a forward: where wall and host agree and the GPU's time is well below, the
 forward waits on Python. `--launch-cost` (cuda) first prints the host microseconds of one
 launch: Triton kernels of 5 and of 24 arguments through `kernel[grid](...)`, krefine's gemm
-launcher, torch.mm and torch.mul on the same small tensors.
+launcher, torch.mm and torch.mul on the same small tensors. `--phases` makes each seed in a child
+that times where its seconds go: until Inductor's output module is written (building the model,
+Dynamo's trace, AOT autograd, lowering, codegen), loading it (the Triton compiles), its first run
+(on cuda, the autotuner's benchmarks), the rest of the capture, and the conversion; with `--run`
+it also converts the same capture without the autotuner's choices (each kernel's config from
+Inductor's heuristics, as a capture that compiled nothing would give) and runs that seed too.
 """
 from __future__ import annotations
 
@@ -90,6 +95,50 @@ with torch.no_grad():
                       "launches": per_forward}))
 """
 
+PHASES = """
+import dataclasses, json, sys, time
+import torch
+import torch._inductor.compile_fx as cfx
+from torch._inductor.codecache import PyCodeCache
+from tools.problem import load_problem
+from tools.dialect.inductor_capture import capture
+from tools.dialect.kernelbook import accepted_seed
+path, device, out, untuned = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:] == ["untuned"]
+marks, t0 = {}, time.monotonic()
+compile_fx, loader = cfx.compile_fx, PyCodeCache.__dict__["load_by_key_path"]
+def load(cls, *args, **kwargs):   # the output module written: trace, lowering and codegen done
+    marks.setdefault("codegen", time.monotonic())
+    return loader.__get__(None, cls)(*args, **kwargs)
+def compiled(*args, **kwargs):
+    run = compile_fx(*args, **kwargs)
+    marks.setdefault("loaded", time.monotonic())
+    def first(*inputs):
+        result = run(*inputs)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        marks.setdefault("ran", time.monotonic())
+        return result
+    return first
+cfx.compile_fx, PyCodeCache.load_by_key_path = compiled, classmethod(load)
+phases, reason = {}, ""
+try:
+    problem = load_problem(path)
+    cap = capture(problem, device)
+    t1 = time.monotonic()
+    coded, loaded, ran = marks.get("codegen"), marks.get("loaded"), marks.get("ran")   # ran: cuda only
+    phases = {"trace_to_codegen_s": coded - t0, "load_s": loaded - coded} if coded and loaded else {}
+    phases.update({"first_run_s": ran - loaded} if ran and loaded else {})
+    phases = {k: round(v, 1) for k, v in {**phases, "capture_rest_s": t1 - (ran or loaded or t0)}.items()}
+    open(out, "w").write(accepted_seed(problem, cap))
+    phases["convert_s"] = round(time.monotonic() - t1, 1)
+    if untuned:
+        code = accepted_seed(problem, dataclasses.replace(cap, launch_configs={}))
+        open(out[:-3] + ".untuned.py", "w").write(code)
+except ValueError as e:
+    reason = str(e)
+print(json.dumps({"phases": phases, "reason": reason}))
+"""
+
 LAUNCH_COST = """
 import json, time, torch, triton, triton.language as tl
 from tools.kernels.gemm import gemm
@@ -118,17 +167,21 @@ print(json.dumps({"triton_5_args_us": us(lambda: five[(4,)](x, y, 1024, 2.0, BLO
 """
 
 
-def seed_one(problem: Path, device: str, timeout_s: float, block_ops: int | None = None, run: bool = False) -> dict:
+def seed_one(problem: Path, device: str, timeout_s: float, block_ops: int | None = None, run: bool = False,
+             phases: bool = False) -> dict:
     """One problem's seed in a fresh process: {"problem", "seed": bool, "seconds", "reason"}
-    (and, `run`, "error", "seed_ms", "eager_ms")."""
+    (and, `run`, "error", "seed_ms", "eager_ms"; `phases`, "phases" and with `run` "untuned")."""
     import tempfile
     with tempfile.TemporaryDirectory(prefix="seed-coverage-") as tmp:
-        return _seed_in(problem, device, timeout_s, block_ops, run, Path(tmp) / f"{problem.stem}.py")
+        return _seed_in(problem, device, timeout_s, block_ops, run, Path(tmp) / f"{problem.stem}.py", phases)
 
 
-def _seed_in(problem: Path, device: str, timeout_s: float, block_ops: int | None, run: bool, out: Path) -> dict:
+def _seed_in(problem: Path, device: str, timeout_s: float, block_ops: int | None, run: bool, out: Path,
+             phases: bool = False) -> dict:
     t0 = time.monotonic()
     cmd = [sys.executable, "-m", "tools.dialect", "seed", str(problem), "--device", device, "--out", str(out)]
+    if phases:
+        cmd = [sys.executable, "-c", PHASES, str(problem), device, str(out)] + (["untuned"] if run else [])
     try:
         done = subprocess.run(cmd + (["--block-ops", str(block_ops)] if block_ops is not None else []),
                               cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
@@ -137,15 +190,26 @@ def _seed_in(problem: Path, device: str, timeout_s: float, block_ops: int | None
                 "reason": f"no seed within {timeout_s:g} s"}
     lines = [ln for ln in done.stderr.splitlines() if ln.startswith("kernelbook: ")] or \
         [ln for ln in done.stderr.splitlines() if ln.strip()][-1:] or [f"exit status {done.returncode}"]
+    said = json.loads(done.stdout.strip().splitlines()[-1]) if phases and done.returncode == 0 else {}
+    lines = [f"kernelbook: {said['reason']}"] if said.get("reason") else lines
     ok = done.returncode == 0 and out.exists() and "class ModelNew" in out.read_text(encoding="utf-8")
     result = {"problem": problem.stem, "seed": ok, "seconds": round(time.monotonic() - t0, 1),
               "reason": "" if ok else lines[-1].removeprefix("kernelbook: ")[:300]}
+    if phases:
+        result["phases"] = said.get("phases", {})
     if ok and run:
-        ran = subprocess.run([sys.executable, "-c", RUN, str(out), str(problem)], cwd=ROOT, capture_output=True,
-                             text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
-        said = ran.stdout.strip().splitlines()[-1:] if ran.returncode == 0 else []
-        result.update(json.loads(said[0]) if said else {"error": None, "run_failed": ran.stderr.strip()[-300:]})
+        result.update(_run(out, problem, timeout_s))
+        untuned = out.with_suffix(".untuned.py")
+        if untuned.exists():
+            result["untuned"] = _run(untuned, problem, timeout_s)
     return result
+
+
+def _run(seed: Path, problem: Path, timeout_s: float) -> dict:
+    ran = subprocess.run([sys.executable, "-c", RUN, str(seed), str(problem)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    said = ran.stdout.strip().splitlines()[-1:] if ran.returncode == 0 else []
+    return json.loads(said[0]) if said else {"error": None, "run_failed": ran.stderr.strip()[-300:]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,7 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--block-ops", type=int, help="the capture's block_ops (0: every graph whole)")
     ap.add_argument("--run", action="store_true", help="cuda: run each seed beside its Model (error, ms)")
     ap.add_argument("--launch-cost", action="store_true", help="cuda: first, the host time of one launch")
+    ap.add_argument("--phases", action="store_true", help="time each seed's phases (with --run: untuned too)")
     args = ap.parse_args(argv)
+    if args.phases and args.block_ops is not None:
+        ap.error("--phases times a whole-graph capture: leave out --block-ops")
     if (args.run or args.launch_cost) and args.device != "cuda":
         ap.error("--run and --launch-cost need --device cuda")
     if args.launch_cost:   # from a file: @triton.jit reads its kernels' source
@@ -177,12 +244,17 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.jobs} at a time, {args.timeout:g} s each", flush=True)
     results: list[dict] = []
     with ThreadPoolExecutor(args.jobs) as pool:
-        for r in pool.map(lambda p: seed_one(p, args.device, args.timeout, args.block_ops, args.run), problems):
+        for r in pool.map(lambda p: seed_one(p, args.device, args.timeout, args.block_ops, args.run, args.phases),
+                          problems):
             results.append(r)
             gpu = [f"{r[k]:.2f}" if r.get(k) is not None else "-" for k in ("seed_gpu_ms", "eager_gpu_ms")]
             ran = f", error {r['error']:.2e}, seed {r['seed_ms']:.2f} ms (host {r['seed_host_ms']:.2f}, GPU {gpu[0]}, " \
                 f"{r['launches']} launches), eager {r['eager_ms']:.2f} ms (host {r['eager_host_ms']:.2f}, GPU {gpu[1]})" \
                 if r.get("error") is not None else (f", run failed: {r['run_failed']}" if "run_failed" in r else "")
+            ran += "".join(f", {k.removesuffix('_s')} {v:g} s" for k, v in r.get("phases", {}).items())
+            u = r.get("untuned", {})
+            ran += f"; heuristic configs: seed {u['seed_ms']:.2f} ms, error {u['error']:.2e}" \
+                if u.get("error") is not None else (f"; heuristic configs: {u['run_failed']}" if u else "")
             print(f"[{len(results)}/{len(problems)}] {r['problem']}: {'seed' if r['seed'] else 'no seed: ' + r['reason']}"
                   f" ({r['seconds']:.0f} s{ran})", flush=True)
     seeded = [r for r in results if r["seed"]]

@@ -404,7 +404,7 @@ def accepted_seed(problem, cap: Capture) -> str:
     whole, first = frozenset(), None
     while True:   # a class Model's set-up runs (a dummy call sizing a head): carried with its forward
         code = portable(convert(problem, cap, whole))
-        rejected = guard_rejection(code)
+        rejected = guard_rejection(code, made_portable=True)   # the guards read the code returned
         if rejected is not None:
             raise ValueError(f"{first}; carried with their forward, the guards would reject it ({rejected})"
                              if first else f"the guards would reject it ({rejected})")
@@ -417,13 +417,13 @@ def accepted_seed(problem, cap: Capture) -> str:
             whole, first = whole | {e.cls}, first or str(e)
 
 
-def guard_rejection(code: str) -> str | None:
+def guard_rejection(code: str, made_portable: bool = False) -> str | None:
     """The first rejecting static finding on a converted seed in the form it is judged in
-    (portable), as one line; None if none (default guard settings: a seed is pure Triton
-    whatever a run allows its model)."""
+    (portable: made so here unless `made_portable`), as one line; None if none (default guard
+    settings: a seed is pure Triton whatever a run allows its model)."""
     from tools.guards.suite import run_static_guards
     from tools.settings import GuardSettings
-    rejecting = [f for f in run_static_guards(portable(code), GuardSettings()) if f.reject]
+    rejecting = [f for f in run_static_guards(code if made_portable else portable(code), GuardSettings()) if f.reject]
     if not rejecting:
         return None
     f = rejecting[0]

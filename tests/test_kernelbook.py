@@ -365,6 +365,14 @@ def test_a_normal_draw_left_to_pytorch_is_named_as_a_random_draw(op):
     _random_fallback_named("triton_poi_fused_add_0", op, "normal", "the forward's own draw (torch.randn, rand")
 
 
+def test_a_feature_dropout_left_to_pytorch_is_named_as_a_dropout_in_training():
+    # nn.Dropout3d in training: an in-place bernoulli_ Inductor leaves to PyTorch, which the draw
+    # pattern missed ("krefine has no Triton kernel for it", as if a kernel were missing)
+    _random_fallback_named("triton_poi_fused_div_mul_0", "torch.ops.aten.bernoulli_.float(buf0, 0.8)", "bernoulli",
+                           "a feature dropout (nn.Dropout2d / Dropout3d, F.dropout2d) or the forward's own "
+                           "bernoulli_(p) is random in training mode (--set eval.module_mode=eval")
+
+
 def _random_fallback_named(kernel, op, named, advice):
     text = _text("cpu_relu_odd").replace("triton_poi_fused_relu_0", kernel).replace(
         "        del arg0_1\n", f"        {op}\n", 1)

@@ -28,8 +28,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from tools.dialect.capture_context import (causal_masks_as_given, nested_padding_zeroed, rnn_in_graph,
-                                           warnings_out_of_graph)
+from tools.dialect.capture_context import (_cpu_triton, _has_config, _triton_templates, causal_masks_as_given,
+                                           nested_padding_zeroed, rnn_in_graph, warnings_out_of_graph)
 from tools.dialect.module_state import (Held, changed_value, check_capturable, eager_outputs, misshapen_outputs,
                                        plain_held, plain_tensor_attributes, python_values, reads_self, stored_before_read,
                                        tensor_form, unread, unregistered, numpy_scalars_as_python)
@@ -317,54 +317,6 @@ def _graph_module(codes: list[str], n_inputs: int) -> list[str]:
         return m is not None and len([a for a in m.group(1).split(",") if a.strip()]) == n_inputs
     own = [c for c in codes if takes(c)]
     return own[-1:] if own else codes
-
-
-def _cpu_triton():
-    """Inductor's Triton backend for cpu tensors, its kernels loaded by Triton's
-    interpreter (nothing compiles for a cpu target). Its cache key asks Triton's active
-    driver for a target, and there is none without a GPU: answer sm_90's backend."""
-    import contextlib
-    import functools
-    import os
-    from unittest import mock
-
-    import torch
-    import torch.utils._triton as torch_triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler.compiler import make_backend
-
-    stack = contextlib.ExitStack()
-    stack.enter_context(mock.patch.dict(os.environ, {"TRITON_INTERPRET": "1"}))
-    stack.enter_context(torch._inductor.config.patch(cpu_backend="triton"))
-    stack.enter_context(mock.patch.object(torch_triton, "triton_backend",
-                                          functools.cache(lambda: make_backend(GPUTarget("cuda", 90, 32)))))
-    return stack
-
-
-def _triton_templates():
-    """Inductor config for GEMMs and convolutions written as Triton templates: max-autotune
-    choosing among Triton template configs only (no ATen / cuBLAS / cuDNN fallback, whose
-    extern call the guards would reject). A problem with no Triton template (1-D
-    convolution) fails to compile: NoValidChoicesError, reported as the seed's reason."""
-    import torch
-    options = {"max_autotune": True, "max_autotune_gemm_backends": "TRITON",
-               "max_autotune_conv_backends": "TRITON", "autotune_fallback_to_aten": False,
-               # decompose_k's choice is a subgraph module called from the wrapper, which the
-               # converter cannot launch ("unsupported wrapper statement: def
-               # decompose_k_mm_256_split_7(args)"); the plain mm template stays
-               "triton.num_decompose_k_splits": 0}
-    return torch._inductor.config.patch({k: v for k, v in options.items() if _has_config(k)})
-
-
-def _has_config(key: str) -> bool:
-    """Whether this torch's Inductor config has `key` ("triton.x" is x in config.triton)."""
-    import torch
-    obj = torch._inductor.config
-    for part in key.split("."):
-        if not hasattr(obj, part):
-            return False
-        obj = getattr(obj, part)
-    return True
 
 
 def _chosen_configs(code: str, exact: bool = False) -> dict[str, dict[str, int]]:

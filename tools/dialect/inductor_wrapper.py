@@ -257,3 +257,22 @@ def _load_first(src: str, name: str, params: list[str]) -> str:
     loads = [f"{pad}{p} = tl.load({p} + tl.zeros([1], tl.int32))   # a 0-dim tensor the cpu wrapper read with .item()"
              for p in params]
     return "\n".join(lines[:first.lineno - 1] + loads + lines[first.lineno - 1:])
+
+
+def _asserted_layouts(call_fn: ast.FunctionDef) -> dict[str, tuple[str, str]]:
+    """{argument: (size, stride) source text} of call()'s `assert_size_stride(arg, size, stride)`."""
+    out = {}
+    for node in ast.walk(call_fn):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "assert_size_stride" \
+                and len(node.args) >= 3 and isinstance(node.args[0], ast.Name):
+            out.setdefault(node.args[0].id, (ast.unparse(node.args[1]), ast.unparse(node.args[2])))
+    return out
+
+
+def _call_arg_names(call_fn: ast.FunctionDef) -> list[str]:
+    for stmt in call_fn.body:
+        if isinstance(stmt, ast.Assign) and ast.unparse(stmt.value) == "args":
+            target = stmt.targets[0]
+            elts = target.elts if isinstance(target, ast.Tuple) else [target]
+            return [e.id for e in elts]
+    raise ValueError("call() does not unpack its args")

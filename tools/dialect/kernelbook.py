@@ -59,7 +59,8 @@ from tools.dialect.families import (ATTENTION_FAMILY, CONV_FAMILY, FAMILIES, GEM
                                     family_source)
 from tools.dialect.inductor_capture import Capture, capture
 from tools.dialect.inductor_wrapper import (BLOCK_PARAMS, FIXED_GRID, GRID_NUMELS, Kernel, call_name, dotted,
-                                            load_scalar_tensors, read_wrapper, short_code, static_config)
+                                            load_scalar_tensors, read_wrapper, short_code, static_config,
+                                            _asserted_layouts, _call_arg_names)
 from tools.dialect.kernelbook_model import check_sources, infer_sources, meta_model, model_new
 from tools.dialect.seed_build import SetUpRunsForward, check_builds
 from tools.dialect.portable import portable
@@ -136,25 +137,6 @@ def convert(problem, capture: Capture, whole=frozenset()) -> str:
     return out
 
 
-def _asserted_layouts(call_fn: ast.FunctionDef) -> dict[str, tuple[str, str]]:
-    """{argument: (size, stride) source text} of call()'s `assert_size_stride(arg, size, stride)`."""
-    out = {}
-    for node in ast.walk(call_fn):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "assert_size_stride" \
-                and len(node.args) >= 3 and isinstance(node.args[0], ast.Name):
-            out.setdefault(node.args[0].id, (ast.unparse(node.args[1]), ast.unparse(node.args[2])))
-    return out
-
-
-def _call_arg_names(call_fn: ast.FunctionDef) -> list[str]:
-    for stmt in call_fn.body:
-        if isinstance(stmt, ast.Assign) and ast.unparse(stmt.value) == "args":
-            target = stmt.targets[0]
-            elts = target.elts if isinstance(target, ast.Tuple) else [target]
-            return [e.id for e in elts]
-    raise ValueError("call() does not unpack its args")
-
-
 def _state_outputs(cap: Capture) -> list[int]:
     return [int(now.partition(":")[2]) for _, now in cap.state if now.startswith("output:")]
 
@@ -163,7 +145,7 @@ def _state_outputs(cap: Capture) -> list[int]:
 _RANDOM_OP = re.compile(r"_(randn|randint|rand|bernoulli|dropout|normal|uniform|multinomial|randperm|exponential)(?:_|$)")
 # a random op Inductor leaves to PyTorch (nn.RReLU's noise in training mode: aten.uniform)
 _FALLBACK_DRAW = re.compile(r"\b(?:aten|prims)\.(uniform|normal|bernoulli|exponential|geometric|log_normal|cauchy|"
-                            r"multinomial|randperm|rrelu_with_noise)(?:_functional)?\b")   # rsample: normal_functional
+                            r"multinomial|randperm|rrelu_with_noise)(?:_functional|_)?\b")   # rsample; x.bernoulli_(p)
 
 
 # what the user wrote that becomes a fallback no kernel can stand in for, where the op's name does not say
@@ -195,13 +177,15 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded
         ops = sorted({m.group(1) for k in kernels for m in [_RANDOM_OP.search(k)] if m} |
                      {m.group(1) for m in [_FALLBACK_DRAW.search(ast.unparse(draw))] if m})
         dropout = any("dropout" in k or "rrelu" in k for k in kernels)   # by name; a bernoulli alone is the user's
+        feature = re.search(r"\bbernoulli_\.float\b", ast.unparse(draw))   # nn.Dropout2d / 3d's mask, in place
+        what = ("a feature dropout (nn.Dropout2d / Dropout3d, F.dropout2d) or the forward's own bernoulli_(p)"
+                if feature else "a dropout (an RReLU)")
         raise ValueError(f"call(): the forward draws random numbers ({', '.join(ops) or short_code(draw)}): no kernel "
                          "can reproduce torch's generator draw for draw; " + (
-                             ("a dropout (an RReLU) is random in training mode (--set eval.module_mode=eval judges "
-                              "inference)" if module_mode == "train" else "one the forward asks for in eval mode too "
-                              "(`training=True`)")
-                             if dropout or not ops else "the forward's own draw (torch.randn, rand, bernoulli, uniform_): a seed needs the "
-                             "values as inputs or buffers" + (
+                             (f"{what} is random in training mode (--set eval.module_mode=eval judges inference)"
+                              if module_mode == "train" else "one the forward asks for in eval mode too (`training=True`)")
+                             if dropout or feature or not ops else "the forward's own draw (torch.randn, rand, bernoulli, "
+                             "uniform_): a seed needs the values as inputs or buffers" + (
                                  "; if it is drawn only in training (under `if self.training:`, as stochastic depth "
                                  "or a VAE's sampling), --set eval.module_mode=eval judges inference without it"
                                  if module_mode == "train" else " (eval mode keeps it)")))

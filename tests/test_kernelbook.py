@@ -337,8 +337,8 @@ def test_a_model_subclassing_two_classes_is_an_error(tmp_path):
         convert(load_problem(problem), read_capture(_text("cpu_relu_odd")))
 
 
-def test_a_tensor_constant_inductor_keeps_outside_call_is_named():
-    # `x + torch.tensor([[1., 0, 0], [0, 1., 0]])` in the forward
+def test_a_tensor_constant_inductor_keeps_outside_call_and_the_capture_did_not_record_is_named():
+    # `x + torch.tensor([[1., 0, 0], [0, 1., 0]])` in the forward (a capture records those it can carry)
     text = _text("cpu_relu_odd")
     assert "\nclass Runner" in text
     text = text.replace("\nclass Runner", "\n_tensor_constant0 = None  # device(type='cpu') torch.float32 (2, 3)\n"

@@ -232,6 +232,37 @@ def test_a_lambda_init_keeps_for_the_forward_stays_behind_with_the_forward():
     assert "lambda" not in init and "m = self.mlp" in init
 
 
+def test_tensors_the_forward_makes_from_python_values_are_carried_as_buffers_outside_the_state_dict():
+    # a PNN's pair indices (a Python list as an index) were refused: "the forward makes a tensor from Python values"
+    init = _method(_seed("python_constants"), "ModelNew", "__init__")
+    assert "self.register_buffer('_tensor_constant1', torch.tensor([1, 2, 3, 4, 2, 3, 4, 3, 4, 4], " \
+        "dtype=torch.int64).reshape((10,)), persistent=False)" in init
+
+
+def test_the_seed_of_a_forward_indexing_with_python_lists_matches_the_model_on_three_calls(tmp_path):
+    assert max(_lockstep_errors("python_constants", tmp_path)) < 1e-5
+
+
+def test_a_cpu_capture_records_the_constants_inductor_keeps_outside_call():
+    from tools.dialect.inductor_capture import capture
+    constants = capture(load_problem(PROBLEMS / "python_constants.py"), "cpu").constants
+    assert [(n, d, s) for n, d, s, _ in constants] == [("_tensor_constant0", "int64", (10,)),
+                                                      ("_tensor_constant1", "int64", (10,))]
+
+
+def test_a_constant_too_large_to_carry_is_named(tmp_path):
+    from tools.dialect.inductor_capture import capture
+    problem = tmp_path / "big_index.py"
+    problem.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                       "    def __init__(self):\n        super().__init__()\n        self.idx = list(range(4097))\n\n"
+                       "    def forward(self, x):\n        return x[:, self.idx] * 2\n\n\n"
+                       "def get_inputs():\n    return [torch.randn(2, 4097)]\n\n\ndef get_init_inputs():\n    return []\n")
+    loaded = load_problem(problem)
+    with pytest.raises(ValueError, match=r"an index that is a Python list of several items\), which Inductor keeps as a "
+                                         r"constant outside call\(\); a seed carries one of up to 4096"):
+        accepted_seed(loaded, capture(loaded, "cpu"))
+
+
 def test_a_linear_layer_s_library_gemm_becomes_the_gemm_family_on_cpu():
     code = _seed("linear_relu")
     assert "gemm(" in _method(code, "ModelNew", "forward") or "gemm(" in code.split("def call(args):")[1]
@@ -922,7 +953,7 @@ print(json.dumps(errors))
                                   "compiled_helper", "encoder_custom_activation", "recursive_builder",
                                   "drop_path_parameter", "top_p_filter", "ema_add_alpha", "gnn_degree_mean",
                                   "float64_stencil", "label_resize_nearest", "revin_norm", "submodule_hook_closures",
-                                  "hook_stored_features"])
+                                  "hook_stored_features", "python_constants"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

@@ -50,6 +50,9 @@ class Capture:
     returned_list: bool = False                 # the forward returned them as a list, not a tuple
     # state the forward writes: (plain tensor attribute, "output:k" | the source it now is)
     state: tuple[tuple[str, str], ...] = ()
+    # tensors Inductor keeps outside call() (`_tensor_constant0`: torch.tensor([...]) or a list index in the
+    # forward): (name, dtype, shape, values flat), carried as ModelNew's buffers
+    constants: tuple[tuple[str, str, tuple[int, ...], tuple], ...] = ()
 
 
 BUILD_SEED = 42         # weights and inputs to compile with; their values do not change the code
@@ -165,12 +168,14 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
         return recorded
 
     codes: list[str] = []
+    held_constants: dict[int, dict] = {}   # id(a saved module's code) -> its lowering's constants
     with contextlib.ExitStack() as stack:
         # a cache hit would skip codegen, and with it save_output_code (torch < 2.7: fresh_inductor_cache)
         fresh = getattr(inductor_utils, "fresh_cache", None) or inductor_utils.fresh_inductor_cache
         # in a directory of ours: on an error Inductor keeps its cache directory (a refusal left one in /tmp)
         stack.enter_context(fresh(dir=stack.enter_context(tempfile.TemporaryDirectory(prefix="krefine-capture-"))))
         stack.enter_context(mock.patch.object(GraphLowering, "save_output_code", codes.append))
+        stack.enter_context(_constants_kept(held_constants, codes))
         if device == "cpu":
             stack.enter_context(_cpu_triton())
         if templates:
@@ -216,6 +221,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
         # clears (PyCodeCache): read them here (on cpu nothing ran, so nothing was chosen)
         chosen = codes[0][1] if split else _chosen_configs(codes[0])
         codes = [codes[0][0]] if split else codes
+        constants = () if split else _carried_constants(held_constants.get(id(codes[0]), {}), codes[0], device)
     flat = list(out) if isinstance(out, (tuple, list)) else [out]
     if device != "cpu" and any(isinstance(m, torch.nn.RNNBase) and m.proj_size for m in model.modules()):
         # torch's own LSTM decomposition, not the eager cuDNN path (torch 2.11: h_n as (L, 1, N, P))
@@ -301,7 +307,41 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     return Capture(code=codes[0], arg_sources=None if None in sources else tuple(sources), device=device,
                    torch_version=torch.__version__, templates=templates, module_mode=module_mode,
                    launch_configs=chosen if device != "cpu" else {}, returned=returned, state=tuple(state),
-                   returned_list=isinstance(out, list))
+                   returned_list=isinstance(out, list), constants=constants)
+
+
+MAX_CONSTANT = 4096     # elements of a tensor constant a seed carries as a literal
+
+
+def _constants_kept(held: dict, codes: list[str]):
+    """Each lowering's tensor constants, by the id of the module code it saved (a list of Python
+    values becomes one: `torch.tensor([...])`, or `x[:, [0, 0, 1]]` past a few items)."""
+    from unittest import mock
+
+    from torch._inductor.graph import GraphLowering
+    name = "_compile_to_module" if hasattr(GraphLowering, "_compile_to_module") else "compile_to_module"
+    lower = getattr(GraphLowering, name)
+
+    def to_module(self, *args, **kwargs):
+        saved = len(codes)
+        module = lower(self, *args, **kwargs)
+        if len(codes) > saved:
+            held[id(codes[-1])] = dict(getattr(self, "constants", None) or {})
+        return module
+    return mock.patch.object(GraphLowering, name, to_module)
+
+
+def _carried_constants(held: dict, code: str, device: str) -> tuple:
+    """The constants `code` declares (`_tensor_constant0 = None`) as (name, dtype, shape, values),
+    those a seed can carry: small, real or integer or bool, on the capture's device."""
+    import torch
+    out = []
+    for name in re.findall(r"^(_tensor_constant\d+) = None\b", code, re.M):
+        t = held.get(name)
+        if t is None or t.numel() > MAX_CONSTANT or t.is_complex() or t.device.type != torch.device(device).type:
+            return ()      # the converter names the construct
+        out.append((name, str(t.dtype).removeprefix("torch."), tuple(t.shape), tuple(t.flatten().tolist())))
+    return tuple(out)
 
 
 def _set_attribute(model, path: str, value) -> None:
@@ -366,6 +406,8 @@ def capture_text(cap: Capture) -> str:
         meta.update(returned=cap.returned, state=[list(s) for s in cap.state])
     if cap.returned_list:
         meta.update(returned_list=True)
+    if cap.constants:
+        meta.update(constants=[[n, d, list(shape), list(v)] for n, d, shape, v in cap.constants])
     return CAPTURE_LINE + json.dumps(meta, sort_keys=True) + "\n" + cap.code
 
 
@@ -379,4 +421,5 @@ def read_capture(text: str) -> Capture:
                    torch_version=meta.get("torch", ""), templates=bool(meta.get("templates")),
                    # a header without it was written when every capture was compiled in eval mode
                    module_mode=meta.get("module_mode", "eval"), returned=meta.get("returned"),
-                   state=tuple(tuple(s) for s in meta.get("state") or ()), returned_list=bool(meta.get("returned_list")))
+                   state=tuple(tuple(s) for s in meta.get("state") or ()), returned_list=bool(meta.get("returned_list")),
+                   constants=tuple((n, d, tuple(shape), tuple(v)) for n, d, shape, v in meta.get("constants") or ()))

@@ -47,7 +47,7 @@ class Kernel:
     decorator: ast.Call            # the heuristics call, for the static config
 
 
-def read_wrapper(tree: ast.Module) -> tuple[dict[str, Kernel], ast.FunctionDef]:
+def read_wrapper(tree: ast.Module, carried=frozenset()) -> tuple[dict[str, Kernel], ast.FunctionDef]:
     kernels: dict[str, Kernel] = {}
     call_fn = None
     for node in tree.body:
@@ -66,9 +66,11 @@ def read_wrapper(tree: ast.Module) -> tuple[dict[str, Kernel], ast.FunctionDef]:
         elif isinstance(node, ast.FunctionDef) and node.name.startswith("partition_"):
             raise ValueError(f"graph partitions are not supported ({node.name})")
         elif isinstance(node, ast.Assign) and re.fullmatch(r"_tensor_constant\d+", _target(node)):
-            raise ValueError("the forward makes a tensor from Python values (`torch.tensor([[1., 0.], ...])`), which "
-                             "Inductor keeps as a constant outside call() and the converter does not carry: make it "
-                             "in __init__ as a buffer (self.register_buffer(...)) and read it from there")
+            if _target(node) not in carried:   # carried: call() takes it from ModelNew's buffer (`add_call_args`)
+                raise ValueError("the forward makes a tensor from Python values (`torch.tensor([[1., 0.], ...])`, or "
+                                 "an index that is a Python list of several items), which Inductor keeps as a constant "
+                                 "outside call(); a seed carries one of up to 4096 real, integer or bool values: make "
+                                 "it in __init__ as a buffer (self.register_buffer(...)) and read it from there")
         elif not _wrapper_boilerplate(node):
             raise ValueError(f"unsupported wrapper statement: {short_code(node)}")
     if call_fn is None:
@@ -275,4 +277,16 @@ def _call_arg_names(call_fn: ast.FunctionDef) -> list[str]:
             target = stmt.targets[0]
             elts = target.elts if isinstance(target, ast.Tuple) else [target]
             return [e.id for e in elts]
+    raise ValueError("call() does not unpack its args")
+
+
+def add_call_args(call_fn: ast.FunctionDef, names: list[str]) -> list[str]:
+    """call()'s argument names with `names` (module-level constants of the wrapper) unpacked
+    from `args` after them, so that the forward hands them in."""
+    for stmt in call_fn.body:
+        if isinstance(stmt, ast.Assign) and ast.unparse(stmt.value) == "args":
+            target = stmt.targets[0]
+            elts = list(target.elts) if isinstance(target, ast.Tuple) else [target]
+            stmt.targets[0] = ast.Tuple(elts=elts + [ast.Name(id=n, ctx=ast.Store()) for n in names], ctx=ast.Store())
+            return [e.id for e in stmt.targets[0].elts]
     raise ValueError("call() does not unpack its args")

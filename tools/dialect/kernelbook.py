@@ -60,7 +60,7 @@ from tools.dialect.families import (ATTENTION_FAMILY, CONV_FAMILY, FAMILIES, GEM
 from tools.dialect.inductor_capture import Capture, capture
 from tools.dialect.inductor_wrapper import (BLOCK_PARAMS, FIXED_GRID, GRID_NUMELS, Kernel, call_name, dotted,
                                             load_scalar_tensors, read_wrapper, short_code, static_config,
-                                            _asserted_layouts, _call_arg_names)
+                                            _asserted_layouts, _call_arg_names, add_call_args)
 from tools.dialect.kernelbook_model import check_sources, infer_sources, meta_model, model_new
 from tools.dialect.seed_build import SetUpRunsForward, check_builds
 from tools.dialect.portable import portable
@@ -103,7 +103,8 @@ def convert(problem, capture: Capture, whole=frozenset()) -> str:
         tree = ast.parse(capture.code)
     except SyntaxError as e:
         raise ValueError(f"Inductor output is not valid Python: {e.msg} (line {e.lineno})") from None
-    kernels, call_fn = read_wrapper(tree)
+    carried = {c[0]: c for c in capture.constants}   # tensor constants, as ModelNew's buffers
+    kernels, call_fn = read_wrapper(tree, frozenset(carried))
     if capture.device == "cpu":     # a scalar parameter's .item(): loaded in its kernel instead
         kernels = load_scalar_tensors(call_fn, kernels)
     # 2) which module tensor each call() argument is
@@ -113,6 +114,8 @@ def convert(problem, capture: Capture, whole=frozenset()) -> str:
     if len(sources) != len(arg_names):
         raise ValueError(f"call() takes {len(arg_names)} arguments but {len(sources)} sources were recorded")
     check_sources(sources, model, len(inputs))
+    if carried:
+        arg_names, sources = add_call_args(call_fn, list(carried)), (*sources, *(f"const:{n}" for n in carried))
     # 3) call() in KernelBook's shape, each launch with its config
     returned = capture.returned or 0
     used = returned if isinstance(returned, list) else [returned]
@@ -122,7 +125,8 @@ def convert(problem, capture: Capture, whole=frozenset()) -> str:
     # 4) ModelNew from Model's own __init__
     prelude, model_src = model_new(problem.source, arg_names, sources, len(inputs), returned, capture.state,
                                    _asserted_layouts(call_fn), capture.returned_list, model,
-                                   {i: x for i, x in enumerate(inputs) if not _is_tensor(x)}, whole)
+                                   {i: x for i, x in enumerate(inputs) if not _is_tensor(x)}, whole,
+                                   tuple(carried.values()))
     families = set(FAMILIES)
     if not kernels and not externs & families:
         raise ValueError("the Inductor output has no Triton kernel: Model's forward computes nothing (what it "

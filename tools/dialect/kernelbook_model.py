@@ -86,7 +86,7 @@ def infer_sources(call_fn, arg_names, model, inputs) -> tuple[str, ...]:
 
 def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, returned: int | list = 0,
               state=(), layouts=None, as_list: bool = False, module=None, constants=None,
-              whole=frozenset()) -> tuple[str, str]:
+              whole=frozenset(), tensor_constants=()) -> tuple[str, str]:
     """(top-level definitions Model.__init__ needs, the ModelNew class). `returned`: the
     call() output the forward returns (a list: the tuple of them it returns, or with
     `as_list` the list, as the problem's forward does); `state`:
@@ -98,7 +98,9 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     value} of the inputs that are Python values (a scale, a flag), which Inductor wrote into
     the kernels: the forward refuses other values rather than compute with the captured ones;
     `whole`: the problem's module classes Model's set-up runs (`self.features(dummy)`), carried
-    with their forward (tools/dialect/seed_build.py)."""
+    with their forward (tools/dialect/seed_build.py); `tensor_constants`: (name, dtype, shape,
+    values) of the tensors Inductor keeps outside call() ("const:name" sources), made in
+    __init__ as buffers outside the state dict, so that they move with ModelNew.to()."""
     tree = ast.parse(problem_src)
     lazy = lazy_annotations(tree)   # annotations as strings, as the file's future import has them
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
@@ -148,6 +150,11 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
         kept = [n for n in kept if any(n is m for m in set_up_members(model, base=base))]
     for node in [init, *kept]:
         kb_plain(node)
+    for name, dtype, shape, values in tensor_constants:
+        if module is not None and hasattr(module, name):
+            raise ValueError(f"Model has an attribute {name}, the name of a tensor constant Inductor keeps")
+        init.body.append(ast.parse(f"self.register_buffer({name!r}, torch.tensor([{', '.join(map(_number, values))}], "
+                                   f"dtype=torch.{dtype}).reshape({tuple(shape)!r}), persistent=False)").body[0])
     # the forward KernelBook writes: module tensors and inputs, in call()'s order
     lines = [f"def forward(self, {', '.join(f'input_{i}' for i in range(n_inputs))}):"]
     fixed = {i: v for i, v in (constants or {}).items() if literal_text(v) is not None and v == v}
@@ -160,7 +167,7 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
     stored = {path for path, _ in state}
     for name, src in zip(arg_names, sources):
         kind, _, what = src.partition(":")
-        value = f"input_{what}" if kind == "input" else _attr_path(what, module)
+        value = f"input_{what}" if kind == "input" else f"self.{what}" if kind == "const" else _attr_path(what, module)
         if kind == "attr" and first_input:   # where the problem's forward moves it: .to() keeps it, not a buffer
             value += f".to({first_input}.device)"
         lines.append(f"    {name} = {value}")
@@ -238,6 +245,11 @@ def _in_super(init: ast.FunctionDef, name: ast.Name) -> bool:
 
 # attribute names a guard reads as a host transfer (`self.emb.item`): reached by getattr instead
 _HOST_NAMES = frozenset("tolist numpy item cpu pin_memory storage untyped_storage".split())
+
+
+def _number(v) -> str:
+    """A constant's value as Python source (inf and nan have no literal)."""
+    return repr(v) if not isinstance(v, float) or v == v and abs(v) != float("inf") else f"float('{v}')"
 
 
 def _attr_path(dotted: str, module=None) -> str:

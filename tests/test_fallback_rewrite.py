@@ -169,3 +169,24 @@ def test_on_a_gpu_a_bool_scatter_compiles_to_triton_alone():
     problem = load_problem(Path(__file__).parent / "problems" / "level3" / "top_p_filter.py")
     call = capture(problem, "cuda").code.split("def call(")[1]
     assert [line for line in call.splitlines() if "aten.scatter" in line and not line.strip().startswith("#")] == []
+
+
+def _volume_grid(align_corners: bool) -> torch.Tensor:
+    """Points on the voxel lattice (ties for nearest), scaled past the volume, and at random."""
+    theta = torch.eye(3, 4)[None].expand(2, 3, 4)
+    g = torch.Generator().manual_seed(11)
+    lattice = torch.nn.functional.affine_grid(theta, [2, 3, 4, 5, 6], align_corners=align_corners)
+    return torch.cat([lattice.reshape(2, -1, 1, 1, 3), (lattice * 1.6).reshape(2, -1, 1, 1, 3),
+                      (torch.rand(2, 40, 1, 1, 3, generator=g) * 3 - 1.5)], dim=1)
+
+
+@pytest.mark.parametrize("align_corners", [True, False])
+@pytest.mark.parametrize("padding_mode", [0, 1, 2], ids=["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", [0, 1], ids=["trilinear", "nearest"])
+def test_volume_grid_sampling_gives_atens_values(mode, padding_mode, align_corners):
+    # aten.grid_sampler_3d had no decomposition: F.grid_sample of a volume was no seed
+    x = torch.randn(2, 3, 4, 5, 6, generator=torch.Generator().manual_seed(12))
+    grid = _volume_grid(align_corners)
+    got, want = fr.grid_sample_3d(x, grid, mode, padding_mode, align_corners), \
+        aten.grid_sampler_3d(x, grid, mode, padding_mode, align_corners)
+    assert torch.equal(got, want) if mode == 1 else torch.allclose(got, want, rtol=1e-6, atol=1e-6)

@@ -263,6 +263,11 @@ def test_a_constant_too_large_to_carry_is_named(tmp_path):
         accepted_seed(loaded, capture(loaded, "cpu"))
 
 
+def test_the_seed_of_a_volume_resampled_on_an_affine_grid_matches_the_model_on_three_calls(tmp_path):
+    # aten.grid_sampler_3d was left to PyTorch: a 3-D spatial transformer had no seed
+    assert max(_lockstep_errors("volume_grid_sample", tmp_path)) < 1e-5
+
+
 def test_a_linear_layer_s_library_gemm_becomes_the_gemm_family_on_cpu():
     code = _seed("linear_relu")
     assert "gemm(" in _method(code, "ModelNew", "forward") or "gemm(" in code.split("def call(args):")[1]
@@ -953,7 +958,7 @@ print(json.dumps(errors))
                                   "compiled_helper", "encoder_custom_activation", "recursive_builder",
                                   "drop_path_parameter", "top_p_filter", "ema_add_alpha", "gnn_degree_mean",
                                   "float64_stencil", "label_resize_nearest", "revin_norm", "submodule_hook_closures",
-                                  "hook_stored_features", "python_constants"])
+                                  "hook_stored_features", "python_constants", "volume_grid_sample"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

@@ -35,7 +35,13 @@ And one op Inductor miscompiles:
   rounded half-to-even to another pixel than eager's: whole columns off. Written with eager's
   arithmetic, then padding as torch's decomposition and eager both apply it.
 
-Grid sampling that is not nearest goes to Inductor's own decomposition. A form outside these
+- `aten.grid_sampler_3d` (F.grid_sample of a volume), which Inductor has no decomposition for:
+  eager's own arithmetic (aten/src/ATen/native/GridSampler.cpp): each coordinate unnormalized
+  and padded as `grid_sampler_compute_source_index`; trilinear, the eight corners in eager's
+  order weighted as eager weights them, a corner outside the volume adding nothing; nearest, the
+  voxel at the rounded coordinate (half to even, as nearbyint), zero outside.
+
+Grid sampling of an image that is not nearest goes to Inductor's own decomposition. A form outside these
 (a 0-dim input, an add whose alpha is 1) returns NotImplemented: the op stays a fallback and
 the seed names it.
 """
@@ -48,7 +54,8 @@ def fallback_decompositions() -> dict:
     return {aten._trilinear.default: trilinear, aten.kthvalue.default: kthvalue,
             aten.median.dim: median_dim, aten.median.default: median,
             aten.embedding_renorm.default: embedding_renorm, aten.scatter.src: scatter_bool,
-            aten.add.Tensor: add_alpha, aten.grid_sampler_2d.default: grid_sample_nearest}
+            aten.add.Tensor: add_alpha, aten.grid_sampler_2d.default: grid_sample_nearest,
+            aten.grid_sampler_3d.default: grid_sample_3d}
 
 
 def grid_sample_nearest(a, grid, interpolation_mode=0, padding_mode=0, align_corners=False):
@@ -59,24 +66,55 @@ def grid_sample_nearest(a, grid, interpolation_mode=0, padding_mode=0, align_cor
             a, grid, interpolation_mode, padding_mode, align_corners)
     n, c, height, width = a.shape
     _, out_h, out_w, _ = grid.shape
-
-    def pixel(coords, size):   # eager's unnormalize, then its padding (border: clamp; reflection)
-        at = ((coords + 1) / 2) * (size - 1) if align_corners else ((coords + 1) * size - 1) / 2
-        if padding_mode == 2:
-            low, span = (0.0, size - 1.0) if align_corners else (-0.5, float(size))
-            if span > 0:
-                dist = (at - low).abs()
-                extra, flips = torch.fmod(dist, span), (dist / span).floor()
-                at = torch.where(torch.remainder(flips, 2) == 0, extra + low, span + low - extra)
-            else:
-                at = torch.zeros_like(at)
-        return at.clamp(0, size - 1) if padding_mode in (1, 2) else at
-    ix, iy = pixel(grid[..., 0], width).round(), pixel(grid[..., 1], height).round()   # half to even, as nearbyint
+    ix, iy = (_source_index(grid[..., k], size, padding_mode, align_corners).round()   # half to even, as nearbyint
+              for k, size in enumerate((width, height)))
     inside = ((ix >= 0) & (ix < width) & (iy >= 0) & (iy < height)).view(n, 1, out_h, out_w)
     ix = torch.where(inside, ix.view(n, 1, out_h, out_w), 0).long()
     iy = torch.where(inside, iy.view(n, 1, out_h, out_w), 0).long()
     rows, chans = torch.arange(n, device=a.device).view(n, 1, 1, 1), torch.arange(c, device=a.device).view(1, c, 1, 1)
     return torch.where(inside, a[rows, chans, iy, ix], 0)
+
+
+def _source_index(coords, size: int, padding_mode: int, align_corners: bool):
+    """Eager's unnormalize, then its padding (border: clamp; reflection: reflect, then clamp)."""
+    import torch
+    at = ((coords + 1) / 2) * (size - 1) if align_corners else ((coords + 1) * size - 1) / 2
+    if padding_mode == 2:
+        low, span = (0.0, size - 1.0) if align_corners else (-0.5, float(size))
+        if span > 0:
+            dist = (at - low).abs()
+            extra, flips = torch.fmod(dist, span), (dist / span).floor()
+            at = torch.where(torch.remainder(flips, 2) == 0, extra + low, span + low - extra)
+        else:
+            at = torch.zeros_like(at)
+    return at.clamp(0, size - 1) if padding_mode in (1, 2) else at
+
+
+def grid_sample_3d(a, grid, interpolation_mode=0, padding_mode=0, align_corners=False):
+    import torch
+    if interpolation_mode not in (0, 1) or a.dim() != 5:   # bicubic has no 3-D form: eager refuses it too
+        return NotImplemented
+    n, c, depth, height, width = a.shape
+    _, out_d, out_h, out_w, _ = grid.shape
+    ix, iy, iz = (_source_index(grid[..., k], size, padding_mode, align_corners).view(n, 1, out_d, out_h, out_w)
+                  for k, size in enumerate((width, height, depth)))
+    rows = torch.arange(n, device=a.device).view(n, 1, 1, 1, 1)
+    chans = torch.arange(c, device=a.device).view(1, c, 1, 1, 1)
+
+    def voxel(z, y, x):   # a[n, c, z, y, x], 0 outside the volume
+        inside = (x >= 0) & (x < width) & (y >= 0) & (y < height) & (z >= 0) & (z < depth)
+        at = [torch.where(inside, t, 0).long() for t in (z, y, x)]
+        return torch.where(inside, a[rows, chans, at[0], at[1], at[2]], 0)
+    if interpolation_mode == 1:
+        return voxel(iz.round(), iy.round(), ix.round())
+    x0, y0, z0 = ix.floor(), iy.floor(), iz.floor()
+    out = None      # tnw, tne, tsw, tse, bnw, bne, bsw, bse; tnw's weight (x1 - ix) * (y1 - iy) * (z1 - iz)
+    for z, wz in ((z0, z0 + 1 - iz), (z0 + 1, iz - z0)):
+        for y, wy in ((y0, y0 + 1 - iy), (y0 + 1, iy - y0)):
+            for x, wx in ((x0, x0 + 1 - ix), (x0 + 1, ix - x0)):
+                term = voxel(z, y, x) * (wx * wy * wz)
+                out = term if out is None else out + term
+    return out
 
 
 def add_alpha(x, y, *, alpha=1):

@@ -268,6 +268,20 @@ def test_the_seed_of_a_volume_resampled_on_an_affine_grid_matches_the_model_on_t
     assert max(_lockstep_errors("volume_grid_sample", tmp_path)) < 1e-5
 
 
+def test_an_input_returned_as_it_came_beside_computed_outputs_is_returned_by_the_seed():
+    # was refused: "Model.forward returns its input 0 unchanged as output 0"
+    assert "return (input_0, output[0])" in _method(_seed("points_passthrough"), "ModelNew", "forward")
+
+
+def test_a_cpu_capture_records_an_input_returned_as_it_came_by_its_place():
+    from tools.dialect.inductor_capture import capture
+    assert capture(load_problem(PROBLEMS / "points_passthrough.py"), "cpu").returned == ["input:0", 0]
+
+
+def test_the_seed_passing_its_points_on_matches_the_model_on_three_calls(tmp_path):
+    assert max(_lockstep_errors("points_passthrough", tmp_path)) < 1e-5
+
+
 def test_a_linear_layer_s_library_gemm_becomes_the_gemm_family_on_cpu():
     code = _seed("linear_relu")
     assert "gemm(" in _method(code, "ModelNew", "forward") or "gemm(" in code.split("def call(args):")[1]
@@ -958,7 +972,8 @@ print(json.dumps(errors))
                                   "compiled_helper", "encoder_custom_activation", "recursive_builder",
                                   "drop_path_parameter", "top_p_filter", "ema_add_alpha", "gnn_degree_mean",
                                   "float64_stencil", "label_resize_nearest", "revin_norm", "submodule_hook_closures",
-                                  "hook_stored_features", "python_constants", "volume_grid_sample"])
+                                  "hook_stored_features", "python_constants", "volume_grid_sample",
+                                  "points_passthrough"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

@@ -45,7 +45,8 @@ class Capture:
     torch_version: str = ""
     templates: bool = False                     # compiled with Inductor's Triton templates (GEMM, conv)
     module_mode: str = "train"                  # [eval] module_mode the model was compiled in
-    # which of call()'s outputs the forward returns (a list: the tuple of them it returns; None: unrecorded, one)
+    # which of call()'s outputs the forward returns (a list: the tuple of them it returns, "input:k" for an input
+    # returned as it came; None: unrecorded, one)
     returned: int | list | None = None
     returned_list: bool = False                 # the forward returned them as a list, not a tuple
     # state the forward writes: (plain tensor attribute, "output:k" | the source it now is)
@@ -267,18 +268,20 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
     where = {id(t): f"output:{k}" for k, t in enumerate(outs)}
     where.update({id(t): s for t, s in zip(graph_inputs[0], sources) if s is not None})
-    said = [where.get(id(o), "") for o in flat]
-    if any(not w.startswith("output:") for w in said) and len(flat) > 1:
-        k, w = next((k, w or names.get(id(flat[k]), "")) for k, w in enumerate(said) if not w.startswith("output:"))
+    said = [where.get(id(o), "") or names.get(id(o), "") for o in flat]
+    if any(not w.startswith(("output:", "input:")) for w in said) and len(flat) > 1:
+        k, w = next((k, w) for k, w in enumerate(said) if not w.startswith(("output:", "input:")))
         kind, _, name = w.partition(":")
         if kind in ("buffer", "param", "attr"):   # Dynamo returns it from the module, after any in-place update
             raise ValueError(f"Model.forward returns self.{name} itself as output {k} (unchanged, or updated in "
                              f"place), not a tensor its graph computes; a seed returns only what its kernels compute: "
                              f"return a copy (self.{name}.clone())")
-        what = f"its input {name}" if kind == "input" else "a tensor no kernel of its graph writes"
-        raise ValueError(f"Model.forward returns {what} unchanged as output {k}; a seed returns only what its "
-                         "kernels compute")
-    indices = [int(w.partition(":")[2]) if w.startswith("output:") else 0 for w in said]
+        raise ValueError(f"Model.forward returns a tensor no kernel of its graph writes unchanged as output {k}; a "
+                         "seed returns only what its kernels compute")
+    # one of several outputs that is an input as it came (a layer passing its points on beside its features):
+    # the seed returns that input, as Model does ("input:k")
+    indices = [int(w.partition(":")[2]) if w.startswith("output:") else w if w.startswith("input:") and len(flat) > 1
+               else 0 for w in said]
     returned = indices if isinstance(out, (tuple, list)) else indices[0]
     state = []
     held = {**plain_tensor_attributes(model), **{p: t for p, t in model.named_buffers() if buffers.get(p) is not t}}

@@ -118,7 +118,7 @@ def convert(problem, capture: Capture, whole=frozenset()) -> str:
         arg_names, sources = add_call_args(call_fn, list(carried)), (*sources, *(f"const:{n}" for n in carried))
     # 3) call() in KernelBook's shape, each launch with its config
     returned = capture.returned or 0
-    used = returned if isinstance(returned, list) else [returned]
+    used = [k for k in (returned if isinstance(returned, list) else [returned]) if isinstance(k, int)]
     call_src, externs = _rewrite_call(call_fn, kernels, capture.launch_configs,
                                       None if capture.returned is None else 1 + max([*used, *_state_outputs(capture)]),
                                       capture.module_mode)

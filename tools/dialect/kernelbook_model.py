@@ -183,10 +183,12 @@ def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, re
         if kind != "output" and now not in argument:
             raise ValueError(f"the forward stores {now} in self.{path}, which call() is not given")
         lines.append("    " + _store(path, module, f"output[{what}]" if kind == "output" else argument[now]))
+    def out(k):   # "input:k": an input the forward returns as it came
+        return f"input_{k.partition(':')[2]}" if isinstance(k, str) else f"output[{k}]"
     if isinstance(returned, list) and as_list:
-        lines.append(f"    return [{', '.join(f'output[{k}]' for k in returned)}]")
+        lines.append(f"    return [{', '.join(out(k) for k in returned)}]")
     elif isinstance(returned, list):
-        lines.append(f"    return ({''.join(f'output[{k}], ' for k in returned).rstrip()})")
+        lines.append(f"    return ({''.join(f'{out(k)}, ' for k in returned).rstrip()})")
     else:
         lines.append(f"    return output[{returned}]")
     forward = ast.parse("\n".join(lines)).body[0]

@@ -150,3 +150,23 @@ def test_tensors_on_two_devices_are_named_as_the_models_own_fault_with_its_line(
     said = describe_compile_error(Unsupported(TWO_DEVICES))
     assert said.startswith("Unsupported: the forward mixes tensors on cuda:0 and cpu, as Model itself does there")
     assert said.endswith("hold it as a buffer (at affine.py:4 `return x * 0.3 + torch.tensor([[1., 0, 0], [0, 1., 0]])`)")
+
+
+# torch 2.13's message for `self.cache[self.n % 4] = k` (a 0-dim tensor computed into an index), abridged
+SPECIALIZED_INDEX = """Could not extract specialized integer from data-dependent expression u0 (unhinted: u0).  (Size-like symbols: none)
+
+Caused by: self.cache[self.n % 4] = k  # models/ring.py:7 in forward (_dynamo/utils.py:4231 in run_node)
+For more information, run with TORCH_LOGS="dynamic"
+
+from user code:
+   File "/home/me/models/ring.py", line 7, in forward
+    self.cache[self.n % 4] = k
+"""
+
+
+def test_a_tensor_computed_into_an_index_is_named_as_a_number_not_a_branch():
+    # it was "the forward branches on tensor values", of a line with no branch
+    assert describe_compile_error(Unsupported(SPECIALIZED_INDEX)) == (
+        "Unsupported: the forward uses a tensor's value as a number (an index: `a[t]` with a 0-dim integer tensor t, "
+        "`.item()`, `int(t)`), which a seed fixes when it is made; index with a 1-element tensor (`a[t.view(1)]`), "
+        "index_copy_ or torch.gather (at ring.py:7 `self.cache[self.n % 4] = k`)")

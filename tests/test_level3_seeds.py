@@ -651,7 +651,14 @@ def _linear_relu_seed_with(line: str) -> str:
 def test_a_size_read_from_a_tensor_value_is_named_as_the_reason():
     # Inductor's `u0 = buf0.item()` for x[:, :int(lengths.max().item())]: an unbacked size
     with pytest.raises(ValueError, match=r"reads a tensor's value into a size or an offset \(`\.item\(\)`, `int\(t\)`: "
-                                         r"u0 = arg0_1\.item\(\)"):
+                                         r"u0 = buf0\.item\(\)"):
+        _linear_relu_seed_with("        u0 = buf0.item()")
+
+
+def test_a_size_read_from_a_module_tensor_is_named_by_its_attribute_with_the_tensor_offset_to_use():
+    # `p = int(self.pos); self.k_cache[:, :, p:p + T] = k` named Inductor's `u9 = arg3_1.item()`
+    with pytest.raises(ValueError, match=r"reads the value of self\.fc\.weight into a size or an offset .* index with "
+                                         r"the tensor instead \(`x\.index_copy_\(dim, t \+ torch\.arange\(n\), y\)`"):
         _linear_relu_seed_with("        u0 = arg0_1.item()")
 
 

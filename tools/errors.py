@@ -72,11 +72,15 @@ def describe_compile_error(e: Exception) -> str:
     if sized and "from user code:" not in text:
         kind = ("the forward reads a tensor's value into a size (`.item()`, `int(t)`: a data-dependent shape) that "
                 "an op needs fixed; a seed's sizes are fixed when it is made")
+    if "Could not extract specialized integer" in text:   # `cache[self.n % 4] = k`: an index, no branch
+        kind = ("the forward uses a tensor's value as a number (an index: `a[t]` with a 0-dim integer tensor t, "
+                "`.item()`, `int(t)`), which a seed fixes when it is made; index with a 1-element tensor "
+                "(`a[t.view(1)]`), index_copy_ or torch.gather")
     autograd = "trace_autograd_ops" in text
     if autograd:   # Dynamo's words name a setting; what the user can change is the call
         kind = "the forward calls torch.autograd.grad, which torch.compile does not trace; torch.func.grad does"
     why = re.search(r"Explanation:\s*(.+)", text)
-    if "data-dependent" in kind and not why and not kind.startswith("the forward reads"):   # a value test inside torch (F.gaussian_nll_loss: `torch.any(var < 0)`)
+    if "data-dependent" in kind and not why and not kind.startswith(("the forward reads", "the forward uses")):   # a value test inside torch (F.gaussian_nll_loss: `torch.any(var < 0)`)
         kind = "the forward branches on tensor values, which one graph cannot hold"
     own = [w for w in where if "/torch/" not in w[0]]   # the problem's own line, then torch's beneath it
     path, line, code = (own or where)[-1]

@@ -119,9 +119,11 @@ def convert(problem, capture: Capture, whole=frozenset()) -> str:
     # 3) call() in KernelBook's shape, each launch with its config
     returned = capture.returned or 0
     used = [k for k in (returned if isinstance(returned, list) else [returned]) if isinstance(k, int)]
+    named = {a: f"self.{w}" if k in ("param", "buffer", "attr") else f"input {w}" for a, (k, _, w) in
+             zip(arg_names, (src.partition(":") for src in sources)) if k != "const"}   # for a reason's words
     call_src, externs = _rewrite_call(call_fn, kernels, capture.launch_configs,
                                       None if capture.returned is None else 1 + max([*used, *_state_outputs(capture)]),
-                                      capture.module_mode)
+                                      capture.module_mode, named)
     # 4) ModelNew from Model's own __init__
     prelude, model_src = model_new(problem.source, arg_names, sources, len(inputs), returned, capture.state,
                                    _asserted_layouts(call_fn), capture.returned_list, model,
@@ -169,11 +171,11 @@ _COMPLEX = re.compile(r"\btorch\.complex(32|64|128)\b|\bcomplex\b")   # any op o
 
 
 def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded: dict[str, dict[str, int]],
-                  n_used: int | None = None, module_mode: str = "train") -> tuple[str, set[str]]:
+                  n_used: int | None = None, module_mode: str = "train", named=None) -> tuple[str, set[str]]:
     """call(args) as KernelBook writes it; also the extern_kernels ops it uses. `n_used`:
     how many of its outputs the forward uses (the returned one, the state it stores; the
     graph may also return aliases of its inputs); None when the capture did not record
-    it: exactly one output then."""
+    it: exactly one output then. `named`: call()'s arguments as the user knows them (self.pos)."""
     draw = next((n for n in ast.walk(call_fn) if isinstance(n, ast.stmt) and not hasattr(n, "body")
                  and (re.search(r"\b(randint|inductor_seeds|inductor_random)\b", ast.unparse(n)) or
                       _FALLBACK_DRAW.search(ast.unparse(n)))), None)
@@ -261,6 +263,11 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded
                              f"krefine has no Triton kernel for it{said}")
         elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and \
                 getattr(stmt.value.func, "attr", "") == "item":   # u0: a size (x[:, :int(n.max())]); zuf0: a float
+            read = (named or {}).get(ast.unparse(stmt.value.func.value))   # self.pos, not arg3_1
+            if read and re.fullmatch(r"u\d+", ast.unparse(stmt.targets[0])):
+                raise ValueError(f"the forward reads the value of {read} into a size or an offset (`.item()`, "
+                                 "`int(t)`); a seed's sizes are fixed when it is made: index with the tensor instead "
+                                 "(`x.index_copy_(dim, t + torch.arange(n), y)`, torch.gather)")
             raise ValueError("the forward reads a tensor's value into a size or an offset (`.item()`, `int(t)`: "
                              f"{short_code(stmt)}); a seed's sizes are fixed when it is made" if re.fullmatch(
                                  r"u\d+", ast.unparse(stmt.targets[0])) else "the forward reads a value it computed back "

@@ -41,6 +41,15 @@ And one op Inductor miscompiles:
   order weighted as eager weights them, a corner outside the volume adding nothing; nearest, the
   voxel at the rounded coordinate (half to even, as nearbyint), zero outside.
 
+And one decomposition of torch's that is wrong:
+
+- `aten.multilabel_margin_loss_forward` (F.multilabel_margin_loss): torch's decomposition
+  (torch/_decomp/decompositions.py, torch 2.11 and 2.13) treats the target slots after the first
+  -1 as class 0 and adds their hinge terms (pytorch/pytorch#141017: eager 3.86, compiled 11.70).
+  Written as eager's loop computes it (aten/src/ATen/native/LossMultiLabelMargin.cpp): each target
+  slot before the first -1 against every class that is no target, sum(max(0, 1 - (x[t] - x[i])))
+  over the class count; its is_target as eager's.
+
 Grid sampling of an image that is not nearest goes to Inductor's own decomposition. A form outside these
 (a 0-dim input, an add whose alpha is 1) returns NotImplemented: the op stays a fallback and
 the seed names it.
@@ -55,7 +64,8 @@ def fallback_decompositions() -> dict:
             aten.median.dim: median_dim, aten.median.default: median,
             aten.embedding_renorm.default: embedding_renorm, aten.scatter.src: scatter_bool,
             aten.add.Tensor: add_alpha, aten.grid_sampler_2d.default: grid_sample_nearest,
-            aten.grid_sampler_3d.default: grid_sample_3d}
+            aten.grid_sampler_3d.default: grid_sample_3d,
+            aten.multilabel_margin_loss_forward.default: multilabel_margin_loss}
 
 
 def grid_sample_nearest(a, grid, interpolation_mode=0, padding_mode=0, align_corners=False):
@@ -115,6 +125,47 @@ def grid_sample_3d(a, grid, interpolation_mode=0, padding_mode=0, align_corners=
                 term = voxel(z, y, x) * (wx * wy * wz)
                 out = term if out is None else out + term
     return out
+
+
+def eager_multilabel_margin():
+    """While it is entered, torch's own decomposition of multilabel_margin_loss_forward, which runs
+    at the Autograd key before any decomposition table is read, is `multilabel_margin_loss`."""
+    import contextlib
+
+    import torch
+    from torch._C import DispatchKey
+    op, key = torch.ops.aten.multilabel_margin_loss_forward.default, DispatchKey.Autograd
+    was = op.py_kernels.get(key)
+
+    @contextlib.contextmanager
+    def entered():
+        op.py_kernels[key] = multilabel_margin_loss
+        op._dispatch_cache.clear()
+        try:
+            yield
+        finally:
+            if was is None:
+                op.py_kernels.pop(key, None)
+            else:
+                op.py_kernels[key] = was
+            op._dispatch_cache.clear()
+    return entered() if was is not None else contextlib.nullcontext()
+
+
+def multilabel_margin_loss(x, target, reduction):
+    import torch
+    if x.dim() > 2 or target.shape != x.shape:
+        return NotImplemented
+    classes = x.shape[-1] if x.dim() else 1
+    x2, t2 = x.reshape(-1, classes), target.reshape(-1, classes)
+    slot = torch.cumprod((t2 >= 0).to(torch.int64), dim=1).bool()   # the slots before the first -1
+    at = torch.where(slot, t2, 0)
+    is_target = torch.zeros_like(x2).scatter_add(1, at, slot.to(x2.dtype)) > 0
+    hinge = (1 - (x2.gather(1, at).unsqueeze(2) - x2.unsqueeze(1))).clamp_min(0)   # [sample, slot, class]
+    loss = torch.where(slot.unsqueeze(2) & ~is_target.unsqueeze(1), hinge, 0).sum((1, 2)) / classes
+    loss = loss.reshape(x.shape[:-1]) if x.dim() else loss.reshape(())
+    loss = loss if reduction == 0 else loss.mean() if reduction == 1 else loss.sum()
+    return loss, is_target.to(x.dtype).reshape(x.shape)
 
 
 def add_alpha(x, y, *, alpha=1):

@@ -131,7 +131,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     # compile, also convolutions with no Triton template, rewritten as ones with one
     from torch._inductor.decomposition import select_decomp_table
 
-    from tools.dialect.fallback_rewrite import fallback_decompositions
+    from tools.dialect.fallback_rewrite import eager_multilabel_margin, fallback_decompositions
     rewrites = {"decompositions": {**select_decomp_table(), **fallback_decompositions()}}
     if templates:
         from tools.dialect.conv_rewrite import template_decompositions
@@ -196,6 +196,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
         # no horizontal "foreach" kernels (a cat of graph inputs on cuda copies them in one
         # combo kernel, which the converter does not read): each copy is its own kernel
         stack.enter_context(mock.patch.object(GraphLowering, "register_operation_list", lambda self, names: ""))
+        stack.enter_context(eager_multilabel_margin())   # torch's own decomposition of it is wrong
         stack.enter_context(rnn_in_graph())   # what recurrent_as_ops leaves (a projection, dropout)
         stack.enter_context(recurrent_as_ops(model))   # nn.LSTM / GRU / RNN as one op each, not unrolled
         torch._dynamo.reset()

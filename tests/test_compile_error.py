@@ -170,3 +170,39 @@ def test_a_tensor_computed_into_an_index_is_named_as_a_number_not_a_branch():
         "Unsupported: the forward uses a tensor's value as a number (an index: `a[t]` with a 0-dim integer tensor t, "
         "`.item()`, `int(t)`), which a seed fixes when it is made; index with a 1-element tensor (`a[t.view(1)]`), "
         "index_copy_ or torch.gather (at ring.py:7 `self.cache[self.n % 4] = k`)")
+
+
+# torch 2.13's message for `torch.logsumexp(sim[pos_mask], 0)` (a Circle loss), abridged: a size-like symbol
+MASKED_SIZE = """Could not guard on data-dependent expression Eq(u0, 0) (unhinted: Eq(u0, 0)).  (Size-like symbols: u0)
+
+Caused by: return torch.logsumexp(x[m], 0)  # models/circle.py:4 in forward (_refs/__init__.py:911 in logsumexp)
+
+from user code:
+   File "/home/me/models/circle.py", line 4, in forward
+    return torch.logsumexp(x[m], 0)
+"""
+
+
+def test_a_size_set_by_a_boolean_mask_is_named_as_such_not_as_a_branch():
+    assert describe_compile_error(Unsupported(MASKED_SIZE)) == (
+        "Unsupported: the forward makes a tensor whose size depends on values (x[mask], nonzero, where(cond)), which "
+        "a later op needs fixed; a seed's sizes are fixed when it is made: keep the full size and mask it "
+        "(torch.where, masked_fill) (at circle.py:4 `return torch.logsumexp(x[m], 0)`)")
+
+
+# torch 2.13's message for torch.cov(x), abridged
+COV = """Data dependent operator
+  Explanation: Operator `aten.equal.default` has a non-Tensor output whose value is dependent on the data of Tensor inputs.
+  Hint: Consider wrapping the operator into a PyTorch-understood custom operator
+
+from user code:
+   File "/home/me/models/cov.py", line 4, in forward
+    return torch.cov(x)
+"""
+
+
+def test_torch_cov_is_named_with_the_covariance_written_out():
+    # it said only "Operator `aten.equal.default` has a non-Tensor output", an op the user never called
+    said = describe_compile_error(Unsupported(COV))
+    assert said.startswith("Unsupported: the forward compares tensors into a Python bool (torch.equal; torch.cov and "
+                           "torch.corrcoef do it inside torch)") and "xc @ xc.T / (n - 1) (at cov.py:4" in said

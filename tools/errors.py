@@ -80,6 +80,15 @@ def describe_compile_error(e: Exception) -> str:
     if autograd:   # Dynamo's words name a setting; what the user can change is the call
         kind = "the forward calls torch.autograd.grad, which torch.compile does not trace; torch.func.grad does"
     why = re.search(r"Explanation:\s*(.+)", text)
+    if re.search(r"Size-like symbols: u\d", text) and "data-dependent" in kind and not why:
+        kind = ("the forward makes a tensor whose size depends on values (x[mask], nonzero, where(cond)), which a "
+                "later op needs fixed; a seed's sizes are fixed when it is made: keep the full size and mask it "
+                "(torch.where, masked_fill)")   # `torch.logsumexp(sim[pos_mask], 0)` was said to branch
+    if "aten.equal" in text:   # torch.cov / corrcoef compare inside torch
+        kind = ("the forward compares tensors into a Python bool (torch.equal; torch.cov and torch.corrcoef do it "
+                "inside torch), which one graph cannot hold; write the covariance out: xc = x - x.mean(1, "
+                "keepdim=True); xc @ xc.T / (n - 1)")
+        why = None
     if "data-dependent" in kind and not why and not kind.startswith(("the forward reads", "the forward uses")):   # a value test inside torch (F.gaussian_nll_loss: `torch.any(var < 0)`)
         kind = "the forward branches on tensor values, which one graph cannot hold"
     own = [w for w in where if "/torch/" not in w[0]]   # the problem's own line, then torch's beneath it

@@ -369,8 +369,9 @@ def test_a_feature_dropout_left_to_pytorch_is_named_as_a_dropout_in_training():
     # nn.Dropout3d in training: an in-place bernoulli_ Inductor leaves to PyTorch, which the draw
     # pattern missed ("krefine has no Triton kernel for it", as if a kernel were missing)
     _random_fallback_named("triton_poi_fused_div_mul_0", "torch.ops.aten.bernoulli_.float(buf0, 0.8)", "bernoulli",
-                           "a feature dropout (nn.Dropout2d / Dropout3d, F.dropout2d) or the forward's own "
-                           "bernoulli_(p) is random in training mode (--set eval.module_mode=eval")
+                           "a feature or alpha dropout (nn.Dropout2d / Dropout3d / AlphaDropout, F.dropout2d, "
+                           "F.alpha_dropout) or the forward's own bernoulli_(p) is random in training mode (--set "
+                           "eval.module_mode=eval")
 
 
 def _random_fallback_named(kernel, op, named, advice):

@@ -287,6 +287,21 @@ def test_the_seed_of_a_multilabel_margin_loss_with_padded_targets_matches_the_mo
     assert max(_lockstep_errors("multilabel_margin", tmp_path)) < 1e-5
 
 
+def test_a_numpy_array_the_forward_reads_is_named_not_taken_for_an_input_of_its_shape(tmp_path):
+    # `x * torch.from_numpy(self.w), extra`: the seed read the passthrough input `extra` for self.w (3.7 off)
+    problem = tmp_path / "numpy_weight.py"
+    problem.write_text("import numpy as np\nimport torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                       "    def __init__(self):\n        super().__init__()\n"
+                       "        self.w = np.array([0.5, 1.5, -2.0, 3.0], dtype=np.float32)\n\n"
+                       "    def forward(self, x, extra):\n        return x * torch.from_numpy(self.w), extra\n\n\n"
+                       "def get_inputs():\n    return [torch.randn(3, 4), torch.randn(4)]\n\n\n"
+                       "def get_init_inputs():\n    return []\n")
+    from tools.dialect.inductor_capture import capture
+    with pytest.raises(ValueError, match=r"^the forward reads self\.w, a NumPy array Model holds, .* hold it as a "
+                                         r"buffer \(self\.register_buffer\('w', torch\.from_numpy"):
+        capture(load_problem(problem), "cpu")
+
+
 def test_a_linear_layer_s_library_gemm_becomes_the_gemm_family_on_cpu():
     code = _seed("linear_relu")
     assert "gemm(" in _method(code, "ModelNew", "forward") or "gemm(" in code.split("def call(args):")[1]

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from tools.dialect.capture_context import (_cpu_triton, _has_config, _triton_templates, causal_masks_as_given,
                                            nested_padding_zeroed, rnn_in_graph, warnings_out_of_graph)
 from tools.dialect.module_state import (Held, changed_value, check_capturable, eager_outputs, misshapen_outputs,
-                                       plain_held, plain_tensor_attributes, python_values, reads_self, stored_before_read,
-                                       tensor_form, unread, unregistered, numpy_scalars_as_python)
+                                       numpy_held, plain_held, plain_tensor_attributes, python_values, reads_self,
+                                       stored_before_read, tensor_form, unread, unregistered, numpy_scalars_as_python)
 
 
 @dataclass(frozen=True)
@@ -258,6 +258,8 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
         raise ValueError(f"the forward reads {glob[0]}, a tensor {glob[1]}, not a parameter or buffer of Model; a "
                          f"seed takes Model's tensors and its inputs: hold it in Model "
                          f"(self.register_buffer('{glob[0].rpartition('.')[2]}', ...))")
+    if None in sources and (array := numpy_held(model, graph_inputs[0], sources)):   # not one of its shape
+        raise ValueError(array)
     kept = {int(v): p for p, v in scalars.items() if isinstance(v, Held)} if None in sources else {}
     inner = next((kept[id(t)] for t, s in zip(graph_inputs[0], sources) if s is None and id(t) in kept), None)
     if inner:   # `self.cache = [torch.zeros(d)]`: model.to() and state_dict pass it by
@@ -336,8 +338,7 @@ def _constants_kept(held: dict, codes: list[str]):
 
 
 def _carried_constants(held: dict, code: str, device: str) -> tuple:
-    """The constants `code` declares (`_tensor_constant0 = None`) as (name, dtype, shape, values),
-    those a seed can carry: small, real or integer or bool, on the capture's device."""
+    """`code`'s `_tensor_constant0 = None` and the rest as (name, dtype, shape, values), if a seed can carry all."""
     import torch
     out = []
     for name in re.findall(r"^(_tensor_constant\d+) = None\b", code, re.M):

@@ -184,8 +184,8 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded
                      {m.group(1) for m in [_FALLBACK_DRAW.search(ast.unparse(draw))] if m})
         dropout = any("dropout" in k or "rrelu" in k for k in kernels)   # by name; a bernoulli alone is the user's
         feature = re.search(r"\bbernoulli_\.float\b", ast.unparse(draw))   # nn.Dropout2d / 3d's mask, in place
-        what = ("a feature dropout (nn.Dropout2d / Dropout3d, F.dropout2d) or the forward's own bernoulli_(p)"
-                if feature else "a dropout (an RReLU)")
+        what = ("a feature or alpha dropout (nn.Dropout2d / Dropout3d / AlphaDropout, F.dropout2d, F.alpha_dropout) or "
+                "the forward's own bernoulli_(p)" if feature else "a dropout (an RReLU)")
         raise ValueError(f"call(): the forward draws random numbers ({', '.join(ops) or short_code(draw)}): no kernel "
                          "can reproduce torch's generator draw for draw; " + (
                              (f"{what} is random in training mode (--set eval.module_mode=eval judges inference)"

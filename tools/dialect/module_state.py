@@ -78,6 +78,20 @@ def python_values(model, module=None) -> dict:
     return out
 
 
+def numpy_held(model, graph_inputs, sources) -> str | None:
+    """The reason, when a graph input no name of Model's reaches has the shape of a NumPy array
+    Model's modules hold (`x * torch.from_numpy(self.w)`: Dynamo hands the array in as a tensor,
+    which converting by shape could take for another tensor of that shape)."""
+    arrays = {(f"{prefix}." if prefix else "") + name: v for prefix, m in model.named_modules()
+              for name, v in vars(m).items() if type(v).__module__ == "numpy" and getattr(v, "ndim", 0) >= 1}
+    shapes = {tuple(t.shape) for t, s in zip(graph_inputs, sources) if s is None and hasattr(t, "shape")}
+    path = next((p for p, v in arrays.items() if tuple(v.shape) in shapes), None)
+    return None if path is None else (
+        f"the forward reads self.{path}, a NumPy array Model holds, which torch.compile hands in as a tensor no "
+        f"name of Model's reaches; hold it as a buffer (self.register_buffer('{path.rpartition('.')[2]}', "
+        "torch.from_numpy(...)) in __init__) and read that")
+
+
 def numpy_scalars_as_python(model, module) -> None:
     """NumPy scalars Model's modules hold (`self.scale = np.sqrt(d)`), or a class of the problem's
     file does, set to the Python numbers they equal, before the capture: Dynamo lifts a NumPy

@@ -263,6 +263,7 @@ def test_a_constant_too_large_to_carry_is_named(tmp_path):
         accepted_seed(loaded, capture(loaded, "cpu"))
 
 
+@pytest.mark.slow   # eight gathers a call in the interpreter: about 7 s
 def test_the_seed_of_a_volume_resampled_on_an_affine_grid_matches_the_model_on_three_calls(tmp_path):
     # aten.grid_sampler_3d was left to PyTorch: a 3-D spatial transformer had no seed
     assert max(_lockstep_errors("volume_grid_sample", tmp_path)) < 1e-5

@@ -7,10 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "seed_coverage.py"
 
 
+@pytest.mark.slow   # a seed compiled in a child: about 10 s
 def test_phases_name_each_step_of_a_seed_with_its_seconds(tmp_path):
     shutil.copy(ROOT / "tests" / "problems" / "relu.py", tmp_path / "relu.py")
     out = tmp_path / "coverage.json"

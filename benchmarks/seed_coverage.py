@@ -17,7 +17,8 @@ time of the call itself, the GPU's alone (the forward replayed as a CUDA graph) 
 Triton launches a forward: where wall and host agree and the GPU's time is well below, the
 forward waits on Python. `--launch-cost` (cuda) first prints the host microseconds of one
 launch: Triton kernels of 5 and of 24 arguments through `kernel[grid](...)`, krefine's gemm
-launcher, torch.mm and torch.mul on the same small tensors. `--phases` makes each seed in a child
+launcher, torch.mm and torch.mul on the same small tensors, and the two kernels' compiled launcher called
+directly (what a launch costs without `JITFunction.run`'s Python). `--phases` makes each seed in a child
 that times where its seconds go: until Inductor's output module is written (building the model,
 Dynamo's trace, AOT autograd, lowering, codegen), loading it (the Triton compiles), its first run
 (on cuda, the autotuner's benchmarks), the rest of the capture, and the conversion; with `--run`
@@ -159,11 +160,24 @@ def us(f, n=20000):
     for _ in range(n): f()
     t1 = time.perf_counter(); torch.cuda.synchronize()
     return round((t1 - t0) / n * 1e6, 1)
-print(json.dumps({"triton_5_args_us": us(lambda: five[(4,)](x, y, 1024, 2.0, BLOCK=256)),
-                  "triton_24_args_us": us(lambda: wide[(4, 1)](x, x, x, y, 1024, 64, 64, *range(15), 1.0, 1.0,
-                                                               HAS=True, P="ieee", BM=256, num_warps=4, num_stages=3)),
-                  "krefine_gemm_us": us(lambda: gemm(a, b, out=c)), "torch_mm_us": us(lambda: torch.mm(a, b, out=c)),
-                  "torch_mul_us": us(lambda: torch.mul(x, 2.0, out=y))}))
+w_args = (x, x, x, y, 1024, 64, 64, *range(15), 1.0, 1.0)
+w_meta = dict(HAS=True, P="ieee", BM=256)
+got = {"triton_5_args_us": us(lambda: five[(4,)](x, y, 1024, 2.0, BLOCK=256)),
+       "triton_24_args_us": us(lambda: wide[(4, 1)](*w_args, **w_meta, num_warps=4, num_stages=3)),
+       "krefine_gemm_us": us(lambda: gemm(a, b, out=c)), "torch_mm_us": us(lambda: torch.mm(a, b, out=c)),
+       "torch_mul_us": us(lambda: torch.mul(x, 2.0, out=y))}
+try:   # the same kernels' compiled launcher called directly: what a launch costs without JITFunction.run's Python
+    from triton.runtime import driver
+    stream = driver.active.get_current_stream(driver.active.get_current_device())
+    for name, fn, args, grid, bound in (("5", five, (x, y, 1024, 2.0), (4,), (x, y, 1024, 2.0, 256)),
+                                        ("24", wide, w_args, (4, 1), (*w_args, True, "ieee", 256))):
+        k = fn.warmup(*args, grid=grid, **({"BLOCK": 256} if name == "5" else dict(w_meta, num_warps=4, num_stages=3)))
+        k._init_handles()
+        got[f"launcher_{name}_args_us"] = us(lambda: k.run(4, 1, 1, stream, k.function, k.packed_metadata, None, None,
+                                                           None, *bound))
+except Exception as e:   # another Triton's launcher signature
+    got["launcher_error"] = f"{type(e).__name__}: {e}"[:120]
+print(json.dumps(got))
 """
 
 

@@ -41,6 +41,19 @@ def test_integer_outputs_compare_exactly_and_bool_outputs_are_not_counted():
     assert ownership.right_without_kernels(torch.tensor([True]), torch.tensor([True]), 0, 0)["counted"] == 0
 
 
+def test_an_integer_types_max_is_not_counted():
+    # an unwritten integer buffer holds its max (outputs.py): a byte output has it by chance 1 in 256
+    ref = torch.tensor([255, 3, 255, 9], dtype=torch.uint8)
+    got = ownership.right_without_kernels(torch.full((4,), 255, dtype=torch.uint8), ref, 0, 0)
+    assert got == {"counted": 2, "right": 0}
+
+
+def test_fp8_outputs_are_counted_as_floats():
+    ref = torch.tensor([1.0, 2.0, float("nan"), 0.0]).to(torch.float8_e4m3fn)
+    got = ownership.right_without_kernels(torch.tensor([1.0, 0.5, 1.0, 0.0]).to(torch.float8_e4m3fn), ref, 0.0, 0.0)
+    assert got == {"counted": 2, "right": 1}
+
+
 def test_a_view_of_an_input_shares_its_memory():
     x = torch.randn(4, 5)
     assert shared_memory([x.t()], [x], None, []) == ["output 0 shares memory with input #0"]
@@ -142,3 +155,55 @@ def identity_verdict(tmp_path_factory):
 def test_a_problem_whose_reference_returns_its_input_says_it_has_no_kernel_work(identity_verdict):
     assert identity_verdict.status.value == "correct"
     assert "no kernel work" in identity_verdict.checks["output_ownership"]
+
+
+BYTES = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 3 + 7, x.to(torch.int8) * 5 - 3
+
+
+def get_inputs():
+    return [torch.randint(0, 256, (256,), dtype=torch.uint8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+BYTES_NEW = '''
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def bytes_kernel(x_ptr, u_ptr, s_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(u_ptr + offs, (x * 3 + 7).to(tl.uint8))
+    tl.store(s_ptr + offs, (x.to(tl.int8) * 5 - 3).to(tl.int8))
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        u = torch.empty_like(x)
+        s = torch.empty(x.shape, device=x.device, dtype=torch.int8)
+        bytes_kernel[(1,)](x, u, s, BLOCK=256)
+        return u, s
+'''
+
+
+def test_a_candidate_with_byte_outputs_is_judged(tmp_path):
+    # uint8 and int8 outputs: the judge's poison fill of their freed blocks raised (-0x5EED fits no byte)
+    from tools.judge import evaluate
+    from tools.problem import load_problem
+    path = tmp_path / "bytes.py"
+    path.write_text(BYTES)
+    verdict = evaluate(load_problem(path), BYTES_NEW, device="cpu", profile=False)
+    assert verdict.status.value == "correct", verdict.diagnostics

@@ -7,8 +7,9 @@ Covers two rules every otherwise correct candidate must meet, on cpu and on cuda
    runs the forward once more with every Triton launch skipped and allocations NaN-filled
    (tools/sandbox/ownership.py `op_triton_off`). An output element that is then still
    equal to the reference (within the trial's tolerance; elements the reference has at
-   0 or non-finite, and bool outputs, are not counted: a zero-filled buffer is a buffer
-   prepared, not an answer) was made without them: PyTorch copy, index or fill kernels
+   0, non-finite or an integer type's max, and bool outputs, are not counted: a buffer
+   zero-filled, or left as the allocator's poison fills it, is not an answer) was made
+   without them: PyTorch copy, index or fill kernels
    moving the input into place, a view of the input, a constant. Such a candidate is
    `rejected` (guard:output_writer, flag library_ops; no_triton_kernel too when no
    counted element needed a kernel at all). PyTorch may still prepare buffers and
@@ -75,11 +76,14 @@ def right_without_kernels(out, ref, atol: float, rtol: float) -> dict:
     import torch
     if ref.dtype == torch.bool or ref.is_complex():
         return {"counted": 0, "right": 0}
+    if ref.is_floating_point() and ref.element_size() == 1:   # fp8: no isfinite / isclose of its own
+        out, ref = out.float(), ref.float()
     counted = ref != 0
     if ref.is_floating_point():
         counted &= torch.isfinite(ref)
         right = counted & torch.isclose(out, ref, atol=atol, rtol=rtol)
-    else:
+    else:   # nor its max: what an unwritten integer buffer holds (outputs.py), by chance a byte's answer
+        counted &= ref != torch.iinfo(ref.dtype).max
         right = counted & (out == ref)
     return {"counted": int(counted.sum()), "right": int(right.sum())}
 

@@ -181,7 +181,8 @@ class Worker(MeasureOps, OwnershipOps):
         for s in specs:
             dtype = getattr(torch, s["dtype"])
             t = torch.empty(s["shape"], dtype=dtype, device=self.device)
-            t.fill_(float("nan") if dtype.is_floating_point else -0x5EED)
+            # -0x5EED fits every integer type but the bytes: theirs is a value no plausible answer starts from
+            t.fill_(float("nan") if dtype.is_floating_point else {torch.uint8: 0xA5, torch.int8: -0x5B}.get(dtype, -0x5EED))
             held.append(t)
         del held
 

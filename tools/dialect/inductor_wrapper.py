@@ -290,3 +290,90 @@ def add_call_args(call_fn: ast.FunctionDef, names: list[str]) -> list[str]:
             stmt.targets[0] = ast.Tuple(elts=elts + [ast.Name(id=n, ctx=ast.Store()) for n in names], ctx=ast.Store())
             return [e.id for e in stmt.targets[0].elts]
     raise ValueError("call() does not unpack its args")
+
+
+# an input the forward writes in place, copied first (tools/dialect/kernelbook.py): the seed's kernels
+# write the copy, and the caller's tensor is left as it came, as the judge requires of every candidate
+INPUT_COPY = '''
+@triton.jit
+def input_copy_kernel(src_ptr, dst_ptr, span, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst_ptr + i, tl.load(src_ptr + i, mask=i < span), mask=i < span)
+
+
+def input_copy(t):
+    """`t`'s values in memory of its own, laid out as `t` (sizes, strides): Model writes this
+    input in place, the seed writes the copy, and the caller's tensor is left as it came."""
+    out = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device=t.device)
+    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) if t.numel() else 0
+    if span:
+        input_copy_kernel[(-(-span // 1024),)](t, out, span, BLOCK=1024)
+    return out
+'''
+
+
+def copy_written_inputs(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], arg_names: list[str],
+                        sources, returned):
+    """Rebind each input of call() (a source "input:k") that a statement writes to its
+    `input_copy` first: a kernel's out_ptr / in_out_ptr argument, an op's out=, an in-place
+    aten op's first argument, directly or through a view or rename of the input. An input
+    the forward returns as it came ("input:k" in `returned`) is then returned by call() as
+    that copy. Returns (`returned` with those indices, whether any input was copied)."""
+    base = {a: a for a, s in zip(arg_names, sources) if str(s).startswith("input:")}
+    written: list[str] = []
+    for stmt in _statements(call_fn.body):
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            v = stmt.value
+            src = v if isinstance(v, ast.Name) else v.args[0] if isinstance(v, ast.Call) and v.args and (
+                dotted(v.func) in ("reinterpret_tensor", "torch.as_strided") or
+                getattr(v.func, "attr", "") in ("view", "as_strided", "reshape")) else None
+            if isinstance(src, ast.Name) and src.id in base:
+                base[stmt.targets[0].id] = base[src.id]
+        for call in (n for n in ast.walk(stmt) if isinstance(n, ast.Call)):
+            name, kernel = dotted(call.func), None
+            if name.endswith(".run"):
+                kernel = kernels.get(name[:-4])
+            targets = [kw.value for kw in call.keywords if kw.arg == "out"]
+            if kernel is not None:
+                targets += [a for p, a in zip(kernel.params, call.args) if p.startswith(("out_ptr", "in_out_ptr"))]
+            elif re.search(r"\w_(\.|$)", name) and call.args:   # aten.scatter_reduce_.two(buf, ...)
+                targets.append(call.args[0])
+            written += [base[t.id] for t in targets if isinstance(t, ast.Name) and t.id in base
+                        and base[t.id] not in written]
+    if not written:
+        return returned, False
+    at = next(i + 1 for i, s in enumerate(call_fn.body) if isinstance(s, ast.Assign) and ast.unparse(s.value) == "args")
+    if at < len(call_fn.body) and ast.unparse(call_fn.body[at]) == "args.clear()":
+        at += 1
+    call_fn.body[at:at] = [ast.parse(f"{a} = input_copy({a})").body[0] for a in written]
+    ret = next((s for s in call_fn.body if isinstance(s, ast.Return)), None)
+    if isinstance(returned, list) and ret is not None and isinstance(ret.value, ast.Tuple):
+        copied = {s: a for a, s in zip(arg_names, sources) if a in written}
+        returned = list(returned)
+        for j, r in enumerate(returned):
+            if isinstance(r, str) and r in copied:   # the copy as Model's input after the call
+                ret.value.elts.append(ast.Name(copied[r], ast.Load()))
+                returned[j] = len(ret.value.elts) - 1
+                _kept(call_fn.body, copied[r])
+    ast.fix_missing_locations(call_fn)
+    return returned, True
+
+
+def _statements(body: list):
+    """Statements in order, the bodies of `with` blocks (Inductor's device guard) flattened."""
+    for stmt in body:
+        if isinstance(stmt, ast.With):
+            yield from _statements(stmt.body)
+        else:
+            yield stmt
+
+
+def _kept(body: list, name: str) -> None:
+    """`del name` taken out of `body` (and its `with` blocks): call() returns it."""
+    for stmt in list(body):
+        if isinstance(stmt, ast.With):
+            _kept(stmt.body, name)
+        elif isinstance(stmt, ast.Delete):
+            stmt.targets = [t for t in stmt.targets if not (isinstance(t, ast.Name) and t.id == name)]
+            if not stmt.targets:
+                body.remove(stmt)

@@ -60,7 +60,8 @@ from tools.dialect.families import (ATTENTION_FAMILY, CONV_FAMILY, FAMILIES, GEM
 from tools.dialect.inductor_capture import Capture, capture
 from tools.dialect.inductor_wrapper import (BLOCK_PARAMS, FIXED_GRID, GRID_NUMELS, Kernel, call_name, dotted,
                                             load_scalar_tensors, read_wrapper, short_code, static_config,
-                                            _asserted_layouts, _call_arg_names, add_call_args)
+                                            _asserted_layouts, _call_arg_names, add_call_args, copy_written_inputs,
+                                            INPUT_COPY)
 from tools.dialect.kernelbook_model import check_sources, infer_sources, meta_model, model_new
 from tools.dialect.seed_build import SetUpRunsForward, check_builds
 from tools.dialect.portable import portable
@@ -117,7 +118,7 @@ def convert(problem, capture: Capture, whole=frozenset()) -> str:
     if carried:
         arg_names, sources = add_call_args(call_fn, list(carried)), (*sources, *(f"const:{n}" for n in carried))
     # 3) call() in KernelBook's shape, each launch with its config
-    returned = capture.returned or 0
+    returned, copies = copy_written_inputs(call_fn, kernels, arg_names, sources, capture.returned or 0)
     used = [k for k in (returned if isinstance(returned, list) else [returned]) if isinstance(k, int)]
     named = {a: f"self.{w}" if k in ("param", "buffer", "attr") else f"input {w}" for a, (k, _, w) in
              zip(arg_names, (src.partition(":") for src in sources)) if k != "const"}   # for a reason's words
@@ -137,7 +138,7 @@ def convert(problem, capture: Capture, whole=frozenset()) -> str:
     header = HEADER if not libraries else HEADER.replace("import torch\n", "import torch\n" + EXTERN_IMPORT, 1)
     family = [conv_family_source() if f == CONV_FAMILY else family_source(f) for f in FAMILIES if f in externs]
     jit = [s for k in kernels.values() for s in k.jit_sources]
-    parts = [header + prelude] + family + list(dict.fromkeys(jit)) + [call_src, model_src]
+    parts = [header + prelude] + family + list(dict.fromkeys(jit)) + [INPUT_COPY] * copies + [call_src, model_src]
     out = "\n\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n"
     compile(out, "<kernelbook candidate>", "exec")  # our own bug if this fails
     return out
@@ -226,7 +227,8 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded
         elif isinstance(stmt, ast.Assign) and call_name(stmt) in _ALLOC:
             stmt.value.func = ast.Name("empty_strided_cuda", ast.Load())
             body.append(stmt)
-        elif isinstance(stmt, ast.Delete) or (isinstance(stmt, ast.Assign) and _plain_value(stmt.value)):
+        elif isinstance(stmt, ast.Delete) or (isinstance(stmt, ast.Assign) and (_plain_value(stmt.value) or
+                                                                                call_name(stmt) == "input_copy")):
             body.append(stmt)
         elif isinstance(stmt, ast.Assign) and call_name(stmt) == "extern_kernels.convolution":
             # the layout Inductor asserts next is the one the launcher writes (out_stride)

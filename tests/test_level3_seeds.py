@@ -1353,3 +1353,14 @@ def test_the_judge_finds_the_seed_of_a_forward_writing_its_inputs_correct():
     verdict = evaluate(load_problem(PROBLEMS / "inputs_written_in_place.py"), _seed("inputs_written_in_place"),
                        device="cpu", profile=False)
     assert verdict.status.value == "correct", verdict.diagnostics
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_judge_finds_the_seed_of_a_forward_writing_its_inputs_correct():
+    from tools.dialect.kernelbook import seed_candidate
+    from tools.judge import evaluate
+    problem = load_problem(PROBLEMS / "inputs_written_in_place.py")
+    code = seed_candidate(problem, "cuda")
+    assert "input_copy(arg" in code
+    verdict = evaluate(problem, code, device="cuda", profile=False)
+    assert verdict.status.value == "correct", verdict.diagnostics

@@ -207,3 +207,13 @@ def test_a_candidate_with_byte_outputs_is_judged(tmp_path):
     path.write_text(BYTES)
     verdict = evaluate(load_problem(path), BYTES_NEW, device="cpu", profile=False)
     assert verdict.status.value == "correct", verdict.diagnostics
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_candidate_with_byte_outputs_is_judged(tmp_path):
+    from tools.judge import evaluate
+    from tools.problem import load_problem
+    path = tmp_path / "bytes.py"
+    path.write_text(BYTES)
+    verdict = evaluate(load_problem(path), BYTES_NEW, device="cuda", profile=False)
+    assert verdict.status.value == "correct", verdict.diagnostics

@@ -132,6 +132,14 @@ def test_integer_outputs_compare_exactly():
     assert compare(out, ref, atol=atol, rtol=rtol, rel_l2_limit=limit).n_bad == 1
 
 
+def test_int64_values_past_float64s_53_bits_compare_exactly():
+    # compared in float64, t + 1 near 2**60 read as t: a 64-bit hash wrong everywhere was correct
+    ref = torch.randint(2**60, 2**61, (16,), generator=torch.Generator().manual_seed(0))
+    atol, rtol, limit = tolerances(torch.int64, settings.TrialSettings())
+    got = compare(ref + 1, ref, atol=atol, rtol=rtol, rel_l2_limit=limit)
+    assert not got.ok and got.n_bad == 16 and got.max_abs_err == 1.0
+
+
 def test_shape_mismatch_is_reported_not_raised():
     c = compare(randn(10), randn(12), **FP32)
     assert not c.ok and c.patterns == ("shape",)

@@ -48,12 +48,19 @@ class Accumulator:
         self.max_gap = 0                    # largest step between consecutive bad flat indices
 
     def add(self, o: torch.Tensor, r: torch.Tensor, start: int) -> None:
+        # integers compare in their own type: float64 holds 53 bits, and int64 values past 2**53 that
+        # differ (a 64-bit hash, t + 1 near 2**60) would read as equal
+        exact = o != r if o.dtype == r.dtype and not (o.dtype.is_floating_point or o.is_complex()) else None
+        diff = _integer_diff(o, r) if exact is not None else None
         o, r = o.to(self.cd), r.to(self.cd)
         r_fin, o_fin = torch.isfinite(r), torch.isfinite(o)
         both = r_fin & o_fin
-        diff = (o - r).abs()
+        far = (o - r).abs()
+        diff = far if diff is None else torch.where(far < 2.0 ** 53, diff.to(self.cd), far)   # exact where it fits
         within = diff <= self.atol + self.rtol * r.abs()        # NaN compares False
         bad = torch.where(r_fin, ~within, torch.where(torch.isnan(r), ~torch.isnan(o), o != r))
+        if exact is not None:
+            bad |= exact
         d = torch.where(both, diff, 0)
         rel = torch.where(both & (r.abs() > self.atol), diff / r.abs(), 0)
         i_abs, i_rel = torch.argmax(d), torch.argmax(rel)
@@ -254,3 +261,13 @@ def _permuted_positions(pos: torch.Tensor, shape: tuple[int, ...], p: tuple[int,
         flat = flat + (rem % shape[axis]) * strides[axis]
         rem = rem // shape[axis]
     return flat
+
+
+def _integer_diff(o: torch.Tensor, r: torch.Tensor) -> torch.Tensor | None:
+    """|o - r| in int64 (exact where it does not overflow), or None where the type has no
+    such subtraction (bool, uint64): the float figures then."""
+    if o.dtype in (torch.bool, torch.uint64):
+        return None
+    a, b = o.to(torch.int64), r.to(torch.int64)
+    return torch.where(a >= b, a - b, b - a)
+

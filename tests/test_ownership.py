@@ -217,3 +217,65 @@ def test_on_a_gpu_a_candidate_with_byte_outputs_is_judged(tmp_path):
     path.write_text(BYTES)
     verdict = evaluate(load_problem(path), BYTES_NEW, device="cuda", profile=False)
     assert verdict.status.value == "correct", verdict.diagnostics
+
+
+ONE_TUPLE = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return (x * 2,)
+
+
+def get_inputs():
+    return [torch.randn(64)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+DOUBLED = '''
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def double_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) * 2)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        double_kernel[(1,)](x, out, BLOCK=64)
+        return RETURNED
+'''
+
+
+@pytest.fixture(scope="module")
+def one_tuple(tmp_path_factory):
+    from tools.problem import load_problem
+    path = tmp_path_factory.mktemp("one_tuple") / "one_tuple.py"
+    path.write_text(ONE_TUPLE)
+    return load_problem(path)
+
+
+def test_a_bare_tensor_for_a_models_one_tuple_is_incorrect(one_tuple):
+    # was correct: the judge compared the tensors and not what held them (a caller's out[0] differs)
+    from tools.judge import evaluate
+    verdict = evaluate(one_tuple, DOUBLED.replace("RETURNED", "out"), device="cpu", profile=False)
+    assert verdict.status.value == "incorrect"
+    assert "returned a tensor; Model returns a tuple of 1 tensor" in verdict.diagnostics[0].message
+
+
+def test_a_list_for_a_models_tuple_is_incorrect(one_tuple):
+    from tools.judge import evaluate
+    verdict = evaluate(one_tuple, DOUBLED.replace("RETURNED", "[out]"), device="cpu", profile=False)
+    assert verdict.status.value == "incorrect"
+    assert "returned a list of 1 tensor; Model returns a tuple of 1 tensor" in verdict.diagnostics[0].message

@@ -73,6 +73,9 @@ def compute_reference(ref_model, mod, seed: int, dev: str, *, init_seed: int, pr
         if sizes is not None:   # tools/judge/ownership.py: an output that is an input has no kernel work
             from tools.sandbox.ownership import shared_memory
             flat = list(out) if isinstance(out, (tuple, list)) else [out]
+            # as the worker names a candidate's (tools/sandbox/outputs.py); a namedtuple is a tuple
+            sizes["structure"] = f"{'list' if isinstance(out, list) else 'tuple'}:{len(flat)}" \
+                if isinstance(out, (tuple, list)) else "tensor"
             shared = shared_memory([o for o in flat if type(o) is torch.Tensor], inputs, ref_model, [])
             sizes["aliases"] = shared[0] if shared else None
         del inputs

@@ -120,6 +120,12 @@ def run_trials(evaluation, worker, ref_model, seeds, dev, first_ref: list) -> St
             want = f"{n_out} torch.Tensor" if n_out > 1 else "exactly one torch.Tensor"
             evaluation.diag("output_type", f"forward returned {structure[0] if structure else '?'} ({got}); expected {want}")
             return Status.INCORRECT
+        want_structure = getattr(judge, "reference_structure", None)
+        other = next((st for st in structure if st != want_structure), None) if want_structure else None
+        if other is not None:   # (t,) for t, a list for a tuple: a caller's out[0] or isinstance would differ
+            evaluation.diag("output_type", f"forward returned {_structure_words(other)}; Model returns "
+                            f"{_structure_words(want_structure)}: return the same")
+            return Status.INCORRECT
         if len(specs) != calls * n_out:
             evaluation.diag("protocol", f"the worker sent {len(specs)} outputs for {calls * n_out} tensors")
             evaluation.flag("tampering")
@@ -327,3 +333,12 @@ def recheck_timed_outputs(evaluation, reply: dict, payload: bytes, seed: int) ->
         del outs
         release(evaluation.judge.dev)
     return None
+
+
+def _structure_words(structure: str) -> str:
+    """"tuple:2" -> "a tuple of 2 tensors", "tensor" -> "a tensor", as the worker names them."""
+    kind, _, n = str(structure).partition(":")
+    if not n:
+        return f"a {kind}"
+    return f"a {kind} of {n} tensor{'s' if n != '1' else ''}"
+

@@ -279,3 +279,14 @@ def test_a_list_for_a_models_tuple_is_incorrect(one_tuple):
     verdict = evaluate(one_tuple, DOUBLED.replace("RETURNED", "[out]"), device="cpu", profile=False)
     assert verdict.status.value == "incorrect"
     assert "returned a list of 1 tensor; Model returns a tuple of 1 tensor" in verdict.diagnostics[0].message
+
+
+def test_a_candidate_given_inputs_that_require_grad_is_judged(tmp_path):
+    # the worker wrote the next trial's values into the inputs outside no_grad: "a leaf Variable that requires
+    # grad is being used in an in-place operation", a runtime_error of every candidate
+    from tools.judge import evaluate
+    from tools.problem import load_problem
+    path = tmp_path / "leaf.py"
+    path.write_text(ONE_TUPLE.replace("torch.randn(64)", "torch.randn(64, requires_grad=True)"))
+    verdict = evaluate(load_problem(path), DOUBLED.replace("RETURNED", "(out,)"), device="cpu", profile=False)
+    assert verdict.status.value == "correct", verdict.diagnostics

@@ -208,9 +208,10 @@ class Worker(MeasureOps, OwnershipOps):
                 type(p) is type(f) and (not isinstance(f, torch.Tensor) or
                                         (p.shape == f.shape and p.dtype == f.dtype and p.stride() == f.stride()))
                 for p, f in zip(prev, fresh)):
-            for p, f in zip(prev, fresh):
-                if isinstance(f, torch.Tensor):
-                    p.copy_(f)
+            with torch.no_grad():   # an input made with requires_grad=True is a leaf autograd will not write
+                for p, f in zip(prev, fresh):
+                    if isinstance(f, torch.Tensor):
+                        p.copy_(f)
             fresh = [p if isinstance(p, torch.Tensor) else f for p, f in zip(prev, fresh)]
         return fresh
 

@@ -498,3 +498,53 @@ def test_on_the_gpu_a_bf16_convolution_fails_both_policies(gpu_as_run, gpu_stric
 def test_on_the_gpu_an_exact_convolution_passes_both_policies(gpu_as_run, gpu_strict, policy):
     v = {"as-run": gpu_as_run, "strict": gpu_strict}[policy]["ieee"]
     assert v.status is Status.CORRECT, (v.diagnostics, v.checks.get("precision"))
+
+
+HALF_PROBLEM = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 3
+
+
+def get_inputs():
+    return [torch.randn(64).half()]
+
+
+def get_init_inputs():
+    return []
+'''
+
+HALF_CANDIDATE = '''
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def triple_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, (tl.load(x_ptr + offs).to(tl.float32) * 3).to(tl.float16))
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        triple_kernel[(1,)](x, out, BLOCK=64)
+        return out
+'''
+
+
+def test_a_half_precision_models_candidate_is_not_flagged_reduced_precision(tmp_path):
+    # the flag says an fp32 problem was computed in fp16; for Model's own fp16 outputs it said nothing true
+    from tools.judge import evaluate
+    from tools.problem import load_problem
+    path = tmp_path / "half.py"
+    path.write_text(HALF_PROBLEM)
+    verdict = evaluate(load_problem(path), HALF_CANDIDATE, device="cpu", profile=False)
+    assert verdict.status.value == "correct" and "reduced_precision" not in verdict.flags
+    assert verdict.checks["reduced_precision"] == "not flagged: Model's own outputs are float16"

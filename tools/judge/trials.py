@@ -209,6 +209,7 @@ def run_trials(evaluation, worker, ref_model, seeds, dev, first_ref: list) -> St
         return status
     evaluation.checks["inputs_unmutated"] = True
     evaluation.checks["repeat_consistent"] = True
+    _native_precision(evaluation, outputs or [{"dtype": str(r.dtype).removeprefix("torch.")} for r in ref])
     atol, rtol, rel = tolerances(ref[0].dtype, s.test)
     evaluation.checks["tolerance"] = {"atol": atol, "rtol": rtol, "rel_l2": rel, "dtype": str(ref[0].dtype)}
     return None
@@ -341,4 +342,20 @@ def _structure_words(structure: str) -> str:
     if not n:
         return f"a {kind}"
     return f"a {kind} of {n} tensor{'s' if n != '1' else ''}"
+
+
+def _native_precision(evaluation, outputs: list[dict]) -> None:
+    """The reduced_precision flag (tools/guards/flags.py) taken back where every floating output
+    of Model is itself 16- or 8-bit (a half-precision model, an fp8 cast): the candidate computes
+    in the problem's own precision, not below it; checks["reduced_precision"] says so."""
+    import torch
+    floats = [getattr(torch, str(o.get("dtype"))) for o in outputs
+              if isinstance(getattr(torch, str(o.get("dtype")), None), torch.dtype)]
+    floats = [d for d in floats if d.is_floating_point]
+    if "reduced_precision" not in evaluation.flags or not floats or any(d.itemsize > 2 for d in floats):
+        return
+    evaluation.flags.remove("reduced_precision")
+    evaluation.diagnostics[:] = [d for d in evaluation.diagnostics if d.kind != "guard:reduced_precision"]
+    names = ", ".join(sorted({str(d).removeprefix("torch.") for d in floats}))
+    evaluation.checks["reduced_precision"] = f"not flagged: Model's own outputs are {names}"
 

@@ -86,7 +86,7 @@ class Judge:
         # measured on the first reference; lean: see tools/judge/memory.py
         self.footprint: memory.Footprint | None = None
         self.reference_aliases: str | None = None   # set with the footprint: see reference.py
-        self.reference_structure: str | None = None   # "tensor", "tuple:N" or "list:N", set with it too
+        self.reference_structure: str | None = None   # "tensor", "tuple:N" or "list:N" (trials.py), set with it
         self.lean = False
         self._last_ref: tuple[int, list] | None = None   # lean: the one reference in use
         # set by the judge service: evicts its idle sessions when this one runs short
@@ -185,8 +185,7 @@ class Judge:
         with self._lock:
             self.setup_s["references"] = round(self.setup_s.get("references", 0.0) + time.monotonic() - t, 3)
             if self.footprint is None and sizes is not None:
-                self.reference_aliases = sizes.get("aliases")   # tools/judge/ownership.py
-                self.reference_structure = sizes.get("structure")
+                self.reference_aliases, self.reference_structure = sizes.get("aliases"), sizes.get("structure")
                 self.footprint = memory.measure(sizes, out)
                 self.lean = self.footprint.trial_bytes >= self.settings.test.lean_memory_mib << 20
                 self._ref_cache_ok = not self.lean and self._fits(self.footprint.output_bytes)

@@ -270,4 +270,3 @@ def _integer_diff(o: torch.Tensor, r: torch.Tensor) -> torch.Tensor | None:
         return None
     a, b = o.to(torch.int64), r.to(torch.int64)
     return torch.where(a >= b, a - b, b - a)
-

@@ -358,4 +358,3 @@ def _native_precision(evaluation, outputs: list[dict]) -> None:
     evaluation.diagnostics[:] = [d for d in evaluation.diagnostics if d.kind != "guard:reduced_precision"]
     names = ", ".join(sorted({str(d).removeprefix("torch.") for d in floats}))
     evaluation.checks["reduced_precision"] = f"not flagged: Model's own outputs are {names}"
-

@@ -199,13 +199,14 @@ class ModelNew(nn.Module):
 '''
 
 
+@pytest.mark.slow   # a judge session of its own on a CPU: about 8-11 s
 def test_a_candidate_with_byte_outputs_is_judged(tmp_path):
     # uint8 and int8 outputs: the judge's poison fill of their freed blocks raised (-0x5EED fits no byte)
-    from tools.judge import evaluate
+    from shared_judges import verdict_of
     from tools.problem import load_problem
     path = tmp_path / "bytes.py"
     path.write_text(BYTES)
-    verdict = evaluate(load_problem(path), BYTES_NEW, device="cpu", profile=False)
+    verdict = verdict_of(load_problem(path), BYTES_NEW)
     assert verdict.status.value == "correct", verdict.diagnostics
 
 
@@ -268,25 +269,26 @@ def one_tuple(tmp_path_factory):
 
 def test_a_bare_tensor_for_a_models_one_tuple_is_incorrect(one_tuple):
     # was correct: the judge compared the tensors and not what held them (a caller's out[0] differs)
-    from tools.judge import evaluate
-    verdict = evaluate(one_tuple, DOUBLED.replace("RETURNED", "out"), device="cpu", profile=False)
+    from shared_judges import verdict_of
+    verdict = verdict_of(one_tuple, DOUBLED.replace("RETURNED", "out"))
     assert verdict.status.value == "incorrect"
     assert "returned a tensor; Model returns a tuple of 1 tensor" in verdict.diagnostics[0].message
 
 
 def test_a_list_for_a_models_tuple_is_incorrect(one_tuple):
-    from tools.judge import evaluate
-    verdict = evaluate(one_tuple, DOUBLED.replace("RETURNED", "[out]"), device="cpu", profile=False)
+    from shared_judges import verdict_of
+    verdict = verdict_of(one_tuple, DOUBLED.replace("RETURNED", "[out]"))
     assert verdict.status.value == "incorrect"
     assert "returned a list of 1 tensor; Model returns a tuple of 1 tensor" in verdict.diagnostics[0].message
 
 
+@pytest.mark.slow   # a judge session of its own on a CPU: about 8-11 s
 def test_a_candidate_given_inputs_that_require_grad_is_judged(tmp_path):
     # the worker wrote the next trial's values into the inputs outside no_grad: "a leaf Variable that requires
     # grad is being used in an in-place operation", a runtime_error of every candidate
-    from tools.judge import evaluate
+    from shared_judges import verdict_of
     from tools.problem import load_problem
     path = tmp_path / "leaf.py"
     path.write_text(ONE_TUPLE.replace("torch.randn(64)", "torch.randn(64, requires_grad=True)"))
-    verdict = evaluate(load_problem(path), DOUBLED.replace("RETURNED", "(out,)"), device="cpu", profile=False)
+    verdict = verdict_of(load_problem(path), DOUBLED.replace("RETURNED", "(out,)"))
     assert verdict.status.value == "correct", verdict.diagnostics

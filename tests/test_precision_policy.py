@@ -539,12 +539,13 @@ class ModelNew(nn.Module):
 '''
 
 
+@pytest.mark.slow   # a judge session of its own on a CPU: about 8-11 s
 def test_a_half_precision_models_candidate_is_not_flagged_reduced_precision(tmp_path):
     # the flag says an fp32 problem was computed in fp16; for Model's own fp16 outputs it said nothing true
-    from tools.judge import evaluate
+    from shared_judges import verdict_of
     from tools.problem import load_problem
     path = tmp_path / "half.py"
     path.write_text(HALF_PROBLEM)
-    verdict = evaluate(load_problem(path), HALF_CANDIDATE, device="cpu", profile=False)
+    verdict = verdict_of(load_problem(path), HALF_CANDIDATE)
     assert verdict.status.value == "correct" and "reduced_precision" not in verdict.flags
     assert verdict.checks["reduced_precision"] == "not flagged: Model's own outputs are float16"

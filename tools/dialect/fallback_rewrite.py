@@ -144,12 +144,9 @@ def eager_multilabel_margin():
         try:
             yield
         finally:
-            if was is None:
-                op.py_kernels.pop(key, None)
-            else:
-                op.py_kernels[key] = was
+            op.py_kernels[key] = was
             op._dispatch_cache.clear()
-    return entered() if was is not None else contextlib.nullcontext()
+    return entered() if was is not None else contextlib.nullcontext()   # no decomposition there to replace
 
 
 def multilabel_margin_loss(x, target, reduction):

@@ -349,9 +349,8 @@ def _native_precision(evaluation, outputs: list[dict]) -> None:
     of Model is itself 16- or 8-bit (a half-precision model, an fp8 cast): the candidate computes
     in the problem's own precision, not below it; checks["reduced_precision"] says so."""
     import torch
-    floats = [getattr(torch, str(o.get("dtype"))) for o in outputs
-              if isinstance(getattr(torch, str(o.get("dtype")), None), torch.dtype)]
-    floats = [d for d in floats if d.is_floating_point]
+    dtypes = (getattr(torch, str(o.get("dtype")), None) for o in outputs)
+    floats = [d for d in dtypes if isinstance(d, torch.dtype) and d.is_floating_point]
     if "reduced_precision" not in evaluation.flags or not floats or any(d.itemsize > 2 for d in floats):
         return
     evaluation.flags.remove("reduced_precision")

@@ -153,6 +153,10 @@ class TrialSettings:
     atol_half: float = 1e-2             # fp16 and bf16
     rel_l2_fp32: float = 1e-3           # ||out-ref|| / ||ref|| ceiling: zeros cannot pass
     rel_l2_half: float = 3e-2
+    # float64 outputs: far above any honest float64 kernel's rounding (1e-16 a step), far
+    # below float32's (6e-8), so a kernel computing an fp64 problem in fp32 cannot pass
+    atol_fp64: float = 1e-9
+    rel_l2_fp64: float = 1e-8
     compile_timeout_s: float = 180.0    # import + construct + first forward (Triton JIT)
     run_timeout_s: float = 60.0         # every later request to the worker
     max_output_kib: int = 64            # candidate stdout/stderr kept, per stream

@@ -190,6 +190,9 @@ class Comparison:
             parts = [_axis_words(t, self.shape) for t in self.patterns if t.startswith("axis:")]
             return ("errors only at " + " and ".join(parts[:2]) + ": a stride, offset or "
                     f"mask along {'those dims' if len(parts) > 1 else 'that dim'} is wrong")
+        if group == "reduced_precision" and self.rtol < FP32_EPS:   # a float64 output's tolerance
+            return (f"small errors everywhere (relative ~{self.rel_l2:.1g}), typical of float32 "
+                    "compute on a float64 problem: load, accumulate and store in float64")
         if group == "reduced_precision":
             return (f"small errors everywhere (relative ~{self.rel_l2:.1g}), typical of tf32/"
                     "fp16 compute: accumulate in fp32 and use tl.dot(..., "
@@ -201,6 +204,9 @@ class Comparison:
                 "formula against the reference on a few elements")  # rel_l2
 
 
+FP32_EPS = 1.1920929e-07   # below it, a tolerance only float64 meets (TrialSettings.atol_fp64)
+
+
 def tolerances(dtype: torch.dtype, settings: "TrialSettings") -> tuple[float, float, float]:
     """(atol, rtol, rel_l2_limit) for an output dtype; KernelBench uses atol = rtol."""
     if dtype.is_complex:
@@ -209,6 +215,8 @@ def tolerances(dtype: torch.dtype, settings: "TrialSettings") -> tuple[float, fl
         bits = dtype.itemsize * 8
     else:
         return 0.0, 0.0, 0.0               # integers and bool compare exactly
+    if bits >= 64:
+        return settings.atol_fp64, settings.atol_fp64, settings.rel_l2_fp64
     if bits >= 32:
         return settings.atol_fp32, settings.atol_fp32, settings.rel_l2_fp32
     return settings.atol_half, settings.atol_half, settings.rel_l2_half

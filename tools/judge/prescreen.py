@@ -87,7 +87,8 @@ def prescreen(problem_path: str | Path, sources: list[str], *, device: str, sett
                                          "module_mode": settings.module_mode}, files, env, width, timeout_s * 2)
         spec = {"problem": str(problem_path), "sources": files, "device": device, "seed": seed, "reps": reps,
                 "tolerance": {"atol_fp32": settings.atol_fp32, "atol_half": settings.atol_half,
-                              "rel_l2_fp32": settings.rel_l2_fp32, "rel_l2_half": settings.rel_l2_half},
+                              "rel_l2_fp32": settings.rel_l2_fp32, "rel_l2_half": settings.rel_l2_half,
+                              "atol_fp64": settings.atol_fp64, "rel_l2_fp64": settings.rel_l2_fp64},
                 "init_seed": settings.init_seed, "module_mode": settings.module_mode,
                 "precision": settings.precision, "start": 0,
                 "wait_for": str(compiling.marker) if compiling else None, "wait_s": timeout_s * 2}

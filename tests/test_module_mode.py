@@ -48,6 +48,13 @@ def test_a_batch_statistics_batchnorm_is_correct_by_default():
     assert verdict.checks["module_mode"] == "train"
 
 
+def test_a_batch_statistics_batchnorm_that_never_updates_its_running_statistics_is_incorrect():
+    verdict = _judge("batchnorm_relu", "batchnorm_relu_no_running_update")
+    assert verdict.status is Status.INCORRECT, verdict.feedback
+    state = [d.message for d in verdict.diagnostics if d.kind == "module_state"]
+    assert state and "bn.running_mean" in state[0], verdict.feedback
+
+
 def test_a_training_mode_dropout_reference_is_incorrect_naming_the_dropout_and_the_eval_option():
     verdict = _judge("dropout", "double")
     assert verdict.status is Status.INCORRECT

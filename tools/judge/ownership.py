@@ -7,9 +7,9 @@ Covers two rules every otherwise correct candidate must meet, on cpu and on cuda
    runs the forward once more with every Triton launch skipped and allocations NaN-filled
    (tools/sandbox/ownership.py `op_triton_off`). An output element that is then still
    equal to the reference (within the trial's tolerance; elements the reference has at
-   0, non-finite or an integer type's max, and bool outputs, are not counted: a buffer
-   zero-filled, or left as the allocator's poison fills it, is not an answer) was made
-   without them: PyTorch copy, index or fill kernels
+   0, non-finite or an integer type's max are not counted: a buffer zero-filled, or left
+   as the allocator's poison fills it, is not an answer; a bool output counts as right
+   only as far as it is right on both values, which no fill is) was made without them: PyTorch copy, index or fill kernels
    moving the input into place, a view of the input, a constant. Such a candidate is
    `rejected` (guard:output_writer, flag library_ops; no_triton_kernel too when no
    counted element needed a kernel at all). PyTorch may still prepare buffers and
@@ -74,8 +74,10 @@ def run_without_triton(evaluation, worker, seed: int, poison: list, dev, ref: li
 def right_without_kernels(out, ref, atol: float, rtol: float) -> dict:
     """How many counted elements of `out` equal `ref` (see the module doc)."""
     import torch
-    if ref.dtype == torch.bool or ref.is_complex():
-        return {"counted": 0, "right": 0}
+    if ref.dtype == torch.bool:
+        return _bool_right(out, ref)
+    if ref.is_complex():   # each real component as a float
+        out, ref = torch.view_as_real(out.resolve_conj()), torch.view_as_real(ref.resolve_conj())
     if ref.is_floating_point() and ref.element_size() == 1:   # fp8: no isfinite / isclose of its own
         out, ref = out.float(), ref.float()
     counted = ref != 0
@@ -86,6 +88,18 @@ def right_without_kernels(out, ref, atol: float, rtol: float) -> dict:
         counted &= ref != torch.iinfo(ref.dtype).max
         right = counted & (out == ref)
     return {"counted": int(counted.sum()), "right": int(right.sum())}
+
+
+def shared_outputs(evaluation, pairs: list, reference_pairs: list) -> Status | None:
+    """INCORRECT when two outputs share memory where Model's do not (`return out, out` for
+    two results Model computes apart): a caller writing one would change the other."""
+    extra = [p for p in pairs if list(p) not in [list(q) for q in reference_pairs]]
+    if not extra:
+        return None
+    i, j = extra[0]
+    evaluation.diag("output_alias", f"outputs {i} and {j} share memory, where Model's are tensors of their own: "
+                    "a caller writing one would change the other; write each output into its own buffer")
+    return Status.INCORRECT
 
 
 def decide(evaluation, reference_aliases: str | None) -> Status | None:
@@ -116,3 +130,18 @@ def decide(evaluation, reference_aliases: str | None) -> Status | None:
     if right == counted:
         evaluation.flag("no_triton_kernel")
     return Status.REJECTED
+
+
+def _bool_right(out, ref) -> dict:
+    """A bool output: a buffer filled with one value (zeroed, or the allocator's poison,
+    True) is right wherever the reference holds that value, so each value's elements are
+    counted apart and the output is as right as its less right value: only a mask that
+    is the answer on both values, as PyTorch's comparison or copy makes it, counts."""
+    same = out == ref
+    shares = []
+    for where in (ref, ~ref):
+        n = int(where.sum())
+        if n == 0:
+            return {"counted": 0, "right": 0}   # one value only: a fill of it is the answer
+        shares.append(int((where & same).sum()) / n)
+    return {"counted": ref.numel(), "right": round(min(shares) * ref.numel())}

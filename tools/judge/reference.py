@@ -19,6 +19,7 @@ from __future__ import annotations
 from tools.errors import BadInput, describe_fault
 from tools.blame import Step, blame
 from tools.problem import make_inputs, precision_flags, seeded
+from tools.sandbox.state_ops import rng_states, same_states
 
 _OTHER_SEED = 0x5EED   # added to the trial seed for the second draw: any other seed would do
 
@@ -50,8 +51,10 @@ def compute_reference(ref_model, mod, seed: int, dev: str, *, init_seed: int, pr
     the flags of `precision` ([eval] precision): under "as-run" it is eager as the user runs it.
     An allocation failure is raised as it is, for the judge to relieve memory and
     retry (tools/judge/memory.py). `sizes`, when given, receives the inputs' bytes, the
-    allocator's peak during the forward, inputs included (0 on cpu), and "aliases": which
-    output shares memory with an input or parameter, in words, or None."""
+    allocator's peak during the forward, inputs included (0 on cpu), "aliases": which
+    output shares memory with an input or parameter, in words, or None, "output_pairs":
+    which outputs share memory with one another, and "rng_changed": whether the forward
+    changed a global random generator's state."""
     import torch
     from tools.judge.memory import is_oom, tensor_bytes
     path = getattr(mod, "__file__", None) or "problem"
@@ -68,16 +71,20 @@ def compute_reference(ref_model, mod, seed: int, dev: str, *, init_seed: int, pr
     if sizes is not None:
         sizes["input_bytes"] = tensor_bytes(inputs)
     try:
+        rng = rng_states() if sizes is not None else None
         with torch.no_grad(), precision_flags(precision):
             out = ref_model(*inputs)
-        if sizes is not None:   # tools/judge/ownership.py: an output that is an input has no kernel work
-            from tools.sandbox.ownership import shared_memory
+        if sizes is not None:
+            sizes["rng_changed"] = not same_states(rng, rng_states())   # a candidate may draw where Model does   # tools/judge/ownership.py: an output that is an input has no kernel work
+            from tools.sandbox.ownership import overlapping_outputs, shared_memory
             flat = list(out) if isinstance(out, (tuple, list)) else [out]
             # as the worker names a candidate's (tools/sandbox/outputs.py); a namedtuple is a tuple
             sizes["structure"] = f"{'list' if isinstance(out, list) else 'tuple'}:{len(flat)}" \
                 if isinstance(out, (tuple, list)) else "tensor"
-            shared = shared_memory([o for o in flat if type(o) is torch.Tensor], inputs, ref_model, [])
+            tensors = [o for o in flat if type(o) is torch.Tensor]
+            shared = shared_memory(tensors, inputs, ref_model, [])
             sizes["aliases"] = shared[0] if shared else None
+            sizes["output_pairs"] = overlapping_outputs(tensors)   # Model's own: a candidate may share as it does
         del inputs
         if cuda:
             torch.cuda.synchronize()

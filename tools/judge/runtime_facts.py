@@ -9,10 +9,11 @@ below the aten counter), threads started by the candidate (`threads_started`), t
 data read on the host by candidate code during the forward (`host_reads`: a Triton
 forward never needs to) or around the wrappers at any time (`memory_reads`: a process
 memory file opened, an mmap, a tensor or storage serialised; tools/sandbox/detours.py),
-and a call whose Triton launches ran no program (`programs`: an empty grid runs
-nothing). Hook points the worker could not install (`watch_gaps`) and launch grids
-it never saw evaluated are recorded in the verdict's checks, not judged: a gap is a
-visible fact, never a silent pass.
+a call whose Triton launches ran no program (`programs`: an empty grid runs
+nothing), and a call that changed a global random generator's state where Model's
+forward does not (`rng_changed`: torch.manual_seed in forward). Hook points the worker
+could not install (`watch_gaps`) and launch grids it never saw evaluated are recorded in
+the verdict's checks, not judged: a gap is a visible fact, never a silent pass.
 
 Not covered: the aten compute ops and the launch count (tools/judge/trials.py), what the
 static guards see in the source (tools/guards/).
@@ -68,6 +69,12 @@ def check_runtime_facts(evaluation, reply: dict, i: int) -> Status | None:
         evaluation.diag("guard:host_transfer", f"{where}: the forward read tensor data on the host ({what}); "
                  "compute in Triton kernels on the tensors' device, never in Python or NumPy")
         evaluation.flag("host_compute")
+        return Status.REJECTED
+    if reply.get("rng_changed") and not getattr(evaluation.judge, "reference_facts", {}).get("rng_changed"):
+        evaluation.diag("guard:global_state", f"{where}: the forward changed the global random state "
+                 "(torch.manual_seed, a generator's set_state or a random draw), which Model's forward leaves as "
+                 "it is: a caller's random numbers after a call would differ. Leave the global generators alone")
+        evaluation.flag("tampering")
         return Status.REJECTED
     programs = reply.get("programs")
     if programs is not None:

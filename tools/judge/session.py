@@ -6,9 +6,8 @@ pays only for its own work:
 - the reference model, built once with KernelBench's seeds and init order (in the
   mode `[eval] module_mode` says), the session's secret trial seeds, the reference
   outputs of those trials (kept while they fit the memory budget, else recomputed when
-  needed), and whether the reference is reproducible at all (`unreproducible`); one
-  that keeps state between calls is judged as a sequence of calls instead (tools/judge/stateful.py,
-  its outputs call by call kept for the session);
+  needed), whether the reference is reproducible (`unreproducible`) or keeps state between
+  calls, judged then as a sequence of calls (tools/judge/stateful.py, kept for the session);
 - the eager baseline and the torch.compile baseline, compiled once (in the background,
   from the first candidate that passes the guards); both are still timed interleaved
   with every candidate (tools/judge/time_phase.py);
@@ -35,8 +34,7 @@ from tools.errors import EvaluatorError
 from tools.judge import memory
 from tools.judge.gpulock import GpuLock, gpu_lock
 from tools.judge.pipeline import Judgement, finish, profile_in
-from tools.judge.reference import (build_reference, check_reproducible, compute_reference, default_device,
-                                   precise_reference)
+from tools.judge.reference import build_reference, check_reproducible, compute_reference, default_device, precise_reference
 from tools.judge.static import static_verdict
 from tools.judge.warm import warm_imports
 from tools.perf.capture_guard import gpu_work
@@ -87,6 +85,7 @@ class Judge:
         self.footprint: memory.Footprint | None = None
         self.reference_aliases: str | None = None   # set with the footprint: see reference.py
         self.reference_structure: str | None = None   # "tensor", "tuple:N" or "list:N" (trials.py), set with it
+        self.reference_facts: dict = {}   # "output_pairs", "rng_changed" (reference.py), set with it
         self.lean = False
         self._last_ref: tuple[int, list] | None = None   # lean: the one reference in use
         # set by the judge service: evicts its idle sessions when this one runs short
@@ -186,6 +185,7 @@ class Judge:
             self.setup_s["references"] = round(self.setup_s.get("references", 0.0) + time.monotonic() - t, 3)
             if self.footprint is None and sizes is not None:
                 self.reference_aliases, self.reference_structure = sizes.get("aliases"), sizes.get("structure")
+                self.reference_facts = sizes
                 self.footprint = memory.measure(sizes, out)
                 self.lean = self.footprint.trial_bytes >= self.settings.test.lean_memory_mib << 20
                 self._ref_cache_ok = not self.lean and self._fits(self.footprint.output_bytes)

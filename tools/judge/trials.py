@@ -8,7 +8,7 @@ and its diagnosis; `recheck_timed_outputs` checks the outputs of timed calls the
 """
 from __future__ import annotations
 
-from tools.judge import ground_truth, ownership
+from tools.judge import ground_truth, ownership, state_check
 from tools.judge.compile_phase import compile_specs
 from tools.judge.memory import release
 from tools.judge.record import died, error_diag, health
@@ -79,6 +79,10 @@ def run_trials(evaluation, worker, ref_model, seeds, dev, first_ref: list) -> St
         launches = reply.get("launches", {})
         evaluation.checks.setdefault("triton_launches", launches)
         evaluation.checks.setdefault("output_aliases", []).extend(reply.get("aliases") or [])
+        status = ownership.shared_outputs(evaluation, reply.get("output_pairs") or [],
+                                          getattr(judge, "reference_facts", {}).get("output_pairs") or [])
+        if status is not None:
+            return status
         if s.guards.require_triton_launch and sum(launches.values()) == 0:
             evaluation.diag("guard:no_triton_launch", f"trial {i + 1}: forward launched no @triton.jit "
                      "kernel; the work must be done in Triton kernels")
@@ -200,8 +204,12 @@ def run_trials(evaluation, worker, ref_model, seeds, dev, first_ref: list) -> St
             release(dev)   # the copies compared and their scratch, before the worker runs again
     evaluation.checks["comparisons"] = comparisons
     _record_precision(evaluation, comparisons)
-    if stateful:
-        status = _stateful_ownership(evaluation, worker, seeds, dev)
+    # the module's own state (tools/judge/state_check.py); a stateful reference's kernel-less
+    # call must come after its plan's calls, before ModelNew is built afresh for its state
+    state_now = not stateful or not state_check.plan(judge)["seeds"]
+    for step in ("state", "stateful") if state_now else ("stateful", "state"):
+        status = state_check.check(evaluation, worker) if step == "state" else \
+            _stateful_ownership(evaluation, worker, seeds, dev) if stateful else None
         if status is not None:
             return status
     status = ownership.decide(evaluation, getattr(evaluation.judge, "reference_aliases", None))   # right answers: but whose, in whose memory?

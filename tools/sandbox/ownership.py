@@ -60,6 +60,72 @@ def shared_memory(outputs: list, inputs: list, model, earlier: list) -> list[str
     return found
 
 
+def overlapping_outputs(outputs: list) -> list[list[int]]:
+    """Pairs [i, j] (i < j) of `outputs` that share an element of memory, so that writing
+    one changes the other (`return out, out`). Views of one buffer at places of their own
+    (q, k and v of one qkv tensor, interleaved columns) are not."""
+    spans = [_addressed(t) for t in outputs]
+    return [[i, j] for j in range(len(outputs)) for i in range(j)
+            if _overlap(spans[i], spans[j]) and _share_elements(outputs[i], outputs[j])]
+
+
+def _addressed(t) -> tuple[str, int, int] | None:
+    """(device, first byte, end) of the bytes view `t` can reach; None when empty."""
+    from tools.sandbox.outputs import _BASE
+    import torch
+    base = _BASE or torch._C.TensorBase
+    shape, stride = base.shape.__get__(t), base.stride(t)
+    if base.numel(t) == 0:
+        return None
+    size = base.element_size(t)
+    low = sum((n - 1) * s for n, s in zip(shape, stride) if s < 0)
+    high = sum((n - 1) * s for n, s in zip(shape, stride) if s > 0)
+    start = base.data_ptr(t)
+    return str(base.device.__get__(t)), start + low * size, start + (high + 1) * size
+
+
+_MARKS = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
+
+
+def _share_elements(a, b) -> bool:
+    """Whether views `a` and `b`, whose reach overlaps, share a byte: `a`'s layout marked in
+    a zeroed copy of the memory both reach, read back through `b`'s layout. Views of two
+    storages (never one element in common: one allocation each), or of an element size
+    with no integer of its width, count as sharing where their reach overlaps."""
+    from tools.sandbox.outputs import _BASE
+    import torch
+    base = _BASE or torch._C.TensorBase
+    sa, sb = base.untyped_storage(a), base.untyped_storage(b)
+    if sa.data_ptr() != sb.data_ptr():
+        return True
+    ia, ib = _MARKS.get(base.element_size(a)), _MARKS.get(base.element_size(b))
+    if ia is None or ib is None:
+        return True
+    marks = torch.zeros(sa.nbytes(), dtype=torch.uint8, device=base.device.__get__(a)).untyped_storage()
+
+    def laid_out(t, dtype: str):
+        view = torch.empty(0, dtype=getattr(torch, dtype), device=base.device.__get__(t))
+        size = base.element_size(t)
+        offset = base.data_ptr(t) - sa.data_ptr()
+        if offset % size:
+            return None
+        return view.set_(marks, offset // size, base.shape.__get__(t), base.stride(t))
+
+    ma, mb = laid_out(a, ia), laid_out(b, ib)
+    if ma is None or mb is None:
+        return True
+    ma.fill_(-1)
+    return bool(mb.ne(0).any())
+
+
+def note_memory(outputs: list, inputs: list, model, earlier: list, aliases: list, pairs: list) -> None:
+    """One call's outputs: shared_memory's findings onto `aliases`, overlapping_outputs'
+    new pairs onto `pairs`, then the outputs remembered for the next call."""
+    aliases += shared_memory(outputs, inputs, model, earlier)
+    pairs += [p for p in overlapping_outputs(outputs) if p not in pairs]
+    remember(outputs, earlier)
+
+
 def remember(outputs: list, earlier: list, keep: int = 16) -> None:
     """Weak references to `outputs` onto `earlier` (the last `keep`): an output still alive
     at a later call was kept by the candidate."""

@@ -42,6 +42,7 @@ import types
 from tools.sandbox.detours import EVENTS as DETOUR_EVENTS, Detours
 from tools.sandbox.integrity import Snapshot
 from tools.sandbox.outputs import capture_types, count_aten_compute, describe_type, poisoned_allocations
+from tools.sandbox.state_ops import rng_states, same_states
 
 # Tensor methods that hand tensor data to the host (the scalar ones also dispatch
 # aten._local_scalar_dense, counted by the aten mode whatever spelling reaches it), and
@@ -111,6 +112,7 @@ class Watch:
         self.calls: list[dict] = []    # this request: per call {"launches", "programs", "unseen"}
         self.reads: dict[str, int] = {}
         self.native = 0                # native threads added during this request's calls
+        self.rng_changed = 0           # calls of this request after which a global RNG state differed
         self.snapshot = None
         self._call = None
         self._mode = None
@@ -180,6 +182,7 @@ class Watch:
             return
         import threading
         alive, threads, native = threading.active_count(), self.threads, _native_threads()
+        rng = rng_states()
         self._call = {"launches": 0, "programs": 0, "unseen": 0}
         self.calls.append(self._call)
         with self._count(aten, self.scalar_read) as mode:
@@ -193,6 +196,7 @@ class Watch:
         grown = threading.active_count() - alive - (self.threads - threads)
         self.threads += max(0, grown)   # a thread started by a path the wrappers missed
         self.native += max(0, _native_threads() - native)
+        self.rng_changed += not same_states(rng, rng_states())
         self.check()
 
     def launch(self, run, fn, args, grid, kwargs):
@@ -398,6 +402,7 @@ class Watch:
                 reply["launch_grids_unseen"] = sum(c["unseen"] for c in self.calls)
             self.calls, self.reads, self.native = [], {}, 0
             reply["threads_started"] = self.threads
+            reply["rng_changed"], self.rng_changed = self.rng_changed, 0
         if self.tamper:
             reply["tamper"] = list(self.tamper)
         self.detours.report(reply)

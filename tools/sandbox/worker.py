@@ -29,7 +29,8 @@ from tools.sandbox.faults import candidate_line, short, triton_error_line
 from tools.sandbox.launches import compile_for_gpu, find_kernel, hook_launches, is_jit, launch_spec, spec_json
 from tools.sandbox.lockdown import lock_down
 from tools.sandbox.measure_ops import MeasureOps
-from tools.sandbox.ownership import OwnershipOps, remember, shared_memory
+from tools.sandbox.ownership import OwnershipOps, note_memory
+from tools.sandbox.state_ops import StateOps
 from tools.sandbox.outputs import all_tensors, device_of, fingerprint, flatten_output, poisoned_allocations, same
 from tools.sandbox.toolchain import preimport_toolchain
 from tools.sandbox.watch import Watch
@@ -38,7 +39,7 @@ from tools.sandbox.watch import Watch
 _SIZED_OPS = frozenset({"trial", "triton_off", "warm", "time", "estimate", "host_run", "host_done", "profile", "ncu_forward"})
 
 
-class Worker(MeasureOps, OwnershipOps):
+class Worker(MeasureOps, OwnershipOps, StateOps):
     def __init__(self, cmd_fd: int, res_fd: int):
         self.cmd_fd, self.res_fd = cmd_fd, res_fd
         self.workdir = os.getcwd()
@@ -131,7 +132,7 @@ class Worker(MeasureOps, OwnershipOps):
         return {"ok": True, "enforced": enforced, "pid": os.getpid(), "activity": seen}, b""
 
     def op_load(self, h: dict):
-        from tools.problem import build_model, exec_module
+        from tools.problem import exec_module
         from pathlib import Path
         path = Path(h["problem"])
         self.problem = exec_module(path, path.read_text(encoding="utf-8"))
@@ -144,12 +145,9 @@ class Worker(MeasureOps, OwnershipOps):
             return {"ok": False, "phase": "import", "error_type": "MissingModelNew",
                     "message": "the candidate defines no ModelNew class"}, b""
         self._built = (cls, int(h["init_seed"]), h.get("module_mode", "train"))
-        try:
-            with self.watch.build():
-                self.model = build_model(cls, self.problem, int(h["init_seed"]), self.device,
-                                         h.get("module_mode", "train"))
-        except BaseException as e:
-            return self.describe_error(e, "construct"), b""
+        built = self.op_reset(h)[0]
+        if not built.get("ok"):
+            return built, b""
         jit_names = sorted(n for n, v in vars(module).items() if is_jit(v))
         return {"ok": True, "import_s": time.perf_counter() - t0, "jit_functions": jit_names}, b""
 
@@ -225,7 +223,7 @@ class Worker(MeasureOps, OwnershipOps):
         outs_all, kinds, types = [], [], []
         aten_ops: dict[str, int] = {}
         gpu = Recorder(self, h.get("activity"))   # what CUPTI saw of these calls
-        aliases: list[str] = []
+        aliases, pairs = [], []   # output i, j sharing memory: a list of [i, j]
         for call in range(2 if h.get("repeat") else 1):
             self._poison(h.get("poison", []))
             try:
@@ -238,8 +236,7 @@ class Worker(MeasureOps, OwnershipOps):
             types += names
             if not all_tensors(names):
                 return self._wrong_type(out, kinds, types, aten_ops)
-            aliases += shared_memory(flat, inputs, self.model, self._earlier)
-            remember(flat, self._earlier)
+            note_memory(flat, inputs, self.model, self._earlier, aliases, pairs)
             outs_all.extend(flat)
         kept = self.watch.inputs_kept(inputs)
         mutated = [i for i, (a, b) in enumerate(zip(inputs, before)) if b is not None and not (kept[i] and same(a, b))]
@@ -247,7 +244,7 @@ class Worker(MeasureOps, OwnershipOps):
         return {"ok": True, "structure": kinds, "outputs": specs, "output_types": types,
                 "output_devices": [device_of(t) for t in outs_all],
                 "inputs_mutated": mutated, "launches": dict(self.launches), "aliases": aliases,
-                "aten_compute": aten_ops, "activity": gpu.facts()}, payload
+                "output_pairs": pairs, "aten_compute": aten_ops, "activity": gpu.facts()}, payload
 
     def _lean_trial(self, h: dict):
         """A lean trial (tools/judge/memory.py): a call on the inputs of `seed`, then a
@@ -258,7 +255,7 @@ class Worker(MeasureOps, OwnershipOps):
         copy: no more than one call's inputs and outputs live here at a time."""
         import torch
         self.launches.clear()
-        kinds, types, devices, specs, views, mutated, ptrs, aliases = [], [], [], [], [], set(), [], []
+        kinds, types, devices, specs, views, mutated, ptrs, aliases, pairs = [], [], [], [], [], set(), [], [], []
         aten_ops: dict[str, int] = {}
         gpu = Recorder(self, h.get("activity"))   # what CUPTI saw of these calls
         at, inputs = 0, None
@@ -282,8 +279,7 @@ class Worker(MeasureOps, OwnershipOps):
             if not all_tensors(names):
                 return self._wrong_type(out, kinds, types, aten_ops)
             devices += [device_of(t) for t in flat]
-            aliases += shared_memory(flat, inputs, self.model, self._earlier)
-            remember(flat, self._earlier)
+            note_memory(flat, inputs, self.model, self._earlier, aliases, pairs)
             kept = self.watch.inputs_kept(inputs)
             mutated.update(i for i, (a, b) in enumerate(zip(inputs, before))
                            if b is not None and not (kept[i] and torch.equal(fingerprint(a), b)))
@@ -300,7 +296,7 @@ class Worker(MeasureOps, OwnershipOps):
         return {"ok": True, "structure": kinds, "outputs": specs, "output_types": types,
                 "output_devices": devices, "inputs_mutated": sorted(mutated), "launches": dict(self.launches),
                 "aten_compute": aten_ops, "same_storage": ptrs[0] == ptrs[1], "activity": gpu.facts(),
-                "aliases": aliases}, views
+                "aliases": aliases, "output_pairs": pairs}, views
 
     def _wrong_type(self, out, kinds: list, types: list, aten_ops: dict):
         """The reply for an output that is not exactly a torch.Tensor (or an exact tuple or
@@ -349,9 +345,10 @@ class Worker(MeasureOps, OwnershipOps):
                 "s": round(time.perf_counter() - t0, 3)}, b""
 
     def op_reset(self, h: dict):
-        """ModelNew built afresh as op_load built it (KernelBench's seeds and init order):
-        a reference that keeps state between calls is judged from a fresh model, call by
-        call in its order (tools/judge/trials.py); the calls made before (warm) are gone."""
+        """ModelNew built (op_load), or built afresh as op_load built it (KernelBench's seeds
+        and init order): a reference that keeps state between calls is judged from a fresh
+        model, call by call in its order (tools/judge/trials.py); the calls made before
+        (warm) are gone."""
         from tools.problem import build_model
         cls, seed, mode = self._built
         self.model, self._graph = None, None
@@ -360,6 +357,7 @@ class Worker(MeasureOps, OwnershipOps):
                 self.model = build_model(cls, self.problem, seed, self.device, mode)
         except BaseException as e:
             return self.describe_error(e, "construct"), b""
+        self.note_built()   # tools/sandbox/state_ops.py: what the calls are measured against
         return {"ok": True}, b""
 
     def op_ping(self, h: dict):

@@ -9,8 +9,10 @@ names are checked after the trials passed (a wrong answer stays `incorrect`):
 - An entry Model's forward changes (BatchNorm's running statistics and batch count in
   training mode, a buffer it counts calls in) must exist in ModelNew under Model's name
   and hold Model's values after two calls, both models built afresh, on two trials'
-  inputs: a kernel that normalizes by the batch but never updates the running statistics
-  gives a module whose eval mode is wrong.
+  inputs, by the outputs' precision rule (tools/judge/accuracy.py: where eager's entry
+  is itself rounded, from cuDNN's TF32 convolutions, an entry no less accurate against
+  the same calls in float64 passes): a kernel that normalizes by the batch but never
+  updates the running statistics gives a module whose eval mode is wrong.
 
 Either is `incorrect` with a `module_state` diagnostic naming the entry. Which entries
 Model changes is found once per session (`plan`): the session's reference model, called
@@ -33,8 +35,8 @@ _LOCK = threading.Lock()
 
 def plan(judge) -> dict:
     """{"names": Model's entries to hold unchanged, "changed": {name: Model's values after
-    the calls}, "seeds": the calls' input seeds (None when Model changes nothing), "left_out":
-    entries not judged}; made once per session."""
+    the calls}, "truth": {name: the same in float64}, "seeds": the calls' input seeds (None
+    when Model changes nothing), "left_out": entries not judged}; made once per session."""
     with _LOCK:
         got = getattr(judge, "_state_plan", None)
         if got is None:
@@ -44,6 +46,7 @@ def plan(judge) -> dict:
 
 def check(evaluation, worker) -> Status | None:
     """INCORRECT when ModelNew's state differs from Model's as the module doc says; else None."""
+    from tools.judge.accuracy import decide
     from tools.judge.numerics import compare, tolerances
     judge = evaluation.judge
     p = plan(judge)
@@ -87,11 +90,16 @@ def check(evaluation, worker) -> Status | None:
         evaluation.diag("protocol", "the worker sent module state for other entries than asked")
         evaluation.flag("tampering")
         return Status.REJECTED
+    by_truth = 0
     for name, value in zip(names, got):
         want = p["changed"][name]
         atol, rtol, rel = tolerances(want.dtype, evaluation.settings.test)
         same = value.shape == want.shape and value.dtype == want.dtype
         cmp = compare(value, want, atol=atol, rtol=rtol, rel_l2_limit=rel) if same else None
+        if cmp is not None and not cmp.ok:   # the outputs' precision rule: eager's entry is rounded too
+            truth = p["truth"].get(name)
+            cmp = decide(cmp, value, want, lambda: [truth], 0, evaluation.settings.test.precision)
+            by_truth += cmp.ok
         if cmp is None or not cmp.ok:
             what = _differ(cmp) if cmp is not None else \
                 f"{value.dtype} {tuple(value.shape)} where Model's is {want.dtype} {tuple(want.shape)}"
@@ -99,6 +107,7 @@ def check(evaluation, worker) -> Status | None:
                             f"from Model's, which its forward updates (BatchNorm's running statistics in training "
                             f"mode: momentum-weighted, the variance unbiased): {what}")
             return Status.INCORRECT
+    evaluation.checks["module_state"]["passed_by_float64_truth"] = by_truth
     return None
 
 
@@ -115,12 +124,12 @@ def _make_plan(judge) -> dict:
     from tools.sandbox.state_ops import fingerprints, named_tensors, same_print
     session = named_tensors(judge.reference_model())
     if not session:
-        return {"names": [], "changed": {}, "seeds": None, "left_out": []}
+        return {"names": [], "changed": {}, "truth": {}, "seeds": None, "left_out": []}
     fresh = judge.fresh_reference_model()
     first = fingerprints(named_tensors(fresh))
     now = fingerprints(session)
     if all(same_print(first[n], now.get(n)) for n in first):   # called for the references, unchanged
-        return {"names": list(first), "changed": {}, "seeds": None, "left_out": []}
+        return {"names": list(first), "changed": {}, "truth": {}, "seeds": None, "left_out": []}
     other = judge.fresh_reference_model()
     second = fingerprints(named_tensors(other))
     seeds = [judge.seeds[0], judge.seeds[1 % len(judge.seeds)]]
@@ -136,8 +145,29 @@ def _make_plan(judge) -> dict:
         else:
             left_out.append(n)   # two fresh models' calls disagree: a random update
     del fresh, other, a, b
+    truth = _truth(judge, seeds, list(changed)) if changed else {}
     memory.release(judge.dev)
-    return {"names": names, "changed": changed, "seeds": seeds, "left_out": left_out}
+    return {"names": names, "changed": changed, "truth": truth, "seeds": seeds, "left_out": left_out}
+
+
+def _truth(judge, seeds: list[int], names: list[str]) -> dict:
+    """Model's changed entries after the same calls in float64 (a fresh model widened, on
+    widened inputs): the truth eager's own entries are rounded from, as the outputs' is
+    (tools/judge/accuracy.py); {} when the forward cannot run so."""
+    import torch
+    from tools.problem import make_inputs
+    from tools.sandbox.state_ops import named_tensors
+    try:
+        twin = judge.fresh_reference_model().to(torch.float64)
+        for seed in seeds:
+            inputs = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                      for x in make_inputs(judge.problem.module, seed, judge.dev)]
+            with torch.no_grad():
+                twin(*inputs)
+        got = named_tensors(twin)
+        return {n: got[n].detach().to("cpu", copy=True) for n in names if n in got and got[n].is_floating_point()}
+    except Exception:   # noqa: BLE001 - no float64 truth: Model's own entries alone decide
+        return {}
 
 
 def _called(model, judge, seeds: list[int]) -> dict:

@@ -1,6 +1,7 @@
 """Who wrote the outputs, and whose memory they are in: the judge's rules.
 
-Covers two rules every otherwise correct candidate must meet, on cpu and on cuda:
+Covers two rules every otherwise correct candidate must meet, on cpu and on cuda (and
+`shared_outputs`: two outputs sharing memory where Model's do not are `incorrect`):
 
 1) Every output value is computed by the candidate's own Triton kernels. Before one
    trial's calls (which trial is derived from the session's secret seeds), the worker
@@ -9,8 +10,9 @@ Covers two rules every otherwise correct candidate must meet, on cpu and on cuda
    equal to the reference (within the trial's tolerance; elements the reference has at
    0, non-finite or an integer type's max are not counted: a buffer zero-filled, or left
    as the allocator's poison fills it, is not an answer; a bool output counts as right
-   only as far as it is right on both values, which no fill is) was made without them: PyTorch copy, index or fill kernels
-   moving the input into place, a view of the input, a constant. Such a candidate is
+   only as far as it is right on both values, which no fill is) was made without them:
+   PyTorch copy, index or fill kernels moving the input into place, a view of the
+   input, a constant. Such a candidate is
    `rejected` (guard:output_writer, flag library_ops; no_triton_kernel too when no
    counted element needed a kernel at all). PyTorch may still prepare buffers and
    inputs, and copy what a kernel computed (the copy is wrong while the kernel is off).
@@ -97,8 +99,8 @@ def shared_outputs(evaluation, pairs: list, reference_pairs: list) -> Status | N
     if not extra:
         return None
     i, j = extra[0]
-    evaluation.diag("output_alias", f"outputs {i} and {j} share memory, where Model's are tensors of their own: "
-                    "a caller writing one would change the other; write each output into its own buffer")
+    evaluation.diag("output_alias", f"outputs {i} and {j} share memory, where Model's are tensors of their "
+                    "own: a caller writing one would change the other; write each output into its own buffer")
     return Status.INCORRECT
 
 

@@ -75,7 +75,8 @@ def compute_reference(ref_model, mod, seed: int, dev: str, *, init_seed: int, pr
         with torch.no_grad(), precision_flags(precision):
             out = ref_model(*inputs)
         if sizes is not None:
-            sizes["rng_changed"] = not same_states(rng, rng_states())   # a candidate may draw where Model does   # tools/judge/ownership.py: an output that is an input has no kernel work
+            sizes["rng_changed"] = not same_states(rng, rng_states())   # a candidate may draw where Model does
+            # tools/judge/ownership.py: an output that is an input has no kernel work
             from tools.sandbox.ownership import overlapping_outputs, shared_memory
             flat = list(out) if isinstance(out, (tuple, list)) else [out]
             # as the worker names a candidate's (tools/sandbox/outputs.py); a namedtuple is a tuple

@@ -34,7 +34,8 @@ from tools.errors import EvaluatorError
 from tools.judge import memory
 from tools.judge.gpulock import GpuLock, gpu_lock
 from tools.judge.pipeline import Judgement, finish, profile_in
-from tools.judge.reference import build_reference, check_reproducible, compute_reference, default_device, precise_reference
+from tools.judge.reference import (build_reference, check_reproducible, compute_reference, default_device,
+                                   precise_reference)
 from tools.judge.static import static_verdict
 from tools.judge.warm import warm_imports
 from tools.perf.capture_guard import gpu_work
@@ -67,8 +68,7 @@ class Judge:
         self.in_flight = 0
         self.judged = 0
         self._lock = threading.Lock()
-        self._use_forkserver = use_forkserver
-        self._share_forkservers = forkservers is not None
+        self._use_forkserver, self._share_forkservers = use_forkserver, forkservers is not None
         self._forkservers: dict[str, object] = forkservers if forkservers is not None else {}
         # what the session paid once, in seconds (checks.session_s of every verdict)
         self.setup_s: dict[str, float] = {}

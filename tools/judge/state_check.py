@@ -30,14 +30,11 @@ from tools.judge.record import died, error_diag
 from tools.sandbox import channel, isolation
 from tools.verdict import Status
 
-_LOCK = threading.Lock()
-
-
 def plan(judge) -> dict:
     """{"names": Model's entries to hold unchanged, "changed": {name: Model's values after
     the calls}, "truth": {name: the same in float64}, "seeds": the calls' input seeds (None
     when Model changes nothing), "left_out": entries not judged}; made once per session."""
-    with _LOCK:
+    with vars(judge).setdefault("_state_lock", threading.Lock()):   # dict.setdefault: one lock
         got = getattr(judge, "_state_plan", None)
         if got is None:
             got = judge._state_plan = _make_plan(judge)

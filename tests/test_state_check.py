@@ -147,6 +147,12 @@ def test_views_of_other_element_sizes_are_compared_byte_by_byte():
     assert overlapping_outputs([b[:4], b.view(torch.int32)[3:]]) == [[0, 1]]
 
 
+def test_complex128_elements_interleaved_in_one_buffer_are_not_shared():
+    b = torch.empty(4, 6, 2, dtype=torch.complex128)
+    assert overlapping_outputs([b[..., 0], b[..., 1]]) == []
+    assert overlapping_outputs([b.view(torch.float64)[..., :2], b[..., 0]]) == [[0, 1]]
+
+
 def test_a_bool_mask_right_on_both_values_counts_as_right():
     ref = torch.tensor([True, False, True, False])
     assert right_without_kernels(ref.clone(), ref, 0.0, 0.0) == {"counted": 4, "right": 4}

@@ -91,27 +91,31 @@ def _share_elements(a, b) -> bool:
     """Whether views `a` and `b`, whose reach overlaps, share a byte: `a`'s layout marked in
     a zeroed copy of the memory both reach, read back through `b`'s layout. Views of two
     storages (never one element in common: one allocation each), or of an element size
-    with no integer of its width, count as sharing where their reach overlaps."""
+    no integer type spans, count as sharing where their reach overlaps."""
     from tools.sandbox.outputs import _BASE
     import torch
     base = _BASE or torch._C.TensorBase
     sa, sb = base.untyped_storage(a), base.untyped_storage(b)
     if sa.data_ptr() != sb.data_ptr():
         return True
-    ia, ib = _MARKS.get(base.element_size(a)), _MARKS.get(base.element_size(b))
-    if ia is None or ib is None:
-        return True
     marks = torch.zeros(sa.nbytes(), dtype=torch.uint8, device=base.device.__get__(a)).untyped_storage()
 
-    def laid_out(t, dtype: str):
-        view = torch.empty(0, dtype=getattr(torch, dtype), device=base.device.__get__(t))
+    def laid_out(t):
+        """`t`'s layout over the marks, in an integer type of its element's width; an element
+        wider than 8 bytes (complex128) as that many int64 words, an innermost dimension more."""
         size = base.element_size(t)
+        words = size // 8 if size > 8 and size % 8 == 0 else 1
+        dtype = _MARKS.get(size // words)
         offset = base.data_ptr(t) - sa.data_ptr()
-        if offset % size:
+        if dtype is None or offset % size:
             return None
-        return view.set_(marks, offset // size, base.shape.__get__(t), base.stride(t))
+        shape, stride = list(base.shape.__get__(t)), list(base.stride(t))
+        if words > 1:
+            shape, stride = shape + [words], [st * words for st in stride] + [1]
+        view = torch.empty(0, dtype=getattr(torch, dtype), device=base.device.__get__(t))
+        return view.set_(marks, offset // size * words, shape, stride)
 
-    ma, mb = laid_out(a, ia), laid_out(b, ib)
+    ma, mb = laid_out(a), laid_out(b)
     if ma is None or mb is None:
         return True
     ma.fill_(-1)

@@ -1,10 +1,11 @@
 """The module's own state, as the worker sees it: facts for tools/judge/state_check.py.
 
 ModelNew's named parameters and buffers are fingerprinted when it is built (op_load,
-op_reset); `op_state` answers, for the names the judge gives (Model's), which of them
-ModelNew's calls have changed since, which are missing, and, where Model's forward
-changes an entry itself (BatchNorm's running statistics in training mode), that entry's
-values after calls on the judge's inputs from a ModelNew built afresh. Also the global
+op_reset); `op_state` answers, for the names the judge gives (Model's) and every
+parameter of ModelNew's, which ModelNew's calls have changed since, which of Model's
+are missing, and, where Model's forward changes an entry itself (BatchNorm's running
+statistics in training mode), that entry's values after calls on the judge's inputs
+from a ModelNew built afresh. Also the global
 random generators' states (`rng_states`), which the watch (tools/sandbox/watch.py)
 compares around each call. Read through torch.nn.Module's own functions, as
 tools/sandbox/ownership.py reads them; the judge decides what the facts mean.
@@ -76,7 +77,9 @@ class StateOps:
                 except BaseException as e:
                     return self.describe_error(e, "forward"), b""
         own = named_tensors(self.model)
-        now = fingerprints({n: own[n] for n in names if n in own and n not in changed})
+        import torch   # Model's entries it leaves as they are, and every parameter of ModelNew's
+        held = [n for n in own if n not in changed and (n in names or isinstance(own[n], torch.nn.Parameter))]
+        now = fingerprints({n: own[n] for n in held})
         drifted = [n for n, p in now.items() if n in self._built_state and not same_print(p, self._built_state[n])]
         kept = [n for n in changed if n in own]
         specs, views = channel.pack_tensors([own[n] for n in kept])

@@ -136,6 +136,8 @@ def test_manual_seed_and_a_draw_change_the_global_random_state_and_arithmetic_do
     (lambda b: [b.view(-1), b.t()], [[0, 1]]),       # two views of all of it
     (lambda b: [b, torch.empty(3), b[0]], [[0, 2]]),
     (lambda b: [b[:0], b[:0]], []),                  # empty
+    (lambda b: [b[3:, 1], b[4:, 2]], []),            # two columns of a slice: marks over their reach only
+    (lambda b: [b.view(-1)[:4], b[0]], [[0, 1]]),    # the same first element
 ])
 def test_outputs_share_memory_only_where_an_element_is_shared(outputs, pairs):
     assert overlapping_outputs(outputs(torch.empty(10, 4))) == pairs

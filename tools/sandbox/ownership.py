@@ -96,9 +96,15 @@ def _share_elements(a, b) -> bool:
     import torch
     base = _BASE or torch._C.TensorBase
     sa, sb = base.untyped_storage(a), base.untyped_storage(b)
-    if sa.data_ptr() != sb.data_ptr():
-        return True
-    marks = torch.zeros(sa.nbytes(), dtype=torch.uint8, device=base.device.__get__(a)).untyped_storage()
+    if sa.data_ptr() != sb.data_ptr() or base.data_ptr(a) == base.data_ptr(b):
+        return True   # (the same first element: `return out, out.view(...)`)
+    # the marks cover the bytes the two reach, not the whole storage (a slice of a large one)
+    first = min(_addressed(a)[1], _addressed(b)[1])
+    end = max(_addressed(a)[2], _addressed(b)[2])
+    try:
+        marks = torch.zeros(end - first, dtype=torch.uint8, device=base.device.__get__(a)).untyped_storage()
+    except RuntimeError:   # no memory for the marks: the first elements differ, call them apart
+        return False
 
     def laid_out(t):
         """`t`'s layout over the marks, in an integer type of its element's width; an element
@@ -106,7 +112,7 @@ def _share_elements(a, b) -> bool:
         size = base.element_size(t)
         words = size // 8 if size > 8 and size % 8 == 0 else 1
         dtype = _MARKS.get(size // words)
-        offset = base.data_ptr(t) - sa.data_ptr()
+        offset = base.data_ptr(t) - first   # its first element is its lowest byte: no negative strides
         if dtype is None or offset % size:
             return None
         shape, stride = list(base.shape.__get__(t)), list(base.stride(t))

@@ -5,10 +5,10 @@ op_reset); `op_state` answers, for the names the judge gives (Model's) and every
 parameter of ModelNew's, which ModelNew's calls have changed since, which of Model's
 are missing, and, where Model's forward changes an entry itself (BatchNorm's running
 statistics in training mode), that entry's values after calls on the judge's inputs
-from a ModelNew built afresh. Also the global
-random generators' states (`rng_states`), which the watch (tools/sandbox/watch.py)
-compares around each call. Read through torch.nn.Module's own functions, as
-tools/sandbox/ownership.py reads them; the judge decides what the facts mean.
+from a ModelNew built afresh. Also the global random generators' states (`rng_states`),
+which the watch (tools/sandbox/watch.py) compares around each call. Read through
+torch.nn.Module's own functions, as tools/sandbox/ownership.py reads them; the judge
+decides what the facts mean.
 """
 from __future__ import annotations
 
@@ -66,6 +66,7 @@ class StateOps:
         self._built_state = fingerprints(named_tensors(self.model))
 
     def op_state(self, h: dict):
+        import torch
         names, changed = list(h.get("names") or []), list(h.get("changed") or [])
         if h.get("seeds"):   # Model's forward changes its state: a fresh ModelNew, called as the judge says
             reply, _ = self.op_reset({})
@@ -77,7 +78,7 @@ class StateOps:
                 except BaseException as e:
                     return self.describe_error(e, "forward"), b""
         own = named_tensors(self.model)
-        import torch   # Model's entries it leaves as they are, and every parameter of ModelNew's
+        # Model's entries its forward leaves as they are, and every parameter of ModelNew's
         held = [n for n in own if n not in changed and (n in names or isinstance(own[n], torch.nn.Parameter))]
         now = fingerprints({n: own[n] for n in held})
         drifted = [n for n, p in now.items() if n in self._built_state and not same_print(p, self._built_state[n])]

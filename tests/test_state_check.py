@@ -18,6 +18,7 @@ from tools.problem import load_problem
 from tools.sandbox.ownership import overlapping_outputs
 from tools.sandbox.state_ops import fingerprints, named_tensors, rng_states, same_states
 from tools.settings import TrialSettings
+from tools.verdict import Status
 
 
 class _Session:
@@ -174,3 +175,17 @@ def test_a_bool_reference_of_one_value_is_not_counted():
 def test_a_complex_output_is_counted_component_by_component():
     ref = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64)
     assert right_without_kernels(ref.clone(), ref, 1e-4, 1e-4) == {"counted": 4, "right": 4}
+
+
+@pytest.mark.slow
+def test_the_seed_of_a_stateful_cell_with_a_training_batchnorm_is_correct_state_included():
+    """Judged call by call (its hidden state is a plain tensor attribute) and its running
+    statistics checked after the plan's calls: both orders of trials.py's state step."""
+    from pathlib import Path
+
+    from shared_judges import verdict_of
+    from tools.dialect.kernelbook import seed_candidate
+    problem = load_problem(Path(__file__).parent / "problems" / "level3" / "stateful_cell_batchnorm.py")
+    verdict = verdict_of(problem, seed_candidate(problem, "cpu"))
+    assert verdict.status is Status.CORRECT, verdict.feedback
+    assert "stateful" in verdict.checks and verdict.checks["module_state"]["changed_by_model"] == 3

@@ -95,7 +95,8 @@ def right_without_kernels(out, ref, atol: float, rtol: float) -> dict:
 def shared_outputs(evaluation, pairs: list, reference_pairs: list) -> Status | None:
     """INCORRECT when two outputs share memory where Model's do not (`return out, out` for
     two results Model computes apart): a caller writing one would change the other."""
-    extra = [p for p in pairs if list(p) not in [list(q) for q in reference_pairs]]
+    known = {tuple(q) for q in reference_pairs}
+    extra = [p for p in pairs if tuple(p) not in known]
     if not extra:
         return None
     i, j = extra[0]

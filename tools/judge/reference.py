@@ -117,12 +117,12 @@ def check_reproducible(ref_model, mod, seed: int, dev: str, ref: list, settings)
     drew: list[bool] = []
 
     def forward():
-        before = _rng_states(dev)
+        before = _rng_states()
         with torch.no_grad():
             out = ref_model(*inputs)
         if dev.startswith("cuda"):
             torch.cuda.synchronize()
-        drew.append(_rng_states(dev) != before)
+        drew.append(not same_states(_rng_states(), before))
         return out
     try:
         # no other thread seeds the RNG meanwhile; the precision lock first, as the
@@ -267,13 +267,11 @@ def precise_outputs(model, inputs: list) -> list | None:
         return None
 
 
-def _rng_states(dev: str) -> tuple:
-    """Every generator a forward may draw from: torch's CPU one, the device's, Python's."""
+def _rng_states() -> list:
+    """Every generator a forward may draw from: torch's (tools/sandbox/state_ops.py
+    rng_states: the CPU one, each CUDA device's) and Python's."""
     import random
-
-    import torch
-    cuda = bytes(torch.cuda.get_rng_state(dev).numpy()) if dev.startswith("cuda") else b""
-    return bytes(torch.random.get_rng_state().numpy()), cuda, random.getstate()
+    return [*rng_states(), random.getstate()]
 
 
 def _random_modules(model) -> list[str]:

@@ -83,9 +83,9 @@ class Judge:
         self._reproducible_lock = threading.Lock()
         # measured on the first reference; lean: see tools/judge/memory.py
         self.footprint: memory.Footprint | None = None
-        self.reference_aliases: str | None = None   # set with the footprint: see reference.py
-        self.reference_structure: str | None = None   # "tensor", "tuple:N" or "list:N" (trials.py), set with it
-        self.reference_facts: dict = {}   # "output_pairs", "rng_changed" (reference.py), set with it
+        # set with the footprint: reference.py compute_reference's `sizes` ("aliases", "structure",
+        # "output_pairs", "rng_changed"), read by trials.py, ownership.py and runtime_facts.py
+        self.reference_facts: dict = {}
         self.lean = False
         self._last_ref: tuple[int, list] | None = None   # lean: the one reference in use
         # set by the judge service: evicts its idle sessions when this one runs short
@@ -184,7 +184,6 @@ class Judge:
         with self._lock:
             self.setup_s["references"] = round(self.setup_s.get("references", 0.0) + time.monotonic() - t, 3)
             if self.footprint is None and sizes is not None:
-                self.reference_aliases, self.reference_structure = sizes.get("aliases"), sizes.get("structure")
                 self.reference_facts = sizes
                 self.footprint = memory.measure(sizes, out)
                 self.lean = self.footprint.trial_bytes >= self.settings.test.lean_memory_mib << 20

@@ -124,7 +124,7 @@ def run_trials(evaluation, worker, ref_model, seeds, dev, first_ref: list) -> St
             want = f"{n_out} torch.Tensor" if n_out > 1 else "exactly one torch.Tensor"
             evaluation.diag("output_type", f"forward returned {structure[0] if structure else '?'} ({got}); expected {want}")
             return Status.INCORRECT
-        want_structure = getattr(judge, "reference_structure", None)
+        want_structure = getattr(judge, "reference_facts", {}).get("structure")
         other = next((st for st in structure if st != want_structure), None) if want_structure else None
         if other is not None:   # (t,) for t, a list for a tuple: a caller's out[0] or isinstance would differ
             evaluation.diag("output_type", f"forward returned {_structure_words(other)}; Model returns "
@@ -205,14 +205,16 @@ def run_trials(evaluation, worker, ref_model, seeds, dev, first_ref: list) -> St
     evaluation.checks["comparisons"] = comparisons
     _record_precision(evaluation, comparisons)
     # the module's own state (tools/judge/state_check.py); a stateful reference's kernel-less
-    # call must come after its plan's calls, before ModelNew is built afresh for its state
-    state_now = not stateful or not state_check.plan(judge)["seeds"]
-    for step in ("state", "stateful") if state_now else ("stateful", "state"):
-        status = state_check.check(evaluation, worker) if step == "state" else \
-            _stateful_ownership(evaluation, worker, seeds, dev) if stateful else None
-        if status is not None:
-            return status
-    status = ownership.decide(evaluation, getattr(evaluation.judge, "reference_aliases", None))   # right answers: but whose, in whose memory?
+    # call must come after its plan's calls, so a state check that builds ModelNew afresh waits
+    state_later = stateful and state_check.plan(judge)["seeds"] is not None
+    status = None if state_later else state_check.check(evaluation, worker)
+    if status is None and stateful:
+        status = _stateful_ownership(evaluation, worker, seeds, dev)
+    if status is None and state_later:
+        status = state_check.check(evaluation, worker)
+    if status is not None:
+        return status
+    status = ownership.decide(evaluation, getattr(evaluation.judge, "reference_facts", {}).get("aliases"))   # right answers: but whose, in whose memory?
     if status is not None:
         return status
     evaluation.checks["inputs_unmutated"] = True

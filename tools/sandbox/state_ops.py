@@ -48,8 +48,10 @@ def rng_states() -> list:
 
 
 def same_states(a: list, b: list) -> bool:
+    """rng_states' answers (and any other state beside them, by ==) alike."""
     import torch
-    return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
+    return len(a) == len(b) and all(torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y
+                                    for x, y in zip(a, b))
 
 
 def same_print(a, b) -> bool:

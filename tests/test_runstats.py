@@ -296,6 +296,11 @@ def test_a_prescreen_event_is_not_its_parents_judge_wall(tmp_path, node):
      "nothing correct beyond the seed; 1 other candidate, none correct (commonest: incorrect); "
      "the seed: slower: 0.05x eager"),
     ([seed(), sweep()], {"write_summary": False}, "interrupted"),
+    ([seed(eager=0.38), sweep("r00-c01", eager=0.46, origin="inductor_seed"),
+      sweep("r00-c02", eager=0.9, status=Status.INCORRECT, origin="inductor_seed")], {"solved": False},
+     "nothing correct beyond the seed; the seed: slower: 0.38x eager; its fastest portfolio entry r00-c01: 0.46x eager"),
+    ([seed(eager=0.5), sweep("r00-c01", eager=0.4, origin="inductor_seed")], {"solved": False},
+     "nothing correct beyond the seed; the seed: slower: 0.50x eager"),
 ])
 def test_why_not_names_the_cause_from_the_run_dir(tmp_path, cands, kw, why):
     assert bs.why_not(built(tmp_path, cands, **kw)) == why

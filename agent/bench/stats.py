@@ -149,7 +149,8 @@ def why_not(run: RunSnapshot, baseline: str = "eager") -> str:
 
     One of: "slower: 0.80x eager", "not timed (cpu)" (correct, but nothing says how
     fast), "correct, not timed" (cuda, timing not trusted), "interrupted" (no summary
-    yet), "nothing correct beyond the seed; ..." (with the seed's own speed), "no seed:
+    yet), "nothing correct beyond the seed; ..." (with the seed's own speed and its
+    portfolio's fastest entry where that is faster), "no seed:
     <the seed step's error>", "guard rejected the seed: <first diagnostic>", "numerics:
     <first diagnostic>" (the seed computed wrong values), "compile_error: ...",
     "runtime_error: ...", "timeout: ...", "seed not judged". After a seed's fault, a
@@ -163,7 +164,8 @@ def why_not(run: RunSnapshot, baseline: str = "eager") -> str:
     if seed is None:
         return f"no seed: {seed_failure(run) or 'none was made (seeding off)'}" + _others(run)
     if seed.correct:
-        return "nothing correct beyond the seed" + _others(run) + f"; the seed: {_speed(run, seed, baseline) or 'faster'}"
+        return "nothing correct beyond the seed" + _others(run) + f"; the seed: {_speed(run, seed, baseline) or 'faster'}" \
+            + _fastest_entry(run, seed, baseline)
     if seed.status == "pending":
         return "seed not judged" + _others(run)
     label = {"rejected": "guard rejected the seed", "incorrect": "numerics"}.get(seed.status, seed.status)
@@ -176,6 +178,17 @@ def _speed(run: RunSnapshot, c: Candidate, baseline: str) -> str:
     if speedup is None:
         return "not timed (cpu)" if run.meta.get("device") != "cuda" else "correct, not timed"
     return "" if speedup > 1.0 else f"slower: {speedup:.2f}x {baseline}"
+
+
+def _fastest_entry(run: RunSnapshot, seed: Candidate, baseline: str) -> str:
+    """"; its fastest portfolio entry r00-c02: 1.10x eager" when another entry of the seed
+    portfolio is correct and faster than the seed (no run names it best: it is what
+    agent/bench/kb_harness.py evaluates and the level tables report), else ""."""
+    timed = [c for c in run.candidates.values() if c.is_seed and c.correct and c.speedup.get(baseline)]
+    fastest = max(timed, key=lambda c: c.speedup[baseline], default=None)
+    if fastest is None or fastest.id == seed.id or fastest.speedup[baseline] <= (seed.speedup.get(baseline) or 0.0):
+        return ""
+    return f"; its fastest portfolio entry {fastest.id}: {fastest.speedup[baseline]:.2f}x {baseline}"
 
 
 def _others(run: RunSnapshot) -> str:

@@ -515,6 +515,38 @@ def test_dynamic_code_and_lookups_are_rejected(line):
     assert "disguise" in rejected_by(src)
 
 
+@pytest.mark.parametrize("line", [
+    'f = string.Formatter().get_field("0.relu", [torch], {})[0]',
+    'f = typing.get_type_hints(ModelNew)',
+    'f = timeit.timeit("1")',
+])
+def test_resolvers_of_dotted_names_and_code_strings_are_rejected(line):
+    src = candidate(forward=line, prelude="import string\nimport typing\nimport timeit")
+    assert "disguise" in rejected_by(src)
+
+
+@pytest.mark.parametrize("line", ['m = "0.apply_"', 'm = "torch.Tensor.numpy"', 'm = "{0.__base__.tolist}"',
+                                  'm = "x.map_"'])
+def test_a_string_naming_an_attribute_path_through_a_refused_name_is_rejected(line):
+    assert "disguise" in rejected_by(candidate(forward=line))
+
+
+def test_a_string_annotation_naming_a_refused_attribute_path_is_rejected():
+    src = candidate(prelude='class Holder:\n    m: "torch.Tensor.apply_"')
+    assert "disguise" in rejected_by(src)
+
+
+@pytest.mark.parametrize("line", ['k = "conv.weight"', 'k = "layers.0.norm.bias"', 'k = "torch.float32"',
+                                  'k = "{0.shape}"', 'k = "call x.numpy() on the host"', 'k = "numpy"'])
+def test_ordinary_strings_with_dots_are_fine(line):
+    assert "disguise" not in rejected_by(candidate(forward=line))
+
+
+@pytest.mark.parametrize("line", ["v = x._version", 'v = getattr(x, "_version")'])
+def test_reading_a_tensors_version_counter_is_rejected(line):
+    assert "disguise" in rejected_by(candidate(forward=line))
+
+
 def test_importlib_is_rejected():
     assert "disguise" in rejected_by(candidate(prelude="import importlib"))
 

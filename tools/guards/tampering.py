@@ -22,8 +22,10 @@ when no import names them.
 from __future__ import annotations
 
 import ast
+import re
 from typing import Iterator
 
+from tools.guards.host import _HOST_ATTRS
 from tools.guards.modules import is_module
 from tools.guards.names import literal_getattr, resolve, words
 from tools.guards.regions import DEAD, JIT
@@ -36,10 +38,19 @@ _DISGUISE_PATHS = ("builtins.eval", "builtins.exec", "builtins.compile", "builti
                    "cloudpickle", "types.FunctionType", "types.CodeType", "types.LambdaType",
                    "code", "codeop", "pydoc", "inspect.getattr_static", "inspect.getmembers",
                    "operator.attrgetter", "operator.methodcaller", "operator.matmul",
-                   "operator.imatmul", "operator.__matmul__")
+                   "operator.imatmul", "operator.__matmul__",
+                   # resolvers of dotted names and runners of code held in strings
+                   "string.Formatter", "typing.get_type_hints", "typing.ForwardRef", "typing._eval_type",
+                   "typing.evaluate_forward_ref", "annotationlib", "logging.config", "unittest.mock",
+                   "timeit", "doctest", "pdb", "bdb", "cProfile", "profile", "trace")
 
 
 _ATTR_BUILTINS = ("builtins.getattr", "builtins.setattr", "builtins.delattr")
+# a string that is an attribute path ("0.apply_", "torch.Tensor.numpy", "{0.__base__}") through a
+# name the guards refuse when spelled as an attribute: a resolver of dotted names (a format
+# field, an annotation, a config loader) would look it up where no guard reads it
+_PATH_STRING = re.compile(r"[\w.\[\]{}:!]+")
+_PATH_PIECES = re.compile(r"[.\[\]{}:!]")
 
 
 def check_disguise(source: Source, settings: GuardSettings) -> Finding | None:
@@ -64,9 +75,23 @@ def check_disguise(source: Source, settings: GuardSettings) -> Finding | None:
         if path.endswith(".*") and path.split(".")[0] == "torch":
             out.append(Finding("disguise", f"`from {path[:-2]} import *` hides which torch ops are used; "
                                "import names explicitly.", line_of(node), True, "disguised_op"))
+    by_string = _HOST_ATTRS | _FRAME_ATTRS | words("apply_ map_ map2_ __dict__ __getattribute__")
     for s in source.sites:
         n = s.node
-        if isinstance(n, ast.Attribute) and n.attr in ("__dict__", "__getattribute__", "__getattr__"):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and "." in n.value and s.region != DEAD \
+                and not isinstance(s.parent, ast.Expr) and _PATH_STRING.fullmatch(n.value) \
+                and by_string.intersection(_PATH_PIECES.split(n.value)):
+            out.append(Finding("disguise", f"the string {repr(n.value)[:60]} is an attribute path through "
+                               f"`{sorted(by_string.intersection(_PATH_PIECES.split(n.value)))[0]}`, for a lookup "
+                               "by name the guards cannot read; name what you call directly.", line_of(n), True,
+                               "disguised_op"))
+        elif s.region != DEAD and (isinstance(n, ast.Attribute) and n.attr == "_version" or isinstance(n, ast.Constant)
+                                   and n.value == "_version" and not isinstance(s.parent, ast.Expr)):
+            out.append(Finding("disguise", f"`{spell(source, n)}` reads autograd's in-place counter of a tensor, which "
+                               "tells a repeated call on unchanged inputs from a new one (a result kept for it skips "
+                               "the work under timing); recompute the output on every call.", line_of(n), True,
+                               "caching"))
+        elif isinstance(n, ast.Attribute) and n.attr in ("__dict__", "__getattribute__", "__getattr__"):
             out.append(Finding("disguise", f"`{spell(source, n)}` looks attributes up by string; name "
                                "what you call directly.", line_of(n), True, "disguised_op"))
         elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "getattr" \

@@ -4,11 +4,12 @@ Covers the hooks on JITFunction.run (and Autotuner.run, InterpretedFunction.run)
 count every launch for the judge's runtime guard and, during the warm request, compile
 the forward's kernels without running them (while `worker.triton_off`, skip them:
 tools/sandbox/ownership.py); `launch_spec` and `spec_json` describe one
-launch well enough to compile it for sm_90 in a clean worker (`find_kernel`,
-`compile_for_gpu`), since Triton's interpreter hides GPU-only compile errors, registers
-and spills. Decides nothing: the judge reads the counts and the compile results.
+launch well enough to compile it for sm_90 in a clean worker (`compile_launched`), since
+Triton's interpreter hides GPU-only compile errors, registers and spills. Decides nothing: the judge reads the counts and the compile results.
 """
 from __future__ import annotations
+
+import types
 
 from tools.sandbox.faults import def_line, short, source_line
 
@@ -108,33 +109,86 @@ def launch_spec(fn, args, kwargs):
                 sig[n], const[n] = "constexpr", v
             else:
                 sig[n] = mangle_type(v)
-        key = (py_fn.__name__, tuple(sorted(sig.items())), repr(sorted(const.items(), key=lambda kv: kv[0])),
-               repr(sorted(options.items())))
+        key = (py_fn.__qualname__, py_fn.__code__.co_firstlineno, tuple(sorted(sig.items())),
+               repr(sorted(const.items(), key=lambda kv: kv[0])), repr(sorted(options.items())))
         return key, (py_fn, sig, const, options)
     except Exception:  # an odd launch we cannot describe: skip its GPU compile, not the trial
         return None
 
 
+def _plain(v) -> bool:
+    """A constexpr a clean process can be handed as the value itself: None, int, float, bool,
+    str (exactly those types: a subclass may compare or print as it likes), tuples and lists
+    of them, Triton's dtypes, torch dtypes, jitted functions."""
+    if v is None or type(v) in (int, float, bool, str):
+        return True
+    if type(v) in (tuple, list):
+        return all(_plain(x) for x in v)
+    import torch
+    import triton.language as tl
+    from triton.runtime.jit import JITFunction
+    if type(v) is tl.constexpr:
+        return _plain(v.value)
+    return type(v) in (tl.dtype, tl.pointer_type, tl.block_type, torch.dtype, JITFunction)
+
+
 def spec_json(spec) -> dict:
+    """The launch for a clean process: the kernel by module, qualified name and first line
+    (two kernels of one name are two kernels), its constexprs by value. `not_plain` names
+    constexprs no value can stand for (an object of the candidate's own class): compiled
+    from a stand-in such as its repr, the GPU build would check other code than the
+    interpreter ran, so they fail the compile check instead."""
     py_fn, sig, const, options = spec
     def plain(v):
         return v if isinstance(v, (int, float, bool, str)) or v is None else repr(v)
-    return {"name": py_fn.__name__, "signature": sig,
-            "constexprs": {k: plain(v) for k, v in const.items()}, "options": options}
+    return {"name": py_fn.__name__, "qualname": py_fn.__qualname__, "module": py_fn.__module__,
+            "line": py_fn.__code__.co_firstlineno, "signature": sig,
+            "constexprs": {k: plain(v) for k, v in const.items()}, "options": options,
+            "not_plain": [f"{k} ({type(v).__qualname__})" for k, v in const.items() if not _plain(v)]}
 
 
-def find_kernel(module, name: str):
-    """The plain Python function of kernel `name` (through autotune/heuristics wrappers)."""
-    for v in vars(module).values():
-        obj = v
-        for _ in range(4):
-            if getattr(obj, "__name__", None) == name and hasattr(obj, "__code__"):
-                return obj
-            inner = getattr(obj, "fn", None)
-            if inner is None:
-                break
-            obj = inner
+def find_kernel(module, qualname: str, line: int | None = None):
+    """The plain Python function of the kernel `qualname` defined in `module` (at `line`
+    when given), through class bodies, staticmethod and autotune / heuristics wrappers;
+    None when no name reaches it (a kernel defined inside a function). Names are read
+    from the namespaces themselves (no getattr: a class's __getattr__ or descriptor
+    could answer with another function)."""
+    obj = module
+    for part in qualname.split("."):
+        space = vars(obj) if isinstance(obj, (type, types.ModuleType)) else None
+        if space is None or part not in space:
+            return None
+        obj = space[part]
+    for _ in range(5):
+        code = getattr(obj, "__code__", None)
+        if code is not None and getattr(obj, "__qualname__", None) == qualname:
+            return obj if line is None or code.co_firstlineno == line else None
+        obj = getattr(obj, "fn", None) or getattr(obj, "__func__", None)
+        if obj is None:
+            return None
     return None
+
+
+def compile_launched(module, js: dict, arch: int) -> dict:
+    """compile_for_gpu of one spec_json from a clean process that imported the candidate as
+    `module`; a kernel it cannot reach, or one launched with a constexpr no value can
+    stand for, fails: its GPU build cannot be checked on this CPU."""
+    name = js["name"]
+    if js.get("not_plain"):
+        return {"ok": False, "name": name, "error_type": "ConstexprNotPlain", "line": js.get("line"),
+                "message": f"constexpr argument {', '.join(js['not_plain'])} is not a plain value (int, float, "
+                           "bool, str, None, a dtype, a tuple of these, a jitted function): its GPU build cannot "
+                           "be checked; pass plain values as tl.constexpr"}
+    if js.get("module", "candidate") != "candidate":
+        import sys
+        module = sys.modules.get(js["module"])
+    fn = find_kernel(module, js.get("qualname", name), js.get("line")) if module is not None else None
+    if fn is None:
+        return {"ok": False, "name": name, "error_type": "KernelNotFound", "line": js.get("line"),
+                "message": f"kernel {js.get('qualname', name)} (line {js.get('line')}) was launched but no name "
+                           "in its module reaches it (defined inside a function?): its GPU build cannot be "
+                           "checked; define @triton.jit kernels at module level or in a class body"}
+    return compile_for_gpu((fn, js["signature"], js["constexprs"], js["options"]), arch)
 
 
 def compile_for_gpu(spec, arch: int) -> dict:

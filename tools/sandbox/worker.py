@@ -26,7 +26,7 @@ import traceback
 from tools.sandbox import channel, cudaipc
 from tools.sandbox.activity import Recorder, probe
 from tools.sandbox.faults import candidate_line, short, triton_error_line
-from tools.sandbox.launches import compile_for_gpu, find_kernel, hook_launches, is_jit, launch_spec, spec_json
+from tools.sandbox.launches import compile_launched, hook_launches, is_jit, launch_spec, spec_json
 from tools.sandbox.lockdown import lock_down
 from tools.sandbox.measure_ops import MeasureOps
 from tools.sandbox.ownership import OwnershipOps, note_memory
@@ -374,15 +374,7 @@ class Worker(MeasureOps, OwnershipOps, StateOps):
         module = self._import_candidate(h["candidate"])
         if isinstance(module, dict):
             return module, b""
-        results = []
-        for js in h["specs"]:
-            fn = find_kernel(module, js["name"])
-            if fn is None:
-                results.append({"ok": True, "name": js["name"], "skipped": "kernel not found at module level"})
-                continue
-            results.append(compile_for_gpu((fn, js["signature"], js["constexprs"], js["options"]),
-                                           int(h.get("arch", 90))))
-        return {"ok": True, "kernels": results}, b""
+        return {"ok": True, "kernels": [compile_launched(module, js, int(h.get("arch", 90))) for js in h["specs"]]}, b""
 
     # 3) errors ---------------------------------------------------------------------
     def describe_error(self, e: BaseException, phase: str) -> dict:

@@ -210,3 +210,10 @@ def test_torchs_own_multilabel_margin_decomposition_is_ours_only_while_entered()
     with fr.eager_multilabel_margin():
         inside = op.py_kernels.get(DispatchKey.Autograd)
     assert (inside is fr.multilabel_margin_loss, op.py_kernels.get(DispatchKey.Autograd) is before) == (True, True)
+
+
+@pytest.mark.parametrize("shape, out", [((2, 3, 6, 5, 6), (2, 3, 1)), ((2, 3, 6, 5, 6), (3, 5, 2)),
+                                        ((3, 7, 4, 9), (2, 3, 4)), ((1, 2, 5, 5, 5), (5, 5, 5))])
+def test_volume_adaptive_average_gives_atens_values(shape, out):
+    x = _x(*shape)
+    torch.testing.assert_close(fr.adaptive_avg_pool3d(x, out), aten._adaptive_avg_pool3d.default(x, out))

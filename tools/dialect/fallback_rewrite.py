@@ -65,7 +65,24 @@ def fallback_decompositions() -> dict:
             aten.embedding_renorm.default: embedding_renorm, aten.scatter.src: scatter_bool,
             aten.add.Tensor: add_alpha, aten.grid_sampler_2d.default: grid_sample_nearest,
             aten.grid_sampler_3d.default: grid_sample_3d,
-            aten.multilabel_margin_loss_forward.default: multilabel_margin_loss}
+            aten.multilabel_margin_loss_forward.default: multilabel_margin_loss,
+            aten._adaptive_avg_pool3d.default: adaptive_avg_pool3d}
+
+
+def adaptive_avg_pool3d(a, output_size):
+    """A box mean is separable: the mean along depth of the means over (height, width), each
+    an adaptive average over two dims, which Inductor writes in Triton (the 3-D one it leaves
+    to PyTorch, whatever the sizes). Every (height, width) box of one output position has the
+    same size at each depth, so the mean of means is the box's mean."""
+    import torch
+    if a.dim() not in (4, 5):
+        return NotImplemented
+    x = a.unsqueeze(0) if a.dim() == 4 else a
+    n, c, d, h, w = x.shape
+    od, oh, ow = output_size
+    y = torch.ops.aten._adaptive_avg_pool2d(x.reshape(n, c * d, h, w), [oh, ow])
+    y = torch.ops.aten._adaptive_avg_pool2d(y.reshape(n, c, d, oh * ow), [od, oh * ow]).reshape(n, c, od, oh, ow)
+    return y.squeeze(0) if a.dim() == 4 else y
 
 
 def grid_sample_nearest(a, grid, interpolation_mode=0, padding_mode=0, align_corners=False):

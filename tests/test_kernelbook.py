@@ -242,6 +242,9 @@ UNSUPPORTED = {
                "no Triton kernel for it (torch.fft)"),
     "a linear solve": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten._linalg_solve_ex.default(arg0_1, arg0_1)\n"),
                        "(torch.linalg.solve, called directly or by parametrizations.orthogonal's Cayley map)"),
+    "two aten fallbacks": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.cumprod.default(arg0_1)\n"
+                                            "        buf10 = torch.ops.aten.digamma.default(arg0_1)\n"),
+                           "krefine has no Triton kernel for it; also left to PyTorch: torch.ops.aten.digamma.default"),
     "in-place aten fallback": ("cpu_relu_odd", ("        del arg0_1\n",
                                "        aten.index_reduce_.default(arg0_1, 0, arg0_1, arg0_1, 'prod')\n"),
                                "call(): Inductor leaves aten.index_reduce_.default to PyTorch (a fallback kernel), and "

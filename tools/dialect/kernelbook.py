@@ -261,8 +261,10 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded
             # `buf = torch.ops.aten.X(...)`, or an in-place `aten.X_(buf, ...)` (scatter_reduce_)
             said = next((why for op, why in _FALLBACK_HINTS.items() if f".{op}." in call_name(stmt) + "."), "") or \
                 (" (complex tensors: Triton has no complex dtype)" if _COMPLEX.search(ast.unparse(stmt)) else "")
-            raise ValueError(f"call(): Inductor leaves {call_name(stmt)} to PyTorch (a fallback kernel), and "
-                             f"krefine has no Triton kernel for it{said}")
+            more = sorted({call_name(s) for s in stmts if isinstance(s, (ast.Assign, ast.Expr))
+                           and call_name(s).startswith(("torch.ops.", "aten."))} - {call_name(stmt)})
+            raise ValueError(f"call(): Inductor leaves {call_name(stmt)} to PyTorch (a fallback kernel), and krefine has "
+                             f"no Triton kernel for it{said}" + f"; also left to PyTorch: {', '.join(more)}" * bool(more))
         elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and \
                 getattr(stmt.value.func, "attr", "") == "item":   # u0: a size (x[:, :int(n.max())]); zuf0: a float
             read = (named or {}).get(ast.unparse(stmt.value.func.value))   # self.pos, not arg3_1

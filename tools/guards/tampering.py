@@ -75,7 +75,7 @@ def check_disguise(source: Source, settings: GuardSettings) -> Finding | None:
         if path.endswith(".*") and path.split(".")[0] == "torch":
             out.append(Finding("disguise", f"`from {path[:-2]} import *` hides which torch ops are used; "
                                "import names explicitly.", line_of(node), True, "disguised_op"))
-    by_string = _HOST_ATTRS | _FRAME_ATTRS | words("apply_ map_ map2_ __dict__ __getattribute__")
+    by_string = _HOST_ATTRS | _FRAME_ATTRS | words("apply_ map_ map2_ _version __dict__ __getattribute__")
     for s in source.sites:
         n = s.node
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and "." in n.value and s.region != DEAD \

@@ -151,9 +151,12 @@ def gpu_compile(evaluation, worker) -> Status | None:
     kernels = compile_specs(evaluation, reply.get("specs", []))
     for k in kernels:
         evaluation.kernels.append(k)
+        if k.get("timeout"):
+            evaluation.diag("timeout", k["message"])
+            return Status.TIMEOUT
         if not k.get("ok"):
-            evaluation.diag("triton_compile", f"kernel {k.get('name')} runs in the interpreter but does not "
-                     f"compile for sm_90: {k.get('message', '')[:600]}", k.get("line"), k.get("source_line"))
+            what = f"kernel {k['name']} runs in the interpreter but does not compile for sm_90: " if k.get("name") else ""
+            evaluation.diag("triton_compile", what + k.get("message", "")[:600], k.get("line"), k.get("source_line"))
             return Status.COMPILE_ERROR
         if k.get("spills"):
             evaluation.flag("register_spills")
@@ -162,23 +165,34 @@ def gpu_compile(evaluation, worker) -> Status | None:
 
 def compile_specs(evaluation, specs: list[dict]) -> list[dict]:
     """sm_90 compile results for `specs`, from a fresh worker that never ran the
-    interpreter (it leaves triton.language patched). [] when it could not run."""
+    interpreter (it leaves triton.language patched); [] when that worker could not be set
+    up (the evaluator's fault). Once candidate code runs there, its failures fail the
+    check: a file that imports only under Triton's interpreter, a build that hangs or a
+    process that dies would otherwise leave the interpreter's Python unchecked."""
     if not specs:
         return []
     s = evaluation.settings.test
     w = isolation.start_worker(evaluation.src, device="compile", max_output_bytes=s.max_output_kib << 10,
                                forkserver=evaluation.judge.forkserver("compile"))
     try:
-        w.request({"op": "setup", "device": "compile", "max_file_mib": s.max_file_mib,
-                   "address_space_gib": s.cpu_memory_gib}, s.compile_timeout_s)
-        reply, _ = w.request({"op": "compile", "candidate": "candidate.py", "specs": specs,
-                              "arch": 90}, s.compile_timeout_s)
-    except (isolation.WorkerTimeout, isolation.WorkerDied) as e:
-        evaluation.checks["gpu_compile_error"] = str(e)
-        return []
+        try:
+            w.request({"op": "setup", "device": "compile", "max_file_mib": s.max_file_mib,
+                       "address_space_gib": s.cpu_memory_gib}, s.compile_timeout_s)
+        except (isolation.WorkerTimeout, isolation.WorkerDied) as e:
+            evaluation.checks["gpu_compile_error"] = str(e)
+            return []
+        try:
+            reply, _ = w.request({"op": "compile", "candidate": "candidate.py", "specs": specs,
+                                  "arch": 90}, s.compile_timeout_s)
+        except isolation.WorkerTimeout:
+            return [{"ok": False, "timeout": True, "message": "importing the file and building its launched kernels "
+                     f"for sm_90 in a clean process did not finish in {s.compile_timeout_s:.0f} s"}]
+        except isolation.WorkerDied as e:
+            return [{"ok": False, "message": f"the clean process building the launched kernels for sm_90 died: {e}"}]
     finally:
         w.close()
     if not reply.get("ok"):
-        evaluation.checks["gpu_compile_error"] = reply.get("message", "")[:500]
-        return []
+        return [{"ok": False, "line": reply.get("line"), "source_line": reply.get("source_line"),
+                 "message": "the file does not import in a clean process without Triton's interpreter, as on a "
+                            f"GPU: {reply.get('error_type', '')}: {reply.get('message', '')[:500]}"}]
     return reply.get("kernels", [])

@@ -9,6 +9,7 @@ worker's error replies (tools/sandbox/worker.py) and its sm_90 compiles
 from __future__ import annotations
 
 import os
+import sys
 
 
 def short(s: str, n: int) -> str:
@@ -81,3 +82,17 @@ def triton_error_line(e, cand_path: str):
         return None
     line = fn_line + rel - 1
     return line, source_line(cand_path, line)
+
+
+def audit_where() -> str:
+    """Where an audited event came from, for its tamper note: the Python frame that raised
+    it (" (from torch/_foo/bar.py:12)"); with KREFINE_WATCH_WHERE=1, twelve frames."""
+    frames, f = [], sys._getframe(2)     # 0: here, 1: Watch._audit (tools/sandbox/watch.py), 2: the code that raised it
+    while f is not None and len(frames) < 12:
+        frames.append(f"{'/'.join(f.f_code.co_filename.rsplit('/', 3)[-3:])}:{f.f_lineno}")
+        f = f.f_back
+    if not frames:
+        return ""
+    if os.environ.get("KREFINE_WATCH_WHERE") == "1":
+        return " [at " + " < ".join(frames) + "]"
+    return f" (from {frames[0]})"

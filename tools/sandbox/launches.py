@@ -91,7 +91,9 @@ _LAUNCH_OPTIONS = {"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_
 
 
 def launch_spec(fn, args, kwargs):
-    """(key, spec) describing one launch well enough to compile it for a GPU."""
+    """(key, spec) describing one launch well enough to compile it for a GPU. An argument
+    Triton cannot pass to a GPU kernel (no tensor, number or constexpr), or a launch that
+    cannot be described at all, is kept as such: its build check fails (spec_json)."""
     try:
         import inspect
         from triton.runtime.jit import mangle_type
@@ -107,62 +109,118 @@ def launch_spec(fn, args, kwargs):
             is_const = "constexpr" in str(annotations.get(n, ""))
             if is_const or v is None or isinstance(v, (str, type)):
                 sig[n], const[n] = "constexpr", v
-            else:
+                continue
+            try:
                 sig[n] = mangle_type(v)
+            except TypeError:   # a dtype Triton takes as a constexpr; anything else no GPU launch takes
+                sig[n], const[n] = ("constexpr", v) if _plain(v) else (f"?{type(v).__qualname__}", None)
         key = (py_fn.__qualname__, py_fn.__code__.co_firstlineno, tuple(sorted(sig.items())),
                repr(sorted(const.items(), key=lambda kv: kv[0])), repr(sorted(options.items())))
         return key, (py_fn, sig, const, options)
-    except Exception:  # an odd launch we cannot describe: skip its GPU compile, not the trial
-        return None
+    except Exception as e:  # an odd launch: its trial runs, its build check fails
+        name = getattr(fn, "__name__", "?")
+        return ("?", name, type(e).__name__), ("?", name, f"{type(e).__name__}: {str(e)[:300]}")
 
 
 def _plain(v) -> bool:
-    """A constexpr a clean process can be handed as the value itself: None, int, float, bool,
-    str (exactly those types: a subclass may compare or print as it likes), tuples and lists
-    of them, Triton's dtypes, torch dtypes, jitted functions."""
+    """A constexpr a clean process can be handed as the value itself (`encode`): None, int,
+    float, bool, str (exactly those types: a subclass may compare or print as it likes),
+    tuples and lists of them, tl.constexpr of one, Triton's scalar dtypes, torch dtypes,
+    jitted functions."""
     if v is None or type(v) in (int, float, bool, str):
         return True
     if type(v) in (tuple, list):
         return all(_plain(x) for x in v)
     import torch
     import triton.language as tl
-    from triton.runtime.jit import JITFunction
     if type(v) is tl.constexpr:
         return _plain(v.value)
-    return type(v) in (tl.dtype, tl.pointer_type, tl.block_type, torch.dtype, JITFunction)
+    return type(v) in (tl.dtype, torch.dtype) or _jitted(v)
+
+
+def _jitted(v) -> bool:
+    from triton.runtime.jit import JITFunction
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:
+        InterpretedFunction = JITFunction
+    return type(v) in (JITFunction, InterpretedFunction) and hasattr(getattr(v, "fn", None), "__code__")
+
+
+def encode(v):
+    """A plain constexpr as JSON a clean process turns back into the value (`decode`)."""
+    import triton.language as tl
+    if v is None or type(v) in (int, float, bool, str):
+        return v
+    if type(v) in (tuple, list):
+        return {type(v).__name__: [encode(x) for x in v]}
+    if type(v) is tl.constexpr:
+        return {"constexpr": encode(v.value)}
+    if type(v) is tl.dtype:
+        return {"tl_dtype": v.name}
+    if _jitted(v):
+        return {"jit": [v.fn.__module__, v.fn.__qualname__, v.fn.__code__.co_firstlineno]}
+    return {"torch_dtype": str(v).removeprefix("torch.")}
+
+
+def decode(v, module):
+    """`encode`'s value back, jitted functions found in `module` (the candidate) by name and line."""
+    import torch
+    import triton.language as tl
+    if not isinstance(v, dict):
+        return v
+    (kind, x), = v.items()
+    if kind in ("tuple", "list"):
+        return (tuple if kind == "tuple" else list)(decode(y, module) for y in x)
+    if kind == "constexpr":   # a launch's tl.constexpr(v) is v to the compiler
+        return decode(x, module)
+    if kind == "tl_dtype":
+        return tl.dtype(x)
+    if kind == "torch_dtype":
+        return getattr(torch, x)
+    fn = find_kernel(module if x[0] == "candidate" else None, x[1], x[2], wrapper=True)
+    if fn is None:
+        raise ValueError(f"jitted function {x[1]} (line {x[2]}), passed as a constexpr, is reached by no name")
+    return fn
 
 
 def spec_json(spec) -> dict:
     """The launch for a clean process: the kernel by module, qualified name and first line
-    (two kernels of one name are two kernels), its constexprs by value. `not_plain` names
-    constexprs no value can stand for (an object of the candidate's own class): compiled
-    from a stand-in such as its repr, the GPU build would check other code than the
-    interpreter ran, so they fail the compile check instead."""
+    (two kernels of one name are two kernels), its constexprs by value (`encode`).
+    `not_plain` names constexprs no value can stand for (an object of the candidate's own
+    class; handed over as a stand-in such as its repr, the GPU build would check other code
+    than the interpreter ran) and arguments no GPU launch takes; `undescribed`, a launch
+    that could not be read. Each fails the build check."""
+    if spec[0] == "?":
+        return {"name": spec[1], "undescribed": spec[2]}
     py_fn, sig, const, options = spec
-    def plain(v):
-        return v if isinstance(v, (int, float, bool, str)) or v is None else repr(v)
+    bad = [f"{k} ({type(v).__qualname__})" for k, v in const.items() if not _plain(v)]
+    bad += [f"{k} ({t[1:]}, not a tensor, a number or a tl.constexpr)" for k, t in sig.items() if t.startswith("?")]
     return {"name": py_fn.__name__, "qualname": py_fn.__qualname__, "module": py_fn.__module__,
             "line": py_fn.__code__.co_firstlineno, "signature": sig,
-            "constexprs": {k: plain(v) for k, v in const.items()}, "options": options,
-            "not_plain": [f"{k} ({type(v).__qualname__})" for k, v in const.items() if not _plain(v)]}
+            "constexprs": {k: encode(v) for k, v in const.items() if _plain(v)}, "options": options,
+            "not_plain": bad}
 
 
-def find_kernel(module, qualname: str, line: int | None = None):
+def find_kernel(module, qualname: str, line: int | None = None, wrapper: bool = False):
     """The plain Python function of the kernel `qualname` defined in `module` (at `line`
-    when given), through class bodies, staticmethod and autotune / heuristics wrappers;
-    None when no name reaches it (a kernel defined inside a function). Names are read
-    from the namespaces themselves (no getattr: a class's __getattr__ or descriptor
-    could answer with another function)."""
+    when given), through class bodies, staticmethod and autotune / heuristics wrappers
+    (`wrapper`: the jitted function around it); None when no name reaches it (a kernel
+    defined inside a function). Names are read from the namespaces themselves (no
+    getattr: a class's __getattr__ or descriptor could answer with another function)."""
     obj = module
-    for part in qualname.split("."):
+    for part in qualname.split(".") if module is not None else ["<none>"]:
         space = vars(obj) if isinstance(obj, (type, types.ModuleType)) else None
         if space is None or part not in space:
             return None
         obj = space[part]
+    outer = None
     for _ in range(5):
         code = getattr(obj, "__code__", None)
         if code is not None and getattr(obj, "__qualname__", None) == qualname:
-            return obj if line is None or code.co_firstlineno == line else None
+            found = outer if wrapper else obj
+            return found if line is None or code.co_firstlineno == line else None
+        outer = obj if is_jit(obj) else outer
         obj = getattr(obj, "fn", None) or getattr(obj, "__func__", None)
         if obj is None:
             return None
@@ -174,11 +232,14 @@ def compile_launched(module, js: dict, arch: int) -> dict:
     `module`; a kernel it cannot reach, or one launched with a constexpr no value can
     stand for, fails: its GPU build cannot be checked on this CPU."""
     name = js["name"]
+    if js.get("undescribed"):
+        return {"ok": False, "name": name, "error_type": "UndescribedLaunch",
+                "message": f"its launch could not be described for a GPU build ({js['undescribed']})"}
     if js.get("not_plain"):
         return {"ok": False, "name": name, "error_type": "ConstexprNotPlain", "line": js.get("line"),
-                "message": f"constexpr argument {', '.join(js['not_plain'])} is not a plain value (int, float, "
-                           "bool, str, None, a dtype, a tuple of these, a jitted function): its GPU build cannot "
-                           "be checked; pass plain values as tl.constexpr"}
+                "message": f"argument {', '.join(js['not_plain'])} is not a plain value (int, float, bool, str, "
+                           "None, a dtype, a tuple of these, a jitted function): its GPU build cannot be checked; "
+                           "pass tensors, numbers and plain tl.constexpr values"}
     if js.get("module", "candidate") != "candidate":
         import sys
         module = sys.modules.get(js["module"])
@@ -188,7 +249,11 @@ def compile_launched(module, js: dict, arch: int) -> dict:
                 "message": f"kernel {js.get('qualname', name)} (line {js.get('line')}) was launched but no name "
                            "in its module reaches it (defined inside a function?): its GPU build cannot be "
                            "checked; define @triton.jit kernels at module level or in a class body"}
-    return compile_for_gpu((fn, js["signature"], js["constexprs"], js["options"]), arch)
+    try:
+        const = {k: decode(v, module) for k, v in js["constexprs"].items()}
+    except ValueError as e:
+        return {"ok": False, "name": name, "error_type": "KernelNotFound", "line": js.get("line"), "message": str(e)}
+    return compile_for_gpu((fn, js["signature"], const, js["options"]), arch)
 
 
 def compile_for_gpu(spec, arch: int) -> dict:

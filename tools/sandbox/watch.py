@@ -40,6 +40,7 @@ import sys
 import types
 
 from tools.sandbox.detours import EVENTS as DETOUR_EVENTS, Detours
+from tools.sandbox.faults import audit_where
 from tools.sandbox.integrity import Snapshot
 from tools.sandbox.outputs import capture_types, count_aten_compute, describe_type, poisoned_allocations
 from tools.sandbox.state_ops import rng_states, same_states
@@ -59,20 +60,6 @@ _TAMPER_EVENTS = frozenset({"sys.setprofile", "sys.settrace", "sys._setprofileal
                             "sys.monitoring.register_callback", "gc.get_objects", "gc.get_referrers",
                             "gc.get_referents", "sys._current_frames", "sys.addaudithook", "object.__setattr__"})
 _MAX_TAMPER = 30
-
-
-def _where() -> str:
-    """Where an audited event came from, for its tamper note: the Python frame that raised
-    it (" (from torch/_foo/bar.py:12)"); with KREFINE_WATCH_WHERE=1, twelve frames."""
-    frames, f = [], sys._getframe(2)     # 0: here, 1: Watch._audit, 2: the code that raised it
-    while f is not None and len(frames) < 12:
-        frames.append(f"{'/'.join(f.f_code.co_filename.rsplit('/', 3)[-3:])}:{f.f_lineno}")
-        f = f.f_back
-    if not frames:
-        return ""
-    if os.environ.get("KREFINE_WATCH_WHERE") == "1":
-        return " [at " + " < ".join(frames) + "]"
-    return f" (from {frames[0]})"
 
 
 # torch.nn.utils.parametrize's functions that swap a module's class (to a subclass made for its
@@ -105,6 +92,7 @@ class Watch:
         self.installed = self.watching = self.armed = False
         self.building = False          # ModelNew's construction (`build`): its own modules' set-up
         self.depth = 0                 # inside a Triton launch or autotuner: Triton reads for itself there
+        self._bounds, self.candidate_file = [], None   # the frames depth was entered at; the candidate's file
         self.gaps: list[str] = []      # hook points this Triton / Python lacks
         self.tamper: list[str] = []    # since the baseline, each once
         self.threads = 0               # Python thread starts since the baseline
@@ -153,8 +141,9 @@ class Watch:
         sys.addaudithook(self._audit)
         self.installed = True
 
-    def baseline(self) -> None:
-        """Just before the candidate is imported: what everything should stay."""
+    def baseline(self, candidate_file: str | None = None) -> None:
+        """Just before the candidate (`candidate_file`) is imported: what everything should stay."""
+        self.candidate_file = candidate_file
         if not self.installed:
             return
         self.snapshot = Snapshot()
@@ -215,10 +204,12 @@ class Watch:
         if self._stack_len() == 0 or self._excluded(self._python_key):
             self.note("the aten counter was switched off at a Triton launch")
         self.depth += 1
+        self._bounds.append(sys._getframe())
         try:
             return run(fn, *args, grid=evaluated, warmup=False, **kwargs)
         finally:
             self.depth -= 1
+            self._bounds.pop()
             call["launches"] += 1
             if seen:
                 n = 1
@@ -234,10 +225,12 @@ class Watch:
         a profiler the worker starts): reads and audit events there count only when a frame
         of the candidate's makes them, as inside a Triton launch."""
         self.depth += 1
+        self._bounds.append(sys._getframe(2))   # 1: contextlib's __enter__, 2: the `with`
         try:
             yield
         finally:
             self.depth -= 1
+            self._bounds.pop()
 
     def _dims(self, dims):
         """The grid as plain ints, handed to Triton so that it runs what was counted."""
@@ -255,9 +248,16 @@ class Watch:
 
     # 3) what the wrappers and hooks record -------------------------------------------------
     def _by_candidate(self, frame) -> bool:
-        """Does this read come from the candidate (not from Triton's or NumPy's own code)?"""
+        """Does this read come from the candidate? Inside a launch or the autotuner: where a frame
+        of the candidate's file lies between it and where that began (a grid callable, an
+        autotune hook calling NumPy), or its caller past ours is not Triton's or NumPy's code."""
         if self.depth == 0:
             return True
+        f, bound = frame, self._bounds[-1] if self._bounds else None
+        while f is not None and f is not bound:
+            if self.candidate_file and f.f_code.co_filename == self.candidate_file:
+                return True
+            f = f.f_back
         while frame is not None and frame.f_code.co_filename.startswith(self._own):
             frame = frame.f_back
         return frame is not None and not frame.f_code.co_filename.startswith(self._lib)
@@ -346,7 +346,7 @@ class Watch:
                 if args[1] == "__class__" and self.building and _parametrize_swap(args[0], args[2]):
                     return   # weight_norm / spectral_norm / register_parametrization on a module being built
             if self.depth == 0 or self._by_candidate(sys._getframe(1)):
-                self.note(what + (" during the forward" if self.armed else " outside the forward") + _where())
+                self.note(what + (" during the forward" if self.armed else " outside the forward") + audit_where())
         elif event.startswith("ctypes.") and self.armed and self.depth == 0:
             self.note(f"{event} during the forward")
 

@@ -157,7 +157,7 @@ class Worker(MeasureOps, OwnershipOps, StateOps):
         from tools.dialect.runtime import install
         install(self.device)   # libdevice for the interpreter, before any candidate code
         preimport_toolchain(self.cand_path)   # torch's / Triton's own import-time set-up is not the candidate's
-        self.watch.baseline()  # what must stay as it is from here on
+        self.watch.baseline(self.cand_path)  # what must stay as it is from here on
         spec = importlib.util.spec_from_file_location("candidate", self.cand_path)
         module = importlib.util.module_from_spec(spec)
         sys.modules["candidate"] = module

@@ -192,7 +192,8 @@ def compile_specs(evaluation, specs: list[dict]) -> list[dict]:
     finally:
         w.close()
     if not reply.get("ok"):
+        what = ("the file does not import in a clean process without Triton's interpreter, as on a GPU"
+                if reply.get("phase") == "import" else "the clean process building the launched kernels for sm_90 failed")
         return [{"ok": False, "line": reply.get("line"), "source_line": reply.get("source_line"),
-                 "message": "the file does not import in a clean process without Triton's interpreter, as on a "
-                            f"GPU: {reply.get('error_type', '')}: {reply.get('message', '')[:500]}"}]
+                 "message": f"{what}: {reply.get('error_type', '')}: {reply.get('message', '')[:500]}"}]
     return reply.get("kernels", [])

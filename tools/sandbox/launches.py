@@ -5,7 +5,8 @@ count every launch for the judge's runtime guard and, during the warm request, c
 the forward's kernels without running them (while `worker.triton_off`, skip them:
 tools/sandbox/ownership.py); `launch_spec` and `spec_json` describe one
 launch well enough to compile it for sm_90 in a clean worker (`compile_launched`), since
-Triton's interpreter hides GPU-only compile errors, registers and spills. Decides nothing: the judge reads the counts and the compile results.
+Triton's interpreter hides GPU-only compile errors, registers and spills, and runs a kernel's
+body as Python. Decides nothing: the judge reads the counts and the compile results.
 """
 from __future__ import annotations
 

@@ -427,7 +427,7 @@ def test_the_toolchain_modules_a_candidate_names_are_imported_before_the_watch_s
 
 def test_a_tamper_note_names_the_line_that_raised_the_event():
     import sys as _sys
-    from tools.sandbox.watch import _where
+    from tools.sandbox.faults import audit_where as _where
 
     def audit():              # stands where Watch._audit stands
         return _where()

@@ -10,6 +10,7 @@ body as Python. Decides nothing: the judge reads the counts and the compile resu
 """
 from __future__ import annotations
 
+import contextlib
 import types
 
 from tools.sandbox.faults import def_line, short, source_line
@@ -59,7 +60,7 @@ def hook_launches(worker) -> None:
                 if worker.compile_only:   # compile every config; benchmark none, cache none
                     kwargs.pop("warmup", None)
                     return tuner.warmup(*args, **kwargs)
-                with watch.not_candidate():   # benchmarking: Triton's reads, not the candidate's
+                with watch.not_candidate(), _hooks_as_candidate(tuner, watch):   # benchmarking: Triton's reads
                     return orig(tuner, *args, **kwargs)
             return run
         Autotuner.run = autotune_run(Autotuner.run)
@@ -68,8 +69,38 @@ def hook_launches(worker) -> None:
     try:
         from triton.runtime.interpreter import InterpretedFunction
         InterpretedFunction.run = wrap(InterpretedFunction.run)
+        device_call = InterpretedFunction.__call__
+
+        def called(fn, *args, **kwargs):   # outside a launch the interpreter runs its body as Python
+            if watch.armed and watch.depth == 0:
+                watch.note(f"the @triton.jit function {getattr(fn, '__name__', '?')} was called as Python outside a "
+                           "launch (Triton's interpreter runs its body so; on a GPU it can only run in a kernel)")
+            return device_call(fn, *args, **kwargs)
+        InterpretedFunction.__call__ = called
     except ImportError:
         pass
+
+
+@contextlib.contextmanager
+def _hooks_as_candidate(tuner, watch):
+    """The autotuner's callables the candidate hands it (configs' pre_hook, its pre_hook,
+    post_hook, early_config_prune, perf_model) run as candidate code: host reads there count
+    even when no frame of the candidate's file is between (a functools.partial of NumPy)."""
+    slots = [(c, "pre_hook") for c in getattr(tuner, "configs", ())]
+    slots += [(tuner, a) for a in ("pre_hook", "post_hook", "early_config_prune", "perf_model")]
+    kept = [(o, a, getattr(o, a, None)) for o, a in slots if callable(getattr(o, a, None))]
+    def as_candidate(f):
+        def call(*args, **kwargs):
+            with watch.as_candidate():
+                return f(*args, **kwargs)
+        return call
+    for o, a, f in kept:
+        setattr(o, a, as_candidate(f))
+    try:
+        yield
+    finally:
+        for o, a, f in kept:
+            setattr(o, a, f)
 
 
 def is_jit(v) -> bool:
@@ -99,9 +130,12 @@ def launch_spec(fn, args, kwargs):
         import inspect
         from triton.runtime.jit import mangle_type
         py_fn = getattr(fn, "fn", fn)
-        names = list(inspect.signature(py_fn).parameters)
+        signature = inspect.signature(py_fn)
+        names = list(signature.parameters)
         bound = dict(zip(names, args))
         bound.update({k: v for k, v in kwargs.items() if k in names})
+        bound.update({n: p.default for n, p in signature.parameters.items()   # a default left out: Triton's
+                      if n not in bound and p.default is not inspect.Parameter.empty})
         options = {k: v for k, v in kwargs.items() if k in _LAUNCH_OPTIONS and k != "debug"}
         sig, const = {}, {}
         annotations = getattr(py_fn, "__annotations__", {})
@@ -115,9 +149,10 @@ def launch_spec(fn, args, kwargs):
                 sig[n] = mangle_type(v)
             except TypeError:   # a dtype Triton takes as a constexpr; anything else no GPU launch takes
                 sig[n], const[n] = ("constexpr", v) if _plain(v) else (f"?{type(v).__qualname__}", None)
+        seen = globals_seen(py_fn)
         key = (py_fn.__qualname__, py_fn.__code__.co_firstlineno, tuple(sorted(sig.items())),
-               repr(sorted(const.items(), key=lambda kv: kv[0])), repr(sorted(options.items())))
-        return key, (py_fn, sig, const, options)
+               repr(sorted(const.items(), key=lambda kv: kv[0])), repr(sorted(options.items())), seen)
+        return key, (py_fn, sig, const, options, seen)
     except Exception as e:  # an odd launch: its trial runs, its build check fails
         name = getattr(fn, "__name__", "?")
         return ("?", name, type(e).__name__), ("?", name, f"{type(e).__name__}: {str(e)[:300]}")
@@ -194,13 +229,42 @@ def spec_json(spec) -> dict:
     that could not be read. Each fails the build check."""
     if spec[0] == "?":
         return {"name": spec[1], "undescribed": spec[2]}
-    py_fn, sig, const, options = spec
+    py_fn, sig, const, options, seen = spec
     bad = [f"{k} ({type(v).__qualname__})" for k, v in const.items() if not _plain(v)]
     bad += [f"{k} ({t[1:]}, not a tensor, a number or a tl.constexpr)" for k, t in sig.items() if t.startswith("?")]
     return {"name": py_fn.__name__, "qualname": py_fn.__qualname__, "module": py_fn.__module__,
             "line": py_fn.__code__.co_firstlineno, "signature": sig,
             "constexprs": {k: encode(v) for k, v in const.items() if _plain(v)}, "options": options,
-            "not_plain": bad}
+            "not_plain": bad, "globals": [list(g) for g in seen]}
+
+
+def globals_seen(py_fn, depth: int = 0, done: set | None = None) -> tuple:
+    """(name, what it is) for each global a kernel's body names, through the jitted helpers it
+    calls: what the interpreter runs is what these are at the launch, what the clean build
+    compiles is what they are once the file is imported. A helper rebound at run time (in
+    ModelNew's __init__) or chosen by the environment (TRITON_INTERPRET) differs."""
+    done = set() if done is None else done
+    out, space = [], getattr(py_fn, "__globals__", {})
+    for name in py_fn.__code__.co_names:
+        if name not in space or (id(py_fn), name) in done:
+            continue
+        done.add((id(py_fn), name))
+        v = space[name]
+        if isinstance(v, types.ModuleType):
+            out.append((name, f"module {v.__name__}"))
+            continue
+        inner = v
+        for _ in range(4):   # through autotune / heuristics / jit wrappers to the function
+            inner = getattr(inner, "fn", None) if not hasattr(inner, "__code__") else inner
+        if is_jit(v) and inner is not None and hasattr(inner, "__code__"):
+            out.append((name, f"jit {inner.__module__}.{inner.__qualname__}:{inner.__code__.co_firstlineno}"))
+            if depth < 4:
+                out += globals_seen(inner, depth + 1, done)
+        elif _plain(v) and not _jitted(v):
+            out.append((name, f"value {encode(v)!r}"))
+        else:
+            out.append((name, f"{'callable' if callable(v) else 'object'} {type(v).__qualname__}"))
+    return tuple(out)
 
 
 def find_kernel(module, qualname: str, line: int | None = None, wrapper: bool = False):
@@ -254,6 +318,12 @@ def compile_launched(module, js: dict, arch: int) -> dict:
         const = {k: decode(v, module) for k, v in js["constexprs"].items()}
     except ValueError as e:
         return {"ok": False, "name": name, "error_type": "KernelNotFound", "line": js.get("line"), "message": str(e)}
+    ran, built = dict(map(tuple, js.get("globals", []))), dict(globals_seen(fn))
+    for g in (n for n in ran if ran[n] != built.get(n)):   # in the body's order: the rebound helper first
+        return {"ok": False, "name": name, "error_type": "GlobalsDiffer", "line": js.get("line"),
+                "message": f"its global `{g}` was {ran[g]} when the interpreter ran it and is {built.get(g, 'missing')} "
+                           "when the file is imported (rebound at run time, or chosen by the environment): the GPU "
+                           "build would check other code than the interpreter ran"}
     return compile_for_gpu((fn, js["signature"], const, js["options"]), arch)
 
 

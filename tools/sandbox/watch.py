@@ -196,8 +196,8 @@ class Watch:
         seen = []
 
         def evaluated(meta):
-            dims = grid(meta) if callable(grid) else grid
-            dims = self._dims(dims)
+            with self.as_candidate():   # the grid is the candidate's: a C-level chain of NumPy calls too
+                dims = self._dims(grid(meta) if callable(grid) else grid)
             seen.append(dims)
             return dims
         call = self._call
@@ -221,9 +221,8 @@ class Watch:
 
     @contextlib.contextmanager
     def not_candidate(self):
-        """Code that is not the candidate's runs inside a call (Triton's autotuner benchmarking,
-        a profiler the worker starts): reads and audit events there count only when a frame
-        of the candidate's makes them, as inside a Triton launch."""
+        """Code that is not the candidate's runs inside a call (Triton's autotuner benchmarking, a
+        profiler the worker starts): reads and audit events there count as inside a launch."""
         self.depth += 1
         self._bounds.append(sys._getframe(2))   # 1: contextlib's __enter__, 2: the `with`
         try:
@@ -231,6 +230,15 @@ class Watch:
         finally:
             self.depth -= 1
             self._bounds.pop()
+
+    @contextlib.contextmanager
+    def as_candidate(self):
+        """Candidate code called from Triton's (a grid, an autotune hook): its reads count."""
+        saved, self.depth = self.depth, 0
+        try:
+            yield
+        finally:
+            self.depth = saved
 
     def _dims(self, dims):
         """The grid as plain ints, handed to Triton so that it runs what was counted."""
@@ -248,9 +256,8 @@ class Watch:
 
     # 3) what the wrappers and hooks record -------------------------------------------------
     def _by_candidate(self, frame) -> bool:
-        """Does this read come from the candidate? Inside a launch or the autotuner: where a frame
-        of the candidate's file lies between it and where that began (a grid callable, an
-        autotune hook calling NumPy), or its caller past ours is not Triton's or NumPy's code."""
+        """Does this read come from the candidate? Inside a launch or the autotuner: where a frame of
+        its file lies between it and where that began, or its caller past ours is not Triton's or NumPy's."""
         if self.depth == 0:
             return True
         f, bound = frame, self._bounds[-1] if self._bounds else None

@@ -11,6 +11,7 @@ body as Python. Decides nothing: the judge reads the counts and the compile resu
 from __future__ import annotations
 
 import contextlib
+import sys
 import types
 
 from tools.sandbox.faults import def_line, short, source_line
@@ -253,10 +254,8 @@ def globals_seen(py_fn, depth: int = 0, done: set | None = None) -> tuple:
         if isinstance(v, types.ModuleType):
             out.append((name, f"module {v.__name__}"))
             continue
-        inner = v
-        for _ in range(4):   # through autotune / heuristics / jit wrappers to the function
-            inner = getattr(inner, "fn", None) if not hasattr(inner, "__code__") else inner
-        if is_jit(v) and inner is not None and hasattr(inner, "__code__"):
+        inner = _wrapped(v)[-1]
+        if is_jit(v) and hasattr(inner, "__code__"):
             out.append((name, f"jit {inner.__module__}.{inner.__qualname__}:{inner.__code__.co_firstlineno}"))
             if depth < 4:
                 out += globals_seen(inner, depth + 1, done)
@@ -265,6 +264,18 @@ def globals_seen(py_fn, depth: int = 0, done: set | None = None) -> tuple:
         else:
             out.append((name, f"{'callable' if callable(v) else 'object'} {type(v).__qualname__}"))
     return tuple(out)
+
+
+def _wrapped(obj) -> list:
+    """`obj` and what it wraps, outermost first, down to a Python function (autotune,
+    heuristics, jit, staticmethod: `.fn`, `__func__`)."""
+    chain = [obj]
+    while len(chain) < 6 and not hasattr(chain[-1], "__code__"):
+        inner = getattr(chain[-1], "fn", None) or getattr(chain[-1], "__func__", None)
+        if inner is None:
+            break
+        chain.append(inner)
+    return chain
 
 
 def find_kernel(module, qualname: str, line: int | None = None, wrapper: bool = False):
@@ -279,17 +290,11 @@ def find_kernel(module, qualname: str, line: int | None = None, wrapper: bool = 
         if space is None or part not in space:
             return None
         obj = space[part]
-    outer = None
-    for _ in range(5):
-        code = getattr(obj, "__code__", None)
-        if code is not None and getattr(obj, "__qualname__", None) == qualname:
-            found = outer if wrapper else obj
-            return found if line is None or code.co_firstlineno == line else None
-        outer = obj if is_jit(obj) else outer
-        obj = getattr(obj, "fn", None) or getattr(obj, "__func__", None)
-        if obj is None:
-            return None
-    return None
+    *outer, fn = _wrapped(obj)
+    if getattr(fn, "__qualname__", None) != qualname or not hasattr(fn, "__code__") or \
+            line is not None and fn.__code__.co_firstlineno != line:
+        return None
+    return next((o for o in reversed(outer) if is_jit(o)), None) if wrapper else fn
 
 
 def compile_launched(module, js: dict, arch: int) -> dict:
@@ -306,7 +311,6 @@ def compile_launched(module, js: dict, arch: int) -> dict:
                            "None, a dtype, a tuple of these, a jitted function): its GPU build cannot be checked; "
                            "pass tensors, numbers and plain tl.constexpr values"}
     if js.get("module", "candidate") != "candidate":
-        import sys
         module = sys.modules.get(js["module"])
     fn = find_kernel(module, js.get("qualname", name), js.get("line")) if module is not None else None
     if fn is None:

@@ -260,9 +260,9 @@ class Watch:
         its file lies between it and where that began, or its caller past ours is not Triton's or NumPy's."""
         if self.depth == 0:
             return True
-        f, bound = frame, self._bounds[-1] if self._bounds else None
+        f, bound = frame if self.candidate_file else None, self._bounds[-1] if self._bounds else None
         while f is not None and f is not bound:
-            if self.candidate_file and f.f_code.co_filename == self.candidate_file:
+            if f.f_code.co_filename == self.candidate_file:
                 return True
             f = f.f_back
         while frame is not None and frame.f_code.co_filename.startswith(self._own):

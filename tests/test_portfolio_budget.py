@@ -113,6 +113,12 @@ def test_the_templates_budget_ends_the_templates_compile_and_keeps_the_default(m
         entries[1].reason.startswith("dropped: the templates compile ran past its own 1 s budget")
 
 
+def test_a_portfolio_cut_by_the_templates_budget_records_the_seconds_it_ran_not_the_whole_budget(monkeypatch, tmp_path):
+    _default_then_a_long_templates_compile(monkeypatch)
+    pf.portfolio_in_subprocess(PROBLEM, "cuda", 50, cache_dir=tmp_path / "cache", templates_s=1)
+    assert 1.0 <= seedcache.compile_seconds(PROBLEM, "cuda", tmp_path / "cache") < 10
+
+
 def test_a_portfolio_cut_by_the_templates_budget_is_compiled_again_under_a_longer_one(monkeypatch, tmp_path):
     calls = []
     _default_then_a_long_templates_compile(monkeypatch, calls)

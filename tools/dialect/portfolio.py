@@ -293,6 +293,7 @@ def portfolio_in_subprocess(problem_path: str | Path, device: str, timeout_s: fl
     were written (the default compile's, when the templates compile follows), within
     `timeout_s`; that portfolio is kept with both budgets."""
     seen: list[float] = []          # when the child's first partial portfolio appeared (monotonic)
+    t0 = time.monotonic()
 
     def templates_end(out: Path) -> float | None:
         if not seen and (out / PARTIAL_FILE).exists():
@@ -307,8 +308,9 @@ def portfolio_in_subprocess(problem_path: str | Path, device: str, timeout_s: fl
             return None
         text = entries_json(entries)
         if cache_dir:       # kept for these budgets: the run after a bench's seed pass reads it
-            SeedCache(cache_dir, module_mode).put_partial_portfolio(
-                problem_file(problem_path), device, torch_version(), text, timeout_s, cut)
+            SeedCache(cache_dir, module_mode).put_partial_portfolio(   # its seconds: as long as it ran
+                problem_file(problem_path), device, torch_version(), text, timeout_s, cut,
+                seconds=time.monotonic() - t0 if cut else None)
         return text
     return _some(read_entries(cached_or_child("portfolio", problem_path, device, timeout_s, cache_dir, env,
                                               module_mode, result=FILE_NAME, on_timeout=kept,

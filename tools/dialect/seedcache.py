@@ -168,16 +168,18 @@ class SeedCache:
             return partial["entries"]
 
     def put_partial_portfolio(self, problem, device: str, torch_version: str, text: str, limit_s: float,
-                              templates_s: float = 0.0) -> None:
+                              templates_s: float = 0.0, seconds: float | None = None) -> None:
         """A portfolio whose compile ran past `limit_s` ([search] seed_timeout_s), or whose
         templates compile ran past `templates_s` ([search] templates_timeout_s; 0: not that),
         its first configurations kept (portfolio.py's `partial_portfolio`): asked again under
         the same budgets it is this one, not a second compile cut short alike; under a longer
-        one it is compiled again. Its compile seconds are the budget's."""
+        one it is compiled again. Its compile seconds are `seconds`, how long it ran until
+        the cut (None: the whole budget, `limit_s`, ran out)."""
         path = self.portfolio_path(problem, device, torch_version)
         self._write(path.with_suffix(".partial"), "", json.dumps({"limit_s": limit_s, "templates_s": templates_s,
                                                                   "entries": text}), "")
-        self._write(path.with_suffix(".seconds"), "", f"{limit_s:.3f}\n", "")
+        took = limit_s if seconds is None else seconds
+        self._write(path.with_suffix(".seconds"), "", f"{took:.3f}\n", "")
 
     @staticmethod
     def _partial(path: Path) -> dict | None:

@@ -265,6 +265,8 @@ def url_fault(url: str) -> str | None:
 
 
 def _parse(path: Path) -> dict:
+    if path.exists() and not path.is_file():   # a FIFO or a device would be read forever
+        raise BadInput(path, "config path is not a regular file")
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -104,6 +104,28 @@ def test_missing_file_is_bad_input(tmp_path):
         load_config(tmp_path / "nope.toml")
 
 
+def test_a_config_path_that_is_a_fifo_is_bad_input_not_a_hang(tmp_path):
+    import os
+    fifo = tmp_path / "agent.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(BadInput, match="config path is not a regular file"):
+        load_config(fifo)
+
+
+@pytest.mark.parametrize("key, value, fault", [
+    ("eval.atol_fp32", -1.0, "atol_fp32 must be at least 0"),
+    ("eval.rel_l2_half", -0.5, "rel_l2_half must be at least 0"),
+    ("eval.max_output_kib", -1, "max_output_kib and max_file_mib must be at least 1"),
+    ("eval.max_file_mib", 0, "max_output_kib and max_file_mib must be at least 1"),
+    ("eval.cpu_memory_gib", -1.0, "cpu_memory_gib must be at least 0"),
+    ("timing.warmup", -1, "warmup must be at least 0"),
+    ("timing.excessive_speedup", 0.0, "excessive_speedup and host_check_ratio must be positive"),
+])
+def test_an_evaluator_value_out_of_range_is_bad_input_naming_it(key, value, fault):
+    with pytest.raises(BadInput, match=re.escape(fault)):
+        load_config(None, {key: value})
+
+
 def test_override_of_wrong_type_is_bad_input_that_names_the_override():
     with pytest.raises(BadInput, match=r"^override budget\.max_rounds: expected an integer, got 'three'$"):
         load_config(overrides={"budget.max_rounds": "three"})

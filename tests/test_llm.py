@@ -196,6 +196,14 @@ def test_a_missing_replay_file_is_bad_input(tmp_path):
         make_backend(f"replay:{tmp_path / 'nope.jsonl'}", AgentConfig())
 
 
+def test_a_replay_path_that_is_a_fifo_is_bad_input_not_a_hang(tmp_path):
+    import os
+    fifo = tmp_path / "completions.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(BadInput, match="replay path is not a regular file"):
+        make_backend(f"replay:{fifo}", AgentConfig())
+
+
 # -- OpenAI-compatible server ------------------------------------------------------------
 
 class FakeServer:

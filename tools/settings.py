@@ -179,8 +179,16 @@ class TrialSettings:
     def validate(self) -> str | None:
         if self.trials < 1:
             return "trials must be at least 1"
+        tolerances = ("atol_fp32", "atol_half", "rel_l2_fp32", "rel_l2_half", "atol_fp64", "rel_l2_fp64")
+        wrong = next((k for k in tolerances if getattr(self, k) < 0), None)
+        if wrong is not None:
+            return f"{wrong} must be at least 0, got {getattr(self, wrong):g}"
         if min(self.compile_timeout_s, self.run_timeout_s) <= 0:
             return "timeouts must be positive"
+        if self.max_output_kib < 1 or self.max_file_mib < 1:
+            return "max_output_kib and max_file_mib must be at least 1"
+        if self.cpu_memory_gib < 0:
+            return "cpu_memory_gib must be at least 0 (0: no limit)"
         if self.parallel_compile < 1:
             return "parallel_compile must be at least 1"
         if self.lean_memory_mib < 0:
@@ -216,6 +224,12 @@ class TimingSettings:
     def validate(self) -> str | None:
         if self.rounds < 1 or self.iters_per_round < 1:
             return "rounds and iters_per_round must be at least 1"
+        if self.warmup < 0 or self.host_check_iters < 1:
+            return "warmup must be at least 0 and host_check_iters at least 1"
+        if min(self.excessive_speedup, self.host_check_ratio) <= 0 or self.host_check_slack_ms < 0 \
+                or self.roofline_floor_ratio < 0:
+            return ("excessive_speedup and host_check_ratio must be positive; host_check_slack_ms and "
+                    "roofline_floor_ratio at least 0")
         if self.max_rounds < self.rounds or self.interval_target < 0 or self.max_extra_s < 0:
             return "max_rounds must be at least rounds; interval_target and max_extra_s at least 0"
         if not 0 < self.confidence < 1:

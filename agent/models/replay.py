@@ -71,6 +71,8 @@ def _read_run(path: Path) -> list[dict]:
 
 
 def _read_replay(path: Path) -> list[dict]:
+    if path.exists() and not path.is_file() and not path.is_dir():   # a FIFO or a device: read forever
+        raise BadInput(path, "replay path is not a regular file")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -329,6 +330,13 @@ def test_reference_forward_raising_is_bad_input(tmp_path):
 def test_reference_forward_returning_no_tensor_is_bad_input(tmp_path, ret, shown):
     src = GOOD.replace("return torch.relu(x)", f"return {ret}")
     assert f"Model.forward returned {shown}; expected a tensor" in judge_fault(write(tmp_path, src))
+
+
+@pytest.mark.parametrize("ret, shown", [("{'y': x}", "dict"), ("(x, None)", "tuple of NoneType, Tensor")])
+def test_a_forward_returning_no_tensor_is_bad_input_at_load_before_any_judge(tmp_path, ret, shown):
+    src = GOOD.replace("return torch.relu(x)", f"return {ret}")
+    with pytest.raises(BadInput, match=re.escape(f"Model.forward returned {shown}; expected a tensor")):
+        load_problem(write(tmp_path, src))
 
 
 def test_strict_fp32_turns_tf32_off_inside_and_restores_the_flags_after():

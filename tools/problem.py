@@ -218,6 +218,18 @@ def load_problem(path: str | Path) -> Problem:
                    n_inputs=len(inputs), init_form=form, input_bytes=nbytes)
 
 
+def output_fault(out) -> str | None:
+    """Why `out`, what Model.forward returned, is no output a kernel can be judged on (a
+    tensor, or a tuple or list of tensors), or None."""
+    import torch
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    if outs and all(isinstance(o, torch.Tensor) for o in outs):
+        return None
+    got = type(out).__name__ if not isinstance(out, (tuple, list)) else \
+        f"{type(out).__name__} of {', '.join(sorted({type(o).__name__ for o in outs})) or 'nothing'}"
+    return f"Model.forward returned {got}; expected a tensor or a tuple of tensors"
+
+
 # a forward that fails on the meta device is run for real on the CPU when this little is at
 # stake (inputs and parameters); a bigger one is judged by the meta error alone
 REAL_CHECK_BYTES = 64 << 20
@@ -244,10 +256,13 @@ def _check_forward(p: Path, mod: types.ModuleType, model_cls, args: list, kwargs
                             _fault(p, real, "Model(*get_init_inputs())", "model")
                 return
             try:
-                model(*inputs)
-                return
+                out = model(*inputs)
             except Exception as e:
                 meta_error = e
+            else:
+                if (fault := output_fault(out)) is not None:
+                    raise BadInput(p, fault)
+                return
     finally:
         _restore_rng(state)
     params = model.parameters() if isinstance(model, torch.nn.Module) else ()

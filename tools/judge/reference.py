@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from tools.errors import BadInput, describe_fault
 from tools.blame import Step, blame
-from tools.problem import make_inputs, precision_flags, seeded
+from tools.problem import make_inputs, output_fault, precision_flags, seeded
 from tools.sandbox.state_ops import rng_states, same_states
 
 _OTHER_SEED = 0x5EED   # added to the trial seed for the second draw: any other seed would do
@@ -96,12 +96,9 @@ def compute_reference(ref_model, mod, seed: int, dev: str, *, init_seed: int, pr
               Step("forward", dev, seed=seed, init_seed=init_seed, module_mode=module_mode))
     if sizes is not None:
         sizes["peak_bytes"] = torch.cuda.max_memory_allocated(dev) - base if cuda else 0
-    outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
-        got = type(out).__name__ if not isinstance(out, (tuple, list)) else \
-            f"{type(out).__name__} of {', '.join(sorted({type(o).__name__ for o in outs})) or 'nothing'}"
-        raise BadInput(path, f"Model.forward returned {got}; expected a tensor or a tuple of tensors")
-    return outs
+    if (fault := output_fault(out)) is not None:
+        raise BadInput(path, fault)
+    return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
 def check_reproducible(ref_model, mod, seed: int, dev: str, ref: list, settings) -> tuple[str, str] | None:

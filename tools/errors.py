@@ -96,3 +96,35 @@ def describe_compile_error(e: Exception) -> str:
     said = f"{kind}: {why.group(1).strip()}" if why and not devices and not autograd else kind
     inner = f"; in torch's {where[-1][0].rsplit('/', 1)[-1]}:{where[-1][1]}" if own and own[-1] != where[-1] else ""
     return f"{type(e).__name__}: {said} (at {path.rsplit('/', 1)[-1]}:{line} `{code.strip()}`{inner})"
+
+
+def check_writable(path, what: str, *, directory: bool) -> None:
+    """BadInput naming `path` unless krefine can write it: a `directory` (a run's or a bench's
+    --out) that is one already or can be made, its nearest existing ancestor a directory it
+    may write in; a file (export's -o, report.html) that is not a directory, in a directory
+    that exists and may be written. Checked before the work, so a path that cannot be written
+    costs nothing and says so in one line (exit 2), not as an internal error after it."""
+    import os
+    from pathlib import Path
+    p = Path(path)
+    if p.is_dir():
+        if directory:
+            if not os.access(p, os.W_OK | os.X_OK):
+                raise BadInput(p, f"{what}: the directory is not writable")
+            return
+        raise BadInput(p, f"{what}: is a directory; name a file")
+    if p.exists() or p.is_symlink():
+        if directory:
+            raise BadInput(p, f"{what}: exists and is not a directory")
+        if not os.access(p, os.W_OK):
+            raise BadInput(p, f"{what}: the file is not writable")
+    parent = p.absolute().parent
+    if not directory and not parent.is_dir():
+        raise BadInput(p, f"{what}: {parent} is not a directory" if parent.exists() else
+                       f"{what}: no such directory {parent}")
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise BadInput(p, f"{what}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise BadInput(p, f"{what}: cannot create it in {parent} (not writable)")

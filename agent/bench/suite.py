@@ -59,7 +59,7 @@ from agent.config import load_config, parse_assignment, split_assignment, toml_v
 from agent.bench.results import print_results, write_results
 from agent.bench.job import BAD_INPUT, Job, Setting, collect
 from agent.bench.stats import ProblemResult
-from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, EXIT_OK, BadInput
+from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, EXIT_OK, BadInput, check_writable
 from agent.loop.rundir import RunDir
 from tools.settings import PRECISION_POLICIES
 from agent.bench.workers import interrupt, run_jobs, visible_gpus
@@ -81,6 +81,7 @@ def main(args) -> int:
         from agent.models.llm import check_spec
         check_spec(opts.model)
     out = Path(opts.out or Path("runs") / f"bench-{suite.resolve().name}")
+    check_writable(out, "bench results directory", directory=True)
     jobs = [Job(s, path, name, out / s.label / name) for s in settings for name, path in problems]
     if opts.seeds_only:
         return _seeds_only(jobs, opts, settings[0])

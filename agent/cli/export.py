@@ -23,7 +23,7 @@ from pathlib import Path
 
 from agent.loop.runstats import RunSnapshot, Span, load_run, node_spans
 from tools.dialect.interp_math import gpu_only
-from tools.errors import BadInput
+from tools.errors import BadInput, check_writable
 from tools.jsonio import write_json
 
 PID = 1
@@ -32,9 +32,12 @@ LOOP_TID, ROUNDS_TID = 1, 2   # candidate threads follow from 3, in id order
 
 def main(args) -> int:
     run = load_run(args.run_dir)
+    if args.out is not None:
+        check_writable(args.out, "-o", directory=False)
     if args.kernel is not None or not args.chrome_trace:   # the kernel unless the trace is asked for
         return export_kernel(run, args.kernel or "best", args.out)
     out = Path(args.out) if args.out else run.dir.root / "trace.chrome.json"
+    check_writable(out, "the trace file", directory=False)
     trace = chrome_trace(run)
     write_json(out, trace)
     spans = sum(1 for e in trace["traceEvents"] if e["ph"] == "X")
@@ -62,7 +65,10 @@ def export_kernel(run: RunSnapshot, which: str, out: str | None) -> int:
         sys.stdout.buffer.write(text)
         sys.stdout.flush()
     else:
-        Path(out).write_bytes(text)
+        try:
+            Path(out).write_bytes(text)
+        except OSError as e:
+            raise BadInput(out, f"-o: cannot write it: {e.strerror or e}") from None
         speed = (run.candidates[cid].speedup.get("eager") if cid in run.candidates else None)
         print(f"wrote {out}: candidate {cid}, {status}"
               + (f", {speed:.2f}x eager" if isinstance(speed, (int, float)) else "")

@@ -26,6 +26,7 @@ from pygments.lexers import DiffLexer, PythonLexer
 from agent.cli.inspect import origin_label
 from agent.loop.runstats import (BASELINES, Candidate, RunSnapshot, children, diff_to_parent, fmt_speedup,
                             judged_text, load_run, no_best_line, rounds_table, run_judged)
+from tools.errors import check_writable
 from tools.templates import environment
 
 VERDICT_COLORS = {"correct": "#2e9d4f", "incorrect": "#d9822b", "compile_error": "#c23030",
@@ -37,6 +38,7 @@ SERIES_COLORS = ("#1f6fd1", "#e8590c", "#2e9d4f", "#a82a7e", "#5c6bc0", "#8d6e00
 
 def main(args) -> int:
     run = load_run(args.run_dir)
+    check_writable(run.dir.report, "the report", directory=False)
     run.dir.write_text(run.dir.report, render("run", **run_page(run)))
     print(f"wrote {run.dir.report}")
     return 0

@@ -94,11 +94,16 @@ class RunDir:
 
     def create(self) -> "RunDir":
         """Create the directory; refuse one that exists and is not empty."""
-        if self.root.exists() and any(self.root.iterdir()):
+        if self.root.is_dir() and any(self.root.iterdir()):
             from tools.errors import BadInput
             raise BadInput(self.root, "run directory exists and is not empty (use `krefine resume` or another --out)")
-        for sub in ("candidates", "prompts", "completions", "evals"):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        from tools.errors import BadInput, check_writable
+        check_writable(self.root, "run directory", directory=True)
+        try:
+            for sub in ("candidates", "prompts", "completions", "evals"):
+                (self.root / sub).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise BadInput(self.root, f"run directory: cannot create it: {e.strerror or e}") from None
         return self
 
     # 3) reads

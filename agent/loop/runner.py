@@ -30,7 +30,7 @@ from agent.loop.progress import Progress, make_progress
 from agent.loop.run import Run
 from agent.loop.rundir import RunDir
 from agent.loop.state import RunState
-from tools.errors import BadInput, EvaluatorError
+from tools.errors import BadInput, EvaluatorError, check_writable
 from tools.judge import JudgePool
 from tools.judge.warm import warm_imports
 from tools.problem import load_problem
@@ -55,6 +55,8 @@ def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Pa
         raise BadInput("--model none", 'a run without a model is the Inductor seed and its constant sweep: it needs '
                                        '[search] seed_kernel = "inductor" (krefine run --seed-kernel inductor; '
                                        'krefine bench --set search.seed_kernel=inductor)')
+    if out_dir:   # a path that cannot be a run directory says so before the problem's import
+        check_writable(out_dir, "run directory", directory=True)
     problem = load_problem(problem_path)
     device = resolve_device(config.run.device)
     if device == "cuda":   # a GPU this machine lacks: krefine eval's one line, exit 2, nothing written
@@ -63,7 +65,8 @@ def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Pa
             raise BadInput("", fault)
     # 2) the run directory: --out must be new or empty
     rd = RunDir(Path(out_dir) if out_dir else default_run_dir(config.run.out_root, problem.name))
-    if rd.root.exists() and any(rd.root.iterdir()):
+    check_writable(rd.root, "run directory", directory=True)
+    if rd.root.is_dir() and any(rd.root.iterdir()):
         raise BadInput(rd.root, "run directory exists and is not empty (use `krefine resume` or another --out)")
     # 3) the model: one line and exit 2 when it cannot load, or one line and no model
     shown = make_progress(progress)

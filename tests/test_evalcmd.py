@@ -162,3 +162,11 @@ def test_a_single_candidate_with_a_syntax_error_is_its_compile_error_in_json(tmp
     (doc,) = [json.loads(line) for line in r.stdout.splitlines()]
     assert doc["verdict"] == "compile_error"
     assert [d["line"] for d in doc["diagnostics"] if d["kind"] == "syntax_error"] == [4]
+
+
+def test_what_the_problem_prints_goes_to_stderr_so_json_stays_one_object_per_line(tmp_path):
+    problem = tmp_path / "noisy_relu.py"
+    problem.write_text(Path(PROBLEM).read_text() + "\nprint('loaded the noisy problem')\n")
+    r = cli("eval", str(problem), OK, "--device", "cpu", "--json", "--keep-judge", "0")
+    assert [json.loads(line)["verdict"] for line in r.stdout.splitlines()] == ["correct"]
+    assert "loaded the noisy problem" in r.stderr

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import contextlib
 import sys
 import threading
 
@@ -37,13 +38,16 @@ def main(args) -> int:
     # --device is [run] device, as for krefine run: the flag, else a --set, else the file's,
     # else whatever is present
     config = load_config(args.config, *flag_overrides(args, {"--device": "run.device"}))
-    args = argparse.Namespace(**{**vars(args), "device": config.run.device})
+    # the verdicts go to stdout alone: what the problem's or a candidate's code prints in this
+    # process (an import, get_inputs) goes to stderr, so --json stays one object per line
+    args = argparse.Namespace(**{**vars(args), "device": config.run.device, "stdout": sys.stdout})
     keep = _keep_s(args, config)
     # 0) judged here: the workers' fork server imports torch and triton (seconds) while
     #    this process imports torch to load the problem: the imports overlap
     guess, early = _early_forkserver(args, here=keep == 0)
     try:
-        return _eval(args, config, keep, guess, early)
+        with contextlib.redirect_stdout(sys.stderr):
+            return _eval(args, config, keep, guess, early)
     finally:
         if early is not None:
             early.close()   # the session closed it already, unless no session was made
@@ -272,14 +276,15 @@ def _report(args, path: str, verdict, *, many: bool) -> None:
         doc, verdict = verdict, Verdict.from_json(verdict)
     else:
         doc = verdict.to_json()
+    out = getattr(args, "stdout", None) or sys.stdout
     if args.json:
         if many:
             doc = {"candidate": str(path), **doc}
-        print(json.dumps(doc, indent=None, default=str), flush=True)
+        print(json.dumps(doc, indent=None, default=str), file=out, flush=True)
     else:
         if many:
-            print(f"== {path}")
-        print(render(verdict), flush=True)
+            print(f"== {path}", file=out)
+        print(render(verdict), file=out, flush=True)
 
 
 def render(v: Verdict) -> str:

@@ -339,6 +339,24 @@ def test_resume_may_change_only_the_budget(one_round_run):
     assert r.returncode == 2 and r.stderr.strip().endswith("only [budget] values (budget.KEY=VALUE) can change when a run resumes")
 
 
+def test_resume_refuses_to_lower_a_budget_and_keeps_run_json(one_round_run):
+    before = RunDir(one_round_run).meta.read_text()
+    budget = read_json(RunDir(one_round_run).meta)["config"]["budget"]
+    r = cli_here("resume", str(one_round_run), "--set", f"budget.time_budget_s={budget['time_budget_s'] / 2:g}")
+    assert r.returncode == 2 and "a resumed run's budget can only be raised" in r.stderr
+    assert RunDir(one_round_run).meta.read_text() == before
+
+
+def test_resume_of_a_run_with_a_damaged_eval_file_names_it_and_writes_nothing(one_round_run):
+    rd = RunDir(one_round_run)
+    damaged = next((rd.root / "evals").glob("*.json"))
+    damaged.write_text("[1]")
+    before = rd.trace.read_text()
+    r = cli_here("resume", str(one_round_run))
+    assert r.returncode == 2 and r.stderr.strip().endswith(f"{damaged}: not a JSON object")
+    assert rd.trace.read_text() == before
+
+
 def test_model_none_alone_runs_the_inductor_seed(tmp_path, tiny, monkeypatch):
     """`--model none` has one thing to do: the seed and its sweep, without naming --seed-kernel."""
     import agent.cli.runcmd as runcmd

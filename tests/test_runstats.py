@@ -197,6 +197,51 @@ def test_a_file_that_is_not_json_is_bad_input_naming_it(tmp_path):
         rs.load_run(rd.root)
 
 
+@pytest.mark.parametrize("name, text, fault", [
+    ("run.json", "[1, 2]", r"run.json: not a JSON object$"),
+    ("summary.json", "[]", r"summary.json: not a JSON object$"),
+    ("evals/r01-c00.json", "[1]", r"evals/r01-c00.json: not a JSON object$"),
+])
+def test_valid_json_of_the_wrong_shape_is_bad_input_naming_the_file(tmp_path, name, text, fault):
+    rd = build_run(tmp_path / "run", story())
+    (rd.root / name).write_text(text)
+    with pytest.raises(BadInput, match=fault):
+        rs.load_run(rd.root)
+
+
+def test_a_trace_line_mid_file_that_is_not_an_object_is_named_by_its_line(tmp_path):
+    rd = build_run(tmp_path / "run", story())
+    lines = rd.trace.read_text().splitlines(keepends=True)
+    rd.trace.write_text("".join([lines[0], "[1, 2]\n", *lines[1:]]))
+    with pytest.raises(BadInput, match=r"trace.jsonl: line 2: a JSON list, not an object$"):
+        rs.load_run(rd.root)
+
+
+def test_a_trace_that_is_not_text_is_bad_input(tmp_path):
+    rd = build_run(tmp_path / "run", story())
+    rd.trace.write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(BadInput, match=r"trace.jsonl: not UTF-8 text$"):
+        rs.load_run(rd.root)
+
+
+def test_an_event_of_the_wrong_types_is_bad_input_naming_the_run_directory(tmp_path):
+    import json
+    rd = build_run(tmp_path / "run", story())
+    lines = rd.trace.read_text().splitlines(keepends=True)
+    event = json.dumps({"schema": 1, "node": "generate", "candidate": 5, "iteration": "x"}) + "\n"
+    rd.trace.write_text("".join([event, *lines[1:]]))
+    with pytest.raises(BadInput, match="a file of the run directory is damaged"):
+        rs.load_run(rd.root)
+
+
+def test_a_best_py_that_is_a_directory_is_bad_input(tmp_path):
+    rd = build_run(tmp_path / "run", story())
+    rd.best.unlink(missing_ok=True)
+    rd.best.mkdir()
+    with pytest.raises(BadInput, match=r"best.py: not a file$"):
+        rs.load_run(rd.root)
+
+
 def test_a_file_given_as_run_dir_is_not_a_run_directory(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(BadInput, match="not a run directory"):

@@ -54,22 +54,37 @@ def append_jsonl(path: str | os.PathLike, obj: Any) -> None:
         os.fsync(f.fileno())
 
 
+class DamagedRecord(ValueError):
+    """A JSON-lines file that is not one: a line mid-file that is not JSON or not an object,
+    or bytes that are not UTF-8. `path` and `line` (1-based; None: the whole file) say where."""
+
+    def __init__(self, path, line: int | None, why: str):
+        self.path, self.line, self.why = str(path), line, why
+        super().__init__(f"{path}: {f'line {line}: ' if line else ''}{why}")
+
+
 def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
-    """Yield records; a torn final line (power loss mid-write) is skipped, not fatal."""
+    """Yield records; a torn final line (power loss mid-write) is skipped, not fatal.
+    DamagedRecord for anything else that is not one JSON object per line."""
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.readlines()
     except FileNotFoundError:
         return
+    except UnicodeDecodeError:
+        raise DamagedRecord(path, None, "not UTF-8 text") from None
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
-            yield json.loads(line)
-        except json.JSONDecodeError:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
             if i == len(lines) - 1:
                 return
-            raise
+            raise DamagedRecord(path, i + 1, f"not valid JSON ({e.msg})") from None
+        if not isinstance(record, dict):
+            raise DamagedRecord(path, i + 1, f"a JSON {type(record).__name__}, not an object")
+        yield record
 
 
 def _default(obj: Any) -> Any:

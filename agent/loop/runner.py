@@ -15,6 +15,7 @@ Does not decide anything about the loop itself.
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 import time
 from dataclasses import dataclass
@@ -110,11 +111,19 @@ def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services
     rd = RunDir(Path(run_dir))
     if not rd.meta.exists():
         raise BadInput(rd.root, "not a run directory (no run.json)")
+    from agent.loop.runstats import load_run
+    load_run(rd.root)   # a damaged file is one line naming it, before anything is written
     run = Run(rd)
     meta = run.meta()
+    try:
+        recorded = (str(meta["problem"]["path"]), meta["problem"]["source"], meta["config"], meta["model"],
+                    meta["device"])
+    except (KeyError, TypeError):
+        raise BadInput(rd.meta, "not a run.json krefine wrote (its problem, config, model or device is missing)") \
+            from None
     # 1) the same problem, config, model and device as the interrupted session
-    problem = load_problem(meta["problem"]["path"])
-    if problem.source != meta["problem"]["source"]:
+    problem = load_problem(recorded[0])
+    if problem.source != recorded[1]:
         raise BadInput(problem.path, "problem file changed since the run started; its original "
                                      f"source is in {rd.meta}")
     # the model spec run.json names (absolute, or "none" after a fallback) is the id
@@ -157,6 +166,14 @@ def more_budget_hint(run_dir: str | Path, stop_reason: str | None) -> str | None
             f"--set budget.{key}={more:g}")
 
 
+def _limit(name: str, value) -> float:
+    """A [budget] limit as a number to compare (token_budget 0: none); anything else as
+    no limit, for build() to refuse by name."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return math.inf
+    return math.inf if name == "token_budget" and value == 0 else float(value)
+
+
 def _raised(run: Run, meta: dict, budget: dict) -> AgentConfig:
     """The run's config with `budget`'s [budget] values, written back to run.json."""
     doc = {**meta["config"], "budget": dict(meta["config"]["budget"])}
@@ -164,6 +181,10 @@ def _raised(run: Run, meta: dict, budget: dict) -> AgentConfig:
         table, _, name = key.partition(".")
         if table != "budget" or not name:
             raise BadInput(f"--set {key}", "only [budget] values (budget.KEY=VALUE) can change when a run resumes")
+        had = doc["budget"].get(name)
+        if name in _BUDGET_KEYS.values() and _limit(name, value) < _limit(name, had):
+            raise BadInput(f"--set {key}", f"a resumed run's budget can only be raised: it was {had:g}, "
+                                           f"--set asks {value:g}")
         doc["budget"][name] = value
     try:
         config = build(AgentConfig, doc, "--set")

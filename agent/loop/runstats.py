@@ -25,8 +25,8 @@ from pathlib import Path
 from agent.loop.run import Run
 from agent.loop.rundir import RunDir
 from agent.loop.state import ORIGIN_MODEL, ORIGIN_SEED, ORIGIN_SWEEP
-from tools.errors import BadInput
-from tools.jsonio import read_json
+from tools.errors import BadInput, describe_fault
+from tools.jsonio import DamagedRecord, read_json
 
 BASELINES = ("eager", "compile")
 @dataclass(frozen=True)
@@ -162,9 +162,25 @@ def load_run(path: str | Path) -> RunSnapshot:
         raise BadInput(rd.root, "no such run directory")
     if not rd.root.is_dir() or not (rd.trace.exists() or rd.summary.exists() or rd.meta.exists()):
         raise BadInput(rd.root, "not a run directory (no trace.jsonl, run.json or summary.json)")
+    try:
+        return _load(rd)
+    except DamagedRecord as e:
+        raise BadInput(e.path, f"{f'line {e.line}: ' if e.line else ''}{e.why}") from None
+    except (TypeError, AttributeError, KeyError, ValueError, OSError) as e:   # valid JSON of the wrong shape
+        raise BadInput(rd.root, f"a file of the run directory is damaged: {describe_fault(e)}") from None
+
+
+def _load(rd: RunDir) -> RunSnapshot:
+    for path in (rd.meta, rd.summary):   # objects, where they are there at all
+        if path.exists() and not isinstance(_json(path), dict):
+            raise BadInput(path, "not a JSON object")
+    if rd.best.exists() and not rd.best.is_file():
+        raise BadInput(rd.best, "not a file")
     run = _json(rd.trace, lambda p: Run(rd))
     candidates = {}
     for cid in run.candidate_ids():
+        if rd.eval(cid).exists() and not isinstance(_json(rd.eval(cid)), dict):
+            raise BadInput(rd.eval(cid), "not a JSON object")
         record = _json(rd.eval(cid), lambda p: run.record(cid))
         verdict = run.verdict(cid)
         candidates[cid] = Candidate(
@@ -182,6 +198,8 @@ def _json(path: Path, read=read_json):
         return read(path)
     except json.JSONDecodeError as e:
         raise BadInput(path, f"not valid JSON ({e.msg}, line {e.lineno})") from None
+    except UnicodeDecodeError:
+        raise BadInput(path, "not UTF-8 text") from None
 
 
 # ---------------------------------------------------------------- one run

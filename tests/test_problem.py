@@ -439,3 +439,10 @@ def test_the_loaded_module_has_never_built_model_so_set_up_caches_and_counters_s
     mod = load_problem(write(tmp_path, SET_UP_STATE)).module
     model = mod.Model()
     assert model.order == 1 and model.t.device.type == "cpu" and model.t.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("call", ["import sys; sys.exit(0)", "import os; os._exit(0)"])
+def test_a_problem_that_exits_at_import_is_bad_input_not_the_end_of_krefine(tmp_path, call):
+    with pytest.raises(BadInput, match=r"problem file called exit\(\) or os\._exit\(\) at import"):
+        load_problem(write(tmp_path, GOOD + "\n" + call + "\n"))
+    assert callable(os._exit) and os._exit.__module__ == "posix"   # put back

@@ -13,6 +13,7 @@ import ast
 import contextlib
 import hashlib
 import inspect
+import os
 import random
 import sys
 import threading
@@ -117,9 +118,17 @@ def exec_module(path: Path, src: str) -> types.ModuleType:
     code = compile(src, str(path), "exec", dont_inherit=True)
     sys.modules[name] = mod     # the name is this path's own: nothing else is displaced
     argv, sys.argv = sys.argv, [str(path)]   # as `python FILE` has it: an argparse at import reads no krefine flag
+    real_exit, pid = os._exit, os.getpid()
+
+    def refused(status=0):   # os._exit at import would end krefine itself, with the file's status (0: "passed")
+        if os.getpid() != pid:   # a child the file forked exits as it asks
+            real_exit(status)
+        raise SystemExit(status)
+    os._exit = refused
     try:
         exec(code, mod.__dict__)
     finally:
+        os._exit = real_exit
         sys.modules.pop(name, None)
         sys.argv = argv
     return mod
@@ -167,7 +176,7 @@ def load_problem(path: str | Path) -> Problem:
     try:
         mod = exec_module(p, src)
     except SystemExit:
-        raise BadInput(p, "problem file called exit() at import") from None
+        raise BadInput(p, "problem file called exit() or os._exit() at import") from None
     except BaseException as e:
         if isinstance(e, KeyboardInterrupt):
             raise

@@ -446,3 +446,14 @@ def test_a_problem_that_exits_at_import_is_bad_input_not_the_end_of_krefine(tmp_
     with pytest.raises(BadInput, match=r"problem file called exit\(\) or os\._exit\(\) at import"):
         load_problem(write(tmp_path, GOOD + "\n" + call + "\n"))
     assert callable(os._exit) and os._exit.__module__ == "posix"   # put back
+
+
+@pytest.mark.parametrize("made, fault", [("torch.randn(8, 8).to_sparse()", "a tensor of layout torch.sparse_coo"),
+                                         ("torch.randn(8, 8, device='meta')", "a tensor on the meta device")])
+def test_inputs_krefine_cannot_judge_are_named_as_what_get_inputs_returned(tmp_path, made, fault):
+    from tools.problem import make_inputs
+    src = GOOD.replace("return [torch.randn(", f"return [{made}] or [torch.randn(", 1)
+    assert src != GOOD
+    path = write(tmp_path, src)
+    with pytest.raises(BadInput, match=re.escape(f"get_inputs() returned {fault}")):
+        make_inputs(load_problem(path).module, 0, "cpu")

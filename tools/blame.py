@@ -58,6 +58,8 @@ def blame(path, e: BaseException, what: str, step: Step, *, confirm: bool = True
     """Raise for `e`, raised by the problem's `what` in the judge: BadInput naming `path`
     when it is the file's fault, else EvaluatorError. `confirm=False`: no other thread of
     this process ran meanwhile (the caller knows), so the fault is the file's as it stands."""
+    if isinstance(e, BadInput):   # the file's fault, named already (tools/problem.py make_inputs)
+        raise e
     fault = describe_fault(e)
     if _out_of_memory(e):
         raise EvaluatorError(f"{path}: {what} ran out of memory: {fault}") from None

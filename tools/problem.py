@@ -313,7 +313,7 @@ def _meta_call(p: Path, fn, name: str, step: str):
     except SystemExit:
         raise BadInput(p, f"{name}() called exit()") from None
     except Exception as e:   # noqa: BLE001 - a fault of the file's own is named below, as it was
-        if "meta" not in str(e):
+        if not _meta_limit(e):   # ("aten::_to_sparse ... with Meta tensors": the meta device's, run on the cpu)
             with torch.device("meta"):
                 return _call(p, fn, name, step)
     return _call(p, fn, name, step)
@@ -392,7 +392,13 @@ def make_inputs(mod: types.ModuleType, seed: int, device: str) -> list:
     and worker call this with the same seed on the same device, so they see identical values."""
     import torch
     with torch.device(device):
-        return [_as_copied(_to(x, device)) for x in seeded(mod.get_inputs, seed)]
+        made = seeded(mod.get_inputs, seed)
+        for x in made if isinstance(made, (list, tuple)) else ():
+            if isinstance(x, torch.Tensor) and (x.is_meta or x.layout != torch.strided):
+                what = "on the meta device, which holds no data" if x.is_meta else f"of layout {x.layout}"
+                raise BadInput(getattr(mod, "__file__", "problem"),
+                               f"get_inputs() returned a tensor {what}; krefine judges dense tensors with values")
+        return [_as_copied(_to(x, device)) for x in made]
 
 
 def _as_copied(x):

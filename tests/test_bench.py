@@ -78,6 +78,12 @@ def test_missing_suite_exits_2_naming_it(tmp_path, capsys):
     assert capsys.readouterr().err == f"krefine: error: {tmp_path / 'gone'}: no such suite directory\n"
 
 
+def test_a_file_given_as_the_suite_is_named_as_not_a_directory(tmp_path, capsys):
+    (tmp_path / "relu.py").write_text("x = 1\n")
+    assert bench_main(tmp_path / "relu.py") == 2
+    assert "relu.py: not a directory; a suite is a directory of problem files" in capsys.readouterr().err
+
+
 def test_unknown_sweep_key_fails_before_any_run(suite, calls, tmp_path, capsys):
     assert bench_main(suite, "--out", tmp_path / "out", "--sweep", "budget.max_roundz=1,2") == 2
     assert calls == [] and "max_roundz" in capsys.readouterr().err

@@ -216,7 +216,8 @@ def find_problems(suite: Path, filters: list[str]) -> list[tuple[str, Path]]:
     levels' same-named files get different run dirs.
     """
     if not suite.is_dir():
-        raise BadInput(suite, "no such suite directory")
+        raise BadInput(suite, "not a directory; a suite is a directory of problem files" if suite.exists()
+                       else "no such suite directory")
     try:
         patterns = [re.compile(f) for f in filters]
     except re.error as e:

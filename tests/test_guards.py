@@ -1071,6 +1071,7 @@ _TRIGGERS = [
     candidate(forward="v = x.tolist()"),
     candidate(prelude="from torch._inductor.runtime.hints import DeviceProperties"),
     candidate(prelude='lib = torch.library.Library(NS, "IMPL")'),
+    candidate(prelude="import triton.knobs"),
 ]
 
 
@@ -1641,3 +1642,18 @@ def test_a_layer_subclass_with_a_forward_of_its_own_is_still_rejected():
     src = candidate(init="self.block = ConvBN(4)") + _SET_UP_ONLY.replace(
         'raise RuntimeError("set-up only")', "return super().forward(*args)")
     assert "torch_compute" in rejected_by(src)
+
+
+@pytest.mark.parametrize("prelude", [
+    "from triton._C.libtriton import interpreter",
+    "import triton.runtime.interpreter",
+    "flag = triton.knobs.runtime.interpret",
+    "class Op:\n    __triton_builtin__ = True",
+    "def grab(v):\n    return v.handle",
+    'def grab(v):\n    return getattr(v, "handle")',
+    "def hook(k):\n    k.add_pre_run_hook(print)",
+    "def hooks(k):\n    return k.pre_run_hooks",
+])
+def test_triton_internals_a_cpu_judgement_would_run_as_python_are_refused(prelude):
+    finding = next((f for f in run_static_guards(candidate(prelude=prelude), STRICT) if f.reject), None)
+    assert finding is not None and finding.guard == "triton_internals", finding

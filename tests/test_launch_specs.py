@@ -80,3 +80,45 @@ def test_a_kernel_defined_inside_a_function_is_reached_by_no_name():
         return inner
     fn = make()
     assert launches.find_kernel(sys.modules[__name__], fn.__qualname__, fn.__code__.co_firstlineno) is None
+
+
+def test_a_launch_of_a_kernel_with_pre_run_hooks_is_noted_as_host_code(tmp_path):
+    """Host code Triton runs at every launch of a JIT function (its pre-run hooks), with no frame
+    of the candidate's file on the stack: the launch hook notes it, whatever spelled it."""
+    import subprocess
+    script = tmp_path / "hooked.py"
+    script.write_text('''
+import contextlib, torch, triton, triton.language as tl
+from tools.sandbox import launches
+notes = []
+class Watch:
+    armed, depth = False, 0
+    def launch(self, run, fn, args, grid, kwargs):
+        return run(fn, *args, grid=grid, warmup=False, **kwargs)
+    def not_candidate(self): return contextlib.nullcontext()
+    as_candidate = not_candidate
+    def note(self, what): notes.append(what)
+class Log:
+    def attach(self): return lambda run, orig, fn, args, grid, kwargs: run(orig, fn, args, grid, kwargs)
+class Worker:
+    triton_off = compile_only = False
+    pending = None
+    watch, launch_log = Watch(), Log()
+    def note_launch(self, fn, args, kwargs): pass
+launches.hook_launches(Worker())
+@triton.jit
+def copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+x = torch.arange(8.0); y = torch.empty(8)
+copy[(1,)](x, y, 8, BLOCK=8)
+before = list(notes)
+copy.add_pre_run_hook(lambda *a, **k: None)
+copy[(1,)](x, y, 8, BLOCK=8)
+print(before, notes)
+''')
+    import os
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.getcwd()})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "[] ['the @triton.jit function copy has pre-run hooks (host code run at each launch)']"

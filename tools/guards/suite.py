@@ -15,7 +15,8 @@ from tools.guards.host import check_host_transfer
 from tools.guards.portability import check_private_runtime
 from tools.guards.own_work import check_fallback, check_reference_model, check_triton_kernel
 from tools.guards.source import Finding, Source, parse_source
-from tools.guards.tampering import check_disguise, check_monkeypatch, check_op_registration
+from tools.guards.tampering import (check_disguise, check_monkeypatch, check_op_registration,
+                                    check_triton_internals)
 from tools.guards.torch_ops import check_torch_compute
 from tools.settings import GuardSettings
 
@@ -27,6 +28,7 @@ STATIC_GUARDS: tuple[Callable[[Source, GuardSettings], Finding | None], ...] = (
     check_reference_model,
     check_monkeypatch,
     check_op_registration,
+    check_triton_internals,
     check_concurrency,
     check_network,
     check_side_stream,

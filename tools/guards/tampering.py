@@ -256,3 +256,37 @@ def _escaped_modules(source: Source) -> Iterator[Ref]:
                 isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in _READ_ONLY):
             continue
         yield r
+
+
+# Triton's own machinery a kernel file has no business touching: its C module (the interpreter's
+# load/store read memory by address), the interpreter, its knobs (the interpreter switch, launch
+# hooks), and the names by which code reaches a block's host data under the interpreter (a
+# block's `handle` is a NumPy array there, an IR value in a GPU build) or runs at a launch (a
+# JIT function's pre-run hooks) or passes as a Triton builtin (`__triton_builtin__`)
+_TRITON_INTERNAL_PATHS = ("triton._C", "triton.runtime.interpreter", "triton.knobs", "triton.runtime.jit.JITFunction."
+                          "add_pre_run_hook")
+_TRITON_INTERNAL_NAMES = words("handle pre_run_hooks add_pre_run_hook __triton_builtin__")
+
+
+def check_triton_internals(source: Source, settings: GuardSettings) -> Finding | None:
+    """Triton's C module, interpreter and knobs, and the names that reach a block's host data
+    under the interpreter, add a launch hook or pass a class as a Triton builtin: on a CPU,
+    where the interpreter runs a kernel's body as Python, each lets Python do a kernel's work
+    where a GPU build compiles nothing of it."""
+    out = []
+    for path, node in path_hits(source, _TRITON_INTERNAL_PATHS):
+        what = f"import {path}" if isinstance(node, (ast.Import, ast.ImportFrom)) else spell(source, node)
+        out.append(Finding("triton_internals", f"`{what}` reaches Triton's own runtime (its C module, the "
+                           "interpreter, its knobs); a kernel file uses triton and triton.language only.",
+                           line_of(node), True, "tampering"))
+    for s in source.sites:
+        n = s.node
+        named = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else \
+            n.value if isinstance(n, ast.Constant) and isinstance(n.value, str) and not isinstance(s.parent, ast.Expr) \
+            else None
+        if named in _TRITON_INTERNAL_NAMES:
+            out.append(Finding("triton_internals", f"`{spell(source, n)}` names `{named}`, which reaches a block's "
+                               "host data under Triton's interpreter (or runs host code at a launch); on a GPU it is "
+                               "not there. Compute with triton.language in the kernel.", line_of(n), True,
+                               "tampering"))
+    return first(out)

@@ -45,6 +45,9 @@ def hook_launches(worker) -> None:
                 return kernel
             if warmup:
                 return orig(fn, *args, grid=grid, warmup=warmup, **kwargs)
+            if getattr(fn, "pre_run_hooks", None):   # host code Triton runs at every launch, no frame of the file's
+                watch.note(f"the @triton.jit function {getattr(fn, '__name__', '?')} has pre-run hooks (host code "
+                           "run at each launch)")
             note(fn, args, kwargs)
             return log_launch(watch.launch, orig, fn, args, grid, kwargs)
         return run

@@ -70,3 +70,44 @@ def test_pairwise_reduce_keeps_nan_and_the_earlier_index_of_a_tie():
     values, index = _run("pairwise").splitlines()[0].split("] [")
     assert "nan" in values.split(",")[1]
     assert index.rstrip("]").split(", ")[2] == "3"
+
+
+NOT_SCRIPT = textwrap.dedent('''
+    import os, sys
+    os.environ["TRITON_INTERPRET"] = "1"
+    import torch, triton, triton.language as tl
+    from tools.dialect import interp_reduce
+    interp_reduce.install()
+
+    @triton.jit
+    def maximum_with_index(a_value, a_index, b_value, b_index):   # Inductor's, `not` and all
+        mask = a_value > b_value
+        equal = a_value == b_value
+        a_isnan = a_value != a_value
+        b_isnan = b_value != b_value
+        mask |= a_isnan & (not b_isnan)
+        equal |= a_isnan & b_isnan
+        mask |= equal & (a_index < b_index)
+        return tl.where(mask, a_value, b_value), tl.where(mask, a_index, b_index)
+
+    @triton.jit
+    def k(x_ptr, oi_ptr, C: tl.constexpr):
+        c = tl.arange(0, C)
+        _, i = tl.reduce((tl.load(x_ptr + c), c), 0, maximum_with_index)
+        tl.store(oi_ptr, i)
+
+    x = torch.tensor([float("nan"), 2.0, -3.0, 0.5, 1.0, 1.0, 1.0, 1.0])
+    oi = torch.empty(1, dtype=torch.int32)
+    k[(1,)](x, oi, C=8)
+    print(oi.item(), torch.argmax(x).item())
+''')
+
+
+def test_a_combine_function_that_takes_a_values_truth_reduces_element_by_element():
+    """`not b_isnan` of a block is one answer for the whole block in the interpreter: such a
+    combine function (Inductor's argmax with NaN) goes to Triton's loop, which gets NaN's index."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", NOT_SCRIPT], capture_output=True, text=True, env=env,
+                          timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["0", "0"]

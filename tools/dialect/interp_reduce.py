@@ -8,7 +8,9 @@ milliseconds on a GPU times out on cpu. `install` replaces it with a pairwise re
 over whole blocks: neighbours along the axis combined in one call, log2(n) calls, the
 left operand always the earlier element, as `tl.reduce` asks of an associative combine
 function (a GPU reduces in a tree too). A combine function that cannot take blocks (it
-branches on a value) falls back to Triton's own loop.
+branches on a value, or takes `not`, `and`, `or` of one: Inductor's argmax helpers'
+`not b_isnan`, which a block would answer with its truth as an object, always True) falls
+back to Triton's own loop.
 """
 from __future__ import annotations
 
@@ -32,9 +34,33 @@ def install() -> None:
     ops.generic_reduce = generic_reduce
 
 
+_TRUTH_TAKERS: dict = {}   # combine function -> whether it takes the truth of a value
+
+
+def _takes_truth(fn) -> bool:
+    """Does `fn`'s source take a value's truth (`not x`, `x and y`, `x if c else y`)? Blocks
+    cannot answer that per element (Triton's interpreter answers for the whole block). An
+    `if` on a dtype (`if is_floating(a)`, Inductor's max and min) is not a value's."""
+    if fn not in _TRUTH_TAKERS:
+        import ast
+        import inspect
+        import textwrap
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        except (OSError, TypeError, SyntaxError):
+            _TRUTH_TAKERS[fn] = True
+        else:
+            _TRUTH_TAKERS[fn] = any(isinstance(n, (ast.BoolOp, ast.IfExp)) or
+                                    isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not)
+                                    for n in ast.walk(tree))
+    return _TRUTH_TAKERS[fn]
+
+
 def _pairwise(self, input, interpreter):
     import numpy as np
     tl = interpreter.tl
+    if _takes_truth(self.combine_fn.fn):
+        raise TypeError("the combine function takes a value's truth: Triton's loop, per element")
     original_axis = self.axis
     input, axis = self.unravel(input, self.axis)
     dtypes = [arg.dtype for arg in input]

@@ -41,6 +41,18 @@ long = torch.randn(3, 1000, device=dev)
 out["a_long_row"] = same(topk_op(long, 5), torch.topk(long, 5))
 out["sort_stable_keywords"] = same(sort_op(x, stable=True, dim=1, descending=True),
                                    torch.sort(x, dim=1, descending=True, stable=True))
+vocab = torch.randn(2, 20000, device=dev)   # top-k sampling over a vocabulary: past one program's row
+vocab[0, 123] = float("nan")
+out["a_row_past_one_program_largest"] = same(topk_op(vocab, 3), torch.topk(vocab, 3))
+out["a_row_past_one_program_smallest"] = same(topk_op(vocab[1:], 4, -1, False), torch.topk(vocab[1:], 4, -1, False))
+import tools.kernels.select as select_module
+tied = torch.randint(0, 3, (3, 40), device=dev).float()
+tied[0, 3] = float("nan")
+short = topk_op(tied, 6), sort_op(tied, -1, True)
+select_module.MAX_N = 16                     # the same rows through the long-row kernel: the same order
+out["the_long_row_kernel_keeps_the_short_ones_order"] = max(same(topk_op(tied, 6), short[0]),
+                                                             same(sort_op(tied, -1, True), short[1]))
+select_module.MAX_N = 16384
 h = torch.randn(3, 8, device=dev).half()
 out["half_values_kept_in_their_dtype"] = same(topk_op(h, 2), torch.topk(h, 2))
 try:
@@ -52,7 +64,8 @@ print(json.dumps(out))
 """
 NAMES = ["topk_every_dim_largest_and_smallest", "sort_every_dim_both_ways_stable", "equal_keys_keep_their_order",
          "nan_ranks_above_every_number", "strided_input", "a_long_row", "sort_stable_keywords",
-         "half_values_kept_in_their_dtype", "k_past_the_dimension_refused"]
+         "half_values_kept_in_their_dtype", "k_past_the_dimension_refused", "a_row_past_one_program_largest",
+         "a_row_past_one_program_smallest", "the_long_row_kernel_keeps_the_short_ones_order"]
 
 
 @pytest.mark.parametrize("case", NAMES)
@@ -87,3 +100,11 @@ def test_the_selection_kernel_compiles_for_sm90():
     sig = {"x_ptr": "*fp32", "val_ptr": "*fp32", "idx_ptr": "*i64", "n": "i32", "k": "i32", "inner": "i32",
            "x_so": "i32", "x_sn": "i32", "x_si": "i32", "LARGEST": "constexpr", "BLOCK_N": "constexpr"}
     assert compile_for_sm90(select.select_kernel, sig, {"LARGEST": True, "BLOCK_N": 1024}).asm["ptx"]
+
+
+@pytest.mark.slow
+def test_the_long_row_selection_kernel_compiles_for_sm90():
+    import tools.kernels.select as select
+    sig = {"x_ptr": "*fp32", "val_ptr": "*fp32", "idx_ptr": "*i64", "n": "i32", "k": "i32", "inner": "i32",
+           "x_so": "i32", "x_sn": "i32", "x_si": "i32", "LARGEST": "constexpr", "CHUNK": "constexpr"}
+    assert compile_for_sm90(select.select_long_kernel, sig, {"LARGEST": False, "CHUNK": select.LONG_CHUNK}).asm["ptx"]

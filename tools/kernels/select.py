@@ -8,13 +8,16 @@ row in registers (up to MAX_N elements) and takes its k largest (or smallest) on
 time: the key of the largest live element, the smallest index holding it (so equal keys
 come out in index order, as a stable sort gives them), then that element leaves the row.
 NaN ranks above every number, as torch's topk and sort rank it. O(k·n) per row: meant for
-the short rows a gate or a small sort has, not for sorting long ones.
+the short rows a gate or a small sort has, not for sorting long ones. A row longer than
+MAX_N (top-k sampling over a vocabulary) is read in LONG_CHUNK pieces, one pass per pick
+(`select_long_kernel`), in the same order.
 """
 import torch
 import triton
 import triton.language as tl
 
-MAX_N = 16384    # elements per row one program holds
+MAX_N = 16384    # elements per row one program holds; longer rows: select_long_kernel
+LONG_CHUNK = 4096   # elements a longer row is read in, per pass
 
 
 @triton.jit
@@ -48,6 +51,58 @@ def select_kernel(x_ptr, val_ptr, idx_ptr, n, k, inner, x_so, x_sn, x_si,
         live = live & (offs != at)
 
 
+@triton.jit
+def _rank(v, LARGEST: tl.constexpr):
+    """An element's place in the order taken: (class, key), the larger first; NaN's class is
+    above every number's for the largest (first), below for the smallest (last)."""
+    nan = v != v
+    if LARGEST:
+        return nan.to(tl.int32), tl.where(nan, 0.0, v)
+    return (nan == 0).to(tl.int32), tl.where(nan, 0.0, -v)
+
+
+@triton.jit
+def select_long_kernel(x_ptr, val_ptr, idx_ptr, n, k, inner, x_so, x_sn, x_si,
+                       LARGEST: tl.constexpr, CHUNK: tl.constexpr):
+    """select_kernel's order for rows longer than one program holds: the j-th pick is the
+    first element, in (class, key) descending then index ascending, after the (j-1)-th; each
+    pick is one pass over the row in CHUNK-wide pieces. O(k·n) loads."""
+    row = tl.program_id(0)
+    o = row // inner
+    i = row % inner
+    base = x_ptr + o.to(tl.int64) * x_so + i.to(tl.int64) * x_si
+    out_base = o.to(tl.int64) * k * inner + i
+    offs = tl.arange(0, CHUNK)
+    p_cls = 2              # the pick before the first: above every element
+    p_key = 0.0
+    p_idx = -1
+    for j in range(0, k):
+        b_cls = -1
+        b_key = 0.0
+        b_idx = n
+        for start in range(0, n, CHUNK):
+            at = start + offs
+            ok = at < n
+            v = tl.load(base + at.to(tl.int64) * x_sn, mask=ok, other=0.0).to(tl.float32)
+            cls, key = _rank(v, LARGEST)
+            after = (cls < p_cls) | ((cls == p_cls) & ((key < p_key) | ((key == p_key) & (at > p_idx))))
+            live = ok & after
+            c_cls = tl.max(tl.where(live, cls, -1), axis=0)
+            in_cls = live & (cls == c_cls)
+            c_key = tl.max(tl.where(in_cls, key, float("-inf")), axis=0)
+            c_idx = tl.min(tl.where(in_cls & (key == c_key), at, n), axis=0)
+            better = (c_cls > b_cls) | ((c_cls == b_cls) & ((c_key > b_key) | ((c_key == b_key) & (c_idx < b_idx))))
+            b_cls = tl.where(better, c_cls, b_cls)
+            b_key = tl.where(better, c_key, b_key)
+            b_idx = tl.where(better, c_idx, b_idx)
+        value = tl.load(base + b_idx.to(tl.int64) * x_sn)
+        tl.store(val_ptr + out_base + j * inner, value)
+        tl.store(idx_ptr + out_base + j * inner, b_idx.to(tl.int64))
+        p_cls = b_cls
+        p_key = b_key
+        p_idx = b_idx
+
+
 def _select(x, k: int, dim: int, largest: bool):
     if x.dim() == 0:
         x = x.reshape(1)
@@ -56,8 +111,6 @@ def _select(x, k: int, dim: int, largest: bool):
     n = x.shape[dim]
     if not 0 <= k <= n:
         raise ValueError(f"topk: k={k} out of range for a dimension of {n}")
-    if n > MAX_N:
-        raise ValueError(f"topk / sort: rows up to {MAX_N} elements; got {n}")
     outer = 1
     for s in x.shape[:dim]:
         outer *= s
@@ -80,6 +133,10 @@ def _select(x, k: int, dim: int, largest: bool):
     for a in range(dim + 1, x.dim() - 1):
         if x.shape[a] > 1 and strides[a] != strides[a + 1] * x.shape[a + 1]:
             raise ValueError(f"topk / sort: input strides {tuple(strides)} do not collapse around dim {dim}")
+    if n > MAX_N:   # a row no program holds: one pass over it per pick
+        select_long_kernel[(outer * inner,)](x, values, indices, n, k, inner, so, strides[dim], si,
+                                             LARGEST=bool(largest), CHUNK=LONG_CHUNK, num_warps=8)
+        return values, indices
     block = max(16, triton.next_power_of_2(n))
     select_kernel[(outer * inner,)](x, values, indices, n, k, inner, so, strides[dim], si,
                                     LARGEST=bool(largest), BLOCK_N=block, num_warps=4 if block <= 2048 else 8)

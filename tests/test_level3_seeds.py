@@ -1373,3 +1373,13 @@ def test_on_a_gpu_the_judge_finds_the_seed_of_a_forward_writing_its_inputs_corre
     assert "input_copy(arg" in code
     verdict = evaluate(problem, code, device="cuda", profile=False)
     assert verdict.status.value == "correct", verdict.diagnostics
+
+
+def test_a_cpu_seed_calling_libdevice_the_interpreter_lacks_is_refused_by_name():
+    """libdevice.j0 runs on a GPU only: a cpu seed calling it would fail its judgement at run
+    time, so the seed step names it and points at the GPU."""
+    from tools.dialect.interp_libdevice import cpu_missing
+    code = "from triton.language.extra import libdevice\n\n@triton.jit\ndef k(x):\n    return libdevice.j0(x) + libdevice.exp(x)\n"
+    with pytest.raises(ValueError, match=r"^libdevice\.j0: not in krefine's CPU interpreter; seed the problem on a GPU"):
+        cpu_missing(code, "cpu")
+    cpu_missing(code, "cuda")   # a GPU runs it

@@ -50,6 +50,16 @@ def in_the_interpreter(source: str) -> str:
     return _noted(out)
 
 
+def calls(source: str) -> set[str]:
+    """Every libdevice function `source` calls."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    names, _ = _bound(tree)
+    return {node.attr for node in _uses(tree, names)}
+
+
 def gpu_only(source: str) -> list[str]:
     """The libdevice functions `source` calls that Triton's interpreter lacks."""
     try:

@@ -58,6 +58,7 @@ from tools.dialect.families import (ATTENTION_FAMILY, CONV_FAMILY, FAMILIES, GEM
                                     _rnn_launch, _scatter_launch, _sdpa_op, _select_launch, conv_family_source,
                                     family_source)
 from tools.dialect.inductor_capture import Capture, capture
+from tools.dialect.interp_libdevice import cpu_missing
 from tools.dialect.inductor_wrapper import (BLOCK_PARAMS, FIXED_GRID, GRID_NUMELS, Kernel, call_name, dotted,
                                             load_scalar_tensors, read_wrapper, short_code, static_config,
                                             _asserted_layouts, _call_arg_names, add_call_args, copy_written_inputs,
@@ -398,11 +399,11 @@ def seed_from(problem, attempts) -> str:
 
 
 def accepted_seed(problem, cap: Capture) -> str:
-    """`cap` converted and made portable, when the static guards accept it; ValueError
-    saying why not."""
+    """`cap` converted and made portable, when the static guards accept it; ValueError why not."""
     whole, first = frozenset(), None
     while True:   # a class Model's set-up runs (a dummy call sizing a head): carried with its forward
         code = portable(convert(problem, cap, whole))
+        cpu_missing(code, cap.device)   # ValueError: a libdevice call the cpu judge cannot run
         rejected = guard_rejection(code, made_portable=True)   # the guards read the code returned
         if rejected is not None:
             raise ValueError(f"{first}; carried with their forward, the guards would reject it ({rejected})"

@@ -68,7 +68,7 @@ class MeasureOps:
             call, last, inputs = self._timed_forward(seed)
             refilled = []
             before_last = None if check_seed is None else lambda: refilled.append(self._refill(inputs, check_seed))
-            refresh = self._refresher(inputs, seed)
+            refresh = self._refresher(inputs)
             if measure == "batched":
                 samples = timer.time_cuda_batched(call, warmup=warmup, iters=iters, calls_per_sample=reps,
                                                   name=NVTX_RANGE, before_last=before_last, before_each=refresh)
@@ -105,7 +105,7 @@ class MeasureOps:
                 return {"ok": True, "capture_error": short(str(e), 500)}
             self._graph = (key, graph, last, inputs)
             calls = warmup + reps   # each captured call must have launched a Triton kernel
-        refresh = self._refresher(self._graph[3], seed)
+        refresh = self._refresher(self._graph[3])
         samples = self._graph[1].time(iters, name=NVTX_RANGE, before_each=refresh)
         return {"ok": True, "samples_ms": samples, "launches": sum(self.launches.values()), "calls": calls,
                 "refreshed": refresh.done if refresh is not None else 0}
@@ -147,11 +147,13 @@ class MeasureOps:
                     a.copy_(b)
         return True
 
-    def _refresher(self, inputs: list, seed: int):
-        """`before_each` for the timer: sample i's inputs, from a seed of its own, written into
-        `inputs`' own tensors (`_refill`); its `done` counts the samples so refreshed. None
-        where the inputs hold no tensor or are past REFRESH_MAX_BYTES; it stops at a refill
+    def _refresher(self, inputs: list):
+        """`before_each` for the timer: each sample's inputs from a seed of its own, drawn from
+        the OS's randomness (no set comes back in a later round, none can be foreseen), written
+        into `inputs`' own tensors (`_refill`); its `done` counts the samples so refreshed.
+        None where the inputs hold no tensor or are past REFRESH_MAX_BYTES; it stops at a refill
         that cannot be written or took past REFRESH_MAX_S (timed as they are from there)."""
+        import secrets
         import time
         import torch
         tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
@@ -163,7 +165,7 @@ class MeasureOps:
             if refresh.off:
                 return
             t0 = time.perf_counter()
-            if not self._refill(inputs, (seed * 1_000_003 + 7_919 * (i + 1)) % (1 << 31)):
+            if not self._refill(inputs, secrets.randbelow(1 << 31)):
                 refresh.off = True
                 return
             wait()

@@ -9,7 +9,7 @@ time: the key of the largest live element, the smallest index holding it (so equ
 come out in index order, as a stable sort gives them), then that element leaves the row.
 NaN ranks above every number, as torch's topk and sort rank it. O(k·n) per row: meant for
 the short rows a gate or a small sort has, not for sorting long ones. A row longer than
-MAX_N (top-k sampling over a vocabulary) is read in LONG_CHUNK pieces, one pass per pick
+MAX_N (top-k sampling over a vocabulary) is read in LONG_CHUNK pieces, one read of it per pick
 (`select_long_kernel`), in the same order.
 """
 import torch
@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 MAX_N = 16384    # elements per row one program holds; longer rows: select_long_kernel
-LONG_CHUNK = 4096   # elements a longer row is read in, per pass
+LONG_CHUNK = 4096   # elements a longer row is read in, per read
 
 
 @triton.jit
@@ -66,7 +66,7 @@ def select_long_kernel(x_ptr, val_ptr, idx_ptr, n, k, inner, x_so, x_sn, x_si,
                        LARGEST: tl.constexpr, CHUNK: tl.constexpr):
     """select_kernel's order for rows longer than one program holds: the j-th pick is the
     first element, in (class, key) descending then index ascending, after the (j-1)-th; each
-    pick is one pass over the row in CHUNK-wide pieces. O(k·n) loads."""
+    pick reads the whole row in CHUNK-wide pieces. O(k·n) loads."""
     row = tl.program_id(0)
     o = row // inner
     i = row % inner
@@ -133,7 +133,7 @@ def _select(x, k: int, dim: int, largest: bool):
     for a in range(dim + 1, x.dim() - 1):
         if x.shape[a] > 1 and strides[a] != strides[a + 1] * x.shape[a + 1]:
             raise ValueError(f"topk / sort: input strides {tuple(strides)} do not collapse around dim {dim}")
-    if n > MAX_N:   # a row no program holds: one pass over it per pick
+    if n > MAX_N:   # a row no program holds: one read of it per pick
         select_long_kernel[(outer * inner,)](x, values, indices, n, k, inner, so, strides[dim], si,
                                              LARGEST=bool(largest), CHUNK=LONG_CHUNK, num_warps=8)
         return values, indices

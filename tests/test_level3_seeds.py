@@ -1378,7 +1378,7 @@ def test_on_a_gpu_the_judge_finds_the_seed_of_a_forward_writing_its_inputs_corre
 def test_a_cpu_seed_calling_libdevice_the_interpreter_lacks_is_refused_by_name():
     """libdevice.j0 runs on a GPU only: a cpu seed calling it would fail its judgement at run
     time, so the seed step names it and points at the GPU."""
-    from tools.dialect.interp_libdevice import cpu_missing
+    from tools.dialect.interp_math import cpu_missing
     code = "from triton.language.extra import libdevice\n\n@triton.jit\ndef k(x):\n    return libdevice.j0(x) + libdevice.exp(x)\n"
     with pytest.raises(ValueError, match=r"^libdevice\.j0: not in krefine's CPU interpreter; seed the problem on a GPU"):
         cpu_missing(code, "cpu")

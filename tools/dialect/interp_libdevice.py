@@ -308,13 +308,3 @@ for _mode in ("rn", "rz", "rd", "ru"):
         f"float2ull_{_mode}": _to_int(_mode, unsigned=True), f"double2ull_{_mode}": _to_int(_mode, unsigned=True),
     })
 _TABLE.update({"int2double_rn": _from_int("rn"), "uint2double_rn": _from_int("rn")})
-
-
-def cpu_missing(source: str, device: str = "cpu") -> None:
-    """ValueError naming the libdevice functions `source` calls that this module cannot run,
-    for a seed made for the CPU (its judge would fail on them at run time)."""
-    from tools.dialect.interp_math import calls
-    missing = sorted(name for name in calls(source) if name not in _TABLE) if device == "cpu" else []
-    if missing:
-        raise ValueError(f"{', '.join(f'libdevice.{m}' for m in missing)}: not in krefine's CPU interpreter; "
-                         "seed the problem on a GPU (--device cuda)")

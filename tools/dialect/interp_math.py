@@ -60,6 +60,19 @@ def calls(source: str) -> set[str]:
     return {node.attr for node in _uses(tree, names)}
 
 
+def cpu_missing(source: str, device: str = "cpu") -> None:
+    """ValueError naming the libdevice functions `source` calls that krefine's CPU worker
+    (interp_libdevice.py) cannot run, for a seed made for the CPU (its judge would fail on
+    them at run time)."""
+    if device != "cpu":
+        return
+    from tools.dialect.interp_libdevice import _TABLE   # NumPy: only when a seed is made
+    missing = sorted(name for name in calls(source) if name not in _TABLE)
+    if missing:
+        raise ValueError(f"{', '.join(f'libdevice.{m}' for m in missing)}: not in krefine's CPU interpreter; "
+                         "seed the problem on a GPU (--device cuda)")
+
+
 def gpu_only(source: str) -> list[str]:
     """The libdevice functions `source` calls that Triton's interpreter lacks."""
     try:

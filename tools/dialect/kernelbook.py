@@ -58,7 +58,7 @@ from tools.dialect.families import (ATTENTION_FAMILY, CONV_FAMILY, FAMILIES, GEM
                                     _rnn_launch, _scatter_launch, _sdpa_op, _select_launch, conv_family_source,
                                     family_source)
 from tools.dialect.inductor_capture import Capture, capture
-from tools.dialect.interp_libdevice import cpu_missing
+from tools.dialect.interp_math import cpu_missing
 from tools.dialect.inductor_wrapper import (BLOCK_PARAMS, FIXED_GRID, GRID_NUMELS, Kernel, call_name, dotted,
                                             load_scalar_tensors, read_wrapper, short_code, static_config,
                                             _asserted_layouts, _call_arg_names, add_call_args, copy_written_inputs,

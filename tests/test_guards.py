@@ -1657,3 +1657,8 @@ def test_a_layer_subclass_with_a_forward_of_its_own_is_still_rejected():
 def test_triton_internals_a_cpu_judgement_would_run_as_python_are_refused(prelude):
     finding = next((f for f in run_static_guards(candidate(prelude=prelude), STRICT) if f.reject), None)
     assert finding is not None and finding.guard == "triton_internals", finding
+
+
+def test_a_variable_of_the_files_own_named_handle_is_not_triton_internals():
+    src = candidate(forward="handle = x.contiguous()\nout = handle")
+    assert not [f for f in run_static_guards(src, STRICT) if f.guard == "triton_internals"]

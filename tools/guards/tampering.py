@@ -281,9 +281,9 @@ def check_triton_internals(source: Source, settings: GuardSettings) -> Finding |
                            line_of(node), True, "tampering"))
     for s in source.sites:
         n = s.node
-        named = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else \
-            n.value if isinstance(n, ast.Constant) and isinstance(n.value, str) and not isinstance(s.parent, ast.Expr) \
-            else None
+        named = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) and n.id.startswith("__") \
+            else n.value if isinstance(n, ast.Constant) and isinstance(n.value, str) and not isinstance(s.parent, ast.Expr) \
+            else None   # a variable named `handle` is the file's own; `__triton_builtin__ = True` in a class is not
         if named in _TRITON_INTERNAL_NAMES:
             out.append(Finding("triton_internals", f"`{spell(source, n)}` names `{named}`, which reaches a block's "
                                "host data under Triton's interpreter (or runs host code at a launch); on a GPU it is "

@@ -164,6 +164,7 @@ def test_a_single_candidate_with_a_syntax_error_is_its_compile_error_in_json(tmp
     assert [d["line"] for d in doc["diagnostics"] if d["kind"] == "syntax_error"] == [4]
 
 
+@pytest.mark.slow   # a whole judgement in a process of its own (~12 s)
 def test_what_the_problem_prints_goes_to_stderr_so_json_stays_one_object_per_line(tmp_path):
     problem = tmp_path / "noisy_relu.py"
     problem.write_text(Path(PROBLEM).read_text() + "\nprint('loaded the noisy problem')\n")

@@ -45,6 +45,15 @@ def read_json(path: str | os.PathLike) -> Any:
         return json.load(f)
 
 
+def read_json_object(path: str | os.PathLike) -> dict:
+    """read_json of a file that must hold one JSON object (a run's run.json, summary.json, a
+    verdict); DamagedRecord where it holds something else."""
+    value = read_json(path)
+    if not isinstance(value, dict):
+        raise DamagedRecord(path, None, "not a JSON object")
+    return value
+
+
 def append_jsonl(path: str | os.PathLike, obj: Any) -> None:
     """Append one record as one line, fsynced, so a crash loses at most that line."""
     line = json.dumps(obj, default=_default, separators=(",", ":")) + "\n"

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from tools.errors import BadInput
-from tools.problem_inputs import (_SEEDED, _as_copied, _to, build_model, make_init,  # noqa: F401
-                                  make_inputs, seeded, set_seed, split_init)
+from tools.problem_inputs import build_model, make_inputs, seeded, set_seed, split_init  # noqa: F401
 from tools.precision_flags import as_the_user_has_it, fp32_precisions, precision_flags, strict_fp32  # noqa: F401
 
 

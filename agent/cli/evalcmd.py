@@ -21,9 +21,9 @@ a batch: each candidate is a model's answer and gets its own verdict.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import contextlib
 import sys
 import threading
 

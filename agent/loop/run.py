@@ -27,7 +27,7 @@ from typing import Any
 from agent.loop.rundir import NODES, TRACE_SCHEMA, RunDir, candidate_id
 from agent.loop.state import (ORIGIN_MODEL, ORIGIN_SWEEP, CandidateRecord, RunState, Spent, bottleneck_label,
                               initial_state)
-from tools.jsonio import append_jsonl, read_json, read_jsonl, write_json, write_text_atomic
+from tools.jsonio import append_jsonl, read_json_object, read_jsonl, write_json, write_text_atomic
 from tools.verdict import Verdict
 
 # decide's statuses that are not stop reasons (agent/loop/graph.py decide)
@@ -59,11 +59,11 @@ class Run:
 
     def meta(self) -> dict:
         """run.json: the problem, config, model and device ({} before `create` wrote it)."""
-        return read_json(self.rd.meta) if self.rd.meta.exists() else {}
+        return read_json_object(self.rd.meta) if self.rd.meta.exists() else {}
 
     def summary(self) -> dict | None:
         """summary.json (None while the run goes on, or when a kill came first)."""
-        return read_json(self.rd.summary) if self.rd.summary.exists() else None
+        return read_json_object(self.rd.summary) if self.rd.summary.exists() else None
 
     # --------------------------------------------------------------- reading
     def events(self, cid: Any = ...) -> list[dict]:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Iterator
 
 from agent.loop.state import ORIGIN_MODEL
-from tools.jsonio import read_json, read_jsonl, write_text_atomic
+from tools.jsonio import read_json_object, read_jsonl, write_text_atomic
 from tools.verdict import Verdict
 
 TRACE_SCHEMA = 1
@@ -123,7 +123,7 @@ class RunDir:
     def verdict(self, cid: str) -> Verdict | None:
         """evals/<cid>.json as a Verdict, or None before the candidate is judged."""
         path = self.eval(cid)
-        return Verdict.from_json(read_json(path)) if path.exists() else None
+        return Verdict.from_json(read_json_object(path)) if path.exists() else None
 
     # 5) the model's completions: text in completions/, the rest in the generate event
     def completion_ids(self) -> list[str]:
@@ -151,7 +151,7 @@ class RunDir:
 
     # 6) small helpers so readers never build paths by hand
     def read_summary(self) -> dict | None:
-        return read_json(self.summary) if self.summary.exists() else None
+        return read_json_object(self.summary) if self.summary.exists() else None
 
     def write_text(self, path: Path, text: str) -> None:
         write_text_atomic(path, text)

@@ -66,7 +66,8 @@ def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Pa
             raise BadInput("", fault)
     # 2) the run directory: --out must be new or empty
     rd = RunDir(Path(out_dir) if out_dir else default_run_dir(config.run.out_root, problem.name))
-    check_writable(rd.root, "run directory", directory=True)
+    if not out_dir:   # the default one under [run] out_root: its --out was checked above
+        check_writable(rd.root, "run directory", directory=True)
     if rd.root.is_dir() and any(rd.root.iterdir()):
         raise BadInput(rd.root, "run directory exists and is not empty (use `krefine resume` or another --out)")
     # 3) the model: one line and exit 2 when it cannot load, or one line and no model

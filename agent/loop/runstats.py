@@ -171,16 +171,11 @@ def load_run(path: str | Path) -> RunSnapshot:
 
 
 def _load(rd: RunDir) -> RunSnapshot:
-    for path in (rd.meta, rd.summary):   # objects, where they are there at all
-        if path.exists() and not isinstance(_json(path), dict):
-            raise BadInput(path, "not a JSON object")
     if rd.best.exists() and not rd.best.is_file():
         raise BadInput(rd.best, "not a file")
     run = _json(rd.trace, lambda p: Run(rd))
     candidates = {}
     for cid in run.candidate_ids():
-        if rd.eval(cid).exists() and not isinstance(_json(rd.eval(cid)), dict):
-            raise BadInput(rd.eval(cid), "not a JSON object")
         record = _json(rd.eval(cid), lambda p: run.record(cid))
         verdict = run.verdict(cid)
         candidates[cid] = Candidate(

@@ -14,6 +14,8 @@ back to Triton's own loop.
 """
 from __future__ import annotations
 
+import functools
+
 
 def install() -> None:
     try:
@@ -34,26 +36,20 @@ def install() -> None:
     ops.generic_reduce = generic_reduce
 
 
-_TRUTH_TAKERS: dict = {}   # combine function -> whether it takes the truth of a value
-
-
+@functools.cache
 def _takes_truth(fn) -> bool:
     """Does `fn`'s source take a value's truth (`not x`, `x and y`, `x if c else y`)? Blocks
     cannot answer that per element (Triton's interpreter answers for the whole block). An
     `if` on a dtype (`if is_floating(a)`, Inductor's max and min) is not a value's."""
-    if fn not in _TRUTH_TAKERS:
-        import ast
-        import inspect
-        import textwrap
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-        except (OSError, TypeError, SyntaxError):
-            _TRUTH_TAKERS[fn] = True
-        else:
-            _TRUTH_TAKERS[fn] = any(isinstance(n, (ast.BoolOp, ast.IfExp)) or
-                                    isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not)
-                                    for n in ast.walk(tree))
-    return _TRUTH_TAKERS[fn]
+    import ast
+    import inspect
+    import textwrap
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return True
+    return any(isinstance(n, (ast.BoolOp, ast.IfExp)) or isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not)
+               for n in ast.walk(tree))
 
 
 def _pairwise(self, input, interpreter):

@@ -263,8 +263,7 @@ def _escaped_modules(source: Source) -> Iterator[Ref]:
 # hooks), and the names by which code reaches a block's host data under the interpreter (a
 # block's `handle` is a NumPy array there, an IR value in a GPU build) or runs at a launch (a
 # JIT function's pre-run hooks) or passes as a Triton builtin (`__triton_builtin__`)
-_TRITON_INTERNAL_PATHS = ("triton._C", "triton.runtime.interpreter", "triton.knobs", "triton.runtime.jit.JITFunction."
-                          "add_pre_run_hook")
+_TRITON_INTERNAL_PATHS = ("triton._C", "triton.runtime.interpreter", "triton.knobs")
 _TRITON_INTERNAL_NAMES = words("handle pre_run_hooks add_pre_run_hook __triton_builtin__")
 
 

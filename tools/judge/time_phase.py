@@ -134,10 +134,6 @@ def _one_batch(evaluation, worker, seed, measure, reps, timers, rounds) -> Statu
             error_diag(evaluation, {"phase": "timing", "error_type": "CaptureFailed", "message": reply["capture_error"]})
             return Status.RUNTIME_ERROR
         rounds["candidate"].append([float(x) for x in reply["samples_ms"]])
-        # samples timed on fresh inputs (tools/sandbox/measure_ops.py `_refresher`), of those taken
-        seen = evaluation.checks.setdefault("timed_on_fresh_inputs", {"samples": 0, "of": 0})
-        seen["samples"] += int(reply.get("refreshed") or 0)
-        seen["of"] += len(reply["samples_ms"])
         if _skipped_work(evaluation, reply, f"timing round {n}"):
             return Status.REJECTED
         # what the GPU ran (CUPTI's record, the batch's last round) is judged before the launch lists:

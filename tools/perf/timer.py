@@ -58,26 +58,21 @@ def nvtx_range(name: str):
 
 
 def time_cuda(fn: Callable[[], object], *, warmup: int, iters: int, device=None,
-              name: str = "krefine.timed", before_last: Callable[[], object] | None = None,
-              before_each: Callable[[int], object] | None = None) -> list[float]:
+              name: str = "krefine.timed", before_last: Callable[[], object] | None = None) -> list[float]:
     """Milliseconds of `iters` calls of fn, each after an L2 flush, one event pair each,
     a device-wide sync inside each pair (the "per_call" measure)."""
     return time_cuda_batched(fn, warmup=warmup, iters=iters, calls_per_sample=1,
-                             device=device, name=name, before_last=before_last, before_each=before_each)
+                             device=device, name=name, before_last=before_last)
 
 
 def time_cuda_batched(fn: Callable[[], object], *, warmup: int, iters: int,
                       calls_per_sample: int, device=None, name: str = "krefine.timed_batched",
-                      before_last: Callable[[], object] | None = None,
-                      before_each: Callable[[int], object] | None = None) -> list[float]:
+                      before_last: Callable[[], object] | None = None) -> list[float]:
     """Ms per call of `iters` samples, each `calls_per_sample` back-to-back calls between
     one event pair after one L2 flush, ended inside the pair by one device-wide sync.
     `before_last` runs once before the last sample's flush, outside every event pair
     (the worker writes new inputs there: the last sample's calls are timed calls on
-    inputs fn has not seen before). `before_each(i)`, for every other sample i, runs
-    there too and is waited for (a device sync), so neither its host time nor its GPU
-    work reaches a timed region or gives fn's launches a head start (the worker writes
-    fresh inputs there: a forward that skips work on inputs it has seen gains nothing)."""
+    inputs fn has not seen before)."""
     import torch
     device = torch.device(device or "cuda")
     flush = torch.empty(_FLUSH_BYTES, dtype=torch.int8, device=device)
@@ -90,9 +85,6 @@ def time_cuda_batched(fn: Callable[[], object], *, warmup: int, iters: int,
         for i in range(iters):
             if before_last is not None and i == iters - 1:
                 before_last()
-            elif before_each is not None:
-                before_each(i)
-                torch.cuda.synchronize(device)
             flush.zero_()
             starts[i].record()
             for _ in range(calls_per_sample):
@@ -132,22 +124,14 @@ class CapturedGraph:
     def __init__(self, graph, stream, device, reps: int, flush):
         self.graph, self.stream, self.device, self.reps, self._flush = graph, stream, device, reps, flush
 
-    def time(self, iters: int, *, name: str = "krefine.timed_graph",
-             before_each: Callable[[int], object] | None = None) -> list[float]:
-        """Ms per call of `iters` replays, each after an L2 flush, one event pair each;
-        `before_each(i)` before replay i's flush, on the caller's stream, waited for (as
-        time_cuda_batched's: new values written into the graph's inputs)."""
+    def time(self, iters: int, *, name: str = "krefine.timed_graph") -> list[float]:
+        """Ms per call of `iters` replays, each after an L2 flush, one event pair each."""
         import torch
-        caller = torch.cuda.current_stream(self.device)
         with torch.cuda.stream(self.stream):
             starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
             ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
             with nvtx_range(name):
                 for i in range(iters):
-                    if before_each is not None:
-                        with torch.cuda.stream(caller):
-                            before_each(i)
-                        torch.cuda.synchronize(self.device)
                     self._flush.zero_()
                     starts[i].record(self.stream)
                     self.graph.replay()

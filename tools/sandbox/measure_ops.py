@@ -11,12 +11,7 @@ a timing graph) is a "timed" call of the worker's launch log (`launch_log`,
 tools/sandbox/signatures.py), whose signatures go back with each time reply; and the
 outputs a timing request returns come from the timed mechanism itself on inputs the
 candidate has not seen: the judge's `check_seed` written into the timed inputs before
-the last sample, or into the graph's input tensors before one more replay. Every other
-sample (each replay of a graph) runs on fresh inputs too, written into the same tensors
-outside the timed region (`_refresher`): a forward that remembers inputs it has seen and
-skips its work on them (a device-side compare, invisible to every launch check) is timed
-doing the work. Not refreshed: inputs past REFRESH_MAX_BYTES, or whose refill takes past
-REFRESH_MAX_S; and the calls within one batched sample or one graph replay share inputs.
+the last sample, or into the graph's input tensors before one more replay.
 """
 from __future__ import annotations
 
@@ -27,9 +22,6 @@ from tools.sandbox.activity import record_timed
 from tools.sandbox.faults import short
 from tools.sandbox.outputs import all_tensors, flatten_output
 from tools.sandbox.signatures import LaunchLog
-
-REFRESH_MAX_BYTES = 4 << 30   # inputs past this are timed as they are: a second set would not fit beside them
-REFRESH_MAX_S = 0.25          # nor inputs whose refill takes longer (a slow get_inputs, every sample)
 
 
 class MeasureOps:
@@ -54,7 +46,7 @@ class MeasureOps:
         check_seed = None if h.get("check_seed") is None else int(h["check_seed"])
         self.launches.clear()
         self.launch_log.clear("timed")
-        call, fresh, refresh = None, None, None
+        call, fresh = None, None
         if measure == "cuda_graph":
             reply = self._time_graph(seed, warmup, iters, reps)
             if not reply.get("ok") or "capture_error" in reply:
@@ -68,18 +60,16 @@ class MeasureOps:
             call, last, inputs = self._timed_forward(seed)
             refilled = []
             before_last = None if check_seed is None else lambda: refilled.append(self._refill(inputs, check_seed))
-            refresh = self._refresher(inputs)
             if measure == "batched":
                 samples = timer.time_cuda_batched(call, warmup=warmup, iters=iters, calls_per_sample=reps,
-                                                  name=NVTX_RANGE, before_last=before_last, before_each=refresh)
+                                                  name=NVTX_RANGE, before_last=before_last)
                 calls = warmup + iters * reps
             else:
-                samples = timer.time_cuda(call, warmup=warmup, iters=iters, name=NVTX_RANGE, before_last=before_last,
-                                          before_each=refresh)
+                samples = timer.time_cuda(call, warmup=warmup, iters=iters, name=NVTX_RANGE, before_last=before_last)
                 calls = warmup + iters
             fresh = "call" if refilled == [True] else None
             reply = {"ok": True, "samples_ms": samples, "launches": sum(self.launches.values()),
-                     "calls": calls, "refreshed": refresh.done if refresh is not None else 0}
+                     "calls": calls}
         flat, _, names = flatten_output(last[0])   # exact tensors only are read (tools/sandbox/outputs.py)
         specs, payload = self._pack(flat, h) if h.get("return_output") and all_tensors(names) else ([], b"")
         # after the outputs went: CUPTI's record of calls like the timed ones (tools/sandbox/activity.py)
@@ -105,10 +95,8 @@ class MeasureOps:
                 return {"ok": True, "capture_error": short(str(e), 500)}
             self._graph = (key, graph, last, inputs)
             calls = warmup + reps   # each captured call must have launched a Triton kernel
-        refresh = self._refresher(self._graph[3])
-        samples = self._graph[1].time(iters, name=NVTX_RANGE, before_each=refresh)
-        return {"ok": True, "samples_ms": samples, "launches": sum(self.launches.values()), "calls": calls,
-                "refreshed": refresh.done if refresh is not None else 0}
+        samples = self._graph[1].time(iters, name=NVTX_RANGE)
+        return {"ok": True, "samples_ms": samples, "launches": sum(self.launches.values()), "calls": calls}
 
     def _timed_forward(self, seed: int):
         """(call, box, inputs): call() runs one forward on inputs from `seed` without a
@@ -146,33 +134,6 @@ class MeasureOps:
                 if isinstance(a, torch.Tensor):
                     a.copy_(b)
         return True
-
-    def _refresher(self, inputs: list):
-        """`before_each` for the timer: each sample's inputs from a seed of its own, drawn from
-        the OS's randomness (no set comes back in a later round, none can be foreseen), written
-        into `inputs`' own tensors (`_refill`); its `done` counts the samples so refreshed.
-        None where the inputs hold no tensor or are past REFRESH_MAX_BYTES; it stops at a refill
-        that cannot be written or took past REFRESH_MAX_S (timed as they are from there)."""
-        import secrets
-        import time
-        import torch
-        tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
-        if not tensors or sum(x.numel() * x.element_size() for x in tensors) > REFRESH_MAX_BYTES:
-            return None
-        wait = torch.cuda.synchronize if any(x.is_cuda for x in tensors) else (lambda: None)
-
-        def refresh(i: int) -> None:
-            if refresh.off:
-                return
-            t0 = time.perf_counter()
-            if not self._refill(inputs, secrets.randbelow(1 << 31)):
-                refresh.off = True
-                return
-            wait()
-            refresh.done += 1
-            refresh.off = time.perf_counter() - t0 > REFRESH_MAX_S
-        refresh.done, refresh.off = 0, False
-        return refresh
 
     def _drop_graph(self) -> None:
         if self._graph is not None:

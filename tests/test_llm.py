@@ -86,6 +86,26 @@ def test_a_missing_model_directory_is_backend_unavailable_in_one_line(tmp_path):
     assert "\n" not in str(e.value) and "openai:" in str(e.value) and "replay:FILE" in str(e.value)
 
 
+def test_a_plain_file_as_model_is_named_a_file_not_a_missing_directory(tmp_path):
+    weights = tmp_path / "weights.bin"
+    weights.write_bytes(b"\0" * 16)
+    with pytest.raises(BackendUnavailable, match="is a file, not a model") as e:
+        make_backend(str(weights), AgentConfig()).load()
+    assert "\n" not in str(e.value) and str(weights) in str(e.value)
+
+
+def test_a_directory_without_config_json_is_named_so(tmp_path):
+    with pytest.raises(BackendUnavailable, match="has no config.json"):
+        make_backend(str(tmp_path), AgentConfig()).load()
+
+
+def test_a_relative_name_that_exists_here_is_a_path_not_a_hub_id(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mymodel").write_text("not a model")
+    with pytest.raises(BackendUnavailable, match="is a file, not a model"):
+        make_backend("mymodel", AgentConfig()).load()
+
+
 def test_a_broken_model_directory_is_backend_unavailable(tmp_path):
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(BackendUnavailable, match="cannot load"):

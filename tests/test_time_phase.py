@@ -77,7 +77,7 @@ class _FakeGraph:
     def __init__(self, ms: float):
         self.ms, self.closed = ms, False
 
-    def time(self, iters: int, *, name: str = "") -> list[float]:
+    def time(self, iters: int, *, name: str = "", before_each=None) -> list[float]:
         return [self.ms] * iters
 
     def close(self) -> None:
@@ -221,6 +221,38 @@ def test_a_short_forwards_host_run_lasts_milliseconds_and_is_prepared_untimed(mo
     ops = [h["op"] for h in worker.requests]
     assert ops.index("host_prepare") < ops.index("host_run") < ops.index("host_done")
     assert run.checks["host_check"]["iters"] * 0.03 >= 5.0   # 0.03 ms per call, runs of >= 5 ms
+
+
+# --- fresh inputs for every timed sample, both sides alike (tools/perf/rotation.py) ----------
+
+class _Held:
+    """BaselineInputs' make and call, on cpu tensors."""
+    def make(self, seed: int):
+        import torch
+        return [torch.randn(8, generator=torch.Generator().manual_seed(seed))]
+
+    def call(self, what, fn):
+        return fn(self.make(0))
+
+
+def test_the_candidate_is_asked_to_rotate_as_many_sets_as_the_baselines(monkeypatch):
+    from tools.judge import time_phase
+    monkeypatch.setattr(time_phase, "recheck_timed_outputs", lambda *a: None)
+    import dataclasses
+    run, worker = _run(), _FakeWorker()
+    run.settings = dataclasses.replace(run.settings, timing=dataclasses.replace(run.settings.timing,
+                                                                                fresh_inputs=True))
+    n = time_phase._rotation_plan(run, _Held())
+    time_phase._timed_rounds(run, worker, 1, "per_call", 1, {"eager": lambda warm: [0.02] * 20}, rotate=n)
+    assert n == run.settings.timing.iters_per_round
+    assert {h.get("rotate") for h in worker.requests if h["op"] == "time"} == {n}
+
+
+def test_with_fresh_inputs_off_the_default_nothing_rotates_and_the_check_says_so():
+    from tools.judge import time_phase
+    run = _run()
+    assert time_phase._rotation_plan(run, _Held()) == 0
+    assert run.checks["timed_on_fresh_inputs"] == {"sets_per_round": 0, "candidate_samples": 0, "of": 0}
 
 
 def test_a_speedup_past_the_plausibility_threshold_is_flagged_with_its_figure():

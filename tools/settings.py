@@ -205,6 +205,7 @@ class TimingSettings:
     rounds: int = 5                     # interleaved rounds: eager, candidate, compile
     iters_per_round: int = 20           # timed calls per round, each after an L2 flush
     compile_baseline: bool = True       # also time torch.compile(Model)
+    fresh_inputs: bool = False          # every per-call sample on a new set of inputs, every callable alike
     excessive_speedup: float = 10.0     # speedups above this are flagged, not trusted
     host_check_iters: int = 20          # back-to-back calls for the judge's wall-clock check
     host_check_ratio: float = 2.0       # flag when wall/call > ratio*median + slack

@@ -19,6 +19,7 @@ import time
 from tools.judge import ground_truth, memory, timed_path
 from tools.judge.record import died, error_diag, health
 from tools.judge.trials import recheck_timed_outputs
+from tools.perf.rotation import plan as rotation_plan, rotation
 from tools.problem import make_inputs
 from tools.sandbox import isolation
 from tools.verdict import Status, Timing
@@ -48,14 +49,19 @@ def time_candidate(evaluation, worker, ref_model, seed, dev) -> Status | None:
     evaluation.device_info = {"type": "cuda", **gpu_state(evaluation.gpu_index), "before_timing": True}
     try:
         with torch.no_grad():
+            # every per-call sample on a fresh set of inputs, on both sides alike (tools/perf/rotation.py)
+            rotate = _rotation_plan(evaluation, held)
+            turn = (lambda xs: rotation(held.make, xs, rotate))
             # a) per call, every time
             per_call = {k: lambda warm, fn=fn, k=k: held.call(f"timing the {k} baseline", lambda xs: timer.time_cuda(
-                            lambda: fn(xs), warmup=warm, iters=ts.iters_per_round, name=f"krefine.{k}"))
+                            lambda: fn(xs), warmup=warm, iters=ts.iters_per_round, name=f"krefine.{k}",
+                            before_each=turn(xs)))
                         for k, fn in baselines.items()}
             # more per-call rounds only where per-call will be the measure (a long forward)
             long_forward = (lambda r: ts.measure == "per_call" or (ts.measure == "auto" and min(
                 statistics.median(x for rr in v for x in rr) for v in r.values()) >= ts.per_call_min_ms))
-            rounds, status = _timed_rounds(evaluation, worker, seed, "per_call", 1, per_call, extend=long_forward)
+            rounds, status = _timed_rounds(evaluation, worker, seed, "per_call", 1, per_call, extend=long_forward,
+                                           rotate=rotate)
             if status is not None:
                 return status
             per_call_ms = {k: statistics.median(x for r in v for x in r) for k, v in rounds.items()}
@@ -70,6 +76,8 @@ def time_candidate(evaluation, worker, ref_model, seed, dev) -> Status | None:
                     # graphs and batches keep their inputs for the phase (short forwards are small)
                     xs = held.pin()
                     plain = {k: lambda fn=fn: fn(xs) for k, fn in baselines.items()}
+                    # no fresh inputs here: a graph replay or batched sample repeats its calls on one set,
+                    # and copies before a 2 us forward's replay moved Triton's time, not cuBLAS's (BENCHMARKS.md)
                     measure, reps, judged, status = _short_measure(evaluation, worker, seed, plain, graphs)
                     if status is None:
                         rounds, status = _timed_rounds(evaluation, worker, seed, measure, reps, judged)
@@ -91,7 +99,7 @@ def time_candidate(evaluation, worker, ref_model, seed, dev) -> Status | None:
 
 
 def _timed_rounds(evaluation, worker, seed, measure: str, reps: int, timers: dict,
-                  extend=lambda rounds: True) -> tuple[dict, Status | None]:
+                  extend=lambda rounds: True, rotate: int = 0) -> tuple[dict, Status | None]:
     """Interleaved rounds (eager, candidate, compile) of one measure: per-round ms
     samples per callable. `timers[name](warmup)` times a baseline here; the candidate is
     timed in its worker. Rounds come in batches of [timing] rounds; another batch follows
@@ -104,7 +112,7 @@ def _timed_rounds(evaluation, worker, seed, measure: str, reps: int, timers: dic
     t0, first_s = time.monotonic(), None
     while True:
         t = time.monotonic()
-        status = _one_batch(evaluation, worker, seed, measure, reps, timers, rounds)
+        status = _one_batch(evaluation, worker, seed, measure, reps, timers, rounds, rotate)
         batch_s = time.monotonic() - t
         first_s = batch_s if first_s is None else first_s
         extra_after_next_s = time.monotonic() - t0 - first_s + batch_s
@@ -112,7 +120,7 @@ def _timed_rounds(evaluation, worker, seed, measure: str, reps: int, timers: dic
             return rounds, status
 
 
-def _one_batch(evaluation, worker, seed, measure, reps, timers, rounds) -> Status | None:
+def _one_batch(evaluation, worker, seed, measure, reps, timers, rounds, rotate=0) -> Status | None:
     ts = evaluation.settings.timing
     payload, reply, fresh = b"", {}, None
     launched: list[tuple[dict, str]] = []   # each round's reply, for its launch lists
@@ -127,9 +135,13 @@ def _one_batch(evaluation, worker, seed, measure, reps, timers, rounds) -> Statu
         reply, payload, status = _ask(evaluation, worker, {
             "op": "time", "seed": seed, "warmup": warm, "iters": ts.iters_per_round, "measure": measure,
             "reps": reps, "return_output": final, "check_seed": fresh, "staged": evaluation.staged is not None,
-            "activity": recorded}, f"timing round {n}")
+            "activity": recorded, "rotate": rotate}, f"timing round {n}")
         if status is not None:
             return status
+        seen = evaluation.checks.setdefault("timed_on_fresh_inputs",   # the candidate's samples on a set of their own
+                                            {"sets_per_round": rotate, "candidate_samples": 0, "of": 0})
+        seen["candidate_samples"] += int(reply.get("rotated") or 0)
+        seen["of"] += len(reply.get("samples_ms") or ())
         if "capture_error" in reply:   # its graph was captured by the probe: it cannot fail now
             error_diag(evaluation, {"phase": "timing", "error_type": "CaptureFailed", "message": reply["capture_error"]})
             return Status.RUNTIME_ERROR
@@ -289,6 +301,19 @@ def _host_check(evaluation, worker, seed, eager, held) -> None:
                                 "rtt_ms": rtt_ms, "iters": iters, "runs_ms_per_call": runs}
 
 
+def _rotation_plan(evaluation, held) -> int:
+    """Fresh input sets a per-call round, one per timed sample, for every callable alike; 0
+    (all timed on their inputs as they are) where [timing] fresh_inputs is off or the sets
+    would not fit or take too long to make (tools/perf/rotation.py). The short measures
+    (graph replays, batched calls) take none. checks.timed_on_fresh_inputs counts the
+    candidate's samples on a set of their own, of all its timed samples."""
+    ts = evaluation.settings.timing
+    n = held.call("making fresh timing inputs", lambda xs: rotation_plan(held.make, xs, ts.iters_per_round)) \
+        if ts.fresh_inputs else 0
+    evaluation.checks["timed_on_fresh_inputs"] = {"sets_per_round": n, "candidate_samples": 0, "of": 0}
+    return n
+
+
 def host_limit_ms(ts, per_call_ms: float) -> float:
     """The most the judge's clock may say per call before the events are not trusted."""
     return ts.host_check_ratio * per_call_ms + ts.host_check_slack_ms
@@ -304,6 +329,10 @@ class BaselineInputs:
     def __init__(self, judge, mod, seed: int, dev: str):
         self.judge, self.mod, self.seed, self.dev = judge, mod, seed, dev
         self._kept: list | None = None
+
+    def make(self, seed: int) -> list:
+        """A set of inputs from `seed`, made here (a fresh timing set: tools/perf/rotation.py)."""
+        return make_inputs(self.mod, seed, self.dev)
 
     def pin(self) -> list:
         if self._kept is None:

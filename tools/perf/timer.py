@@ -58,21 +58,25 @@ def nvtx_range(name: str):
 
 
 def time_cuda(fn: Callable[[], object], *, warmup: int, iters: int, device=None,
-              name: str = "krefine.timed", before_last: Callable[[], object] | None = None) -> list[float]:
+              name: str = "krefine.timed", before_last: Callable[[], object] | None = None,
+              before_each: Callable[[int], object] | None = None) -> list[float]:
     """Milliseconds of `iters` calls of fn, each after an L2 flush, one event pair each,
     a device-wide sync inside each pair (the "per_call" measure)."""
     return time_cuda_batched(fn, warmup=warmup, iters=iters, calls_per_sample=1,
-                             device=device, name=name, before_last=before_last)
+                             device=device, name=name, before_last=before_last, before_each=before_each)
 
 
 def time_cuda_batched(fn: Callable[[], object], *, warmup: int, iters: int,
                       calls_per_sample: int, device=None, name: str = "krefine.timed_batched",
-                      before_last: Callable[[], object] | None = None) -> list[float]:
+                      before_last: Callable[[], object] | None = None,
+                      before_each: Callable[[int], object] | None = None) -> list[float]:
     """Ms per call of `iters` samples, each `calls_per_sample` back-to-back calls between
     one event pair after one L2 flush, ended inside the pair by one device-wide sync.
     `before_last` runs once before the last sample's flush, outside every event pair
     (the worker writes new inputs there: the last sample's calls are timed calls on
-    inputs fn has not seen before)."""
+    inputs fn has not seen before). `before_each(i)`, for every other sample i, runs
+    there too and is not waited for: GPU work it queues (tools/perf/rotation.py's copies
+    of fresh inputs) runs before the flush, as it would for any callable timed alike."""
     import torch
     device = torch.device(device or "cuda")
     flush = torch.empty(_FLUSH_BYTES, dtype=torch.int8, device=device)
@@ -85,6 +89,8 @@ def time_cuda_batched(fn: Callable[[], object], *, warmup: int, iters: int,
         for i in range(iters):
             if before_last is not None and i == iters - 1:
                 before_last()
+            elif before_each is not None:
+                before_each(i)
             flush.zero_()
             starts[i].record()
             for _ in range(calls_per_sample):
@@ -124,14 +130,21 @@ class CapturedGraph:
     def __init__(self, graph, stream, device, reps: int, flush):
         self.graph, self.stream, self.device, self.reps, self._flush = graph, stream, device, reps, flush
 
-    def time(self, iters: int, *, name: str = "krefine.timed_graph") -> list[float]:
-        """Ms per call of `iters` replays, each after an L2 flush, one event pair each."""
+    def time(self, iters: int, *, name: str = "krefine.timed_graph",
+             before_each: Callable[[int], object] | None = None) -> list[float]:
+        """Ms per call of `iters` replays, each after an L2 flush, one event pair each;
+        `before_each(i)` before replay i's flush, on the graph's stream, not waited for
+        (new values copied into the graph's inputs: tools/perf/rotation.py)."""
         import torch
+        if before_each is not None:   # its sets were written on the caller's stream
+            self.stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(self.stream):
             starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
             ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
             with nvtx_range(name):
                 for i in range(iters):
+                    if before_each is not None:
+                        before_each(i)
                     self._flush.zero_()
                     starts[i].record(self.stream)
                     self.graph.replay()

@@ -11,13 +11,16 @@ a timing graph) is a "timed" call of the worker's launch log (`launch_log`,
 tools/sandbox/signatures.py), whose signatures go back with each time reply; and the
 outputs a timing request returns come from the timed mechanism itself on inputs the
 candidate has not seen: the judge's `check_seed` written into the timed inputs before
-the last sample, or into the graph's input tensors before one more replay.
+the last sample, or into the graph's input tensors before one more replay. Every other
+sample (each replay) runs on a fresh set of inputs where the judge asks (`rotate`: one set
+per sample, tools/perf/rotation.py), as the judge's own baselines do.
 """
 from __future__ import annotations
 
 import functools
 
 from tools.perf.ncu import NVTX_RANGE   # the range ncu's filter selects, around every timed forward
+from tools.perf.rotation import rotation
 from tools.sandbox.activity import record_timed
 from tools.sandbox.faults import short
 from tools.sandbox.outputs import all_tensors, flatten_output
@@ -44,11 +47,12 @@ class MeasureOps:
         measure = h.get("measure", "per_call")
         seed, warmup, iters, reps = int(h["seed"]), int(h["warmup"]), int(h["iters"]), int(h.get("reps", 1))
         check_seed = None if h.get("check_seed") is None else int(h["check_seed"])
+        rotate = int(h.get("rotate") or 0)   # fresh input sets a round, one per sample (0: none)
         self.launches.clear()
         self.launch_log.clear("timed")
         call, fresh = None, None
         if measure == "cuda_graph":
-            reply = self._time_graph(seed, warmup, iters, reps)
+            reply = self._time_graph(seed, warmup, iters, reps, rotate)
             if not reply.get("ok") or "capture_error" in reply:
                 self.launch_log.clear("timed")   # a capture that failed mid-call: not what any replay runs
                 return reply, b""
@@ -60,16 +64,18 @@ class MeasureOps:
             call, last, inputs = self._timed_forward(seed)
             refilled = []
             before_last = None if check_seed is None else lambda: refilled.append(self._refill(inputs, check_seed))
+            turn = rotation(self._inputs, inputs, rotate)
             if measure == "batched":
                 samples = timer.time_cuda_batched(call, warmup=warmup, iters=iters, calls_per_sample=reps,
-                                                  name=NVTX_RANGE, before_last=before_last)
+                                                  name=NVTX_RANGE, before_last=before_last, before_each=turn)
                 calls = warmup + iters * reps
             else:
-                samples = timer.time_cuda(call, warmup=warmup, iters=iters, name=NVTX_RANGE, before_last=before_last)
+                samples = timer.time_cuda(call, warmup=warmup, iters=iters, name=NVTX_RANGE, before_last=before_last,
+                                          before_each=turn)
                 calls = warmup + iters
             fresh = "call" if refilled == [True] else None
             reply = {"ok": True, "samples_ms": samples, "launches": sum(self.launches.values()),
-                     "calls": calls}
+                     "calls": calls, "rotated": turn.done if turn is not None else 0}
         flat, _, names = flatten_output(last[0])   # exact tensors only are read (tools/sandbox/outputs.py)
         specs, payload = self._pack(flat, h) if h.get("return_output") and all_tensors(names) else ([], b"")
         # after the outputs went: CUPTI's record of calls like the timed ones (tools/sandbox/activity.py)
@@ -77,7 +83,7 @@ class MeasureOps:
         return {**reply, "outputs": specs, "output_types": names, "fresh_inputs": fresh, "activity": activity,
                 "launch_signatures": self.launch_log.take()}, payload
 
-    def _time_graph(self, seed: int, warmup: int, iters: int, reps: int) -> dict:
+    def _time_graph(self, seed: int, warmup: int, iters: int, reps: int, rotate: int = 0) -> dict:
         """Replays of the candidate's graph; captured (with its launches counted) on the
         first call for this seed and reps. A capture that fails is a fact for the judge
         (it times every callable another way), not the candidate's error."""
@@ -95,8 +101,10 @@ class MeasureOps:
                 return {"ok": True, "capture_error": short(str(e), 500)}
             self._graph = (key, graph, last, inputs)
             calls = warmup + reps   # each captured call must have launched a Triton kernel
-        samples = self._graph[1].time(iters, name=NVTX_RANGE)
-        return {"ok": True, "samples_ms": samples, "launches": sum(self.launches.values()), "calls": calls}
+        turn = rotation(self._inputs, self._graph[3], rotate)
+        samples = self._graph[1].time(iters, name=NVTX_RANGE, before_each=turn)
+        return {"ok": True, "samples_ms": samples, "launches": sum(self.launches.values()), "calls": calls,
+                "rotated": turn.done if turn is not None else 0}
 
     def _timed_forward(self, seed: int):
         """(call, box, inputs): call() runs one forward on inputs from `seed` without a

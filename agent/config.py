@@ -264,10 +264,16 @@ def url_fault(url: str) -> str | None:
     return None
 
 
+MAX_CONFIG_BYTES = 16 << 20
+
+
 def _parse(path: Path) -> dict:
     if path.exists() and not path.is_file():   # a FIFO or a device would be read forever
         raise BadInput(path, "config path is not a regular file")
     try:
+        if path.exists() and path.stat().st_size > MAX_CONFIG_BYTES:
+            raise BadInput(path, f"config file is {path.stat().st_size >> 20} MiB; an agent.toml of at most "
+                                 f"{MAX_CONFIG_BYTES >> 20} MiB is read")
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BadInput(path, "no such config file") from None

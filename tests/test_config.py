@@ -290,3 +290,11 @@ def test_a_negative_templates_budget_is_refused_by_name():
     with pytest.raises(BadInput, match=r"^--set search\.templates_timeout_s must be at least 0, got -1$"):
         load_config(overrides={"search.templates_timeout_s": -1.0},
                     origins={"search.templates_timeout_s": "--set search.templates_timeout_s"})
+
+
+def test_a_config_file_past_the_size_cap_is_bad_input_not_read(tmp_path):
+    big = tmp_path / "agent.toml"
+    with big.open("wb") as f:
+        f.truncate(1 << 40)   # sparse: a TiB that would exhaust memory if read
+    with pytest.raises(BadInput, match="MiB"):
+        load_config(big)

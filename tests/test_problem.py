@@ -457,3 +457,40 @@ def test_inputs_krefine_cannot_judge_are_named_as_what_get_inputs_returned(tmp_p
     path = write(tmp_path, src)
     with pytest.raises(BadInput, match=re.escape(f"get_inputs() returned {fault}")):
         make_inputs(load_problem(path).module, 0, "cpu")
+
+
+DEEP = "x = " + "+".join(["1"] * 5000) + "\nclass ModelNew: pass\n"
+
+
+def test_a_candidate_nested_too_deeply_for_the_parser_is_not_valid_python(tmp_path):
+    with pytest.raises(BadInput, match="nested too deeply"):
+        load_candidate(write(tmp_path, DEEP, "c.py"))
+
+
+def test_the_judge_gives_a_too_deeply_nested_candidate_compile_error_not_an_internal_error():
+    from tools.judge.static import static_verdict
+    from tools.settings import EvalSettings
+    from tools.verdict import Status
+    v = static_verdict(DEEP, "c.py", EvalSettings(), "cpu", 0)
+    assert v.status is Status.COMPILE_ERROR and "nested too deeply" in v.diagnostics[0].message
+
+
+def test_a_problem_nested_too_deeply_for_the_parser_is_bad_input(tmp_path):
+    with pytest.raises(BadInput, match="nested too deeply"):
+        load_problem(write(tmp_path, GOOD + "\ny = " + "-" * 200000 + "1\n"))
+
+
+def test_a_byte_order_mark_and_a_coding_declaration_read_as_python_reads_them(tmp_path):
+    bom = tmp_path / "bom.py"
+    bom.write_bytes(b"\xef\xbb\xbf" + GOOD.encode())
+    latin = tmp_path / "latin.py"
+    latin.write_bytes(b"# -*- coding: latin-1 -*-\n# caf\xe9\n" + GOOD.encode())
+    assert load_problem(bom).n_inputs == 1 and load_problem(latin).n_inputs == 1
+
+
+def test_a_source_file_past_the_size_cap_is_refused_before_it_is_read(tmp_path):
+    big = tmp_path / "big.py"
+    with big.open("wb") as f:
+        f.truncate(1 << 40)   # sparse: a TiB that would exhaust memory if read
+    with pytest.raises(BadInput, match="MiB"):
+        load_candidate(big)

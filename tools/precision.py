@@ -79,7 +79,7 @@ def with_dot_precision(source: str, precision: str, *, only: str = EXACT) -> str
         raise ValueError(f"unknown dot precision {precision!r} (one of {', '.join(PRECISIONS)})")
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     targets = [s for s in dot_sites(tree) if s.precision == only]
     if not targets:

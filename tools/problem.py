@@ -13,10 +13,12 @@ import ast
 import contextlib
 import hashlib
 import inspect
+import io
 import os
 import random
 import sys
 import threading
+import tokenize
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,8 @@ from typing import NoReturn
 from tools.errors import BadInput
 from tools.problem_inputs import build_model, make_inputs, seeded, set_seed, split_init  # noqa: F401
 from tools.precision_flags import as_the_user_has_it, fp32_precisions, precision_flags, strict_fp32  # noqa: F401
+
+MAX_SOURCE_BYTES = 64 << 20   # a problem or candidate file larger than this is not read
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,10 @@ def _read_file(path: str | Path, what: str) -> tuple[Path, bytes]:
     if not p.is_file():
         raise BadInput(p, f"{what} path is not a file")
     try:
+        size = p.stat().st_size
+        if size > MAX_SOURCE_BYTES:
+            raise BadInput(p, f"{what} file is {size / (1 << 20):.0f} MiB; Python source of at most "
+                              f"{MAX_SOURCE_BYTES >> 20} MiB is read")
         return p, p.read_bytes()
     except OSError as e:
         raise BadInput(p, f"cannot read {what} file: {e.strerror}") from None
@@ -65,16 +73,19 @@ def _parse(p: Path, raw: bytes, what: str) -> tuple[str, ast.Module | None, str 
     (the source is "" when the bytes are not text)."""
     if b"\x00" in raw:
         return "", None, f"{what} file is binary, not Python source"
-    try:
-        src = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return "", None, f"{what} file is not UTF-8 text"
+    try:   # as Python reads a source file: UTF-8, a byte-order mark, or a coding declaration (PEP 263)
+        encoding = tokenize.detect_encoding(io.BytesIO(raw).readline)[0]
+        src = raw.decode(encoding)
+    except (SyntaxError, LookupError, UnicodeDecodeError):
+        return "", None, f"{what} file is not UTF-8 text (nor text in the encoding it declares)"
     if not src.strip():
         return src, None, f"{what} file is empty"
     try:
         return src, ast.parse(src, filename=str(p)), None
     except SyntaxError as e:
         return src, None, f"{what} file is not valid Python: {e.msg} (line {e.lineno})"
+    except (RecursionError, MemoryError):
+        return src, None, f"{what} file is not valid Python: an expression nested too deeply for Python's parser"
 
 
 def _defines(tree: ast.Module, name: str) -> bool:

@@ -80,6 +80,6 @@ def _is_prose(line: str) -> bool:
 def _parses(code: str) -> bool:
     try:
         ast.parse(code)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):   # deep nesting: not code we can use
         return False
     return True

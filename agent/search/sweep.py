@@ -65,7 +65,7 @@ def sweep_variants(source: str, limit: int, *, wide: bool = False) -> list[Varia
         return []
     try:
         ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     # 0) the bases: the source, and before it its dots at tf32x3 (tools/precision.py)
     bases = [(source, "")]
@@ -94,7 +94,7 @@ def changed_constants(original: str, variant: str) -> list[tuple[int, int, objec
     None when they differ in anything but constants (or either does not parse)."""
     try:
         a, b = ast.parse(original), ast.parse(variant)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     na, nb = list(ast.walk(a)), list(ast.walk(b))
     if len(na) != len(nb) or any(type(x) is not type(y) for x, y in zip(na, nb)):

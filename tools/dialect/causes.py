@@ -162,7 +162,7 @@ def _found(src: str, status: Status, diagnostics: tuple, problem) -> list:
         return []
     try:
         tree = ast.parse(src)
-    except (SyntaxError, ValueError, RecursionError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     facts = _Facts(src, tree, problem, diagnostics, status)
     found = []

@@ -37,7 +37,7 @@ def in_the_interpreter(source: str) -> str:
     the libdevice import's line as needing a GPU."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return source
     names, tl = _bound(tree)
     uses = list(_uses(tree, names))
@@ -54,7 +54,7 @@ def calls(source: str) -> set[str]:
     """Every libdevice function `source` calls."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return set()
     names, _ = _bound(tree)
     return {node.attr for node in _uses(tree, names)}
@@ -77,7 +77,7 @@ def gpu_only(source: str) -> list[str]:
     """The libdevice functions `source` calls that Triton's interpreter lacks."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     names, _ = _bound(tree)
     return sorted({node.attr for node in _uses(tree, names)})

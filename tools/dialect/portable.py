@@ -109,7 +109,7 @@ def portable(source: str) -> str:
 def _without_private_runtime(source: str) -> str:
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return source
     edits = Edits(source)
     need = _Needs()

@@ -89,7 +89,7 @@ def own_kernel_names(src: str, launched) -> frozenset[str]:
     names = {n for n in launched if isinstance(n, str) and n.isidentifier()}
     try:
         names |= {n.name for n in ast.walk(ast.parse(src)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         pass
     return frozenset(names)
 

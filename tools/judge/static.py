@@ -79,4 +79,7 @@ def _syntax_error(evaluation: Evaluation, candidate_name: str) -> bool:
     except SyntaxError as e:
         evaluation.diag("syntax_error", f"SyntaxError: {e.msg}", e.lineno)
         return True
+    except (RecursionError, MemoryError):   # CPython's parser gives up on deep nesting
+        evaluation.diag("syntax_error", "an expression nested too deeply for Python's parser")
+        return True
     return False

@@ -242,6 +242,17 @@ def test_a_best_py_that_is_a_directory_is_bad_input(tmp_path):
         rs.load_run(rd.root)
 
 
+@pytest.mark.parametrize("name", ["trace.jsonl", "evals/r01-c00.json", "candidates/r03-c00.py"])
+def test_a_fifo_in_the_run_directory_is_bad_input_naming_it_not_a_hang(tmp_path, name):
+    import os
+    build_run(tmp_path / "run", story())
+    target = tmp_path / "run" / name
+    target.unlink()
+    os.mkfifo(target)
+    with pytest.raises(BadInput, match=f"{name}: not a regular file"):
+        rs.load_run(tmp_path / "run")
+
+
 def test_a_file_given_as_run_dir_is_not_a_run_directory(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(BadInput, match="not a run directory"):

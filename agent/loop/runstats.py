@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -154,6 +155,23 @@ class RunSnapshot:
         return found
 
 
+def _not_regular(root: Path, depth: int = 2) -> Path | None:
+    """The first entry under `root` (to `depth` levels) that is neither a regular file nor a
+    folder, following links (a FIFO, a socket, a device, a dangling link or a loop)."""
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return None   # unreadable: the readers say so
+    for entry in entries:
+        if entry.is_dir():
+            found = _not_regular(Path(entry.path), depth - 1) if depth > 1 else None
+            if found is not None:
+                return found
+        elif not entry.is_file():
+            return Path(entry.path)
+    return None
+
+
 def load_run(path: str | Path) -> RunSnapshot:
     """Read a run directory through the loop's reader; BadInput (one line naming the path)
     when it is missing, not a run directory, or holds a file that is not valid JSON."""
@@ -162,6 +180,9 @@ def load_run(path: str | Path) -> RunSnapshot:
         raise BadInput(rd.root, "no such run directory")
     if not rd.root.is_dir() or not (rd.trace.exists() or rd.summary.exists() or rd.meta.exists()):
         raise BadInput(rd.root, "not a run directory (no trace.jsonl, run.json or summary.json)")
+    odd = _not_regular(rd.root)
+    if odd is not None:   # a FIFO would be read forever, a device without end
+        raise BadInput(odd, "not a regular file: a run directory holds files and folders only")
     try:
         return _load(rd)
     except DamagedRecord as e:

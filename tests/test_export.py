@@ -90,3 +90,12 @@ def test_recorded_run_spans_on_one_thread_never_overlap(tmp_path):
     overlaps = [(a["name"], b["name"]) for a, b in zip(spans, spans[1:])
                 if a["tid"] == b["tid"] and a["ts"] + a["dur"] > b["ts"] + 1e-3]
     assert overlaps == []
+
+
+def test_a_kernel_id_is_never_a_path_out_of_the_run(run, tmp_path, capsys):
+    outside = tmp_path / "elsewhere.py"
+    outside.write_text("class ModelNew: pass\n")
+    rel = "../../" + outside.stem   # candidates/<id>.py would name the file outside
+    assert (run.dir.root / "candidates" / f"{rel}.py").resolve() == outside.resolve()
+    assert main(["export", str(run.dir.root), "--kernel", rel, "-o", str(tmp_path / "k.py")]) == 2
+    assert "no candidate" in capsys.readouterr().err and not (tmp_path / "k.py").exists()

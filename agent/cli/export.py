@@ -55,11 +55,11 @@ def export_kernel(run: RunSnapshot, which: str, out: str | None) -> int:
         cid = ((run.summary or {}).get("best") or {}).get("candidate") or "best"
     else:
         cid, path = which, run.dir.candidate_src(which)
-        if not path.exists():
+        if which not in run.candidates or not path.exists():   # an id, never a path out of the run
             known = ", ".join(c for c in run.candidates if run.dir.candidate_src(c).exists()) or "none"
             raise BadInput(run.dir.root, f"no candidate {which!r} with code in this run (candidates: {known})")
     text = path.read_bytes()
-    status = run.candidates[cid].status if cid in run.candidates else "correct"
+    status = run.candidates[cid].status if cid in run.candidates else "correct"   # best.py: the run's best
     needs_gpu = gpu_only(text.decode("utf-8", "replace"))
     if out is None:
         sys.stdout.buffer.write(text)

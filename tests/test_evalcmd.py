@@ -171,3 +171,12 @@ def test_what_the_problem_prints_goes_to_stderr_so_json_stays_one_object_per_lin
     r = cli("eval", str(problem), OK, "--device", "cpu", "--json", "--keep-judge", "0")
     assert [json.loads(line)["verdict"] for line in r.stdout.splitlines()] == ["correct"]
     assert "loaded the noisy problem" in r.stderr
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_debug_anywhere_shows_the_traceback_and_keeps_the_exit_status(tmp_path, capsys, where):
+    from agent.cli import main
+    args = ["eval", str(Path(__file__).parent / "problems" / "relu.py"), str(tmp_path / "missing.py")]
+    assert main(["--debug", *args] if where == "before" else [*args, "--debug"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.rstrip().splitlines()[-1].startswith("krefine: error:")

@@ -12,6 +12,7 @@ import importlib
 import signal
 import sys
 import threading
+import traceback
 
 from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, BadInput, EvaluatorError, describe_fault
 from tools.settings import PRECISION_POLICIES
@@ -178,7 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:   # `krefine` alone: what it can do, not argparse's one-line complaint
         build_parser().print_help(sys.stderr)
         return EXIT_BAD_INPUT
+    # --debug anywhere (the one-line errors say "run with --debug"): a traceback, then the same exit status
     debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
     terminated = []
     try:
         # SIGTERM (`timeout`, a scheduler, `kill`) unwinds as Ctrl-C does (as the bench's does):
@@ -189,12 +192,12 @@ def main(argv: list[str] | None = None) -> int:
             return int(module.main(args) or 0)
     except BadInput as e:
         if debug:
-            raise
+            traceback.print_exc()
         print(f"krefine: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except EvaluatorError as e:
         if debug:
-            raise
+            traceback.print_exc()
         print(f"krefine: evaluator failed: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_EVALUATOR
     except KeyboardInterrupt:
@@ -202,9 +205,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as e:  # our own bug: still one line and exit 3, traceback with --debug
         if debug:
-            raise
-        print(f"krefine: internal error: {describe_fault(e)} "
-              "(run with --debug for the traceback)", file=sys.stderr)
+            traceback.print_exc()
+        print(f"krefine: internal error: {describe_fault(e)}"
+              + ("" if debug else " (run with --debug for the traceback)"), file=sys.stderr)
         return EXIT_EVALUATOR
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -180,3 +181,32 @@ def test_debug_anywhere_shows_the_traceback_and_keeps_the_exit_status(tmp_path, 
     assert main(["--debug", *args] if where == "before" else [*args, "--debug"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" in err and err.rstrip().splitlines()[-1].startswith("krefine: error:")
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_a_candidate_hangs_ends_eval_at_once_not_at_its_timeout(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    from run_fixtures import REPO, cli_env
+    ok = (HERE / "exploits" / "ok_relu.py").read_text()
+    hang = tmp_path / "hang.py"
+    hang.write_text(ok.replace("        return out\n", "        while n > 0:\n            pass\n        return out\n"))
+    assert hang.read_text() != ok
+    proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "eval", PROBLEM, str(hang), "--device", "cpu",
+                             "--keep-judge", "0"], cwd=REPO, env=cli_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        for line in proc.stderr:   # the trials have begun: the forward is spinning in its worker
+            if "test:" in line:
+                break
+        time.sleep(2)
+        t = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert code == 130 and time.monotonic() - t < 30
+    assert proc.stderr.read().rstrip().endswith("krefine: interrupted")

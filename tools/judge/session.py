@@ -3,22 +3,20 @@
 A `Judge` keeps for its whole session what every candidate shares, so each candidate
 pays only for its own work:
 
-- the reference model, built once with KernelBench's seeds and init order (in the
-  mode `[eval] module_mode` says), the session's secret trial seeds, the reference
-  outputs of those trials (kept while they fit the memory budget, else recomputed when
-  needed), whether the reference is reproducible (`unreproducible`) or keeps state between
-  calls, judged then as a sequence of calls (tools/judge/stateful.py, kept for the session);
-- the eager baseline and the torch.compile baseline, compiled once (in the background,
-  from the first candidate that passes the guards); both are still timed interleaved
-  with every candidate (tools/judge/time_phase.py);
-- a fork server per worker kind (tools/sandbox/forkserver.py): torch and triton
-  imported, no CUDA context. Each candidate still gets a fresh worker, never reused.
+- the reference model, built once with KernelBench's seeds and init order (in the mode
+  `[eval] module_mode` says), the secret trial seeds, the trials' reference outputs (kept
+  while they fit the memory budget, else recomputed), whether the reference is reproducible
+  (`unreproducible`) or keeps state between calls, judged then as a sequence of calls
+  (tools/judge/stateful.py);
+- the eager and torch.compile baselines, compiled once (in the background, from the first
+  candidate past the guards), timed interleaved with every candidate (tools/judge/time_phase.py);
+- a fork server per worker kind (tools/sandbox/forkserver.py): torch and triton imported, no
+  CUDA context. Each candidate still gets a fresh worker, never reused.
 
-Static guards and syntax checks run first, before any of that is touched. The compile
-phase (fork, import, ModelNew, Triton JIT) of several candidates proceeds in parallel
-(`[eval] parallel_compile` at once, a shared hold on the GPU); trials, timing and
-profiling hold the GPU exclusively, one candidate at a time, so no candidate is timed
-beside another's work. `judge()` may be called from many threads at once.
+Static guards and syntax checks run first, before any of that is touched. The compile phase
+(fork, import, ModelNew, Triton JIT) of several candidates proceeds in parallel (`[eval]
+parallel_compile` at once, a shared hold on the GPU); trials, timing and profiling hold the
+GPU exclusively, one candidate at a time. `judge()` may be called from many threads at once.
 
 `evaluate()` is a session of one candidate. Does not decide verdicts:
 tools/judge/pipeline.py's steps do, given this session's state.
@@ -53,10 +51,8 @@ class Judge:
     def __init__(self, problem, *, device: str | None = None, gpu_index: int = 0,
                  settings: EvalSettings = EvalSettings(), use_forkserver: bool = True,
                  forkservers: dict | None = None):
-        """`forkservers`: {kind: ForkServer}, the caller's (a session cache's,
-        tools/judge/pool.py): the dict itself is shared with the caller, servers the
-        judge starts go into it too, and the caller closes them. None: the judge starts
-        its own and closes them."""
+        """`forkservers`: {kind: ForkServer}, the caller's (a session cache's, tools/judge/pool.py),
+        shared: servers the judge starts go into it, the caller closes them. None: its own."""
         self.problem = problem
         self.device = device or default_device()
         self.gpu_index = gpu_index
@@ -151,23 +147,21 @@ class Judge:
         return build_reference(self.problem, self.dev, self.gpu_index, self.settings.test)
 
     def compile_hold(self):
-        """The GPU hold of a compile phase: shared with at most `parallel_compile` in all,
-        unless the session is lean or one trial's outputs are large enough that parallel
-        workers (each with its inputs, outputs and IPC staging buffer) could exhaust GPU
-        memory; then exclusive."""
+        """The GPU hold of a compile phase: shared with at most `parallel_compile` in all, but
+        exclusive in a lean session or where parallel workers (inputs, outputs and IPC staging
+        buffers each) could exhaust GPU memory."""
         if self.large_outputs():
             return self.gpu.exclusive()
         return self.gpu.shared(limit=self.settings.test.parallel_compile)
 
     def large_outputs(self) -> bool:
-        """Whether candidates take the GPU one at a time, whole, from fork to teardown
-        (tools/judge/pipeline.py): a lean session, or references too large to cache
-        (both known once the first reference is computed)."""
+        """Whether candidates take the GPU one at a time, fork to teardown (pipeline.py): a lean
+        session, or references too large to cache (known after the first reference)."""
         return self.lean or self._ref_cache_ok is False
 
     def reference(self, seed: int) -> list:
-        """The reference outputs for `seed`: cached for the session while they fit and
-        the session is not lean; a lean one keeps only the last one computed."""
+        """The reference outputs for `seed`: cached while they fit and the session is not lean
+        (a lean one keeps only the last)."""
         got = self._refs.get(seed)
         last = self._last_ref
         if got is None and last is not None and last[0] == seed:
@@ -214,10 +208,9 @@ class Judge:
         return out
 
     def unreproducible(self) -> tuple[str, str] | None:
-        """Once per session: why no candidate can match the reference (it is random, e.g.
-        Dropout in training mode, or otherwise gives other outputs when called again), as
-        the diagnostic (kind, message) every candidate gets; None when it is reproducible.
-        Costs one more reference forward, on the first trial's inputs."""
+        """Once per session: why no candidate can match the reference (random, e.g. training
+        Dropout, or other outputs when called again), as the diagnostic (kind, message) every
+        candidate gets; None when reproducible. One more reference forward, on trial 1's inputs."""
         with self._reproducible_lock:
             if self._unreproducible is None:
                 seed = self.seeds[0]
@@ -385,22 +378,32 @@ class Judge:
             # several at once: each progress line names whose it is
             said = progress if progress is None or len(sources) == 1 else (lambda what: progress(f"{name}: {what}"))
             v = self.judge(src, candidate_name=name, profile=profile, progress=said)
-            if on_verdict is not None:
+            if on_verdict is not None and not self._closed:   # not after an interrupt
                 on_verdict(i, v)
             return v
-        with ThreadPoolExecutor(max_workers=width, thread_name_prefix="krefine-judge") as pool:
+        pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="krefine-judge")
+        try:
             return list(pool.map(one, range(len(sources))))
+        except BaseException:   # Ctrl-C, SIGTERM: the candidates' workers end now, not at their timeouts
+            pool.shutdown(wait=False, cancel_futures=True)
+            self.close(interrupted=True)
+            raise
+        finally:
+            pool.shutdown()
 
-    def close(self) -> None:
-        """Fork servers closed (unless shared) and the session's GPU memory given back:
-        references, the model, the compiled baseline and Dynamo's cache entry for it."""
+    def close(self, *, interrupted: bool = False) -> None:
+        """Fork servers closed (unless shared: their workers end with them) and the session's
+        GPU memory given back: references, the model, the compiled baseline and Dynamo's cache
+        entry for it. `interrupted` (a Ctrl-C): every fork server, at once, and nothing else."""
         self._closed = True
-        with self._lock:
-            servers = [] if self._share_forkservers else list(self._forkservers.values())
+        with self._lock:   # interrupted: shared ones too, the process is ending
+            servers = [] if self._share_forkservers and not interrupted else list(self._forkservers.values())
             self._forkservers = {}
         for fs in servers:
             if fs is not None:
                 fs.close()
+        if interrupted:
+            return
         if self._baseline_thread is not None:
             self._baseline_thread.join()   # before the hold: the thread takes it too
         with gpu_work():   # the compiled baseline's Triton modules unload: not beside a capture
@@ -416,14 +419,12 @@ class Judge:
 def evaluate(problem: Problem, candidate_src: str, *, device: str | None = None,
              settings: EvalSettings = EvalSettings(), candidate_name: str = "candidate.py",
              profile: bool = True, gpu_index: int = 0, progress=None) -> Verdict:
-    """Judge `candidate_src` against `problem` in a session of its own (a Judge).
-    Only the evaluator's own faults raise. `progress(text)`, when given, hears each
-    phase as it starts (for a CLI's stderr)."""
+    """Judge `candidate_src` against `problem` in a session of its own (a Judge); only the
+    evaluator's own faults raise. `progress(text)` hears each phase as it starts."""
     device = device or default_device()
     # a static reject or a syntax error needs no session (no fork server, no CUDA)
     quick = static_verdict(candidate_src, candidate_name, settings, device, gpu_index)
     if quick is not None:
         return quick
     with Judge(problem, device=device, gpu_index=gpu_index, settings=settings) as judge:
-        return judge.judge(candidate_src, candidate_name=candidate_name, profile=profile,
-                           progress=progress)
+        return judge.judge(candidate_src, candidate_name=candidate_name, profile=profile, progress=progress)

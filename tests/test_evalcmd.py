@@ -210,3 +210,13 @@ def test_ctrl_c_while_a_candidate_hangs_ends_eval_at_once_not_at_its_timeout(tmp
             os.killpg(proc.pid, signal.SIGKILL)
     assert code == 130 and time.monotonic() - t < 30
     assert proc.stderr.read().rstrip().endswith("krefine: interrupted")
+
+
+@pytest.mark.parametrize("command", ["eval", "inspect", "resume", "export", "bench"])
+def test_a_path_name_too_long_for_the_system_is_bad_input_in_one_line(tmp_path, capsys, command):
+    from agent.cli import main
+    long = str(tmp_path / ("a" * 300))
+    args = [command, long, str(HERE / "exploits" / "ok_relu.py")] if command == "eval" else [command, long]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "File name too long" in err

@@ -494,3 +494,10 @@ def test_a_source_file_past_the_size_cap_is_refused_before_it_is_read(tmp_path):
         f.truncate(1 << 40)   # sparse: a TiB that would exhaust memory if read
     with pytest.raises(BadInput, match="MiB"):
         load_candidate(big)
+
+
+def test_a_candidate_that_is_a_symbolic_link_loop_is_named_so(tmp_path):
+    (tmp_path / "a.py").symlink_to(tmp_path / "b.py")
+    (tmp_path / "b.py").symlink_to(tmp_path / "a.py")
+    with pytest.raises(BadInput, match="Too many levels of symbolic links"):
+        load_candidate(tmp_path / "a.py")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import errno
 import hashlib
 import inspect
 import io
@@ -54,8 +55,11 @@ def read_python(path: str | Path, what: str) -> tuple[Path, str, ast.Module]:
 def _read_file(path: str | Path, what: str) -> tuple[Path, bytes]:
     """The bytes of an existing, readable file, or BadInput: the path itself is wrong."""
     p = Path(path)
-    if not p.exists():
-        raise BadInput(p, f"{what} file does not exist")
+    try:
+        p.stat()
+    except OSError as e:   # missing, a link loop, a name too long: what the system says
+        raise BadInput(p, f"{what} file does not exist" if e.errno == errno.ENOENT else
+                       f"{what} path cannot be read: {e.strerror}") from None
     if not p.is_file():
         raise BadInput(p, f"{what} path is not a file")
     try:

@@ -103,3 +103,18 @@ def test_a_replay_spent_before_the_kill_is_traced_once(tmp_path):
     _, rd, _, _ = loop_run(tmp_path, [], resume=True, **BUDGET)
     spent = [e for e in RunDir(rd.root).events() if (e["node"], e["status"]) == ("generate", "replay_exhausted")]
     assert [e["iteration"] for e in spent] == [2]
+
+
+def test_raising_the_budget_of_a_run_in_a_directory_that_cannot_be_written_is_one_line(tmp_path, monkeypatch):
+    import os
+    from agent.loop.runner import resume_run
+    from fixtures.runs.builder import build_run, story
+    from tools.errors import BadInput
+    rd = build_run(tmp_path / "run", story(), stop_reason="max_rounds", solved=False)
+    root, real = str(rd.root), os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p) == root and mode & os.W_OK
+                        else real(p, mode, **kw))   # a read-only mount (root ignores mode bits)
+    meta = rd.meta.read_text()
+    with pytest.raises(BadInput, match="not writable"):
+        resume_run(rd.root, progress=False, budget={"budget.max_rounds": 10})
+    assert rd.meta.read_text() == meta

@@ -117,9 +117,9 @@ def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services
     run = Run(rd)
     meta = run.meta()
     try:
-        recorded = (str(meta["problem"]["path"]), meta["problem"]["source"], meta["config"], meta["model"],
+        recorded = (str(meta["problem"]["path"]), meta["problem"]["source"], dict(meta["config"]), meta["model"],
                     meta["device"])
-    except (KeyError, TypeError):
+    except (KeyError, TypeError, ValueError):
         raise BadInput(rd.meta, "not a run.json krefine wrote (its problem, config, model or device is missing)") \
             from None
     # 1) the same problem, config, model and device as the interrupted session
@@ -128,7 +128,7 @@ def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services
         raise BadInput(problem.path, "problem file changed since the run started; its original "
                                      f"source is in {rd.meta}")
     # the model spec run.json names (absolute, or "none" after a fallback) is the id
-    doc = {**meta["config"], "model": {**meta["config"]["model"], "id": meta["model"]}}
+    doc = {**recorded[2], "model": {**(recorded[2].get("model") or {}), "id": meta["model"]}}
     try:
         config = build(AgentConfig, doc, f"{rd.meta} config")
     except SettingsError as e:
@@ -137,6 +137,7 @@ def resume_run(run_dir: str | Path, *, progress: bool = True, services: Services
     # so the next resume reads the same model
     meta = {**meta, "model": config.model.id, "config": dataclasses.asdict(config)}
     if budget:
+        check_writable(rd.root, "krefine resume", directory=True)   # run.json is written back
         config = _raised(run, meta, budget)
     # 2) the replay backend resumes after every completion already recorded
     consumed = len(rd.completion_ids())
@@ -206,6 +207,7 @@ def _drive(run: Run, problem, config: AgentConfig, backend, device: str, progres
         state = RunState(state, stop_reason=None)
     latest = {"state": state}   # after the last step: a failed run's summary is made from it
     if not state["stop_reason"]:
+        check_writable(rd.root, "the run directory", directory=True)   # a read-only one: one line, exit 2
         run.write_summary(None)   # a failed session's; the run goes on
     if services is None:   # judged here, from the loop's threads: torch's lazy modules first
         warm_imports(device)

@@ -53,7 +53,8 @@ class ModelConfig:
         fault = self.id.startswith("openai:") and url_fault(self.id[len("openai:"):])
         if fault:
             return Fault("id", f"{self.id!r}: {fault}")
-        return positive(self, "request_timeout_s") or at_least(self, 0, "retry_backoff_s", "max_retries")
+        return (between(self, 1e-3, 7 * 86400.0, "request_timeout_s")
+                or between(self, 0, 86400.0, "retry_backoff_s") or between(self, 0, 1000, "max_retries"))
 
 
 @dataclass(frozen=True)

@@ -115,9 +115,14 @@ def test_a_config_path_that_is_a_fifo_is_bad_input_not_a_hang(tmp_path):
 @pytest.mark.parametrize("key, value, fault", [
     ("eval.atol_fp32", -1.0, "atol_fp32 must be at least 0"),
     ("eval.rel_l2_half", -0.5, "rel_l2_half must be at least 0"),
-    ("eval.max_output_kib", -1, "max_output_kib and max_file_mib must be at least 1"),
-    ("eval.max_file_mib", 0, "max_output_kib and max_file_mib must be at least 1"),
-    ("eval.cpu_memory_gib", -1.0, "cpu_memory_gib must be at least 0"),
+    ("eval.max_output_kib", -1, "max_output_kib must be at least 1"),
+    ("eval.max_file_mib", 0, "max_file_mib between 1 and"),
+    ("eval.max_file_mib", 1 << 60, "max_file_mib between 1 and"),      # RLIMIT_FSIZE overflowed: exit 3
+    ("eval.cpu_memory_gib", -1.0, "cpu_memory_gib must be 0 (no limit) or between 2"),
+    ("eval.cpu_memory_gib", 1e300, "cpu_memory_gib must be 0 (no limit) or between 2"),
+    ("eval.cpu_memory_gib", 0.001, "cpu_memory_gib must be 0 (no limit) or between 2"),   # blamed the candidate
+    ("eval.init_seed", 10 ** 23, "init_seed must fit in 64 bits"),           # blamed the problem
+    ("model.request_timeout_s", 1e308, "request_timeout_s must be between"),
     ("timing.warmup", -1, "warmup must be at least 0"),
     ("timing.excessive_speedup", 0.0, "excessive_speedup and host_check_ratio must be positive"),
 ])

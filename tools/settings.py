@@ -185,10 +185,12 @@ class TrialSettings:
             return f"{wrong} must be at least 0, got {getattr(self, wrong):g}"
         if min(self.compile_timeout_s, self.run_timeout_s) <= 0:
             return "timeouts must be positive"
-        if self.max_output_kib < 1 or self.max_file_mib < 1:
-            return "max_output_kib and max_file_mib must be at least 1"
-        if self.cpu_memory_gib < 0:
-            return "cpu_memory_gib must be at least 0 (0: no limit)"
+        if self.max_output_kib < 1 or not 1 <= self.max_file_mib <= 1 << 30:
+            return "max_output_kib must be at least 1 and max_file_mib between 1 and 1073741824 (1 PiB)"
+        if not (self.cpu_memory_gib == 0 or 2 <= self.cpu_memory_gib <= 1 << 20):
+            return "cpu_memory_gib must be 0 (no limit) or between 2 (torch's imports) and 1048576"
+        if not -(1 << 63) <= self.init_seed < 1 << 63:
+            return "init_seed must fit in 64 bits (torch.manual_seed)"
         if self.parallel_compile < 1:
             return "parallel_compile must be at least 1"
         if self.lean_memory_mib < 0:

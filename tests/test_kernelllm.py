@@ -98,6 +98,23 @@ def test_krefine_repl_streams_a_replayed_answer(tmp_path, monkeypatch, capsys):
     assert ANSWER in capsys.readouterr().out
 
 
+def test_krefine_repl_ends_where_the_recorded_completions_run_out(tmp_path, monkeypatch, capsys):
+    replay = tmp_path / "r.jsonl"
+    replay.write_text(json.dumps({"completion": ANSWER}) + "\n")
+    monkeypatch.setattr("sys.stdin", io.StringIO(MODULE + "END\n" + MODULE + "END\n" + MODULE + "END\n"))
+    from agent.cli import repl
+    assert repl.main(argparse.Namespace(model=f"replay:{replay}", config=None)) == 0
+    assert "all 1 recorded completions are used" in capsys.readouterr().out
+
+
+def test_krefine_repl_with_stdin_closed_is_bad_input(tmp_path, monkeypatch, capsys):
+    replay = tmp_path / "r.jsonl"
+    replay.write_text(json.dumps({"completion": ANSWER}) + "\n")
+    monkeypatch.setattr("sys.stdin", None)
+    assert cli.main(["repl", "--model", f"replay:{replay}"]) == 2
+    assert "standard input, and it is closed" in capsys.readouterr().err
+
+
 def test_krefine_repl_with_a_model_that_cannot_load_says_so_in_one_line_and_exits_2(tmp_path, monkeypatch, capsys):
     toml = tmp_path / "agent.toml"
     toml.write_text(f'[model]\nid = "{tmp_path / "missing-model"}"\n')

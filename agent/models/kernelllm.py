@@ -19,8 +19,9 @@ import sys
 from typing import IO, Iterator
 
 from agent.config import AgentConfig, SamplingConfig, load_config
-from agent.models.llm import Backend, TransformersBackend, make_backend
+from agent.models.llm import Backend, ReplayExhausted, TransformersBackend, make_backend
 from agent.loop.prompting import render_initial
+from tools.errors import BadInput
 
 
 class KernelLLM:
@@ -97,6 +98,8 @@ with a line END (or Ctrl+D). KernelLLM will answer with Triton kernels. Type exi
 def run_repl(llm: KernelLLM, stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:
     stdin = stdin if stdin is not None else sys.stdin
     stdout = stdout if stdout is not None else sys.stdout
+    if stdin is None:   # started with stdin closed (<&-): nothing can be pasted
+        raise BadInput("stdin", "krefine repl reads a module from standard input, and it is closed")
     while True:
         print(INSTRUCTIONS, file=stdout, flush=True)
         module, at_eof = read_module(stdin)
@@ -108,6 +111,9 @@ def run_repl(llm: KernelLLM, stdin: IO[str] | None = None, stdout: IO[str] | Non
                                temperature=llm.config.sampling.temperature, file=stdout)
             except KeyboardInterrupt:
                 print("\n[aborted]", file=stdout, flush=True)
+            except ReplayExhausted as e:   # recorded completions, all used: the session ends there
+                print(f"\n[{e}]", file=stdout, flush=True)
+                return 0
         if at_eof:
             return 0
 

@@ -366,3 +366,32 @@ def test_a_batch_through_the_service_gives_a_syntax_error_its_own_verdict_in_ord
     assert [(d["candidate"], d["verdict"]) for d in docs] == [
         (str(syntax), "compile_error"), (OK, "correct"), (str(empty), "compile_error")]
     assert [(d["kind"], d["line"]) for d in docs[0]["diagnostics"]] == [("syntax_error", 21)]
+
+
+def test_a_judge_dir_that_is_a_file_is_bad_input_naming_the_variable(tmp_path, monkeypatch):
+    from tools.errors import BadInput
+    from tools.judge.client import service_dir
+    (tmp_path / "f").write_text("")
+    monkeypatch.setenv("KREFINE_JUDGE_DIR", str(tmp_path / "f"))
+    with pytest.raises(BadInput, match="KREFINE_JUDGE_DIR"):
+        service_dir()
+
+
+def test_a_judge_dir_too_long_for_a_socket_path_is_bad_input(tmp_path, monkeypatch):
+    from tools.errors import BadInput
+    from tools.judge.client import service_dir
+    monkeypatch.setenv("KREFINE_JUDGE_DIR", str(tmp_path / ("y" * 100)))
+    with pytest.raises(BadInput, match="too long for the judge service's sockets"):
+        service_dir()
+
+
+def test_a_temp_dir_too_long_for_a_socket_path_gives_way_to_tmp(tmp_path, monkeypatch):
+    import os
+    from tools.judge.client import MAX_DIR_BYTES, service_dir
+    long = tmp_path / ("y" * 100)
+    long.mkdir()
+    monkeypatch.delenv("KREFINE_JUDGE_DIR", raising=False)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setattr("tempfile.gettempdir", lambda: str(long))
+    got = service_dir()
+    assert len(os.fsencode(str(got))) <= MAX_DIR_BYTES and got == Path(f"/tmp/krefine-{os.getuid()}")

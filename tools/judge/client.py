@@ -27,18 +27,28 @@ TOOLS = Path(__file__).resolve().parents[1]
 _ENV_PREFIXES = ("CUDA_", "TRITON_", "TORCH", "PYTORCH_", "NVIDIA_", "KREFINE_JUDGE_KEY")
 _ENV_KEYS = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH")
 START_TIMEOUT_S = 300.0
+MAX_DIR_BYTES = 107 - len("/judge-cuda15-0123456789abcdef.sock")   # the longest socket name in it
 
 
 def service_dir() -> Path:
     """The user's private directory for service sockets (made 0700, checked to be ours)."""
-    base = os.environ.get("KREFINE_JUDGE_DIR") or \
-        os.path.join(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir(), f"krefine-{os.getuid()}")
+    chosen = os.environ.get("KREFINE_JUDGE_DIR")   # the user's: its faults are bad input
+    base = chosen or os.path.join(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir(), f"krefine-{os.getuid()}")
+    if len(os.fsencode(base)) > MAX_DIR_BYTES:   # a socket's path ends at 107 bytes (AF_UNIX)
+        if chosen:
+            raise BadInput(chosen, f"KREFINE_JUDGE_DIR is too long for the judge service's sockets (at most "
+                                   f"{MAX_DIR_BYTES} bytes: AF_UNIX paths end at 107); name a shorter directory")
+        base = f"/tmp/krefine-{os.getuid()}"   # a long TMPDIR's own would not do
     path = Path(base)
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = os.lstat(path)
     except OSError as e:
+        if chosen:
+            raise BadInput(path, f"KREFINE_JUDGE_DIR: {e.strerror or e}") from None
         raise EvaluatorError(f"judge service directory {path}: {e.strerror or e}") from None
+    if chosen and not stat.S_ISDIR(st.st_mode):
+        raise BadInput(path, "KREFINE_JUDGE_DIR names something that is not a directory")
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
         raise EvaluatorError(f"judge service directory {path} is not a private directory of this "
                              "user (mode 0700); remove it or set KREFINE_JUDGE_DIR")

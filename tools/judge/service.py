@@ -38,6 +38,7 @@ verdicts; loads problems with tools/problem.py exactly as the in-process CLI doe
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import socket
@@ -226,7 +227,8 @@ def serve(path: str, device: str, gpu_index: int, idle_s: float) -> int:
     try:
         sock.bind(path)
     except OSError as e:
-        print(f"krefine judge service: {path}: {e} (another service has it)", file=sys.stderr)
+        print(f"krefine judge service: {path}: {e}" + (" (another service has it)" if e.errno == errno.EADDRINUSE
+                                                         else ""), file=sys.stderr)
         return 0
     os.chmod(path, 0o600)
     sock.listen(64)

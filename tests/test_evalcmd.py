@@ -220,3 +220,10 @@ def test_a_path_name_too_long_for_the_system_is_bad_input_in_one_line(tmp_path, 
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "File name too long" in err
+
+
+def test_a_bad_keep_judge_from_the_environment_names_the_variable(monkeypatch, capsys):
+    from agent.cli import main
+    monkeypatch.setenv("KREFINE_KEEP_JUDGE_S", "nan")
+    assert main(["eval", PROBLEM, str(HERE / "exploits" / "ok_relu.py"), "--device", "cpu"]) == 2
+    assert "KREFINE_KEEP_JUDGE_S must be between" in capsys.readouterr().err

@@ -378,3 +378,10 @@ def test_load_config_model_id_override_reaches_make_backend(tmp_path):
     path = write_jsonl(tmp_path / "r.jsonl", [{"completion": "a"}])
     cfg = load_config(overrides={"model.id": f"replay:{path}"})
     assert isinstance(make_backend(cfg.model.id, cfg), ReplayBackend)
+
+
+def test_replay_with_no_file_names_none_not_the_working_directory():
+    from agent.models.llm import check_spec
+    from tools.errors import BadInput
+    with pytest.raises(BadInput, match="names no file"):
+        check_spec("replay:")

@@ -55,9 +55,11 @@ def main(args) -> int:
 
 def _keep_s(args, config) -> float:
     """The service's idle life: --keep-judge, else KREFINE_KEEP_JUDGE_S, else [eval] keep_judge_s."""
+    source = "--keep-judge"
     if args.keep_judge is not None:
         keep = args.keep_judge
     elif os.environ.get("KREFINE_KEEP_JUDGE_S"):
+        source = "KREFINE_KEEP_JUDGE_S"
         try:
             keep = float(os.environ["KREFINE_KEEP_JUDGE_S"])
         except ValueError:
@@ -67,7 +69,7 @@ def _keep_s(args, config) -> float:
         keep = config.eval.test.keep_judge_s
     from tools.settings import MAX_KEEP_JUDGE_S
     if not 0 <= keep <= MAX_KEEP_JUDGE_S:
-        raise BadInput("", f"--keep-judge must be between 0 and {MAX_KEEP_JUDGE_S:g} seconds, got {keep:g}")
+        raise BadInput("", f"{source} must be between 0 and {MAX_KEEP_JUDGE_S:g} seconds, got {keep:g}")
     return keep
 
 

@@ -50,8 +50,8 @@ def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Pa
     `model_fallback`: the model is the default one, nobody named it; when it cannot load, say
     so in one line and run as --model none --seed-kernel inductor (a named model is exit 2)."""
     # 1) the model spec, the problem and the device: bad input fails before anything is written
+    check_spec(config.model.id)   # as given: "replay:" with no file names none, not the working directory
     spec = _absolute_spec(config.model.id)
-    check_spec(spec)
     if spec == NO_MODEL and config.search.seed_kernel != "inductor":
         raise BadInput("--model none", 'a run without a model is the Inductor seed and its constant sweep: it needs '
                                        '[search] seed_kernel = "inductor" (krefine run --seed-kernel inductor; '

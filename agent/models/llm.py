@@ -48,6 +48,8 @@ def check_spec(spec: str) -> None:
         fault = url_fault(spec[len("openai:"):])
         if fault is not None:
             raise BadInput(spec, fault)
+    if spec.startswith("replay:") and not spec[len("replay:"):].strip():
+        raise BadInput(spec, "names no file: replay:FILE (recorded completions) or replay:RUN_DIR")
 
 
 def make_backend(spec: str, config: AgentConfig) -> Backend:

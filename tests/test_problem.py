@@ -501,3 +501,10 @@ def test_a_candidate_that_is_a_symbolic_link_loop_is_named_so(tmp_path):
     (tmp_path / "b.py").symlink_to(tmp_path / "a.py")
     with pytest.raises(BadInput, match="Too many levels of symbolic links"):
         load_candidate(tmp_path / "a.py")
+
+
+def test_a_problem_that_moves_torchs_default_device_at_import_is_bad_input_and_undone(tmp_path):
+    import torch
+    with pytest.raises(BadInput, match="default device to meta"):
+        load_problem(write(tmp_path, 'import torch\ntorch.set_default_device("meta")\n' + GOOD))
+    assert torch.get_default_device().type == "cpu"

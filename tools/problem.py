@@ -92,6 +92,17 @@ def _parse(p: Path, raw: bytes, what: str) -> tuple[str, ast.Module | None, str 
         return src, None, f"{what} file is not valid Python: an expression nested too deeply for Python's parser"
 
 
+def _same_default_device(p: Path) -> None:
+    """BadInput when importing the problem moved torch's default device (set_default_device):
+    every tensor krefine makes would land there, and candidates would be blamed for it."""
+    import torch
+    device = torch.get_default_device()
+    if device.type != "cpu":
+        torch.set_default_device(None)
+        raise BadInput(p, f"the problem file sets torch's default device to {device} at import "
+                          "(torch.set_default_device); krefine places inputs and models itself: remove it")
+
+
 def _defines(tree: ast.Module, name: str) -> bool:
     for node in tree.body:
         if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == name:
@@ -189,6 +200,7 @@ def load_problem(path: str | Path) -> Problem:
         if isinstance(e, KeyboardInterrupt):
             raise
         _fault(p, e, "importing the problem file", "import")
+    _same_default_device(p)
     model_cls = getattr(mod, "Model", None)
     if not (isinstance(model_cls, type) and issubclass(model_cls, nn.Module)):
         raise BadInput(p, "Model is not a torch.nn.Module subclass")

@@ -366,3 +366,12 @@ def test_model_none_alone_runs_the_inductor_seed(tmp_path, tiny, monkeypatch):
     assert r.returncode == 0, r.stderr
     assert seen[0].search.seed_kernel == "inductor"
 
+
+
+def test_a_seed_cache_that_cannot_be_made_is_bad_input_before_the_run_starts(tmp_path, capsys):
+    from agent.cli import main
+    (tmp_path / "f").write_text("a file, not a directory")
+    problem = Path(__file__).parent / "problems" / "relu.py"
+    assert main(["run", str(problem), "--device", "cpu", "--model", "none", "--seed-kernel", "inductor",
+                 "--set", f"search.seed_cache={tmp_path / 'f' / 'cache'}", "--out", str(tmp_path / "run")]) == 2
+    assert "[search] seed_cache cannot be made" in capsys.readouterr().err and not (tmp_path / "run").exists()

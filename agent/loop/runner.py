@@ -58,6 +58,8 @@ def run_problem(problem_path: str | Path, config: AgentConfig, out_dir: str | Pa
                                        'krefine bench --set search.seed_kernel=inductor)')
     if out_dir:   # a path that cannot be a run directory says so before the problem's import
         check_writable(out_dir, "run directory", directory=True)
+    if config.search.seed_kernel == "inductor" and config.search.seed_cache:   # else "no Inductor seed", exit 1
+        _seed_cache_dir(config.search.seed_cache)
     problem = load_problem(problem_path)
     device = resolve_device(config.run.device)
     if device == "cuda":   # a GPU this machine lacks: krefine eval's one line, exit 2, nothing written
@@ -255,6 +257,16 @@ def _load_backend(spec: str, config: AgentConfig, *, skip: int, shared: Any = No
     if skip and isinstance(backend, ReplayBackend):
         backend.seek(skip)  # the completions already recorded are not handed out again
     return backend
+
+
+def _seed_cache_dir(path: str) -> None:
+    """Make [search] seed_cache (a directory of seeds) now, or BadInput naming the setting."""
+    cache = Path(path).expanduser()
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BadInput(cache, f"[search] seed_cache cannot be made: {e.strerror or e}") from None
+    check_writable(cache, "[search] seed_cache", directory=True)
 
 
 def _absolute_spec(spec: str) -> str:

@@ -168,10 +168,11 @@ def test_a_single_candidate_with_a_syntax_error_is_its_compile_error_in_json(tmp
 @pytest.mark.slow   # a whole judgement in a process of its own (~12 s)
 def test_what_the_problem_prints_goes_to_stderr_so_json_stays_one_object_per_line(tmp_path):
     problem = tmp_path / "noisy_relu.py"
-    problem.write_text(Path(PROBLEM).read_text() + "\nprint('loaded the noisy problem')\n")
+    problem.write_text(Path(PROBLEM).read_text() + "\nprint('loaded the noisy problem')\n"
+                       "import os\nos.write(1, b'and wrote to descriptor 1\\n')\n")
     r = cli("eval", str(problem), OK, "--device", "cpu", "--json", "--keep-judge", "0")
     assert [json.loads(line)["verdict"] for line in r.stdout.splitlines()] == ["correct"]
-    assert "loaded the noisy problem" in r.stderr
+    assert "loaded the noisy problem" in r.stderr and "and wrote to descriptor 1" in r.stderr
 
 
 @pytest.mark.parametrize("where", ["before", "after"])

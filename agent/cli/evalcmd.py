@@ -40,17 +40,40 @@ def main(args) -> int:
     config = load_config(args.config, *flag_overrides(args, {"--device": "run.device"}))
     # the verdicts go to stdout alone: what the problem's or a candidate's code prints in this
     # process (an import, get_inputs) goes to stderr, so --json stays one object per line
-    args = argparse.Namespace(**{**vars(args), "device": config.run.device, "stdout": sys.stdout})
     keep = _keep_s(args, config)
     # 0) judged here: the workers' fork server imports torch and triton (seconds) while
     #    this process imports torch to load the problem: the imports overlap
     guess, early = _early_forkserver(args, here=keep == 0)
     try:
-        with contextlib.redirect_stdout(sys.stderr):
+        with _verdicts_alone_on_stdout() as out, contextlib.redirect_stdout(sys.stderr):
+            args = argparse.Namespace(**{**vars(args), "device": config.run.device, "stdout": out})
             return _eval(args, config, keep, guess, early)
     finally:
         if early is not None:
             early.close()   # the session closed it already, unless no session was made
+
+
+@contextlib.contextmanager
+def _verdicts_alone_on_stdout():
+    """The stream verdicts are printed to: stdout, whose descriptor meanwhile points at stderr,
+    so what code writes to descriptor 1 itself (os.write(1, ...) at a problem's import) stays
+    out of it too. Where stdout is not descriptor 1 (a test's capture), stdout as it is."""
+    try:
+        real = sys.stdout.fileno() == 1
+    except (AttributeError, OSError, ValueError):
+        real = False
+    if not real:
+        yield sys.stdout
+        return
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)
+    try:
+        yield out
+    finally:
+        out.flush()
+        os.dup2(out.fileno(), 1)
+        out.close()
 
 
 def _keep_s(args, config) -> float:

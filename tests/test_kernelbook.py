@@ -236,6 +236,16 @@ UNSUPPORTED = {
                                           "dtype=torch.complex64, layout=torch.strided, device=device)\n"),
                          "Inductor leaves torch.ops.aten.full.default to PyTorch (a fallback kernel), and krefine has "
                          "no Triton kernel for it (complex tensors: Triton has no complex dtype)"),
+    # a complex buffer of the problem's sliced: the op is aten.slice, complex only in view_as_complex after it
+    "a complex view": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.slice.Tensor(arg0_1, 0, 0, 8)\n"
+                                        "        buf10 = torch.ops.aten.view_as_complex.default(buf9)\n"),
+                       "no Triton kernel for it (complex tensors: Triton has no complex dtype); also left to PyTorch: "
+                       "torch.ops.aten.view_as_complex.default"),
+    # torch.fft2(x).real: a complex buffer written by copy_, then the fft: the fft is the reason, not the copy
+    "an fft after a complex copy": ("cpu_relu_odd", ("        del arg0_1\n", "        buf0.copy_(arg0_1, False)\n"
+                                                     "        buf9 = torch.ops.aten._fft_c2c.default(buf0, [1], 0, True)\n"),
+                                    "Inductor leaves torch.ops.aten._fft_c2c.default to PyTorch (a fallback kernel), "
+                                    "and krefine has no Triton kernel for it (torch.fft)"),
     "torch.unique": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.unique_consecutive.default(arg0_1)\n"),
                      "no Triton kernel for it (torch.unique: a size that depends on the values)"),
     "an fft": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten._fft_r2c.default(arg0_1, [1], 0, True)\n"),

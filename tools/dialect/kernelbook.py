@@ -63,6 +63,7 @@ from tools.dialect.inductor_wrapper import (BLOCK_PARAMS, FIXED_GRID, GRID_NUMEL
                                             load_scalar_tensors, read_wrapper, short_code, static_config,
                                             _asserted_layouts, _call_arg_names, add_call_args, copy_written_inputs,
                                             INPUT_COPY)
+from tools.dialect.fallback_faults import fallback_fault, is_fallback
 from tools.dialect.kernelbook_model import check_sources, infer_sources, meta_model, model_new
 from tools.dialect.seed_build import SetUpRunsForward, check_builds
 from tools.dialect.portable import portable
@@ -156,22 +157,6 @@ _FALLBACK_DRAW = re.compile(r"\b(?:aten|prims)\.(uniform|normal|bernoulli|expone
                             r"multinomial|randperm|rrelu_with_noise)(?:_functional|_)?\b")   # rsample; x.bernoulli_(p)
 
 
-# what the user wrote that becomes a fallback no kernel can stand in for, where the op's name does not say
-_FALLBACK_HINTS = {
-    "nonzero": " (torch.nonzero, torch.where(cond) or a boolean mask: an output whose size depends on the "
-               "values, where a seed's sizes are fixed when it is made)",
-    "repeat_interleave": " (repeats given as a tensor: a size that depends on its values)",
-    **dict.fromkeys(("unique_consecutive", "_unique2", "unique_dim"), " (torch.unique: a size that depends on the values)"),
-    "index": " (a boolean mask, x[mask]: an output whose size depends on the values, where a seed's sizes are "
-             "fixed when it is made)",
-    "set_": " (an assignment to a tensor's .data, `self.w.data = ...` or `self.w.data *= m`: write it in place "
-            "instead, `self.w.data.copy_(...)`, `self.w.data.mul_(m)`)",
-    "linalg_matrix_exp": " (torch.matrix_exp, called directly or by parametrizations.orthogonal)",
-    "_linalg_solve_ex": " (torch.linalg.solve, called directly or by parametrizations.orthogonal's Cayley map)",
-    **dict.fromkeys(("_fft_r2c", "_fft_c2r", "_fft_c2c"), " (torch.fft)")}
-_COMPLEX = re.compile(r"\btorch\.complex(32|64|128)\b|\bcomplex\b")   # any op on them (a complex zeros: aten.full)
-
-
 def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded: dict[str, dict[str, int]],
                   n_used: int | None = None, module_mode: str = "train", named=None) -> tuple[str, set[str]]:
     """call(args) as KernelBook writes it; also the extern_kernels ops it uses. `n_used`:
@@ -258,14 +243,9 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded
         elif isinstance(stmt, ast.Expr) and call_name(stmt) in _SCATTER_OPS:
             body.append(_scatter_launch(stmt))
             externs.add(SCATTER_FAMILY)
-        elif isinstance(stmt, (ast.Assign, ast.Expr)) and call_name(stmt).startswith(("torch.ops.", "aten.")):
+        elif is_fallback(stmt):
             # `buf = torch.ops.aten.X(...)`, or an in-place `aten.X_(buf, ...)` (scatter_reduce_)
-            said = next((why for op, why in _FALLBACK_HINTS.items() if f".{op}." in call_name(stmt) + "."), "") or \
-                (" (complex tensors: Triton has no complex dtype)" if _COMPLEX.search(ast.unparse(stmt)) else "")
-            more = sorted({call_name(s) for s in stmts if isinstance(s, (ast.Assign, ast.Expr))
-                           and call_name(s).startswith(("torch.ops.", "aten."))} - {call_name(stmt)})
-            raise ValueError(f"call(): Inductor leaves {call_name(stmt)} to PyTorch (a fallback kernel), and krefine has "
-                             f"no Triton kernel for it{said}" + f"; also left to PyTorch: {', '.join(more)}" * bool(more))
+            raise fallback_fault(stmt, stmts, call_fn)
         elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and \
                 getattr(stmt.value.func, "attr", "") == "item":   # u0: a size (x[:, :int(n.max())]); zuf0: a float
             read = (named or {}).get(ast.unparse(stmt.value.func.value))   # self.pos, not arg3_1
@@ -278,8 +258,10 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded
                                  r"u\d+", ast.unparse(stmt.targets[0])) else "the forward reads a value it computed back "
                              f"to the host as a Python number (`.item()`: {short_code(stmt)}), which a seed's kernels "
                              "cannot take from each other; keep it a tensor (`self.count.copy_(t)`, not `fill_(t.item())`)")
-        else:
-            raise ValueError(f"call(): unsupported statement: {short_code(stmt)}")
+        else:   # a fallback further on is the reason to give (a complex copy_ comes before torch.fft's)
+            later = next((s for s in stmts if is_fallback(s)), None)
+            raise fallback_fault(later, stmts[stmts.index(later) + 1:], call_fn) if later is not None else \
+                ValueError(f"call(): unsupported statement: {short_code(stmt)}")
     if ret is None:
         raise ValueError("call() has no return")
     n_out = len(ret.value.elts) if isinstance(ret.value, ast.Tuple) else -1

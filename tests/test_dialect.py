@@ -574,3 +574,20 @@ def test_extern_kernels_op_is_rejected_naming_the_op_and_the_tl_dot_rewrite(op, 
     (finding,) = run_static_guards(portable(src), GuardSettings())
     name = op.split("(")[0]
     assert finding.reject and f"extern_kernels.{name}" in finding.message and advice in finding.message
+
+
+STRIDED_RETURN = """
+def call(args):
+    buf0 = empty_strided_cuda((5, 9), (9, 1), torch.float32)
+    buf1 = empty_strided_cuda((5,), (1,), torch.int64)
+    return (reinterpret_tensor(buf0, (5,), (9,), 2), buf1)
+"""
+
+
+@pytest.mark.parametrize("wrong, named", [(1, False), (0, True)])
+def test_a_strided_view_is_named_only_where_its_own_output_is_wrong(wrong, named):
+    from tools.dialect.causes import _found
+    from tools.verdict import Diagnostic, Status
+    mismatch = Diagnostic("mismatch", f"trial 1, output {wrong}: errors are scattered (got 0 expected 4)")
+    kinds = [d.kind for _, d in _found(STRIDED_RETURN, Status.INCORRECT, (mismatch,), None)]
+    assert ("dialect:strided_view" in kinds) is named

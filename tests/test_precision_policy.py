@@ -549,3 +549,41 @@ def test_a_half_precision_models_candidate_is_not_flagged_reduced_precision(tmp_
     verdict = verdict_of(load_problem(path), HALF_CANDIDATE)
     assert verdict.status.value == "correct" and "reduced_precision" not in verdict.flags
     assert verdict.checks["reduced_precision"] == "not flagged: Model's own outputs are float16"
+
+
+# -- float64 outputs of fp32 work (`fc(x).double()`): judged as the fp32 work they are -----
+
+def _fp32_matmul_two_ways():
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(32, 256, generator=g), torch.randn(256, 16, generator=g)
+    eager = (a @ b).double()                                    # fp32 work, cast
+    other = sum(a[:, i::8] @ b[i::8] for i in range(8)).double()   # the same in another summation order
+    truth = a.double() @ b.double()
+    return eager, other, truth
+
+
+def _cmp(out, ref, s=TrialSettings()):
+    from tools.judge.numerics import tolerances
+    atol, rtol, rel = tolerances(ref.dtype, s)
+    return compare(out, ref, atol=atol, rtol=rtol, rel_l2_limit=rel)
+
+
+def test_a_double_of_fp32_work_passes_at_the_fp32_tolerance_when_eager_holds_fp32_values():
+    eager, other, truth = _fp32_matmul_two_ways()
+    assert not _cmp(other, eager).ok   # float64's own tolerance refuses a reordered sum
+    got = decide(_cmp(other, eager), other, eager, lambda: [truth], 0, "strict", TrialSettings())
+    assert got.ok and got.truth_error["bound"] == "fp32_work"
+
+
+def test_a_genuine_float64_output_keeps_float64_s_tolerance():
+    eager, other, truth = _fp32_matmul_two_ways()   # eager is the float64 forward itself here
+    got = decide(_cmp(other, truth), other, truth, lambda: [truth], 0, "as-run", TrialSettings())
+    assert not got.ok
+
+
+def test_a_float64_output_eager_computes_partly_in_fp32_passes_within_fp32_s_tolerance_of_the_truth():
+    eager, other, truth = _fp32_matmul_two_ways()
+    eager, other = torch.log_softmax(eager, 1), torch.log_softmax(other, 1)   # float64 math after fp32 work
+    truth = torch.log_softmax(truth, 1)
+    got = decide(_cmp(other, eager), other, eager, lambda: [truth], 0, "as-run", TrialSettings())
+    assert got.ok and got.truth_error["bound"] == "fp32_tolerance"

@@ -223,7 +223,7 @@ def _screen(index, path, problem, inputs, ref, tol, settings, dev, reps, truths=
             return Screen(index, INCORRECT, error=f"forward returned {type(out).__name__}",
                           seconds=time.monotonic() - t0)
         c = decide(compare(out, ref, atol=tol[0], rtol=tol[1], rel_l2_limit=tol[2]), out, ref, truths, 0,
-                   settings.precision)
+                   settings.precision, settings)
         if not c.ok:
             return Screen(index, INCORRECT, error=f"max abs error {c.max_abs_err:.3g}, rel l2 {c.rel_l2:.3g}",
                           seconds=time.monotonic() - t0)

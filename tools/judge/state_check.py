@@ -100,7 +100,7 @@ def check(evaluation, worker) -> Status | None:
         if cmp is not None and not cmp.ok and truth is None and not (cmp.n_bad or cmp.n_nan or cmp.n_inf):
             cmp = replace(cmp, ok=True)   # the norm alone, with no float64 forward to tell noise from wrong
         if cmp is not None and not cmp.ok:   # the outputs' precision rule: eager's entry is rounded too
-            cmp = decide(cmp, value, want, lambda: [truth], 0, evaluation.settings.test.precision)
+            cmp = decide(cmp, value, want, lambda: [truth], 0, evaluation.settings.test.precision, evaluation.settings.test)
             by_truth += cmp.ok
         if cmp is None or not cmp.ok:
             what = _differ(cmp) if cmp is not None else \

@@ -172,7 +172,7 @@ def run_trials(evaluation, worker, ref_model, seeds, dev, first_ref: list) -> St
                 # against the float64 forward (made only then: tools/judge/accuracy.py)
                 truths = (lambda: judge.sequence.precise(_position(i, call))) if stateful else \
                     (lambda: judge.precise_reference(seed if call == 0 or not lean else seed2))
-                cmp = decide(cmp, o, r, truths, k, policy)
+                cmp = decide(cmp, o, r, truths, k, policy, s.test)
                 if i == 0 and call == 0 and not lean:   # the verdict's figures: a float64 forward the session keeps
                     cmp = measured(cmp, o, r, truths, k, policy)
                 comparisons.append({"trial": i + 1, "call": call + 1, "output": k, **cmp.to_json()})
@@ -328,7 +328,8 @@ def recheck_timed_outputs(evaluation, reply: dict, payload: bytes, seed: int) ->
         atol, rtol, rel = tolerances(r.dtype, evaluation.settings.test)
         cmp = compare(o, r, atol=atol, rtol=rtol, rel_l2_limit=rel) if o.shape == r.shape else None
         if cmp is not None:   # against the float64 forward where the policy says (tools/judge/accuracy.py)
-            cmp = decide(cmp, o, r, lambda: evaluation.judge.precise_reference(seed), k, evaluation.settings.test.precision)
+            cmp = decide(cmp, o, r, lambda: evaluation.judge.precise_reference(seed), k, evaluation.settings.test.precision,
+                         evaluation.settings.test)
         if cmp is None or not cmp.ok:
             what = {"graph": "the timed CUDA graph, replayed once on new inputs written into the tensors it was "
                              "captured on, returned a wrong output",

@@ -459,7 +459,7 @@ def test_inputs_krefine_cannot_judge_are_named_as_what_get_inputs_returned(tmp_p
         make_inputs(load_problem(path).module, 0, "cpu")
 
 
-DEEP = "x = " + "+".join(["1"] * 5000) + "\nclass ModelNew: pass\n"
+DEEP = "x = " + "+".join(["1"] * 100_000) + "\nclass ModelNew: pass\n"   # past any recursion limit Inductor sets
 
 
 def test_a_candidate_nested_too_deeply_for_the_parser_is_not_valid_python(tmp_path):
@@ -467,11 +467,20 @@ def test_a_candidate_nested_too_deeply_for_the_parser_is_not_valid_python(tmp_pa
         load_candidate(write(tmp_path, DEEP, "c.py"))
 
 
-def test_the_judge_gives_a_too_deeply_nested_candidate_compile_error_not_an_internal_error():
+# 100,000 fails the parse; 2,500 parses at the limit torch.compile leaves (2,000), and the guards' walks fail
+@pytest.mark.parametrize("depth", [100_000, 2500])
+def test_the_judge_gives_a_too_deeply_nested_candidate_compile_error_not_an_internal_error(depth):
+    import sys
     from tools.judge.static import static_verdict
     from tools.settings import EvalSettings
     from tools.verdict import Status
-    v = static_verdict(DEEP, "c.py", EvalSettings(), "cpu", 0)
+    src = "x = " + "+".join(["1"] * depth) + "\nclass ModelNew: pass\n"
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(2000)   # as torch.compile leaves it in a long-lived judge
+    try:
+        v = static_verdict(src, "c.py", EvalSettings(), "cpu", 0)
+    finally:
+        sys.setrecursionlimit(before)
     assert v.status is Status.COMPILE_ERROR and "nested too deeply" in v.diagnostics[0].message
 
 

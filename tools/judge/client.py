@@ -34,11 +34,12 @@ def service_dir() -> Path:
     """The user's private directory for service sockets (made 0700, checked to be ours)."""
     chosen = os.environ.get("KREFINE_JUDGE_DIR")   # the user's: its faults are bad input
     base = chosen or os.path.join(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir(), f"krefine-{os.getuid()}")
-    if len(os.fsencode(base)) > MAX_DIR_BYTES:   # a socket's path ends at 107 bytes (AF_UNIX)
-        if chosen:
-            raise BadInput(chosen, f"KREFINE_JUDGE_DIR is too long for the judge service's sockets (at most "
-                                   f"{MAX_DIR_BYTES} bytes: AF_UNIX paths end at 107); name a shorter directory")
-        base = f"/tmp/krefine-{os.getuid()}"   # a long TMPDIR's own would not do
+    too_long = len(os.fsencode(base)) > MAX_DIR_BYTES   # a socket's path ends at 107 bytes (AF_UNIX)
+    if too_long and not chosen:
+        base, too_long = f"/tmp/krefine-{os.getuid()}", False   # a long TMPDIR's own would not do
+    if too_long and not os.path.isdir(base):   # said before anything is made
+        raise BadInput(chosen, f"KREFINE_JUDGE_DIR is too long for the judge service's sockets (at most "
+                               f"{MAX_DIR_BYTES} bytes: AF_UNIX paths end at 107); name a shorter directory")
     path = Path(base)
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -52,6 +53,9 @@ def service_dir() -> Path:
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
         raise EvaluatorError(f"judge service directory {path} is not a private directory of this "
                              "user (mode 0700); remove it or set KREFINE_JUDGE_DIR")
+    if too_long:
+        raise BadInput(chosen, f"KREFINE_JUDGE_DIR is too long for the judge service's sockets (at most "
+                               f"{MAX_DIR_BYTES} bytes: AF_UNIX paths end at 107); name a shorter directory")
     return path
 
 

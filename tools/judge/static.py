@@ -44,6 +44,9 @@ def file_verdict(src: str, fault: str, candidate_name: str, settings: EvalSettin
     return to_verdict(evaluation, Status.COMPILE_ERROR, t0)
 
 
+_TOO_DEEP = "an expression nested too deeply for Python's parser"
+
+
 def static_checks(evaluation: Evaluation, candidate_name: str) -> Status | None:
     """1) guard: parse and static checks, before CUDA or any candidate code."""
     evaluation.device_info = {"type": evaluation.device}
@@ -52,8 +55,12 @@ def static_checks(evaluation: Evaluation, candidate_name: str) -> Status | None:
     from tools.guards.suite import run_static_guards
     from tools.judge.accuracy import policy_rule
     from tools.precision import dot_precisions
-    findings = run_static_guards(evaluation.src, evaluation.settings.guards)
-    dots = dot_precisions(ast.parse(evaluation.src))
+    try:
+        findings = run_static_guards(evaluation.src, evaluation.settings.guards)
+        dots = dot_precisions(ast.parse(evaluation.src))
+    except (RecursionError, MemoryError):   # it parsed (a process whose recursion limit Inductor raised), but
+        evaluation.diag("syntax_error", _TOO_DEEP)   # the guards' tree walks cannot follow it
+        return Status.COMPILE_ERROR
     if dots:
         evaluation.checks["dot_precision"] = dots   # tl.dot calls by precision (tools/precision.py)
         # what a GPU runs: no precision given is TF32 for fp32 operands (the interpreter is exact)
@@ -80,6 +87,6 @@ def _syntax_error(evaluation: Evaluation, candidate_name: str) -> bool:
         evaluation.diag("syntax_error", f"SyntaxError: {e.msg}", e.lineno)
         return True
     except (RecursionError, MemoryError):   # CPython's parser gives up on deep nesting
-        evaluation.diag("syntax_error", "an expression nested too deeply for Python's parser")
+        evaluation.diag("syntax_error", _TOO_DEEP)
         return True
     return False

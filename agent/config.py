@@ -272,8 +272,9 @@ def _parse(path: Path) -> dict:
     if path.exists() and not path.is_file():   # a FIFO or a device would be read forever
         raise BadInput(path, "config path is not a regular file")
     try:
-        if path.exists() and path.stat().st_size > MAX_CONFIG_BYTES:
-            raise BadInput(path, f"config file is {path.stat().st_size >> 20} MiB; an agent.toml of at most "
+        size = path.stat().st_size   # missing: FileNotFoundError, below
+        if size > MAX_CONFIG_BYTES:
+            raise BadInput(path, f"config file is {size >> 20} MiB; an agent.toml of at most "
                                  f"{MAX_CONFIG_BYTES >> 20} MiB is read")
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

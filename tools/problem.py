@@ -17,6 +17,7 @@ import inspect
 import io
 import os
 import random
+import stat
 import sys
 import threading
 import tokenize
@@ -56,17 +57,16 @@ def _read_file(path: str | Path, what: str) -> tuple[Path, bytes]:
     """The bytes of an existing, readable file, or BadInput: the path itself is wrong."""
     p = Path(path)
     try:
-        p.stat()
+        st = p.stat()
     except OSError as e:   # missing, a link loop, a name too long: what the system says
         raise BadInput(p, f"{what} file does not exist" if e.errno == errno.ENOENT else
                        f"{what} path cannot be read: {e.strerror}") from None
-    if not p.is_file():
+    if not stat.S_ISREG(st.st_mode):
         raise BadInput(p, f"{what} path is not a file")
+    if st.st_size > MAX_SOURCE_BYTES:
+        raise BadInput(p, f"{what} file is {st.st_size / (1 << 20):.0f} MiB; Python source of at most "
+                          f"{MAX_SOURCE_BYTES >> 20} MiB is read")
     try:
-        size = p.stat().st_size
-        if size > MAX_SOURCE_BYTES:
-            raise BadInput(p, f"{what} file is {size / (1 << 20):.0f} MiB; Python source of at most "
-                              f"{MAX_SOURCE_BYTES >> 20} MiB is read")
         return p, p.read_bytes()
     except OSError as e:
         raise BadInput(p, f"cannot read {what} file: {e.strerror}") from None

@@ -204,18 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("krefine: interrupted (SIGTERM)" if terminated else "krefine: interrupted", file=sys.stderr)
         return 130
-    except OSError as e:
-        if debug:
-            traceback.print_exc()
-        if e.errno not in _PATH_ERRNOS:   # a path the user gave that no system call takes
-            print(f"krefine: internal error: {describe_fault(e)}"
-                  + ("" if debug else " (run with --debug for the traceback)"), file=sys.stderr)
-            return EXIT_EVALUATOR
-        print(f"krefine: error: {e.filename}: {e.strerror}", file=sys.stderr)
-        return EXIT_BAD_INPUT
     except Exception as e:  # our own bug: still one line and exit 3, traceback with --debug
         if debug:
             traceback.print_exc()
+        if isinstance(e, OSError) and e.errno in _PATH_ERRNOS:   # a path the user gave that no system call takes
+            print(f"krefine: error: {e.filename}: {e.strerror}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         print(f"krefine: internal error: {describe_fault(e)}"
               + ("" if debug else " (run with --debug for the traceback)"), file=sys.stderr)
         return EXIT_EVALUATOR

@@ -40,7 +40,7 @@ def plan(make: Callable[[int], list], like: list, count: int) -> int:
         return 0
     t0 = time.perf_counter()
     one = make(secrets.randbits(31))
-    if not _fits(like, one) or (time.perf_counter() - t0) * count > MAX_MAKE_S:
+    if not fits(like, one) or (time.perf_counter() - t0) * count > MAX_MAKE_S:
         return 0
     return count
 
@@ -54,7 +54,7 @@ def input_sets(make: Callable[[int], list], like: list, count: int) -> list[list
     sets = []
     for _ in range(count):
         one = make(secrets.randbits(31))
-        if not _fits(like, one):
+        if not fits(like, one):
             return None
         sets.append(one)
     return sets
@@ -85,7 +85,9 @@ def rotation(make: Callable[[int], list], targets: list, count: int) -> Rotation
     return None if sets is None else Rotation(targets, sets)
 
 
-def _fits(like: list, other: list) -> bool:
+def fits(like: list, other: list) -> bool:
+    """`other` laid out as `like`: tensors of its types, shapes, dtypes, strides and devices;
+    equal other arguments (a graph or a timed call holds those as they were)."""
     import torch
     if len(like) != len(other):
         return False

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 
 from tools.perf.ncu import NVTX_RANGE   # the range ncu's filter selects, around every timed forward
-from tools.perf.rotation import rotation
+from tools.perf.rotation import fits, rotation
 from tools.sandbox.activity import record_timed
 from tools.sandbox.faults import short
 from tools.sandbox.outputs import all_tensors, flatten_output
@@ -127,15 +127,7 @@ class MeasureOps:
         import torch
         fresh = self._inputs(seed)
 
-        def fits(a, b) -> bool:
-            if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-                return (type(a) is type(b) and a.shape == b.shape and a.dtype == b.dtype
-                        and a.stride() == b.stride() and a.device == b.device)
-            try:
-                return type(a) is type(b) and bool(a == b)
-            except Exception:   # noqa: BLE001 - an argument that cannot say it is equal is not
-                return False
-        if len(fresh) != len(inputs) or not all(fits(a, b) for a, b in zip(inputs, fresh)):
+        if not fits(inputs, fresh):
             return False
         with torch.no_grad():
             for a, b in zip(inputs, fresh):

@@ -100,6 +100,15 @@ def test_a_problem_failing_at_import_is_exit_2_in_one_line_and_the_service_lives
     assert _service(after)["pid"] == _service(first)["pid"] and _service(after)["reused_session"]
 
 
+def test_a_reference_that_never_returned_is_exit_2_again_on_the_next_eval(svc, tmp_path):
+    from test_deadline import hanging_files   # the reference forward hangs on real tensors only
+    env, _ = svc
+    problem, cand, config = hanging_files(tmp_path)
+    codes = [kcli(env, "eval", problem, cand, "--device", "cpu", "--keep-judge", "60", "--config", config).returncode
+             for _ in range(2)]
+    assert codes == [2, 2]
+
+
 def test_several_candidates_come_back_in_order_with_rejects_decided_here(svc, tmp_path):
     env, _ = svc
     wrong = tmp_path / "double.py"

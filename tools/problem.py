@@ -26,11 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+from tools.deadline import Deadline, Overdue
 from tools.errors import BadInput
 from tools.problem_inputs import build_model, make_inputs, seeded, set_seed, split_init  # noqa: F401
 from tools.precision_flags import as_the_user_has_it, fp32_precisions, precision_flags, strict_fp32  # noqa: F401
 
 MAX_SOURCE_BYTES = 64 << 20   # a problem or candidate file larger than this is not read
+LOAD_TIMEOUT_S = 300.0        # loading a problem: the file's code runs on the meta device, or the cpu when cheap
 
 
 @dataclass(frozen=True)
@@ -184,12 +186,19 @@ def read_problem(path: str | Path) -> tuple[Path, str]:
 
 
 def load_problem(path: str | Path) -> Problem:
-    """Load and validate a problem file; every fault is a BadInput naming the file."""
-    import torch
-    from torch import nn
+    """Load and validate a problem file; every fault is a BadInput naming the file, and
+    so is code of the file's that runs past LOAD_TIMEOUT_S (tools/deadline.py)."""
+    import torch  # noqa: F401 - imported before the clock starts
 
     # 1) read and parse
     p, src = read_problem(path)
+    with Deadline(LOAD_TIMEOUT_S, p, "loading the problem (its import, get_init_inputs, get_inputs, a first forward)"):
+        return _load(p, src)
+
+
+def _load(p: Path, src: str) -> Problem:
+    import torch
+    from torch import nn
 
     # 2) execute (the user's own module)
     try:
@@ -197,7 +206,7 @@ def load_problem(path: str | Path) -> Problem:
     except SystemExit:
         raise BadInput(p, "problem file called exit() or os._exit() at import") from None
     except BaseException as e:
-        if isinstance(e, KeyboardInterrupt):
+        if isinstance(e, (KeyboardInterrupt, Overdue)):
             raise
         _fault(p, e, "importing the problem file", "import")
     _same_default_device(p)
@@ -240,7 +249,7 @@ def load_problem(path: str | Path) -> Problem:
     try:
         mod = exec_module(p, src)
     except BaseException as e:
-        if isinstance(e, KeyboardInterrupt):
+        if isinstance(e, (KeyboardInterrupt, Overdue)):
             raise
         _fault(p, e, "importing the problem file", "import")
     return Problem(path=p.resolve(), name=p.stem, source=src, module=mod,

@@ -140,6 +140,7 @@ def _coerce(hint, value, where: str):
 
 
 MAX_KEEP_JUDGE_S = 86400.0   # the judge service's idle life: a day at most
+MAX_TIMEOUT_S = 7 * 86400.0   # [eval]'s timeouts: past this a wait is a hang (and 1e308 overflows the clocks)
 PRECISION_POLICIES = ("as-run", "strict")   # [eval] precision (tools/judge/accuracy.py)
 
 
@@ -159,6 +160,7 @@ class TrialSettings:
     rel_l2_fp64: float = 1e-8
     compile_timeout_s: float = 180.0    # import + construct + first forward (Triton JIT)
     run_timeout_s: float = 60.0         # every later request to the worker
+    reference_timeout_s: float = 600.0  # the problem's Model: built, or get_inputs + one forward (tools/deadline.py)
     max_output_kib: int = 64            # candidate stdout/stderr kept, per stream
     max_file_mib: int = 512             # RLIMIT_FSIZE in the worker
     cpu_memory_gib: float = 16.0        # RLIMIT_AS in the worker on --device cpu (0: none)
@@ -183,8 +185,10 @@ class TrialSettings:
         wrong = next((k for k in tolerances if getattr(self, k) < 0), None)
         if wrong is not None:
             return f"{wrong} must be at least 0, got {getattr(self, wrong):g}"
-        if min(self.compile_timeout_s, self.run_timeout_s) <= 0:
+        if min(self.compile_timeout_s, self.run_timeout_s, self.reference_timeout_s) <= 0:
             return "timeouts must be positive"
+        if max(self.compile_timeout_s, self.run_timeout_s, self.reference_timeout_s) > MAX_TIMEOUT_S:
+            return f"timeouts must be at most {MAX_TIMEOUT_S:g} seconds (7 days)"
         if self.max_output_kib < 1 or not 1 <= self.max_file_mib <= 1 << 30:
             return "max_output_kib must be at least 1 and max_file_mib between 1 and 1073741824 (1 PiB)"
         if not (self.cpu_memory_gib == 0 or 2 <= self.cpu_memory_gib <= 1 << 20):

@@ -16,6 +16,7 @@ way (tools/blame.py).
 """
 from __future__ import annotations
 
+from tools.deadline import Deadline
 from tools.errors import BadInput, describe_fault
 from tools.blame import Step, blame
 from tools.problem import make_inputs, output_fault, precision_flags, seeded
@@ -38,7 +39,7 @@ def build_reference(problem, dev: str, gpu_index: int, settings):
     if dev.startswith("cuda"):
         torch.cuda.set_device(gpu_index)
     try:   # not beside a capture (its init draws)
-        with gpu_work():
+        with gpu_work(), Deadline(settings.reference_timeout_s, problem.path, "Model(*get_init_inputs())"):
             return build_model(problem.module.Model, problem.module, settings.init_seed, dev, settings.module_mode)
     except Exception as e:
         blame(problem.path, e, "Model(*get_init_inputs())",
@@ -46,7 +47,7 @@ def build_reference(problem, dev: str, gpu_index: int, settings):
 
 
 def compute_reference(ref_model, mod, seed: int, dev: str, *, init_seed: int, precision: str,
-                      module_mode: str = "train", sizes: dict | None = None) -> list:
+                      module_mode: str = "train", sizes: dict | None = None, timeout_s: float = 0) -> list:
     """The problem's own Model (built with `init_seed`) on the trial inputs of `seed`, with
     the flags of `precision` ([eval] precision): under "as-run" it is eager as the user runs it.
     An allocation failure is raised as it is, for the judge to relieve memory and
@@ -54,10 +55,16 @@ def compute_reference(ref_model, mod, seed: int, dev: str, *, init_seed: int, pr
     allocator's peak during the forward, inputs included (0 on cpu), "aliases": which
     output shares memory with an input or parameter, in words, or None, "output_pairs":
     which outputs share memory with one another, and "rng_changed": whether the forward
-    changed a global random generator's state."""
+    changed a global random generator's state. get_inputs and the forward, together, run
+    past `timeout_s` (0: no limit) as the file's fault (tools/deadline.py)."""
+    path = getattr(mod, "__file__", None) or "problem"
+    with Deadline(timeout_s, path, "the reference's get_inputs() and Model.forward(*get_inputs())"):
+        return _reference(ref_model, mod, seed, dev, path, init_seed, module_mode, precision, sizes)
+
+
+def _reference(ref_model, mod, seed, dev, path, init_seed, module_mode, precision, sizes) -> list:
     import torch
     from tools.judge.memory import is_oom, tensor_bytes
-    path = getattr(mod, "__file__", None) or "problem"
     cuda = dev.startswith("cuda")
     if cuda and sizes is not None:
         base = torch.cuda.memory_allocated(dev)
@@ -167,8 +174,8 @@ def state_carried(fresh_model, mod, seed: int, dev: str, ref: list, settings) ->
     from tools.judge.numerics import compare, tolerances
     try:
         model = fresh_model()
-        again = compute_reference(model, mod, seed, dev, init_seed=settings.init_seed,
-                                  precision=settings.precision, module_mode=settings.module_mode)
+        again = compute_reference(model, mod, seed, dev, init_seed=settings.init_seed, precision=settings.precision,
+                                  module_mode=settings.module_mode, timeout_s=settings.reference_timeout_s)
     except Exception:   # noqa: BLE001 - it did not run again: not shown to carry state
         return False
     finally:
@@ -189,7 +196,8 @@ def sequence_outputs(model, mod, seeds: list[int], dev: str, settings) -> list[l
     inputs of each of `seeds` in turn, its state carried from call to call; the outputs
     of every call, in order."""
     return [compute_reference(model, mod, seed, dev, init_seed=settings.init_seed, precision=settings.precision,
-                              module_mode=settings.module_mode) for seed in seeds]
+                              module_mode=settings.module_mode, timeout_s=settings.reference_timeout_s)
+            for seed in seeds]
 
 
 def precise_sequence(model, mod, seeds: list[int], dev: str) -> list[list | None]:

@@ -18,8 +18,7 @@ Static guards and syntax checks run first, before any of that is touched. The co
 parallel_compile` at once, a shared hold on the GPU); trials, timing and profiling hold the
 GPU exclusively, one candidate at a time. `judge()` may be called from many threads at once.
 
-`evaluate()` is a session of one candidate. Does not decide verdicts:
-tools/judge/pipeline.py's steps do, given this session's state.
+`evaluate()` is a session of one candidate. Does not decide verdicts: pipeline.py's steps do.
 """
 from __future__ import annotations
 
@@ -172,9 +171,10 @@ class Judge:
             self._last_ref = None   # freed before the next one is made, not beside it
         t = time.monotonic()
         sizes: dict | None = {} if self.footprint is None else None   # measured once: it resets the peak
+        s = self.settings.test
         out = memory.retry_oom(self, "the reference Model.forward(*get_inputs())", lambda: compute_reference(
-            self.reference_model(), self.problem.module, seed, self.dev, init_seed=self.settings.test.init_seed,
-            precision=self.settings.test.precision, module_mode=self.settings.test.module_mode, sizes=sizes))
+            self.reference_model(), self.problem.module, seed, self.dev, init_seed=s.init_seed, precision=s.precision,
+            module_mode=s.module_mode, sizes=sizes, timeout_s=s.reference_timeout_s))
         with self._lock:
             self.setup_s["references"] = round(self.setup_s.get("references", 0.0) + time.monotonic() - t, 3)
             if self.footprint is None and sizes is not None:
@@ -384,7 +384,7 @@ class Judge:
         pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="krefine-judge")
         try:
             return list(pool.map(one, range(len(sources))))
-        except BaseException:   # Ctrl-C, SIGTERM: the candidates' workers end now, not at their timeouts
+        except (KeyboardInterrupt, SystemExit):   # Ctrl-C, SIGTERM: the workers end now, not at their timeouts
             pool.shutdown(wait=False, cancel_futures=True)
             self.close(interrupted=True)
             raise

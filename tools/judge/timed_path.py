@@ -176,7 +176,7 @@ def fresh_reference(evaluation, seed: int) -> list:
     try:
         return memory.retry_oom(judge, "the reference for the timed outputs' new inputs", lambda: compute_reference(
             judge.reference_model(), evaluation.problem.module, seed, judge.dev, init_seed=s.init_seed,
-            precision=s.precision, module_mode=s.module_mode))
+            precision=s.precision, module_mode=s.module_mode, timeout_s=s.reference_timeout_s))
     finally:
         if judge.lean:
             memory.release(judge.dev)

@@ -173,7 +173,8 @@ def test_on_a_gpu_the_judge_times_a_remembering_forward_doing_its_work(tmp_path)
     path = tmp_path / "sines.py"
     path.write_text(PROBLEM)
     problem = load_problem(path)
-    off = EvalSettings()
+    base = EvalSettings()   # no torch.compile baseline: Inductor on 6,000 unrolled ops takes minutes
+    off = dataclasses.replace(base, timing=dataclasses.replace(base.timing, compile_baseline=False))
     s = dataclasses.replace(off, timing=dataclasses.replace(off.timing, fresh_inputs=True))
     v_on = evaluate(problem, MEMO, device="cuda", settings=s, profile=False)
     v_off = evaluate(problem, MEMO, device="cuda", settings=off, profile=False)

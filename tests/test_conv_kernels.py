@@ -153,6 +153,35 @@ def _float64(K, member):
     return got, want
 
 
+def _a_plan_is_made_once_a_key(K):
+    """A second call of the same shapes, strides and arguments reuses the first's plan (no
+    new entry in K._PLANS) and convolves its own values."""
+    before = len(K._PLANS)
+    x0, w, b = _inputs((2, 16, 6, 7), (8, 16, 3, 3), 8)
+    for x in (x0, x0.flip(0) + 1.0):
+        got, want = K.conv_nd(x, w, b, 2, 1, member="igemm", activation="relu"), F.relu(F.conv2d(x, w, b, 2, 1))
+        torch.testing.assert_close(got, want, atol=ATOL, rtol=ATOL)
+    assert len(K._PLANS) == before + 1, len(K._PLANS) - before
+    return got, want
+
+
+def _another_layout_gets_its_own_plan(K):
+    """The same shapes laid out otherwise (channels-last input, a residual, no bias) are other
+    keys: each gets its plan, each output right and in its own layout."""
+    x, w, b = _inputs((2, 8, 5, 6), (4, 8, 3, 3), 4)
+    before = len(K._PLANS)
+    want = F.conv2d(x, w, b, 1, 1)
+    torch.testing.assert_close(K.conv_nd(x, w, b, 1, 1), want, atol=ATOL, rtol=ATOL)
+    xl = x.to(memory_format=torch.channels_last)
+    got = K.conv_nd(xl, w, b, 1, 1)
+    assert got.stride() == want.to(memory_format=torch.channels_last).stride()
+    torch.testing.assert_close(got, want, atol=ATOL, rtol=ATOL)
+    torch.testing.assert_close(K.conv_nd(x, w, None, 1, 1, residual=want), 2 * want - b.view(1, -1, 1, 1),
+                               atol=ATOL, rtol=ATOL)
+    assert len(K._PLANS) == before + 3, len(K._PLANS) - before
+    return K.conv_nd(x, w, b, 1, 1), want
+
+
 # every cpu case by id: (kernel module) -> (got, want); want's strides are the layout expected
 CASES = {
     **{f"forward-{c[0]}": (lambda K, c=c: _forward(K, c)) for c in FORWARD},
@@ -160,6 +189,8 @@ CASES = {
     "channels_last_in_channels_last_out": _channels_last,
     "out_stride_is_the_layout_written": _out_stride,
     "tf32_dots_round_their_operands": _tf32_dots_round_their_operands,
+    "a_plan_is_made_once_a_key": _a_plan_is_made_once_a_key,
+    "another_layout_gets_its_own_plan": _another_layout_gets_its_own_plan,
     **{f"float64-{m}": (lambda K, m=m: _float64(K, m)) for m in ("direct", "igemm", "depthwise", "phases")},
     **{f"epilogue-{e[0]}-{m}": (lambda K, e=e, m=m: _forward_epilogue(K, e, m))
        for e in EPILOGUES for m in ("direct", "igemm", "depthwise")},

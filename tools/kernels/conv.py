@@ -3,12 +3,12 @@
 This file stands alone (torch and triton only): a seed copies its text, unchanged, into
 its `ModelNew` (tools/dialect/kernelbook.py), so `best.py` carries it.
 
-Layout: any strides, each tensor read and written through its own, so a channels-last
-input (what Inductor hands a convolution) is read channel-contiguous and not copied; 1-D
-and 2-D are 3-D with unit leading dimensions. Weights: OIDHW forward, IODHW transposed,
-any strides; "igemm" packs one in its order once a call (`_igemm_order`: no copy for a
-channels-last weight at tensor-core precisions). The output takes the input's memory
-format (torch's rule) or the strides `out_stride` names.
+Layout: any strides, each tensor read and written through its own (a channels-last input,
+what Inductor hands a convolution, is read channel-contiguous, not copied); 1-D and 2-D are
+3-D with unit leading dimensions. Weights: OIDHW forward, IODHW transposed, any strides;
+"igemm" packs one in its order (`_igemm_order`) unless laid out so. The output takes the
+input's memory format (torch's rule) or `out_stride`. A call's Python that depends on
+shapes, strides and arguments alone is done once per such key (`_planned`).
 
 Members (the launcher picks one; `member=` forces it):
   "igemm"      implicit GEMM: M = batch x output positions, N = output channels of a
@@ -39,10 +39,8 @@ import triton.language as tl
 
 @triton.jit
 def _dot_operand(x, PRECISION: tl.constexpr):
-    """A `tl.dot` operand at `PRECISION`. "tf32": fp32 rounded to the nearest TF32 value
-    (10 mantissa bits, ties away from zero), as cuDNN's TF32 convolutions round; the
-    tensor core alone drops the low 13 bits (truncation, about twice the error). Other
-    precisions and dtypes: as given."""
+    """A `tl.dot` operand at `PRECISION`. "tf32": fp32 rounded to the nearest TF32 (ties away
+    from zero) as cuDNN rounds; the tensor core alone truncates (twice the error)."""
     if PRECISION == "tf32":
         if x.dtype == tl.float32:
             bits = x.to(tl.uint32, bitcast=True)
@@ -63,9 +61,7 @@ def _conv_epilogue(acc, co, co_ok, pos_ok, bias_ptr, res_ptrs, scale, lo, hi, sl
         acc = tl.maximum(acc, 0.0)
     elif ACT == "leaky_relu":
         acc = tl.where(acc >= 0.0, acc, acc * slope)
-    # sigmoid written out: tl.sigmoid is a @triton.jit function of Triton's, which the
-    # interpreter cannot call when triton.language was imported compiled
-    elif ACT == "sigmoid":
+    elif ACT == "sigmoid":   # written out: the interpreter cannot call tl.sigmoid once compiled Triton is imported
         acc = 1.0 / (1.0 + tl.exp(-acc))
     elif ACT == "tanh":
         acc = 2.0 / (1.0 + tl.exp(-2.0 * acc)) - 1.0
@@ -251,12 +247,11 @@ def conv_transpose_kernel(
              mask=m_ok[:, None] & n_ok[None, :])
 
 
-def _cdiv(a, b):
+def _cdiv(a, b):   # not triton.cdiv / next_power_of_2: constexpr functions, µs a host call (Triton 3.9)
     return -(-a // b)
 
 
 def _pow2(n):
-    # not triton.next_power_of_2 / cdiv: constexpr functions, µs a host call (Triton 3.9)
     return 1 << max(0, n - 1).bit_length()
 
 
@@ -310,45 +305,7 @@ def conv_member(transposed, groups, c_group):
 
 def _as_3d(v, nd, fill):
     v = [v] * nd if isinstance(v, int) else list(v)
-    if len(v) == 1 and nd > 1:
-        v = v * nd
-    return [fill] * (3 - nd) + v
-
-
-def _epilogue_args(y, bias, residual, scale, clamp, negative_slope):
-    res = residual if residual is not None else y
-    res_strides = _as_3d(list(res.stride()[2:]), y.dim() - 2, 0)
-    lo, hi = clamp if clamp is not None else (0.0, 0.0)
-    tensors = (bias if bias is not None else y, res)
-    scalars = [res.stride(0), res.stride(1), *res_strides]
-    return tensors, scalars, [float(scale), float(lo), float(hi), float(negative_slope)]
-
-
-def _new_output(x, shape, out_stride):
-    if out_stride is not None:
-        return torch.empty_strided(shape, out_stride, dtype=x.dtype, device=x.device)
-    channels_last = x.dim() in (4, 5) and not x.is_contiguous() and x.is_contiguous(
-        memory_format=torch.channels_last if x.dim() == 4 else torch.channels_last_3d)
-    y = torch.empty(shape, dtype=x.dtype, device=x.device)
-    if channels_last:
-        y = torch.empty_strided(shape, _channels_last_strides(shape), dtype=x.dtype, device=x.device)
-    return y
-
-
-def _channels_last_strides(shape):
-    strides, step = [0] * len(shape), 1
-    for d in [1, *range(len(shape) - 1, 1, -1), 0]:
-        strides[d] = step
-        step *= shape[d]
-    return strides
-
-
-def _packed(weight, order):
-    """weight's values laid out in `order` (dims, outermost first); as given on cpu."""
-    if weight.device.type != "cuda":
-        return weight   # the interpreter reads any strides alike
-    packed = weight.permute(*order).contiguous()   # a no-op where weight is laid out so already
-    return packed.permute(*[order.index(i) for i in range(weight.dim())])
+    return [fill] * (3 - nd) + (v * nd if len(v) == 1 and nd > 1 else v)
 
 
 def _sizes_strides(t):
@@ -356,11 +313,63 @@ def _sizes_strides(t):
     return _as_3d(list(t.shape[2:]), nd, 1), [t.stride(0), t.stride(1), *_as_3d(list(t.stride()[2:]), nd, 0)]
 
 
+def _in_order(weight, order):
+    return weight.permute(*order).contiguous().permute(*[order.index(i) for i in range(weight.dim())])
+
+
+_PLANS = {}   # each launch's Python that depends on its key alone: done once a key (`_planned`)
+
+
+def _planned(make_plan, x, weight, bias, residual, args):
+    """The convolution `make_plan(x, weight, bias, residual, *args)` plans (kernel, packing
+    order or None, output shape and strides, grid, arguments, constexprs), planned once per
+    key (shapes, strides, dtype, device, `args`): a later call allocates and launches."""
+    key = (make_plan, x.shape, x.stride(), x.dtype, x.device, weight.shape, weight.stride(), bias is None,
+           None if residual is None else (residual.shape, residual.stride()),
+           *(tuple(v) if isinstance(v, list) else tuple(sorted(v.items())) if isinstance(v, dict) else v
+             for v in args))
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = make_plan(x, weight, bias, residual, *args)
+    kernel, order, shape, y_strides, grid, ints, flags = plan
+    y = torch.empty_strided(shape, y_strides, dtype=x.dtype, device=x.device)
+    kernel[grid](x, weight if order is None else _in_order(weight, order), y if bias is None else bias,
+                 y if residual is None else residual, y, *ints, **flags)
+    return y
+
+
+def _shared(x, weight, bias, residual, dot, precision, lead, shape, out_stride, scale, clamp, slope, act):
+    """Both plans': (packing order or None, the weight's strides as launched, the output, its
+    and the residual's strides, the epilogue's floats and constexprs)."""
+    order = _igemm_order(weight.dim(), x.dtype, precision, lead) if dot and x.device.type == "cuda" else None
+    order = None if order is None or weight.permute(*order).is_contiguous() else order
+    ks, sw = _sizes_strides(weight if order is None else _in_order(weight, order))
+    fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d   # torch's rule: the input's format
+    last = x.dim() in (4, 5) and not x.is_contiguous() and x.is_contiguous(memory_format=fmt)
+    y = torch.empty_strided(shape, out_stride, dtype=x.dtype, device=x.device) if out_stride is not None else \
+        torch.empty(shape, dtype=x.dtype, device=x.device, memory_format=fmt if last else torch.contiguous_format)
+    lo, hi = clamp if clamp is not None else (0.0, 0.0)
+    flags = dict(KD=ks[0], KH=ks[1], KW=ks[2], HAS_BIAS=bias is not None, HAS_RES=residual is not None, ACT=act,
+                 HAS_CLAMP=clamp is not None)
+    outs = [*_sizes_strides(y)[1], *_sizes_strides(y if residual is None else residual)[1]]
+    return order, sw, y, outs, [float(scale), float(lo), float(hi), float(slope)], flags
+
+
+def _configured(flags, cfg, *keys):
+    return dict(flags, **{k: cfg[k] for k in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages", *keys)})
+
+
 def conv_nd(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, precision="ieee",
             activation="none", scale=1.0, clamp=None, negative_slope=0.01, residual=None,
             out_stride=None, member=None, config=None):
     """F.conv1d/2d/3d(x, weight, bias, stride, padding, dilation, groups) followed by the
     epilogue (module docstring); x is (N, C, *spatial) with 1 to 3 spatial dimensions."""
+    return _planned(_conv_plan, x, weight, bias, residual, (stride, padding, dilation, groups, precision, activation,
+                                                            scale, clamp, negative_slope, out_stride, member, config))
+
+
+def _conv_plan(x, weight, bias, residual, stride, padding, dilation, groups, precision, activation, scale, clamp,
+               negative_slope, out_stride, member, config):
     nd, precision = x.dim() - 2, "ieee" if x.dtype == torch.float64 else precision   # fp64 dots: exact
     assert 1 <= nd <= 3 and weight.dim() == x.dim(), "conv_nd takes (N, C, L), (N, C, H, W) or (N, C, D, H, W)"
     c_out, c_g = weight.shape[0], weight.shape[1]
@@ -368,30 +377,22 @@ def conv_nd(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, 
     st, pad, dil = _as_3d(stride, nd, 1), _as_3d(padding, nd, 0), _as_3d(dilation, nd, 1)
     (d, h, w), sx = _sizes_strides(x)
     member = member or conv_member(False, groups, c_g)
-    if member == "igemm":
-        weight = _packed(weight, _igemm_order(weight.dim(), x.dtype, precision, 1))
-    (kd, kh, kw), sw = _sizes_strides(weight)
-    out_sp = [(n + 2 * p - q * (k - 1) - 1) // s + 1 for n, p, q, k, s in zip((d, h, w), pad, dil, (kd, kh, kw), st)]
-    y = _new_output(x, [x.shape[0], c_out, *out_sp[3 - nd:]], out_stride)
-    _, sy = _sizes_strides(y)
-    (b, res), res_strides, floats = _epilogue_args(y, bias, residual, scale, clamp, negative_slope)
+    out_sp = [(n + 2 * p - q * (k - 1) - 1) // s + 1
+              for n, p, q, k, s in zip((d, h, w), pad, dil, _sizes_strides(weight)[0], st)]
+    order, sw, y, outs, floats, flags = _shared(x, weight, bias, residual, member == "igemm", precision, 1,
+                                                [x.shape[0], c_out, *out_sp[3 - nd:]], out_stride, scale, clamp,
+                                                negative_slope, activation)
     positions = x.shape[0] * out_sp[0] * out_sp[1] * out_sp[2]
     cfg = dict(conv_config(member, c_g, k_g, positions, x.device.type, x.dtype, precision), **(config or {}))
-    flags = dict(KD=kd, KH=kh, KW=kw, HAS_BIAS=bias is not None, HAS_RES=residual is not None, ACT=activation,
-                 HAS_CLAMP=clamp is not None, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
-                 num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    geometry = [*st, *pad, *dil, *floats]
+    out, geometry = (tuple(y.shape), tuple(y.stride())), [*st, *pad, *dil, *floats]
     if member == "depthwise":
         assert c_g == 1, "the depthwise member takes one input channel per group"
-        grid = (_cdiv(positions, cfg["BLOCK_M"]), _cdiv(c_out, cfg["BLOCK_N"]))
-        conv_depthwise_kernel[grid](x, weight, b, res, y, x.shape[0], c_out, c_out // x.shape[1], d, h, w, *out_sp,
-                                    *sx, sw[0], *sw[2:], *sy, *res_strides, *geometry, **flags)
-        return y
-    grid = (_cdiv(positions, cfg["BLOCK_M"]), _cdiv(k_g, cfg["BLOCK_N"]), groups)
-    conv_fwd_kernel[grid](x, weight, b, res, y, x.shape[0], c_g, d, h, w, k_g, *out_sp, *sx, *sw, *sy,
-                          *res_strides, *geometry, USE_DOT=member == "igemm", PRECISION=precision,
-                          BLOCK_K=cfg["BLOCK_K"], **flags)
-    return y
+        return (conv_depthwise_kernel, order, *out, (_cdiv(positions, cfg["BLOCK_M"]), _cdiv(c_out, cfg["BLOCK_N"])),
+                [x.shape[0], c_out, c_out // x.shape[1], d, h, w, *out_sp, *sx, sw[0], *sw[2:], *outs, *geometry],
+                _configured(flags, cfg))
+    return (conv_fwd_kernel, order, *out, (_cdiv(positions, cfg["BLOCK_M"]), _cdiv(k_g, cfg["BLOCK_N"]), groups),
+            [x.shape[0], c_g, d, h, w, k_g, *out_sp, *sx, *sw, *outs, *geometry],
+            _configured(dict(flags, USE_DOT=member == "igemm", PRECISION=precision), cfg, "BLOCK_K"))
 
 
 def conv_transpose_nd(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1, *,
@@ -399,32 +400,31 @@ def conv_transpose_nd(x, weight, bias=None, stride=1, padding=0, output_padding=
                       residual=None, out_stride=None, member=None, config=None):
     """F.conv_transpose1d/2d/3d(x, weight, bias, stride, padding, output_padding, groups,
     dilation) followed by the epilogue; weight is (C_in, C_out / groups, *kernel)."""
+    assert (member or "phases") == "phases", "transposed convolution has one member, 'phases'"
+    return _planned(_transpose_plan, x, weight, bias, residual, (stride, padding, output_padding, groups, dilation,
+                                                                 precision, activation, scale, clamp,
+                                                                 negative_slope, out_stride, config))
+
+
+def _transpose_plan(x, weight, bias, residual, stride, padding, output_padding, groups, dilation, precision,
+                    activation, scale, clamp, negative_slope, out_stride, config):
     nd, precision = x.dim() - 2, "ieee" if x.dtype == torch.float64 else precision   # fp64 dots: exact
     assert 1 <= nd <= 3 and weight.dim() == x.dim(), "conv_transpose_nd takes 1 to 3 spatial dimensions"
     c_in, k_g = weight.shape[0], weight.shape[1]
     c_g = c_in // groups
     st, pad, dil = _as_3d(stride, nd, 1), _as_3d(padding, nd, 0), _as_3d(dilation, nd, 1)
-    opad = _as_3d(output_padding, nd, 0)
     (d, h, w), sx = _sizes_strides(x)
-    if conv_member(False, 1, c_g) == "igemm":
-        weight = _packed(weight, _igemm_order(weight.dim(), x.dtype, precision, 0))
-    (kd, kh, kw), sw = _sizes_strides(weight)
-    out_sp = [(n - 1) * s - 2 * p + q * (k - 1) + o + 1
-              for n, s, p, q, k, o in zip((d, h, w), st, pad, dil, (kd, kh, kw), opad)]
-    y = _new_output(x, [x.shape[0], k_g * groups, *out_sp[3 - nd:]], out_stride)
-    _, sy = _sizes_strides(y)
-    (b, res), res_strides, floats = _epilogue_args(y, bias, residual, scale, clamp, negative_slope)
+    out_sp = [(n - 1) * s - 2 * p + q * (k - 1) + o + 1 for n, s, p, q, k, o in
+              zip((d, h, w), st, pad, dil, _sizes_strides(weight)[0], _as_3d(output_padding, nd, 0))]
+    use_dot = conv_member(False, 1, c_g) == "igemm"
+    order, sw, y, outs, floats, flags = _shared(x, weight, bias, residual, use_dot, precision, 0,
+                                                [x.shape[0], k_g * groups, *out_sp[3 - nd:]], out_stride, scale,
+                                                clamp, negative_slope, activation)
     per_phase = [_cdiv(o, s) for o, s in zip(out_sp, st)]
     positions = x.shape[0] * per_phase[0] * per_phase[1] * per_phase[2]
-    assert (member or "phases") == "phases", "transposed convolution has one member, 'phases'"
-    use_dot = conv_member(False, 1, c_g) == "igemm"
     cfg = dict(conv_config("igemm" if use_dot else "direct", c_g, k_g, positions, x.device.type, x.dtype, precision),
                **(config or {}))
     grid = (_cdiv(positions, cfg["BLOCK_M"]), _cdiv(k_g, cfg["BLOCK_N"]), groups * st[0] * st[1] * st[2])
-    conv_transpose_kernel[grid](x, weight, b, res, y, x.shape[0], c_g, d, h, w, k_g, *out_sp, *per_phase,
-                                *sx, *sw, *sy, *res_strides, *st, *pad, *dil, *floats,
-                                KD=kd, KH=kh, KW=kw, HAS_BIAS=bias is not None, HAS_RES=residual is not None,
-                                ACT=activation, HAS_CLAMP=clamp is not None, USE_DOT=use_dot,
-                                PRECISION=precision, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
-                                BLOCK_K=cfg["BLOCK_K"], num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    return y
+    return (conv_transpose_kernel, order, tuple(y.shape), tuple(y.stride()), grid,
+            [x.shape[0], c_g, d, h, w, k_g, *out_sp, *per_phase, *sx, *sw, *outs, *st, *pad, *dil, *floats],
+            _configured(dict(flags, USE_DOT=use_dot, PRECISION=precision), cfg, "BLOCK_K"))

@@ -15,6 +15,11 @@ a few launch configurations per shape at tf32 and reports the best. Progress goe
 stderr, the markdown table to stdout, every figure to --out as JSON.
 
     python benchmarks/conv_bench.py --out conv_bench.json [--ieee] [--sweep] [--only NAME]
+
+--host [TREE] times the host instead: microseconds of Python and launch per call (the
+GPU never the bound: each call queues a small convolution) for the family and for
+F.conv2d (cuDNN), on ResNet-18's 64-channel 3x3 convolution, with TREE's copy of the family
+beside this one's in alternate blocks (an older krefine checkout: the A/B of a change).
 """
 from __future__ import annotations
 
@@ -165,16 +170,62 @@ def table(rows, ieee: bool, sweep: bool) -> str:
     return "\n".join(lines)
 
 
+def host_cost(tree: str | None, blocks: int = 4, calls: int = 200) -> list[dict]:
+    """Host microseconds per call (median of `blocks` blocks), each family and cuDNN in turn."""
+    import importlib.util
+    import statistics
+    families = {"this tree": sys.modules["tools.kernels.conv"]}
+    if tree:
+        spec = importlib.util.spec_from_file_location("conv_then", Path(tree) / "tools" / "kernels" / "conv.py")
+        families[tree] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(families[tree])
+    x = torch.randn(2, 64, 56, 56, device="cuda").to(memory_format=torch.channels_last)
+    weights = {"channels-last weight": torch.randn(64, 64, 3, 3, device="cuda").to(memory_format=torch.channels_last),
+               "contiguous weight": torch.randn(64, 64, 3, 3, device="cuda")}
+    rows = []
+    for wname, w in weights.items():
+        calls_by = {f"{name}: conv_nd igemm": (lambda K=K: K.conv_nd(x, w, None, 1, 1, member="igemm"))
+                    for name, K in families.items()}
+        calls_by["cuDNN: F.conv2d"] = lambda: F.conv2d(x, w, None, 1, 1)
+        times = {k: [] for k in calls_by}
+        for _ in range(blocks):
+            for k, f in calls_by.items():
+                for _ in range(20):
+                    f()
+                torch.cuda.synchronize()
+                t = time.perf_counter()
+                for _ in range(calls):
+                    f()
+                times[k].append((time.perf_counter() - t) / calls * 1e6)
+                torch.cuda.synchronize()
+        rows += [{"weight": wname, "call": k, "host_us": round(statistics.median(v), 1)} for k, v in times.items()]
+        print("\n".join(f"{wname}, {r['call']}: {r['host_us']} us a call" for r in rows[-len(times):]),
+              file=sys.stderr, flush=True)
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="JSON file for every figure")
     ap.add_argument("--ieee", action="store_true", help="also time precision='ieee' against exact cuDNN")
     ap.add_argument("--sweep", action="store_true", help="also time a few launch configurations at tf32")
     ap.add_argument("--only", default="", help="only shapes whose name contains this")
+    ap.add_argument("--host", nargs="?", const="", default=None, metavar="TREE",
+                    help="time host cost per call instead (TREE: an older checkout's family beside this one's)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("conv_bench: needs a CUDA GPU", file=sys.stderr)
         return 2
+    if args.host is not None:
+        if args.host and not (Path(args.host) / "tools" / "kernels" / "conv.py").is_file():
+            print(f"conv_bench: {args.host}: no tools/kernels/conv.py there", file=sys.stderr)
+            return 2
+        rows = host_cost(args.host or None)
+        Path(args.out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                              "triton": triton.__version__, "host": rows}, indent=1) + "\n")
+        print("| weight | call | host us a call |\n|---|---|---|")
+        print("\n".join(f"| {r['weight']} | {r['call']} | {r['host_us']} |" for r in rows))
+        return 0
     rows, t0 = [], time.monotonic()
     shapes = {k: v for k, v in SHAPES.items() if args.only in k}
     for i, (name, shape) in enumerate(shapes.items(), 1):

@@ -73,6 +73,16 @@ def test_a_deadline_ends_a_python_loop_in_a_thread_other_than_the_main_one():
     assert not t.is_alive() and said and "the forward did not return within 1 s" in said[0]
 
 
+def test_an_inner_deadline_leaves_the_outer_one_armed():
+    t = time.monotonic()
+    with pytest.raises(BadInput) as e:
+        with Deadline(1.5, "problem.py", "the outer call"):
+            with Deadline(100, "problem.py", "an inner call"):
+                pass
+            time.sleep(30)
+    assert "the outer call did not return within 1.5 s" in str(e.value) and time.monotonic() - t < 10
+
+
 def test_a_deadline_met_leaves_no_alarm_behind():
     with Deadline(0.5, "problem.py", "a quick call"):
         pass

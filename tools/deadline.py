@@ -41,6 +41,8 @@ class Deadline:
     def __init__(self, seconds: float, path, what: str):
         self.seconds, self.path, self.what = float(seconds), path, what
         self._timer = self._old = None
+        self._signal = False  # armed by SIGALRM (the main thread)
+        self._owner = False   # this one armed the thread's timer (an inner one, nested, does not)
         self._lock = threading.Lock()
         self._fired = False
         self._line = ""
@@ -48,9 +50,9 @@ class Deadline:
     def __enter__(self):
         if self.seconds <= 0 or getattr(self._armed, "on", False):
             return self
-        self._armed.on = True
+        self._armed.on = self._owner = True
         if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
-            self._old = signal.signal(signal.SIGALRM, self._alarm)
+            self._old, self._signal = signal.signal(signal.SIGALRM, self._alarm), True
             signal.setitimer(signal.ITIMER_REAL, self.seconds)
         else:
             self._tid = threading.get_ident()
@@ -82,18 +84,29 @@ class Deadline:
         return ""
 
     def __exit__(self, kind, value, tb):
-        if self._old is not None:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, self._old)
-            self._armed.on = False
-        elif self._timer is not None:
-            with self._lock:
-                self._timer.cancel()
-                self._timer = None
-                if self._fired and kind is not Overdue:   # set but not yet raised: withdrawn
-                    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._tid), None)
-            self._armed.on = False
-        if kind is Overdue or (self._fired and kind is not None and isinstance(value, Overdue)):
+        try:
+            self._disarm()
+        except Overdue:   # raised just as the body ended, before the timer was disarmed
+            kind = Overdue
+            self._disarm()
+        if kind is Overdue:
             raise BadInput(self.path, f"{self.what} did not return within {self.seconds:g} s{self._line}; "
                                       "a problem's own code must finish") from None
         return False
+
+    def _disarm(self) -> None:
+        """Idempotent: a second call after an Overdue raised inside the first finishes it."""
+        try:
+            if self._signal:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, self._old if self._old is not None else signal.SIG_DFL)
+                self._signal = False
+            elif self._timer is not None:
+                with self._lock:
+                    self._timer.cancel()
+                    self._timer = None
+                    if self._fired:   # set and not raised yet: withdrawn (the body ended in time for it)
+                        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._tid), None)
+        finally:
+            if self._owner and not self._signal and self._timer is None:
+                self._armed.on = self._owner = False

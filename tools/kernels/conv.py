@@ -321,15 +321,16 @@ _PLANS = {}   # each launch's Python that depends on its key alone: done once a 
 
 
 def _planned(make_plan, x, weight, bias, residual, args):
-    """The convolution `make_plan(x, weight, bias, residual, *args)` plans (kernel, packing
-    order or None, output shape and strides, grid, arguments, constexprs), planned once per
-    key (shapes, strides, dtype, device, `args`): a later call allocates and launches."""
+    """The convolution `make_plan(x, weight, bias, residual, *args)` plans (kernel, packing order or None, output
+    shape and strides, grid, arguments, constexprs), once a key: a later call allocates and launches, no more."""
     key = (make_plan, x.shape, x.stride(), x.dtype, x.device, weight.shape, weight.stride(), bias is None,
            None if residual is None else (residual.shape, residual.stride()),
            *(tuple(v) if isinstance(v, list) else tuple(sorted(v.items())) if isinstance(v, dict) else v
              for v in args))
     plan = _PLANS.get(key)
     if plan is None:
+        if len(_PLANS) >= 4096:   # shapes that keep changing: start afresh rather than grow without bound
+            _PLANS.clear()
         plan = _PLANS[key] = make_plan(x, weight, bias, residual, *args)
     kernel, order, shape, y_strides, grid, ints, flags = plan
     y = torch.empty_strided(shape, y_strides, dtype=x.dtype, device=x.device)
@@ -339,8 +340,7 @@ def _planned(make_plan, x, weight, bias, residual, args):
 
 
 def _shared(x, weight, bias, residual, dot, precision, lead, shape, out_stride, scale, clamp, slope, act):
-    """Both plans': (packing order or None, the weight's strides as launched, the output, its
-    and the residual's strides, the epilogue's floats and constexprs)."""
+    """Both plans': packing order, weight strides, output, its and the residual's strides, floats, flags."""
     order = _igemm_order(weight.dim(), x.dtype, precision, lead) if dot and x.device.type == "cuda" else None
     order = None if order is None or weight.permute(*order).is_contiguous() else order
     ks, sw = _sizes_strides(weight if order is None else _in_order(weight, order))

@@ -246,6 +246,14 @@ UNSUPPORTED = {
                                                      "        buf9 = torch.ops.aten._fft_c2c.default(buf0, [1], 0, True)\n"),
                                     "Inductor leaves torch.ops.aten._fft_c2c.default to PyTorch (a fallback kernel), "
                                     "and krefine has no Triton kernel for it (torch.fft)"),
+    # a Fourier layer: complex zeros (aten.full) first, then the fft, which says what the user wrote
+    "a Fourier layer's fft after complex zeros": (
+        "cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.full.default([4, 5], 0, dtype=torch.complex64, "
+                         "layout=torch.strided, device=device)\n"
+                         "        buf10 = torch.ops.aten._fft_r2c.default(arg0_1, [1], 0, True)\n"),
+        "Inductor leaves torch.ops.aten._fft_r2c.default to PyTorch (a fallback kernel), and krefine has no Triton "
+        "kernel for it (torch.fft; complex tensors: Triton has no complex dtype); also left to PyTorch: "
+        "torch.ops.aten.full.default"),
     "torch.unique": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.unique_consecutive.default(arg0_1)\n"),
                      "no Triton kernel for it (torch.unique: a size that depends on the values)"),
     "an fft": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten._fft_r2c.default(arg0_1, [1], 0, True)\n"),

@@ -29,10 +29,20 @@ def is_fallback(stmt) -> bool:
     return isinstance(stmt, (ast.Assign, ast.Expr)) and call_name(stmt).startswith(("torch.ops.", "aten."))
 
 
+def _hint(stmt) -> str:
+    return next((why for op, why in _FALLBACK_HINTS.items() if f".{op}." in call_name(stmt) + "."), "")
+
+
 def fallback_fault(stmt, rest: list, call_fn) -> ValueError:
-    """Why a call() with PyTorch's fallback `stmt` (and the `rest` after it) gets no seed."""
-    said = next((why for op, why in _FALLBACK_HINTS.items() if f".{op}." in call_name(stmt) + "."), "") or \
-        (" (complex tensors: Triton has no complex dtype)" if _COMPLEX.search(ast.unparse(call_fn)) else "")
-    more = sorted({call_name(s) for s in rest if is_fallback(s)} - {call_name(stmt)})
-    return ValueError(f"call(): Inductor leaves {call_name(stmt)} to PyTorch (a fallback kernel), and krefine has "
+    """Why a call() with PyTorch's fallback `stmt` (and the `rest` after it) gets no seed. The op
+    named is the first whose name says what the user wrote (torch.fft over the aten.full of a
+    complex buffer before it), else `stmt`; complex tensors anywhere in call() are said too."""
+    fallbacks = [stmt, *(s for s in rest if is_fallback(s))]
+    named = next((s for s in fallbacks if _hint(s)), stmt)
+    said = _hint(named)
+    if _COMPLEX.search(ast.unparse(call_fn)) and "complex" not in said:
+        said = f"{said[:-1]}; complex tensors: Triton has no complex dtype)" if said else \
+            " (complex tensors: Triton has no complex dtype)"
+    more = sorted({call_name(s) for s in fallbacks} - {call_name(named)})
+    return ValueError(f"call(): Inductor leaves {call_name(named)} to PyTorch (a fallback kernel), and krefine has "
                       f"no Triton kernel for it{said}" + f"; also left to PyTorch: {', '.join(more)}" * bool(more))

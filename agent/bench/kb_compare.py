@@ -4,8 +4,7 @@ Plain functions over the records agent/bench/kb_harness.py writes, one per evalu
 (a problem's seed or best):
 
   {"problem", "kind": "seed"|"portfolio"|"best", "candidate", "features": [...], "same_reference": bool,
-   "krefine": {"verdict", "correct", "speedup_eager", "reason", "diagnostics": [kind, ...],
-               "patterns": [...]},
+   "krefine": {"verdict", "correct", "speedup_eager", "reason", "diagnostics": [kind, ...], "patterns": [...]},
    "kb": {"status": "ok"|"timeout"|"crashed"|"no_result", "compiled", "correctness",
           "runtime_ms", "ref_ms", "speedup", "error_name", "error", "max_difference": [...],
           "strict_fp32": {"correctness", ...}|None, "static_errors": [...],
@@ -15,10 +14,10 @@ Plain functions over the records agent/bench/kb_harness.py writes, one per evalu
 one line for a record whose correctness verdicts differ, by the rules in RULES order, each
 from evidence in the record (or, for a TF32 kernel, in the same problem's exact-fp32 peer);
 "unexplained" when none applies (never a guess).
-`summary(recs)`: the share that agree, and the ratio KernelBench speedup / krefine speedup
-over the records both call correct. `markdown(recs)`: the table, the summary and the
-disagreements. Only a record whose KernelBench evaluation gave a verdict ("ok") counts; the
-others are listed apart. Imports only the standard library; runs nothing.
+`summary(recs)`: the share that agree, and the ratio KernelBench speedup / krefine speedup over the
+records both call correct. `markdown(recs)`: the table, the summary and the disagreements. Only a
+record whose KernelBench evaluation gave a verdict ("ok") counts; the others are listed apart.
+Imports only the standard library; runs nothing.
 """
 from __future__ import annotations
 
@@ -30,9 +29,7 @@ UNEXPLAINED = "unexplained"
 # KernelBench's "Output mismatch" within TF32's error, when no strict-fp32 recheck ran:
 # TF32 keeps a 10-bit mantissa, ~5e-4 relative error a product, up to ~1e-3 over a reduction
 TF32_MAX_DIFF = 2e-3
-# krefine's as-run rule: a candidate's error up to this many times eager's own (tools/judge/accuracy.py
-# EAGER_ERROR_MARGIN; a test keeps the two equal)
-TF32_MARGIN = 1.5
+TF32_MARGIN = 1.5   # krefine's as-run rule: up to this times eager's own error (accuracy.py EAGER_ERROR_MARGIN; tested equal)
 TF32_CONV = ("KernelBench's reference runs cuDNN convolutions in TF32 (torch's default), outside its own "
              "fp32 tolerance of the exact result; krefine judges a kernel against exact fp32 or a float64 forward")
 KINDS = ("seed", "portfolio", "best")
@@ -142,11 +139,10 @@ def _out_of_memory(rec):
 
 
 def _stochastic(rec):
-    """krefine's judge found the reference random, or the source reads so (a Dropout whose rate
-    is a variable) where krefine did not judge it correct: a correct verdict means the judge
-    called the reference again, the RNG seeded otherwise, and got the same outputs."""
     if (rec["kb"].get("strict_fp32") or {}).get("correctness"):
         return None         # KernelBench's own check passed with TF32 off: _tf32 has the evidence
+    # the source reading random (a Dropout's rate in a variable) counts only where krefine's verdict is not correct,
+    # which means its judge called the reference again, the RNG seeded otherwise, and got the same outputs
     if "stochastic_reference" in rec["krefine"].get("diagnostics", []) or (
             "stochastic" in rec.get("features", []) and not rec["krefine"]["correct"]):
         return ("stochastic reference (Dropout or a random draw in forward): no kernel can match its draws, "

@@ -123,6 +123,8 @@ def test_a_config_path_that_is_a_fifo_is_bad_input_not_a_hang(tmp_path):
     ("eval.cpu_memory_gib", 0.001, "cpu_memory_gib must be 0 (no limit) or between 2"),   # blamed the candidate
     ("eval.init_seed", 10 ** 23, "init_seed must fit in 64 bits"),           # blamed the problem
     ("model.request_timeout_s", 1e308, "request_timeout_s must be between"),
+    ("eval.reference_timeout_s", 0.0, "timeouts must be positive and at most 604800 seconds"),
+    ("eval.compile_timeout_s", 1e308, "timeouts must be positive and at most 604800 seconds"),   # overflowed a clock
     ("timing.warmup", -1, "warmup must be at least 0"),
     ("timing.excessive_speedup", 0.0, "excessive_speedup and host_check_ratio must be positive"),
 ])

@@ -185,10 +185,9 @@ class TrialSettings:
         wrong = next((k for k in tolerances if getattr(self, k) < 0), None)
         if wrong is not None:
             return f"{wrong} must be at least 0, got {getattr(self, wrong):g}"
-        if min(self.compile_timeout_s, self.run_timeout_s, self.reference_timeout_s) <= 0:
-            return "timeouts must be positive"
-        if max(self.compile_timeout_s, self.run_timeout_s, self.reference_timeout_s) > MAX_TIMEOUT_S:
-            return f"timeouts must be at most {MAX_TIMEOUT_S:g} seconds (7 days)"
+        if not all(0 < t <= MAX_TIMEOUT_S for t in (self.compile_timeout_s, self.run_timeout_s,
+                                                    self.reference_timeout_s)):   # nan fails too
+            return f"timeouts must be positive and at most {MAX_TIMEOUT_S:g} seconds (7 days)"
         if self.max_output_kib < 1 or not 1 <= self.max_file_mib <= 1 << 30:
             return "max_output_kib must be at least 1 and max_file_mib between 1 and 1073741824 (1 PiB)"
         if not (self.cpu_memory_gib == 0 or 2 <= self.cpu_memory_gib <= 1 << 20):

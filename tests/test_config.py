@@ -124,7 +124,7 @@ def test_a_config_path_that_is_a_fifo_is_bad_input_not_a_hang(tmp_path):
     ("eval.init_seed", 10 ** 23, "init_seed must fit in 64 bits"),           # blamed the problem
     ("model.request_timeout_s", 1e308, "request_timeout_s must be between"),
     ("eval.reference_timeout_s", 0.0, "timeouts must be positive and at most 604800 seconds"),
-    ("eval.compile_timeout_s", 1e308, "timeouts must be positive and at most 604800 seconds"),   # overflowed a clock
+    ("eval.compile_timeout_s", 1e308, "timeouts must be positive and at most 604800 seconds"),   # a week is a hang
     ("timing.warmup", -1, "warmup must be at least 0"),
     ("timing.excessive_speedup", 0.0, "excessive_speedup and host_check_ratio must be positive"),
 ])

@@ -83,6 +83,14 @@ def test_an_inner_deadline_leaves_the_outer_one_armed():
     assert "the outer call did not return within 1.5 s" in str(e.value) and time.monotonic() - t < 10
 
 
+def test_an_outer_deadline_that_fires_inside_an_inner_one_names_itself():
+    with pytest.raises(BadInput) as e:
+        with Deadline(1, "problem.py", "the outer call"):
+            with Deadline(100, "problem.py", "an inner call"):
+                time.sleep(30)
+    assert "the outer call did not return within 1 s" in str(e.value)
+
+
 def test_a_deadline_met_leaves_no_alarm_behind():
     with Deadline(0.5, "problem.py", "a quick call"):
         pass

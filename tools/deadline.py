@@ -84,6 +84,8 @@ class Deadline:
         return ""
 
     def __exit__(self, kind, value, tb):
+        if not self._owner:   # an outer deadline's Overdue is the outer one's to say
+            return False
         try:
             self._disarm()
         except Overdue:   # raised just as the body ended, before the timer was disarmed

@@ -112,3 +112,44 @@ def test_a_reference_forward_that_never_returns_is_exit_2_in_one_line(tmp_path):
     assert r.returncode == 2, r.stderr
     last = r.stderr.strip().splitlines()[-1]
     assert problem in last and "did not return within 3 s" in last and "in forward" in last
+
+
+# the reference's forward spins in pure Python (no deadline within the test's time), after leaving a mark
+SPINS_ON_REAL_TENSORS = """import pathlib, torch, torch.nn as nn
+MARK = pathlib.Path(MARK_PATH)
+class Model(nn.Module):
+    def forward(self, x):
+        if x.device.type != "meta":
+            MARK.touch()
+            while True:
+                pass
+        return x * 2
+def get_inputs(): return [torch.randn(8, 8)]
+def get_init_inputs(): return []
+"""
+
+
+def test_sigterm_while_the_reference_spins_ends_the_process_with_130(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    from run_fixtures import REPO, cli_env
+    problem, cand = tmp_path / "spins.py", tmp_path / "cand.py"
+    mark = tmp_path / "spinning"
+    problem.write_text(SPINS_ON_REAL_TENSORS.replace("MARK_PATH", repr(str(mark))))
+    cand.write_text(CANDIDATE)
+    p = subprocess.Popen([sys.executable, "-m", "agent.cli", "eval", str(problem), str(cand), "--device", "cpu",
+                          "--no-profile", "--keep-judge", "0"], cwd=REPO, env=cli_env(),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        end = time.monotonic() + 120
+        while not mark.exists() and time.monotonic() < end and p.poll() is None:
+            time.sleep(0.2)
+        assert mark.exists(), f"the reference never ran: {p.poll()} {p.stderr.read() if p.poll() is not None else ''}"
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)   # before: the spinning thread kept the process alive for ever
+        assert p.returncode == 130 and "interrupted (SIGTERM)" in err, err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

@@ -7,12 +7,15 @@ EvaluatorError -> one line, exit 3. Tracebacks only with --debug.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import errno
 import importlib
+import os
 import signal
 import sys
 import threading
+import time
 import traceback
 
 from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, BadInput, EvaluatorError, describe_fault
@@ -203,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_EVALUATOR
     except KeyboardInterrupt:
         print("krefine: interrupted (SIGTERM)" if terminated else "krefine: interrupted", file=sys.stderr)
-        return 130
+        return _without_lingering_threads(130)
     except Exception as e:  # our own bug: still one line and exit 3, traceback with --debug
         if debug:
             traceback.print_exc()
@@ -216,6 +219,24 @@ def main(argv: list[str] | None = None) -> int:
 
 
 _PATH_ERRNOS = (errno.ENAMETOOLONG, errno.ELOOP)
+LINGER_S = 2.0   # after an interrupt, how long other threads get to finish before the process ends without them
+
+
+def _without_lingering_threads(code: int) -> int:
+    """`code`, once other threads have ended. Python waits at exit for every thread that is
+    not a daemon, and one may be running the problem's own code that never returns (a
+    forward looping in a judge's thread when Ctrl-C came; a C call no deadline can end):
+    past LINGER_S the process ends without it, its atexit cleanup run first."""
+    end = time.monotonic() + LINGER_S
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    for t in others:
+        t.join(max(0.0, end - time.monotonic()))
+    if any(t.is_alive() for t in others):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        atexit._run_exitfuncs()
+        os._exit(code)
+    return code
 
 
 @contextlib.contextmanager

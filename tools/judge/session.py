@@ -388,8 +388,8 @@ class Judge:
             pool.shutdown(wait=False, cancel_futures=True)
             self.close(interrupted=True)
             raise
-        finally:
-            pool.shutdown()
+        finally:   # after an interrupt, a thread in the problem's code that never returns is not waited for
+            pool.shutdown(wait=not self._closed)
 
     def close(self, *, interrupted: bool = False) -> None:
         """Fork servers closed (unless shared: their workers end with them) and the session's

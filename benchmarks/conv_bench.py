@@ -1,7 +1,7 @@
 """krefine's convolution family (tools/kernels/conv.py) against cuDNN at equal precision.
 
-Each shape below is a convolution of a KernelBench level 1 or level 2 problem (its
-numbers, not its file); inputs are channels-last for both sides (what Inductor hands a
+Each shape below is a convolution of a KernelBench level 1, 2 or 3 problem (its numbers,
+not its file); inputs are channels-last for both sides (what Inductor hands a
 convolution). For each shape, two comparisons:
 
   tf32   cuDNN with allow_tf32=True        vs the family at precision="tf32";
@@ -10,8 +10,11 @@ convolution). For each shape, two comparisons:
 
 The ratio is cuDNN's time / the family's (>= 1: the family is faster); the aim is >= 0.9
 forward, >= 0.8 transposed. Each row also gives the family's tf32x3 error against exact
-cuDNN (largest difference over the output's largest magnitude), beside cuDNN TF32's. --sweep times
-a few launch configurations per shape at tf32 and reports the best. Progress goes to
+cuDNN (largest difference over the output's largest magnitude), beside cuDNN TF32's. Where
+this GPU's rule (conv_config, given the device's shared memory) picks another tf32
+configuration than the 96-KiB rule every GPU gets, that one is timed too, in the same run:
+the A/B of the wider tiles. --sweep times a few launch configurations per shape at tf32
+and reports the best. Progress goes to
 stderr, the markdown table to stdout, every figure to --out as JSON.
 
     python benchmarks/conv_bench.py --out conv_bench.json [--ieee] [--sweep] [--only NAME]
@@ -37,6 +40,7 @@ from triton.testing import do_bench
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tools.kernels.conv import conv_member, conv_nd, conv_transpose_nd  # noqa: E402
+from tools.kernels import conv as K  # noqa: E402
 
 # name: (transposed, batch, c_in, c_out, spatial, kernel, stride, padding, dilation, groups, output_padding)
 SHAPES = {
@@ -63,6 +67,10 @@ SHAPES = {
     "L2-2 convT2d s2 op1 64->64 128^2": (True, 128, 64, 64, (128, 128), 3, 2, 1, 1, 1, 1),
     "L2-26 convT3d s2 op1 32->64 16^3": (True, 128, 32, 64, (16, 16, 16), 3, 2, 1, 1, 1, 1),
     "L2-93 convT2d s2 k4 64->128 64^2": (True, 128, 64, 128, (64, 64), 4, 2, 0, 1, 1, 0),
+    # level 3's own: VGG16's deeper 3x3 layers and AlexNet's 5x5 (batch 10)
+    "L3-11 conv2d 256->256 k3 56^2": (False, 10, 256, 256, (56, 56), 3, 1, 1, 1, 1, 0),
+    "L3-11 conv2d 512->512 k3 28^2": (False, 10, 512, 512, (28, 28), 3, 1, 1, 1, 1, 0),
+    "L3-5 conv2d 96->256 k5 27^2": (False, 10, 96, 256, (27, 27), 5, 1, 2, 1, 1, 0),
 }
 
 SWEEP = [dict(BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, num_warps=w, num_stages=s)
@@ -107,6 +115,19 @@ def _rel_err(y, truth) -> float:
     return ((y - truth).abs().max() / truth.abs().max().clamp_min(1e-30)).item()
 
 
+def _rule_96_kib(shape, out_shape):
+    """The 96-KiB rule's tf32 configuration for the shape where this GPU's rule picks another, else None."""
+    transposed, n, c_in, c_out, spatial, kernel, stride, *_, groups, _ = shape
+    if conv_member(False, 1 if transposed else groups, c_in // groups) != "igemm":   # a transposed one: its dot path
+        return None
+    st = [stride] * len(spatial) if isinstance(stride, int) else list(stride)
+    positions = n * math.prod(-(-o // s) for o, s in zip(out_shape[2:], st)) if transposed else \
+        n * math.prod(out_shape[2:])
+    args = ("igemm", c_in // groups, c_out // groups, positions, "cuda", torch.float32, "tf32")
+    here, rule96 = K.conv_config(*args, K._smem(torch.device("cuda"))), K.conv_config(*args)
+    return None if here == rule96 else rule96
+
+
 def bench_one(name, shape, ieee: bool, sweep: bool) -> dict:
     x, w, b = _tensors(shape)
     cudnn, ours = _calls(shape, x, w, b)
@@ -127,8 +148,11 @@ def bench_one(name, shape, ieee: bool, sweep: bool) -> dict:
         row[f"{label}_cudnn_ms"] = _ms(cudnn)
         row[f"{label}_ours_ms"] = _ms(lambda: ours(precision))
         row[f"{label}_ratio"] = row[f"{label}_cudnn_ms"] / row[f"{label}_ours_ms"]
+    torch.backends.cudnn.allow_tf32 = True
+    rule96 = _rule_96_kib(shape, cudnn().shape)
+    if rule96 is not None:   # this GPU's rule takes more shared memory: the 96-KiB rule timed beside it
+        row["tf32_rule96_ms"], row["tf32_rule96_config"] = _ms(lambda: ours("tf32", rule96)), rule96
     if sweep:
-        torch.backends.cudnn.allow_tf32 = True
         timed = []
         for cfg in SWEEP:
             try:
@@ -151,6 +175,9 @@ def table(rows, ieee: bool, sweep: bool) -> str:
         head += ["ieee ms", "ratio"]
     if sweep:
         head += ["best sweep tf32 ratio"]
+    rule96 = any("tf32_rule96_ms" in r for r in rows)
+    if rule96:
+        head += ["tf32 ms, 96-KiB rule", "this rule's speedup"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r["name"], r["member"], f"{r['gflop']:.1f}", f"{r['tf32_cudnn_ms']:.3f}", f"{r['tf32_ours_ms']:.3f}",
@@ -160,6 +187,9 @@ def table(rows, ieee: bool, sweep: bool) -> str:
             cells += [f"{r['ieee_ours_ms']:.3f}", f"{r['ieee_ratio']:.2f}"]
         if sweep:
             cells += [f"{r.get('sweep_best_ratio', float('nan')):.2f}"]
+        if rule96:
+            cells += [f"{r['tf32_rule96_ms']:.3f}", f"{r['tf32_rule96_ms'] / r['tf32_ours_ms']:.2f}"] \
+                if "tf32_rule96_ms" in r else ["", ""]
         lines.append("| " + " | ".join(cells) + " |")
     for kind, rows_k in (("forward", [r for r in rows if not r["transposed"]]),
                          ("transposed", [r for r in rows if r["transposed"]])):

@@ -299,6 +299,29 @@ def test_kernel_compiles_for_sm90(name, extra):
     assert kernel.asm["ptx"]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["conv_fwd_kernel", "conv_transpose_kernel"])
+@pytest.mark.parametrize("tile", [(128, 256), (256, 128)])
+def test_wide_tf32_tiles_compile_for_sm90_within_its_shared_memory(name, tile):
+    """conv_config's wide tf32 tiles, compiled for an H100/H200: under the 227 KiB a block may take
+    (their operands rounded in registers take shared memory of their own: 128 KiB, not 3 x 48)."""
+    triton = pytest.importorskip("triton")
+    try:
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+    except ImportError:
+        pytest.skip("this Triton has no ASTSource / GPUTarget")
+    import tools.kernels.conv as compiled_module
+    fn = getattr(compiled_module, name)
+    if not hasattr(fn, "fn"):
+        pytest.skip("TRITON_INTERPRET is set in this process")
+    constexprs = dict(KD=1, KH=3, KW=3, HAS_BIAS=True, HAS_RES=False, ACT="relu", HAS_CLAMP=False, USE_DOT=True,
+                      PRECISION="tf32", BLOCK_M=tile[0], BLOCK_N=tile[1], BLOCK_K=32)
+    kernel = triton.compile(ASTSource(fn, _signature(fn, constexprs, "*fp32"), constexprs),
+                            target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": 3})
+    assert 0 < kernel.metadata.shared <= 227 << 10, kernel.metadata.shared
+
+
 # --- the launch rule (plain Python: no kernel runs) ------------------------------------
 
 def test_igemm_weight_is_packed_k_major_for_tensor_cores_only():
@@ -339,6 +362,26 @@ def test_small_tensor_core_outputs_get_more_programs_than_a_wide_tile_gives():
     assert -(-98 // c["BLOCK_M"]) * -(-512 // c["BLOCK_N"]) >= 32
     big = conv_config("igemm", 256, 256, 31360, "cuda", torch.float32, "tf32")
     assert (big["BLOCK_M"], big["BLOCK_N"]) == (128, 128)
+
+
+@pytest.mark.parametrize("smem_kib", [227, 163, 99])   # H100/H200, A100, an RTX 4090
+def test_wide_tf32_tiles_go_only_where_a_block_s_shared_memory_holds_them(smem_kib):
+    """8 warps on 32K-element tiles (128 KiB compiled for sm90: test_wide_tf32_tiles_compile_for_sm90),
+    at "tf32" only, past 3M positions x channels, with more than one tap, >= 64 channels in and > 64
+    out a group, on a GPU whose block may take 200 KiB; elsewhere the 96-KiB rule (a 1x1 or 16
+    channels in: slower wide, on an H200)."""
+    from tools.kernels.conv import conv_config
+    for positions, k_group in ((31360, 256), (125440, 128), (501760, 64), (7840, 512), (1960, 512)):
+        for c_group, taps in ((256, 9), (64, 3), (256, 1), (16, 9)):
+            for precision in ("tf32", "tf32x3", "ieee"):
+                c = conv_config("igemm", c_group, k_group, positions, "cuda", torch.float32, precision,
+                                smem_kib << 10, taps)
+                wide = smem_kib >= 200 and precision == "tf32" and positions * k_group >= 3_000_000 and \
+                    k_group > 64 and c_group >= 64 and taps > 1
+                rule = conv_config("igemm", c_group, k_group, positions, "cuda", torch.float32, precision)
+                assert c == (dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=32, num_warps=8, num_stages=3) if wide and
+                             k_group >= 256 else dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=32, num_warps=8,
+                                                      num_stages=3) if wide else rule), (positions, k_group, c)
 
 
 # --- on a GPU: against cuDNN at equal precision -----------------------------------------
@@ -388,6 +431,24 @@ def test_each_gpu_config_class_matches_exact_cudnn(x_shape, c_out, precision, we
         w = w.contiguous(memory_format=torch.channels_last)
     got = G.conv_nd(x, w, b, 1, 1, precision=precision, activation="relu")
     torch.testing.assert_close(got, torch.relu(F.conv2d(x, w, b, 1, 1)), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("x_shape,c_out", [((2, 64, 160, 160), 128), ((2, 128, 80, 80), 256)],
+                         ids=["k_group_128", "k_group_256"])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_tf32_past_3m_convolves_the_operands_rounded_to_tf32(x_shape, c_out, transposed):
+    """The class that gets 8 warps and wide tiles on a Hopper GPU: the exact (float64) convolution
+    of the TF32-rounded operands, forward and transposed, whichever rule this GPU takes."""
+    import tools.kernels.conv as G
+    ws = (x_shape[1], c_out, 3, 3) if transposed else (c_out, x_shape[1], 3, 3)
+    x, w, b = _inputs(x_shape, ws, c_out, "cuda")
+    w = w / (x_shape[1] * 9) ** 0.5   # outputs of order 1: 1e-4 is then TF32's rounding, not fp32's sums of 1152
+    x, w = x.to(memory_format=torch.channels_last), w.contiguous(memory_format=torch.channels_last)
+    conv, torch_conv = (G.conv_transpose_nd, F.conv_transpose2d) if transposed else (G.conv_nd, F.conv2d)
+    got = conv(x, w, b, 1, 1, precision="tf32", activation="relu")
+    want = torch.relu(torch_conv(_tf32_rounded(x).double(), _tf32_rounded(w).double(), b.double(), 1, 1)).float()
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.gpu

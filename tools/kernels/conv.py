@@ -7,8 +7,8 @@ Layout: any strides, each tensor read and written through its own (a channels-la
 what Inductor hands a convolution, is read channel-contiguous, not copied); 1-D and 2-D are
 3-D with unit leading dimensions. Weights: OIDHW forward, IODHW transposed, any strides;
 "igemm" packs one in its order (`_igemm_order`) unless laid out so. The output takes the
-input's memory format (torch's rule) or `out_stride`. A call's Python that depends on
-shapes, strides and arguments alone is done once per such key (`_planned`).
+input's memory format (torch's rule) or `out_stride`. A call's Python that depends on its
+key alone (shapes, strides, arguments) is done once a key (`_planned`).
 
 Members (the launcher picks one; `member=` forces it):
   "igemm"      implicit GEMM: M = batch x output positions, N = output channels of a
@@ -18,19 +18,17 @@ Members (the launcher picks one; `member=` forces it):
   "direct"     the same tiles, one input channel at a time as rank-1 fp32 FMAs (no dot),
                for groups of fewer than 16 input channels.
   "depthwise"  one input channel per group: tiles of positions x channels, an FMA a tap.
-  "phases"     transposed convolution without zero insertion: outputs split by position
-               modulo the stride (one phase per program), each phase gathering from the
-               input over only the taps that reach it; dot or rank-1 as above.
+  "phases"     transposed convolution without zero insertion: outputs split by position modulo
+               the stride, a phase a program, gathering over the taps that reach it; dot or rank-1.
 
-Epilogue, in this order, fused into the store: + bias[channel], x scale, + residual
-(a tensor of the output's shape, any strides), activation ("relu", "leaky_relu",
-"sigmoid", "tanh", "silu"), clamp(lo, hi). Accumulation is fp32 (fp64 for float64, its dots
-exact, their out_dtype said as Triton 3.6 needs); the store casts to the output dtype (the input's).
+Epilogue, in this order, fused into the store: + bias[channel], x scale, + residual (the output's
+shape, any strides), activation ("relu", "leaky_relu", "sigmoid", "tanh", "silu"), clamp(lo, hi).
+Accumulation is fp32 (fp64 for float64, exact dots, out_dtype said as Triton 3.6 needs); the store
+casts to the output dtype (the input's).
 
 Not covered: string padding ("same"/"valid": give the numbers), padding_mode other than
-zeros, complex or integer tensors, unbatched inputs, a following norm's statistics, TMA
-and warp specialization (pointer loads pipelined by num_stages). One configuration per
-shape class, by rule (`conv_config`); `config=` passes another (benchmarks/conv_bench.py).
+zeros, complex or integer tensors, unbatched inputs, a following norm's statistics, TMA and
+warp specialization. A configuration by rule (`conv_config`); `config=` passes another.
 """
 import torch
 import triton
@@ -98,8 +96,7 @@ def conv_fwd_kernel(
     w_base = w_ptr + co.to(tl.int64) * swo
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64 if y_ptr.dtype.element_ty == tl.float64 else tl.float32)
     if USE_DOT:
-        # one loop over (tap, channel block), not a channel loop inside a tap loop: with few
-        # channels per group the inner loop would be a step or two, too short to pipeline
+        # one loop over (tap, channel block): a channel loop inside a tap loop is too short to pipeline
         c_blocks = tl.cdiv(C_G, BLOCK_K)
         for it in range(KD * KH * KW * c_blocks):
             tap = it // c_blocks
@@ -255,12 +252,13 @@ def _pow2(n):
     return 1 << max(0, n - 1).bit_length()
 
 
-def conv_config(member, c_group, k_group, positions, device_type, dtype, precision="ieee"):
-    """BLOCK_M/N/K, num_warps, num_stages by rule: 4 warps (Inductor's conv template broke at 8,
-    pytorch/pytorch#173068), <= 96 KiB shared memory. Tensor-core igemm (tf32, tf32x3, 16-bit)
-    by positions x output channels (an H200 sweep of level-3 convolutions): < 300K 64x32
-    tiles (more programs than SMs); < 3M 64x64; else 128 x <= 128. Others: 128 x <= 128 from
-    4096 positions, else 64 rows. Interpreter (cpu): wide tiles, few programs."""
+def conv_config(member, c_group, k_group, positions, device_type, dtype, precision="ieee", smem=0, taps=1):
+    """BLOCK_M/N/K, num_warps, num_stages by rule (H200 sweeps, benchmarks/conv_bench.py --sweep):
+    4 warps, <= 96 KiB shared memory. Tensor-core igemm (tf32, tf32x3, 16-bit) by positions x
+    output channels: < 300K 64x32 tiles (more programs than SMs); < 3M 64x64; else 128 x <= 128,
+    or at "tf32" with > 1 tap, >= 64 channels in and > 64 out a group where a block may take `smem`
+    >= 200 KiB (Hopper): 8 warps, 128x256 (>= 256 out) or 256x128 (1.02-1.25x; 1x1 0.93). Others:
+    128 x <= 128 from 4096 positions, else 64 rows. Interpreter (cpu): wide tiles."""
     if device_type != "cuda":
         return dict(BLOCK_M=min(128, max(16, _pow2(positions))), BLOCK_N=min(64, max(16, _pow2(k_group))),
                     BLOCK_K=min(64, max(16, _pow2(c_group))), num_warps=4, num_stages=1)
@@ -270,6 +268,8 @@ def conv_config(member, c_group, k_group, positions, device_type, dtype, precisi
     block_k = {2: 64, 4: 32}.get(dtype.itemsize, 16)   # fp64 tiles: twice the bytes
     if member == "igemm" and _tensor_cores(dtype, precision):
         work = positions * k_group
+        if work >= 3e6 and precision == "tf32" and dtype == torch.float32 and taps > 1 and c_group >= 64 < k_group and smem >= 204800:
+            return dict(BLOCK_M=128 << (k_group < 256), BLOCK_N=256 >> (k_group < 256), BLOCK_K=32, num_warps=8, num_stages=3)
         m, n, k, stages = ((64, 32, block_k, 4) if work < 300_000 else (64, 64, 64, 3) if work < 3_000_000 and
                            c_group >= 512 else (64, 64, block_k, 4) if work < 3_000_000 else
                            (128, 128, block_k, 3 if block_n > 64 else 4))
@@ -280,27 +280,26 @@ def conv_config(member, c_group, k_group, positions, device_type, dtype, precisi
                 num_warps=4, num_stages=3 if member != "direct" else 2)
 
 
+def _smem(device):   # a block's opt-in shared memory in bytes (0: not cuda, or torch does not say)
+    return getattr(torch.cuda.get_device_properties(device), "shared_memory_per_block_optin", 0) if device.type == "cuda" else 0
+
+
 def _tensor_cores(dtype, precision):   # 16-bit floats (itemsize: naming them flags a seed), fp32 at tf32 / tf32x3
     return dtype.itemsize == 2 or (dtype == torch.float32 and precision != "ieee")
 
 
 def _igemm_order(nd_w, dtype, precision, lead):
-    """The order (dims, outermost first) an implicit GEMM's weight is packed in. Tensor-core
-    dots read B K-major, input channels contiguous, as Hopper's TF32 wgmma takes it: (out,
-    taps, in), the channels-last weight Inductor hands over (no copy; 1.1-2.4x faster at
-    TF32 on an H200). CUDA-core (exact) dots read output channels contiguously: (taps, in,
-    out). `lead`: the weight's dim of input channels (1 forward, 0 transposed)."""
+    """The order (dims, outermost first) an implicit GEMM's weight is packed in: tensor-core dots read B
+    K-major as Hopper's wgmma takes it, (out, taps, in), the channels-last weight Inductor hands over (no copy;
+    1.1-2.4x at TF32 on an H200); CUDA-core (exact) dots (taps, in, out). `lead`: input channels' dim."""
     out, taps = 1 - lead, list(range(2, nd_w))
     return [out, *taps, lead] if _tensor_cores(dtype, precision) else [*taps, lead, out]
 
 
 def conv_member(transposed, groups, c_group):
     """The member run for a convolution of `groups` groups of `c_group` input channels each."""
-    if transposed:
-        return "phases"
-    if c_group == 1 and groups > 1:
-        return "depthwise"
-    return "direct" if c_group < 16 else "igemm"
+    return "phases" if transposed else "depthwise" if c_group == 1 and groups > 1 else \
+        "direct" if c_group < 16 else "igemm"
 
 
 def _as_3d(v, nd, fill):
@@ -383,7 +382,8 @@ def _conv_plan(x, weight, bias, residual, stride, padding, dilation, groups, pre
                                                 [x.shape[0], c_out, *out_sp[3 - nd:]], out_stride, scale, clamp,
                                                 negative_slope, activation)
     positions = x.shape[0] * out_sp[0] * out_sp[1] * out_sp[2]
-    cfg = dict(conv_config(member, c_g, k_g, positions, x.device.type, x.dtype, precision), **(config or {}))
+    cfg = dict(conv_config(member, c_g, k_g, positions, x.device.type, x.dtype, precision, _smem(x.device),
+                           weight.numel() // (c_out * c_g)), **(config or {}))
     out, geometry = (tuple(y.shape), tuple(y.stride())), [*st, *pad, *dil, *floats]
     if member == "depthwise":
         assert c_g == 1, "the depthwise member takes one input channel per group"
@@ -422,8 +422,8 @@ def _transpose_plan(x, weight, bias, residual, stride, padding, output_padding, 
                                                 clamp, negative_slope, activation)
     per_phase = [_cdiv(o, s) for o, s in zip(out_sp, st)]
     positions = x.shape[0] * per_phase[0] * per_phase[1] * per_phase[2]
-    cfg = dict(conv_config("igemm" if use_dot else "direct", c_g, k_g, positions, x.device.type, x.dtype, precision),
-               **(config or {}))
+    cfg = dict(conv_config("igemm" if use_dot else "direct", c_g, k_g, positions, x.device.type, x.dtype, precision,
+                           _smem(x.device), weight.numel() // (c_in * k_g)), **(config or {}))
     grid = (_cdiv(positions, cfg["BLOCK_M"]), _cdiv(k_g, cfg["BLOCK_N"]), groups * st[0] * st[1] * st[2])
     return (conv_transpose_kernel, order, tuple(y.shape), tuple(y.stride()), grid,
             [x.shape[0], c_g, d, h, w, k_g, *out_sp, *per_phase, *sx, *sw, *outs, *st, *pad, *dil, *floats],

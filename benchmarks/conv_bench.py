@@ -124,7 +124,8 @@ def _rule_96_kib(shape, out_shape):
     positions = n * math.prod(-(-o // s) for o, s in zip(out_shape[2:], st)) if transposed else \
         n * math.prod(out_shape[2:])
     args = ("igemm", c_in // groups, c_out // groups, positions, "cuda", torch.float32, "tf32")
-    here, rule96 = K.conv_config(*args, K._smem(torch.device("cuda"))), K.conv_config(*args)
+    taps = math.prod((kernel,) * len(spatial) if isinstance(kernel, int) else kernel)
+    here, rule96 = K.conv_config(*args, K._smem(torch.device("cuda")), taps), K.conv_config(*args)
     return None if here == rule96 else rule96
 
 

@@ -257,7 +257,7 @@ def conv_config(member, c_group, k_group, positions, device_type, dtype, precisi
     4 warps, <= 96 KiB shared memory. Tensor-core igemm (tf32, tf32x3, 16-bit) by positions x
     output channels: < 300K 64x32 tiles (more programs than SMs); < 3M 64x64; else 128 x <= 128,
     or at "tf32" with > 1 tap, >= 64 channels in and > 64 out a group where a block may take `smem`
-    >= 200 KiB (Hopper): 8 warps, 128x256 (>= 256 out) or 256x128 (1.02-1.25x; 1x1 0.93). Others:
+    >= 200 KiB (Hopper): 8 warps, 128x256 (>= 256 out) or 256x128 (1.00-1.26x; 1x1 0.93). Others:
     128 x <= 128 from 4096 positions, else 64 rows. Interpreter (cpu): wide tiles."""
     if device_type != "cuda":
         return dict(BLOCK_M=min(128, max(16, _pow2(positions))), BLOCK_N=min(64, max(16, _pow2(k_group))),

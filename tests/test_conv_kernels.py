@@ -276,10 +276,8 @@ COMPILED = [
 ]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name,extra", COMPILED, ids=[f"{n}-{e.get('PRECISION', 'fma')}-{e.get('ptr', '*fp32')[1:]}"
-                                                      for n, e in COMPILED])
-def test_kernel_compiles_for_sm90(name, extra):
+def _compile_for_sm90(name, constexprs, ptr="*fp32", num_warps=4, num_stages=3):
+    """tools/kernels/conv.py's kernel `name` compiled for an H100/H200 on this machine (no GPU needed)."""
     triton = pytest.importorskip("triton")
     try:
         from triton.backends.compiler import GPUTarget
@@ -290,13 +288,19 @@ def test_kernel_compiles_for_sm90(name, extra):
     fn = getattr(compiled_module, name)
     if not hasattr(fn, "fn"):
         pytest.skip("TRITON_INTERPRET is set in this process")
+    return triton.compile(ASTSource(fn, _signature(fn, constexprs, ptr), constexprs),
+                          target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps, "num_stages": num_stages})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,extra", COMPILED, ids=[f"{n}-{e.get('PRECISION', 'fma')}-{e.get('ptr', '*fp32')[1:]}"
+                                                      for n, e in COMPILED])
+def test_kernel_compiles_for_sm90(name, extra):
     extra = dict(extra)
     ptr = extra.pop("ptr", "*fp32")
     constexprs = dict(KD=3, KH=3, KW=3, HAS_BIAS=True, HAS_RES=True, ACT="relu", HAS_CLAMP=True,
                       BLOCK_M=128, BLOCK_N=64, **extra)
-    kernel = triton.compile(ASTSource(fn, _signature(fn, constexprs, ptr), constexprs),
-                            target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 3})
-    assert kernel.asm["ptx"]
+    assert _compile_for_sm90(name, constexprs, ptr).asm["ptx"]
 
 
 @pytest.mark.slow
@@ -305,20 +309,9 @@ def test_kernel_compiles_for_sm90(name, extra):
 def test_wide_tf32_tiles_compile_for_sm90_within_its_shared_memory(name, tile):
     """conv_config's wide tf32 tiles, compiled for an H100/H200: under the 227 KiB a block may take
     (their operands rounded in registers take shared memory of their own: 128 KiB, not 3 x 48)."""
-    triton = pytest.importorskip("triton")
-    try:
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import ASTSource
-    except ImportError:
-        pytest.skip("this Triton has no ASTSource / GPUTarget")
-    import tools.kernels.conv as compiled_module
-    fn = getattr(compiled_module, name)
-    if not hasattr(fn, "fn"):
-        pytest.skip("TRITON_INTERPRET is set in this process")
     constexprs = dict(KD=1, KH=3, KW=3, HAS_BIAS=True, HAS_RES=False, ACT="relu", HAS_CLAMP=False, USE_DOT=True,
                       PRECISION="tf32", BLOCK_M=tile[0], BLOCK_N=tile[1], BLOCK_K=32)
-    kernel = triton.compile(ASTSource(fn, _signature(fn, constexprs, "*fp32"), constexprs),
-                            target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": 3})
+    kernel = _compile_for_sm90(name, constexprs, num_warps=8)
     assert 0 < kernel.metadata.shared <= 227 << 10, kernel.metadata.shared
 
 

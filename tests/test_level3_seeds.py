@@ -1383,3 +1383,14 @@ def test_a_cpu_seed_calling_libdevice_the_interpreter_lacks_is_refused_by_name()
     with pytest.raises(ValueError, match=r"^libdevice\.j0: not in krefine's CPU interpreter; seed the problem on a GPU"):
         cpu_missing(code, "cpu")
     cpu_missing(code, "cuda")   # a GPU runs it
+
+
+def test_a_name_inductor_s_module_header_binds_is_imported_by_the_seed(tmp_path):
+    """torch.cdist(p=float("inf")): call() passes `inf` bare to the distance op, a name Inductor's
+    module binds in its header (`from math import inf`), which a seed does not carry; the seed
+    imports it (it was a NameError at the seed's first call)."""
+    from tools.dialect.inductor_capture import capture
+    problem = load_problem(PROBLEMS / "cdist_chebyshev.py")
+    code = accepted_seed(problem, capture(problem, "cpu"))
+    assert "from math import inf\n" in code
+    assert max(lockstep_code_errors(code, PROBLEMS / "cdist_chebyshev.py", tmp_path)) < 1e-5

@@ -293,3 +293,11 @@ def test_a_family_a_seed_carries_raises_no_guard_finding(family):
     from tools.dialect.families import family_source
     src = family_source(family) + _CARRIER
     assert [(f.guard, f.message[:80]) for f in run_static_guards(src, GuardSettings())] == []
+
+
+def test_names_of_inductor_s_wrapper_header_that_call_reads_unbound_are_imported():
+    from tools.dialect.portable import wrapper_imports
+    call = ("def call(args):\n    a, b = args\n    buf0 = cdist_op(a, b, inf, None)\n"
+            "    buf1 = torch.full((2,), nan)\n    device = a.device\n    return (buf0, buf1, device)\n")
+    assert wrapper_imports(call) == "from math import inf\nfrom math import nan\n"   # `device`: bound here
+    assert wrapper_imports("def call(args):\n    inf = 1.0\n    return (args[0] * inf,)\n") == ""

@@ -66,7 +66,7 @@ from tools.dialect.inductor_wrapper import (BLOCK_PARAMS, FIXED_GRID, GRID_NUMEL
 from tools.dialect.fallback_faults import fallback_fault, is_fallback
 from tools.dialect.kernelbook_model import check_sources, infer_sources, meta_model, model_new
 from tools.dialect.seed_build import SetUpRunsForward, check_builds
-from tools.dialect.portable import portable
+from tools.dialect.portable import portable, wrapper_imports
 
 HEADER = """\
 import torch
@@ -137,7 +137,8 @@ def convert(problem, capture: Capture, whole=frozenset()) -> str:
         raise ValueError("the Inductor output has no Triton kernel: Model's forward computes nothing (what it "
                          "returns is a view or reshape of its inputs or weights), so there is no work to write")
     libraries = externs - families
-    header = HEADER if not libraries else HEADER.replace("import torch\n", "import torch\n" + EXTERN_IMPORT, 1)
+    header = (HEADER if not libraries else HEADER.replace("import torch\n", "import torch\n" + EXTERN_IMPORT, 1)) + \
+        wrapper_imports(call_src)
     family = [conv_family_source() if f == CONV_FAMILY else family_source(f) for f in FAMILIES if f in externs]
     jit = [s for k in kernels.values() for s in k.jit_sources]
     parts = [header + prelude] + family + list(dict.fromkeys(jit)) + [INPUT_COPY] * copies + [call_src, model_src]

@@ -270,6 +270,22 @@ def _definitions(need: _Needs, bound: set[str], edits: Edits) -> str:
     return "\n\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n\n"
 
 
+# names Inductor's wrapper module binds in its header (`from math import inf, nan`, ...) that
+# call() may read bare: a seed carries call(), not that header
+_WRAPPER_NAMES = {"inf": "from math import inf", "nan": "from math import nan", "nanj": "from cmath import nanj",
+                  "math": "import math", "device": "from torch import device", "empty_strided": "from torch import empty_strided"}
+
+
+def wrapper_imports(call_src: str) -> str:
+    """Import lines for the names of Inductor's wrapper header that `call_src` (call()) reads and
+    does not bind: torch.cdist(x, y, p=float("inf")) passes `inf` to its op, a NameError before."""
+    tree = ast.parse(call_src)
+    bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)} | \
+        {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)}
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return "".join(f"{_WRAPPER_NAMES[n]}\n" for n in sorted(read - bound) if n in _WRAPPER_NAMES)
+
+
 def _grid_source(names: set[str]) -> str:
     """inductor_grid.py's launch grids that `names` need, as they are written there."""
     from tools.dialect import inductor_grid

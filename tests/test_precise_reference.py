@@ -34,3 +34,22 @@ def test_precise_outputs_leave_the_callers_model_as_it_was():
 
 def test_a_forward_that_cannot_run_in_float64_gives_no_truth():
     assert precise_outputs(_MixesDtypes(), [torch.rand(2, 4)]) is None
+
+
+class _ValuesAndIndices(torch.nn.Module):
+    def forward(self, x):
+        return x.softmax(-1), x.argmax(-1)
+
+
+def test_an_index_output_beside_values_leaves_the_values_their_truth():
+    """(values, argmax): the float64 forward is the truth of the values; the index output has
+    none (nothing rounded there). Before, the index output took the truth from both."""
+    out = precise_outputs(_ValuesAndIndices(), [torch.rand(3, 7)])
+    assert out is not None and out[0].dtype == torch.float64 and out[1] is None
+
+
+def test_a_forward_with_no_floating_output_gives_no_truth():
+    class _Indices(torch.nn.Module):
+        def forward(self, x):
+            return x.argmax(-1)
+    assert precise_outputs(_Indices(), [torch.rand(3, 7)]) is None

@@ -204,7 +204,7 @@ def precise_sequence(model, mod, seeds: list[int], dev: str) -> list[list | None
     """sequence_outputs in float64: `model`, built afresh for this, made float64 in place,
     its floating tensor attributes widened too (a hidden state kept as a plain tensor), called
     on the widened inputs of each seed in turn. A call that cannot run so (or gives a
-    non-floating output) is None, and so is every call after it."""
+    float64 output) is None, and so is every call after it; a call's other outputs as in precise_outputs."""
     import torch
     out: list[list | None] = []
     try:
@@ -223,9 +223,7 @@ def precise_sequence(model, mod, seeds: list[int], dev: str) -> list[list | None
                     for x in inputs]
             with torch.no_grad():
                 res = twin(*wide)
-            outs = list(res) if isinstance(res, (tuple, list)) else [res]
-            if all(isinstance(o, torch.Tensor) and o.dtype == torch.float64 for o in outs):
-                got = [o.detach() for o in outs]
+            got = _float64_outputs(res)
         except Exception:   # noqa: BLE001 - as precise_outputs
             got = None
         if got is None:
@@ -249,9 +247,9 @@ def precise_reference(ref_model, mod, seed: int, dev: str) -> list | None:
 
 def precise_outputs(model, inputs: list) -> list | None:
     """`model` (a copy of it: the caller's is left as it is) on `inputs` in float64, floating
-    outputs as float64 tensors; None when the forward cannot run so (an op without a float64
-    kernel, a dtype mixed inside the forward, out of memory) or an output is not floating
-    (nothing is rounded there). The copy is made in eval or training mode as `model` is: in
+    outputs as float64 tensors, None in place of another output (an index beside its values:
+    nothing is rounded there); None when the forward cannot run so (an op without a float64
+    kernel, a dtype mixed inside the forward, out of memory) or gives no float64 output. The copy is made in eval or training mode as `model` is: in
     training mode a BatchNorm copy updates its own running statistics, not the caller's."""
     import copy
 
@@ -263,13 +261,21 @@ def precise_outputs(model, inputs: list) -> list | None:
         wide = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                 for x in inputs]
         with torch.no_grad():
-            out = twin(*wide)
-        outs = list(out) if isinstance(out, (tuple, list)) else [out]
-        if not all(isinstance(o, torch.Tensor) and o.dtype == torch.float64 for o in outs):
-            return None
-        return [o.detach() for o in outs]
+            return _float64_outputs(twin(*wide))
     except Exception:   # noqa: BLE001 - no float64 truth: the float32 reference alone decides
         return None
+
+
+def _float64_outputs(res) -> list | None:
+    """A float64 forward's outputs as truths: each float64 tensor, None in place of another
+    (an integer or bool output, an index beside its values: nothing rounded there); None
+    when no output is float64 or one is not a tensor."""
+    import torch
+    outs = list(res) if isinstance(res, (tuple, list)) else [res]
+    if not all(isinstance(o, torch.Tensor) for o in outs):
+        return None
+    got = [o.detach() if o.dtype == torch.float64 else None for o in outs]
+    return got if any(g is not None for g in got) else None
 
 
 def _rng_states() -> list:

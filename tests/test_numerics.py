@@ -381,3 +381,20 @@ def test_without_a_truth_the_norm_rule_stands():
     ref, out, _ = _centered_means()
     d = numerics.against_truth(compare(out, ref, **FP32), out, ref, lambda: None)
     assert not d.ok and d.reference_error["precision"] is None
+
+
+def test_rounding_that_fails_only_near_zero_is_not_called_an_indexing_bug():
+    """A long fp32 scan beside a more exact one (torch's CPU cumsum adds in float64): rounding-size
+    errors everywhere, elements off only where the running sum crosses zero. It fails the
+    elementwise rule, and the message says rounding near zero, not "a stride ... is wrong"."""
+    ref = (60 * torch.linspace(-1, 1, 4099)).repeat(3, 1)
+    c = compare(ref + 3e-4, ref, **FP32)
+    assert not c.ok and c.patterns == ("near_zero",)
+    assert "fail only where the reference is near zero" in c.describe() and "stride" not in c.describe()
+
+
+def test_a_wrong_index_of_a_smooth_output_is_still_an_axis_pattern():
+    ref = (60 * torch.linspace(-1, 1, 4099)).repeat(3, 1)
+    out = ref.clone()
+    out[:, 2040:2060] = ref[:, 2060:2080]              # a window read 20 places on
+    assert compare(out, ref, **FP32).patterns == ("axis:1:range:2040:2060",)

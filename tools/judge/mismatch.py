@@ -3,7 +3,7 @@
 Covers `Accumulator` (running figures over chunks of the flat output: mismatch counts,
 norms, the worst errors, the first bad index, per-axis index sets, samples; one host
 sync per chunk) and `find_patterns` (the tags tools/judge/numerics.py's Comparison
-carries: nan, inf, all_zero, tail, axis, transposed, constant_factor, offset,
+carries: nan, inf, all_zero, tail, axis, near_zero, transposed, constant_factor, offset,
 reduced_precision, scattered, rel_l2). Tags are heuristics: location tags (tail, axis)
 come from the exact set of mismatching indices; value tags (transposed, constant
 factor, offset, reduced precision) are hypotheses that must explain every position of
@@ -21,6 +21,8 @@ SAMPLE_N = 4096           # sampled positions per kind (mismatches, uniform)
 MAX_AXIS_LEN = 1 << 20    # longer dims are not analysed for axis patterns
 HINT_SLACK = 4.0          # a hypothesis may miss by this many tolerances
 PRECISION_REL = 2e-2      # reduced precision: every error below this, relative to scale
+ROUNDING_L2 = 1e-5        # near_zero: an fp32 output off by rounding alone (relative L2 below this,
+ROUNDING_REL = 1e-4       # every sampled error below this share of the output's RMS)
 
 _COUNTS = ("n_bad", "n_nan", "n_inf", "n_ref_finite", "out_nonzero", "ref_nonzero", "n_both")
 _SUMS = ("sum_d2", "sum_r2", "sum_or", "sum_rb2", "sum_d")   # float64, over finite pairs
@@ -136,6 +138,13 @@ def find_patterns(acc: Accumulator, o, r, shape, numel, atol, rtol, rel_l2):
         scale = float(h.double().square().mean().sqrt()) if h.numel() else 0.0
         tol = HINT_SLACK * (rtol * h.abs() + min(atol, rtol * scale))
         return bool(((o_s - h).abs() <= tol).all())
+
+    # 0) rounding that fails only near zero: fp32 sums or scans accumulated in another order or
+    # precision (torch's CPU cumsum adds in float64); the elements off sit wherever the running
+    # value crosses zero, which is no indexing pattern
+    if (1e-6 <= rtol < 1e-3 and acc.n_bad and not acc.n_nan and not acc.n_inf and rel_l2 <= ROUNDING_L2
+            and pos.numel() and rms_ref > 0 and bool(((o_s - r_s).abs() <= ROUNDING_REL * rms_ref).all())):
+        return tuple(t for t in tags if not t.startswith(("axis:", "tail"))) + ("near_zero",), None
 
     perm = None
     if pos.numel() and not explains(r_s):

@@ -46,7 +46,7 @@ DESCRIBE_MAX_CHARS = 400
 
 # describe() mentions at most two patterns, in this order of usefulness
 _PRIORITY = ("shape", "nan", "inf", "all_zero", "transposed", "constant_factor", "offset",
-             "tail", "axis", "reduced_precision", "scattered", "rel_l2")
+             "near_zero", "tail", "axis", "reduced_precision", "scattered", "rel_l2")
 _CLAUSE_END = re.compile(r"(?<=[.;:])\s")
 
 
@@ -85,7 +85,7 @@ class Comparison:
     n_inf: int                    # Inf in the candidate where the reference is finite
     patterns: tuple[str, ...]     # "nan" "inf" "all_zero" "tail" "axis:<d>:<detail>"
                                   # "transposed" "constant_factor:<c>" "offset:<c>"
-                                  # "reduced_precision" "scattered" "rel_l2" "shape"
+                                  # "reduced_precision" "scattered" "rel_l2" "shape" "near_zero"
     permutation: tuple[int, ...] | None = None  # with "transposed": out laid out as ref.permute(p)
     shape: tuple[int, ...] = ()   # the reference's shape, for describe()
     reference_error: dict | None = None   # against_truth's figures, when it was asked
@@ -190,6 +190,11 @@ class Comparison:
             parts = [_axis_words(t, self.shape) for t in self.patterns if t.startswith("axis:")]
             return ("errors only at " + " and ".join(parts[:2]) + ": a stride, offset or "
                     f"mask along {'those dims' if len(parts) > 1 else 'that dim'} is wrong")
+        if group == "near_zero":
+            return (f"the errors are of rounding size (relative L2 {self.rel_l2:.1g}) and fail only where the "
+                    "reference is near zero: the sums are accumulated in another order or precision than the "
+                    "reference's (a long sum or scan in float32; torch's CPU cumsum adds in float64), not a "
+                    "wrong index")
         if group == "reduced_precision" and self.rtol < FP32_EPS:   # a float64 output's tolerance
             return (f"small errors everywhere (relative ~{self.rel_l2:.1g}), typical of float32 "
                     "compute on a float64 problem: load, accumulate and store in float64")

@@ -236,11 +236,24 @@ UNSUPPORTED = {
                                           "dtype=torch.complex64, layout=torch.strided, device=device)\n"),
                          "Inductor leaves torch.ops.aten.full.default to PyTorch (a fallback kernel), and krefine has "
                          "no Triton kernel for it (complex tensors: Triton has no complex dtype)"),
-    # a complex buffer of the problem's sliced: the op is aten.slice, complex only in view_as_complex after it
+    # a complex buffer of the problem's sliced: the first fallback is aten.slice; view_as_complex after it says why
     "a complex view": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.slice.Tensor(arg0_1, 0, 0, 8)\n"
                                         "        buf10 = torch.ops.aten.view_as_complex.default(buf9)\n"),
-                       "no Triton kernel for it (complex tensors: Triton has no complex dtype); also left to PyTorch: "
-                       "torch.ops.aten.view_as_complex.default"),
+                       "Inductor leaves torch.ops.aten.view_as_complex.default to PyTorch (a fallback kernel), and "
+                       "krefine has no Triton kernel for it (complex tensors: Triton has no complex dtype); also left "
+                       "to PyTorch: torch.ops.aten.slice.Tensor"),
+    # torch.roll of a complex tensor: aten.index with integer indices, a gather, not a boolean mask; complex is why
+    "a complex roll": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.index.Tensor(arg0_1, [arg0_1])\n"
+                                        "        buf10 = torch.ops.aten.polar.default(arg0_1, arg0_1)\n"),
+                       "Inductor leaves torch.ops.aten.polar.default to PyTorch (a fallback kernel), and krefine has no "
+                       "Triton kernel for it (complex tensors: Triton has no complex dtype); also left to PyTorch: "
+                       "torch.ops.aten.index.Tensor"),
+    # a complex input read as real: abs first, view_as_real says why
+    "a complex input": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.abs.default(arg0_1)\n"
+                                         "        buf10 = torch.ops.aten.view_as_real.default(arg0_1)\n"),
+                        "Inductor leaves torch.ops.aten.view_as_real.default to PyTorch (a fallback kernel), and krefine "
+                        "has no Triton kernel for it (complex tensors: Triton has no complex dtype); also left to "
+                        "PyTorch: torch.ops.aten.abs.default"),
     # torch.fft2(x).real: a complex buffer written by copy_, then the fft: the fft is the reason, not the copy
     "an fft after a complex copy": ("cpu_relu_odd", ("        del arg0_1\n", "        buf0.copy_(arg0_1, False)\n"
                                                      "        buf9 = torch.ops.aten._fft_c2c.default(buf0, [1], 0, True)\n"),
@@ -430,6 +443,13 @@ def test_a_seed_that_cannot_be_made_is_a_one_line_value_error(tmp_path):
                                          r"tuple of tensors$") as info:
         seed_in_subprocess(problem, "cpu", timeout_s=300)
     assert "\n" not in str(info.value)
+
+
+def test_the_types_of_a_returned_tuple_are_named_in_its_order():
+    import torch
+    from tools.problem import output_fault
+    assert output_fault((torch.zeros(1), None, 2.0)) == \
+        "Model.forward returned tuple of Tensor, NoneType, float; expected a tensor or a tuple of tensors"
 
 
 # --- converted candidates judged on cpu ---------------------------------------------------

@@ -1394,3 +1394,16 @@ def test_a_name_inductor_s_module_header_binds_is_imported_by_the_seed(tmp_path)
     code = accepted_seed(problem, capture(problem, "cpu"))
     assert "from math import inf\n" in code
     assert max(lockstep_code_errors(code, PROBLEMS / "cdist_chebyshev.py", tmp_path)) < 1e-5
+
+
+def test_inputs_with_no_elements_are_named_as_why_there_is_no_kernel(tmp_path):
+    """A batch of size 0 through Linear and a conv: nothing to compute, said as such (it read
+    "Model's forward computes nothing (what it returns is a view or reshape of its inputs")."""
+    from tools.dialect.inductor_capture import capture
+    (tmp_path / "p.py").write_text("import torch, torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                                   "        super().__init__(); self.fc = nn.Linear(6, 6)\n"
+                                   "    def forward(self, x):\n        return torch.relu(self.fc(x))\n"
+                                   "def get_inputs(): return [torch.randn(0, 6)]\ndef get_init_inputs(): return []\n")
+    problem = load_problem(tmp_path / "p.py")
+    with pytest.raises(ValueError, match=r"get_inputs\(\) gives tensors with no elements \(input 0: shape \(0, 6\)\)"):
+        accepted_seed(problem, capture(problem, "cpu"))

@@ -264,7 +264,7 @@ def output_fault(out) -> str | None:
     if outs and all(isinstance(o, torch.Tensor) for o in outs):
         return None
     got = type(out).__name__ if not isinstance(out, (tuple, list)) else \
-        f"{type(out).__name__} of {', '.join(sorted({type(o).__name__ for o in outs})) or 'nothing'}"
+        f"{type(out).__name__} of {', '.join(dict.fromkeys(type(o).__name__ for o in outs)) or 'nothing'}"
     return f"Model.forward returned {got}; expected a tensor or a tuple of tensors"
 
 

@@ -22,7 +22,8 @@ _FALLBACK_HINTS = {
     "linalg_matrix_exp": " (torch.matrix_exp, called directly or by parametrizations.orthogonal)",
     "_linalg_solve_ex": " (torch.linalg.solve, called directly or by parametrizations.orthogonal's Cayley map)",
     **dict.fromkeys(("_fft_r2c", "_fft_c2r", "_fft_c2c"), " (torch.fft)")}
-_COMPLEX = re.compile(r"\btorch\.complex(32|64|128)\b|complex")   # view_as_complex, a complex buffer, aten.full of one
+# view_as_complex, a complex buffer, aten.full of one; a complex input read as real (view_as_real), torch.polar, conj
+_COMPLEX = re.compile(r"\btorch\.complex(32|64|128)\b|complex|view_as_real|\.polar\.|\._conj\.")
 
 
 def is_fallback(stmt) -> bool:
@@ -36,11 +37,16 @@ def _hint(stmt) -> str:
 def fallback_fault(stmt, rest: list, call_fn) -> ValueError:
     """Why a call() with PyTorch's fallback `stmt` (and the `rest` after it) gets no seed. The op
     named is the first whose name says what the user wrote (torch.fft over the aten.full of a
-    complex buffer before it), else `stmt`; complex tensors anywhere in call() are said too."""
+    complex buffer before it), else, with complex tensors in call(), the first complex op
+    (view_as_real of a complex input, torch.polar), else `stmt`; complex tensors are said too."""
     fallbacks = [stmt, *(s for s in rest if is_fallback(s))]
-    named = next((s for s in fallbacks if _hint(s)), stmt)
-    said = _hint(named)
-    if _COMPLEX.search(ast.unparse(call_fn)) and "complex" not in said:
+    complex_ = bool(_COMPLEX.search(ast.unparse(call_fn)))
+    # with complex tensors about, aten.index is a gather (torch.roll of one), not a boolean mask
+    hinted = [s for s in fallbacks if _hint(s) and not (complex_ and _hint(s) == _FALLBACK_HINTS["index"])]
+    named = hinted[0] if hinted else next((s for s in fallbacks if complex_ and _COMPLEX.search(call_name(s) + ".")),
+                                          stmt)
+    said = _hint(named) if hinted else ""
+    if complex_ and "complex" not in said:
         said = f"{said[:-1]}; complex tensors: Triton has no complex dtype)" if said else \
             " (complex tensors: Triton has no complex dtype)"
     more = sorted({call_name(s) for s in fallbacks} - {call_name(named)})

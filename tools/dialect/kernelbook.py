@@ -134,6 +134,10 @@ def convert(problem, capture: Capture, whole=frozenset()) -> str:
                                    tuple(carried.values()))
     families = set(FAMILIES)
     if not kernels and not externs & families:
+        empty = [f"input {i}: shape {tuple(x.shape)}" for i, x in enumerate(inputs) if _is_tensor(x) and not x.numel()]
+        if empty:
+            raise ValueError(f"the Inductor output has no Triton kernel: get_inputs() gives tensors with no elements "
+                             f"({'; '.join(empty)}), so the forward has no work for a kernel (give them sizes above 0)")
         raise ValueError("the Inductor output has no Triton kernel: Model's forward computes nothing (what it "
                          "returns is a view or reshape of its inputs or weights), so there is no work to write")
     libraries = externs - families

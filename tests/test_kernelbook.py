@@ -225,6 +225,10 @@ UNSUPPORTED = {
                       "krefine has no Triton kernel for it"),
     "a data-dependent size": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.nonzero.default(arg0_1)\n"),
                               "krefine has no Triton kernel for it (torch.nonzero, torch.where(cond) or a boolean mask"),
+    "a masked select": ("cpu_relu_odd", ("        del arg0_1\n",
+                                         "        buf9 = torch.ops.aten.masked_select.default(arg0_1, arg0_1)\n"),
+                        "krefine has no Triton kernel for it (torch.masked_select: an output whose size depends on "
+                        "the values"),
     "a boolean mask": ("cpu_relu_odd", ("        del arg0_1\n", "        buf9 = torch.ops.aten.index.Tensor(arg0_1, [arg0_1])\n"),
                        "krefine has no Triton kernel for it (a boolean mask, x[mask]: an output whose size"),
     "a .data assignment": ("cpu_relu_odd", ("        del arg0_1\n",

@@ -14,6 +14,8 @@ _FALLBACK_HINTS = {
     "nonzero": " (torch.nonzero, torch.where(cond) or a boolean mask: an output whose size depends on the "
                "values, where a seed's sizes are fixed when it is made)",
     "repeat_interleave": " (repeats given as a tensor: a size that depends on its values)",
+    "masked_select": " (torch.masked_select: an output whose size depends on the values, where a seed's sizes are "
+                     "fixed when it is made)",
     **dict.fromkeys(("unique_consecutive", "_unique2", "unique_dim"), " (torch.unique: a size that depends on the values)"),
     "index": " (a boolean mask, x[mask]: an output whose size depends on the values, where a seed's sizes are "
              "fixed when it is made)",

@@ -203,8 +203,8 @@ def sequence_outputs(model, mod, seeds: list[int], dev: str, settings) -> list[l
 def precise_sequence(model, mod, seeds: list[int], dev: str) -> list[list | None]:
     """sequence_outputs in float64: `model`, built afresh for this, made float64 in place,
     its floating tensor attributes widened too (a hidden state kept as a plain tensor), called
-    on the widened inputs of each seed in turn. A call that cannot run so (or gives a
-    float64 output) is None, and so is every call after it; a call's other outputs as in precise_outputs."""
+    on the widened inputs of each seed in turn. A call that cannot run so (or gives no
+    float64 output) is None, and so is every call after it; its outputs as precise_outputs gives them."""
     import torch
     out: list[list | None] = []
     try:
@@ -249,8 +249,9 @@ def precise_outputs(model, inputs: list) -> list | None:
     """`model` (a copy of it: the caller's is left as it is) on `inputs` in float64, floating
     outputs as float64 tensors, None in place of another output (an index beside its values:
     nothing is rounded there); None when the forward cannot run so (an op without a float64
-    kernel, a dtype mixed inside the forward, out of memory) or gives no float64 output. The copy is made in eval or training mode as `model` is: in
-    training mode a BatchNorm copy updates its own running statistics, not the caller's."""
+    kernel, a dtype mixed inside the forward, out of memory) or gives no float64 output. The
+    copy is made in eval or training mode as `model` is: in training mode a BatchNorm copy
+    updates its own running statistics, not the caller's."""
     import copy
 
     import torch

@@ -1198,7 +1198,7 @@ def test_what_a_problem_prints_while_it_loads_stays_out_of_the_seed_on_stdout(tm
 
 def test_a_nested_tuple_output_is_refused_when_the_problem_loads():
     # the judge cannot compare a nested output either (tools/judge/reference.py): exit 2 at load
-    with pytest.raises(BadInput, match=r"Model\.forward returned tuple of Tensor, tuple; expected a tensor or a tuple"):
+    with pytest.raises(BadInput, match=r"Model\.forward returned tuple of tuple, Tensor; expected a tensor or a tuple"):
         load_problem(PROBLEMS / "nested_output.py")
 
 

@@ -332,7 +332,7 @@ def test_reference_forward_returning_no_tensor_is_bad_input(tmp_path, ret, shown
     assert f"Model.forward returned {shown}; expected a tensor" in judge_fault(write(tmp_path, src))
 
 
-@pytest.mark.parametrize("ret, shown", [("{'y': x}", "dict"), ("(x, None)", "tuple of NoneType, Tensor")])
+@pytest.mark.parametrize("ret, shown", [("{'y': x}", "dict"), ("(x, None)", "tuple of Tensor, NoneType")])
 def test_a_forward_returning_no_tensor_is_bad_input_at_load_before_any_judge(tmp_path, ret, shown):
     src = GOOD.replace("return torch.relu(x)", f"return {ret}")
     with pytest.raises(BadInput, match=re.escape(f"Model.forward returned {shown}; expected a tensor")):

@@ -75,7 +75,8 @@ SHAPES = {
 
 SWEEP = [dict(BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, num_warps=w, num_stages=s)
          for m, n, k, w, s in [(128, 128, 32, 4, 3), (128, 64, 32, 4, 4), (64, 128, 32, 4, 3),
-                               (128, 128, 32, 8, 3), (64, 64, 32, 4, 4), (128, 128, 16, 4, 4)]]
+                               (128, 128, 32, 8, 3), (64, 64, 32, 4, 4), (128, 128, 16, 4, 4),
+                               (128, 256, 32, 8, 3), (256, 128, 32, 8, 3)]]   # the last two: Hopper's wide tiles
 
 
 def _tensors(shape):

@@ -16,6 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 from agent.bench import kb_compare as cmp
+from agent.bench import kb_features
 from agent.bench import kb_harness as h
 
 CONV_REF = '''import torch
@@ -58,7 +59,7 @@ MISMATCH = "Output mismatch (max difference 0.0011)"
 # ---------------------------------------------------------------- features
 
 def test_a_conv_reference_is_marked_conv():
-    assert cmp.features(CONV_REF) == ["conv"]
+    assert kb_features.features(CONV_REF) == ["conv"]
 
 
 def test_a_convolution_in_a_submodule_class_marks_the_reference_conv():
@@ -66,37 +67,37 @@ def test_a_convolution_in_a_submodule_class_marks_the_reference_conv():
            "        self.proj = nn.Conv2d(3, 96, 4, 4)\n\n"
            "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
            "        self.embed = PatchEmbed()\n\n    def forward(self, x):\n        return self.embed(x)\n")
-    assert "conv" in cmp.features(src)
+    assert "conv" in kb_features.features(src)
 
 
 def test_dropout_in_the_model_is_marked_stochastic():
-    assert "stochastic" in cmp.features(DROPOUT_REF)
+    assert "stochastic" in kb_features.features(DROPOUT_REF)
 
 
 def test_random_inputs_in_get_inputs_do_not_make_a_reference_stochastic():
-    assert "stochastic" not in cmp.features(CONV_REF)
+    assert "stochastic" not in kb_features.features(CONV_REF)
 
 
 @pytest.mark.parametrize("call", ["nn.Dropout(0.0)", "nn.Dropout(p=0)", "nn.Dropout2d(p=0.0, inplace=True)"])
 def test_a_dropout_whose_rate_is_a_literal_zero_is_not_stochastic(call):
-    assert "stochastic" not in cmp.features(CONV_REF.replace("nn.Conv2d(3, 8, 3)", call))
+    assert "stochastic" not in kb_features.features(CONV_REF.replace("nn.Conv2d(3, 8, 3)", call))
 
 
 @pytest.mark.parametrize("call", ["nn.Dropout()", "nn.Dropout(rate)", "nn.Dropout(p=0.1)"])
 def test_a_dropout_with_a_default_variable_or_nonzero_rate_is_stochastic(call):
-    assert "stochastic" in cmp.features(CONV_REF.replace("nn.Conv2d(3, 8, 3)", call))
+    assert "stochastic" in kb_features.features(CONV_REF.replace("nn.Conv2d(3, 8, 3)", call))
 
 
 @pytest.mark.parametrize("expr, random", [("F.dropout(x, 0.0)", False), ("F.dropout(x, 0.5, training=False)", False),
                                           ("F.dropout(x, p=0.3)", True), ("F.dropout(x)", True)])
 def test_a_functional_dropout_draws_unless_its_rate_is_zero_or_training_is_false(expr, random):
     src = CONV_REF.replace("return self.conv(x)", f"return {expr}")
-    assert ("stochastic" in cmp.features(src)) is random
+    assert ("stochastic" in kb_features.features(src)) is random
 
 
 def test_a_random_draw_in_forward_is_marked_stochastic():
     src = CONV_REF.replace("return self.conv(x)", "return self.conv(x) * torch.rand_like(x).bernoulli_(0.5)")
-    assert "stochastic" in cmp.features(src)
+    assert "stochastic" in kb_features.features(src)
 
 
 # ---------------------------------------------------------------- explanations
@@ -204,6 +205,40 @@ def test_a_float64_forward_that_failed_is_no_evidence():
     assert cmp.explain(r) == cmp.UNEXPLAINED
 
 
+def _as_run(kernel_err, as_run_err):
+    """A TF32 entry of an ill-conditioned problem: its reference fails KernelBench's tolerance against
+    float64 even with TF32 off, and the kernel is further from float64 than that strict reference."""
+    r = _ill([1.1, 0.9], kernel_err, [False, False])
+    r["kb"]["float64"]["ref_as_run_err"] = as_run_err
+    return r
+
+
+def test_a_kernel_within_the_margin_of_kernelbenchs_as_run_reference_error_is_explained():
+    why = cmp.explain(_as_run([1.8, 1.5], [1.3, 1.2]))
+    assert why.startswith("KernelBench's own reference, run as its eval runs it") and "up to 1.3 off a float64" in why \
+        and "the kernel is 1.8 off it" in why
+
+
+def test_a_kernel_beyond_the_margin_of_kernelbenchs_as_run_reference_error_stays_unexplained():
+    assert cmp.explain(_as_run([1.8, 1.9], [1.3, 1.2])) == cmp.UNEXPLAINED
+
+
+def test_an_unexplained_record_without_the_as_run_error_is_evaluated_again_and_an_explained_one_not(tmp_path):
+    jobs = [h.Job(p, "default", "portfolio", "r00-c02", f"text {p}", tmp_path / f"{p}.py", "level3", True, {})
+            for p in ("1_a", "2_b")]
+    old = [dict(_ill([1.1, 0.9], k, [False, False]), setting="default", problem=p, kind="portfolio", sha=j.sha)
+           for p, j, k in (("1_a", jobs[0], [1.8, 1.5]), ("2_b", jobs[1], [1.2, 0.9]))]
+    assert cmp.explain(old[1]) != cmp.UNEXPLAINED
+    assert [j.problem for j in h.pending(jobs, old)] == ["1_a"]
+
+
+def test_a_progress_line_says_unexplained_so_far_while_the_problems_other_entries_run():
+    r = dict(_ill([1.1, 0.9], [1.8, 1.5], [False, False]), setting="default")
+    assert h.progress_line(1, 2, r, [r], waiting=True).endswith("DIFFER: unexplained so far (the problem's other "
+                                                                 "entries are still running)")
+    assert h.progress_line(1, 2, r, [r]).endswith("DIFFER: unexplained")
+
+
 def _tf32_f64_pair(kernel_f64, peer_as_run, peer_f64, peer_problem="1_x"):
     """A `+tf32conv` entry and its problem's exact-fp32 seed, both failing KernelBench's strict
     check (the problem's fp32 error alone exceeds its tolerance), with float64 evidence."""
@@ -251,7 +286,7 @@ def test_kernelbenchs_cast_of_integer_inputs_to_fp32_is_named():
 def test_integer_inputs_are_a_feature_of_a_problem_with_class_targets():
     src = "class Model:\n    def forward(self, x, t):\n        return x\n\ndef get_inputs():\n" \
           "    return [torch.randn(4, 10), torch.randint(0, 10, (4,))]\n"
-    assert "integer_inputs" in cmp.features(src)
+    assert "integer_inputs" in kb_features.features(src)
 
 
 def test_a_reference_whose_source_reads_random_explains_krefines_refusal():
@@ -487,6 +522,23 @@ def test_the_float64_forward_measures_the_reference_and_the_kernel_against_it(tm
     out = kb_eval.float64_check(_kb_stub(tmp_path), ILL_REF, cand, torch.device("cpu"), torch.float32)
     assert out["error"] is None and len(out["ref_err"]) == kb_eval.CORRECT_TRIALS
     assert min(out["ref_err"]) > 0.1 and out["kernel_err"] == out["ref_err"] and not any(out["ref_passes"])
+    assert out["ref_as_run_err"] == out["ref_err"]   # on a cpu TF32 flags change nothing
+
+
+def test_the_as_run_reference_runs_under_the_callers_tf32_flags_and_they_are_restored(tmp_path, monkeypatch):
+    import builtins
+    import torch
+    from agent.bench import kb_eval
+    seen = []
+    monkeypatch.setattr(builtins, "_kb_tf32_seen", seen, raising=False)
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
+    ref = ILL_REF.replace("    def forward(self, x):\n",
+                          "    def forward(self, x):\n        _kb_tf32_seen.append(torch.backends.cudnn.allow_tf32)\n")
+    out = kb_eval.float64_check(_kb_stub(tmp_path), ref, ref.replace("class Model(", "class ModelNew("),
+                                torch.device("cpu"), torch.float32)
+    assert out["error"] is None and torch.backends.cudnn.allow_tf32 is True
+    # a trial: the strict reference, the kernel, the as-run reference, the float64 one
+    assert seen == [False, False, True, False] * kb_eval.CORRECT_TRIALS
 
 
 def test_a_float64_forward_that_raises_is_reported_not_raised(tmp_path):

@@ -8,9 +8,9 @@ Plain functions over the records agent/bench/kb_harness.py writes, one per evalu
    "kb": {"status": "ok"|"timeout"|"crashed"|"no_result", "compiled", "correctness",
           "runtime_ms", "ref_ms", "speedup", "error_name", "error", "max_difference": [...],
           "strict_fp32": {"correctness", ...}|None, "static_errors": [...],
-          "float64": {"ref_err": [...], "kernel_err": [...], "ref_passes": [...], "error"}|None}}
+          "float64": {"ref_err", "kernel_err", "ref_passes", "ref_as_run_err": [...], "error"}|None}}
 
-`features(ref_src)`: what in a reference can make two sound judges disagree. `explain(rec, peers)`:
+kb_features.features(ref_src): what in a reference can make two sound judges disagree. `explain(rec, peers)`:
 one line for a record whose correctness verdicts differ, by the rules in RULES order, each
 from evidence in the record (or, for a TF32 kernel, in the same problem's exact-fp32 peer);
 "unexplained" when none applies (never a guess).
@@ -21,7 +21,6 @@ Imports only the standard library; runs nothing.
 """
 from __future__ import annotations
 
-import ast
 import re
 import statistics
 
@@ -33,58 +32,6 @@ TF32_MARGIN = 1.5   # krefine's as-run rule: up to this times eager's own error 
 TF32_CONV = ("KernelBench's reference runs cuDNN convolutions in TF32 (torch's default), outside its own "
              "fp32 tolerance of the exact result; krefine judges a kernel against exact fp32 or a float64 forward")
 KINDS = ("seed", "portfolio", "best")
-
-_CONV = re.compile(r"\b(nn\.Conv(Transpose)?[123]d|(F|functional)\.conv(_transpose)?[123]d|torch\.conv(_transpose)?[123]d)\b")
-_INT_INPUT = re.compile(r"\b(randint|randperm)\s*\(|dtype\s*=\s*torch\.(long|int(8|16|32|64)?|uint8|bool)\b")
-_DROPOUT = re.compile(r"\b(nn\.\w*Dropout\w*|F\.\w*dropout\w*|torch\.\w*dropout\w*)\s*\(")
-_RANDOM = re.compile(r"\btorch\.((rand|randn|randint)(_like)?|randperm|bernoulli|multinomial|normal|poisson)\s*\(|"
-                     r"\.(bernoulli_|normal_|uniform_|exponential_|random_)\s*\(")
-
-
-def features(ref_src: str) -> list[str]:
-    """"conv" (a cuDNN convolution in the reference), "stochastic" (Dropout, or a random draw
-    in forward: no kernel can match the reference's draws), "integer_inputs" (get_inputs
-    makes an integer tensor, e.g. class targets)."""
-    model = _class_source(ref_src, "Model") or ref_src
-    forward = _method_source(model, "forward") or ""
-    found = []
-    if _INT_INPUT.search(ref_src.split("def get_inputs", 1)[-1]):
-        found.append("integer_inputs")
-    if _CONV.search(ref_src.split("def get_inputs", 1)[0]):   # Model's submodules' classes too (a patch embedding)
-        found.append("conv")
-    if _random_dropout(model) or _RANDOM.search(forward):
-        found.append("stochastic")
-    return found
-
-
-def _random_dropout(model: str) -> bool:
-    """A Dropout in `model` (Model's source) that may draw: any but one whose rate is a
-    literal 0 (`nn.Dropout(0.0)`, `nn.Dropout(p=0.0)`, `F.dropout(x, 0.0)`), or a functional
-    one called with a literal `training=False`, neither of which draws. A rate held in a
-    variable counts as drawing: the source cannot tell."""
-    try:
-        tree = ast.parse(model)
-    except SyntaxError:
-        return bool(_DROPOUT.search(model))
-    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
-        name = ast.unparse(call.func)
-        if not _DROPOUT.fullmatch(name + "("):
-            continue
-        functional = not name.rsplit(".", 1)[-1][:1].isupper()      # F.dropout(x, p, training), torch.dropout
-        kw = {k.arg: k.value for k in call.keywords}
-        p = kw.get("p", call.args[1 if functional else 0] if len(call.args) > (1 if functional else 0) else None)
-        training = kw.get("training", kw.get("train", call.args[2] if functional and len(call.args) > 2 else None))
-        if _literal(p) == 0 or (functional and training is not None and _literal(training) is False):
-            continue
-        return True
-    return False
-
-
-def _literal(node):
-    try:
-        return ast.literal_eval(node) if node is not None else None
-    except ValueError:
-        return None
 
 
 def has_verdict(rec: dict) -> bool:
@@ -257,6 +204,21 @@ def _ill_conditioned(rec):
             f"krefine's {TF32_MARGIN:g}x of the reference's own error on every trial")
 
 
+def _as_run_reference(rec):
+    """The same float64 forward beside KernelBench's reference as its eval runs it (torch's default
+    flags: cuDNN's TF32), the error krefine's as-run rule allows its margin of: explained when,
+    trial by trial, the kernel is no further from float64 than that margin times it."""
+    kb = rec["kb"]
+    f64 = kb.get("float64") or {}
+    as_run, mine = f64.get("ref_as_run_err") or [], f64.get("kernel_err") or []
+    if not rec["krefine"]["correct"] or not str(kb.get("error") or "").startswith("Output mismatch") \
+            or not mine or len(as_run) != len(mine) or not all(k <= TF32_MARGIN * r for k, r in zip(mine, as_run)):
+        return None
+    return (f"KernelBench's own reference, run as its eval runs it (torch's default flags, cuDNN's TF32), is up to "
+            f"{max(as_run):.2g} off a float64 forward; the kernel is {max(mine):.2g} off it, within krefine's "
+            f"as-run margin of {TF32_MARGIN:g}x that reference's error on every trial")
+
+
 def _krefine_reason(rec):
     kr = rec["krefine"]
     if kr["correct"] or not rec["kb"].get("correctness"):
@@ -278,7 +240,7 @@ def _krefine_reason(rec):
 
 
 RULES = (_other_reference, _import_error, _float_cast, _out_of_memory, _stochastic, _tf32, _reference_error,
-         _tf32_kernel, _ill_conditioned, _krefine_reason)
+         _tf32_kernel, _ill_conditioned, _as_run_reference, _krefine_reason)
 _PEER_RULES = (_tf32_kernel,)   # these also read the same problem's other records
 
 
@@ -407,24 +369,3 @@ def _spread(s: dict | None) -> str:
 
 def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
-
-
-def _class_source(src: str, name: str) -> str | None:
-    try:
-        tree = ast.parse(src)
-    except SyntaxError:
-        return None
-    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
-    return ast.get_source_segment(src, node) if node else None
-
-
-def _method_source(cls_src: str, name: str) -> str | None:
-    try:
-        tree = ast.parse(cls_src)
-    except SyntaxError:
-        return None
-    for cls in tree.body:
-        for n in getattr(cls, "body", []):
-            if isinstance(n, ast.FunctionDef) and n.name == name:
-                return ast.get_source_segment(cls_src, n)
-    return None

@@ -182,31 +182,45 @@ def float64_check(kb, ref_src: str, cand_src: str, device, precision) -> dict:
     beside a float64 forward of a copy of the reference (the same weights, float inputs in
     float64): per trial, `ref_err` = max |reference - float64|, `kernel_err` = max |kernel -
     float64|, and `ref_passes`: whether the reference itself passes KernelBench's fp32
-    tolerance (allclose, its atol = rtol) against the float64 forward."""
+    tolerance (allclose, its atol = rtol) against the float64 forward; `ref_as_run_err`: the
+    reference as KernelBench's eval runs it (the TF32 flags in force when called, torch's default
+    cuDNN TF32) against the same float64 forward, the error krefine's as-run rule allows a margin of."""
     import copy
     import torch
+    flags = torch.backends.cudnn, torch.backends.cuda.matmul
+    as_run = [f.allow_tf32 for f in flags]
     try:
         with _strict_models(kb, ref_src, cand_src, device, precision) as (ref, new, get_inputs):
             ref, new = ref.to(device=device, dtype=precision), new.to(device=device, dtype=precision)
-            ref64 = copy.deepcopy(ref).to(dtype=torch.float64)
+            ref64, ref_tf32 = copy.deepcopy(ref).to(dtype=torch.float64), copy.deepcopy(ref)   # one call a trial each
             tol = kb.get_tolerance_for_precision(precision)
             torch.manual_seed(SEED)   # run_and_check_correctness's trial seeds
             seeds = [torch.randint(0, 2**32 - 1, (1,)).item() for _ in range(CORRECT_TRIALS)]
-            ref_err, kernel_err, ref_passes = [], [], []
+            ref_err, kernel_err, ref_passes, ref_as_run_err = [], [], [], []
             with torch.no_grad():
                 for seed in seeds:
                     kb.set_seed(seed)
                     inputs = [kb._process_input_tensor(x, device, BACKEND, precision) for x in get_inputs()]
                     out, out_new = ref(*inputs), new(*inputs)
+                    strict = [f.allow_tf32 for f in flags]
+                    for f, v in zip(flags, as_run):
+                        f.allow_tf32 = v
+                    try:
+                        out_as_run = ref_tf32(*inputs)
+                    finally:
+                        for f, v in zip(flags, strict):
+                            f.allow_tf32 = v
                     out64 = ref64(*[x.double() if torch.is_tensor(x) and x.is_floating_point() else x
                                     for x in inputs])
-                    if not all(torch.is_tensor(t) for t in (out, out_new, out64)) or out.shape != out64.shape \
-                            or out_new.shape != out64.shape:
+                    if not all(torch.is_tensor(t) for t in (out, out_new, out64, out_as_run)) \
+                            or not out.shape == out_new.shape == out_as_run.shape == out64.shape:
                         return {"error": "an output is not one tensor of the reference's shape"}
                     ref_err.append(float((out.double() - out64).abs().max()))
                     kernel_err.append(float((out_new.double() - out64).abs().max()))
                     ref_passes.append(bool(torch.allclose(out.double(), out64, atol=tol, rtol=tol)))
-        return {"ref_err": ref_err, "kernel_err": kernel_err, "ref_passes": ref_passes, "error": None}
+                    ref_as_run_err.append(float((out_as_run.double() - out64).abs().max()))
+        return {"ref_err": ref_err, "kernel_err": kernel_err, "ref_passes": ref_passes,
+                "ref_as_run_err": ref_as_run_err, "error": None}
     except Exception as e:   # evidence only: its failure is reported, the verdict stands
         return {"error": _trim(f"{type(e).__name__}: {e}")}
 

@@ -12,7 +12,8 @@ reference's runtime, speedup and error. After each line the Markdown table is re
 (agent/bench/kb_compare.py: agreement, the speedup ratio, every disagreement explained or
 "unexplained"), so a run cut off still leaves both. Evaluations already in the JSONL (same
 problem, kind and text) are skipped: the same command resumes; one whose record predates
-evidence kb_eval gathers now (the float64 forward) runs again, and its new record is the one read.
+evidence kb_eval gathers now (the float64 forward, its as-run reference) runs again, and its new
+record is the one read. A progress line's "unexplained so far" waits on the problem's other entries.
 
   python3 -m agent.bench.kb_harness BENCH --kb .kb --levels .kb/level1 .kb/level2 \\
       [--setting LABEL] [--gpus N] [--timeout-s 300] [--filter REGEX] \\
@@ -43,7 +44,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.bench import kb_compare
+from agent.bench import kb_compare, kb_features
 from tools.errors import EXIT_BAD_INPUT, BadInput
 from tools.jsonio import append_jsonl, read_jsonl, write_text_atomic
 
@@ -232,7 +233,7 @@ def preflight(kb_src: Path) -> None:
 def record(job: Job, kb: dict) -> dict:
     return {"schema": SCHEMA, "problem": job.problem, "setting": job.setting, "level": job.level, "kind": job.kind,
             "candidate": job.candidate, "sha": job.sha, "reference": str(job.reference),
-            "same_reference": job.same_reference, "features": kb_compare.features(job.reference.read_text()),
+            "same_reference": job.same_reference, "features": kb_features.features(job.reference.read_text()),
             "krefine": job.krefine, "kb": kb}
 
 
@@ -246,15 +247,21 @@ def load_records(path: Path) -> list[dict]:
 
 def pending(jobs: list[Job], records: list[dict]) -> list[Job]:
     """Jobs with no record, or whose record lacks evidence kb_eval gathers now: an output
-    mismatch that failed with TF32 off too, written before the float64 forward was run."""
-    done = {(r["setting"], r["problem"], r["kind"], r["sha"]) for r in records if not _lacks_float64(r)}
+    mismatch that failed with TF32 off too, written before the float64 forward was run, or
+    one still unexplained, written before that forward measured the as-run reference."""
+    peers = latest(records)
+    done = {(r["setting"], r["problem"], r["kind"], r["sha"]) for r in records if not _lacks_evidence(r, peers)}
     return [j for j in jobs if j.key not in done]
 
 
-def _lacks_float64(rec: dict) -> bool:
+def _lacks_evidence(rec: dict, peers: list[dict]) -> bool:
     kb = rec.get("kb") or {}
-    return str(kb.get("error") or "").startswith("Output mismatch") and "float64" not in kb \
-        and (kb.get("strict_fp32") or {}).get("correctness") is False
+    f64 = kb.get("float64") or {}
+    if "float64" not in kb:
+        return str(kb.get("error") or "").startswith("Output mismatch") \
+            and (kb.get("strict_fp32") or {}).get("correctness") is False
+    return bool(f64) and not f64.get("error") and "ref_as_run_err" not in f64 \
+        and kb_compare.explain(rec, peers) == kb_compare.UNEXPLAINED
 
 
 def latest(records: list[dict]) -> list[dict]:
@@ -264,13 +271,14 @@ def latest(records: list[dict]) -> list[dict]:
     return sorted(last.values(), key=lambda r: (r["setting"], _natural(r["problem"]), kb_compare.KINDS.index(r["kind"])))
 
 
-def progress_line(i: int, n: int, rec: dict, peers: list[dict] = ()) -> str:
+def progress_line(i: int, n: int, rec: dict, peers: list[dict] = (), waiting: bool = False) -> str:
     kr, kb = rec["krefine"], rec["kb"]
     kb_says = (("correct" if kb["correctness"] else "incorrect" if kb["compiled"] else "not compiled")
                if kb.get("status") == "ok" else kb.get("status"))
     kr_x = f" {kr['speedup_eager']:.2f}x" if kr.get("speedup_eager") else ""
     kb_x = f" {kb['speedup']:.2f}x" if kb.get("speedup") else ""
     why = kb_compare.explain(rec, latest(list(peers)))
+    why += " so far (the problem's other entries are still running)" if waiting and why == kb_compare.UNEXPLAINED else ""
     return (f"[{i}/{n}] {rec['problem']} {rec['kind']}: krefine {kr['verdict']}{kr_x} | KernelBench {kb_says}{kb_x}"
             + f" ({kb.get('process_s') or kb.get('wall_s')} s)" + (f" DIFFER: {why}" if why else ""))
 
@@ -394,7 +402,8 @@ def main(argv=None) -> int:
             append_jsonl(args.out, rec)
             records.append(rec)
             write_table(args, records)
-            print(progress_line(i, len(todo), rec, records), flush=True)
+            waiting = any(not f.done() and futures[f].problem == rec["problem"] for f in futures)
+            print(progress_line(i, len(todo), rec, records, waiting), flush=True)
     except KeyboardInterrupt:
         pool.shutdown(wait=False, cancel_futures=True)
         kill_all()

@@ -1,4 +1,4 @@
-"""krefine's convolution family (tools/kernels/conv.py) against cuDNN at equal precision.
+"""krefine's convolution family (tools/kernels/conv.py) against cuDNN at equal precision (--gemm: its GEMM family).
 
 Each shape below is a convolution of a KernelBench level 1, 2 or 3 problem (its numbers,
 not its file); inputs are channels-last for both sides (what Inductor hands a
@@ -18,6 +18,12 @@ and reports the best. Progress goes to
 stderr, the markdown table to stdout, every figure to --out as JSON.
 
     python benchmarks/conv_bench.py --out conv_bench.json [--ieee] [--sweep] [--only NAME]
+
+--gemm [TREE] times the GEMM family (tools/kernels/gemm.py) instead, on level-3 linear layers
+(x (M, K) times a weight (N, K) transposed, plus its bias, as Inductor hands `addmm` over):
+cuBLAS exact fp32 (allow_tf32=False) against the family's rule at "ieee" and "tf32x3", TREE's
+copy of the family at its own rule beside it (an older checkout: the A/B of a change), and,
+with --sweep, a few launch configurations at "tf32x3".
 
 --host [TREE] times the host instead: microseconds of Python and launch per call (the
 GPU never the bound: each call queues a small convolution) for the family and for
@@ -105,6 +111,77 @@ def _calls(shape, x, w, b):
     return (lambda: torch_fn(x, w, b, stride, padding, dilation, groups),
             lambda precision, config=None: conv_nd(x, w, b, stride, padding, dilation, groups, precision=precision,
                                                    config=config))
+
+
+# name: (M, K, N) of a level-3 linear layer: batch rows, input and output features
+GEMMS = {
+    "L3-1 MLP 128x16384 -> 16384": (128, 16384, 16384),
+    "L3-2 MLP 128x16384 -> 32768": (128, 16384, 32768),
+    "L3-3 MLP 1024x8192 -> 1024": (1024, 8192, 1024),
+    "L3-3 MLP 1024x1024 -> 1024": (1024, 1024, 1024),
+    "L3-43 qkv 65536x768 -> 2304": (65536, 768, 2304),
+    "L3-44 fc 65536x3072 -> 768": (65536, 3072, 768),
+}
+GEMM_SWEEP = [(128, 128, 32, 4, 3), (128, 128, 32, 8, 3), (128, 128, 64, 8, 3), (128, 64, 32, 4, 4),
+              (64, 128, 32, 4, 4), (128, 256, 32, 8, 3), (256, 128, 32, 8, 3), (64, 64, 32, 4, 4)]
+
+
+def gemm_rows(tree: str | None, sweep: bool) -> list[dict]:
+    """Each level-3 linear layer: cuBLAS exact fp32, the family's rule at ieee and tf32x3 (and
+    TREE's), the sweep's best at tf32x3; errors against cuBLAS exact (largest over largest)."""
+    import importlib.util
+    from tools.kernels import gemm as G
+    then = None
+    if tree:
+        spec = importlib.util.spec_from_file_location("gemm_then", Path(tree) / "tools" / "kernels" / "gemm.py")
+        then = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(then)
+    rows = []
+    for i, (name, (m, k, n)) in enumerate(GEMMS.items(), 1):
+        g = torch.Generator(device="cuda").manual_seed(0)
+        x = torch.randn(m, k, device="cuda", generator=g)
+        w = torch.randn(n, k, device="cuda", generator=g) / math.sqrt(k)
+        b, out = torch.randn(n, device="cuda", generator=g), torch.empty(m, n, device="cuda")
+        torch.backends.cuda.matmul.allow_tf32 = False
+        truth = F.linear(x, w, b)
+        row = {"name": name, "mnk": [m, n, k], "gflop": 2 * m * n * k / 1e9, "cublas_ms": _ms(lambda: F.linear(x, w, b))}
+        for fam, label in [(G, "")] + ([(then, "then_")] if then else []):
+            for p in ("ieee", "tf32x3"):
+                row[f"{label}{p}_ms"] = _ms(lambda: fam.gemm(x, w.t(), out=out, bias=b, precision=p))
+                row[f"{label}{p}_err"] = _rel_err(fam.gemm(x, w.t(), out=out, bias=b, precision=p), truth)
+        row["rule"] = G.gemm_config(m, n, k, "cuda")
+        if sweep:
+            timed = [(_ms(lambda: G.gemm(x, w.t(), out=out, bias=b, precision="tf32x3", config=c)), c)
+                     for c in GEMM_SWEEP]
+            row["sweep"] = [{"config": c, "ms": t} for t, c in timed]
+            row["sweep_best_ms"], row["sweep_best_config"] = min(timed)
+        print(f"[{i}/{len(GEMMS)}] {name}: cuBLAS {row['cublas_ms']:.3f} ms, ieee {row['ieee_ms']:.3f}, tf32x3 "
+              f"{row['tf32x3_ms']:.3f}" + (f", then {row['then_ieee_ms']:.3f} / {row['then_tf32x3_ms']:.3f}"
+                                          if then else "") +
+              (f", sweep best {row['sweep_best_ms']:.3f} {row['sweep_best_config']}" if sweep else ""),
+              file=sys.stderr, flush=True)
+        rows.append(row)
+        torch.cuda.empty_cache()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return rows
+
+
+def gemm_table(rows) -> str:
+    then, sweep = "then_ieee_ms" in rows[0], "sweep_best_ms" in rows[0]
+    head = ["layer", "GFLOP", "cuBLAS fp32 ms", "ieee ms", "ratio", "tf32x3 ms", "ratio", "err tf32x3"] + \
+        (["then ieee ms", "then tf32x3 ms", "tf32x3 speedup over then"] if then else []) + \
+        (["sweep best tf32x3 ms", "config"] if sweep else [])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["name"], f"{r['gflop']:.0f}", f"{r['cublas_ms']:.3f}", f"{r['ieee_ms']:.3f}",
+                 f"{r['cublas_ms'] / r['ieee_ms']:.2f}", f"{r['tf32x3_ms']:.3f}", f"{r['cublas_ms'] / r['tf32x3_ms']:.2f}",
+                 f"{r['tf32x3_err']:.1e}"]
+        if then:
+            cells += [f"{r['then_ieee_ms']:.3f}", f"{r['then_tf32x3_ms']:.3f}", f"{r['then_tf32x3_ms'] / r['tf32x3_ms']:.2f}"]
+        if sweep:
+            cells += [f"{r['sweep_best_ms']:.3f}", str(tuple(r["sweep_best_config"]))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def _ms(fn) -> float:
@@ -244,10 +321,22 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="", help="only shapes whose name contains this")
     ap.add_argument("--host", nargs="?", const="", default=None, metavar="TREE",
                     help="time host cost per call instead (TREE: an older checkout's family beside this one's)")
+    ap.add_argument("--gemm", nargs="?", const="", default=None, metavar="TREE",
+                    help="time the GEMM family on level-3 linear layers instead (TREE: an older checkout's beside)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("conv_bench: needs a CUDA GPU", file=sys.stderr)
         return 2
+    if args.gemm is not None:
+        if args.gemm and not (Path(args.gemm) / "tools" / "kernels" / "gemm.py").is_file():
+            print(f"conv_bench: {args.gemm}: no tools/kernels/gemm.py there", file=sys.stderr)
+            return 2
+        rows = gemm_rows(args.gemm or None, args.sweep)
+        Path(args.out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                              "triton": triton.__version__, "gemm": rows}, indent=1) + "\n")
+        print(f"\n{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}\n")
+        print(gemm_table(rows))
+        return 0
     if args.host is not None:
         if args.host and not (Path(args.host) / "tools" / "kernels" / "conv.py").is_file():
             print(f"conv_bench: {args.host}: no tools/kernels/conv.py there", file=sys.stderr)

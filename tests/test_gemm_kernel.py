@@ -40,6 +40,16 @@ out["baddbmm_broadcast"] = err(gemm(a, b, out=torch.empty(2, 17, 18, device=dev)
                                a.double() @ b.double() + bias.double())
 a, b = r(3, 150, 70), r(3, 70, 130)
 out["bmm_several_tiles"] = err(gemm(a, b, out=torch.empty(3, 150, 130, device=dev)), a.double() @ b.double())
+a, b, bias = r(600, 64), r(300, 64).t(), r(300)   # K a multiple of the tile's (no K mask); 10 row tiles: 2 groups
+out["addmm_even_k_grouped"] = err(gemm(a, b, out=torch.empty(600, 300, device=dev), bias=bias),
+                                  a.double() @ b.double() + bias.double())
+big = (2048, 256, 1024) if dev == "cuda" else (80, 64, 48)   # cuda: 128 tiles of 128 x 128, 8 warps (H100 / H200)
+errs = []
+for m, k, n in (big, (1024, 256, 512)):                      # then too few 128-wide tiles to fill a GPU: 64 x 64
+    a, w, bias = r(m, k), r(n, k), r(n)
+    errs.append(err(gemm(a, w.t(), out=torch.empty(m, n, device=dev), bias=bias, precision="tf32x3"),
+                    a.double() @ w.double().t() + bias.double()))
+out["tf32x3_rule_tiles"] = max(errs)
 a, b, bias = r(9, 21).double(), r(21, 6).double(), r(6).double()
 for p in ("ieee", "tf32x3"):      # fp64 operands: fp64 accumulation whatever the precision asks
     got = gemm(a, b, out=torch.empty(9, 6, device=dev, dtype=torch.float64), bias=bias, precision=p)
@@ -60,7 +70,7 @@ except ValueError:
 print(json.dumps(out))
 """
 NAMES = ["mm_odd", "addmm_linear", "alpha_beta", "bmm_strided_out", "baddbmm_broadcast", "bmm_several_tiles",
-         "float64_operands_ieee", "float64_operands_tf32x3", "mismatch_raises", "bias_row_and_column",
+         "addmm_even_k_grouped", "tf32x3_rule_tiles", "float64_operands_ieee", "float64_operands_tf32x3", "mismatch_raises", "bias_row_and_column",
          "bias_that_does_not_broadcast_raises"]
 
 
@@ -80,13 +90,49 @@ def test_the_gemm_family_matches_float64_torch_on_cuda(case):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("block_k", [64, 32])
+def test_the_tensor_core_tiles_compile_for_sm90_within_its_shared_memory(block_k):
+    """gemm_config's 128 x 128 tf32x3 tiles, 8 warps, 3 stages, compiled for an H100/H200: 64-deep
+    within the 227 KiB a block may take there, 32-deep within the 99 KiB of any GPU since Ampere."""
+    import tools.kernels.gemm as gemm
+    ints = ["M", "N", "K", "sab", "sam", "sak", "sbb", "sbk", "sbn", "sxb", "sxm", "sxn", "scb", "scm", "scn"]
+    consts = {"HAS_BIAS": True, "PRECISION": "tf32x3", "DOUBLE": False, "BLOCK_M": 128, "BLOCK_N": 128,
+              "BLOCK_K": block_k, "GROUP_M": 8, "EVEN_K": True}
+    sig = {"a_ptr": "*fp32", "b_ptr": "*fp32", "bias_ptr": "*fp32", "c_ptr": "*fp32", **{n: "i32" for n in ints},
+           "alpha": "fp32", "beta": "fp32", **{c: "constexpr" for c in consts}}
+    kernel = compile_for_sm90(gemm.gemm_kernel, sig, consts, num_warps=8, num_stages=3)
+    assert 0 < kernel.metadata.shared <= (227 if block_k == 64 else 99) << 10, kernel.metadata.shared
+
+
+def test_fp32_tensor_core_products_take_128_wide_tiles_of_8_warps_where_they_fill_the_gpu():
+    from tools.kernels.gemm import gemm_config
+    h200 = dict(sms=132, smem=232448)
+    assert gemm_config(65536, 2304, 768, "cuda", "tf32x3", **h200) == (128, 128, 64, 8, 3)
+    assert gemm_config(128, 16384, 16384, "cuda", "tf32", **h200) == (128, 128, 64, 8, 3)    # 128 tiles: 97% of 132
+    assert gemm_config(65536, 2304, 768, "cuda", "tf32x3", sms=108, smem=166912) == (128, 128, 32, 8, 3)   # A100
+
+
+def test_fp32_tensor_core_products_too_small_to_fill_the_gpu_take_64_wide_tiles():
+    from tools.kernels.gemm import gemm_config
+    assert gemm_config(1024, 1024, 8192, "cuda", "tf32x3", sms=132, smem=232448) == (64, 64, 32, 4, 4)   # 64 tiles
+    assert gemm_config(8, 256, 256, "cuda", "tf32x3", sms=132, smem=232448) == (16, 64, 32, 4, 4)
+
+
+def test_exact_and_16_bit_products_keep_the_4_warp_rule():
+    import torch
+    from tools.kernels.gemm import gemm_config
+    assert gemm_config(65536, 2304, 768, "cuda", "ieee", sms=132, smem=232448) == (128, 128, 32, 4, 3)
+    assert gemm_config(65536, 2304, 768, "cuda", "tf32x3", torch.float16, 132, 232448) == (128, 128, 32, 4, 3)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype, precision", [("fp32", "tf32x3"), ("fp64", "ieee")])
 def test_the_gemm_kernel_compiles_for_sm90(dtype, precision):
     import tools.kernels.gemm as gemm
     ints = ["M", "N", "K", "sab", "sam", "sak", "sbb", "sbk", "sbn", "sxb", "sxm", "sxn", "scb", "scm", "scn"]
     sig = {"a_ptr": f"*{dtype}", "b_ptr": f"*{dtype}", "bias_ptr": f"*{dtype}", "c_ptr": f"*{dtype}",
            **{n: "i32" for n in ints}, "alpha": "fp32", "beta": "fp32", **{c: "constexpr" for c in (
-               "HAS_BIAS", "PRECISION", "DOUBLE", "BLOCK_M", "BLOCK_N", "BLOCK_K")}}
+               "HAS_BIAS", "PRECISION", "DOUBLE", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "EVEN_K")}}
     consts = {"HAS_BIAS": True, "PRECISION": precision, "DOUBLE": dtype == "fp64",
-              "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}
+              "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "EVEN_K": dtype == "fp32"}
     assert compile_for_sm90(gemm.gemm_kernel, sig, consts, num_warps=4, num_stages=3).asm["ptx"]

@@ -33,25 +33,35 @@ import triton.language as tl
 def gemm_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
                 sab, sam, sak, sbb, sbk, sbn, sxb, sxm, sxn, scb, scm, scn, alpha, beta,
                 HAS_BIAS: tl.constexpr, PRECISION: tl.constexpr, DOUBLE: tl.constexpr,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    # program (tile of M x N, batch): the batch on axis 1, the tiles on axis 0
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                GROUP_M: tl.constexpr = 8, EVEN_K: tl.constexpr = False):
+    # program (tile of M x N, batch): the batch on axis 1, the tiles on axis 0 in groups of GROUP_M
+    # row tiles that walk the column tiles together (their B columns stay in L2 for the group)
     pid = tl.program_id(0)
     batch = tl.program_id(1).to(tl.int64)
     tiles_n = tl.cdiv(N, BLOCK_N)
-    rm = (pid // tiles_n) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = (pid % tiles_n) * BLOCK_N + tl.arange(0, BLOCK_N)
+    per_group = GROUP_M * tiles_n
+    first_m = (pid // per_group) * GROUP_M
+    group_m = tl.minimum(tl.cdiv(M, BLOCK_M) - first_m, GROUP_M)
+    rm = (first_m + (pid % per_group) % group_m) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = ((pid % per_group) // group_m) * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
     m_ok = rm < M
     n_ok = rn < N
-    a_rows = a_ptr + batch * sab + rm.to(tl.int64)[:, None] * sam
-    b_cols = b_ptr + batch * sbb + rn.to(tl.int64)[None, :] * sbn
+    a_ptrs = a_ptr + batch * sab + rm.to(tl.int64)[:, None] * sam + rk.to(tl.int64)[None, :] * sak
+    b_ptrs = b_ptr + batch * sbb + rk.to(tl.int64)[:, None] * sbk + rn.to(tl.int64)[None, :] * sbn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64 if DOUBLE else tl.float32)
     for k0 in range(0, K, BLOCK_K):
-        k = k0 + rk
-        k_ok = k < K
-        a = tl.load(a_rows + k.to(tl.int64)[None, :] * sak, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
-        b = tl.load(b_cols + k.to(tl.int64)[:, None] * sbk, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+        if EVEN_K:      # K a multiple of BLOCK_K: no mask along K
+            a = tl.load(a_ptrs, mask=m_ok[:, None], other=0.0)
+            b = tl.load(b_ptrs, mask=n_ok[None, :], other=0.0)
+        else:
+            k_ok = k0 + rk < K
+            a = tl.load(a_ptrs, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
+            b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
         acc = tl.dot(a, b, acc, input_precision=PRECISION, out_dtype=acc.dtype)   # fp64 needs it said (Triton 3.6)
+        a_ptrs += BLOCK_K * sak
+        b_ptrs += BLOCK_K * sbk
     acc = acc * alpha
     ok = m_ok[:, None] & n_ok[None, :]
     if HAS_BIAS:
@@ -62,18 +72,37 @@ def gemm_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
     tl.store(c, acc.to(c_ptr.dtype.element_ty), mask=ok)
 
 
-def gemm_config(m, n, k, device_type):
-    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for one product. On a GPU 64 x 64
-    tiles (128 wide where the matrix is), 32-deep; in Triton's interpreter (cpu) one tile
-    as large as the product up to 64, since each program costs the interpreter, not the
-    arithmetic."""
+def gemm_config(m, n, k, device_type, precision="ieee", dtype=torch.float32, sms=0, smem=0):
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for one product. On a GPU, fp32 on
+    tensor cores ("tf32x3", "tf32"; an H200 sweep, benchmarks/conv_bench.py --gemm --sweep):
+    128 x 128 tiles, 8 warps, where they fill at least 3/4 of the `sms` multiprocessors, 64-deep
+    where a block may take `smem` >= 200 KiB (Hopper), else 32; fewer tiles than that: 64 x 64,
+    4 warps, 4 stages (4.1x the 128 x 128 tiles of 4 warps on a 1024 x 8192 x 1024 layer, 64 tiles
+    for 132 SMs). Otherwise 64 x 64 tiles (128 wide where the matrix is), 32-deep, 4 warps. In
+    Triton's interpreter (cpu) one tile as large as the product up to 64, since each program
+    costs the interpreter, not the arithmetic."""
     def fit(v, cap):
         # triton.next_power_of_2 as integer arithmetic: in Triton 3.9 it is a constexpr function,
         # microseconds a host call, and a network calls gemm per layer and step
         return max(16, min(cap, 1 << max(0, v - 1).bit_length()))
     if device_type != "cuda":
         return fit(m, 64), fit(n, 64), fit(k, 64), 4, 1
+    if dtype == torch.float32 and precision in ("tf32x3", "tf32"):
+        if 4 * (-(-m // 128) * -(-n // 128)) >= 3 * sms:
+            return 128, 128, 64 if smem >= 204800 and k >= 64 else fit(k, 32), 8, 3
+        return fit(m, 64), fit(n, 64), fit(k, 32), 4, 4
     return fit(m, 128 if m >= 1024 else 64), fit(n, 128 if n >= 1024 else 64), fit(k, 32), 4, 3
+
+
+_DEVICES = {}   # device index -> (multiprocessors, a block's opt-in shared memory in bytes): read once
+
+
+def _device(device):
+    known = _DEVICES.get(device.index)
+    if known is None:
+        p = torch.cuda.get_device_properties(device)
+        known = _DEVICES[device.index] = p.multi_processor_count, getattr(p, "shared_memory_per_block_optin", 0)
+    return known
 
 
 def _broadcast_strides(t, shape):
@@ -112,13 +141,14 @@ def gemm(a, b, *, out, bias=None, alpha=1.0, beta=1.0, precision="ieee", config=
         x, sx = bias, _broadcast_strides(bias, out.shape)
         if nd == 2:
             sx = (0, *sx)
-    bm, bn, bk, warps, stages = config or gemm_config(m, n, k, a.device.type)
     double = a.dtype == torch.float64 or b.dtype == torch.float64
     if double:
         precision = "ieee"              # TF32 products are for fp32 operands
+    bm, bn, bk, warps, stages = config or gemm_config(m, n, k, a.device.type, precision, a.dtype,
+                                                      *(_device(a.device) if a.is_cuda else ()))
     grid = (-(-m // bm) * -(-n // bn), nb)
     gemm_kernel[grid](a, b, x, out, m, n, k, *sa, *sb, *sx, *sc,
                       float(alpha), float(beta), HAS_BIAS=has_bias, PRECISION=precision,
                       DOUBLE=double,
-                      BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, num_stages=stages)
+                      BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, EVEN_K=k % bk == 0, num_warps=warps, num_stages=stages)
     return out

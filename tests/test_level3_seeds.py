@@ -370,6 +370,27 @@ def test_a_gru_and_an_rnn_seed_match_the_model_on_three_calls(name, tmp_path):
     assert max(_lockstep_errors(name, tmp_path)) < 1e-4
 
 
+def test_a_hand_written_rnn_loop_is_one_call_of_the_recurrent_family_and_one_product():
+    # tools/dialect/recurrence.py: the unrolled steps as one op, the per-step output projections as one addmm
+    call = _seed("elman_loop").split("def call(args):")[1]
+    assert call.count("= rnn_seq(") == 1 and call.count("gemm(") == 1 and "torch.ops." not in call
+
+
+def test_a_hand_written_batch_first_relu_rnn_from_its_second_step_is_one_call_of_the_recurrent_family():
+    call = _seed("elman_batch_first_relu").split("def call(args):")[1]
+    assert call.count("= rnn_seq(") == 1 and "'RNN_RELU', 1, False, True, True" in call
+
+
+def test_two_stacked_hand_written_rnn_layers_are_two_calls_of_the_recurrent_family():
+    call = _seed("elman_two_layers").split("def call(args):")[1]
+    assert call.count("= rnn_seq(") == 2 and "torch.ops." not in call
+
+
+@pytest.mark.parametrize("name", ["elman_loop", "elman_batch_first_relu", "elman_two_layers"])
+def test_a_hand_written_rnn_seed_matches_the_model_on_three_calls(name, tmp_path):
+    assert max(_lockstep_errors(name, tmp_path)) < 1e-4
+
+
 def test_the_lstm_seed_matches_the_model_on_three_calls(tmp_path):
     assert max(_lockstep_errors("small_lstm", tmp_path)) < 1e-4
 

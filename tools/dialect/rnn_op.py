@@ -82,7 +82,9 @@ def _mode(module) -> str | None:
 
 @contextlib.contextmanager
 def recurrent_as_ops(model):
-    """Every nn.LSTM / GRU / RNN of `model` runs as torch.ops.krefine.rnn inside the block."""
+    """Every nn.LSTM / GRU / RNN of `model` runs as torch.ops.krefine.rnn inside the block, and so
+    does a hand-written Elman recurrence (tools/dialect/recurrence.py, a post-grad pass)."""
+    from tools.dialect.recurrence import ElmanPass
     swapped = []
     for module in model.modules():
         mode = _mode(module)
@@ -96,7 +98,8 @@ def recurrent_as_ops(model):
         module._krefine_mode = mode
         swapped.append((module, cls))
     try:
-        yield len(swapped)
+        with torch._inductor.config.patch(post_grad_custom_pre_pass=ElmanPass()):
+            yield len(swapped)
     finally:
         for module, cls in swapped:
             module.__class__ = cls

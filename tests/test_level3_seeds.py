@@ -386,7 +386,18 @@ def test_two_stacked_hand_written_rnn_layers_are_two_calls_of_the_recurrent_fami
     assert call.count("= rnn_seq(") == 2 and "torch.ops." not in call
 
 
-@pytest.mark.parametrize("name", ["elman_loop", "elman_batch_first_relu", "elman_two_layers"])
+def test_a_hand_written_rnn_of_two_linears_one_without_a_bias_is_one_call_of_the_recurrent_family():
+    call = _seed("elman_two_linears").split("def call(args):")[1]
+    assert call.count("= rnn_seq(") == 1 and "gemm(" not in call and "torch.ops." not in call
+
+
+def test_a_loop_with_a_cell_of_its_own_each_step_stays_unrolled():
+    call = _seed("elman_distinct_cells").split("def call(args):")[1]
+    assert "rnn_seq(" not in call and call.count("gemm(") == 4
+
+
+@pytest.mark.parametrize("name", ["elman_loop", "elman_batch_first_relu", "elman_two_layers", "elman_two_linears",
+                                  "elman_distinct_cells"])
 def test_a_hand_written_rnn_seed_matches_the_model_on_three_calls(name, tmp_path):
     assert max(_lockstep_errors(name, tmp_path)) < 1e-4
 

@@ -14,10 +14,11 @@ state returned) becomes that step's slice of the op's output.
 x[0], x[1], ... of one tensor (an output projection per step, stacked) as one addmm over x seen as
 (T * B, H): the same rows in the same order.
 
-A step: act(addmm(b, cat([select(x, d, t), h], 1), permute(W, [1, 0]))): act tanh or relu, the cat
-in either order, d 0 (time first) or 1 (batch first), b of W's rows, fp32. A chain: steps t0, t0 + 1,
-... of one x, W, b, act and order, each step's h the one before's output, two steps at least, whose
-cat and addmm nothing else reads. Stacked layers: the pass runs again while it finds chains. Anything
+A step: act(addmm(b, cat([select(x, d, t), h], 1), permute(W, [1, 0]))), the cat in either order,
+or act(x_t W_ihᵀ [+ b_ih] + h W_hhᵀ [+ b_hh]) (two Linears, addmm or mm, the sum in either order):
+act tanh or relu, d 0 (time first) or 1 (batch first), fp32. A chain: steps t0, t0 + 1,
+... of one x, the same weights and act, each step's h the one before's output, two steps at least,
+whose inner nodes (the cat, the products, their sum) nothing else reads. Stacked layers: the pass runs again while it finds chains. Anything
 else stays as it is.
 """
 from __future__ import annotations
@@ -38,15 +39,13 @@ class _Step:
     d: int                  # its time dim: 0 or 1
     t: int                  # this step's index along it
     h: torch.fx.Node        # the hidden state the step reads
-    w: torch.fx.Node        # (H, I + H) or (H, H + I): the cat's order
-    b: torch.fx.Node
-    x_first: bool
+    weights: tuple          # w_ih, w_hh, b_ih, b_hh: a node, (node, first, end) its columns, or None (a zero bias)
     act: object
-    inner: tuple            # (cat, addmm): read by nothing but the step
+    inner: tuple            # the nodes from h to the step's output (the one reading h first), read by nothing else
 
     @property
     def key(self):
-        return self.x, self.d, self.w, self.b, self.x_first, self.act
+        return self.x, self.d, self.weights, self.act
 
 
 def _is(node, target) -> bool:
@@ -57,33 +56,72 @@ def _val(node):
     return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
 
 
+def _fp32(*nodes) -> bool:
+    return all(isinstance(_val(n), torch.Tensor) and _val(n).dtype == torch.float32 for n in nodes)
+
+
+def _product(node):
+    """(input, weight, bias or None) of addmm(b, input, permute(w, [1, 0])) or mm(input, permute(w, [1, 0]))
+    that only one node reads, else None."""
+    if not isinstance(node, torch.fx.Node) or len(node.users) != 1 or node.kwargs:
+        return None
+    if _is(node, aten.addmm.default) and len(node.args) == 3:
+        b, inp, wt = node.args
+    elif _is(node, aten.mm.default) and len(node.args) == 2:
+        (inp, wt), b = node.args, None
+    else:
+        return None
+    if not _is(wt, aten.permute.default) or list(wt.args[1]) != [1, 0]:
+        return None
+    return inp, wt.args[0], b
+
+
+def _sequence(xs, rows: int, width: int):
+    """(x, d, t) of xs = select(x, d, t): step t of a 3-D x, time on dim d (0 or 1), `rows` a batch of `width`."""
+    if not _is(xs, aten.select.int):
+        return None
+    x, d, t = xs.args
+    vx = _val(x)
+    if d in (0, 1) and isinstance(t, int) and isinstance(vx, torch.Tensor) and vx.dim() == 3 and 0 <= t < vx.shape[d] \
+            and vx.shape[1 - d] == rows and vx.shape[2] == width:
+        return x, d, t
+    return None
+
+
 def _step(node) -> _Step | None:
-    if node.op != "call_function" or node.target not in _ACTS or len(node.args) != 1:
+    if node.op != "call_function" or node.target not in _ACTS or len(node.args) != 1 or not _fp32(node):
         return None
-    mm = node.args[0]
-    if not _is(mm, aten.addmm.default) or len(mm.args) != 3 or mm.kwargs or len(mm.users) != 1:
+    out = _val(node)
+    if out.dim() != 2:
         return None
-    b, cat, wt = mm.args
-    if not _is(cat, aten.cat.default) or len(cat.users) != 1 or not _is(wt, aten.permute.default) \
-            or list(wt.args[1]) != [1, 0] or len(cat.args[0]) != 2 or (cat.args[1:] or [0])[0] not in (1, -1):
+    rows, hid = out.shape
+    pre = node.args[0]
+    if _is(pre, aten.add.Tensor) and len(pre.args) == 2 and not pre.kwargs and len(pre.users) == 1:
+        for px, ph in (pre.args, pre.args[::-1]):          # act(x_t W_ihᵀ + b_ih + h W_hhᵀ + b_hh)
+            x_part, h_part = _product(px), _product(ph)
+            if x_part is None or h_part is None or not _fp32(x_part[1], h_part[0], h_part[1]):
+                continue
+            (xs, wi, bi), (h, wh, bh) = x_part, h_part
+            seq = _sequence(xs, rows, _val(wi).shape[-1])
+            if seq and _val(h).shape == out.shape and _val(wh).shape == (hid, hid) and _val(wi).shape[0] == hid \
+                    and all(b is None or _fp32(b) and _val(b).shape == (hid,) for b in (bi, bh)):
+                return _Step(*seq, h, (wi, wh, bi, bh), node.target, (ph, px, pre))
         return None
-    w = wt.args[0]
-    vals = [_val(n) for n in (node, b, w, *cat.args[0])]
-    if any(not isinstance(v, torch.Tensor) or v.dtype != torch.float32 for v in vals):
+    part = _product(pre)                                   # act(cat([x_t, h]) Wᵀ + b), either order
+    if part is None or part[2] is None or not _is(part[0], aten.cat.default):
         return None
-    out, vb, vw = vals[:3]
-    hid = out.shape[-1]
-    if out.dim() != 2 or vb.shape != (hid,) or vw.dim() != 2 or vw.shape[0] != hid:
+    cat, w, b = part
+    if len(cat.users) != 1 or len(cat.args[0]) != 2 or (cat.args[1:] or [0])[0] not in (1, -1) \
+            or not _fp32(w, b, *cat.args[0]) or _val(b).shape != (hid,) or _val(w).dim() != 2 \
+            or _val(w).shape[0] != hid:
         return None
+    inp = _val(w).shape[1] - hid
     for x_first in (True, False):
         xs, h = cat.args[0] if x_first else cat.args[0][::-1]
-        if not _is(xs, aten.select.int) or _val(h) is None or tuple(_val(h).shape) != tuple(out.shape):
-            continue
-        x, d, t = xs.args
-        vx = _val(x)
-        if d in (0, 1) and isinstance(t, int) and 0 <= t < vx.shape[d] and vx.dim() == 3 \
-                and vx.shape[1 - d] == out.shape[0] and vx.shape[2] + hid == vw.shape[1]:
-            return _Step(x, d, t, h, w, b, x_first, node.target, (cat, mm))
+        seq = _sequence(xs, rows, inp)
+        if seq and _val(h).shape == out.shape:
+            cols = ((w, 0, inp), (w, inp, inp + hid)) if x_first else ((w, hid, hid + inp), (w, 0, hid))
+            return _Step(*seq, h, (*cols, b, None), node.target, (cat, pre))
     return None
 
 
@@ -128,21 +166,25 @@ def _caller(graph, like: torch.fx.Node):
 def _rewrite(graph, chain, steps) -> None:
     s0, n_steps = steps[chain[0]], len(chain)
     hid = _val(chain[0]).shape[-1]
-    inp = _val(s0.x).shape[2]
     call = _caller(graph, s0.x)
-    with graph.inserting_before(s0.inner[1]):
+    with graph.inserting_before(s0.inner[-1]):   # after every input of the first step
         x = s0.x
         if s0.t != 0 or n_steps != _val(x).shape[s0.d]:
             x = call(aten.slice.Tensor, x, s0.d, s0.t, s0.t + n_steps)
-        cols = ((0, inp), (inp, inp + hid)) if s0.x_first else ((hid, hid + inp), (0, hid))
-        w_ih, w_hh = (call(aten.clone.default, call(aten.slice.Tensor, s0.w, 1, a, z),
-                            memory_format=torch.contiguous_format) for a, z in cols)
-        where = dict(dtype=torch.float32, layout=torch.strided, device=_val(s0.b).device, pin_memory=False)
-        b_hh = call(aten.full.default, [hid], 0.0, **where)   # post-grad: ops Inductor lowers as they are
+        where = dict(dtype=torch.float32, layout=torch.strided, device=_val(s0.h).device, pin_memory=False)
+
+        def source(spec):   # a weight as the op takes it: contiguous; a missing bias as zeros
+            if spec is None:
+                return call(aten.full.default, [hid], 0.0, **where)   # post-grad: ops Inductor lowers as they are
+            if isinstance(spec, tuple):
+                spec = call(aten.slice.Tensor, spec[0], 1, spec[1], spec[2])
+            elif _val(spec).is_contiguous():
+                return spec
+            return call(aten.clone.default, spec, memory_format=torch.contiguous_format)
+        weights = [source(spec) for spec in s0.weights]
         h0 = call(aten.unsqueeze.default, s0.h, 0)
         c0 = call(aten.empty.memory_format, [0], **where)
-        res = call(torch.ops.krefine.rnn.default, x, h0, c0, [w_ih, w_hh, s0.b, b_hh], _ACTS[s0.act], 1,
-                    False, s0.d == 1, True)
+        res = call(torch.ops.krefine.rnn.default, x, h0, c0, weights, _ACTS[s0.act], 1, False, s0.d == 1, True)
         out = call(operator.getitem, res, 0)
         for i, node in enumerate(chain):
             later = chain[i + 1] if i + 1 < n_steps else None

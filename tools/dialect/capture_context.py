@@ -1,10 +1,37 @@
 """What the capture changes in torch while Dynamo and Inductor compile a problem's forward
 (tools/dialect/inductor_capture.py), so that its whole forward is one graph of ops Inductor
 writes Triton for: transformer layers as their ops, logs out of the graph, recurrent layers
-traced, Inductor's Triton backend for cpu tensors, its Triton templates. Each is a context manager."""
+traced, Inductor's Triton backend for cpu tensors, its Triton templates, the folder its cache
+lives in. Each is a context manager."""
 from __future__ import annotations
 
+import contextlib
 from unittest import mock
+
+STALE_S = 3600   # an empty capture folder older than this is a leftover (capture_dir): longer than any seed budget
+
+
+@contextlib.contextmanager
+def capture_dir():
+    """A temporary folder for one capture's Inductor cache, under krefine-captures/ in the temp dir,
+    removed after it. Inductor's compile workers, started during a capture with its cache folder in
+    their environment, make that folder again as they start up, after it was removed: each capture
+    first removes the empty folders there older than STALE_S (a live capture's holds files)."""
+    import os
+    import shutil
+    import tempfile
+    import time
+    root = os.path.join(tempfile.gettempdir(), "krefine-captures")
+    os.makedirs(root, exist_ok=True)
+    for entry in os.scandir(root):
+        try:
+            if entry.is_dir(follow_symlinks=False) and time.time() - entry.stat().st_mtime > STALE_S \
+                    and not any(files for _, _, files in os.walk(entry.path)):
+                shutil.rmtree(entry.path, ignore_errors=True)
+        except OSError:    # another process removed it first
+            continue
+    with tempfile.TemporaryDirectory(prefix="capture-", dir=root) as path:
+        yield path
 
 
 def causal_masks_as_given():

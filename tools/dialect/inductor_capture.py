@@ -28,8 +28,9 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from tools.dialect.capture_context import (_cpu_triton, _has_config, _triton_templates, causal_masks_as_given,
-                                           nested_padding_zeroed, rnn_in_graph, warnings_out_of_graph)
+from tools.dialect.capture_context import (_cpu_triton, _has_config, _triton_templates, capture_dir,
+                                           causal_masks_as_given, nested_padding_zeroed, rnn_in_graph,
+                                           warnings_out_of_graph)
 from tools.dialect.module_state import (Held, changed_value, check_capturable, eager_outputs, misshapen_outputs,
                                        numpy_held, plain_held, plain_tensor_attributes, python_values, reads_self,
                                        stored_before_read, tensor_form, unread, unregistered, numpy_scalars_as_python)
@@ -95,7 +96,6 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     return {block: (its output module, its configs)} instead of a Capture.
     """
     import contextlib
-    import tempfile
     from unittest import mock
 
     import torch
@@ -173,8 +173,8 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     with contextlib.ExitStack() as stack:
         # a cache hit would skip codegen, and with it save_output_code (torch < 2.7: fresh_inductor_cache)
         fresh = getattr(inductor_utils, "fresh_cache", None) or inductor_utils.fresh_inductor_cache
-        # in a directory of ours: on an error Inductor keeps its cache directory (a refusal left one in /tmp)
-        stack.enter_context(fresh(dir=stack.enter_context(tempfile.TemporaryDirectory(prefix="krefine-capture-"))))
+        # in a folder of ours: on an error Inductor keeps its cache folder; its compile workers make it again
+        stack.enter_context(fresh(dir=stack.enter_context(capture_dir())))
         stack.enter_context(mock.patch.object(GraphLowering, "save_output_code", codes.append))
         stack.enter_context(_constants_kept(held_constants, codes))
         if device == "cpu":

@@ -75,7 +75,7 @@ def gemm_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
 def gemm_config(m, n, k, device_type, precision="ieee", dtype=torch.float32, sms=0, smem=0):
     """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for one product. On a GPU, fp32 on
     tensor cores ("tf32x3", "tf32"; an H200 sweep, benchmarks/conv_bench.py --gemm --sweep):
-    128 x 128 tiles, 8 warps, where they fill at least 3/4 of the `sms` multiprocessors, 64-deep
+    128 x 128 tiles, 8 warps, where one matrix's (of a batch) fill 3/4 of the `sms` multiprocessors, 64-deep
     where a block may take `smem` >= 200 KiB (Hopper), else 32; fewer tiles than that: 64 x 64,
     4 warps, 4 stages (4.1x the 128 x 128 tiles of 4 warps on a 1024 x 8192 x 1024 layer, 64 tiles
     for 132 SMs). Otherwise 64 x 64 tiles (128 wide where the matrix is), 32-deep, 4 warps. In

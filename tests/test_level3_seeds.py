@@ -1040,7 +1040,8 @@ print(json.dumps(errors))
                                   "drop_path_parameter", "top_p_filter", "ema_add_alpha", "gnn_degree_mean",
                                   "float64_stencil", "label_resize_nearest", "revin_norm", "submodule_hook_closures",
                                   "hook_stored_features", "python_constants", "volume_grid_sample",
-                                  "points_passthrough", "multilabel_margin", "volume_adaptive_pool"])
+                                  "points_passthrough", "multilabel_margin", "volume_adaptive_pool", "elman_loop",
+                                  "elman_batch_first_relu", "elman_two_layers", "elman_two_linears"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

@@ -391,13 +391,26 @@ def test_a_hand_written_rnn_of_two_linears_one_without_a_bias_is_one_call_of_the
     assert call.count("= rnn_seq(") == 1 and "gemm(" not in call and "torch.ops." not in call
 
 
+@pytest.mark.parametrize("name", ["lstm_by_hand", "lstm_by_hand_cat_gate_order"])
+def test_an_lstm_written_by_hand_is_one_lstm_call_of_the_recurrent_family(name):
+    call = _seed(name).split("def call(args):")[1]
+    assert call.count("= rnn_seq(") == 1 and "'LSTM', 1, False" in call and "torch.ops." not in call
+
+
+def test_the_capture_of_a_hand_written_rnn_runs_the_pass_itself():
+    # the tests above read recorded captures; this one compiles, so the pass in recurrence.py runs
+    from tools.dialect.inductor_capture import capture, capture_text
+    text = capture_text(capture(load_problem(PROBLEMS / "lstm_by_hand.py"), "cpu"))
+    assert text.count("torch.ops.krefine.rnn.default(") == 1
+
+
 def test_a_loop_with_a_cell_of_its_own_each_step_stays_unrolled():
     call = _seed("elman_distinct_cells").split("def call(args):")[1]
     assert "rnn_seq(" not in call and call.count("gemm(") == 4
 
 
 @pytest.mark.parametrize("name", ["elman_loop", "elman_batch_first_relu", "elman_two_layers", "elman_two_linears",
-                                  "elman_distinct_cells"])
+                                  "elman_distinct_cells", "lstm_by_hand", "lstm_by_hand_cat_gate_order"])
 def test_a_hand_written_rnn_seed_matches_the_model_on_three_calls(name, tmp_path):
     assert max(_lockstep_errors(name, tmp_path)) < 1e-4
 
@@ -1041,7 +1054,8 @@ print(json.dumps(errors))
                                   "float64_stencil", "label_resize_nearest", "revin_norm", "submodule_hook_closures",
                                   "hook_stored_features", "python_constants", "volume_grid_sample",
                                   "points_passthrough", "multilabel_margin", "volume_adaptive_pool", "elman_loop",
-                                  "elman_batch_first_relu", "elman_two_layers", "elman_two_linears"])
+                                  "elman_batch_first_relu", "elman_two_layers", "elman_two_linears",
+                                  "lstm_by_hand", "lstm_by_hand_cat_gate_order"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

@@ -1,25 +1,28 @@
-"""Hand-written Elman recurrences as one recurrent op: a pass over Inductor's post-grad graph.
+"""Recurrences written by hand as one recurrent op: a pass over Inductor's post-grad graph.
 
 A model that loops over time steps itself (`hidden = tanh(self.i2h(torch.cat((x[t], hidden), 1)))`,
-KernelBench level 3's 34_VanillaRNNHidden) is unrolled by Dynamo: T steps of a cat, an addmm and
-a tanh, each its own launches in a seed (256 steps: 33-37 ms a forward on an H200, bound by the
-host, against eager's 15). `elman_pass` finds such a chain of steps in the post-grad graph and runs
-it as one `torch.ops.krefine.rnn` (tools/dialect/rnn_op.py; mode RNN_TANH or RNN_RELU, one layer),
-which the converter writes as krefine's recurrent family (`rnn_seq`: the input projection of every
-step at once, then one persistent launch), the concatenated weight split into its input and hidden
-columns and a zero hidden bias. A step's hidden state read elsewhere (a per-step output, the last
-state returned) becomes that step's slice of the op's output.
+KernelBench level 3's 34_VanillaRNNHidden; an LSTM cell of Linears and chunks) is unrolled by
+Dynamo: T steps of products and pointwise ops, each its own launches in a seed (256 Elman steps:
+33-37 ms a forward on an H200, bound by the host, against eager's 15). `elman_pass` finds each chain
+of such steps in the post-grad graph and runs it as one `torch.ops.krefine.rnn` (tools/dialect/rnn_op.py;
+mode RNN_TANH, RNN_RELU or LSTM, one layer), which the converter writes as krefine's recurrent family
+(`rnn_seq`: the input projection of every step at once, then one persistent launch): a concatenated
+weight split into its input and hidden columns, a missing bias as zeros, an LSTM's gate rows put in
+PyTorch's i, f, g, o order. A step's hidden state read elsewhere (a per-step output, the last state
+returned) becomes that step's slice of the op's output; an LSTM's last cell state, its c_n.
 
 `stacked_products` then writes a cat along dim 0 of one addmm per step on consecutive slices
 x[0], x[1], ... of one tensor (an output projection per step, stacked) as one addmm over x seen as
 (T * B, H): the same rows in the same order.
 
-A step: act(addmm(b, cat([select(x, d, t), h], 1), permute(W, [1, 0]))), the cat in either order,
-or act(x_t W_ihᵀ [+ b_ih] + h W_hhᵀ [+ b_hh]) (two Linears, addmm or mm, the sum in either order):
-act tanh or relu, d 0 (time first) or 1 (batch first), fp32. A chain: steps t0, t0 + 1,
-... of one x, the same weights and act, each step's h the one before's output, two steps at least,
-whose inner nodes (the cat, the products, their sum) nothing else reads. Stacked layers: the pass runs again while it finds chains. Anything
-else stays as it is.
+A step's pre-activation: cat([select(x, d, t), h], 1) Wᵀ + b (the cat in either order), or
+x_t W_ihᵀ [+ b_ih] + h W_hhᵀ [+ b_hh] (two Linears, addmm or mm, the sum in either order); d 0 (time
+first) or 1 (batch first); fp32. An Elman step: tanh or relu of it. An LSTM step: its four chunks
+(split along dim 1, any order) as sigmoid i, f, o and tanh g, c_new = f * c + i * g, h = o * tanh(c_new),
+each product and sum in either order. A chain: steps t0, t0 + 1, ... of one x, the same weights and
+cell, each step's h (and c) the one before's, two steps at least, whose inner nodes nothing else reads
+(an LSTM's intermediate cell states neither). Stacked layers: the pass runs again while it finds
+chains. Anything else (a GRU by hand, peepholes, a cell whose weights change per step) stays as it is.
 """
 from __future__ import annotations
 
@@ -89,48 +92,134 @@ def _sequence(xs, rows: int, width: int):
 
 
 def _step(node) -> _Step | None:
-    if node.op != "call_function" or node.target not in _ACTS or len(node.args) != 1 or not _fp32(node):
+    if node.op != "call_function" or node.target not in _ACTS or len(node.args) != 1 or not _fp32(node) \
+            or _val(node).dim() != 2:
         return None
-    out = _val(node)
-    if out.dim() != 2:
+    rows, hid = _val(node).shape
+    found = _gates(node.args[0], rows, hid)
+    if found is None or _val(found[3]).shape != _val(node).shape:
         return None
-    rows, hid = out.shape
-    pre = node.args[0]
+    x, d, t, h, weights, inner = found
+    return _Step(x, d, t, h, weights, node.target, inner)
+
+
+def _gates(pre, rows: int, width: int):
+    """(x, d, t, h, (w_ih, w_hh, b_ih, b_hh), inner) of a step's pre-activation `pre` of `width` columns:
+    x_t W_ihᵀ [+ b_ih] + h W_hhᵀ [+ b_hh] (the sum in either order) or cat([x_t, h]) Wᵀ + b (either order);
+    `inner`: its nodes, the one reading h first. None for anything else."""
     if _is(pre, aten.add.Tensor) and len(pre.args) == 2 and not pre.kwargs and len(pre.users) == 1:
-        for px, ph in (pre.args, pre.args[::-1]):          # act(x_t W_ihᵀ + b_ih + h W_hhᵀ + b_hh)
+        for px, ph in (pre.args, pre.args[::-1]):
             x_part, h_part = _product(px), _product(ph)
             if x_part is None or h_part is None or not _fp32(x_part[1], h_part[0], h_part[1]):
                 continue
             (xs, wi, bi), (h, wh, bh) = x_part, h_part
             seq = _sequence(xs, rows, _val(wi).shape[-1])
-            if seq and _val(h).shape == out.shape and _val(wh).shape == (hid, hid) and _val(wi).shape[0] == hid \
-                    and all(b is None or _fp32(b) and _val(b).shape == (hid,) for b in (bi, bh)):
-                return _Step(*seq, h, (wi, wh, bi, bh), node.target, (ph, px, pre))
+            hid = _val(h).shape[-1] if _val(h) is not None and _val(h).dim() == 2 else -1
+            if seq and _val(h).shape[0] == rows and _val(wh).shape == (width, hid) and _val(wi).shape[0] == width \
+                    and all(b is None or _fp32(b) and _val(b).shape == (width,) for b in (bi, bh)):
+                return (*seq, h, (wi, wh, bi, bh), (ph, px, pre))
         return None
-    part = _product(pre)                                   # act(cat([x_t, h]) Wᵀ + b), either order
+    part = _product(pre)
     if part is None or part[2] is None or not _is(part[0], aten.cat.default):
         return None
     cat, w, b = part
     if len(cat.users) != 1 or len(cat.args[0]) != 2 or (cat.args[1:] or [0])[0] not in (1, -1) \
-            or not _fp32(w, b, *cat.args[0]) or _val(b).shape != (hid,) or _val(w).dim() != 2 \
-            or _val(w).shape[0] != hid:
+            or not _fp32(w, b, *cat.args[0]) or _val(b).shape != (width,) or _val(w).dim() != 2 \
+            or _val(w).shape[0] != width:
         return None
-    inp = _val(w).shape[1] - hid
     for x_first in (True, False):
         xs, h = cat.args[0] if x_first else cat.args[0][::-1]
+        if _val(h) is None or _val(h).dim() != 2 or _val(h).shape[0] != rows:
+            continue
+        hid = _val(h).shape[1]
+        inp = _val(w).shape[1] - hid
         seq = _sequence(xs, rows, inp)
-        if seq and _val(h).shape == out.shape:
+        if seq:
             cols = ((w, 0, inp), (w, inp, inp + hid)) if x_first else ((w, hid, hid + inp), (w, 0, hid))
-            return _Step(*seq, h, (*cols, b, None), node.target, (cat, pre))
+            return (*seq, h, (*cols, b, None), (cat, pre))
     return None
 
 
+@dataclass(frozen=True)
+class _LstmStep:
+    x: torch.fx.Node
+    d: int
+    t: int
+    h: torch.fx.Node
+    c: torch.fx.Node        # the cell state the step reads
+    weights: tuple          # as _Step's, rows in the model's gate order
+    order: tuple            # the chunks (0-3 of the gates) of PyTorch's i, f, g, o
+    c_new: torch.fx.Node
+    tanh_c: torch.fx.Node   # the step's own tanh(c_new)
+    inner: tuple            # the nodes reading h, then c first: read by nothing else (c_new aside)
+
+    @property
+    def key(self):
+        return self.x, self.d, self.weights, self.order
+
+
+def _either(node, target, test_a, test_b):
+    """(a, b) of node = target(a, b) or target(b, a) with test_a(a) and test_b(b), else None."""
+    if not _is(node, target) or len(node.args) != 2 or node.kwargs:
+        return None
+    for a, b in (node.args, node.args[::-1]):
+        if test_a(a) and test_b(b):
+            return a, b
+    return None
+
+
+def _lstm_step(node) -> _LstmStep | None:
+    """h = o * tanh(c_new), c_new = f * c + i * g, i f o sigmoids and g a tanh of the four chunks of
+    one step's gates (split along dim 1), each product and sum in either order."""
+    sig = lambda n: _is(n, aten.sigmoid.default) and len(n.users) == 1   # noqa: E731
+    found = _either(node, aten.mul.Tensor, sig, lambda n: _is(n, aten.tanh.default) and len(n.users) == 1)
+    if found is None or not _fp32(node) or _val(node).dim() != 2:
+        return None
+    o, tanh_c = found
+    c_new = tanh_c.args[0]
+    fc_ig = _either(c_new, aten.add.Tensor, lambda n: _is(n, aten.mul.Tensor) and len(n.users) == 1,
+                    lambda n: _is(n, aten.mul.Tensor) and len(n.users) == 1)
+    for fc, ig in (fc_ig, fc_ig[::-1]) if fc_ig else ():
+        i_g = _either(ig, aten.mul.Tensor, sig, lambda n: _is(n, aten.tanh.default) and len(n.users) == 1)
+        f_c = _either(fc, aten.mul.Tensor, sig, lambda n: True)
+        if i_g is None or f_c is None:
+            continue
+        (i, g), (f, c) = i_g, f_c
+        chunks = [n.args[0] for n in (i, f, g, o)]
+        split = chunks[0].args[0] if _is(chunks[0], operator.getitem) else None
+        rows, hid = _val(node).shape
+        if not _is(split, aten.split.Tensor) or split.args[1:] not in ((hid, 1), (hid, -1)) or len(split.users) != 4 \
+                or any(not _is(k, operator.getitem) or k.args[0] is not split or len(k.users) != 1 for k in chunks) \
+                or sorted(k.args[1] for k in chunks) != [0, 1, 2, 3] or _val(c) is None \
+                or _val(c).shape != _val(node).shape:
+            continue
+        gates = _gates(split.args[0], rows, 4 * hid)
+        if gates is None or _val(gates[3]).shape != _val(node).shape:
+            continue
+        x, d, t, h, weights, inner = gates
+        return _LstmStep(x, d, t, h, c, weights, tuple(k.args[1] for k in chunks), c_new, tanh_c, (inner[0], fc))
+    return None
+
+
+def _linked(prev, s) -> bool:
+    """Is step `s` the one after `prev` in a chain: same sequence, weights and cell, the next index,
+    reading prev's h (and c: an LSTM's c_new read by nothing but its own tanh and the next step)?"""
+    if prev.key != s.key or prev.t + 1 != s.t:
+        return False
+    return not isinstance(s, _LstmStep) or s.c is prev.c_new and len(prev.c_new.users) == 2 \
+        and s.inner[1] in prev.c_new.users
+
+
 def _chains(graph) -> list[list[torch.fx.Node]]:
-    steps = {n: s for n in graph.nodes if (s := _step(n)) is not None}
+    steps = {}
+    for n in graph.nodes:
+        s = _step(n) or _lstm_step(n)
+        if s is not None:
+            steps[n] = s
     after: dict[torch.fx.Node, list[torch.fx.Node]] = {}
     for n, s in steps.items():
         prev = steps.get(s.h)
-        if prev is not None and prev.key == s.key and prev.t + 1 == s.t:
+        if prev is not None and _linked(prev, s):
             after.setdefault(s.h, []).append(n)
     chains, taken = [], set()
     for n in steps:
@@ -165,26 +254,32 @@ def _caller(graph, like: torch.fx.Node):
 
 def _rewrite(graph, chain, steps) -> None:
     s0, n_steps = steps[chain[0]], len(chain)
+    lstm = isinstance(s0, _LstmStep)
     hid = _val(chain[0]).shape[-1]
     call = _caller(graph, s0.x)
-    with graph.inserting_before(s0.inner[-1]):   # after every input of the first step
+    with graph.inserting_before(s0.inner[-1] if not lstm else _last_of(graph, s0.inner)):   # after every input
         x = s0.x
         if s0.t != 0 or n_steps != _val(x).shape[s0.d]:
             x = call(aten.slice.Tensor, x, s0.d, s0.t, s0.t + n_steps)
         where = dict(dtype=torch.float32, layout=torch.strided, device=_val(s0.h).device, pin_memory=False)
+        rows = (4 if lstm else 1) * hid
 
-        def source(spec):   # a weight as the op takes it: contiguous; a missing bias as zeros
+        def source(spec):   # a weight as the op takes it: contiguous, an LSTM's gates in i, f, g, o order
             if spec is None:
-                return call(aten.full.default, [hid], 0.0, **where)   # post-grad: ops Inductor lowers as they are
+                return call(aten.full.default, [rows], 0.0, **where)   # post-grad: ops Inductor lowers as they are
             if isinstance(spec, tuple):
                 spec = call(aten.slice.Tensor, spec[0], 1, spec[1], spec[2])
-            elif _val(spec).is_contiguous():
+            if lstm and s0.order != (0, 1, 2, 3):
+                return call(aten.cat.default, [call(aten.slice.Tensor, spec, 0, k * hid, (k + 1) * hid)
+                                               for k in s0.order])
+            if _val(spec).is_contiguous():
                 return spec
             return call(aten.clone.default, spec, memory_format=torch.contiguous_format)
         weights = [source(spec) for spec in s0.weights]
         h0 = call(aten.unsqueeze.default, s0.h, 0)
-        c0 = call(aten.empty.memory_format, [0], **where)
-        res = call(torch.ops.krefine.rnn.default, x, h0, c0, weights, _ACTS[s0.act], 1, False, s0.d == 1, True)
+        c0 = call(aten.unsqueeze.default, s0.c, 0) if lstm else call(aten.empty.memory_format, [0], **where)
+        res = call(torch.ops.krefine.rnn.default, x, h0, c0, weights, "LSTM" if lstm else _ACTS[s0.act], 1, False,
+                   s0.d == 1, True)
         out = call(operator.getitem, res, 0)
         for i, node in enumerate(chain):
             later = chain[i + 1] if i + 1 < n_steps else None
@@ -193,6 +288,19 @@ def _rewrite(graph, chain, steps) -> None:
                 part = call(aten.select.int, out, s0.d, i)
                 for u in users:
                     u.replace_input_with(node, part)
+        if lstm:   # the last cell state read beyond its own step: the op's c_n
+            last = steps[chain[-1]]
+            users = [u for u in last.c_new.users if u is not last.tanh_c]
+            if users:
+                c_n = call(aten.select.int, call(operator.getitem, res, 2), 0, 0)
+                for u in users:
+                    u.replace_input_with(last.c_new, c_n)
+
+
+def _last_of(graph, nodes):
+    """The last of `nodes` in the graph's order: inserting before it comes after the others' inputs."""
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    return max(nodes, key=order.__getitem__)
 
 
 def stacked_products(graph) -> int:

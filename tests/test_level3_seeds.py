@@ -397,6 +397,11 @@ def test_an_lstm_written_by_hand_is_one_lstm_call_of_the_recurrent_family(name):
     assert call.count("= rnn_seq(") == 1 and "'LSTM', 1, False" in call and "torch.ops." not in call
 
 
+def test_an_lstm_written_by_hand_whose_every_cell_state_is_read_stays_unrolled():
+    call = _seed("lstm_by_hand_cell_states").split("def call(args):")[1]
+    assert "rnn_seq(" not in call and call.count("gemm(") == 10
+
+
 def test_the_capture_of_a_hand_written_rnn_runs_the_pass_itself():
     # the tests above read recorded captures; this one compiles, so the pass in recurrence.py runs
     from tools.dialect.inductor_capture import capture, capture_text
@@ -410,7 +415,8 @@ def test_a_loop_with_a_cell_of_its_own_each_step_stays_unrolled():
 
 
 @pytest.mark.parametrize("name", ["elman_loop", "elman_batch_first_relu", "elman_two_layers", "elman_two_linears",
-                                  "elman_distinct_cells", "lstm_by_hand", "lstm_by_hand_cat_gate_order"])
+                                  "elman_distinct_cells", "lstm_by_hand", "lstm_by_hand_cat_gate_order",
+                                  "lstm_by_hand_cell_states"])
 def test_a_hand_written_rnn_seed_matches_the_model_on_three_calls(name, tmp_path):
     assert max(_lockstep_errors(name, tmp_path)) < 1e-4
 

@@ -3,7 +3,7 @@
 A model that loops over time steps itself (`hidden = tanh(self.i2h(torch.cat((x[t], hidden), 1)))`,
 KernelBench level 3's 34_VanillaRNNHidden; an LSTM cell of Linears and chunks) is unrolled by
 Dynamo: T steps of products and pointwise ops, each its own launches in a seed (256 Elman steps:
-33-37 ms a forward on an H200, bound by the host, against eager's 15). `elman_pass` finds each chain
+33-37 ms a forward on an H200, bound by the host, against eager's 15). `recurrence_pass` finds each chain
 of such steps in the post-grad graph and runs it as one `torch.ops.krefine.rnn` (tools/dialect/rnn_op.py;
 mode RNN_TANH, RNN_RELU or LSTM, one layer), which the converter writes as krefine's recurrent family
 (`rnn_seq`: the input projection of every step at once, then one persistent launch): a concatenated
@@ -333,8 +333,8 @@ def _same_permute(a, b) -> bool:
         and list(a.args[1]) == list(b.args[1])
 
 
-def elman_pass(graph, rounds: int = 8) -> None:
-    """Each chain as one recurrent op, then the stacked products. Again while chains appear: a
+def recurrence_pass(graph, rounds: int = 8) -> None:
+    """Each chain (Elman or LSTM) as one recurrent op, then the stacked products. Again while chains appear: a
     second layer's steps read the first's output once that is the op's, slice by slice."""
     found = False
     for _ in range(rounds):
@@ -357,11 +357,11 @@ except ImportError:        # an older torch: a plain function (Inductor then ski
     CustomGraphPass = object
 
 
-class ElmanPass(CustomGraphPass):
-    """`elman_pass` as Inductor's post_grad_custom_pre_pass, with the uuid its graph cache keys on."""
+class RecurrencePass(CustomGraphPass):
+    """`recurrence_pass` as Inductor's post_grad_custom_pre_pass, with the uuid its graph cache keys on."""
 
     def __call__(self, graph) -> None:
-        elman_pass(graph)
+        recurrence_pass(graph)
 
     def uuid(self):
         import hashlib

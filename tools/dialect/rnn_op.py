@@ -84,7 +84,7 @@ def _mode(module) -> str | None:
 def recurrent_as_ops(model):
     """Every nn.LSTM / GRU / RNN of `model` runs as torch.ops.krefine.rnn inside the block, and so
     does a hand-written Elman recurrence (tools/dialect/recurrence.py, a post-grad pass)."""
-    from tools.dialect.recurrence import ElmanPass
+    from tools.dialect.recurrence import RecurrencePass
     swapped = []
     for module in model.modules():
         mode = _mode(module)
@@ -98,7 +98,7 @@ def recurrent_as_ops(model):
         module._krefine_mode = mode
         swapped.append((module, cls))
     try:
-        with torch._inductor.config.patch(post_grad_custom_pre_pass=ElmanPass()):
+        with torch._inductor.config.patch(post_grad_custom_pre_pass=RecurrencePass()):
             yield len(swapped)
     finally:
         for module, cls in swapped:

@@ -100,6 +100,27 @@ def test_a_stateful_forward_captured_block_by_block_carries_its_state(tmp_path):
     assert max(_lockstep("unrolled_rnn_state", _seed("unrolled_rnn_state", 12), tmp_path)) < 1e-4
 
 
+def test_a_node_of_two_outputs_and_the_getitems_reading_it_are_in_one_block():
+    import operator
+    gm, _ = _graph("block_chunk_gate")
+    for max_ops in range(1, len(_ops(gm))):
+        plan = block_plan(gm, max_ops)
+        where = {n: i for i, block in enumerate(plan) for n in block}
+        assert sorted(where, key=_ops(gm).index) == _ops(gm)
+        assert all(where[n] == where[n.args[0]] for n in _ops(gm) if n.target is operator.getitem)
+
+
+@pytest.mark.parametrize("block_ops", [1, 2, 3])
+def test_a_chunked_gate_captured_block_by_block_matches_the_model(block_ops, tmp_path):
+    assert max(_lockstep("block_chunk_gate", _seed("block_chunk_gate", block_ops), tmp_path)) < 1e-5
+
+
+def test_a_graph_reading_what_an_in_place_op_returns_is_compiled_whole(tmp_path):
+    gm, _ = _graph("block_buffer_in_place")
+    assert block_plan(gm, 2) is None
+    assert max(_lockstep("block_buffer_in_place", _seed("block_buffer_in_place", 2), tmp_path)) < 1e-5
+
+
 def test_a_failed_block_worker_is_named(monkeypatch):
     gm, inputs = _graph("repeated_blocks")
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "8")     # two processes

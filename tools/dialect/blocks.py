@@ -46,13 +46,38 @@ def module_path(node) -> tuple[str, ...]:
 
 def block_plan(gm, max_ops: int) -> list[list] | None:
     """The graph's compute nodes cut into contiguous blocks of at most min(`max_ops`,
-    BLOCK_SIZE) each, at module boundaries where it can; None when the whole graph has no
-    more than `max_ops` (or `max_ops` is 0)."""
+    BLOCK_SIZE) each, at module boundaries where it can, a node of several outputs (chunk,
+    split, max with its indices) in the block of every getitem reading it (a block's outputs
+    are tensors, not a tuple); None when the whole graph has no more than `max_ops` (or
+    `max_ops` is 0), or reads what an in-place op returns (`buf.mul_(a).add_(b)`: a block
+    would take the buffer and its alias as two inputs, which Inductor's call() takes as one),
+    which is compiled whole. (An in-place op nothing reads, BatchNorm's num_batches_tracked += 1,
+    is cut like any other.)"""
     nodes = [n for n in gm.graph.nodes if n.op in _COMPUTE]
-    if max_ops <= 0 or len(nodes) <= max_ops:
+    if max_ops <= 0 or len(nodes) <= max_ops or any(_in_place(n) and n.users for n in nodes):
         return None
     blocks = _cut(nodes, 0, min(max_ops, BLOCK_SIZE))
+    where = {n: i for i, block in enumerate(blocks) for n in block}
+    for i, block in enumerate(blocks):
+        for n in list(block):
+            j = where.get(n.args[0]) if n.target is operator.getitem and n.args else None
+            if j is not None and j < i:     # with its producer, after it (it reads nothing else)
+                block.remove(n)
+                blocks[j].append(n)
+                where[n] = j
+    blocks = [b for b in blocks if b]
     return blocks if len(blocks) > 1 else None
+
+
+_IN_PLACE = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv, operator.imod,
+             operator.ipow, operator.iand, operator.ior, operator.ixor, operator.ilshift, operator.irshift,
+             operator.setitem}
+
+
+def _in_place(node) -> bool:
+    """An op writing a tensor it is given: `x.add_(y)`, `torch.relu_(x)`, `x += y`, `x[i] = y`."""
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    return node.target in _IN_PLACE or (isinstance(name, str) and name.endswith("_") and not name.startswith("_"))
 
 
 def _cut(nodes: list, depth: int, max_ops: int) -> list[list]:

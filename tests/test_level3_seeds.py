@@ -397,6 +397,16 @@ def test_an_lstm_written_by_hand_is_one_lstm_call_of_the_recurrent_family(name):
     assert call.count("= rnn_seq(") == 1 and "'LSTM', 1, False" in call and "torch.ops." not in call
 
 
+@pytest.mark.parametrize("name", ["gru_by_hand", "gru_by_hand_orders"])
+def test_a_gru_written_by_hand_as_nn_gru_computes_it_is_one_gru_call_of_the_recurrent_family(name):
+    call = _seed(name).split("def call(args):")[1]
+    assert call.count("= rnn_seq(") == 1 and "'GRU', 1, False" in call and "torch.ops." not in call
+
+
+def test_a_gru_variant_resetting_h_before_its_product_stays_unrolled():
+    assert "rnn_seq(" not in _seed("gru_by_hand_reset_first").split("def call(args):")[1]
+
+
 def test_an_lstm_written_by_hand_whose_every_cell_state_is_read_stays_unrolled():
     call = _seed("lstm_by_hand_cell_states").split("def call(args):")[1]
     assert "rnn_seq(" not in call and call.count("gemm(") == 10
@@ -416,7 +426,8 @@ def test_a_loop_with_a_cell_of_its_own_each_step_stays_unrolled():
 
 @pytest.mark.parametrize("name", ["elman_loop", "elman_batch_first_relu", "elman_two_layers", "elman_two_linears",
                                   "elman_distinct_cells", "lstm_by_hand", "lstm_by_hand_cat_gate_order",
-                                  "lstm_by_hand_cell_states"])
+                                  "lstm_by_hand_cell_states", "gru_by_hand", "gru_by_hand_orders",
+                                  "gru_by_hand_reset_first"])
 def test_a_hand_written_rnn_seed_matches_the_model_on_three_calls(name, tmp_path):
     assert max(_lockstep_errors(name, tmp_path)) < 1e-4
 
@@ -1061,7 +1072,8 @@ print(json.dumps(errors))
                                   "hook_stored_features", "python_constants", "volume_grid_sample",
                                   "points_passthrough", "multilabel_margin", "volume_adaptive_pool", "elman_loop",
                                   "elman_batch_first_relu", "elman_two_layers", "elman_two_linears",
-                                  "lstm_by_hand", "lstm_by_hand_cat_gate_order"])
+                                  "lstm_by_hand", "lstm_by_hand_cat_gate_order", "gru_by_hand",
+                                  "gru_by_hand_orders"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

@@ -137,12 +137,12 @@ def gemm_rows(tree: str | None, sweep: bool) -> list[dict]:
         then = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(then)
     rows = []
+    torch.backends.cuda.matmul.allow_tf32 = False   # cuBLAS exact fp32: the reference and the time compared
     for i, (name, (m, k, n)) in enumerate(GEMMS.items(), 1):
         g = torch.Generator(device="cuda").manual_seed(0)
         x = torch.randn(m, k, device="cuda", generator=g)
         w = torch.randn(n, k, device="cuda", generator=g) / math.sqrt(k)
         b, out = torch.randn(n, device="cuda", generator=g), torch.empty(m, n, device="cuda")
-        torch.backends.cuda.matmul.allow_tf32 = False
         truth = F.linear(x, w, b)
         row = {"name": name, "mnk": [m, n, k], "gflop": 2 * m * n * k / 1e9, "cublas_ms": _ms(lambda: F.linear(x, w, b))}
         for fam, label in [(G, "")] + ([(then, "then_")] if then else []):
@@ -162,7 +162,6 @@ def gemm_rows(tree: str | None, sweep: bool) -> list[dict]:
               file=sys.stderr, flush=True)
         rows.append(row)
         torch.cuda.empty_cache()
-    torch.backends.cuda.matmul.allow_tf32 = False
     return rows
 
 

@@ -30,12 +30,14 @@ step) stays as it is.
 """
 from __future__ import annotations
 
+import functools
 import operator
 
 import torch
 from torch.fx.node import map_arg
 
 from tools.dialect.recurrence_cells import _ACTS, _GruStep, _LstmStep, _is, _val, aten, step
+
 
 def _linked(prev, s) -> bool:
     """Is step `s` the one after `prev` in a chain: same sequence, weights and cell, the next index,
@@ -46,7 +48,8 @@ def _linked(prev, s) -> bool:
         and s.inner[1] in prev.c_new.users
 
 
-def _chains(graph) -> list[list[torch.fx.Node]]:
+def _chains(graph) -> list[tuple[list[torch.fx.Node], dict]]:
+    """Each chain of two steps or more, in order, with the steps found (node -> its step)."""
     steps = {}
     for n in graph.nodes:
         s = step(n)
@@ -58,8 +61,9 @@ def _chains(graph) -> list[list[torch.fx.Node]]:
         if prev is not None and _linked(prev, s):
             after.setdefault(s.h, []).append(n)
     chains, taken = [], set()
+    followers = {v[0] for v in after.values() if len(v) == 1}
     for n in steps:
-        if n in taken or any(n in v and len(v) == 1 for v in after.values()):
+        if n in taken or n in followers:
             continue                              # a later step of some chain: its head starts it
         chain = [n]
         while len(after.get(chain[-1], [])) == 1:
@@ -173,8 +177,8 @@ def _same_permute(a, b) -> bool:
 
 
 def recurrence_pass(graph, rounds: int = 8) -> None:
-    """Each chain (Elman or LSTM) as one recurrent op, then the stacked products. Again while chains appear: a
-    second layer's steps read the first's output once that is the op's, slice by slice."""
+    """Each chain (Elman, LSTM or GRU) as one recurrent op, then the stacked products. Again while
+    chains appear: a second layer's steps read the first's output once that is the op's, slice by slice."""
     found = False
     for _ in range(rounds):
         chains = _chains(graph)
@@ -196,12 +200,21 @@ except ImportError:        # an older torch: a plain function (Inductor then ski
     CustomGraphPass = object
 
 
+@functools.cache
+def _code_hash() -> str:   # read once a process
+    import hashlib
+    from pathlib import Path
+    here = Path(__file__).parent
+    code = b"".join((here / f).read_bytes() for f in ("recurrence.py", "recurrence_cells.py"))
+    return hashlib.sha256(code).hexdigest()
+
+
 class RecurrencePass(CustomGraphPass):
-    """`recurrence_pass` as Inductor's post_grad_custom_pre_pass, with the uuid its graph cache keys on."""
+    """`recurrence_pass` as Inductor's post_grad_custom_pre_pass, with the uuid its graph cache keys on:
+    the pass's code and its matchers'."""
 
     def __call__(self, graph) -> None:
         recurrence_pass(graph)
 
     def uuid(self):
-        import hashlib
-        return hashlib.sha256(open(__file__, "rb").read()).hexdigest()
+        return _code_hash()

@@ -23,7 +23,8 @@ stderr, the markdown table to stdout, every figure to --out as JSON.
 (x (M, K) times a weight (N, K) transposed, plus its bias, as Inductor hands `addmm` over):
 cuBLAS exact fp32 (allow_tf32=False) against the family's rule at "ieee" and "tf32x3", TREE's
 copy of the family at its own rule beside it (an older checkout: the A/B of a change), and,
-with --sweep, a few launch configurations at "tf32x3".
+with --sweep, a few launch configurations at "tf32x3"; then the host microseconds per call of
+a small Linear through the family (and TREE's) and through cuBLAS.
 
 --host [TREE] times the host instead: microseconds of Python and launch per call (the
 GPU never the bound: each call queues a small convolution) for the family and for
@@ -123,7 +124,8 @@ GEMMS = {
     "L3-44 fc 65536x3072 -> 768": (65536, 3072, 768),
 }
 GEMM_SWEEP = [(128, 128, 32, 4, 3), (128, 128, 32, 8, 3), (128, 128, 64, 8, 3), (128, 64, 32, 4, 4),
-              (64, 128, 32, 4, 4), (128, 256, 32, 8, 3), (256, 128, 32, 8, 3), (64, 64, 32, 4, 4)]
+              (64, 128, 32, 4, 4), (128, 256, 32, 8, 3), (256, 128, 32, 8, 3), (64, 64, 32, 4, 4),
+              (64, 64, 64, 4, 3), (64, 128, 64, 4, 3)]
 
 
 def gemm_rows(tree: str | None, sweep: bool) -> list[dict]:
@@ -163,6 +165,36 @@ def gemm_rows(tree: str | None, sweep: bool) -> list[dict]:
         rows.append(row)
         torch.cuda.empty_cache()
     return rows
+
+
+def gemm_host(tree: str | None, blocks: int = 5, calls: int = 200) -> dict:
+    """Host microseconds per call of a small Linear (64 x 64 x 64, bias, tf32x3): the family's
+    (and TREE's), cuBLAS's; median of `blocks` blocks of `calls` calls launched back to back."""
+    import importlib.util
+    import statistics
+    from tools.kernels import gemm as G
+    fams = {"this tree": G}
+    if tree:
+        spec = importlib.util.spec_from_file_location("gemm_host_then", Path(tree) / "tools" / "kernels" / "gemm.py")
+        fams[tree] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(fams[tree])
+    x, w, b, out = (torch.randn(*s, device="cuda") for s in ((64, 64), (64, 64), (64,), (64, 64)))
+    fns = {f"{k}: gemm": (lambda g=g: g.gemm(x, w.t(), out=out, bias=b, precision="tf32x3")) for k, g in fams.items()}
+    fns["cuBLAS: F.linear"] = lambda: F.linear(x, w, b)
+    times = {k: [] for k in fns}
+    for _ in range(blocks):
+        for k, f in fns.items():
+            for _ in range(20):
+                f()
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            for _ in range(calls):
+                f()
+            times[k].append((time.perf_counter() - t) / calls * 1e6)
+            torch.cuda.synchronize()
+    host = {k: round(statistics.median(v), 1) for k, v in times.items()}
+    print("host us a call: " + ", ".join(f"{k} {v}" for k, v in host.items()), file=sys.stderr, flush=True)
+    return host
 
 
 def gemm_table(rows) -> str:
@@ -331,10 +363,13 @@ def main(argv=None) -> int:
             print(f"conv_bench: {args.gemm}: no tools/kernels/gemm.py there", file=sys.stderr)
             return 2
         rows = gemm_rows(args.gemm or None, args.sweep)
+        host = gemm_host(args.gemm or None)
         Path(args.out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                              "triton": triton.__version__, "gemm": rows}, indent=1) + "\n")
+                                              "triton": triton.__version__, "gemm": rows, "gemm_host_us": host},
+                                             indent=1) + "\n")
         print(f"\n{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}\n")
         print(gemm_table(rows))
+        print("\nhost us a call (64 x 64 x 64 Linear): " + ", ".join(f"{k} {v}" for k, v in host.items()))
         return 0
     if args.host is not None:
         if args.host and not (Path(args.host) / "tools" / "kernels" / "conv.py").is_file():

@@ -67,11 +67,22 @@ try:
     out["bias_that_does_not_broadcast_raises"] = 1.0
 except ValueError:
     out["bias_that_does_not_broadcast_raises"] = 0.0
+x, w, bias = r(7, 40), r(11, 40), r(11)   # act='relu' into an output gemm allocates; a NaN stays NaN
+x[2, 3] = float("nan")
+got = gemm(x, w.t(), bias=bias, act="relu")
+want = torch.relu(x.double() @ w.double().t() + bias.double())
+same_nan = bool((got.isnan() == want.isnan()).all()) and bool(want.isnan().any())
+out["relu_epilogue_allocated"] = err(got.nan_to_num(), want.nan_to_num()) if same_nan and got.is_contiguous() else float("inf")
+try:
+    gemm(r(3, 4), r(4, 2), act="gelu")
+    out["unknown_activation_raises"] = 1.0
+except ValueError:
+    out["unknown_activation_raises"] = 0.0
 print(json.dumps(out))
 """
 NAMES = ["mm_odd", "addmm_linear", "alpha_beta", "bmm_strided_out", "baddbmm_broadcast", "bmm_several_tiles",
          "addmm_even_k_grouped", "tf32x3_rule_tiles", "float64_operands_ieee", "float64_operands_tf32x3", "mismatch_raises", "bias_row_and_column",
-         "bias_that_does_not_broadcast_raises"]
+         "bias_that_does_not_broadcast_raises", "relu_epilogue_allocated", "unknown_activation_raises"]
 
 
 def _errors(device: str) -> dict:
@@ -90,17 +101,17 @@ def test_the_gemm_family_matches_float64_torch_on_cuda(case):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("block_k", [64, 32])
-def test_the_tensor_core_tiles_compile_for_sm90_within_its_shared_memory(block_k):
-    """gemm_config's 128 x 128 tf32x3 tiles, 8 warps, 3 stages, compiled for an H100/H200: 64-deep
-    within the 227 KiB a block may take there, 32-deep within the 99 KiB of any GPU since Ampere."""
+@pytest.mark.parametrize("block_mn, block_k, warps, stages", [(128, 64, 8, 3), (128, 32, 8, 3), (64, 64, 4, 3)])
+def test_the_tensor_core_tiles_compile_for_sm90_within_its_shared_memory(block_mn, block_k, warps, stages):
+    """gemm_config's tf32x3 tiles compiled for an H100/H200: 64-deep within the 227 KiB a block
+    may take there, 32-deep within the 99 KiB of any GPU since Ampere."""
     import tools.kernels.gemm as gemm
     ints = ["M", "N", "K", "sab", "sam", "sak", "sbb", "sbk", "sbn", "sxb", "sxm", "sxn", "scb", "scm", "scn"]
-    consts = {"HAS_BIAS": True, "PRECISION": "tf32x3", "DOUBLE": False, "BLOCK_M": 128, "BLOCK_N": 128,
-              "BLOCK_K": block_k, "GROUP_M": 8, "EVEN_K": True}
+    consts = {"HAS_BIAS": True, "PRECISION": "tf32x3", "DOUBLE": False, "BLOCK_M": block_mn, "BLOCK_N": block_mn,
+              "BLOCK_K": block_k, "GROUP_M": 8, "EVEN_K": True, "ACT": "none"}
     sig = {"a_ptr": "*fp32", "b_ptr": "*fp32", "bias_ptr": "*fp32", "c_ptr": "*fp32", **{n: "i32" for n in ints},
            "alpha": "fp32", "beta": "fp32", **{c: "constexpr" for c in consts}}
-    kernel = compile_for_sm90(gemm.gemm_kernel, sig, consts, num_warps=8, num_stages=3)
+    kernel = compile_for_sm90(gemm.gemm_kernel, sig, consts, num_warps=warps, num_stages=stages)
     assert 0 < kernel.metadata.shared <= (227 if block_k == 64 else 99) << 10, kernel.metadata.shared
 
 
@@ -112,10 +123,13 @@ def test_fp32_tensor_core_products_take_128_wide_tiles_of_8_warps_where_they_fil
     assert gemm_config(65536, 2304, 768, "cuda", "tf32x3", sms=108, smem=166912) == (128, 128, 32, 8, 3)   # A100
 
 
-def test_fp32_tensor_core_products_too_small_to_fill_the_gpu_take_64_wide_tiles():
+def test_fp32_tensor_core_products_too_small_to_fill_the_gpu_take_64_wide_tiles_64_deep_on_hopper():
     from tools.kernels.gemm import gemm_config
-    assert gemm_config(1024, 1024, 8192, "cuda", "tf32x3", sms=132, smem=232448) == (64, 64, 32, 4, 4)   # 64 tiles
-    assert gemm_config(8, 256, 256, "cuda", "tf32x3", sms=132, smem=232448) == (16, 64, 32, 4, 4)
+    h200 = dict(sms=132, smem=232448)
+    assert gemm_config(1024, 1024, 8192, "cuda", "tf32x3", **h200) == (64, 64, 64, 4, 3)   # 64 tiles of 128
+    assert gemm_config(8, 256, 256, "cuda", "tf32x3", **h200) == (16, 64, 64, 4, 3)
+    assert gemm_config(1024, 1024, 32, "cuda", "tf32x3", **h200) == (64, 64, 32, 4, 4)    # K too short for 64
+    assert gemm_config(1024, 1024, 8192, "cuda", "tf32x3", sms=108, smem=166912) == (64, 64, 32, 4, 4)   # A100
 
 
 def test_exact_and_16_bit_products_keep_the_4_warp_rule():
@@ -126,13 +140,13 @@ def test_exact_and_16_bit_products_keep_the_4_warp_rule():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dtype, precision", [("fp32", "tf32x3"), ("fp64", "ieee")])
-def test_the_gemm_kernel_compiles_for_sm90(dtype, precision):
+@pytest.mark.parametrize("dtype, precision, act", [("fp32", "tf32x3", "relu"), ("fp64", "ieee", "none")])
+def test_the_gemm_kernel_compiles_for_sm90(dtype, precision, act):
     import tools.kernels.gemm as gemm
     ints = ["M", "N", "K", "sab", "sam", "sak", "sbb", "sbk", "sbn", "sxb", "sxm", "sxn", "scb", "scm", "scn"]
     sig = {"a_ptr": f"*{dtype}", "b_ptr": f"*{dtype}", "bias_ptr": f"*{dtype}", "c_ptr": f"*{dtype}",
            **{n: "i32" for n in ints}, "alpha": "fp32", "beta": "fp32", **{c: "constexpr" for c in (
-               "HAS_BIAS", "PRECISION", "DOUBLE", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "EVEN_K")}}
+               "HAS_BIAS", "PRECISION", "DOUBLE", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "EVEN_K", "ACT")}}
     consts = {"HAS_BIAS": True, "PRECISION": precision, "DOUBLE": dtype == "fp64",
-              "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "EVEN_K": dtype == "fp32"}
+              "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "EVEN_K": dtype == "fp32", "ACT": act}
     assert compile_for_sm90(gemm.gemm_kernel, sig, consts, num_warps=4, num_stages=3).asm["ptx"]

@@ -1104,7 +1104,7 @@ print(json.dumps(errors))
                                   "points_passthrough", "multilabel_margin", "volume_adaptive_pool", "elman_loop",
                                   "elman_batch_first_relu", "elman_two_layers", "elman_two_linears",
                                   "lstm_by_hand", "lstm_by_hand_cat_gate_order", "gru_by_hand",
-                                  "gru_by_hand_orders"])
+                                  "gru_by_hand_orders", "mlp_relu_shared"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

@@ -5,6 +5,7 @@ under tools/kernels/, whose file the seed carries unchanged (`family_source`):
 
   extern_kernels.convolution (cuDNN, the cpu library)  -> conv_nd / conv_transpose_nd (conv.py)
   extern_kernels.mm / addmm / bmm / baddbmm (cuBLAS)   -> gemm (gemm.py)
+  torch.ops.krefine.addmm_act (gemm_epilogue.py)       -> gemm(..., act=) (gemm.py)
   torch.ops.aten._scaled_dot_product_*_attention       -> sdpa (attention.py)
   torch.ops.krefine.rnn (nn.LSTM / GRU / RNN: rnn_op.py) -> rnn_seq (rnn.py)
   torch.ops.aten.topk / sort (fallback kernels)        -> topk_op / sort_op (select.py)
@@ -69,6 +70,23 @@ def _gemm_launch(stmt: ast.Expr) -> ast.Expr:
     keywords += [ast.keyword(k, kw[k]) for k in ("alpha", "beta") if k in kw]
     keywords.append(ast.keyword("precision", ast.Constant("ieee")))
     return ast.Expr(ast.Call(ast.Name("gemm", ast.Load()), [operands["a"], operands["b"]], keywords))
+
+
+ADDMM_ACT_OP = "torch.ops.krefine.addmm_act.default"
+
+
+def _addmm_act_launch(stmt: ast.Assign) -> ast.Assign:
+    """`buf = torch.ops.krefine.addmm_act.default(bias, a, b, 'relu')` (a Linear and its ReLU,
+    tools/dialect/gemm_epilogue.py) -> `buf = gemm(a, b, bias=bias, act='relu', precision='ieee')`:
+    the GEMM family, the ReLU in its epilogue, into an output it allocates (as the op did)."""
+    call = stmt.value
+    if len(call.args) != 4 or call.keywords or any(isinstance(a, ast.Starred) for a in call.args) \
+            or not isinstance(call.args[3], ast.Constant):
+        raise ValueError(f"call(): unsupported product-and-activation call: {short_code(stmt)}")
+    bias, a, b, act = call.args
+    stmt.value = ast.Call(ast.Name("gemm", ast.Load()), [a, b], [
+        ast.keyword("bias", bias), ast.keyword("act", act), ast.keyword("precision", ast.Constant("ieee"))])
+    return stmt
 
 
 ATTENTION_FAMILY = "tools/kernels/attention.py"

@@ -198,7 +198,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
         stack.enter_context(mock.patch.object(GraphLowering, "register_operation_list", lambda self, names: ""))
         stack.enter_context(eager_multilabel_margin())   # torch's own decomposition of it is wrong
         stack.enter_context(rnn_in_graph())   # what recurrent_as_ops leaves (a projection, dropout)
-        stack.enter_context(recurrent_as_ops(model))   # nn.LSTM / GRU / RNN as one op each, not unrolled
+        stack.enter_context(recurrent_as_ops(model, not templates))   # nn.RNN and co as one op; ReLU epilogues
         torch._dynamo.reset()
         try:
             with torch.no_grad():

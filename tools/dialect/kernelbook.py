@@ -52,10 +52,10 @@ from __future__ import annotations
 import ast
 import re
 
-from tools.dialect.families import (ATTENTION_FAMILY, CONV_FAMILY, FAMILIES, GEMM_FAMILY, LOOKUP_FAMILY, RNN_FAMILY,
-                                    RNN_OP, SCATTER_FAMILY, SELECT_FAMILY, _GEMM_CALLS, _LOOKUP_OPS, _SCATTER_OPS,
-                                    _SELECT_OPS, _attention_launch, _conv_launch, _gemm_launch, _lookup_launch,
-                                    _rnn_launch, _scatter_launch, _sdpa_op, _select_launch, conv_family_source,
+from tools.dialect.families import (ADDMM_ACT_OP, ATTENTION_FAMILY, CONV_FAMILY, FAMILIES, GEMM_FAMILY,
+                                    LOOKUP_FAMILY, RNN_FAMILY, RNN_OP, SCATTER_FAMILY, SELECT_FAMILY, _GEMM_CALLS,
+                                    _LOOKUP_OPS, _SCATTER_OPS, _SELECT_OPS, _addmm_act_launch, _attention_launch,
+                                    _conv_launch, _gemm_launch, _lookup_launch, _rnn_launch, _scatter_launch, _sdpa_op, _select_launch, conv_family_source,
                                     family_source)
 from tools.dialect.inductor_capture import Capture, capture
 from tools.dialect.interp_math import cpu_missing
@@ -236,6 +236,9 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded
         elif isinstance(stmt, ast.Assign) and _sdpa_op(call_name(stmt)):
             body.append(_attention_launch(stmt, module_mode))
             externs.add(ATTENTION_FAMILY)
+        elif isinstance(stmt, ast.Assign) and call_name(stmt) == ADDMM_ACT_OP:
+            body.append(_addmm_act_launch(stmt))
+            externs.add(GEMM_FAMILY)
         elif isinstance(stmt, ast.Assign) and call_name(stmt) == RNN_OP:
             body.append(_rnn_launch(stmt))
             externs.add(RNN_FAMILY)

@@ -205,16 +205,24 @@ def _code_hash() -> str:   # read once a process
     import hashlib
     from pathlib import Path
     here = Path(__file__).parent
-    code = b"".join((here / f).read_bytes() for f in ("recurrence.py", "recurrence_cells.py"))
+    code = b"".join((here / f).read_bytes() for f in ("recurrence.py", "recurrence_cells.py", "gemm_epilogue.py"))
     return hashlib.sha256(code).hexdigest()
 
 
 class RecurrencePass(CustomGraphPass):
-    """`recurrence_pass` as Inductor's post_grad_custom_pre_pass, with the uuid its graph cache keys on:
-    the pass's code and its matchers'."""
+    """`recurrence_pass` as Inductor's post_grad_custom_pre_pass, then (`epilogues`) a Linear's ReLU
+    in its product's epilogue (tools/dialect/gemm_epilogue.py: after the recurrences, whose cells
+    it would otherwise take), with the uuid its graph cache keys on: the passes' code and its
+    matchers', and whether the epilogues ran."""
+
+    def __init__(self, epilogues: bool = False):
+        self.epilogues = epilogues
 
     def __call__(self, graph) -> None:
         recurrence_pass(graph)
+        if self.epilogues:
+            from tools.dialect.gemm_epilogue import epilogue_pass
+            epilogue_pass(graph)
 
     def uuid(self):
-        return _code_hash()
+        return f"{_code_hash()}-{int(self.epilogues)}"

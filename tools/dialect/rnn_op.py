@@ -81,9 +81,10 @@ def _mode(module) -> str | None:
 
 
 @contextlib.contextmanager
-def recurrent_as_ops(model):
+def recurrent_as_ops(model, epilogues: bool = False):
     """Every nn.LSTM / GRU / RNN of `model` runs as torch.ops.krefine.rnn inside the block, and so
-    does a hand-written Elman recurrence (tools/dialect/recurrence.py, a post-grad pass)."""
+    does a hand-written recurrence (tools/dialect/recurrence.py, a post-grad pass); with
+    `epilogues`, a Linear's ReLU goes into its product (tools/dialect/gemm_epilogue.py)."""
     from tools.dialect.recurrence import RecurrencePass
     swapped = []
     for module in model.modules():
@@ -98,7 +99,7 @@ def recurrent_as_ops(model):
         module._krefine_mode = mode
         swapped.append((module, cls))
     try:
-        with torch._inductor.config.patch(post_grad_custom_pre_pass=RecurrencePass()):
+        with torch._inductor.config.patch(post_grad_custom_pre_pass=RecurrencePass(epilogues)):
             yield len(swapped)
     finally:
         for module, cls in swapped:

@@ -1,0 +1,85 @@
+"""A Linear's ReLU in its product's epilogue (tools/dialect/gemm_epilogue.py): in the default
+compile `relu(addmm(bias, x, w))` whose product nothing else reads is one
+`torch.ops.krefine.addmm_act`, which the converter writes as one GEMM-family launch with
+`act='relu'`; a product read elsewhere keeps its ReLU as a kernel of its own.
+
+The converter test reads a capture recorded on cpu (tests/fixtures/inductor_level3/
+cpu_mlp_relu_shared.py, `python -m tools.dialect capture PROBLEM --device cpu`); the seed
+then runs in lockstep with Model in Triton's interpreter.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.test_level3_seeds import _lockstep_errors, _seed
+
+
+def _call(code: str) -> str:
+    return code.split("\ndef call(args):")[1].split("\nclass ModelNew")[0]
+
+
+def test_a_linear_and_its_relu_are_one_gemm_launch_with_the_relu_in_its_epilogue():
+    call = _call(_seed("mlp_relu_shared"))
+    first = next(line for line in call.splitlines() if "gemm(" in line)
+    assert "bias=arg1_1" in first and "act='relu'" in first, first
+    assert call.count("act='relu'") == 1
+
+
+def test_a_product_read_besides_its_relu_stays_a_product_and_its_relu_a_kernel():
+    call = _call(_seed("mlp_relu_shared"))
+    assert call.count("gemm(") == 3
+    assert call.count(".run(") + call.count("[grid") == 1   # fc2's ReLU: the one Triton kernel left
+
+
+def test_the_seed_with_a_relu_epilogue_matches_the_model_on_three_calls(tmp_path):
+    assert max(_lockstep_errors("mlp_relu_shared", tmp_path)) < 1e-4
+
+
+def _post_grad_graph(model, x):
+    """A copy of the post-grad graph Inductor compiles for `model` on cpu."""
+    import torch
+    seen = []
+
+    def keep(graph):
+        copy = torch.fx.Graph()
+        out = copy.graph_copy(graph, {})
+        copy.output(out)
+        seen.append(copy)
+
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(post_grad_custom_pre_pass=keep), torch.no_grad():
+        torch.compile(model)(x)
+    return seen[0]
+
+
+def _targets(graph) -> list[str]:
+    return [str(n.target) for n in graph.nodes if n.op == "call_function"]
+
+
+@pytest.mark.parametrize("epilogues", [True, False])
+def test_only_the_default_compile_takes_a_linear_s_relu_into_its_product(epilogues):
+    """The templates compile (max-autotune) fuses the ReLU into its own Triton product: the pass
+    leaves it there (RecurrencePass(epilogues=False)), and the graph cache tells the two apart."""
+    import torch
+    from tools.dialect.recurrence import RecurrencePass
+    graph = _post_grad_graph(torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.ReLU()), torch.randn(3, 8))
+    RecurrencePass(epilogues)(graph)
+    fused = "krefine.addmm_act.default" in _targets(graph)
+    assert fused == epilogues and ("aten.relu.default" in _targets(graph)) != epilogues
+    assert RecurrencePass(True).uuid() != RecurrencePass(False).uuid()
+
+
+def test_a_product_with_no_elements_keeps_its_relu_for_inductor_to_drop():
+    import torch
+    from tools.dialect.gemm_epilogue import epilogue_pass
+    graph = _post_grad_graph(torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.ReLU()), torch.randn(0, 8))
+    assert epilogue_pass(graph) == 0
+
+
+def test_the_tf32x3_variant_runs_every_product_with_a_relu_epilogue_at_tf32x3():
+    """The portfolio's tf32x3 variant rewrote `gemm(...)` statements only: the assigned launches of
+    a Linear and its ReLU stayed exact fp32 (1_MLP at 0.50x eager for 1.61x on an H200)."""
+    from tools.dialect.portfolio import PortfolioEntry, _precision_variant
+    variant = _call(_precision_variant(PortfolioEntry("default+gemm", _seed("mlp_relu_shared"))).code)
+    launches = [line for line in variant.splitlines() if "gemm(" in line]
+    assert len(launches) == 3 and all("precision='tf32x3'" in line for line in launches), launches

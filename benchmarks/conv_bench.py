@@ -131,13 +131,8 @@ GEMM_SWEEP = [(128, 128, 32, 4, 3), (128, 128, 32, 8, 3), (128, 128, 64, 8, 3), 
 def gemm_rows(tree: str | None, sweep: bool) -> list[dict]:
     """Each level-3 linear layer: cuBLAS exact fp32, the family's rule at ieee and tf32x3 (and
     TREE's), the sweep's best at tf32x3; errors against cuBLAS exact (largest over largest)."""
-    import importlib.util
     from tools.kernels import gemm as G
-    then = None
-    if tree:
-        spec = importlib.util.spec_from_file_location("gemm_then", Path(tree) / "tools" / "kernels" / "gemm.py")
-        then = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(then)
+    then = _tree_family(tree, "gemm") if tree else None
     rows = []
     torch.backends.cuda.matmul.allow_tf32 = False   # cuBLAS exact fp32: the reference and the time compared
     for i, (name, (m, k, n)) in enumerate(GEMMS.items(), 1):
@@ -170,17 +165,29 @@ def gemm_rows(tree: str | None, sweep: bool) -> list[dict]:
 def gemm_host(tree: str | None, blocks: int = 5, calls: int = 200) -> dict:
     """Host microseconds per call of a small Linear (64 x 64 x 64, bias, tf32x3): the family's
     (and TREE's), cuBLAS's; median of `blocks` blocks of `calls` calls launched back to back."""
-    import importlib.util
-    import statistics
     from tools.kernels import gemm as G
-    fams = {"this tree": G}
-    if tree:
-        spec = importlib.util.spec_from_file_location("gemm_host_then", Path(tree) / "tools" / "kernels" / "gemm.py")
-        fams[tree] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(fams[tree])
+    fams = {"this tree": G, **({tree: _tree_family(tree, "gemm")} if tree else {})}
     x, w, b, out = (torch.randn(*s, device="cuda") for s in ((64, 64), (64, 64), (64,), (64, 64)))
     fns = {f"{k}: gemm": (lambda g=g: g.gemm(x, w.t(), out=out, bias=b, precision="tf32x3")) for k, g in fams.items()}
     fns["cuBLAS: F.linear"] = lambda: F.linear(x, w, b)
+    host = _host_us(fns, blocks, calls)
+    print("host us a call: " + ", ".join(f"{k} {v}" for k, v in host.items()), file=sys.stderr, flush=True)
+    return host
+
+
+def _tree_family(tree: str, name: str):
+    """TREE's copy of tools/kernels/NAME.py, loaded beside this tree's."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(f"{name}_then", Path(tree) / "tools" / "kernels" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _host_us(fns: dict, blocks: int, calls: int) -> dict:
+    """Each function's host microseconds a call: in each of `blocks` blocks, every function in turn
+    warmed up, then `calls` calls back to back; the median over the blocks."""
+    import statistics
     times = {k: [] for k in fns}
     for _ in range(blocks):
         for k, f in fns.items():
@@ -192,9 +199,7 @@ def gemm_host(tree: str | None, blocks: int = 5, calls: int = 200) -> dict:
                 f()
             times[k].append((time.perf_counter() - t) / calls * 1e6)
             torch.cuda.synchronize()
-    host = {k: round(statistics.median(v), 1) for k, v in times.items()}
-    print("host us a call: " + ", ".join(f"{k} {v}" for k, v in host.items()), file=sys.stderr, flush=True)
-    return host
+    return {k: round(statistics.median(v), 1) for k, v in times.items()}
 
 
 def gemm_table(rows) -> str:
@@ -312,13 +317,7 @@ def table(rows, ieee: bool, sweep: bool) -> str:
 
 def host_cost(tree: str | None, blocks: int = 4, calls: int = 200) -> list[dict]:
     """Host microseconds per call (median of `blocks` blocks), each family and cuDNN in turn."""
-    import importlib.util
-    import statistics
-    families = {"this tree": sys.modules["tools.kernels.conv"]}
-    if tree:
-        spec = importlib.util.spec_from_file_location("conv_then", Path(tree) / "tools" / "kernels" / "conv.py")
-        families[tree] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(families[tree])
+    families = {"this tree": sys.modules["tools.kernels.conv"], **({tree: _tree_family(tree, "conv")} if tree else {})}
     x = torch.randn(2, 64, 56, 56, device="cuda").to(memory_format=torch.channels_last)
     weights = {"channels-last weight": torch.randn(64, 64, 3, 3, device="cuda").to(memory_format=torch.channels_last),
                "contiguous weight": torch.randn(64, 64, 3, 3, device="cuda")}
@@ -327,18 +326,8 @@ def host_cost(tree: str | None, blocks: int = 4, calls: int = 200) -> list[dict]
         calls_by = {f"{name}: conv_nd igemm": (lambda K=K: K.conv_nd(x, w, None, 1, 1, member="igemm"))
                     for name, K in families.items()}
         calls_by["cuDNN: F.conv2d"] = lambda: F.conv2d(x, w, None, 1, 1)
-        times = {k: [] for k in calls_by}
-        for _ in range(blocks):
-            for k, f in calls_by.items():
-                for _ in range(20):
-                    f()
-                torch.cuda.synchronize()
-                t = time.perf_counter()
-                for _ in range(calls):
-                    f()
-                times[k].append((time.perf_counter() - t) / calls * 1e6)
-                torch.cuda.synchronize()
-        rows += [{"weight": wname, "call": k, "host_us": round(statistics.median(v), 1)} for k, v in times.items()]
+        times = _host_us(calls_by, blocks, calls)
+        rows += [{"weight": wname, "call": k, "host_us": v} for k, v in times.items()]
         print("\n".join(f"{wname}, {r['call']}: {r['host_us']} us a call" for r in rows[-len(times):]),
               file=sys.stderr, flush=True)
     return rows

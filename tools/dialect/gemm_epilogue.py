@@ -3,7 +3,7 @@
 Inductor leaves a Linear's product to cuBLAS (`extern_kernels.mm`) and writes its bias and a
 following ReLU as a kernel of their own (`triton_poi_fused_addmm_relu`): two launches a layer,
 and the product's output written and read again. On a network of many small layers the host
-pays for every launch (3_DeepNarrowMLP: 18 products and 17 ReLUs, 1.5 ms of Python and launch
+pays for every launch (3_DeepNarrowMLP: 17 products and 16 ReLUs, 1.5 ms of Python and launch
 a forward on an H200 against 1.2 ms of GPU work). `epilogue_pass`, a pass over Inductor's
 post-grad graph, writes each `relu(addmm(bias, x, w))` whose product nothing else reads as one
 `torch.ops.krefine.addmm_act(bias, x, w, "relu")`, which Inductor leaves as a call (a fallback)

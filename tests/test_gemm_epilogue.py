@@ -83,3 +83,23 @@ def test_the_tf32x3_variant_runs_every_product_with_a_relu_epilogue_at_tf32x3():
     variant = _call(_precision_variant(PortfolioEntry("default+gemm", _seed("mlp_relu_shared"))).code)
     launches = [line for line in variant.splitlines() if "gemm(" in line]
     assert len(launches) == 3 and all("precision='tf32x3'" in line for line in launches), launches
+
+
+def test_on_cuda_a_default_compile_whose_only_product_has_a_relu_epilogue_still_gets_the_templates_compile():
+    """The templates compile writes a Linear and its ReLU as one fused template: a default capture
+    holding only krefine::addmm_act still leaves it something to replace (not "same as default")."""
+    from pathlib import Path
+    from tools.dialect import read_capture
+    from tools.dialect.portfolio import seed_portfolio
+    from tools.problem import load_problem
+    root = Path(__file__).resolve().parents[1]
+    code = (root / "tests" / "fixtures" / "inductor_level3" / "cpu_linear_relu.py").read_text(encoding="utf-8")
+    assert "krefine.addmm_act.default(" in code and "extern_kernels." not in code.split("def call(")[1]
+    calls = []
+
+    def capture(problem, device, templates=False, module_mode="train"):
+        calls.append(templates)
+        return read_capture(code)
+
+    seed_portfolio(load_problem(root / "tests" / "problems" / "level3" / "linear_relu.py"), "cuda", capture)
+    assert calls == [False, True]

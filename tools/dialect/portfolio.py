@@ -59,8 +59,9 @@ from tools.precision import with_dot_precision
 PRECISION = "tf32x3"
 CONV_TF32 = "tf32conv"      # the label of the variant whose convolutions are TF32 (cuda only)
 SAME_AS_DEFAULT = "same as default: no library GEMM/convolution to replace"
-# a call the templates would replace: extern_kernels.mm(...), .convolution(...), ...
-_LIBRARY_CALL = re.compile(r"\bextern_kernels\.\w+\(")
+# a call the templates would replace: extern_kernels.mm(...), .convolution(...), ..., and a Linear
+# and its ReLU as one op (tools/dialect/gemm_epilogue.py), which they write as a fused template
+_LIBRARY_CALL = re.compile(r"\bextern_kernels\.\w+\(|\btorch\.ops\.krefine\.addmm_act\.default\(")
 FILE_NAME = "portfolio.json"
 # call()'s launches of krefine's convolution family (tools/dialect/kernelbook.py writes them)
 _CONV_CALL = re.compile(r"= conv(?:_transpose)?_nd\(")

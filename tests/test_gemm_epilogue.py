@@ -3,9 +3,9 @@ compile `relu(addmm(bias, x, w))` whose product nothing else reads is one
 `torch.ops.krefine.addmm_act`, which the converter writes as one GEMM-family launch with
 `act='relu'`; a product read elsewhere keeps its ReLU as a kernel of its own.
 
-The converter test reads a capture recorded on cpu (tests/fixtures/inductor_level3/
-cpu_mlp_relu_shared.py, `python -m tools.dialect capture PROBLEM --device cpu`); the seed
-then runs in lockstep with Model in Triton's interpreter.
+The converter tests read captures recorded on cpu (tests/fixtures/inductor_level3/
+cpu_mlp_relu_shared.py, cpu_linear_relu_epilogue.py: `python -m tools.dialect capture PROBLEM
+--device cpu`); the seed then runs in lockstep with Model in Triton's interpreter.
 """
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def test_on_cuda_a_default_compile_whose_only_product_has_a_relu_epilogue_still_
     from tools.dialect.portfolio import seed_portfolio
     from tools.problem import load_problem
     root = Path(__file__).resolve().parents[1]
-    code = (root / "tests" / "fixtures" / "inductor_level3" / "cpu_linear_relu.py").read_text(encoding="utf-8")
+    code = (root / "tests" / "fixtures" / "inductor_level3" / "cpu_linear_relu_epilogue.py").read_text(encoding="utf-8")
     assert "krefine.addmm_act.default(" in code and "extern_kernels." not in code.split("def call(")[1]
     calls = []
 

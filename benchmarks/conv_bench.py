@@ -128,11 +128,11 @@ GEMM_SWEEP = [(128, 128, 32, 4, 3), (128, 128, 32, 8, 3), (128, 128, 64, 8, 3), 
               (64, 64, 64, 4, 3), (64, 128, 64, 4, 3)]
 
 
-def gemm_rows(tree: str | None, sweep: bool) -> list[dict]:
+def gemm_rows(then, sweep: bool) -> list[dict]:
     """Each level-3 linear layer: cuBLAS exact fp32, the family's rule at ieee and tf32x3 (and
-    TREE's), the sweep's best at tf32x3; errors against cuBLAS exact (largest over largest)."""
+    `then`'s, TREE's copy of the family), the sweep's best at tf32x3; errors against cuBLAS exact
+    (largest over largest)."""
     from tools.kernels import gemm as G
-    then = _tree_family(tree, "gemm") if tree else None
     rows = []
     torch.backends.cuda.matmul.allow_tf32 = False   # cuBLAS exact fp32: the reference and the time compared
     for i, (name, (m, k, n)) in enumerate(GEMMS.items(), 1):
@@ -162,11 +162,11 @@ def gemm_rows(tree: str | None, sweep: bool) -> list[dict]:
     return rows
 
 
-def gemm_host(tree: str | None, blocks: int = 5, calls: int = 200) -> dict:
+def gemm_host(tree: str | None, then, blocks: int = 5, calls: int = 200) -> dict:
     """Host microseconds per call of a small Linear (64 x 64 x 64, bias, tf32x3): the family's
-    (and TREE's), cuBLAS's; median of `blocks` blocks of `calls` calls launched back to back."""
+    (and `then`'s, TREE's copy), cuBLAS's; median of `blocks` blocks of `calls` calls launched back to back."""
     from tools.kernels import gemm as G
-    fams = {"this tree": G, **({tree: _tree_family(tree, "gemm")} if tree else {})}
+    fams = {"this tree": G, **({tree: then} if then is not None else {})}
     x, w, b, out = (torch.randn(*s, device="cuda") for s in ((64, 64), (64, 64), (64,), (64, 64)))
     fns = {f"{k}: gemm": (lambda g=g: g.gemm(x, w.t(), out=out, bias=b, precision="tf32x3")) for k, g in fams.items()}
     fns["cuBLAS: F.linear"] = lambda: F.linear(x, w, b)
@@ -351,8 +351,9 @@ def main(argv=None) -> int:
         if args.gemm and not (Path(args.gemm) / "tools" / "kernels" / "gemm.py").is_file():
             print(f"conv_bench: {args.gemm}: no tools/kernels/gemm.py there", file=sys.stderr)
             return 2
-        rows = gemm_rows(args.gemm or None, args.sweep)
-        host = gemm_host(args.gemm or None)
+        then = _tree_family(args.gemm, "gemm") if args.gemm else None
+        rows = gemm_rows(then, args.sweep)
+        host = gemm_host(args.gemm, then)
         Path(args.out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                                               "triton": triton.__version__, "gemm": rows, "gemm_host_us": host},
                                              indent=1) + "\n")

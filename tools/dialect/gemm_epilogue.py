@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import torch
 
-aten = torch.ops.aten
+from tools.dialect.recurrence_cells import _is, _val, aten
+
 ACTS = {aten.relu.default: "relu"}   # the activation ops taken, and the name gemm's epilogue knows each by
 
 
@@ -38,11 +39,11 @@ def _(bias, a, b, act):
 def _product(node) -> bool:
     """Is `node` a Linear's addmm(bias, x, w) (2-D, not empty, floating, alpha = beta = 1) that only
     its activation reads?"""
-    if node.op != "call_function" or node.target is not aten.addmm.default or len(node.args) != 3:
+    if not _is(node, aten.addmm.default) or len(node.args) != 3:
         return False
     if any(node.kwargs.get(k, 1) != 1 for k in ("alpha", "beta")) or set(node.kwargs) - {"alpha", "beta"}:
         return False
-    vals = [getattr(n, "meta", {}).get("val") for n in (node, *node.args)]
+    vals = [_val(n) for n in (node, *node.args)]
     return len(node.users) == 1 and all(isinstance(v, torch.Tensor) and v.dtype.is_floating_point for v in vals) \
         and vals[0].dim() == 2 and vals[0].numel() > 0   # an empty one Inductor writes no code for
 

@@ -104,7 +104,9 @@ kill $snapper 2>/dev/null; wait $snapper 2>/dev/null; snap
 cp "$bench"/results.md "$bench"/results.json "$out/" 2>/dev/null || true
 
 # 4) KernelBench's harness over what the bench judged, with the time left
-if [ "$cmd" = harness ] && [ "$(left)" -gt 30 ]; then
+if [ "$cmd" = harness ] && ! compgen -G "$bench/*/*/run.json" >/dev/null; then
+  echo "== KernelBench's harness: nothing judged yet (the seeds took the run); the next run resumes ($SECONDS s)"
+elif [ "$cmd" = harness ] && [ "$(left)" -gt 30 ]; then
   echo "== KernelBench's harness $(date +%T) ($SECONDS s)"
   timeout -k 10 $(( $(left) - 15 )) python3 -m agent.bench.kb_harness "$bench" --kb "$kbroot" --levels "${levels[@]}" \
     --setting "search.sweep_variants=${SWEEP:-0}" --gpus "$ngpu" --timeout-s ${EVAL_S:-300} "${filter[@]}" \

@@ -48,6 +48,13 @@ def test_a_later_run_without_a_correct_entry_keeps_the_figure_and_is_named(tmp_p
     assert (kept["p1"]["eager"], kept["p1"]["later"]) == (0.8, ["new.json"])
 
 
+def test_a_correct_entry_without_a_speedup_gives_no_figure(tmp_path):
+    old = harness(tmp_path / "old.jsonl", ("p1", True, 0.8))
+    new = harness(tmp_path / "new.jsonl", ("p1", True, None))
+    kept = kl.latest([(f.name, kl.read_run(f)) for f in (old, new)])
+    assert (kept["p1"]["eager"], kept["p1"]["later"]) == (0.8, ["new.jsonl"])
+
+
 def test_an_unfinished_problem_of_a_part_counts_for_nothing(tmp_path):
     assert kl.read_run(part(tmp_path / "p.json", ("p1", False, 3.0, 1.0))) == {}
 

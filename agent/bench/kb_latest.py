@@ -7,8 +7,8 @@ a line (`#` starts a comment), since files of one date cannot be ordered by name
 either KernelBench's harness beside krefine (`python -m agent.bench.kb_harness`'s JSONL: krefine's
 verdict and speedup over eager for every seed and portfolio entry) or a part of
 `python -m agent.bench.kb_search_table --json` (each problem's best entry, over eager and
-torch.compile). A later run where a problem has no correct entry (no seed, every entry wrong)
-leaves its earlier figure in place and is named beside it.
+torch.compile). A later run where a problem has no correct figure (no seed, every entry wrong, or
+a correct entry without a speedup) leaves its earlier figure in place and is named beside it.
 
     python -m agent.bench.kb_latest --manifest benchmarks/results/level3_runs.txt --total 50 [--out T.md]
 
@@ -31,7 +31,7 @@ EXIT_BAD_INPUT = 2
 
 def read_run(path: Path) -> dict[str, dict]:
     """{problem: {"eager", "compile" (or None), "correct"}} of one run: the fastest correct entry
-    of each problem it judged; a problem it judged without a correct entry has correct False."""
+    of each problem it judged; a problem it judged without a correct figure has correct False."""
     if not path.is_file():
         raise BadInput(path, "no such run file")
     text = path.read_text(encoding="utf-8")
@@ -79,7 +79,7 @@ def _keep(out: dict, problem: str, eager, compile_) -> None:
 
 def latest(runs: list[tuple[str, dict[str, dict]]]) -> dict[str, dict]:
     """{problem: {"eager", "compile", "run", "later"}}: the latest run's correct figure; "later" names
-    the runs after it that judged the problem without a correct entry."""
+    the runs after it that judged the problem without a correct figure."""
     kept: dict[str, dict] = {}
     for name, run in runs:
         for problem, got in run.items():
@@ -120,7 +120,7 @@ def report(kept: dict[str, dict], s: dict) -> str:
             return int(p.split("__", 1)[-1].split("_", 1)[0])
         except ValueError:
             return 10 ** 9
-    lines = ["| problem | latest ×eager | ×torch.compile | run | later runs without a correct entry |",
+    lines = ["| problem | latest ×eager | ×torch.compile | run | later runs without a correct figure |",
              "|---|---|---|---|---|"]
     for p in sorted(kept, key=lambda p: (num(p), p)):
         v = kept[p]

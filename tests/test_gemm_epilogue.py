@@ -103,3 +103,34 @@ def test_on_cuda_a_default_compile_whose_only_product_has_a_relu_epilogue_still_
 
     seed_portfolio(load_problem(root / "tests" / "problems" / "level3" / "linear_relu.py"), "cuda", capture)
     assert calls == [False, True]
+
+
+def _scaled_model():
+    """relu(addmm(b, x, w)) with beta and alpha other than 1, beside one with both 1."""
+    import torch
+
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w, self.b = torch.nn.Parameter(torch.randn(8, 6)), torch.nn.Parameter(torch.randn(6))
+
+        def forward(self, x):
+            return (torch.relu(torch.addmm(self.b, x, self.w, beta=0.5, alpha=2.0))
+                    + torch.relu(torch.addmm(self.b, x, self.w)))
+    return Scaled()
+
+
+def test_a_product_scaled_by_alpha_or_beta_keeps_its_relu():
+    import torch
+    from tools.dialect.gemm_epilogue import epilogue_pass
+    graph = _post_grad_graph(_scaled_model(), torch.randn(3, 8))
+    assert epilogue_pass(graph) == 1   # the unscaled one only
+    assert _targets(graph).count("aten.relu.default") == 1
+
+
+def test_a_float64_linear_and_its_relu_are_one_product():
+    import torch
+    from tools.dialect.gemm_epilogue import epilogue_pass
+    model = torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.ReLU()).double()
+    graph = _post_grad_graph(model, torch.randn(3, 8, dtype=torch.float64))
+    assert epilogue_pass(graph) == 1 and "aten.relu.default" not in _targets(graph)

@@ -419,14 +419,21 @@ def test_the_capture_of_a_hand_written_rnn_runs_the_pass_itself():
     assert text.count("torch.ops.krefine.rnn.default(") == 1
 
 
+def test_a_loop_counting_down_stays_unrolled_beside_its_forward_chain():
+    """One cell run forward, then over reversed(range(T)): the forward steps are one recurrent launch,
+    the backward ones (t falling) are no chain and stay as they are."""
+    call = _seed("elman_bidirectional_by_hand").split("def call(args):")[1]
+    assert call.count("rnn_seq(") == 1 and call.count("gemm(") == 2 * 7   # the 7 backward steps, two products each
+
+
 def test_a_loop_with_a_cell_of_its_own_each_step_stays_unrolled():
     call = _seed("elman_distinct_cells").split("def call(args):")[1]
     assert "rnn_seq(" not in call and call.count("gemm(") == 4
 
 
 HAND_WRITTEN = ["elman_loop", "elman_batch_first_relu", "elman_two_layers", "elman_two_linears", "elman_distinct_cells",
-                "lstm_by_hand", "lstm_by_hand_cat_gate_order", "lstm_by_hand_cell_states", "gru_by_hand",
-                "gru_by_hand_orders", "gru_by_hand_reset_first"]
+                "elman_bidirectional_by_hand", "lstm_by_hand", "lstm_by_hand_cat_gate_order", "lstm_by_hand_cell_states",
+                "gru_by_hand", "gru_by_hand_orders", "gru_by_hand_reset_first"]
 # LOCKSTEP for several (seed, problem) pairs in one child: the interpreter's start-up paid once
 LOCKSTEP_MANY = """
 import contextlib, io, json, sys

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
+from agent.bench.stats import _geomean
 from tools.errors import BadInput
 
 EXIT_BAD_INPUT = 2
@@ -94,13 +94,10 @@ def scores(kept: dict[str, dict], total: int) -> dict:
     """fast_1 and fast_1.5 over eager (of `total`), geometric means over the problems with figures."""
     eager = [v["eager"] for v in kept.values() if v["eager"]]
     comp = [v["compile"] for v in kept.values() if v["eager"] and v["compile"]]
-
-    def geo(xs):
-        return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
     return {"total": total, "with_figure": len(eager), "fast_1": sum(x > 1 for x in eager) / total,
             "fast_1_count": sum(x > 1 for x in eager), "fast_1.5": sum(x > 1.5 for x in eager) / total,
-            "fast_1.5_count": sum(x > 1.5 for x in eager), "geomean_eager": geo(eager),
-            "geomean_compile": geo(comp), "with_compile": len(comp)}
+            "fast_1.5_count": sum(x > 1.5 for x in eager), "geomean_eager": _geomean(eager)["value"],
+            "geomean_compile": _geomean(comp)["value"], "with_compile": len(comp)}
 
 
 def read_manifest(path: Path) -> list[Path]:

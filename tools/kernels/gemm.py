@@ -94,9 +94,9 @@ def gemm_config(m, n, k, device_type, precision="ieee", dtype=torch.float32, sms
     if device_type != "cuda":
         return fit(m, 64), fit(n, 64), fit(k, 64), 4, 1
     if dtype == torch.float32 and precision in ("tf32x3", "tf32"):
-        if 4 * (-(-m // 128) * -(-n // 128)) >= 3 * sms:
-            return 128, 128, 64 if smem >= 204800 and k >= 64 else fit(k, 32), 8, 3
         deep = smem >= 204800 and k >= 64
+        if 4 * (-(-m // 128) * -(-n // 128)) >= 3 * sms:
+            return 128, 128, 64 if deep else fit(k, 32), 8, 3
         return fit(m, 64), fit(n, 64), 64 if deep else fit(k, 32), 4, 3 if deep else 4
     return fit(m, 128 if m >= 1024 else 64), fit(n, 128 if n >= 1024 else 64), fit(k, 32), 4, 3
 

@@ -330,6 +330,51 @@ def test_a_run_the_evaluator_failed_on_is_resumed_by_the_next_bench(suite, calls
     assert resumed == [tmp_path / "out" / "default" / "2_add"]
 
 
+def _timed_out_seed(run_dir: Path, limit_s: int) -> None:   # --model none: no seed, nothing judged
+    build_run(run_dir, [], stop_reason="no_model", solved=False,
+              seed_error=f"portfolio: torch.compile took longer than {limit_s} s")
+
+
+def test_a_seed_timeout_under_a_shorter_budget_is_run_again_under_the_longer_one(suite, calls, tmp_path):
+    _timed_out_seed(tmp_path / "out" / "default" / "2_add", 240)
+    bench_main(suite, "--out", tmp_path / "out", "--device", "cpu", "--filter", "add",
+               "--set", "search.seed_timeout_s=300")
+    assert [c["problem"] for c in calls] == ["2_add"]
+
+
+def test_the_run_a_longer_seed_budget_replaces_is_kept_beside_the_bench(suite, calls, tmp_path, capsys):
+    _timed_out_seed(tmp_path / "out" / "default" / "2_add", 240)
+    bench_main(suite, "--out", tmp_path / "out", "--device", "cpu", "--filter", "add",
+               "--set", "search.seed_timeout_s=300")
+    kept = tmp_path / "out" / ".retried" / "default" / "2_add.seed-240s"
+    assert "took longer than 240 s" in json.loads((kept / "summary.json").read_text())["seed"]["error"]
+    assert f"2_add: its seed ran past 240 s; seeded again under 300 s (the earlier run is kept in {kept})" \
+        in capsys.readouterr().out
+
+
+def test_a_seed_timeout_under_the_same_budget_is_not_run_again(suite, calls, tmp_path):
+    _timed_out_seed(tmp_path / "out" / "default" / "2_add", 300)
+    bench_main(suite, "--out", tmp_path / "out", "--device", "cpu", "--filter", "add",
+               "--set", "search.seed_timeout_s=300")
+    assert calls == [] and not (tmp_path / "out" / ".retried").exists()
+
+
+def test_a_seed_timeout_after_which_the_model_judged_candidates_is_not_run_again(suite, calls, tmp_path):
+    build_run(tmp_path / "out" / "default" / "2_add", story()[:2], stop_reason="max_rounds", solved=False,
+              seed_error="portfolio: torch.compile took longer than 240 s")
+    bench_main(suite, "--out", tmp_path / "out", "--device", "cpu", "--filter", "add",
+               "--set", "search.seed_timeout_s=300")
+    assert calls == []
+
+
+def test_a_seed_that_failed_for_another_reason_is_not_run_again(suite, calls, tmp_path):
+    build_run(tmp_path / "out" / "default" / "2_add", [], stop_reason="no_model", solved=False,
+              seed_error="the guards would reject it (side_stream: ...)")
+    bench_main(suite, "--out", tmp_path / "out", "--device", "cpu", "--filter", "add",
+               "--set", "search.seed_timeout_s=300")
+    assert calls == []
+
+
 def test_a_bench_killed_while_writing_results_reports_the_whole_suite_on_rerun(suite, calls, tmp_path):
     out = tmp_path / "out"
     bench_main(suite, "--out", out, "--device", "cpu", "--filter", "relu")

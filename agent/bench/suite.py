@@ -23,7 +23,9 @@ directory OUT/<setting>/<problem>; one that has summary.json is skipped, one tha
 interrupted (kill -9, SIGTERM from `timeout` or a job scheduler, Ctrl-C) is
 resumed from its run directory, no finished candidate judged again; one whose summary says
 the evaluator failed (stop_reason evaluator_error: a kill can take the judge down
-first) is resumed too. SIGTERM is handled as Ctrl-C: the problem in progress unwinds
+first) is resumed too; one that judged nothing because its seed ran past a shorter
+[search] seed_timeout_s than the setting's now runs afresh, the earlier run moved to
+OUT/.retried/<setting>/<problem>.seed-<N>s. SIGTERM is handled as Ctrl-C: the problem in progress unwinds
 (its judges closed), the bench exits 130, and the same command goes on from there. With several GPUs, one worker process per GPU takes problems
 from a queue (CUDA_VISIBLE_DEVICES names its GPU); on cpu there is one, in-process. With
 --ray, judge actors on the cluster's GPUs serve problem loops that run in this process.
@@ -61,6 +63,7 @@ from agent.bench.job import BAD_INPUT, Job, Setting, collect
 from agent.bench.stats import ProblemResult
 from tools.errors import EXIT_BAD_INPUT, EXIT_EVALUATOR, EXIT_OK, BadInput, check_writable
 from agent.loop.rundir import RunDir
+from tools.dialect.seedcache import timed_out_after
 from tools.settings import PRECISION_POLICIES
 from agent.bench.workers import interrupt, run_jobs, visible_gpus
 
@@ -90,7 +93,14 @@ def main(args) -> int:
         if not out.is_dir():
             raise BadInput(str(out), f"krefine bench --report-only: {out}: no such results directory")
         return _report(out, suite, settings, jobs, {}, console)
-    # 2) run what is not finished yet, one worker per GPU
+    # 2) run what is not finished yet, one worker per GPU; a seed cut short by a shorter budget is tried again
+    for s in settings:
+        limit = load_config(opts.config, s.overrides, s.origins).search.seed_timeout_s
+        for j in jobs:
+            if j.setting == s and (moved := retire_seed_timeout(j, out, limit)) is not None:
+                console.print(f"bench: {j.name}: its seed ran past {moved[0]:g} s; seeded again under "
+                              f"{limit:g} s (the earlier run is kept in {moved[1]})",
+                              highlight=False, markup=False, soft_wrap=True)
     todo = [j for j in jobs if not finished(j.run_dir)]
     address = ray_address(opts, settings[0])
     console.print(f"bench: {len(problems)} problems x {len(settings)} setting(s); "
@@ -129,6 +139,31 @@ def finished(run_dir: Path) -> bool:
     except (OSError, ValueError):
         return False
     return summary is not None and summary.get("stop_reason") != "evaluator_error"
+
+
+RETIRED = ".retried"   # OUT/.retried/<setting>/<problem>.seed-<N>s: runs a bench set aside to run again
+
+
+def retire_seed_timeout(job: Job, out: Path, seed_timeout_s: float) -> tuple[float, Path] | None:
+    """A finished run that judged nothing because its seed ran past a budget shorter than
+    `seed_timeout_s` ([search] seed_timeout_s now) moves to OUT/.retried/<setting>/
+    <problem>.seed-<N>s, out of the bench's and the tables' way, so the problem runs
+    afresh under the longer budget (as the seed cache compiles a kept timeout again only
+    under a longer one); (the budget it ran past, where it went), else None."""
+    try:
+        summary = RunDir(job.run_dir).read_summary()
+    except (OSError, ValueError):
+        return None
+    seed = (summary or {}).get("seed") or {}
+    limit = timed_out_after(str(seed.get("error") or "")) if seed.get("status") == "seed_failed" else None
+    if limit is None or limit >= seed_timeout_s or summary.get("candidates_evaluated"):
+        return None
+    home = out / RETIRED / job.run_dir.parent.name
+    home.mkdir(parents=True, exist_ok=True)
+    target = next(p for p in (home / f"{job.name}.seed-{limit:g}s{f'.{i}' if i else ''}" for i in itertools.count())
+                  if not p.exists())
+    job.run_dir.rename(target)
+    return limit, target
 
 
 @contextlib.contextmanager

@@ -43,7 +43,6 @@ from tools.dialect.kernelbook import seed_candidate
 _HERE = Path(__file__).parent
 # a failure that another try may not repeat is never cached
 _TRANSIENT = ("out of memory", "CUDA error", "exit status")
-_TIMEOUT = re.compile(r"took longer than (\d+(?:\.\d+)?) s")
 # the capture's own code: what it compiles and how (conv_rewrite: the template compile's rewrites;
 # fallback_rewrite: every compile's)
 CAPTURE_CODE = ("inductor_capture.py", "capture_context.py", "module_state.py", "blocks.py", "conv_rewrite.py",
@@ -229,8 +228,7 @@ class SeedCache:
             return ok.read_text(encoding="utf-8")
         if err.exists():
             reason = err.read_text(encoding="utf-8").strip()
-            m = _TIMEOUT.search(reason)
-            if m and timeout_s is not None and timeout_s > float(m.group(1)):
+            if (limit := timed_out_after(reason)) is not None and timeout_s is not None and timeout_s > limit:
                 raise KeyError(problem.path)
             raise ValueError(reason)
         raise KeyError(problem.path)
@@ -243,6 +241,11 @@ class SeedCache:
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")   # concurrent seeders: rename is atomic
         tmp.write_text(text if text is not None else reason + "\n", encoding="utf-8")
         tmp.replace(target)
+
+
+def timed_out_after(reason: str) -> float | None:
+    """The budget (s) a failure `reason` says a compile ran past ("took longer than 240 s"), else None."""
+    return float(m.group(1)) if (m := re.search(r"took longer than (\d+(?:\.\d+)?) s", reason or "")) else None
 
 
 def lasting(reason: str) -> bool:

@@ -4,7 +4,7 @@ compile `relu(addmm(bias, x, w))` whose product nothing else reads is one
 `act='relu'`; a product read elsewhere keeps its ReLU as a kernel of its own.
 
 The converter tests read captures recorded on cpu (tests/fixtures/inductor_level3/
-cpu_mlp_relu_shared.py, cpu_linear_relu_epilogue.py: `python -m tools.dialect capture PROBLEM
+cpu_mlp_relu_shared.py, cpu_linear_relu_epilogue.py, cpu_token_ffn_relu.py: `python -m tools.dialect capture PROBLEM
 --device cpu`); the seed then runs in lockstep with Model in Triton's interpreter.
 """
 from __future__ import annotations
@@ -134,3 +134,33 @@ def test_a_float64_linear_and_its_relu_are_one_product():
     model = torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.ReLU()).double()
     graph = _post_grad_graph(model, torch.randn(3, 8, dtype=torch.float64))
     assert epilogue_pass(graph) == 1 and "aten.relu.default" not in _targets(graph)
+
+
+def test_a_linear_on_tokens_takes_its_relu_into_its_product_and_reshapes_after():
+    """(batch, tokens, features): reshape(addmm(bias, reshape(x), w)) then ReLU is one product with
+    the ReLU in its epilogue; the residual add is the one Triton kernel left."""
+    call = _call(_seed("token_ffn_relu"))
+    first = next(line for line in call.splitlines() if "gemm(" in line)
+    assert "act='relu'" in first and "bias=arg1_1" in first, first
+    assert call.count("gemm(") == 2 and call.count("[grid") == 1
+
+
+def test_the_seed_of_a_linear_on_tokens_with_its_relu_epilogue_matches_the_model(tmp_path):
+    assert max(_lockstep_errors("token_ffn_relu", tmp_path)) < 1e-4
+
+
+def test_a_reshaped_product_read_besides_its_relu_keeps_its_relu():
+    import torch
+    from tools.dialect.gemm_epilogue import epilogue_pass
+
+    class Both(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 6)
+
+        def forward(self, x):
+            z = self.fc(x)
+            return torch.relu(z), z
+
+    graph = _post_grad_graph(Both(), torch.randn(2, 3, 8))
+    assert epilogue_pass(graph) == 0 and "aten.relu.default" in _targets(graph)

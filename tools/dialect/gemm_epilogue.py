@@ -14,6 +14,9 @@ computes with torch's own kernels, only so the capture runs.
 Only in the default compile: the templates compile (max-autotune) writes its own Triton
 product with the epilogue fused, which this op would take from it. 2-D products with alpha =
 beta = 1 only (a Linear's); a product read elsewhere too, or another activation, stays as it is.
+A Linear on more than two dimensions is a product between two reshapes, `relu(reshape(addmm(bias,
+reshape(x), w)))` (a transformer's feed-forward on (batch, tokens, features)): its ReLU goes into
+the product and the reshape follows it, `reshape(addmm_act(...))`, elementwise the same.
 """
 from __future__ import annotations
 
@@ -48,20 +51,37 @@ def _product(node) -> bool:
         and vals[0].dim() == 2 and vals[0].numel() > 0   # an empty one Inductor writes no code for
 
 
+# the reshapes a Linear on (..., features) puts around its 2-D product (none copies: the product is contiguous)
+RESHAPES = (aten.reshape.default, aten.view.default, aten._unsafe_view.default)
+
+
+def _reshaped(node) -> bool:
+    """Is `node` a reshape of a node only it reads?"""
+    return any(_is(node, r) for r in RESHAPES) and isinstance(node.args[0], torch.fx.Node) \
+        and len(node.args[0].users) == 1 and not node.kwargs
+
+
 def epilogue_pass(graph) -> int:
-    """Each activation of ACTS whose input is such a product, as one addmm_act: how many were."""
+    """Each activation of ACTS whose input is such a product, or a reshape of one, as one
+    addmm_act (then the reshape): how many were."""
     done = 0
     for node in list(graph.nodes):
         if node.op != "call_function" or node.target not in ACTS or len(node.args) != 1 or node.kwargs:
             continue
-        product = node.args[0]
+        view = node.args[0] if _reshaped(node.args[0]) and len(node.args[0].users) == 1 else None
+        product = view.args[0] if view is not None else node.args[0]
         if not isinstance(product, torch.fx.Node) or not _product(product):
             continue
         with graph.inserting_before(node):
             fused = graph.call_function(torch.ops.krefine.addmm_act.default, (*product.args, ACTS[node.target]))
-        fused.meta.update(node.meta)
-        node.replace_all_uses_with(fused)
+            out = fused if view is None else graph.call_function(view.target, (fused, *view.args[1:]))
+        fused.meta.update(product.meta if view is not None else node.meta)
+        if view is not None:
+            out.meta.update(node.meta)
+        node.replace_all_uses_with(out)
         graph.erase_node(node)
+        if view is not None:
+            graph.erase_node(view)
         graph.erase_node(product)
         done += 1
     return done

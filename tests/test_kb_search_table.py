@@ -22,6 +22,26 @@ def _run(root: Path, name: str, speedups: dict[str, float], finished: bool = Tru
     return run
 
 
+def _with_kernels(run: Path, cid: str, median_ms: float, kernel_us: list[tuple[int, float]]) -> None:
+    """Give candidate `cid`'s verdict a per-call median and a kernel record: (calls, total_us) per kernel."""
+    path = run / "evals" / f"{cid}.json"
+    v = json.loads(path.read_text())
+    v["timing_ms"] = {"candidate": {"median": median_ms}}
+    v["checks"] = {"kernel_breakdown": [{"name": f"k{i}", "calls": c, "total_us": us} for i, (c, us) in enumerate(kernel_us)]}
+    path.write_text(json.dumps(v))
+
+
+def test_the_fastest_entry_s_gpu_idle_share_is_its_call_less_its_kernels_time(tmp_path):
+    run = _run(tmp_path, "level3__19_Net", {"r00-c00": 0.3, "r00-c01": 0.4})
+    _with_kernels(run, "r00-c00", 9.0, [(10, 500.0)])
+    _with_kernels(run, "r00-c01", 6.0, [(100, 1200.0), (45, 300.0)])   # the fastest: 1.5 of 6 ms in kernels
+    assert "| level3__19_Net | 6.000 | 1.500 | 145 | 75% |" in kb.table([kb.row(run)])
+
+
+def test_problems_without_a_kernel_record_get_no_idle_table(tmp_path):
+    assert "GPU idle" not in kb.table([kb.row(_run(tmp_path, "level3__1_A", {"r00-c00": 2.0}))])
+
+
 def test_problems_are_ordered_by_level_then_number():
     names = ["level2__1_A", "level1__10_B", "level1__2_C", "level1__1_D"]
     assert sorted(names, key=kb.order) == ["level1__1_D", "level1__2_C", "level1__10_B", "level2__1_A"]

@@ -39,6 +39,16 @@ def _speed(v: dict, base: str) -> float | None:
     return (v.get("speedup") or {}).get(base) if v.get("verdict") == "correct" else None
 
 
+def _time_split(v: dict) -> dict:
+    """A correct verdict's per-call median (ms), its kernels' GPU time a call (ms, the sum of checks.kernel_breakdown)
+    and its launches a call; None each where the verdict has no kernel record."""
+    kernels = (v.get("checks") or {}).get("kernel_breakdown") or []
+    ms = ((v.get("timing_ms") or {}).get("candidate") or {}).get("median")
+    if not kernels or not ms or v.get("verdict") != "correct":
+        return {"ms": None, "gpu_ms": None, "launches": None}
+    return {"ms": ms, "gpu_ms": sum(k["total_us"] for k in kernels) / 1000, "launches": sum(k["calls"] for k in kernels)}
+
+
 def row(run: Path) -> dict:
     vs, labels = _verdicts(run), _labels(run)
     seed = vs.get("r00-c00", {})
@@ -56,6 +66,7 @@ def row(run: Path) -> dict:
             "best_eager": _speed(vs[final], "eager") if final else None,
             "best_compile": _speed(vs[final], "compile") if final else None,
             "best_change": labels.get(final, "") if final and final == best else "(portfolio)",
+            **{f"best_{k}": x for k, x in _time_split(vs[final] if final else {}).items()},
             "judged": len(vs), "prescreened": sum(len(s["variants"]) for s in screens),
             "prescreen_s": sum(s["seconds"] for s in screens),
             "judge_s": sum(sum((v.get("checks") or {}).get("phase_s", {}).values()) for v in vs.values()),
@@ -242,6 +253,7 @@ def table(rows: list[dict], gpu_s: float = 0.0, calls: int = 0, cut: int = 0, to
     killed = [f"{r['problem']} {c}" for r in rows if r["finished"] for c in r.get("killed", [])]
     if killed:
         out.append(f"- killed (signal 9: a call's time limit or the OOM killer), recorded as runtime errors: {', '.join(killed)}")
+    out += idle_lines(rows)
     pre, pre_s, judged, judge_s = tot["prescreened"], tot["prescreen_s"], tot["judged"], tot["judge_s"]
     gpu_s, calls, cut = tot["gpu_s"], tot["calls"], tot["cut"]
     if gpu_s:
@@ -253,6 +265,19 @@ def table(rows: list[dict], gpu_s: float = 0.0, calls: int = 0, cut: int = 0, to
                f"{judged} candidates in {judge_s:.0f} s of phase time ({judged / judge_s:.3f} candidates/s)"
                if pre_s and judge_s else "")
     return "\n".join(out) + "\n"
+
+
+def idle_lines(rows: list[dict]) -> list[str]:
+    """Where each finished problem's fastest entry spends a call: its kernels' GPU time against the per-call
+    median, the rest the GPU idles (the host launching, allocating, running Python), most idle first."""
+    split = sorted((r for r in rows if r["finished"] and r.get("best_gpu_ms") is not None),
+                   key=lambda r: r["best_gpu_ms"] / r["best_ms"])
+    if not split:
+        return []
+    return ["", "| problem | fastest entry ms a call | its kernels' GPU ms | launches a call | GPU idle |",
+            "|---|---|---|---|---|"] + [
+        f"| {r['problem']} | {r['best_ms']:.3f} | {r['best_gpu_ms']:.3f} | {r['best_launches']} | "
+        f"{max(0.0, 1 - r['best_gpu_ms'] / r['best_ms']):.0%} |" for r in split] + [""]
 
 
 def main() -> None:

@@ -85,6 +85,41 @@ def test_a_tf32x3_variant_differs_from_its_seed_only_in_the_dots_precision_keywo
         ({"ieee": 1}, {"tf32x3": 1})
 
 
+def test_a_variant_differing_in_precision_keywords_alone_is_not_read_by_the_guards_again(monkeypatch):
+    """The seed was accepted by the guards; its tf32x3 variant changes dots' precision keywords only,
+    which no guard rejects: on a 1.3 MB seed each guard pass took 15-30 s."""
+    seed = seed_portfolio(load_problem(TRIU), "cuda", _compiles("gpu_triu_matmul_extern", "gpu_triu_matmul_template"))[0]
+    read = []
+    monkeypatch.setattr(portfolio, "guard_rejection", lambda code, *a, **k: read.append(code))
+    variant = portfolio._precision_variant(seed)
+    assert variant.code is not None and variant.code != seed.code and read == []
+
+
+def test_a_variant_differing_in_more_than_precision_is_read_by_the_guards():
+    seed = seed_portfolio(load_problem(TRIU), "cuda", _compiles("gpu_triu_matmul_extern", "gpu_triu_matmul_template"))[0]
+    other = seed.code.replace("precision='ieee'", "precision='tf32x3'") + "\nimport socket\n"
+    assert "network" in portfolio._guarded(seed, other)
+
+
+def test_a_precision_value_no_variant_writes_is_read_by_the_guards(monkeypatch):
+    seed = seed_portfolio(load_problem(TRIU), "cuda", _compiles("gpu_triu_matmul_extern", "gpu_triu_matmul_template"))[0]
+    read = []
+    monkeypatch.setattr(portfolio, "guard_rejection", lambda code, *a, **k: read.append(code))
+    portfolio._guarded(seed, seed.code.replace("precision='ieee'", "precision='bf16'"))
+    assert len(read) == 1
+
+
+def test_the_variants_of_the_portfolio_kept_while_templates_compile_are_made_once(monkeypatch):
+    portfolio._variants.cache_clear()
+    made = []
+    real = portfolio._precision_variant
+    monkeypatch.setattr(portfolio, "_precision_variant", lambda e: made.append(e.label) or real(e))
+    seen = []
+    seed_portfolio(load_problem(TRIU), "cuda", _compiles("gpu_triu_matmul_extern", "gpu_triu_matmul_template"),
+                   on_progress=lambda entries, pending: seen.append(len(entries)))
+    assert seen == [2] and made == ["default+gemm", "templates"]
+
+
 def test_templates_are_not_compiled_when_the_default_seed_calls_no_library():
     calls = []
     entries = seed_portfolio(load_problem(SOFTMAX), "cuda", _compiles("gpu_long_softmax", "gpu_long_softmax", calls))

@@ -13,7 +13,9 @@ there is none):
                        products (tools/precision.py `with_dot_precision`; the convolution
                        family's launches by their `precision=` argument), only where it
                        has such dots. Nothing else in the file changes: whether it meets
-                       the problem's tolerance is the judge's to say.
+                       the problem's tolerance is the judge's to say. (So the guards'
+                       verdict on the seed holds for it; a variant that differs in more
+                       is read by them again.)
   "<label>+tf32conv"   (cuda) the tf32x3 variant with the convolution family's launches at
                        "tf32" instead (operands rounded to TF32, one product: as cuDNN
                        convolves by default, PyTorch's cudnn.allow_tf32), only where it has
@@ -44,6 +46,7 @@ entries and choosing among them is not done here.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -124,9 +127,8 @@ def _ordered(configs: list[PortfolioEntry], device: str = "cpu") -> list[Portfol
     # 3) seed_candidate's seed first (stable: default before templates when both or neither)
     configs.sort(key=lambda e: e.code is None)
     # 4) each seed with its exact-fp32 dots at tf32x3; on cuda, its convolutions at TF32 too
-    variants = [v for v in (_precision_variant(e) for e in configs if e.code is not None) if v is not None]
-    if device == "cuda":
-        variants += [v for v in (_conv_tf32_variant(e) for e in configs if e.code is not None) if v is not None]
+    made = [_variants(e.label, e.code, device) for e in configs if e.code is not None]
+    variants = [v for v, _ in made if v is not None] + [v for _, v in made if v is not None]
     # 5) one entry per code
     seen: set[str] = set()
     out = []
@@ -166,6 +168,29 @@ def _configuration(problem, label: str, get) -> tuple[PortfolioEntry, Capture | 
     return PortfolioEntry(label, code), cap
 
 
+@functools.lru_cache(maxsize=8)
+def _variants(label: str, code: str, device: str) -> tuple[PortfolioEntry | None, PortfolioEntry | None]:
+    """An accepted entry's tf32x3 variant and, on cuda, its tf32conv one (None: none), each made once: the
+    portfolio kept while the templates compile runs and the whole one share them."""
+    entry = PortfolioEntry(label, code)
+    base = _precision_variant(entry)
+    return base, _conv_tf32_variant(entry, base) if device == "cuda" else None
+
+
+# a dot's or a family launch's precision keyword, with the values a variant writes
+_PRECISION_KW = re.compile(r"""(,\s*(?:allow_tf32|input_precision)\s*=\s*(?:True|False|(["'])(?:ieee|tf32|tf32x3)\2))"""
+                           r"""|\bprecision\s*=\s*'(?:ieee|tf32|tf32x3)'""")
+
+
+def _guarded(entry: PortfolioEntry, code: str) -> str | None:
+    """The guards' rejection of `code`, a variant of the accepted `entry`: none where the two differ in
+    precision keywords alone (ieee, tf32, tf32x3: no guard rejects one), which on a 1.3 MB seed (DenseNet201)
+    spares a guard pass of about 15 s a variant; else the guards read it."""
+    def bare(text):
+        return _PRECISION_KW.sub(lambda m: "" if m.group(1) else "precision=_", text)
+    return None if bare(code) == bare(entry.code) else guard_rejection(code)
+
+
 def _precision_variant(entry: PortfolioEntry) -> PortfolioEntry | None:
     code = with_dot_precision(entry.code, PRECISION) or entry.code
     code = _CONV_PRECISION.sub(rf"\1'{PRECISION}'", code)
@@ -175,23 +200,27 @@ def _precision_variant(entry: PortfolioEntry) -> PortfolioEntry | None:
     if code == entry.code:
         return None                 # no exact-fp32 dot: nothing to vary
     label = f"{entry.label}+{PRECISION}"
-    rejected = guard_rejection(code)
+    rejected = _guarded(entry, code)
     return PortfolioEntry(label, code) if rejected is None else \
         PortfolioEntry(label, None, f"the guards would reject it ({rejected})")
 
 
-def _conv_tf32_variant(entry: PortfolioEntry) -> PortfolioEntry | None:
-    """`entry`'s tf32x3 variant with its convolution launches at "tf32"; None without any."""
+_MADE = object()
+
+
+def _conv_tf32_variant(entry: PortfolioEntry, base=_MADE) -> PortfolioEntry | None:
+    """`entry`'s tf32x3 variant (`base`, where made already) with its convolution launches at "tf32"; None
+    without any."""
     if not _CONV_CALL.search(entry.code):
         return None
-    base = _precision_variant(entry)
+    base = _precision_variant(entry) if base is _MADE else base
     code = _CONV_PRECISION.sub(r"\1'tf32'", entry.code)
     if base is not None and base.code is not None:
         code = _CONV_TF32X3.sub(r"\1'tf32'", base.code)
     label = f"{entry.label}+{CONV_TF32}"
     if code == entry.code:
         return None
-    rejected = guard_rejection(code)
+    rejected = _guarded(entry, code)
     return PortfolioEntry(label, code) if rejected is None else \
         PortfolioEntry(label, None, f"the guards would reject it ({rejected})")
 

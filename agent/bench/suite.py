@@ -25,8 +25,8 @@ resumed from its run directory, no finished candidate judged again; one whose su
 the evaluator failed (stop_reason evaluator_error: a kill can take the judge down
 first) is resumed too; one that judged nothing because its seed ran past a shorter
 [search] seed_timeout_s than the setting's now runs afresh, the earlier run moved to
-OUT/.retried/<setting>/<problem>.seed-<N>s. SIGTERM is handled as Ctrl-C: the problem in progress unwinds
-(its judges closed), the bench exits 130, and the same command goes on from there. With several GPUs, one worker process per GPU takes problems
+OUT/.retried/<setting>/<problem>.seed-<N>s. SIGTERM is handled as Ctrl-C: the problem in
+progress unwinds (its judges closed), the bench exits 130, and the same command goes on from there. With several GPUs, one worker process per GPU takes problems
 from a queue (CUDA_VISIBLE_DEVICES names its GPU); on cpu there is one, in-process. With
 --ray, judge actors on the cluster's GPUs serve problem loops that run in this process.
 

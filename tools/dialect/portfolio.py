@@ -185,7 +185,7 @@ _PRECISION_KW = re.compile(r"""(,\s*(?:allow_tf32|input_precision)\s*=\s*(?:True
 def _guarded(entry: PortfolioEntry, code: str) -> str | None:
     """The guards' rejection of `code`, a variant of the accepted `entry`: none where the two differ in
     precision keywords alone (ieee, tf32, tf32x3: no guard rejects one), which on a 1.3 MB seed (DenseNet201)
-    spares a guard pass of about 15 s a variant; else the guards read it."""
+    spares a guard pass of 15-30 s a variant; else the guards read it."""
     def bare(text):
         return _PRECISION_KW.sub(lambda m: "" if m.group(1) else "precision=_", text)
     return None if bare(code) == bare(entry.code) else guard_rejection(code)

@@ -41,12 +41,14 @@ def _speed(v: dict, base: str) -> float | None:
 
 def _time_split(v: dict) -> dict:
     """A correct verdict's per-call median (ms), its kernels' GPU time a call (ms, the sum of checks.kernel_breakdown)
-    and its launches a call; None each where the verdict has no kernel record."""
+    its launches a call and how many of them are a BatchNorm's; None each where the verdict has no kernel record."""
     kernels = (v.get("checks") or {}).get("kernel_breakdown") or []
     ms = ((v.get("timing_ms") or {}).get("candidate") or {}).get("median")
     if not kernels or not ms or v.get("verdict") != "correct":
-        return {"ms": None, "gpu_ms": None, "launches": None}
-    return {"ms": ms, "gpu_ms": sum(k["total_us"] for k in kernels) / 1000, "launches": sum(k["calls"] for k in kernels)}
+        return {"ms": None, "gpu_ms": None, "launches": None, "bn_launches": None}
+    return {"ms": ms, "gpu_ms": sum(k["total_us"] for k in kernels) / 1000, "launches": sum(k["calls"] for k in kernels),
+            # Inductor names a kernel after the aten ops it fuses: a training-mode BatchNorm's carry "batch_norm"
+            "bn_launches": sum(k["calls"] for k in kernels if "batch_norm" in k["name"])}
 
 
 def row(run: Path) -> dict:
@@ -274,9 +276,11 @@ def idle_lines(rows: list[dict]) -> list[str]:
                    key=lambda r: r["best_gpu_ms"] / r["best_ms"])
     if not split:
         return []
-    return ["", "| problem | fastest entry ms a call | its kernels' GPU ms | launches a call | GPU idle |",
-            "|---|---|---|---|---|"] + [
-        f"| {r['problem']} | {r['best_ms']:.3f} | {r['best_gpu_ms']:.3f} | {r['best_launches']} | "
+    def bn(r):   # a part written before the count: no figure
+        return "—" if r.get("best_bn_launches") is None else f"{r['best_bn_launches'] / r['best_launches']:.0%}"
+    return ["", "| problem | fastest entry ms a call | its kernels' GPU ms | launches a call | of them BatchNorm's "
+            "| GPU idle |", "|---|---|---|---|---|---|"] + [
+        f"| {r['problem']} | {r['best_ms']:.3f} | {r['best_gpu_ms']:.3f} | {r['best_launches']} | {bn(r)} | "
         f"{max(0.0, 1 - r['best_gpu_ms'] / r['best_ms']):.0%} |" for r in split] + [""]
 
 

@@ -255,7 +255,6 @@ def table(rows: list[dict], gpu_s: float = 0.0, calls: int = 0, cut: int = 0, to
     killed = [f"{r['problem']} {c}" for r in rows if r["finished"] for c in r.get("killed", [])]
     if killed:
         out.append(f"- killed (signal 9: a call's time limit or the OOM killer), recorded as runtime errors: {', '.join(killed)}")
-    out += idle_lines(rows)
     pre, pre_s, judged, judge_s = tot["prescreened"], tot["prescreen_s"], tot["judged"], tot["judge_s"]
     gpu_s, calls, cut = tot["gpu_s"], tot["calls"], tot["cut"]
     if gpu_s:
@@ -266,6 +265,7 @@ def table(rows: list[dict], gpu_s: float = 0.0, calls: int = 0, cut: int = 0, to
     out.append(f"- pre-screen: {pre} variants in {pre_s:.0f} s of GPU wall ({pre / pre_s:.2f} variants/s); full judge: "
                f"{judged} candidates in {judge_s:.0f} s of phase time ({judged / judge_s:.3f} candidates/s)"
                if pre_s and judge_s else "")
+    out += idle_lines(rows)
     return "\n".join(out) + "\n"
 
 

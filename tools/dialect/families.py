@@ -11,6 +11,7 @@ under tools/kernels/, whose file the seed carries unchanged (`family_source`):
   torch.ops.aten.topk / sort (fallback kernels)        -> topk_op / sort_op (select.py)
   torch.ops.aten._embedding_bag / _cdist_forward        -> embedding_bag_op / cdist_op (lookup.py)
   aten.scatter_reduce_.two (cpu: scatter_add, ...)      -> scatter_reduce_op_ (scatter.py)
+  torch.ops.krefine.add_one_ (counters.py: BatchNorms' num_batches_tracked) -> add_one (counters.py)
 
 Each launch keeps the buffer Inductor allocated (or the layout it asserts next) and exact
 "ieee" dots; the portfolio's tf32x3 variants change only `precision=`. Used by
@@ -234,6 +235,21 @@ def _scatter_launch(stmt: ast.Expr) -> ast.Expr:
     return _as_family_call(stmt, _SCATTER_OPS[call_name(stmt)], "scatter", [])
 
 
+COUNTER_FAMILY = "tools/kernels/counters.py"
+ADD_ONE_OP = "torch.ops.krefine.add_one_.default"   # tools/dialect/counters.py
+
+
+def _add_one_launch(stmt: ast.Expr) -> ast.Expr:
+    """`torch.ops.krefine.add_one_.default([arg2_1, arg8_1])` (the forward's counter increments,
+    a BatchNorm's num_batches_tracked) -> `add_one([arg2_1, arg8_1])`: krefine's counter kernel
+    (tools/kernels/counters.py), in place, one launch for every 16."""
+    call = stmt.value
+    if len(call.args) != 1 or call.keywords or not isinstance(call.args[0], ast.List):
+        raise ValueError(f"call(): unsupported counter increment: {short_code(stmt)}")
+    return ast.Expr(ast.Call(ast.Name("add_one", ast.Load()), [call.args[0]], []))
+
+
 # every family a seed may carry, in the order the seed's text holds them (the seed cache's
 # key hashes these files: tools/dialect/seedcache.py KERNEL_CODE)
-FAMILIES = (CONV_FAMILY, GEMM_FAMILY, ATTENTION_FAMILY, RNN_FAMILY, SELECT_FAMILY, LOOKUP_FAMILY, SCATTER_FAMILY)
+FAMILIES = (CONV_FAMILY, GEMM_FAMILY, ATTENTION_FAMILY, RNN_FAMILY, SELECT_FAMILY, LOOKUP_FAMILY, SCATTER_FAMILY,
+            COUNTER_FAMILY)

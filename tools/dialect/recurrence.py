@@ -205,7 +205,8 @@ def _code_hash() -> str:   # read once a process
     import hashlib
     from pathlib import Path
     here = Path(__file__).parent
-    code = b"".join((here / f).read_bytes() for f in ("recurrence.py", "recurrence_cells.py", "gemm_epilogue.py"))
+    code = b"".join((here / f).read_bytes() for f in ("recurrence.py", "recurrence_cells.py", "gemm_epilogue.py",
+                                                      "counters.py"))
     return hashlib.sha256(code).hexdigest()
 
 
@@ -219,7 +220,9 @@ class RecurrencePass(CustomGraphPass):
         self.epilogues = epilogues
 
     def __call__(self, graph) -> None:
+        from tools.dialect.counters import counter_pass
         recurrence_pass(graph)
+        counter_pass(graph)   # BatchNorms' num_batches_tracked, one launch for all (tools/dialect/counters.py)
         if self.epilogues:
             from tools.dialect.gemm_epilogue import epilogue_pass
             epilogue_pass(graph)

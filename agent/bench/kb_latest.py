@@ -23,10 +23,9 @@ import json
 import sys
 from pathlib import Path
 
+from agent.bench.kb_search_table import order
 from agent.bench.stats import _geomean
-from tools.errors import BadInput
-
-EXIT_BAD_INPUT = 2
+from tools.errors import EXIT_BAD_INPUT, BadInput
 
 
 def read_run(path: Path) -> dict[str, dict]:
@@ -112,14 +111,9 @@ def read_manifest(path: Path) -> list[Path]:
 
 
 def report(kept: dict[str, dict], s: dict) -> str:
-    def num(p):   # level3__12_VGG19 -> 12
-        try:
-            return int(p.split("__", 1)[-1].split("_", 1)[0])
-        except ValueError:
-            return 10 ** 9
     lines = ["| problem | latest ×eager | ×torch.compile | run | later runs without a correct figure |",
              "|---|---|---|---|---|"]
-    for p in sorted(kept, key=lambda p: (num(p), p)):
+    for p in sorted(kept, key=order):
         v = kept[p]
         fig = f"{v['eager']:.2f}" if v["eager"] else "—"
         comp = f"{v['compile']:.2f}" if v["compile"] else "—"

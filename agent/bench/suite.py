@@ -78,8 +78,7 @@ def main(args) -> int:
             print(f"{name}\t{path}")
         return 0
     settings = make_settings(opts)
-    for s in settings:
-        load_config(opts.config, s.overrides, s.origins)
+    configs = [load_config(opts.config, s.overrides, s.origins) for s in settings]
     if opts.model:
         from agent.models.llm import check_spec
         check_spec(opts.model)
@@ -94,8 +93,8 @@ def main(args) -> int:
             raise BadInput(str(out), f"krefine bench --report-only: {out}: no such results directory")
         return _report(out, suite, settings, jobs, {}, console)
     # 2) run what is not finished yet, one worker per GPU; a seed cut short by a shorter budget is tried again
-    for s in settings:
-        limit = load_config(opts.config, s.overrides, s.origins).search.seed_timeout_s
+    for s, config in zip(settings, configs):
+        limit = config.search.seed_timeout_s
         for j in jobs:
             if j.setting == s and (moved := retire_seed_timeout(j, out, limit)) is not None:
                 console.print(f"bench: {j.name}: its seed ran past {moved[0]:g} s; seeded again under "

@@ -53,12 +53,11 @@ import ast
 import re
 
 from tools.dialect.families import (ADD_ONE_OP, ADDMM_ACT_OP, ATTENTION_FAMILY, CONV_FAMILY, COUNTER_FAMILY,
-                                    FAMILIES, GEMM_FAMILY,
-                                    LOOKUP_FAMILY, RNN_FAMILY, RNN_OP, SCATTER_FAMILY, SELECT_FAMILY, _GEMM_CALLS,
-                                    _LOOKUP_OPS, _SCATTER_OPS, _SELECT_OPS, _add_one_launch, _addmm_act_launch,
-                                    _attention_launch,
-                                    _conv_launch, _gemm_launch, _lookup_launch, _rnn_launch, _scatter_launch,
-                                    _sdpa_op, _select_launch, conv_family_source, family_source)
+                                    FAMILIES, GEMM_FAMILY, LOOKUP_FAMILY, RNN_FAMILY, RNN_OP, SCATTER_FAMILY,
+                                    SELECT_FAMILY, _GEMM_CALLS, _LOOKUP_OPS, _SCATTER_OPS, _SELECT_OPS,
+                                    _add_one_launch, _addmm_act_launch, _attention_launch, _conv_launch,
+                                    _gemm_launch, _lookup_launch, _rnn_launch, _scatter_launch, _sdpa_op,
+                                    _select_launch, conv_family_source, family_source)
 from tools.dialect.inductor_capture import Capture, capture
 from tools.dialect.interp_math import cpu_missing
 from tools.dialect.inductor_wrapper import (BLOCK_PARAMS, FIXED_GRID, GRID_NUMELS, Kernel, call_name, dotted,

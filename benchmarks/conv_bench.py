@@ -26,6 +26,12 @@ copy of the family at its own rule beside it (an older checkout: the A/B of a ch
 with --sweep, a few launch configurations at "tf32x3"; then the host microseconds per call of
 a small Linear through the family (and TREE's) and through cuBLAS.
 
+--bn times the batch-statistics kernel (tools/kernels/batchnorm.py) instead, on level-3 BatchNorm
+inputs (channels-last, as a convolution hands them over): a training BatchNorm's statistics and
+running update through the family (one launch) and through Inductor (torch.compile of the same
+var_mean and update: its split reduction), GPU ms of each, cuDNN's whole training batch_norm
+(statistics and normalize) beside them, the family's error against float64, and host us a call.
+
 --host [TREE] times the host instead: microseconds of Python and launch per call (the
 GPU never the bound: each call queues a small convolution) for the family and for
 F.conv2d (cuDNN), on ResNet-18's 64-channel 3x3 convolution, with TREE's copy of the family
@@ -333,6 +339,43 @@ def host_cost(tree: str | None, blocks: int = 4, calls: int = 200) -> list[dict]
     return rows
 
 
+BN_SHAPES = {"MobileNetV1 conv1 (10, 32, 112, 112)": (10, 32, 112, 112), "ResNet101 stem (10, 64, 112, 112)":
+             (10, 64, 112, 112), "MobileNetV1 (10, 256, 28, 28)": (10, 256, 28, 28),
+             "ResNet101 layer3 (10, 1024, 14, 14)": (10, 1024, 14, 14), "MobileNetV1 (10, 1024, 7, 7)": (10, 1024, 7, 7),
+             "ResNet101 layer4 (10, 2048, 7, 7)": (10, 2048, 7, 7), "EfficientNetB2 (2, 96, 112, 112)": (2, 96, 112, 112)}
+
+
+def bn_rows() -> list[dict]:
+    from tools.kernels.batchnorm import batch_stats
+
+    def inductor_stats(x, rm, rv, unbias):
+        var, mean = torch.var_mean(x, [0, 2, 3], correction=0, keepdim=True)
+        rm.copy_(mean.flatten() * 0.1 + rm * 0.9)
+        rv.copy_(var.flatten() * unbias * 0.1 + rv * 0.9)
+        return var, mean
+    compiled = torch.compile(inductor_stats)
+    rows = []
+    for name, shape in BN_SHAPES.items():
+        x = torch.randn(shape, device="cuda").to(memory_format=torch.channels_last) * 2 + 0.5
+        c, n = shape[1], x.numel() // shape[1]
+        rm, rv, w, b = (torch.zeros(c, device="cuda"), torch.ones(c, device="cuda"), torch.ones(c, device="cuda"),
+                        torch.zeros(c, device="cuda"))
+        var, mean = batch_stats(x)
+        tv, tm = torch.var_mean(x.double(), [0, 2, 3], correction=0, keepdim=True)
+        fns = {"family": lambda: batch_stats(x, rm, rv, 0.1, n / (n - 1)),
+               "inductor": lambda: compiled(x, rm, rv, n / (n - 1)),
+               "cudnn_bn": lambda: F.batch_norm(x, rm, rv, w, b, training=True)}
+        row = {"name": name, "shape": list(shape), **{f"{k}_ms": _ms(f) for k, f in fns.items()},
+               "var_err": ((var.double() - tv).abs().max() / tv.abs().max()).item(),
+               "mean_err": ((mean.double() - tm).abs().max() / tv.abs().max().sqrt()).item()}
+        row.update({f"{k}_host_us": v for k, v in _host_us({k: fns[k] for k in ("family", "inductor")}, 3, 100).items()})
+        rows.append(row)
+        print(f"{name}: family {row['family_ms'] * 1e3:.1f} us, Inductor {row['inductor_ms'] * 1e3:.1f} us, "
+              f"cuDNN batch_norm {row['cudnn_bn_ms'] * 1e3:.1f} us; host {row['family_host_us']} vs "
+              f"{row['inductor_host_us']} us", file=sys.stderr, flush=True)
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="JSON file for every figure")
@@ -343,10 +386,21 @@ def main(argv=None) -> int:
                     help="time host cost per call instead (TREE: an older checkout's family beside this one's)")
     ap.add_argument("--gemm", nargs="?", const="", default=None, metavar="TREE",
                     help="time the GEMM family on level-3 linear layers instead (TREE: an older checkout's beside)")
+    ap.add_argument("--bn", action="store_true", help="time the batch-statistics kernel on level-3 BatchNorms instead")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("conv_bench: needs a CUDA GPU", file=sys.stderr)
         return 2
+    if args.bn:
+        rows = bn_rows()
+        Path(args.out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                              "triton": triton.__version__, "bn": rows}, indent=1) + "\n")
+        print("| BatchNorm input | family us | Inductor us | cuDNN batch_norm us | var err | host us family / Inductor |")
+        print("|---|---|---|---|---|---|")
+        print("\n".join(f"| {r['name']} | {r['family_ms'] * 1e3:.1f} | {r['inductor_ms'] * 1e3:.1f} | "
+                        f"{r['cudnn_bn_ms'] * 1e3:.1f} | {r['var_err']:.1e} | {r['family_host_us']} / "
+                        f"{r['inductor_host_us']} |" for r in rows))
+        return 0
     if args.gemm is not None:
         if args.gemm and not (Path(args.gemm) / "tools" / "kernels" / "gemm.py").is_file():
             print(f"conv_bench: {args.gemm}: no tools/kernels/gemm.py there", file=sys.stderr)

@@ -12,6 +12,7 @@ under tools/kernels/, whose file the seed carries unchanged (`family_source`):
   torch.ops.aten._embedding_bag / _cdist_forward        -> embedding_bag_op / cdist_op (lookup.py)
   aten.scatter_reduce_.two (cpu: scatter_add, ...)      -> scatter_reduce_op_ (scatter.py)
   torch.ops.krefine.add_one_ (counters.py: BatchNorms' num_batches_tracked) -> add_one (counters.py)
+  torch.ops.krefine.batch_stats(_) (batch_stats.py: a BatchNorm's statistics) -> batch_stats (batchnorm.py)
 
 Each launch keeps the buffer Inductor allocated (or the layout it asserts next) and exact
 "ieee" dots; the portfolio's tf32x3 variants change only `precision=`. Used by
@@ -249,7 +250,23 @@ def _add_one_launch(stmt: ast.Expr) -> ast.Expr:
     return ast.Expr(ast.Call(ast.Name("add_one", ast.Load()), [call.args[0]], []))
 
 
+BATCH_STATS_FAMILY = "tools/kernels/batchnorm.py"
+BATCH_STATS_OPS = ("torch.ops.krefine.batch_stats.default", "torch.ops.krefine.batch_stats_.default")
+
+
+def _batch_stats_launch(stmt: ast.Assign) -> ast.Assign:
+    """`buf3 = torch.ops.krefine.batch_stats_.default(buf2, arg4_1, arg5_1, 0.1, 1.02)` (a BatchNorm's
+    statistics and running update: tools/dialect/batch_stats.py), or `batch_stats.default(buf2)` ->
+    `buf3 = batch_stats(buf2, ...)`: krefine's batch-statistics kernel (tools/kernels/batchnorm.py),
+    one launch, (var, mean) as the op returns them."""
+    call = stmt.value
+    if len(stmt.targets) != 1 or call.keywords or len(call.args) not in (1, 5) \
+            or any(isinstance(a, ast.Starred) for a in call.args):
+        raise ValueError(f"call(): unsupported batch statistics call: {short_code(stmt)}")
+    return ast.Assign(stmt.targets, ast.Call(ast.Name("batch_stats", ast.Load()), call.args, []))
+
+
 # every family a seed may carry, in the order the seed's text holds them (the seed cache's
 # key hashes these files: tools/dialect/seedcache.py KERNEL_CODE)
 FAMILIES = (CONV_FAMILY, GEMM_FAMILY, ATTENTION_FAMILY, RNN_FAMILY, SELECT_FAMILY, LOOKUP_FAMILY, SCATTER_FAMILY,
-            COUNTER_FAMILY)
+            COUNTER_FAMILY, BATCH_STATS_FAMILY)

@@ -52,10 +52,11 @@ from __future__ import annotations
 import ast
 import re
 
-from tools.dialect.families import (ADD_ONE_OP, ADDMM_ACT_OP, ATTENTION_FAMILY, CONV_FAMILY, COUNTER_FAMILY,
-                                    FAMILIES, GEMM_FAMILY, LOOKUP_FAMILY, RNN_FAMILY, RNN_OP, SCATTER_FAMILY,
-                                    SELECT_FAMILY, _GEMM_CALLS, _LOOKUP_OPS, _SCATTER_OPS, _SELECT_OPS,
-                                    _add_one_launch, _addmm_act_launch, _attention_launch, _conv_launch,
+from tools.dialect.families import (ADD_ONE_OP, ADDMM_ACT_OP, ATTENTION_FAMILY, BATCH_STATS_FAMILY, BATCH_STATS_OPS,
+                                    CONV_FAMILY, COUNTER_FAMILY, FAMILIES, GEMM_FAMILY, LOOKUP_FAMILY, RNN_FAMILY,
+                                    RNN_OP, SCATTER_FAMILY, SELECT_FAMILY, _GEMM_CALLS, _LOOKUP_OPS, _SCATTER_OPS,
+                                    _SELECT_OPS, _add_one_launch, _addmm_act_launch, _attention_launch,
+                                    _batch_stats_launch, _conv_launch,
                                     _gemm_launch, _lookup_launch, _rnn_launch, _scatter_launch, _sdpa_op,
                                     _select_launch, conv_family_source, family_source)
 from tools.dialect.inductor_capture import Capture, capture
@@ -252,6 +253,9 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded
         elif isinstance(stmt, ast.Expr) and call_name(stmt) == ADD_ONE_OP:
             body.append(_add_one_launch(stmt))
             externs.add(COUNTER_FAMILY)
+        elif isinstance(stmt, ast.Assign) and call_name(stmt) in BATCH_STATS_OPS:
+            body.append(_batch_stats_launch(stmt))
+            externs.add(BATCH_STATS_FAMILY)
         elif isinstance(stmt, ast.Expr) and call_name(stmt) in _SCATTER_OPS:
             body.append(_scatter_launch(stmt))
             externs.add(SCATTER_FAMILY)

@@ -1,0 +1,187 @@
+"""A training-mode BatchNorm's statistics and running update in one launch (tools/dialect/batch_stats.py,
+tools/kernels/batchnorm.py), where Inductor writes three.
+
+The converter tests read a capture recorded on cpu (tests/fixtures/inductor_level3/
+cpu_batchnorm_stats.py: `python -m tools.dialect capture PROBLEM --device cpu`); the kernel runs in
+Triton's interpreter in a child process (TRITON_INTERPRET is set before triton is imported).
+"""
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from tests.kernel_cases import compile_for_sm90
+from tests.test_gemm_epilogue import _call, _post_grad_graph, _targets
+from tests.test_level3_seeds import _seed
+
+
+def _conv_bn(n: int, **bn):
+    import torch
+    layers = []
+    for _ in range(n):
+        layers += [torch.nn.Conv2d(4, 4, 1), torch.nn.BatchNorm2d(4, **bn)]
+    return torch.nn.Sequential(*layers)
+
+
+def test_each_batch_norm_s_statistics_and_running_update_are_one_op():
+    import torch
+    from tools.dialect.batch_stats import batch_stats_pass
+    graph = _post_grad_graph(_conv_bn(3, momentum=0.25), torch.randn(2, 4, 3, 3))
+    assert batch_stats_pass(graph) == 3
+    targets = _targets(graph)
+    assert targets.count("krefine.batch_stats_.default") == 3 and "aten.var_mean.correction" not in targets
+    assert targets.count("aten.copy_.default") == 3   # the three num_batches_tracked, left to the counter pass
+    op = next(n for n in graph.nodes if str(n.target) == "krefine.batch_stats_.default")
+    assert [a.op for a in op.args[1:3]] == ["placeholder"] * 2 and op.args[3] == 0.25
+    assert op.args[4] == pytest.approx(18 / 17)   # n / (n - 1), n = 2 * 3 * 3
+
+
+def test_a_batch_norm_without_running_statistics_is_the_functional_op():
+    import torch
+    from tools.dialect.batch_stats import batch_stats_pass
+    graph = _post_grad_graph(_conv_bn(1, track_running_stats=False), torch.randn(2, 4, 3, 3))
+    assert batch_stats_pass(graph) == 1
+    assert _targets(graph).count("krefine.batch_stats.default") == 1 and "aten.copy_.default" not in _targets(graph)
+
+
+def test_an_update_of_another_form_is_kept_and_only_the_statistics_move():
+    import torch
+    from tools.dialect.batch_stats import batch_stats_pass
+
+    class Odd(torch.nn.Module):   # running * 0.5 + mean * 0.3: no BatchNorm's momentum
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("rm", torch.zeros(4))
+
+        def forward(self, x):
+            var, mean = torch.var_mean(x, [0, 2], correction=0, keepdim=True)
+            self.rm.copy_(self.rm * 0.5 + mean.squeeze((0, 2)) * 0.3)
+            return (x - mean) / (var + 1e-5).sqrt()
+
+    graph = _post_grad_graph(Odd(), torch.randn(3, 4, 5))
+    assert batch_stats_pass(graph) == 1
+    targets = _targets(graph)
+    assert "krefine.batch_stats.default" in targets and "krefine.batch_stats_.default" not in targets
+    assert targets.count("aten.copy_.default") == 1
+
+
+@pytest.mark.parametrize("dtype, dims", [("float64", [0, 2, 3]), ("float32", [0, 1]), ("float32", [0, 2])])
+def test_other_reductions_and_dtypes_stay_var_mean(dtype, dims):
+    import torch
+    from tools.dialect.batch_stats import batch_stats_pass
+
+    class Stats(torch.nn.Module):
+        def forward(self, x):
+            var, mean = torch.var_mean(x, dims, correction=0, keepdim=True)
+            return x - mean + var
+
+    graph = _post_grad_graph(Stats(), torch.randn(2, 3, 4, 5, dtype=getattr(torch, dtype)))
+    assert batch_stats_pass(graph) == 0 and "aten.var_mean.correction" in _targets(graph)
+
+
+def test_the_seed_has_one_statistics_launch_a_batch_norm_and_no_reduction_kernel_of_inductor():
+    call = _call(_seed("batchnorm_stats"))
+    assert call.count("batch_stats(") == 4 and "triton_red_" not in call
+    assert "batch_stats(buf2, arg4_1, arg5_1, 0.3," in call   # the BatchNorm2d's momentum, its running buffers
+    assert "batch_stats(reinterpret_tensor(buf8" in call       # track_running_stats=False: statistics alone
+
+
+@pytest.mark.slow
+def test_the_seed_is_correct_and_keeps_the_running_statistics_under_the_judge(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "seed.py").write_text(_seed("batchnorm_stats"))
+    done = subprocess.run([sys.executable, "-m", "agent.cli", "eval", str(root / "tests/problems/level3/batchnorm_stats.py"),
+                           str(tmp_path / "seed.py"), "--device", "cpu", "--json", "--no-profile", "--keep-judge", "0"],
+                          cwd=root, capture_output=True, text=True, timeout=600)
+    verdict = json.loads(done.stdout.strip().splitlines()[-1])
+    assert verdict["verdict"] == "correct", verdict.get("diagnostics")
+    assert {"bn2.running_var", "bnf.running_mean"} <= set(verdict["checks"]["module_state"]["examples"])
+
+
+# batch_stats in Triton's interpreter against torch.var_mean and a BatchNorm's running update: the
+# largest error of each case; PROGRAMS stands for the GPU's programs so that rows split many ways
+STATS = """
+import json, sys, torch
+import tools.kernels.batchnorm as bn
+bn._programs = lambda device: int(sys.argv[1])
+torch.manual_seed(0)
+CASES = {"nchw": ((4, 8, 6, 7), None), "channels_last": ((5, 70, 9, 9), torch.channels_last),
+         "ncl": ((3, 5, 7), None), "nc": ((6, 3), None), "ncdhw": ((2, 3, 2, 3, 4), None),
+         "strided_view": ((3, 4, 5, 6), "view")}
+out = {}
+for name, (shape, fmt) in CASES.items():
+    x = torch.randn(shape, dtype=torch.float64).float() * 3 + 5
+    x = x[:, :, 1:4, ::2] if fmt == "view" else x.to(memory_format=fmt) if fmt is not None else x
+    dims = [0, *range(2, x.dim())]
+    var, mean = torch.var_mean(x, dims, correction=0, keepdim=True)
+    rm, rv = torch.randn(x.shape[1]), torch.rand(x.shape[1])
+    n = x.numel() // x.shape[1]
+    a, b = rm.clone(), rv.clone()
+    v, m = bn.batch_stats(x)
+    v2, m2 = bn.batch_stats(x, a, b, 0.3, n / (n - 1))
+    splits = bn._PLANS[(tuple(x.shape), x.stride(), x.device)][0][1]
+    out[name] = [float((v - var).abs().max()), float((m - mean).abs().max()), list(v.shape) == list(var.shape),
+                 float((a - (mean.flatten() * 0.3 + rm * 0.7)).abs().max()),
+                 float((b - (var.flatten() * n / (n - 1) * 0.3 + rv * 0.7)).abs().max()),
+                 bool(torch.equal(v, v2) and torch.equal(m, m2)), splits]
+print(json.dumps(out))
+"""
+CASES = ("nchw", "channels_last", "ncl", "nc", "ncdhw", "strided_view")
+
+
+@functools.lru_cache(maxsize=None)
+def _stats_results(programs: int) -> dict:
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    done = subprocess.run([sys.executable, "-c", STATS, str(programs)], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("programs", [1, 64])
+@pytest.mark.parametrize("case", CASES)
+def test_batch_stats_is_var_mean_and_a_batch_norm_s_running_update(case, programs):
+    var_err, mean_err, same_shape, rm_err, rv_err, same_again, _ = _stats_results(programs)[case]
+    assert same_shape and same_again
+    assert var_err < 1e-4 and mean_err < 1e-5 and rm_err < 1e-5 and rv_err < 1e-4
+
+
+def test_rows_split_many_ways_where_the_gpu_has_programs_to_fill():
+    assert _stats_results(64)["channels_last"][-1] > 1 and _stats_results(1)["channels_last"][-1] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("update, block_r, block_c, splits", [(True, 64, 64, 64), (False, 512, 8, 1)])
+def test_the_batch_stats_kernel_compiles_for_sm90(update, block_r, block_c, splits):
+    import tools.kernels.batchnorm as bn
+    sig = {**{p: "*fp32" for p in ("x_ptr", "work_ptr", "var_ptr", "mean_ptr", "rm_ptr", "rv_ptr")},
+           **{p: "i32" for p in "C R D H W s_n s_c s_d s_h s_w rows_per splits".split()},
+           "momentum": "fp32", "unbias": "fp32", **{p: "constexpr" for p in ("UPDATE", "BLOCK_R", "BLOCK_C", "SPLITS")}}
+    kernel = compile_for_sm90(bn.batch_stats_kernel, sig, {"UPDATE": update, "BLOCK_R": block_r, "BLOCK_C": block_c,
+                                                          "SPLITS": splits})
+    assert "atom.global.gpu.acq_rel.add.f32" in kernel.asm["ptx"]
+
+
+@pytest.mark.gpu
+def test_batch_stats_gives_the_same_bits_at_every_run_on_the_gpu():
+    """The last program to finish combines the partials in a fixed tree: no run-to-run drift."""
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    from tools.kernels.batchnorm import batch_stats
+    x = torch.randn(16, 96, 56, 56, device="cuda").to(memory_format=torch.channels_last) * 2 + 1
+    first = batch_stats(x)
+    for _ in range(20):
+        again = batch_stats(x)
+        assert torch.equal(again[0], first[0]) and torch.equal(again[1], first[1])
+    var, mean = torch.var_mean(x.double(), [0, 2, 3], correction=0, keepdim=True)
+    assert torch.allclose(first[0].double(), var, rtol=1e-5) and torch.allclose(first[1].double(), mean, atol=1e-5)

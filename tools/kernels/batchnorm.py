@@ -1,0 +1,137 @@
+"""krefine's batch-statistics kernel, in Triton: a training-mode BatchNorm's per-channel mean and
+variance, and its running update, in one launch.
+
+`batch_stats(x)` is `torch.var_mean(x, [0, 2, ...], correction=0, keepdim=True)` for x of shape
+(N, C, *spatial) with 0 to 3 spatial dims, through any strides (NCHW, channels-last, a view);
+`batch_stats(x, running_mean, running_var, momentum, unbias)` also updates the running statistics
+in place as a BatchNorm does: running_mean = mean * momentum + running_mean * (1 - momentum), and
+running_var the same with var * unbias (n / (n - 1)).
+
+Inductor writes these statistics as a split reduction of three launches (tools/dialect/batch_stats.py
+says why that matters). Here the grid is (channel blocks, row splits). Each program reduces its
+rows of its channels to a count, mean and sum of squared deviations, tile by tile (Chan's
+combination: no sum of squares, so no cancellation), and writes them to a workspace; then it
+takes a ticket (an atomic add, release and acquire). The program that takes a channel block's
+last ticket combines the block's partials (at most MAX_SPLITS) as one tile, in a reduction tree
+fixed by the code, so the result does not depend on which program finishes last: the same bits at
+every run. It writes var and mean (float32, shape
+(1, C, 1, ...)) and the running update. The workspace and tickets are one zeroed allocation a call.
+
+This file stands alone (torch and triton only): a seed copies its text, unchanged, into its
+`ModelNew`, so `best.py` carries it.
+"""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _chan(n_a, mean_a, m2_a, n_b, mean_b, m2_b):
+    """Chan's combination of two (count, mean, M2) per channel; a count of zero adds nothing (also
+    the combine function of the last program's tl.reduce)."""
+    n = n_a + n_b
+    frac = tl.where(n > 0, n_b / tl.maximum(n, 1.0), 0.0)
+    delta = mean_b - mean_a
+    return n, mean_a + delta * frac, m2_a + m2_b + delta * delta * n_a * frac
+
+
+@triton.jit
+def batch_stats_kernel(x_ptr, work_ptr, var_ptr, mean_ptr, rm_ptr, rv_ptr, C, R, D, H, W, s_n, s_c, s_d, s_h,
+                       s_w, rows_per, splits, momentum, unbias, UPDATE: tl.constexpr, BLOCK_R: tl.constexpr,
+                       BLOCK_C: tl.constexpr, SPLITS: tl.constexpr):
+    pid_c = tl.program_id(0)
+    pid_r = tl.program_id(1)
+    cs = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
+    c_ok = cs < C
+    cnt = tl.zeros([BLOCK_C], tl.float32)
+    mean = tl.zeros([BLOCK_C], tl.float32)
+    m2 = tl.zeros([BLOCK_C], tl.float32)
+    first = pid_r * rows_per   # rows (n, d, h, w) in int32: fewer than 2**31 of them
+    for start in range(0, rows_per, BLOCK_R):
+        rs = first + start + tl.arange(0, BLOCK_R)
+        r_ok = rs < R
+        w = rs % W
+        h = (rs // W) % H
+        d = (rs // (W * H)) % D
+        n = rs // (W * H * D)
+        offs = n.to(tl.int64) * s_n + d.to(tl.int64) * s_d + h.to(tl.int64) * s_h + w.to(tl.int64) * s_w
+        ok = r_ok[:, None] & c_ok[None, :]
+        v = tl.load(x_ptr + offs[:, None] + cs[None, :].to(tl.int64) * s_c, mask=ok, other=0.0).to(tl.float32)
+        t_n = tl.sum(r_ok.to(tl.float32), 0)
+        t_mean = tl.sum(v, 0) / tl.maximum(t_n, 1.0)
+        dev = tl.where(ok, v - t_mean[None, :], 0.0)
+        cnt, mean, m2 = _chan(cnt, mean, m2, t_n, t_mean, tl.sum(dev * dev, 0))
+    own = work_ptr + pid_r * 2 * C + cs
+    tl.store(own, mean, mask=c_ok)
+    tl.store(own + C, m2, mask=c_ok)
+    # every thread's partials are written before the ticket is taken; the last taker reads them all
+    tl.debug_barrier()
+    ticket = tl.atomic_add(work_ptr + splits * 2 * C + pid_c, 1.0, sem="acq_rel", scope="gpu")
+    if ticket == splits - 1:
+        js = tl.arange(0, SPLITS)
+        ok = (js < splits)[:, None] & c_ok[None, :]
+        part = work_ptr + js[:, None] * 2 * C + cs[None, :]
+        p_n = tl.where(ok, tl.minimum(rows_per, R - js * rows_per).to(tl.float32)[:, None], 0.0)
+        p_mean = tl.load(part, mask=ok, other=0.0, volatile=True)
+        p_m2 = tl.load(part + C, mask=ok, other=0.0, volatile=True)
+        cnt, mean, m2 = tl.reduce((p_n, p_mean, p_m2), 0, _chan)
+        var = m2 / tl.maximum(cnt, 1.0)   # a channel past C has none
+        tl.store(var_ptr + cs, var, mask=c_ok)
+        tl.store(mean_ptr + cs, mean, mask=c_ok)
+        if UPDATE:
+            rm = tl.load(rm_ptr + cs, mask=c_ok, other=0.0)
+            rv = tl.load(rv_ptr + cs, mask=c_ok, other=0.0)
+            tl.store(rm_ptr + cs, mean * momentum + rm * (1.0 - momentum), mask=c_ok)
+            tl.store(rv_ptr + cs, var * unbias * momentum + rv * (1.0 - momentum), mask=c_ok)
+
+
+MAX_SPLITS = 64   # row splits a channel block: the last program combines them as one (SPLITS, BLOCK_C) tile
+_PLANS = {}   # each shape's grid and arguments, made once (the host's time is most of a small layer's)
+_SMS = {}
+
+
+def _programs(device) -> int:
+    """How many programs the grid aims at: four a multiprocessor on a GPU, four on the interpreter."""
+    if device.type != "cuda":
+        return 4
+    if device.index not in _SMS:
+        _SMS[device.index] = torch.cuda.get_device_properties(device).multi_processor_count
+    return 4 * _SMS[device.index]
+
+
+def _plan(shape, strides, device):
+    n, c, *sp = shape
+    s_n, s_c, *s_sp = strides
+    sizes, steps = [1] * (3 - len(sp)) + list(sp), [0] * (3 - len(sp)) + list(s_sp)
+    rows = n * sizes[0] * sizes[1] * sizes[2]
+    block_c = min(triton.next_power_of_2(c), 64 if s_c == 1 else 8)
+    block_r = max(16, min(triton.next_power_of_2(rows), 4096 // block_c))
+    c_blocks = triton.cdiv(c, block_c)
+    splits = max(1, min(_programs(device) // c_blocks, triton.cdiv(rows, block_r), MAX_SPLITS))
+    rows_per = triton.cdiv(triton.cdiv(rows, splits), block_r) * block_r
+    splits = triton.cdiv(rows, rows_per)
+    return (c_blocks, splits), [c, rows, *sizes, s_n, s_c, *steps, rows_per, splits], block_r, block_c
+
+
+def batch_stats(x, running_mean=None, running_var=None, momentum=0.1, unbias=1.0):
+    """(var, mean) of x over every dim but 1 (biased var), float32, each of shape (1, C, 1, ...);
+    with running_mean and running_var (float32, C elements each), updates them in place too."""
+    assert 2 <= x.dim() <= 5 and x.numel() > 0, "batch_stats takes (N, C) to (N, C, D, H, W), not empty"
+    update = running_mean is not None
+    assert update == (running_var is not None), "batch_stats updates both running statistics or neither"
+    key = (tuple(x.shape), x.stride(), x.device)
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= 1024:
+            _PLANS.clear()
+        plan = _PLANS[key] = _plan(x.shape, x.stride(), x.device)
+    grid, ints, block_r, block_c = plan
+    c, splits = x.shape[1], grid[1]
+    shape = (1, c, *[1] * (x.dim() - 2))
+    var = torch.empty(shape, dtype=torch.float32, device=x.device)
+    mean = torch.empty(shape, dtype=torch.float32, device=x.device)
+    work = torch.zeros(splits * 2 * c + grid[0], dtype=torch.float32, device=x.device)
+    batch_stats_kernel[grid](x, work, var, mean, running_mean if update else var, running_var if update else var,
+                             *ints, float(momentum), float(unbias), UPDATE=update, BLOCK_R=block_r,
+                             BLOCK_C=block_c, SPLITS=triton.next_power_of_2(splits), num_warps=4)
+    return var, mean

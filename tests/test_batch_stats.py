@@ -129,6 +129,15 @@ for name, (shape, fmt) in CASES.items():
                  float((a - (mean.flatten() * 0.3 + rm * 0.7)).abs().max()),
                  float((b - (var.flatten() * n / (n - 1) * 0.3 + rv * 0.7)).abs().max()),
                  bool(torch.equal(v, v2) and torch.equal(m, m2)), splits]
+x1, x2 = torch.randn(4, 6, 5, 5), torch.randn(4, 6, 5, 5) * 7 - 2   # one shape: the workspace is used again
+bn._WORK.clear()
+bn.batch_stats(x1)
+v, m = bn.batch_stats(x2)
+var, mean = torch.var_mean(x2, [0, 2, 3], correction=0, keepdim=True)
+(work,) = bn._WORK.values()
+grid = bn._PLANS[(tuple(x2.shape), x2.stride(), x2.device)][0]
+out["again"] = [float((v - var).abs().max()), float((m - mean).abs().max()), len(bn._WORK),
+                work[-grid[0]:].tolist()]
 print(json.dumps(out))
 """
 CASES = ("nchw", "channels_last", "ncl", "nc", "ncdhw", "strided_view")
@@ -153,6 +162,13 @@ def test_batch_stats_is_var_mean_and_a_batch_norm_s_running_update(case, program
     var_err, mean_err, same_shape, rm_err, rv_err, same_again, _ = _stats_results(programs)[case]
     assert same_shape and same_again
     assert var_err < 1e-4 and mean_err < 1e-5 and rm_err < 1e-5 and rv_err < 1e-4
+
+
+@pytest.mark.parametrize("programs", [1, 64])
+def test_a_second_call_uses_the_workspace_again_and_finds_its_tickets_at_zero(programs):
+    var_err, mean_err, workspaces, tickets = _stats_results(programs)["again"]
+    assert var_err < 1e-3 and mean_err < 1e-5
+    assert workspaces == 1 and tickets == [0.0] * len(tickets)
 
 
 def test_rows_split_many_ways_where_the_gpu_has_programs_to_fill():

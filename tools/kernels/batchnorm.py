@@ -15,7 +15,10 @@ takes a ticket (an atomic add, release and acquire). The program that takes a ch
 last ticket combines the block's partials (at most MAX_SPLITS) as one tile, in a reduction tree
 fixed by the code, so the result does not depend on which program finishes last: the same bits at
 every run. It writes var and mean (float32, shape
-(1, C, 1, ...)) and the running update. The workspace and tickets are one zeroed allocation a call.
+(1, C, 1, ...)) and the running update, and puts the block's ticket back to zero. The workspace
+(partials and tickets) is allocated, zeroed, once a size and stream, and kept: a call allocates
+its outputs only, and launches nothing but the kernel (a zeroed allocation a call was a fill
+kernel's launch a BatchNorm). A partial is always written in the launch that reads it.
 
 This file stands alone (torch and triton only): a seed copies its text, unchanged, into its
 `ModelNew`, so `best.py` carries it.
@@ -75,6 +78,7 @@ def batch_stats_kernel(x_ptr, work_ptr, var_ptr, mean_ptr, rm_ptr, rv_ptr, C, R,
         p_mean = tl.load(part, mask=ok, other=0.0, volatile=True)
         p_m2 = tl.load(part + C, mask=ok, other=0.0, volatile=True)
         cnt, mean, m2 = tl.reduce((p_n, p_mean, p_m2), 0, _chan)
+        tl.store(work_ptr + splits * 2 * C + pid_c, 0.0)   # every program has taken its ticket: the next call's
         var = m2 / tl.maximum(cnt, 1.0)   # a channel past C has none
         tl.store(var_ptr + cs, var, mask=c_ok)
         tl.store(mean_ptr + cs, mean, mask=c_ok)
@@ -87,6 +91,7 @@ def batch_stats_kernel(x_ptr, work_ptr, var_ptr, mean_ptr, rm_ptr, rv_ptr, C, R,
 
 MAX_SPLITS = 64   # row splits a channel block: the last program combines them as one (SPLITS, BLOCK_C) tile
 _PLANS = {}   # each shape's grid and arguments, made once (the host's time is most of a small layer's)
+_WORK = {}    # a workspace of each size on each stream: partials, then tickets, at zero between calls
 _SMS = {}
 
 
@@ -110,7 +115,8 @@ def _plan(shape, strides, device):
     splits = max(1, min(_programs(device) // c_blocks, triton.cdiv(rows, block_r), MAX_SPLITS))
     rows_per = triton.cdiv(triton.cdiv(rows, splits), block_r) * block_r
     splits = triton.cdiv(rows, rows_per)
-    return (c_blocks, splits), [c, rows, *sizes, s_n, s_c, *steps, rows_per, splits], block_r, block_c
+    return ((c_blocks, splits), [c, rows, *sizes, s_n, s_c, *steps, rows_per, splits], block_r, block_c,
+            (1, c, *[1] * len(sp)), splits * 2 * c + c_blocks, triton.next_power_of_2(splits))
 
 
 def batch_stats(x, running_mean=None, running_var=None, momentum=0.1, unbias=1.0):
@@ -125,13 +131,16 @@ def batch_stats(x, running_mean=None, running_var=None, momentum=0.1, unbias=1.0
         if len(_PLANS) >= 1024:
             _PLANS.clear()
         plan = _PLANS[key] = _plan(x.shape, x.stride(), x.device)
-    grid, ints, block_r, block_c = plan
-    c, splits = x.shape[1], grid[1]
-    shape = (1, c, *[1] * (x.dim() - 2))
+    grid, ints, block_r, block_c, shape, size, splits_p2 = plan
     var = torch.empty(shape, dtype=torch.float32, device=x.device)
     mean = torch.empty(shape, dtype=torch.float32, device=x.device)
-    work = torch.zeros(splits * 2 * c + grid[0], dtype=torch.float32, device=x.device)
+    stream = torch.cuda.current_stream(x.device).cuda_stream if x.device.type == "cuda" else 0
+    work = _WORK.get((x.device, stream, size))
+    if work is None:
+        if len(_WORK) >= 1024:
+            _WORK.clear()
+        work = _WORK[(x.device, stream, size)] = torch.zeros(size, dtype=torch.float32, device=x.device)
     batch_stats_kernel[grid](x, work, var, mean, running_mean if update else var, running_var if update else var,
                              *ints, float(momentum), float(unbias), UPDATE=update, BLOCK_R=block_r,
-                             BLOCK_C=block_c, SPLITS=triton.next_power_of_2(splits), num_warps=4)
+                             BLOCK_C=block_c, SPLITS=splits_p2, num_warps=4)
     return var, mean

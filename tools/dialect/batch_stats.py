@@ -57,14 +57,15 @@ def _(x, running_mean, running_var, momentum, unbias):
 
 def _stats(node):
     """(x, var, mean) of a BatchNorm's `var_mean(x, [0, 2, ...], correction=0, keepdim=True)` over a
-    float32 input of 2 to 5 dims (var, mean: its getitems, None where unread), else None."""
+    float32 input of 2 to 5 dims, fewer than 2**30 values a channel (the kernel counts rows in int32;
+    var, mean: its getitems, None where unread), else None."""
     if not _is(node, aten.var_mean.correction) or len(node.args) != 2:
         return None
     x, dims = node.args
     val = _val(x)
     if not isinstance(val, torch.Tensor) or val.dtype != torch.float32 or not 2 <= val.dim() <= 5 \
-            or val.numel() == 0 or node.kwargs != {"correction": 0, "keepdim": True} \
-            or list(dims or ()) != [0, *range(2, val.dim())]:
+            or val.numel() == 0 or val.numel() // val.shape[1] >= 2**30 \
+            or node.kwargs != {"correction": 0, "keepdim": True} or list(dims or ()) != [0, *range(2, val.dim())]:
         return None
     items = {u.args[1]: u for u in node.users if _is(u, operator.getitem)}
     if len(items) != len(node.users):

@@ -66,6 +66,26 @@ def test_an_update_of_another_form_is_kept_and_only_the_statistics_move():
     assert targets.count("aten.copy_.default") == 1
 
 
+def test_a_batch_norm_run_twice_in_a_forward_keeps_its_chained_update():
+    """The second update reads the first's result, not the buffer: neither is folded into an op."""
+    import torch
+    from tools.dialect.batch_stats import batch_stats_pass
+
+    class Twice(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c, self.b = torch.nn.Conv2d(4, 4, 1), torch.nn.BatchNorm2d(4)
+
+        def forward(self, x):
+            return self.b(self.c(torch.relu(self.b(self.c(x)))))
+
+    graph = _post_grad_graph(Twice(), torch.randn(2, 4, 5, 5))
+    assert batch_stats_pass(graph) == 2
+    targets = _targets(graph)
+    assert targets.count("krefine.batch_stats.default") == 2 and "krefine.batch_stats_.default" not in targets
+    assert targets.count("aten.copy_.default") == 3   # running mean, running var, num_batches_tracked
+
+
 @pytest.mark.parametrize("dtype, dims", [("float64", [0, 2, 3]), ("float32", [0, 1]), ("float32", [0, 2])])
 def test_other_reductions_and_dtypes_stay_var_mean(dtype, dims):
     import torch

@@ -12,6 +12,7 @@ import functools
 import pytest
 
 from tests.kernel_cases import compile_for_sm90
+from tests.test_counters import judged_seed
 from tests.test_gemm_epilogue import _call, _post_grad_graph, _targets
 from tests.test_level3_seeds import _seed
 
@@ -109,16 +110,7 @@ def test_the_seed_has_one_statistics_launch_a_batch_norm_and_no_reduction_kernel
 
 @pytest.mark.slow
 def test_the_seed_is_correct_and_keeps_the_running_statistics_under_the_judge(tmp_path):
-    import json
-    import subprocess
-    import sys
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[1]
-    (tmp_path / "seed.py").write_text(_seed("batchnorm_stats"))
-    done = subprocess.run([sys.executable, "-m", "agent.cli", "eval", str(root / "tests/problems/level3/batchnorm_stats.py"),
-                           str(tmp_path / "seed.py"), "--device", "cpu", "--json", "--no-profile", "--keep-judge", "0"],
-                          cwd=root, capture_output=True, text=True, timeout=600)
-    verdict = json.loads(done.stdout.strip().splitlines()[-1])
+    verdict = judged_seed("batchnorm_stats", tmp_path)
     assert verdict["verdict"] == "correct", verdict.get("diagnostics")
     assert {"bn2.running_var", "bnf.running_mean"} <= set(verdict["checks"]["module_state"]["examples"])
 

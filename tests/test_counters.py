@@ -64,18 +64,23 @@ def test_the_seed_adds_one_to_both_counters_in_one_launch():
     assert "add_one([arg2_1, arg8_1])" in call and "add_copy" not in call
 
 
-@pytest.mark.slow
-def test_the_seed_keeps_the_model_s_state_under_the_judge(tmp_path):
+def judged_seed(name: str, tmp_path) -> dict:
+    """`krefine eval` of tests/problems/level3/NAME.py's seed (from its cpu capture) on cpu: the verdict."""
     import json
     import subprocess
     import sys
     from pathlib import Path
     root = Path(__file__).resolve().parents[1]
-    (tmp_path / "seed.py").write_text(_seed("batchnorm_counters"))
-    done = subprocess.run([sys.executable, "-m", "agent.cli", "eval", str(root / "tests/problems/level3/batchnorm_counters.py"),
+    (tmp_path / "seed.py").write_text(_seed(name))
+    done = subprocess.run([sys.executable, "-m", "agent.cli", "eval", str(root / f"tests/problems/level3/{name}.py"),
                            str(tmp_path / "seed.py"), "--device", "cpu", "--json", "--no-profile", "--keep-judge", "0"],
                           cwd=root, capture_output=True, text=True, timeout=600)
-    verdict = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_the_seed_keeps_the_model_s_state_under_the_judge(tmp_path):
+    verdict = judged_seed("batchnorm_counters", tmp_path)
     assert verdict["verdict"] == "correct", verdict.get("diagnostics")
     assert "f.1.num_batches_tracked" in verdict["checks"]["module_state"]["examples"]
 

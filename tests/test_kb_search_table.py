@@ -35,7 +35,7 @@ def test_the_fastest_entry_s_gpu_idle_share_is_its_call_less_its_kernels_time(tm
     run = _run(tmp_path, "level3__19_Net", {"r00-c00": 0.3, "r00-c01": 0.4})
     _with_kernels(run, "r00-c00", 9.0, [(10, 500.0)])
     _with_kernels(run, "r00-c01", 6.0, [(100, 1200.0), (45, 300.0)])   # the fastest: 1.5 of 6 ms in kernels
-    assert "| level3__19_Net | 6.000 | 1.500 | 145 | 0% | 75% |" in kb.table([kb.row(run)])
+    assert "| level3__19_Net | 6.000 | 1.500 | 145 | 0% | 0% | 75% |" in kb.table([kb.row(run)])
 
 
 def test_the_share_of_launches_a_batch_norm_makes_counts_kernels_named_after_it(tmp_path):
@@ -45,7 +45,19 @@ def test_the_share_of_launches_a_batch_norm_makes_counts_kernels_named_after_it(
     v = json.loads(path.read_text())
     v["checks"]["kernel_breakdown"][1]["name"] = "triton_red_fused__native_batch_norm_legit_functional_2"
     path.write_text(json.dumps(v))
-    assert "| level3__9_Net | 4.000 | 1.200 | 80 | 75% | 70% |" in kb.table([kb.row(run)])
+    assert "| level3__9_Net | 4.000 | 1.200 | 80 | 75% | 0% | 70% |" in kb.table([kb.row(run)])
+
+
+def test_krefine_s_batch_statistics_count_as_a_batch_norm_s_and_an_aten_fill_as_a_library_s(tmp_path):
+    run = _run(tmp_path, "level3__19_Net", {"r00-c00": 0.5})
+    _with_kernels(run, "r00-c00", 5.0, [(20, 400.0), (20, 300.0), (10, 100.0), (50, 200.0)])
+    path = run / "evals" / "r00-c00.json"
+    v = json.loads(path.read_text())
+    v["checks"]["kernel_breakdown"][0]["name"] = "batch_stats_kernel"
+    v["checks"]["kernel_breakdown"][1]["name"] = "triton_poi_fused__native_batch_norm_legit_functional_relu_3"
+    v["checks"]["kernel_breakdown"][2].update(name="void at::native::vectorized_elementwise_kernel<4>", kind="memory")
+    path.write_text(json.dumps(v))
+    assert "| level3__19_Net | 5.000 | 1.000 | 100 | 40% | 10% | 80% |" in kb.table([kb.row(run)])
 
 
 def test_problems_without_a_kernel_record_get_no_idle_table(tmp_path):

@@ -39,16 +39,22 @@ def _speed(v: dict, base: str) -> float | None:
     return (v.get("speedup") or {}).get(base) if v.get("verdict") == "correct" else None
 
 
+# a training-mode BatchNorm's kernels: Inductor names one after the aten ops it fuses ("batch_norm"); krefine's
+# batch-statistics family (tools/kernels/batchnorm.py) is batch_stats_kernel
+BATCH_NORM_NAMES = ("batch_norm", "batch_stats")
+
+
 def _time_split(v: dict) -> dict:
     """A correct verdict's per-call median (ms), its kernels' GPU time a call (ms, the sum of checks.kernel_breakdown)
-    its launches a call and how many of them are a BatchNorm's; None each where the verdict has no kernel record."""
+    its launches a call, how many of them are a BatchNorm's and how many a library's (an ATen copy or fill: a
+    kernel record's kind other than "triton"); None each where the verdict has no kernel record."""
     kernels = (v.get("checks") or {}).get("kernel_breakdown") or []
     ms = ((v.get("timing_ms") or {}).get("candidate") or {}).get("median")
     if not kernels or not ms or v.get("verdict") != "correct":
-        return {"ms": None, "gpu_ms": None, "launches": None, "bn_launches": None}
+        return {"ms": None, "gpu_ms": None, "launches": None, "bn_launches": None, "library_launches": None}
     return {"ms": ms, "gpu_ms": sum(k["total_us"] for k in kernels) / 1000, "launches": sum(k["calls"] for k in kernels),
-            # Inductor names a kernel after the aten ops it fuses: a training-mode BatchNorm's carry "batch_norm"
-            "bn_launches": sum(k["calls"] for k in kernels if "batch_norm" in k["name"])}
+            "bn_launches": sum(k["calls"] for k in kernels if any(n in k["name"] for n in BATCH_NORM_NAMES)),
+            "library_launches": sum(k["calls"] for k in kernels if k.get("kind", "triton") != "triton")}
 
 
 def row(run: Path) -> dict:
@@ -276,11 +282,12 @@ def idle_lines(rows: list[dict]) -> list[str]:
                    key=lambda r: r["best_gpu_ms"] / r["best_ms"])
     if not split:
         return []
-    def bn(r):   # a part written before the count: no figure
-        return "—" if r.get("best_bn_launches") is None else f"{r['best_bn_launches'] / r['best_launches']:.0%}"
+    def share(r, key):   # a part written before the count: no figure
+        return "—" if r.get(key) is None else f"{r[key] / r['best_launches']:.0%}"
     return ["", "| problem | fastest entry ms a call | its kernels' GPU ms | launches a call | of them BatchNorm's "
-            "| GPU idle |", "|---|---|---|---|---|---|"] + [
-        f"| {r['problem']} | {r['best_ms']:.3f} | {r['best_gpu_ms']:.3f} | {r['best_launches']} | {bn(r)} | "
+            "| of them a library's (ATen copies, fills) | GPU idle |", "|---|---|---|---|---|---|---|"] + [
+        f"| {r['problem']} | {r['best_ms']:.3f} | {r['best_gpu_ms']:.3f} | {r['best_launches']} | "
+        f"{share(r, 'best_bn_launches')} | {share(r, 'best_library_launches')} | "
         f"{max(0.0, 1 - r['best_gpu_ms'] / r['best_ms']):.0%} |" for r in split] + [""]
 
 

@@ -27,32 +27,33 @@ import torch
 from tools.dialect.recurrence_cells import _is, _val, aten
 
 
-@torch.library.custom_op("krefine::batch_stats", mutates_args=(), tags=(torch.Tag.flexible_layout,))
-def batch_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _var_mean(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     var, mean = torch.var_mean(x, [0, *range(2, x.dim())], correction=0, keepdim=True)
     return var.contiguous(), mean.contiguous()
 
 
-@batch_stats.register_fake
-def _(x):
+def _fake_stats(x, *_):
     shape = (1, x.shape[1], *[1] * (x.dim() - 2))
     return x.new_empty(shape), x.new_empty(shape)
+
+
+@torch.library.custom_op("krefine::batch_stats", mutates_args=(), tags=(torch.Tag.flexible_layout,))
+def batch_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _var_mean(x)
 
 
 @torch.library.custom_op("krefine::batch_stats_", mutates_args=("running_mean", "running_var"),
                          tags=(torch.Tag.flexible_layout,))
 def batch_stats_(x: torch.Tensor, running_mean: torch.Tensor, running_var: torch.Tensor, momentum: float,
                  unbias: float) -> tuple[torch.Tensor, torch.Tensor]:
-    var, mean = torch.var_mean(x, [0, *range(2, x.dim())], correction=0, keepdim=True)
+    var, mean = _var_mean(x)
     running_mean.copy_(mean.reshape(-1) * momentum + running_mean * (1.0 - momentum))
     running_var.copy_(var.reshape(-1) * unbias * momentum + running_var * (1.0 - momentum))
-    return var.contiguous(), mean.contiguous()
+    return var, mean
 
 
-@batch_stats_.register_fake
-def _(x, running_mean, running_var, momentum, unbias):
-    shape = (1, x.shape[1], *[1] * (x.dim() - 2))
-    return x.new_empty(shape), x.new_empty(shape)
+batch_stats.register_fake(_fake_stats)
+batch_stats_.register_fake(_fake_stats)
 
 
 def _stats(node):

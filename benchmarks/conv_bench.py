@@ -32,6 +32,12 @@ running update through the family (one launch) and through Inductor (torch.compi
 var_mean and update: its split reduction), GPU ms of each, cuDNN's whole training batch_norm
 (statistics and normalize) beside them, the family's error against float64, and host us a call.
 
+--layout times the 1x1 convolutions of level-3 networks instead (MobileNetV1's pointwise, ResNet101's
+bottlenecks, EfficientNetB0's expand and project; channels-last input, the module's own OIHW weight):
+the weight read as it is (input channels contiguous, what the family does) against the weight packed
+for the exact path (taps, in, out; what it did before: a copy a call), GPU us of the exact ("ieee")
+convolution each way, the copy's own, and host us a call of each way.
+
 --host [TREE] times the host instead: microseconds of Python and launch per call (the
 GPU never the bound: each call queues a small convolution) for the family and for
 F.conv2d (cuDNN), on ResNet-18's 64-channel 3x3 convolution, with TREE's copy of the family
@@ -376,6 +382,35 @@ def bn_rows() -> list[dict]:
     return rows
 
 
+# name: (batch, c_in, c_out, size): level-3 1x1 convolutions (stride 1, no padding)
+LAYOUT_SHAPES = {"MobileNetV1 32->64 112": (10, 32, 64, 112), "MobileNetV1 128->256 28": (10, 128, 256, 28),
+                 "MobileNetV1 512->512 14": (10, 512, 512, 14), "MobileNetV1 1024->1024 7": (10, 1024, 1024, 7),
+                 "ResNet101 64->256 56": (10, 64, 256, 56), "ResNet101 256->64 56": (10, 256, 64, 56),
+                 "ResNet101 1024->256 14": (10, 1024, 256, 14), "ResNet101 2048->512 7": (10, 2048, 512, 7),
+                 "EfficientNetB0 16->96 112": (10, 16, 96, 112), "EfficientNetB0 1152->192 7": (10, 1152, 192, 7)}
+
+
+def layout_rows() -> list[dict]:
+    rows = []
+    for name, (n, c_in, c_out, size) in LAYOUT_SHAPES.items():
+        x = torch.randn(n, c_in, size, size, device="cuda").to(memory_format=torch.channels_last)
+        w, b = torch.randn(c_out, c_in, 1, 1, device="cuda") / c_in ** 0.5, torch.randn(c_out, device="cuda")
+        order = [2, 3, 1, 0]   # the exact path's packing (taps, in, out), as _igemm_order gave it before
+        packed = K._in_order(w, order)
+        assert K._igemm_order(w, x.dtype, "ieee", 1) is None and K._igemm_order(packed, x.dtype, "ieee", 1) is None
+        row = {"name": name, "shape": [n, c_in, c_out, size], "copy_us": _ms(lambda: K._in_order(w, order)) * 1e3}
+        row["diff"] = (conv_nd(x, w, b) - conv_nd(x, packed, b)).abs().max().item()   # the same sums: 0
+        row["as_is_us"] = _ms(lambda: conv_nd(x, w, b)) * 1e3
+        row["packed_us"] = _ms(lambda: conv_nd(x, packed, b)) * 1e3
+        row.update({f"{k}_host_us": v for k, v in _host_us({
+            "as_is": lambda: conv_nd(x[:1, :, :2, :2], w, b),
+            "copy_then_packed": lambda: conv_nd(x[:1, :, :2, :2], K._in_order(w, order), b)}, 3, 100).items()})
+        rows.append(row)
+        print(f"{name}: as is {row['as_is_us']:.1f} vs packed {row['packed_us']:.1f} us (+ copy {row['copy_us']:.1f}); "
+              f"host {row['as_is_host_us']} vs {row['copy_then_packed_host_us']} us", file=sys.stderr, flush=True)
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="JSON file for every figure")
@@ -387,10 +422,21 @@ def main(argv=None) -> int:
     ap.add_argument("--gemm", nargs="?", const="", default=None, metavar="TREE",
                     help="time the GEMM family on level-3 linear layers instead (TREE: an older checkout's beside)")
     ap.add_argument("--bn", action="store_true", help="time the batch-statistics kernel on level-3 BatchNorms instead")
+    ap.add_argument("--layout", action="store_true", help="time level-3 1x1 convolutions' weight read as it is "
+                    "against packed instead")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("conv_bench: needs a CUDA GPU", file=sys.stderr)
         return 2
+    if args.layout:
+        rows = layout_rows()
+        Path(args.out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                              "triton": triton.__version__, "layout": rows}, indent=1) + "\n")
+        print("| 1x1 convolution (exact) | GPU us as is / packed | the copy's us | host us as is / copy + packed | "
+              "max diff |\n|---|---|---|---|---|")
+        print("\n".join(f"| {r['name']} | {r['as_is_us']:.1f} / {r['packed_us']:.1f} | {r['copy_us']:.1f} | "
+                        f"{r['as_is_host_us']} / {r['copy_then_packed_host_us']} | {r['diff']:.1e} |" for r in rows))
+        return 0
     if args.bn:
         rows = bn_rows()
         Path(args.out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,

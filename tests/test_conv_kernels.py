@@ -319,19 +319,32 @@ def test_wide_tf32_tiles_compile_for_sm90_within_its_shared_memory(name, tile):
 
 def test_igemm_weight_is_packed_k_major_for_tensor_cores_only():
     from tools.kernels.conv import _igemm_order
-    assert _igemm_order(4, torch.float32, "tf32", 1) == [0, 2, 3, 1]      # (out, kh, kw, in): channels-last
-    assert _igemm_order(4, torch.float32, "tf32x3", 1) == [0, 2, 3, 1]
-    assert _igemm_order(4, torch.float16, "ieee", 1) == [0, 2, 3, 1]      # 16-bit dots: tensor cores anyway
-    assert _igemm_order(4, torch.float32, "ieee", 1) == [2, 3, 1, 0]      # CUDA cores: out contiguous
-    assert _igemm_order(5, torch.float32, "tf32", 0) == [1, 2, 3, 4, 0]   # transposed (in, out, taps)
-    assert _igemm_order(3, torch.float32, "ieee", 0) == [2, 0, 1]
+    w4, w5, w3 = torch.empty(8, 4, 3, 3), torch.empty(4, 8, 3, 3, 3), torch.empty(4, 8, 3)
+    assert _igemm_order(w4, torch.float32, "tf32", 1) == [0, 2, 3, 1]      # (out, kh, kw, in): channels-last
+    assert _igemm_order(w4, torch.float32, "tf32x3", 1) == [0, 2, 3, 1]
+    assert _igemm_order(w4, torch.float16, "ieee", 1) == [0, 2, 3, 1]      # 16-bit dots: tensor cores anyway
+    assert _igemm_order(w4, torch.float32, "ieee", 1) == [2, 3, 1, 0]      # CUDA cores: out contiguous
+    assert _igemm_order(w5, torch.float32, "tf32", 0) == [1, 2, 3, 4, 0]   # transposed (in, out, taps)
+    assert _igemm_order(w3, torch.float32, "ieee", 0) == [2, 0, 1]
 
 
 def test_a_channels_last_weight_needs_no_copy_at_tensor_core_precision():
     from tools.kernels.conv import _igemm_order
     w = torch.randn(8, 4, 3, 3).contiguous(memory_format=torch.channels_last)
-    assert w.permute(*_igemm_order(4, torch.float32, "tf32", 1)).is_contiguous()
-    assert not w.permute(*_igemm_order(4, torch.float32, "ieee", 1)).is_contiguous()
+    assert _igemm_order(w, torch.float32, "tf32", 1) is None
+    assert _igemm_order(w, torch.float32, "ieee", 1) == [2, 3, 1, 0]
+
+
+@pytest.mark.parametrize("precision", ["ieee", "tf32"])
+@pytest.mark.parametrize("fmt", [torch.contiguous_format, torch.channels_last])
+def test_a_1x1_weight_with_input_channels_contiguous_is_read_as_it_is(precision, fmt):
+    """No copy of a 1x1 weight a call at any precision: its input channels are its K, contiguous."""
+    from tools.kernels.conv import _igemm_order
+    w = torch.randn(64, 32, 1, 1).contiguous(memory_format=fmt)
+    assert _igemm_order(w, torch.float32, precision, 1) is None
+    assert _igemm_order(torch.randn(64, 32, 1), torch.float32, precision, 1) is None           # conv1d
+    in_out = torch.randn(32, 64, 1, 1).transpose(0, 1)   # output channels contiguous: K strided, packed for tensor cores
+    assert _igemm_order(in_out, torch.float32, "tf32", 1) == [0, 2, 3, 1]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
@@ -424,6 +437,21 @@ def test_each_gpu_config_class_matches_exact_cudnn(x_shape, c_out, precision, we
         w = w.contiguous(memory_format=torch.channels_last)
     got = G.conv_nd(x, w, b, 1, 1, precision=precision, activation="relu")
     torch.testing.assert_close(got, torch.relu(F.conv2d(x, w, b, 1, 1)), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["ieee", "tf32x3"])
+@pytest.mark.parametrize("weight_layout", ["contiguous", "channels_last", "out_channels_contiguous"])
+def test_1x1_weights_read_as_they_are_match_exact_cudnn(weight_layout, precision, exact_cudnn):
+    """A 1x1 igemm reads its weight in place (input channels contiguous) or packs it (output channels
+    contiguous, at tensor-core precision): each layout gives exact cuDNN's result."""
+    import tools.kernels.conv as G
+    x, w, b = _inputs((2, 256, 14, 14), (96, 256, 1, 1), 96, "cuda")
+    x = x.to(memory_format=torch.channels_last)
+    w = w.contiguous(memory_format=torch.channels_last) if weight_layout == "channels_last" else \
+        w.transpose(0, 1).contiguous().transpose(0, 1) if weight_layout == "out_channels_contiguous" else w
+    got = G.conv_nd(x, w, b, 1, 0, precision=precision, activation="relu")
+    torch.testing.assert_close(got, torch.relu(F.conv2d(x, w, b, 1, 0)), atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.gpu

@@ -6,8 +6,8 @@ its `ModelNew` (tools/dialect/kernelbook.py), so `best.py` carries it.
 Layout: any strides, each tensor read and written through its own (a channels-last input,
 what Inductor hands a convolution, is read channel-contiguous, not copied); 1-D and 2-D are
 3-D with unit leading dimensions. Weights: OIDHW forward, IODHW transposed, any strides;
-"igemm" packs one in its order (`_igemm_order`) unless laid out so. The output takes the
-input's memory format (torch's rule) or `out_stride`. A call's Python that depends on its
+"igemm" packs one in its order (`_igemm_order`) unless laid out so, or a 1x1 read as it is. The output
+takes the input's memory format (torch's rule) or `out_stride`. A call's Python that depends on its
 key alone (shapes, strides, arguments) is done once a key (`_planned`).
 
 Members (the launcher picks one; `member=` forces it):
@@ -142,8 +142,7 @@ def conv_depthwise_kernel(
         x_ptr, w_ptr, bias_ptr, res_ptr, y_ptr,
         NB, C_OUT, MULT, D, H, W, OD, OH, OW,       # output channel c reads input channel c // MULT
         sxn, sxc, sxd, sxh, sxw, swo, swd, swh, sww,
-        syn, syc, syd, syh, syw, srn, src, srd, srh, srw,
-        STD, STH, STW, PD, PH, PW, DD, DH, DW, scale, lo, hi, slope,
+        syn, syc, syd, syh, syw, srn, src, srd, srh, srw, STD, STH, STW, PD, PH, PW, DD, DH, DW, scale, lo, hi, slope,
         KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
         HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, ACT: tl.constexpr, HAS_CLAMP: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
@@ -288,12 +287,14 @@ def _tensor_cores(dtype, precision):   # 16-bit floats (itemsize: naming them fl
     return dtype.itemsize == 2 or (dtype == torch.float32 and precision != "ieee")
 
 
-def _igemm_order(nd_w, dtype, precision, lead):
-    """The order (dims, outermost first) an implicit GEMM's weight is packed in: tensor-core dots read B
-    K-major as Hopper's wgmma takes it, (out, taps, in), the channels-last weight Inductor hands over (no copy;
-    1.1-2.4x at TF32 on an H200); CUDA-core (exact) dots (taps, in, out). `lead`: input channels' dim."""
-    out, taps = 1 - lead, list(range(2, nd_w))
-    return [out, *taps, lead] if _tensor_cores(dtype, precision) else [*taps, lead, out]
+def _igemm_order(weight, dtype, precision, lead):
+    """The order (dims, outermost first) an implicit GEMM's weight is packed in, None: read as it is. Tensor-core dots
+    read B K-major as Hopper's wgmma takes it, (out, taps, in): the channels-last weight Inductor hands over (1.1-2.4x
+    at TF32 on an H200); CUDA-core (exact) dots (taps, in, out), a 1x1 K-major as it is. `lead`: input channels' dim."""
+    out, taps = 1 - lead, list(range(2, weight.dim()))
+    order = [out, *taps, lead] if _tensor_cores(dtype, precision) else [*taps, lead, out]
+    one_tap = weight.shape[2:].numel() == 1 and weight.stride(lead) == 1   # no copy a call (GPU time: BENCHMARKS)
+    return None if one_tap or weight.permute(*order).is_contiguous() else order
 
 
 def conv_member(transposed, groups, c_group):
@@ -340,8 +341,7 @@ def _planned(make_plan, x, weight, bias, residual, args):
 
 def _shared(x, weight, bias, residual, dot, precision, lead, shape, out_stride, scale, clamp, slope, act):
     """Both plans': packing order, weight strides, output, its and the residual's strides, floats, flags."""
-    order = _igemm_order(weight.dim(), x.dtype, precision, lead) if dot and x.device.type == "cuda" else None
-    order = None if order is None or weight.permute(*order).is_contiguous() else order
+    order = _igemm_order(weight, x.dtype, precision, lead) if dot and x.device.type == "cuda" else None
     ks, sw = _sizes_strides(weight if order is None else _in_order(weight, order))
     fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d   # torch's rule: the input's format
     last = x.dim() in (4, 5) and not x.is_contiguous() and x.is_contiguous(memory_format=fmt)

@@ -252,6 +252,10 @@ def test_family_file_imports_only_torch_and_triton():
 
 # --- sm_90 compile, no GPU needed -------------------------------------------------------
 
+# stride, padding, dilation and the epilogue's numbers: constexprs of each kernel (a stride of 2 and a clamp)
+GEOMETRY = dict(STD=2, STH=2, STW=2, PD=1, PH=1, PW=1, DD=1, DH=1, DW=1, scale=1.0, lo=0.0, hi=6.0, slope=0.01)
+
+
 def _signature(fn, constexprs, ptr="*fp32"):
     sig = {}
     for name in inspect.signature(fn.fn).parameters:
@@ -260,7 +264,7 @@ def _signature(fn, constexprs, ptr="*fp32"):
         elif name.endswith("_ptr"):
             sig[name] = ptr
         else:
-            sig[name] = "fp32" if name in ("scale", "lo", "hi", "slope") else "i32"
+            sig[name] = "i32"
     return sig
 
 
@@ -288,6 +292,7 @@ def _compile_for_sm90(name, constexprs, ptr="*fp32", num_warps=4, num_stages=3):
     fn = getattr(compiled_module, name)
     if not hasattr(fn, "fn"):
         pytest.skip("TRITON_INTERPRET is set in this process")
+    constexprs = {**GEOMETRY, **constexprs}
     return triton.compile(ASTSource(fn, _signature(fn, constexprs, ptr), constexprs),
                           target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps, "num_stages": num_stages})
 

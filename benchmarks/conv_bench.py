@@ -34,9 +34,9 @@ var_mean and update: its split reduction), GPU ms of each, cuDNN's whole trainin
 
 --layout times the 1x1 convolutions of level-3 networks instead (MobileNetV1's pointwise, ResNet101's
 bottlenecks, EfficientNetB0's expand and project; channels-last input, the module's own OIHW weight):
-the weight read as it is (input channels contiguous, what the family does) against the weight packed
-for the exact path (taps, in, out; what it did before: a copy a call), GPU us of the exact ("ieee")
-convolution each way, the copy's own, and host us a call of each way.
+the exact ("ieee") path as the family runs it, the weight packed (taps, in, out) by a copy a call,
+against the same kernel reading the weight as it is (input channels contiguous, no copy): GPU us of
+each convolution, the copy's own, and host us a call of each way.
 
 --host [TREE] times the host instead: microseconds of Python and launch per call (the
 GPU never the bound: each call queues a small convolution) for the family and for
@@ -391,20 +391,27 @@ LAYOUT_SHAPES = {"MobileNetV1 32->64 112": (10, 32, 64, 112), "MobileNetV1 128->
 
 
 def layout_rows() -> list[dict]:
-    rows = []
+    """The family as it is (exact path: the weight packed (taps, in, out) by a copy a call) against the same
+    kernel reading the module's 1x1 weight as it is (input channels contiguous: `_igemm_order` patched, here only)."""
+    rows, packing = [], K._igemm_order
     for name, (n, c_in, c_out, size) in LAYOUT_SHAPES.items():
         x = torch.randn(n, c_in, size, size, device="cuda").to(memory_format=torch.channels_last)
         w, b = torch.randn(c_out, c_in, 1, 1, device="cuda") / c_in ** 0.5, torch.randn(c_out, device="cuda")
-        order = [2, 3, 1, 0]   # the exact path's packing (taps, in, out), as _igemm_order gave it before
-        packed = K._in_order(w, order)
-        assert K._igemm_order(w, x.dtype, "ieee", 1) is None and K._igemm_order(packed, x.dtype, "ieee", 1) is None
-        row = {"name": name, "shape": [n, c_in, c_out, size], "copy_us": _ms(lambda: K._in_order(w, order)) * 1e3}
-        row["diff"] = (conv_nd(x, w, b) - conv_nd(x, packed, b)).abs().max().item()   # the same sums: 0
-        row["as_is_us"] = _ms(lambda: conv_nd(x, w, b)) * 1e3
-        row["packed_us"] = _ms(lambda: conv_nd(x, packed, b)) * 1e3
-        row.update({f"{k}_host_us": v for k, v in _host_us({
-            "as_is": lambda: conv_nd(x[:1, :, :2, :2], w, b),
-            "copy_then_packed": lambda: conv_nd(x[:1, :, :2, :2], K._in_order(w, order), b)}, 3, 100).items()})
+        order = packing(4, x.dtype, "ieee", 1)
+        packed, tiny = K._in_order(w, order), x[:1, :, :2, :2]
+        row = {"name": name, "shape": [n, c_in, c_out, size], "copy_us": _ms(lambda: K._in_order(w, order)) * 1e3,
+               "packed_us": _ms(lambda: conv_nd(x, packed, b)) * 1e3}
+        ref, host = conv_nd(x, w, b), {"copy_then_packed": _host_us({"f": lambda: conv_nd(tiny, w, b)}, 3, 100)["f"]}
+        try:
+            K._igemm_order = lambda nd, *a: list(range(nd))   # the weight read as it is (no packing)
+            K._PLANS.clear()
+            row["diff"] = (conv_nd(x, w, b) - ref).abs().max().item()   # the same sums in the same order: 0
+            row["as_is_us"] = _ms(lambda: conv_nd(x, w, b)) * 1e3
+            host["as_is"] = _host_us({"f": lambda: conv_nd(tiny, w, b)}, 3, 100)["f"]
+        finally:
+            K._igemm_order = packing
+            K._PLANS.clear()
+        row.update({f"{k}_host_us": v for k, v in host.items()})
         rows.append(row)
         print(f"{name}: as is {row['as_is_us']:.1f} vs packed {row['packed_us']:.1f} us (+ copy {row['copy_us']:.1f}); "
               f"host {row['as_is_host_us']} vs {row['copy_then_packed_host_us']} us", file=sys.stderr, flush=True)

@@ -252,10 +252,6 @@ def test_family_file_imports_only_torch_and_triton():
 
 # --- sm_90 compile, no GPU needed -------------------------------------------------------
 
-# stride, padding, dilation and the epilogue's numbers: constexprs of each kernel (a stride of 2 and a clamp)
-GEOMETRY = dict(STD=2, STH=2, STW=2, PD=1, PH=1, PW=1, DD=1, DH=1, DW=1, scale=1.0, lo=0.0, hi=6.0, slope=0.01)
-
-
 def _signature(fn, constexprs, ptr="*fp32"):
     sig = {}
     for name in inspect.signature(fn.fn).parameters:
@@ -264,7 +260,7 @@ def _signature(fn, constexprs, ptr="*fp32"):
         elif name.endswith("_ptr"):
             sig[name] = ptr
         else:
-            sig[name] = "i32"
+            sig[name] = "fp32" if name in ("scale", "lo", "hi", "slope") else "i32"
     return sig
 
 
@@ -292,7 +288,6 @@ def _compile_for_sm90(name, constexprs, ptr="*fp32", num_warps=4, num_stages=3):
     fn = getattr(compiled_module, name)
     if not hasattr(fn, "fn"):
         pytest.skip("TRITON_INTERPRET is set in this process")
-    constexprs = {**GEOMETRY, **constexprs}
     return triton.compile(ASTSource(fn, _signature(fn, constexprs, ptr), constexprs),
                           target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps, "num_stages": num_stages})
 
@@ -324,32 +319,19 @@ def test_wide_tf32_tiles_compile_for_sm90_within_its_shared_memory(name, tile):
 
 def test_igemm_weight_is_packed_k_major_for_tensor_cores_only():
     from tools.kernels.conv import _igemm_order
-    w4, w5, w3 = torch.empty(8, 4, 3, 3), torch.empty(4, 8, 3, 3, 3), torch.empty(4, 8, 3)
-    assert _igemm_order(w4, torch.float32, "tf32", 1) == [0, 2, 3, 1]      # (out, kh, kw, in): channels-last
-    assert _igemm_order(w4, torch.float32, "tf32x3", 1) == [0, 2, 3, 1]
-    assert _igemm_order(w4, torch.float16, "ieee", 1) == [0, 2, 3, 1]      # 16-bit dots: tensor cores anyway
-    assert _igemm_order(w4, torch.float32, "ieee", 1) == [2, 3, 1, 0]      # CUDA cores: out contiguous
-    assert _igemm_order(w5, torch.float32, "tf32", 0) == [1, 2, 3, 4, 0]   # transposed (in, out, taps)
-    assert _igemm_order(w3, torch.float32, "ieee", 0) == [2, 0, 1]
+    assert _igemm_order(4, torch.float32, "tf32", 1) == [0, 2, 3, 1]      # (out, kh, kw, in): channels-last
+    assert _igemm_order(4, torch.float32, "tf32x3", 1) == [0, 2, 3, 1]
+    assert _igemm_order(4, torch.float16, "ieee", 1) == [0, 2, 3, 1]      # 16-bit dots: tensor cores anyway
+    assert _igemm_order(4, torch.float32, "ieee", 1) == [2, 3, 1, 0]      # CUDA cores: out contiguous, 1x1 too
+    assert _igemm_order(5, torch.float32, "tf32", 0) == [1, 2, 3, 4, 0]   # transposed (in, out, taps)
+    assert _igemm_order(3, torch.float32, "ieee", 0) == [2, 0, 1]
 
 
 def test_a_channels_last_weight_needs_no_copy_at_tensor_core_precision():
     from tools.kernels.conv import _igemm_order
     w = torch.randn(8, 4, 3, 3).contiguous(memory_format=torch.channels_last)
-    assert _igemm_order(w, torch.float32, "tf32", 1) is None
-    assert _igemm_order(w, torch.float32, "ieee", 1) == [2, 3, 1, 0]
-
-
-@pytest.mark.parametrize("precision", ["ieee", "tf32"])
-@pytest.mark.parametrize("fmt", [torch.contiguous_format, torch.channels_last])
-def test_a_1x1_weight_with_input_channels_contiguous_is_read_as_it_is(precision, fmt):
-    """No copy of a 1x1 weight a call at any precision: its input channels are its K, contiguous."""
-    from tools.kernels.conv import _igemm_order
-    w = torch.randn(64, 32, 1, 1).contiguous(memory_format=fmt)
-    assert _igemm_order(w, torch.float32, precision, 1) is None
-    assert _igemm_order(torch.randn(64, 32, 1), torch.float32, precision, 1) is None           # conv1d
-    in_out = torch.randn(32, 64, 1, 1).transpose(0, 1)   # output channels contiguous: K strided, packed for tensor cores
-    assert _igemm_order(in_out, torch.float32, "tf32", 1) == [0, 2, 3, 1]
+    assert w.permute(*_igemm_order(4, torch.float32, "tf32", 1)).is_contiguous()
+    assert not w.permute(*_igemm_order(4, torch.float32, "ieee", 1)).is_contiguous()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
@@ -447,9 +429,10 @@ def test_each_gpu_config_class_matches_exact_cudnn(x_shape, c_out, precision, we
 @pytest.mark.gpu
 @pytest.mark.parametrize("precision", ["ieee", "tf32x3"])
 @pytest.mark.parametrize("weight_layout", ["contiguous", "channels_last", "out_channels_contiguous"])
-def test_1x1_weights_read_as_they_are_match_exact_cudnn(weight_layout, precision, exact_cudnn):
-    """A 1x1 igemm reads its weight in place (input channels contiguous) or packs it (output channels
-    contiguous, at tensor-core precision): each layout gives exact cuDNN's result."""
+def test_1x1_weights_of_each_layout_match_exact_cudnn(weight_layout, precision, exact_cudnn):
+    """A 1x1 igemm packs its weight for the exact path, (in, out), and reads it K-major, (out, in), as it is
+    at tensor-core precision (packed where output channels are the contiguous ones): each layout gives exact
+    cuDNN's result."""
     import tools.kernels.conv as G
     x, w, b = _inputs((2, 256, 14, 14), (96, 256, 1, 1), 96, "cuda")
     x = x.to(memory_format=torch.channels_last)

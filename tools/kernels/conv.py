@@ -1,33 +1,34 @@
 """Convolution in Triton: forward (1-D, 2-D, 3-D) and transposed, with a fused epilogue.
 
-This file stands alone (torch and triton only): a seed copies its text, unchanged, into its `ModelNew`
-(tools/dialect/kernelbook.py), so `best.py` carries it.
+This file stands alone (torch and triton only): a seed copies its text, unchanged, into
+its `ModelNew` (tools/dialect/kernelbook.py), so `best.py` carries it.
 
-Layout: any strides, each tensor read and written through its own (a channels-last input, what Inductor hands a
-convolution, is read channel-contiguous, not copied); 1-D and 2-D are 3-D with unit leading dimensions. Weights:
-OIDHW forward, IODHW transposed, any strides; "igemm" packs one in its order (`_igemm_order`) unless laid out so, or
-a 1x1 read as it is. The output takes the input's memory format (torch's rule) or `out_stride`. A call's Python that
-depends on its key alone (shapes, strides, arguments) is done once a key (`_planned`); stride, padding, dilation and
-the epilogue's numbers are constexprs (a network has few; Triton binds each runtime argument at every launch, about
-a microsecond of host each).
+Layout: any strides, each tensor read and written through its own (a channels-last input,
+what Inductor hands a convolution, is read channel-contiguous, not copied); 1-D and 2-D are
+3-D with unit leading dimensions. Weights: OIDHW forward, IODHW transposed, any strides;
+"igemm" packs one in its order (`_igemm_order`) unless laid out so. The output takes the
+input's memory format (torch's rule) or `out_stride`. A call's Python that depends on its
+key alone (shapes, strides, arguments) is done once a key (`_planned`).
 
 Members (the launcher picks one; `member=` forces it):
-  "igemm"      implicit GEMM: M = batch x output positions, N = output channels of a group, K = input channels
-               of a group x taps; a loop over taps, then BLOCK_K channels at a time through `tl.dot` at
-               `precision` ("ieee" exact fp32, "tf32x3", "tf32": operands rounded to TF32 as cuDNN does). 1x1: a GEMM.
-  "direct"     the same tiles, one input channel at a time as rank-1 fp32 FMAs (no dot), for groups of fewer
-               than 16 input channels.
+  "igemm"      implicit GEMM: M = batch x output positions, N = output channels of a
+               group, K = input channels of a group x taps; a loop over taps, then BLOCK_K
+               channels at a time through `tl.dot` at `precision` ("ieee" exact fp32,
+               "tf32x3", "tf32": operands rounded to TF32 as cuDNN does). 1x1: a GEMM.
+  "direct"     the same tiles, one input channel at a time as rank-1 fp32 FMAs (no dot),
+               for groups of fewer than 16 input channels.
   "depthwise"  one input channel per group: tiles of positions x channels, an FMA a tap.
-  "phases"     transposed convolution without zero insertion: outputs split by position modulo the stride, a
-               phase a program, gathering over the taps that reach it; dot or rank-1.
+  "phases"     transposed convolution without zero insertion: outputs split by position modulo
+               the stride, a phase a program, gathering over the taps that reach it; dot or rank-1.
 
-Epilogue, in this order, fused into the store: + bias[channel], x scale, + residual (the output's shape, any
-strides), activation ("relu", "leaky_relu", "sigmoid", "tanh", "silu"), clamp(lo, hi). Accumulation is fp32 (fp64
-for float64, exact dots, out_dtype said as Triton 3.6 needs); the store casts to the output dtype (the input's).
+Epilogue, in this order, fused into the store: + bias[channel], x scale, + residual (the output's
+shape, any strides), activation ("relu", "leaky_relu", "sigmoid", "tanh", "silu"), clamp(lo, hi).
+Accumulation is fp32 (fp64 for float64, exact dots, out_dtype said as Triton 3.6 needs); the store
+casts to the output dtype (the input's).
 
-Not covered: string padding ("same"/"valid": give the numbers), padding_mode other than zeros, complex or integer
-tensors, unbatched inputs, a following norm's statistics, TMA and warp specialization. A configuration by rule
-(`conv_config`); `config=` passes another.
+Not covered: string padding ("same"/"valid": give the numbers), padding_mode other than
+zeros, complex or integer tensors, unbatched inputs, a following norm's statistics, TMA and
+warp specialization. A configuration by rule (`conv_config`); `config=` passes another.
 """
 import torch
 import triton
@@ -75,9 +76,8 @@ def conv_fwd_kernel(
         NB, C_G, D, H, W, K_G, OD, OH, OW,          # batch, channels per group (in, out), sizes
         sxn, sxc, sxd, sxh, sxw, swo, swi, swd, swh, sww,
         syn, syc, syd, syh, syw, srn, src, srd, srh, srw,
-        STD: tl.constexpr, STH: tl.constexpr, STW: tl.constexpr, PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
-        DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr, scale: tl.constexpr, lo: tl.constexpr, hi: tl.constexpr,
-        slope: tl.constexpr, KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+        STD, STH, STW, PD, PH, PW, DD, DH, DW, scale, lo, hi, slope,
+        KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
         HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, ACT: tl.constexpr, HAS_CLAMP: tl.constexpr,
         USE_DOT: tl.constexpr, PRECISION: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
@@ -143,9 +143,8 @@ def conv_depthwise_kernel(
         NB, C_OUT, MULT, D, H, W, OD, OH, OW,       # output channel c reads input channel c // MULT
         sxn, sxc, sxd, sxh, sxw, swo, swd, swh, sww,
         syn, syc, syd, syh, syw, srn, src, srd, srh, srw,
-        STD: tl.constexpr, STH: tl.constexpr, STW: tl.constexpr, PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
-        DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr, scale: tl.constexpr, lo: tl.constexpr, hi: tl.constexpr,
-        slope: tl.constexpr, KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+        STD, STH, STW, PD, PH, PW, DD, DH, DW, scale, lo, hi, slope,
+        KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
         HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, ACT: tl.constexpr, HAS_CLAMP: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Member "depthwise": BLOCK_M output positions x BLOCK_N channels, one FMA per tap."""
@@ -186,9 +185,8 @@ def conv_transpose_kernel(
         NB, C_G, D, H, W, K_G, OD, OH, OW, QD, QH, QW,   # Q*: outputs per stride phase, rounded up
         sxn, sxc, sxd, sxh, sxw, swi, swo, swd, swh, sww,
         syn, syc, syd, syh, syw, srn, src, srd, srh, srw,
-        STD: tl.constexpr, STH: tl.constexpr, STW: tl.constexpr, PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
-        DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr, scale: tl.constexpr, lo: tl.constexpr, hi: tl.constexpr,
-        slope: tl.constexpr, KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+        STD, STH, STW, PD, PH, PW, DD, DH, DW, scale, lo, hi, slope,
+        KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
         HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, ACT: tl.constexpr, HAS_CLAMP: tl.constexpr,
         USE_DOT: tl.constexpr, PRECISION: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
@@ -255,11 +253,12 @@ def _pow2(n):
 
 
 def conv_config(member, c_group, k_group, positions, device_type, dtype, precision="ieee", smem=0, taps=1):
-    """BLOCK_M/N/K, num_warps, num_stages by rule (H200 sweeps, benchmarks/conv_bench.py --sweep): 4 warps, <= 96 KiB
-    shared memory. Tensor-core igemm (tf32, tf32x3, 16-bit) by positions x output channels: < 300K 64x32 tiles (more
-    programs than SMs); < 3M 64x64; else 128 x <= 128, or at "tf32" with > 1 tap, >= 64 channels in and > 64 out a
-    group where a block may take `smem` >= 200 KiB (Hopper): 8 warps, 128x256 (>= 256 out) or 256x128 (1.00-1.26x;
-    1x1 0.93). Others: 128 x <= 128 from 4096 positions, else 64 rows. Interpreter (cpu): wide tiles."""
+    """BLOCK_M/N/K, num_warps, num_stages by rule (H200 sweeps, benchmarks/conv_bench.py --sweep):
+    4 warps, <= 96 KiB shared memory. Tensor-core igemm (tf32, tf32x3, 16-bit) by positions x
+    output channels: < 300K 64x32 tiles (more programs than SMs); < 3M 64x64; else 128 x <= 128,
+    or at "tf32" with > 1 tap, >= 64 channels in and > 64 out a group where a block may take `smem`
+    >= 200 KiB (Hopper): 8 warps, 128x256 (>= 256 out) or 256x128 (1.00-1.26x; 1x1 0.93). Others:
+    128 x <= 128 from 4096 positions, else 64 rows. Interpreter (cpu): wide tiles."""
     if device_type != "cuda":
         return dict(BLOCK_M=min(128, max(16, _pow2(positions))), BLOCK_N=min(64, max(16, _pow2(k_group))),
                     BLOCK_K=min(64, max(16, _pow2(c_group))), num_warps=4, num_stages=1)
@@ -289,19 +288,18 @@ def _tensor_cores(dtype, precision):   # 16-bit floats (itemsize: naming them fl
     return dtype.itemsize == 2 or (dtype == torch.float32 and precision != "ieee")
 
 
-def _igemm_order(weight, dtype, precision, lead):
-    """The order (dims, outermost first) an implicit GEMM's weight is packed in, None: read as it is. Tensor-core dots
-    read B K-major as Hopper's wgmma takes it, (out, taps, in): the channels-last weight Inductor hands over (1.1-2.4x
-    at TF32 on an H200); CUDA-core (exact) dots (taps, in, out), a 1x1 K-major as it is. `lead`: input channels' dim."""
-    out, taps = 1 - lead, list(range(2, weight.dim()))
-    order = [out, *taps, lead] if _tensor_cores(dtype, precision) else [*taps, lead, out]
-    one_tap = weight.shape[2:].numel() == 1 and weight.stride(lead) == 1   # (GPU time: BENCHMARKS, 1x1 layouts)
-    return None if one_tap or weight.permute(*order).is_contiguous() else order
+def _igemm_order(nd_w, dtype, precision, lead):
+    """The order (dims, outermost first) an implicit GEMM's weight is packed in: tensor-core dots read B
+    K-major as Hopper's wgmma takes it, (out, taps, in), the channels-last weight Inductor hands over (no copy;
+    1.1-2.4x at TF32 on an H200); CUDA-core (exact) dots (taps, in, out). `lead`: input channels' dim."""
+    out, taps = 1 - lead, list(range(2, nd_w))
+    return [out, *taps, lead] if _tensor_cores(dtype, precision) else [*taps, lead, out]
 
 
 def conv_member(transposed, groups, c_group):
     """The member run for a convolution of `groups` groups of `c_group` input channels each."""
-    return "phases" if transposed else "depthwise" if groups > 1 == c_group else "direct" if c_group < 16 else "igemm"
+    return "phases" if transposed else "depthwise" if c_group == 1 and groups > 1 else \
+        "direct" if c_group < 16 else "igemm"
 
 
 def _as_3d(v, nd, fill):
@@ -322,7 +320,8 @@ _PLANS = {}   # each launch's Python that depends on its key alone: done once a 
 
 
 def _planned(make_plan, x, weight, bias, residual, args):
-    """`make_plan(x, weight, bias, residual, *args)`'s plan, made once a key: a later call allocates and launches."""
+    """The convolution `make_plan(x, weight, bias, residual, *args)` plans (kernel, packing order or None, output
+    shape and strides, grid, arguments, constexprs), once a key: a later call allocates and launches, no more."""
     key = (make_plan, x.shape, x.stride(), x.dtype, x.device, weight.shape, weight.stride(), bias is None,
            None if residual is None else (residual.shape, residual.stride()),
            *(tuple(v) if isinstance(v, list) else tuple(sorted(v.items())) if isinstance(v, dict) else v
@@ -341,7 +340,8 @@ def _planned(make_plan, x, weight, bias, residual, args):
 
 def _shared(x, weight, bias, residual, dot, precision, lead, shape, out_stride, scale, clamp, slope, act):
     """Both plans': packing order, weight strides, output, its and the residual's strides, floats, flags."""
-    order = _igemm_order(weight, x.dtype, precision, lead) if dot and x.device.type == "cuda" else None
+    order = _igemm_order(weight.dim(), x.dtype, precision, lead) if dot and x.device.type == "cuda" else None
+    order = None if order is None or weight.permute(*order).is_contiguous() else order
     ks, sw = _sizes_strides(weight if order is None else _in_order(weight, order))
     fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d   # torch's rule: the input's format
     last = x.dim() in (4, 5) and not x.is_contiguous() and x.is_contiguous(memory_format=fmt)

@@ -140,3 +140,15 @@ def test_a_file_that_is_no_part_is_refused_with_one_line_and_exit_2(tmp_path, mo
         kb.main()
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.count("\n") == 1 and f"{bad}: not a part" in err
+
+
+def test_a_missing_log_is_refused_with_one_line_and_exit_2_before_any_file_is_written(tmp_path, monkeypatch, capsys):
+    bench, out = tmp_path / "bench", tmp_path / "part.json"
+    bench.mkdir()
+    missing = tmp_path / "c7" / "log.txt"
+    monkeypatch.setattr("sys.argv", ["kb_search_table.py", str(bench), "--logs", str(missing), "--json", str(out)])
+    with pytest.raises(SystemExit) as e:
+        kb.main()
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and f"{missing}: no such log" in err
+    assert not out.exists()

@@ -303,6 +303,9 @@ def main() -> None:
         _refuse("name a bench directory or --parts")
     if a.json and not a.bench:
         _refuse("--json writes a bench directory's part: name the bench directory")
+    for log in a.logs:   # each read whole before a table is made: a missing one is named, nothing half written
+        if not log.is_file():
+            _refuse(f"{log}: no such log (--logs takes each call's log.txt)")
     parts = [(str(p), *load_part(p)) for p in a.parts]
     if a.bench:
         if not Path(a.bench).is_dir():

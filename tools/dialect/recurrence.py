@@ -206,14 +206,14 @@ def _code_hash() -> str:   # read once a process
     from pathlib import Path
     here = Path(__file__).parent
     code = b"".join((here / f).read_bytes() for f in ("recurrence.py", "recurrence_cells.py", "gemm_epilogue.py",
-                                                      "counters.py", "batch_stats.py"))
+                                                      "counters.py", "batch_stats.py", "cat_chain.py"))
     return hashlib.sha256(code).hexdigest()
 
 
 class RecurrencePass(CustomGraphPass):
     """`recurrence_pass` as Inductor's post_grad_custom_pre_pass, then the counter increments as one
-    op (tools/dialect/counters.py) and each BatchNorm's statistics as one (tools/dialect/batch_stats.py),
-    then (`epilogues`) a Linear's ReLU in its product's epilogue
+    op (tools/dialect/counters.py), each BatchNorm's statistics as one (tools/dialect/batch_stats.py) and
+    a cat that repeats an earlier one's inputs from it (tools/dialect/cat_chain.py), then (`epilogues`) a Linear's ReLU in its product's epilogue
     (tools/dialect/gemm_epilogue.py: after the recurrences, whose cells it would otherwise take),
     with the uuid its graph cache keys on: the passes' code and its matchers', and whether the
     epilogues ran."""
@@ -223,10 +223,12 @@ class RecurrencePass(CustomGraphPass):
 
     def __call__(self, graph) -> None:
         from tools.dialect.batch_stats import batch_stats_pass
+        from tools.dialect.cat_chain import cat_chain_pass
         from tools.dialect.counters import counter_pass
         recurrence_pass(graph)
         counter_pass(graph)   # BatchNorms' num_batches_tracked, one launch for all (tools/dialect/counters.py)
         batch_stats_pass(graph)   # and their statistics, one launch each (tools/dialect/batch_stats.py)
+        cat_chain_pass(graph)   # a DenseNet's growing cats, each from the last (tools/dialect/cat_chain.py)
         if self.epilogues:
             from tools.dialect.gemm_epilogue import epilogue_pass
             epilogue_pass(graph)

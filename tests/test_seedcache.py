@@ -161,3 +161,14 @@ def test_a_seed_compiled_alone_keeps_how_long_it_took(tmp_path, monkeypatch):
     assert seedcache.cached_seed(problem, "cpu", tmp_path / "c") == "SEED"
     took = seedcache.compile_seconds(problem.path, "cpu", tmp_path / "c", command="seed")
     assert took is not None and 0.2 <= took < 30
+
+
+def test_every_post_grad_pass_a_capture_runs_keys_the_captures():
+    """Each module RecurrencePass imports (its passes over Inductor's post-grad graph) is capture code:
+    a change to one makes new captures (CAPTURE_CODE) and misses Inductor's graph cache (its uuid)."""
+    import re
+    source = (ROOT / "tools" / "dialect" / "recurrence.py").read_text()
+    passes = set(re.findall(r"from tools\.dialect\.(\w+) import \w+_pass", source))
+    hashed = set(re.findall(r'"(\w+)\.py"', source[source.index("def _code_hash"):source.index("class RecurrencePass")]))
+    assert {"cat_chain", "batch_stats", "counters", "gemm_epilogue"} <= passes
+    assert {f"{p}.py" for p in passes} <= set(seedcache.CAPTURE_CODE) and passes <= hashed

@@ -109,6 +109,27 @@ def test_an_earlier_cat_written_into_is_not_taken():
     assert cat_chain_pass(gm.graph) == 0
 
 
+def test_an_earlier_cat_written_into_through_a_view_is_not_taken():
+    import torch
+    from tools.dialect.cat_chain import cat_chain_pass
+
+    def f(a, b, c):
+        y = torch.cat([a, b], 1)
+        y[:, :1].add_(1.0)
+        return y, torch.cat([a, b, c], 1)
+    assert cat_chain_pass(_traced(f, *_inputs(3)).graph) == 0
+
+
+def test_an_earlier_cat_only_viewed_is_taken():
+    import torch
+    from tools.dialect.cat_chain import cat_chain_pass
+
+    def f(a, b, c):
+        y = torch.cat([a, b], 1)
+        return y[:, :1] * 2.0, torch.cat([a, b, c], 1)
+    assert cat_chain_pass(_traced(f, *_inputs(3)).graph) == 1
+
+
 def test_a_later_cat_of_the_prefix_is_not_taken():
     import torch
     from tools.dialect.cat_chain import cat_chain_pass

@@ -12,8 +12,8 @@ same places (a cat is a copy, and concatenation associates), two inputs a layer 
 k + 1, and as many bytes moved as before. The longest such earlier cat is taken.
 
 Left as they are: a cat whose inputs differ in dtype (type promotion) or are not all tensors
-of one rank, a prefix cat whose result something mutates (an in-place op, `copy_` into it),
-and a cat whose prefix cat comes later in the graph.
+of one rank, a prefix cat whose result something writes into (an in-place op or `copy_`, on it or
+on a view of it), and a cat whose prefix cat comes later in the graph.
 """
 from __future__ import annotations
 
@@ -39,7 +39,9 @@ def _inputs(node):
 
 def _mutated(node) -> bool:
     """Whether a user of `node` may write into it: `node` passed to an argument its schema marks
-    written (`Tensor(a!)`), or a user that is no ATen op (assume the worst); the output reads."""
+    written (`Tensor(a!)`), or to a view (`Tensor(a)`) something writes into, or a user that is no
+    ATen op (assume the worst); the graph's output only reads. (Inductor's post-grad graph is
+    functional but for its inputs' updates and custom ops that say what they mutate.)"""
     for user in node.users:
         if user.op == "output":
             continue
@@ -49,8 +51,10 @@ def _mutated(node) -> bool:
         named = {**dict(zip((a.name for a in schema.arguments), user.args)), **user.kwargs}
         for arg in schema.arguments:
             value = named.get(arg.name)
-            held = value if isinstance(value, (list, tuple)) else [value]
-            if arg.alias_info is not None and arg.alias_info.is_write and any(v is node for v in held):
+            if arg.alias_info is None or not any(v is node for v in (value if isinstance(value, (list, tuple))
+                                                                     else [value])):
+                continue
+            if arg.alias_info.is_write or _mutated(user):   # written, or a view of it written
                 return True
     return False
 

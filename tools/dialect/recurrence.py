@@ -213,7 +213,8 @@ def _code_hash() -> str:   # read once a process
 class RecurrencePass(CustomGraphPass):
     """`recurrence_pass` as Inductor's post_grad_custom_pre_pass, then the counter increments as one
     op (tools/dialect/counters.py), each BatchNorm's statistics as one (tools/dialect/batch_stats.py) and
-    a cat that repeats an earlier one's inputs from it (tools/dialect/cat_chain.py), then (`epilogues`) a Linear's ReLU in its product's epilogue
+    a cat that repeats an earlier one's inputs from it (tools/dialect/cat_chain.py), then (`epilogues`)
+    a Linear's ReLU in its product's epilogue
     (tools/dialect/gemm_epilogue.py: after the recurrences, whose cells it would otherwise take),
     with the uuid its graph cache keys on: the passes' code and its matchers', and whether the
     epilogues ran."""

@@ -172,6 +172,26 @@ def test_the_capture_copies_each_feature_once_where_it_copied_it_into_every_late
     assert sum(copies) <= 7 and sum(without) >= 3 * sum(copies), (copies, without)
 
 
+def test_cats_sharing_a_prefix_each_take_the_longest_earlier_one_in_a_module_s_graph():
+    """tests/problems/level3/cat_prefix_shared.py: [a, b, c], [a, b, d] from [a, b], [a, b, c, d] from
+    [a, b, c] (an in-place ReLU on [a, b] notwithstanding: the post-grad graph is functional), and
+    three cats growing along the last dim."""
+    import importlib.util
+    from tests.test_gemm_epilogue import _post_grad_graph
+    from tests.test_level3_seeds import PROBLEMS
+    from tools.dialect.cat_chain import cat_chain_pass
+    spec = importlib.util.spec_from_file_location("cat_prefix_shared", PROBLEMS / "cat_prefix_shared.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert cat_chain_pass(_post_grad_graph(module.Model(), *module.get_inputs())) == 6
+
+
+@pytest.mark.slow
+def test_the_seed_of_cats_sharing_a_prefix_is_judged_correct(tmp_path):
+    verdict = judged_seed("cat_prefix_shared", tmp_path)
+    assert verdict["verdict"] == "correct", verdict.get("diagnostics")
+
+
 @pytest.mark.slow
 def test_the_dense_block_seed_is_judged_correct(tmp_path):
     verdict = judged_seed("dense_block_growing_cat", tmp_path)

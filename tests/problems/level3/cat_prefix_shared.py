@@ -3,7 +3,8 @@ inputs later cats repeat (the functional graph keeps the cat before the ReLU), a
 import torch, torch.nn as nn, torch.nn.functional as F
 class Model(nn.Module):
     def __init__(self):
-        super().__init__(); self.c1 = nn.Conv2d(4, 4, 3, padding=1); self.c2 = nn.Conv2d(4, 4, 1); self.c3 = nn.Conv2d(4, 4, 3, padding=1)
+        super().__init__()
+        self.c1, self.c2, self.c3 = nn.Conv2d(4, 4, 3, padding=1), nn.Conv2d(4, 4, 1), nn.Conv2d(4, 4, 3, padding=1)
     def forward(self, x):
         a, b, c, d = x, self.c1(x), self.c2(x), self.c3(x)
         ab = torch.cat([a, b], 1)

@@ -418,6 +418,12 @@ def layout_rows() -> list[dict]:
     return rows
 
 
+def _save(out: str, **figures) -> None:
+    """Every figure of a run to `out` as JSON, under the GPU's name and the torch and Triton versions."""
+    Path(out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                     "triton": triton.__version__, **figures}, indent=1) + "\n")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="JSON file for every figure")
@@ -437,8 +443,7 @@ def main(argv=None) -> int:
         return 2
     if args.layout:
         rows = layout_rows()
-        Path(args.out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                              "triton": triton.__version__, "layout": rows}, indent=1) + "\n")
+        _save(args.out, layout=rows)
         print("| 1x1 convolution (exact) | GPU us as is / packed | the copy's us | host us as is / copy + packed | "
               "max diff |\n|---|---|---|---|---|")
         print("\n".join(f"| {r['name']} | {r['as_is_us']:.1f} / {r['packed_us']:.1f} | {r['copy_us']:.1f} | "
@@ -446,8 +451,7 @@ def main(argv=None) -> int:
         return 0
     if args.bn:
         rows = bn_rows()
-        Path(args.out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                              "triton": triton.__version__, "bn": rows}, indent=1) + "\n")
+        _save(args.out, bn=rows)
         print("| BatchNorm input | family us | Inductor us | cuDNN batch_norm us | var err | host us family / Inductor |")
         print("|---|---|---|---|---|---|")
         print("\n".join(f"| {r['name']} | {r['family_ms'] * 1e3:.1f} | {r['inductor_ms'] * 1e3:.1f} | "
@@ -461,9 +465,7 @@ def main(argv=None) -> int:
         then = _tree_family(args.gemm, "gemm") if args.gemm else None
         rows = gemm_rows(then, args.sweep)
         host = gemm_host(args.gemm, then)
-        Path(args.out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                              "triton": triton.__version__, "gemm": rows, "gemm_host_us": host},
-                                             indent=1) + "\n")
+        _save(args.out, gemm=rows, gemm_host_us=host)
         print(f"\n{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}\n")
         print(gemm_table(rows))
         print("\nhost us a call (64 x 64 x 64 Linear): " + ", ".join(f"{k} {v}" for k, v in host.items()))
@@ -473,8 +475,7 @@ def main(argv=None) -> int:
             print(f"conv_bench: {args.host}: no tools/kernels/conv.py there", file=sys.stderr)
             return 2
         rows = host_cost(args.host or None)
-        Path(args.out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                              "triton": triton.__version__, "host": rows}, indent=1) + "\n")
+        _save(args.out, host=rows)
         print("| weight | call | host us a call |\n|---|---|---|")
         print("\n".join(f"| {r['weight']} | {r['call']} | {r['host_us']} |" for r in rows))
         return 0
@@ -491,8 +492,7 @@ def main(argv=None) -> int:
             print(f"[{i}/{len(shapes)}] {name}: FAILED {type(e).__name__}: {e}", file=sys.stderr, flush=True)
             torch.cuda.empty_cache()
     device = torch.cuda.get_device_name()
-    Path(args.out).write_text(json.dumps({"device": device, "torch": torch.__version__, "triton": triton.__version__,
-                                          "rows": rows, "wall_s": time.monotonic() - t0}, indent=1) + "\n")
+    _save(args.out, rows=rows, wall_s=time.monotonic() - t0)
     print(f"\n{device}, torch {torch.__version__}, triton {triton.__version__}\n")
     print(table(rows, args.ieee, args.sweep) if rows else "no shape ran")
     return 0 if len(rows) == len(shapes) else 1

@@ -172,6 +172,7 @@ def test_the_capture_copies_each_feature_once_where_it_copied_it_into_every_late
     assert sum(copies) <= 7 and sum(without) >= 3 * sum(copies), (copies, without)
 
 
+@pytest.mark.slow   # a torch.compile on cpu, about 4 s
 def test_cats_sharing_a_prefix_each_take_the_longest_earlier_one_in_a_module_s_graph():
     """tests/problems/level3/cat_prefix_shared.py: [a, b, c], [a, b, d] from [a, b], [a, b, c, d] from
     [a, b, c] (an in-place ReLU on [a, b] notwithstanding: the post-grad graph is functional), and

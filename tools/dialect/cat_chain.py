@@ -72,7 +72,7 @@ def cat_chain_pass(graph) -> int:
         for m in range(len(tensors) - 1, 1, -1):
             earlier = seen.get((dim, tensors[:m]))
             if earlier is not None and not _mutated(earlier):
-                node.args = ([earlier, *tensors[m:]], node.args[1] if len(node.args) == 2 else 0)
+                node.args = ([earlier, *tensors[m:]], dim)
                 changed += 1
                 break
         seen.setdefault((dim, tensors), node)

@@ -150,6 +150,16 @@ var, mean = torch.var_mean(x2, [0, 2, 3], correction=0, keepdim=True)
 grid = bn._PLANS[(tuple(x2.shape), x2.stride(), x2.device)][0]
 out["again"] = [float((v - var).abs().max()), float((m - mean).abs().max()), len(bn._WORK),
                 work[-grid[0]:].tolist()]
+# two layouts of one workspace size (37 values: 17 channels in 3 blocks, 18 channels-last in 1), called in turn
+a = torch.randn(2, 17, 2, 2) * 3 + 5
+b = (torch.randn(2, 18, 2, 2) * 3 + 5).to(memory_format=torch.channels_last)
+sizes = {bn._plan(t.shape, t.stride(), t.device)[5] for t in (a, b)}
+errs = []
+for t in (a, b, a, b):
+    v, m = bn.batch_stats(t)
+    var, mean = torch.var_mean(t, [0, 2, 3], correction=0, keepdim=True)
+    errs.append(max(float((v - var).abs().max()), float((m - mean).abs().max())))
+out["one_size_two_layouts"] = [len(sizes), errs]
 print(json.dumps(out))
 """
 CASES = ("nchw", "channels_last", "ncl", "nc", "ncdhw", "strided_view")
@@ -181,6 +191,13 @@ def test_a_second_call_uses_the_workspace_again_and_finds_its_tickets_at_zero(pr
     var_err, mean_err, workspaces, tickets = _stats_results(programs)["again"]
     assert var_err < 1e-3 and mean_err < 1e-5
     assert workspaces == 1 and tickets == [0.0] * len(tickets)
+
+
+@pytest.mark.parametrize("programs", [1, 64])
+def test_two_layouts_of_one_workspace_size_keep_their_tickets_apart(programs):
+    sizes, errs = _stats_results(programs)["one_size_two_layouts"]
+    assert sizes == 1   # the case is what it says: one size
+    assert max(errs) < 1e-4, errs   # one workspace for both: the third call's tickets were the second's partials
 
 
 def test_rows_split_many_ways_where_the_gpu_has_programs_to_fill():

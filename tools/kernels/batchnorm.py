@@ -16,7 +16,7 @@ last ticket combines the block's partials (at most MAX_SPLITS) as one tile, in a
 fixed by the code, so the result does not depend on which program finishes last: the same bits at
 every run. It writes var and mean (float32, shape
 (1, C, 1, ...)) and the running update, and puts the block's ticket back to zero. The workspace
-(partials and tickets) is allocated, zeroed, once a size and stream, and kept: a call allocates
+(partials and tickets) is allocated, zeroed, once a layout and stream, and kept: a call allocates
 its outputs only, and launches nothing but the kernel (a zeroed allocation a call was a fill
 kernel's launch a BatchNorm). A partial is always written in the launch that reads it.
 
@@ -91,7 +91,7 @@ def batch_stats_kernel(x_ptr, work_ptr, var_ptr, mean_ptr, rm_ptr, rv_ptr, C, R,
 
 MAX_SPLITS = 64   # row splits a channel block: the last program combines them as one (SPLITS, BLOCK_C) tile
 _PLANS = {}   # each shape's grid and arguments, made once (the host's time is most of a small layer's)
-_WORK = {}    # a workspace of each size on each stream: partials, then tickets, at zero between calls
+_WORK = {}    # a workspace of each layout on each stream: partials, then tickets, at zero between calls
 _SMS = {}
 
 
@@ -135,11 +135,14 @@ def batch_stats(x, running_mean=None, running_var=None, momentum=0.1, unbias=1.0
     var = torch.empty(shape, dtype=torch.float32, device=x.device)
     mean = torch.empty(shape, dtype=torch.float32, device=x.device)
     stream = torch.cuda.current_stream(x.device).cuda_stream if x.device.type == "cuda" else 0
-    work = _WORK.get((x.device, stream, size))
+    # keyed by the layout, not the size alone: two shapes of one size place their tickets apart, and
+    # one's partials would land on the other's tickets (DenseNet-201's 1376 and 352 channels)
+    where = (x.device, stream, size, grid[0])
+    work = _WORK.get(where)
     if work is None:
         if len(_WORK) >= 1024:
             _WORK.clear()
-        work = _WORK[(x.device, stream, size)] = torch.zeros(size, dtype=torch.float32, device=x.device)
+        work = _WORK[where] = torch.zeros(size, dtype=torch.float32, device=x.device)
     batch_stats_kernel[grid](x, work, var, mean, running_mean if update else var, running_var if update else var,
                              *ints, float(momentum), float(unbias), UPDATE=update, BLOCK_R=block_r,
                              BLOCK_C=block_c, SPLITS=splits_p2, num_warps=4)

@@ -95,6 +95,16 @@ def _out_stride(K):
     return got, want.copy_(F.conv_transpose2d(x, w, b, 2, 1, 1))
 
 
+def _strided_bias(K, transposed):
+    """A bias read through a view with a step (a column of a table) adds its own values, not its
+    neighbours' (the kernels read bias[channel] contiguous)."""
+    x, w, _ = _inputs((2, 4, 5, 6), (6, 4, 3, 3) if not transposed else (4, 6, 3, 3), 1)
+    b = torch.arange(12.0).view(6, 2)[:, 1]
+    if transposed:
+        return K.conv_transpose_nd(x, w, b, 2, 1, 1), F.conv_transpose2d(x, w, b, 2, 1, 1)
+    return K.conv_nd(x, w, b, 1, 1), F.conv2d(x, w, b, 1, 1)
+
+
 EPILOGUES = [
     ("relu", dict(activation="relu"), lambda y, r: torch.relu(y)),
     ("leaky_relu", dict(activation="leaky_relu", negative_slope=0.2), lambda y, r: F.leaky_relu(y, 0.2)),
@@ -191,6 +201,8 @@ CASES = {
     "tf32_dots_round_their_operands": _tf32_dots_round_their_operands,
     "a_plan_is_made_once_a_key": _a_plan_is_made_once_a_key,
     "another_layout_gets_its_own_plan": _another_layout_gets_its_own_plan,
+    "strided_bias": lambda K: _strided_bias(K, False),
+    "strided_bias_transposed": lambda K: _strided_bias(K, True),
     **{f"float64-{m}": (lambda K, m=m: _float64(K, m)) for m in ("direct", "igemm", "depthwise", "phases")},
     **{f"epilogue-{e[0]}-{m}": (lambda K, e=e, m=m: _forward_epilogue(K, e, m))
        for e in EPILOGUES for m in ("direct", "igemm", "depthwise")},

@@ -4,8 +4,8 @@ This file stands alone (torch and triton only): a seed copies its text, unchange
 its `ModelNew` (tools/dialect/kernelbook.py), so `best.py` carries it.
 
 Layout: any strides, each tensor read and written through its own (a channels-last input,
-what Inductor hands a convolution, is read channel-contiguous, not copied); 1-D and 2-D are
-3-D with unit leading dimensions. Weights: OIDHW forward, IODHW transposed, any strides;
+what Inductor hands a convolution, is read channel-contiguous, not copied; a strided bias is
+copied); 1-D and 2-D are 3-D with unit leading dimensions. Weights: OIDHW forward, IODHW transposed, any strides;
 "igemm" packs one in its order (`_igemm_order`) unless laid out so. The output takes the
 input's memory format (torch's rule) or `out_stride`. A call's Python that depends on its
 key alone (shapes, strides, arguments) is done once a key (`_planned`).
@@ -320,8 +320,7 @@ _PLANS = {}   # each launch's Python that depends on its key alone: done once a 
 
 
 def _planned(make_plan, x, weight, bias, residual, args):
-    """The convolution `make_plan(x, weight, bias, residual, *args)` plans (kernel, packing order or None, output
-    shape and strides, grid, arguments, constexprs), once a key: a later call allocates and launches, no more."""
+    """make_plan's plan (kernel, packing order, output shape, strides, grid, arguments) once a key; a call launches."""
     key = (make_plan, x.shape, x.stride(), x.dtype, x.device, weight.shape, weight.stride(), bias is None,
            None if residual is None else (residual.shape, residual.stride()),
            *(tuple(v) if isinstance(v, list) else tuple(sorted(v.items())) if isinstance(v, dict) else v
@@ -333,7 +332,8 @@ def _planned(make_plan, x, weight, bias, residual, args):
         plan = _PLANS[key] = make_plan(x, weight, bias, residual, *args)
     kernel, order, shape, y_strides, grid, ints, flags = plan
     y = torch.empty_strided(shape, y_strides, dtype=x.dtype, device=x.device)
-    kernel[grid](x, weight if order is None else _in_order(weight, order), y if bias is None else bias,
+    kernel[grid](x, weight if order is None else _in_order(weight, order),
+                 y if bias is None else bias if bias.stride(0) == 1 else bias.contiguous(),   # read as bias[co]
                  y if residual is None else residual, y, *ints, **flags)
     return y
 

@@ -319,7 +319,8 @@ def test_a_linear_layer_s_library_gemm_becomes_the_gemm_family_on_cpu():
 @pytest.mark.parametrize("name", ["bottleneck_expansion", "gelu_tanh_block", "linear_relu", "small_attention",
                                   "sdpa_attention", "multihead_attention", "item_in_init", "lambda_mlp",
                                   "weight_norm_linear", "text_embedding_bag", "prototype_cdist", "gnn_scatter",
-                                  "scalar_gate", "bilinear_median", "pairwise_interaction", "attention_memory_state"])
+                                  "scalar_gate", "bilinear_median", "pairwise_interaction", "attention_memory_state",
+                                  "strided_bias_conv"])
 def test_the_seed_matches_the_model_on_three_calls(name, tmp_path):
     assert max(_lockstep_errors(name, tmp_path)) < 1e-4
 
@@ -1096,8 +1097,8 @@ print(json.dumps(errors))
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["bottleneck_expansion", "gelu_tanh_block", "linear_relu", "small_attention",
-                                  "rnn_cell_hidden", "small_lstm", "sdpa_attention", "multihead_attention",
+@pytest.mark.parametrize("name", ["strided_bias_conv", "bottleneck_expansion", "gelu_tanh_block", "linear_relu",
+                                  "small_attention", "rnn_cell_hidden", "small_lstm", "sdpa_attention", "multihead_attention",
                                   "small_gru", "small_rnn_relu", "topk_gate", "weight_norm_linear",
                                   "text_embedding_bag", "prototype_cdist", "gnn_scatter", "bilinear_median",
                                   "pairwise_interaction", "attention_memory_state", "concat_inputs",

@@ -57,6 +57,28 @@ out["sdpa_flash_layout"] = float(sdpa("_scaled_dot_product_flash_attention", q, 
 qc = r(2, 9, 2, 8).permute(0, 2, 1, 3)
 out["sdpa_cudnn_layout_follows_q"] = float(sdpa("_scaled_dot_product_cudnn_attention", qc, k, v, None, False)[0].stride()
                                            != qc.stride())
+CPU_OP = "_scaled_dot_product_flash_attention_for_cpu"
+o, lse = sdpa(CPU_OP, q, k, v)   # q contiguous: the op's output follows it, its log-sum-exp is (B, Tq, H) in memory
+want_lse = torch.empty(2, 9, 2).transpose(1, 2).stride()
+out["sdpa_cpu_layouts_follow_q"] = err(o, ref(q, k, v)) + float(o.stride() != q.stride() or lse.stride() != want_lse)
+if dev == "cpu":   # the op itself, where it runs
+    o_t, lse_t = getattr(torch.ops.aten, CPU_OP)(q, k, v)
+    out["sdpa_cpu_layouts_follow_q"] += float(o.stride() != o_t.stride() or lse.stride() != lse_t.stride())
+a = torch.zeros(9, 9, device=dev)
+a[4] = float("-inf")   # query 4 sees no key
+o, lse = sdpa(CPU_OP, q, k, v, attn_mask=a)
+keep = torch.arange(9, device=dev) != 4
+out["sdpa_cpu_empty_row_is_zero"] = err(o[:, :, keep], ref(q, k, v, mask=a)[:, :, keep]) + \
+    o[:, :, 4].abs().max().item() + lse[:, :, 4].abs().max().item()
+if dev == "cpu":
+    o_t, lse_t = getattr(torch.ops.aten, CPU_OP)(q, k, v, attn_mask=a)
+    out["sdpa_cpu_empty_row_is_zero"] += err(o, o_t.double()) + err(lse, lse_t.double())
+out["attention_empty_row_is_nan"] = float(not bool(attention(q, k, v, attn_mask=a)[0][:, :, 4].isnan().all()))
+res = sdpa("_scaled_dot_product_efficient_attention", q, k, v, None, True)
+out["sdpa_efficient_lse_padded_to_32"] = float(tuple(res[1].shape) != (2, 2, 32)) + \
+    err(res[1][:, :, :9], torch.logsumexp((q.double() @ k.double().transpose(-2, -1)) / math.sqrt(8), -1))
+res = sdpa("_scaled_dot_product_cudnn_attention", q, k, v, None, True)
+out["sdpa_cudnn_lse_shape"] = float(tuple(res[1].shape) != (2, 2, 9, 1))
 try:
     sdpa("_scaled_dot_product_flash_attention", q, k, v, 0.1)
     out["dropout_refused"] = 1.0
@@ -66,7 +88,8 @@ print(json.dumps(out))
 """
 NAMES = ["plain_odd", "causal_several_blocks", "bool_mask_broadcast", "additive_mask_and_scale", "strided_inputs",
          "logsumexp", "sdpa_efficient_causal", "sdpa_cpu_scale_kwarg", "sdpa_flash_layout",
-         "sdpa_cudnn_layout_follows_q", "dropout_refused"]
+         "sdpa_cudnn_layout_follows_q", "sdpa_cpu_layouts_follow_q", "sdpa_cpu_empty_row_is_zero",
+         "attention_empty_row_is_nan", "sdpa_efficient_lse_padded_to_32", "sdpa_cudnn_lse_shape", "dropout_refused"]
 
 
 def _errors(device: str) -> dict:
@@ -82,3 +105,20 @@ def test_the_attention_family_matches_float64_torch_in_the_interpreter(case):
 @pytest.mark.parametrize("case", NAMES)
 def test_the_attention_family_matches_float64_torch_on_cuda(case):
     assert _errors("cuda")[case] < 1e-4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mask, empty_zero", [(0, False), (2, True)])
+def test_the_attention_kernel_compiles_for_sm90(mask, empty_zero):
+    from tests.kernel_cases import compile_for_sm90
+    from tools.kernels.attention import attention_kernel
+    ints = ("sqb sqh sqm sqd skb skh skn skd svb svh svn svd smb smh smm smn sob soh som sod slb slh slm "
+            "H TQ TK D DV").split()
+    sig = {**{p: "*fp32" for p in ("q_ptr", "k_ptr", "v_ptr", "mask_ptr", "o_ptr", "lse_ptr")},
+           **{p: "i32" for p in ints}, "scale": "fp32",
+           **{p: "constexpr" for p in ("MASK", "CAUSAL", "PRECISION", "EMPTY_ZERO", "BLOCK_M", "BLOCK_N", "BLOCK_D",
+                                       "BLOCK_DV")}}
+    kernel = compile_for_sm90(attention_kernel, sig, {"MASK": mask, "CAUSAL": False, "PRECISION": "ieee",
+                                                      "EMPTY_ZERO": empty_zero, "BLOCK_M": 64, "BLOCK_N": 32,
+                                                      "BLOCK_D": 64, "BLOCK_DV": 64})
+    assert ".entry attention_kernel" in kernel.asm["ptx"]

@@ -14,7 +14,8 @@ FlashAttention, Dao et al. 2022), so the Tq x Tk score matrix is never written. 
 `is_causal` (query i sees keys j <= i, top-left aligned as PyTorch's), a boolean mask
 (True: attend) or an additive float mask, anything that broadcasts to (B, H, Tq, Tk),
 read through its broadcast strides; `scale` defaults to 1/sqrt(head dim). A query whose
-keys are all masked gets NaN, as PyTorch's math path gives.
+keys are all masked gets NaN, as a softmax over them gives (attention written by hand), or,
+with `empty_rows="zero"`, zeros and a log-sum-exp of 0, as torch's cpu flash op gives.
 
 Layout: q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv), any strides, read in place.
 Precision: fp32 accumulation; `tl.dot` at `precision` ("ieee" exact fp32, "tf32x3",
@@ -37,7 +38,7 @@ def attention_kernel(q_ptr, k_ptr, v_ptr, mask_ptr, o_ptr, lse_ptr,
                      sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd,
                      smb, smh, smm, smn, sob, soh, som, sod, slb, slh, slm,
                      H, TQ, TK, D, DV, scale,
-                     MASK: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
+                     MASK: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr, EMPTY_ZERO: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                      BLOCK_DV: tl.constexpr):
     # MASK: 0 none, 1 boolean (nonzero: attend), 2 additive
@@ -85,9 +86,13 @@ def attention_kernel(q_ptr, k_ptr, v_ptr, mask_ptr, o_ptr, lse_ptr,
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
         m_i = m_new
     out = acc / l_i[:, None]
+    lse = m_i + tl.log(l_i)
+    if EMPTY_ZERO:   # a query with no key left: 0, not 0 / 0
+        out = tl.where(l_i[:, None] > 0, out, 0.0)
+        lse = tl.where(l_i > 0, lse, 0.0)
     tl.store(o_ptr + b * sob + h * soh + rm.to(tl.int64)[:, None] * som + rdv[None, :] * sod,
              out.to(o_ptr.dtype.element_ty), mask=m_ok[:, None] & (rdv[None, :] < DV))
-    tl.store(lse_ptr + b * slb + h * slh + rm.to(tl.int64) * slm, m_i + tl.log(l_i), mask=m_ok)
+    tl.store(lse_ptr + b * slb + h * slh + rm.to(tl.int64) * slm, lse, mask=m_ok)
 
 
 def attention_config(d: int, dv: int, dtype) -> dict:
@@ -104,11 +109,12 @@ def attention_config(d: int, dv: int, dtype) -> dict:
             "num_warps": 4, "num_stages": 2}
 
 
-def attention(q, k, v, attn_mask=None, is_causal=False, scale=None, out=None, precision="ieee"):
+def attention(q, k, v, attn_mask=None, is_causal=False, scale=None, out=None, precision="ieee", lse=None,
+              empty_rows="nan"):
     """softmax(q kᵀ · scale + mask) v for q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv);
-    returns (out, logsumexp (B, H, Tq) in fp32). `out`, when given, is written through its
-    own strides; else a (B, H, Tq, Dv) tensor in the layout flash attention gives
-    ((B, Tq, H, Dv) in memory)."""
+    returns (out, logsumexp (B, H, Tq) in fp32). `out` and `lse`, when given, are written through
+    their own strides; else out is a (B, H, Tq, Dv) tensor in the layout flash attention gives
+    ((B, Tq, H, Dv) in memory). `empty_rows`: "nan" or "zero" for a query whose keys are all masked."""
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError(f"attention: q, k, v must be (B, H, T, D); got {q.dim()}, {k.dim()}, {v.dim()} dims")
     bsz, heads, tq, d = q.shape
@@ -119,7 +125,10 @@ def attention(q, k, v, attn_mask=None, is_causal=False, scale=None, out=None, pr
         raise ValueError(f"attention: head dims up to 256; got {max(d, dv)}")
     if out is None:
         out = torch.empty((bsz, tq, heads, dv), device=q.device, dtype=q.dtype).transpose(1, 2)
-    lse = torch.empty((bsz, heads, tq), device=q.device, dtype=torch.float32)
+    if empty_rows not in ("nan", "zero"):
+        raise ValueError(f"attention: empty_rows is 'nan' or 'zero'; got {empty_rows!r}")
+    if lse is None:
+        lse = torch.empty((bsz, heads, tq), device=q.device, dtype=torch.float32)
     kind, mask = 0, q                       # no mask: any pointer, never read
     sm = (0, 0, 0, 0)
     if attn_mask is not None:
@@ -133,7 +142,8 @@ def attention(q, k, v, attn_mask=None, is_causal=False, scale=None, out=None, pr
     grid = (triton.cdiv(tq, cfg["BLOCK_M"]), bsz * heads)
     attention_kernel[grid](q, k, v, mask, out, lse, *q.stride(), *k.stride(), *v.stride(), *sm, *out.stride(),
                            *lse.stride(), heads, tq, tk, d, dv, scale,
-                           MASK=kind, CAUSAL=bool(is_causal), PRECISION=precision, **cfg)
+                           MASK=kind, CAUSAL=bool(is_causal), PRECISION=precision, EMPTY_ZERO=empty_rows == "zero",
+                           **cfg)
     return out, lse
 
 
@@ -150,8 +160,10 @@ _SDPA_OPS = {
 
 def sdpa(op, q, k, v, *args, precision="ieee", **kwargs):
     """`torch.ops.aten.<op>.default(q, k, v, *args, **kwargs)` computed by `attention`: a
-    tuple of the op's length, (output, logsumexp, None, ...). The output's layout is the
-    op's: flash and efficient attention write (B, Tq, H, Dv) in memory; cuDNN's follows q."""
+    tuple of the op's length, (output, logsumexp, None, ...), each laid out as the op's meta
+    function lays it out (Inductor's code reads them so): flash and efficient attention write
+    (B, Tq, H, Dv) in memory, cuDNN's and the cpu op's follow q; the log-sum-exp is (B, H, Tq),
+    the cpu op's (B, Tq, H) in memory, efficient's padded to 32 queries, cuDNN's (B, H, Tq, 1)."""
     if op not in _SDPA_OPS:
         raise ValueError(f"sdpa: unknown op {op}")
     names, n_out = _SDPA_OPS[op]
@@ -160,14 +172,28 @@ def sdpa(op, q, k, v, *args, precision="ieee", **kwargs):
     if float(given.get("dropout_p", 0.0) or 0.0) != 0.0:
         raise ValueError(f"sdpa: dropout_p={given['dropout_p']} is random; no kernel reproduces it")
     mask = given.get("attn_bias", given.get("attn_mask"))
-    bsz, heads, tq, _ = q.shape
+    bsz, heads, tq, d = q.shape
     dv = v.shape[3]
-    if op == "_scaled_dot_product_cudnn_attention":
-        order = sorted(range(4), key=lambda i: -q.stride(i))   # q's dims, outermost first
-        shape = [(bsz, heads, tq, dv)[i] for i in order]
-        out = torch.empty(shape, device=q.device, dtype=q.dtype).permute(*[order.index(i) for i in range(4)])
+    cpu, lse, lse_out = op == "_scaled_dot_product_flash_attention_for_cpu", None, None
+    if cpu and dv == d:
+        out = torch.empty_like(q)   # its meta: empty_like(query)
+    elif op == "_scaled_dot_product_cudnn_attention" or cpu:
+        if dv == d:   # torch's alloc_with_matching_layout
+            out = torch.empty_like(q.transpose(1, 2)).transpose(1, 2)
+        else:
+            order = sorted(range(4), key=lambda i: -q.stride(i))   # q's dims, outermost first
+            shape = [(bsz, heads, tq, dv)[i] for i in order]
+            out = torch.empty(shape, device=q.device, dtype=q.dtype).permute(*[order.index(i) for i in range(4)])
     else:
         out = torch.empty((bsz, tq, heads, dv), device=q.device, dtype=q.dtype).transpose(1, 2)
+    if cpu:
+        lse = lse_out = torch.empty((bsz, tq, heads), device=q.device, dtype=torch.float32).transpose(1, 2)
+    elif op == "_scaled_dot_product_efficient_attention":
+        lse_out = torch.empty((bsz, heads, -(-tq // 32) * 32 if given.get("compute_log_sumexp") else 0),
+                              device=q.device, dtype=torch.float32)
+        lse = lse_out[:, :, :tq] if lse_out.shape[2] else None
     o, lse = attention(q, k, v, attn_mask=mask, is_causal=bool(given.get("is_causal", False)),
-                       scale=given.get("scale"), out=out, precision=precision)
+                       scale=given.get("scale"), out=out, precision=precision, lse=lse,
+                       empty_rows="zero" if cpu else "nan")
+    lse = lse.unsqueeze(-1) if op == "_scaled_dot_product_cudnn_attention" else lse if lse_out is None else lse_out
     return (o, lse) + (None,) * (n_out - 2)

@@ -57,6 +57,26 @@ out["gru_long_many_programs_ieee"] = run(torch.nn.GRU, "ieee", layers=2, batch=1
 # W_hh rows longer than one block of 64: several products per gate and step
 out["lstm_wide_hidden_streamed_weights_ieee"] = run(torch.nn.LSTM, "ieee", layers=1, bidirectional=False, hidden=600,
                                                     steps=40 if dev == "cuda" else 3)
+# biases read through a step (a column of a table), h0 and c0 with hidden units of stride 2: read as laid out
+def strided(cls, persistent):
+    torch.manual_seed(0)
+    m = cls(12, 20, num_layers=2, bidirectional=True, batch_first=True).to(dev).eval()
+    mode = MODES[cls]
+    ws = [w if w.dim() == 2 else torch.stack([w, torch.zeros_like(w)], 1)[:, 0] for w in m._flat_weights]
+    x, h0, c0 = torch.randn(3, 9, 12, device=dev), torch.randn(4, 3, 40, device=dev)[..., ::2], \
+        torch.randn(4, 3, 40, device=dev)[..., ::2]
+    with torch.no_grad():
+        want = m(x, (h0, c0))[0] if mode == "LSTM" else m(x, h0)[0]
+        got = rnn_seq(x, h0, c0 if mode == "LSTM" else h0, ws, mode, 2, True, True, True, persistent=persistent)[0]
+    return (got - want).abs().max().item()
+for cls in (torch.nn.LSTM, torch.nn.GRU):
+    for persistent in (None, False):
+        name = f"strided_state_and_bias_{MODES[cls].lower()}_{'persistent' if persistent is None else 'per_step'}"
+        out[name + "_ieee"] = strided(cls, persistent)
+from tools.kernels.rnn import rnn_linear
+xl, wl, bl = torch.randn(37, 29, device=dev), torch.randn(23, 29, device=dev), torch.randn(1, device=dev).expand(23)
+out["linear_expanded_bias_ieee"] = (rnn_linear(xl, wl, bl, torch.empty(37, 23, device=dev)) -
+                                    torch.addmm(bl, xl, wl.t())).abs().max().item()
 # half weights and inputs against the fp32 module with the same (rounded) weights
 def half(persistent):
     torch.manual_seed(0)
@@ -77,7 +97,8 @@ NAMES = [f"{case}_{p}" for p in ("ieee", "tf32x3")
          for case in ("lstm_two_layers_bidirectional", "gru_two_layers_bidirectional", "rnn_tanh_sequence_first",
                       "rnn_relu_without_bias", "lstm_per_step", "gru_per_step", "rnn_tanh_per_step")] + \
     ["lstm_wide_two_batch_tiles_ieee", "gru_long_many_programs_ieee", "lstm_wide_hidden_streamed_weights_ieee",
-     "gru_without_bias_ieee", "lstm_without_bias_ieee"]
+     "gru_without_bias_ieee", "lstm_without_bias_ieee", "linear_expanded_bias_ieee"] + \
+    [f"strided_state_and_bias_{m}_{p}_ieee" for m in ("lstm", "gru") for p in ("persistent", "per_step")]
 TOLERANCE = 1e-4   # the seed tests' bound against the model in exact fp32
 
 

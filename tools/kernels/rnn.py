@@ -211,13 +211,15 @@ def rnn_persistent_kernel(gx_ptr, w0_ptr, w1_ptr, b0_ptr, b1_ptr, hbuf_ptr, c0_p
 
 
 def rnn_linear(x, w, b, out, precision="ieee"):
-    """out (M, N) = x (M, K) @ w (N, K)ᵀ + b, through any strides."""
+    """out (M, N) = x (M, K) @ w (N, K)ᵀ + b, through any strides (b copied where not of stride 1)."""
     m, k = x.shape
     n = w.shape[0]
     bm, bn, bk = (64, 64, 32) if x.is_cuda else (max(16, min(64, triton.next_power_of_2(m))),
                                                    max(16, min(64, triton.next_power_of_2(n))),
                                                    max(16, min(64, triton.next_power_of_2(k))))
     grid = (triton.cdiv(m, bm), triton.cdiv(n, bn))
+    if b is not None and b.stride(0) != 1:   # the kernel reads b[n]: a strided or expanded bias, copied
+        b = b.contiguous()
     rnn_linear_kernel[grid](x, w, b if b is not None else w, out, m, n, k, *x.stride(), *w.stride(), *out.stride(),
                             HAS_BIAS=b is not None, PRECISION=precision, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
     return out
@@ -323,6 +325,8 @@ def _layer_steps(gx, h, c, layer_w, mode, has_bias, out, d, h_n, c_n, precision)
     """One layer in direction d, two launches per step: the hidden projection, then the cell."""
     steps, batch, _ = gx.shape
     hidden = h.shape[1]
+    h = h if h.stride(1) == 1 else h.contiguous()   # the cells read h[b, j] and c[b, j] with j of stride 1
+    c = c if c is None or c.stride(1) == 1 else c.contiguous()
     _, w_hh, *bias = layer_w
     b_hh = bias[1] if has_bias else None
     gh = torch.empty((batch, gx.shape[2]), device=out.device, dtype=torch.float32)

@@ -55,6 +55,17 @@ out["the_long_row_kernel_keeps_the_short_ones_order"] = max(same(topk_op(tied, 6
 select_module.MAX_N = 16384
 h = torch.randn(3, 8, device=dev).half()
 out["half_values_kept_in_their_dtype"] = same(topk_op(h, 2), torch.topk(h, 2))
+y = torch.randn(2, 1, 5, 9, device=dev)[:, :, :3]   # strides (45, 45, 9, 1): dims 0 and 2 do not collapse
+out["dims_that_do_not_collapse_read_from_a_copy"] = max(same(topk_op(y, 2, -1), torch.topk(y, 2, -1)),
+                                                        same(sort_op(y, 0), torch.sort(y, dim=0, stable=True)))
+big = torch.tensor([[2**40, 2**40 + 1000, 3, -2**63, 2**63 - 1, 7]], device=dev)   # apart by less than fp32 tells
+f64 = torch.tensor([[1.0, 1 + 1e-9, 0.5, float("nan"), 1 - 1e-12]], dtype=torch.float64, device=dev)
+out["int64_and_float64_keys_in_their_own_type"] = max(
+    [same(topk_op(big, 4, -1, l), torch.topk(big, 4, -1, l)) for l in (True, False)] +
+    [same(sort_op(f64, -1, s), torch.sort(f64, dim=-1, descending=s, stable=True)) for s in (True, False)])
+zero_d = torch.tensor(2.5, device=dev)
+out["a_0d_input_gives_0d_outputs"] = max(same(topk_op(zero_d, 1), torch.topk(zero_d, 1)),
+                                         same(sort_op(zero_d), torch.sort(zero_d, stable=True)))
 try:
     topk_op(x, 9, 1)
     out["k_past_the_dimension_refused"] = 1.0
@@ -65,7 +76,9 @@ print(json.dumps(out))
 NAMES = ["topk_every_dim_largest_and_smallest", "sort_every_dim_both_ways_stable", "equal_keys_keep_their_order",
          "nan_ranks_above_every_number", "strided_input", "a_long_row", "sort_stable_keywords",
          "half_values_kept_in_their_dtype", "k_past_the_dimension_refused", "a_row_past_one_program_largest",
-         "a_row_past_one_program_smallest", "the_long_row_kernel_keeps_the_short_ones_order"]
+         "a_row_past_one_program_smallest", "the_long_row_kernel_keeps_the_short_ones_order",
+         "dims_that_do_not_collapse_read_from_a_copy", "int64_and_float64_keys_in_their_own_type",
+         "a_0d_input_gives_0d_outputs"]
 
 
 @pytest.mark.parametrize("case", NAMES)
@@ -95,11 +108,13 @@ def test_a_stable_sort_fallback_keeps_its_keywords():
 
 
 @pytest.mark.slow
-def test_the_selection_kernel_compiles_for_sm90():
+@pytest.mark.parametrize("ptr, keys", [("*fp32", 0), ("*fp64", 1), ("*i64", 2)])
+def test_the_selection_kernel_compiles_for_sm90(ptr, keys):
     import tools.kernels.select as select
-    sig = {"x_ptr": "*fp32", "val_ptr": "*fp32", "idx_ptr": "*i64", "n": "i32", "k": "i32", "inner": "i32",
-           "x_so": "i32", "x_sn": "i32", "x_si": "i32", "LARGEST": "constexpr", "BLOCK_N": "constexpr"}
-    assert compile_for_sm90(select.select_kernel, sig, {"LARGEST": True, "BLOCK_N": 1024}).asm["ptx"]
+    sig = {"x_ptr": ptr, "val_ptr": ptr, "idx_ptr": "*i64", "n": "i32", "k": "i32", "inner": "i32",
+           "x_so": "i32", "x_sn": "i32", "x_si": "i32", "LARGEST": "constexpr", "BLOCK_N": "constexpr",
+           "KEYS": "constexpr"}
+    assert compile_for_sm90(select.select_kernel, sig, {"LARGEST": False, "BLOCK_N": 1024, "KEYS": keys}).asm["ptx"]
 
 
 @pytest.mark.slow

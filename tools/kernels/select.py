@@ -10,7 +10,9 @@ come out in index order, as a stable sort gives them), then that element leaves 
 NaN ranks above every number, as torch's topk and sort rank it. O(k·n) per row: meant for
 the short rows a gate or a small sort has, not for sorting long ones. A row longer than
 MAX_N (top-k sampling over a vocabulary) is read in LONG_CHUNK pieces, one read of it per pick
-(`select_long_kernel`), in the same order.
+(`select_long_kernel`), in the same order. Keys: floats of 32 bits or fewer as fp32 (exact),
+float64 and integers in their own type (rows up to MAX_N); any strides, or a contiguous copy
+where the dims around the one selected along do not collapse into one stride each.
 """
 import torch
 import triton
@@ -22,23 +24,29 @@ LONG_CHUNK = 4096   # elements a longer row is read in, per read
 
 @triton.jit
 def select_kernel(x_ptr, val_ptr, idx_ptr, n, k, inner, x_so, x_sn, x_si,
-                  LARGEST: tl.constexpr, BLOCK_N: tl.constexpr):
+                  LARGEST: tl.constexpr, BLOCK_N: tl.constexpr, KEYS: tl.constexpr):
+    # KEYS: 0 floats of 32 bits or fewer (compared as fp32, exact), 1 float64, 2 integers (in their own type)
     row = tl.program_id(0)
     o = row // inner
     i = row % inner
     base = x_ptr + o.to(tl.int64) * x_so + i.to(tl.int64) * x_si
     offs = tl.arange(0, BLOCK_N)
     live = offs < n
-    v = tl.load(base + offs.to(tl.int64) * x_sn, mask=live, other=0.0).to(tl.float32)
+    v = tl.load(base + offs.to(tl.int64) * x_sn, mask=live, other=0)
+    if KEYS == 0:
+        v = v.to(tl.float32)
     nan = v != v
-    if LARGEST:     # NaN ranks above every number: first among the largest, last among the smallest
+    if KEYS == 2:   # ~v orders as -v does, without -v's overflow at the type's minimum
+        key = v if LARGEST else ~v
+    elif LARGEST:     # NaN ranks above every number: first among the largest, last among the smallest
         key = tl.where(nan, float("inf"), v)
     else:
         key = tl.where(nan, float("-inf"), -v)
+    floor = tl.min(key, axis=0)   # at most every live key: what a spent element is taken to be
     # outputs: (outer, k, inner) contiguous
     out_base = o.to(tl.int64) * k * inner + i
     for j in range(0, k):
-        top = tl.max(tl.where(live, key, float("-inf")), axis=0)
+        top = tl.max(tl.where(live, key, floor), axis=0)
         hit = live & (key == top)
         if LARGEST:     # a NaN before a true +inf
             pick = tl.min(tl.where(hit & nan, offs, BLOCK_N), axis=0)
@@ -103,10 +111,18 @@ def select_long_kernel(x_ptr, val_ptr, idx_ptr, n, k, inner, x_so, x_sn, x_si,
         p_idx = b_idx
 
 
+def _collapsed(x, dims):
+    """The stride of `dims` of x read as one dimension (0 where none is longer than 1), or None."""
+    kept = [(x.shape[a], x.stride(a)) for a in dims if x.shape[a] > 1]
+    if any(s != s_in * n_in for (_, s), (n_in, s_in) in zip(kept, kept[1:])):
+        return None
+    return kept[-1][1] if kept else 0
+
+
 def _select(x, k: int, dim: int, largest: bool):
-    if x.dim() == 0:
-        x = x.reshape(1)
-        dim = 0
+    if x.dim() == 0:   # a 0-d input's values and indices are 0-d too
+        values, indices = _select(x.reshape(1), k, 0, largest)
+        return values.reshape(()), indices.reshape(())
     dim = dim % x.dim()
     n = x.shape[dim]
     if not 0 <= k <= n:
@@ -123,23 +139,24 @@ def _select(x, k: int, dim: int, largest: bool):
     indices = torch.empty(shape, device=x.device, dtype=torch.int64)
     if values.numel() == 0:
         return values, indices
-    # x as (outer, n, inner): the dims before `dim` must collapse into one stride, those after too
-    strides = x.stride()
-    so = strides[dim - 1] if dim > 0 else 0
-    si = strides[-1] if dim < x.dim() - 1 else 0
-    for a in range(dim - 1):
-        if x.shape[a] > 1 and strides[a] != strides[a + 1] * x.shape[a + 1]:
-            raise ValueError(f"topk / sort: input strides {tuple(strides)} do not collapse around dim {dim}")
-    for a in range(dim + 1, x.dim() - 1):
-        if x.shape[a] > 1 and strides[a] != strides[a + 1] * x.shape[a + 1]:
-            raise ValueError(f"topk / sort: input strides {tuple(strides)} do not collapse around dim {dim}")
+    # x as (outer, n, inner): the dims before `dim` collapse into one stride, those after too (a
+    # dim of size 1 takes no part: its stride is anything), or x is read from a contiguous copy
+    before, after = _collapsed(x, range(dim)), _collapsed(x, range(dim + 1, x.dim()))
+    if before is None or after is None:
+        x = x.contiguous()
+        before, after = _collapsed(x, range(dim)), _collapsed(x, range(dim + 1, x.dim()))
+    so, si, strides = before, after, x.stride()
+    keys = 0 if x.dtype.is_floating_point and x.dtype.itemsize <= 4 else 1 if x.dtype == torch.float64 else 2
+    if n > MAX_N and keys:
+        raise ValueError(f"topk / sort: rows of more than {MAX_N} {x.dtype} values are not supported")
     if n > MAX_N:   # a row no program holds: one read of it per pick
         select_long_kernel[(outer * inner,)](x, values, indices, n, k, inner, so, strides[dim], si,
                                              LARGEST=bool(largest), CHUNK=LONG_CHUNK, num_warps=8)
         return values, indices
     block = max(16, triton.next_power_of_2(n))
     select_kernel[(outer * inner,)](x, values, indices, n, k, inner, so, strides[dim], si,
-                                    LARGEST=bool(largest), BLOCK_N=block, num_warps=4 if block <= 2048 else 8)
+                                    LARGEST=bool(largest), BLOCK_N=block, KEYS=keys,
+                                    num_warps=4 if block <= 2048 else 8)
     return values, indices
 
 

@@ -122,3 +122,11 @@ def test_the_attention_kernel_compiles_for_sm90(mask, empty_zero):
                                                       "EMPTY_ZERO": empty_zero, "BLOCK_M": 64, "BLOCK_N": 32,
                                                       "BLOCK_D": 64, "BLOCK_DV": 64})
     assert ".entry attention_kernel" in kernel.asm["ptx"]
+
+
+def test_a_mask_of_more_than_four_dims_is_refused_in_one_line():
+    import torch
+    from tools.kernels.attention import attention
+    q = torch.randn(1, 2, 4, 8)
+    with pytest.raises(ValueError, match="a mask broadcasts to"):
+        attention(q, q, q, attn_mask=torch.ones(1, 1, 1, 4, 4, dtype=torch.bool))

@@ -150,3 +150,10 @@ def test_the_gemm_kernel_compiles_for_sm90(dtype, precision, act):
     consts = {"HAS_BIAS": True, "PRECISION": precision, "DOUBLE": dtype == "fp64",
               "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "EVEN_K": dtype == "fp32", "ACT": act}
     assert compile_for_sm90(gemm.gemm_kernel, sig, consts, num_warps=4, num_stages=3).asm["ptx"]
+
+
+def test_an_out_holding_one_element_for_several_is_refused():
+    import torch
+    from tools.kernels.gemm import gemm
+    with pytest.raises(ValueError, match="one element for several"):
+        gemm(torch.randn(3, 4, 5), torch.randn(3, 5, 6), out=torch.empty(1, 4, 6).expand(3, 4, 6))

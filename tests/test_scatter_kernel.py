@@ -56,6 +56,9 @@ out["int64_mean_floored_with_and_without_self"] = float(not all(torch.equal(
     scatter_reduce_op_(torch.full((5, 8), 3, dtype=torch.long, device=dev), 0, at, longs, "mean", include_self=s),
     torch.full((5, 8), 3, dtype=torch.long, device=dev).scatter_reduce_(0, at, longs, "mean", include_self=s))
     for s in (True, False)))
+one, i0, two = torch.tensor(1.0, device=dev), torch.tensor(0, device=dev), torch.tensor(2.0, device=dev)
+out["zero_dim_tensors"] = max((scatter_reduce_op_(one.clone(), 0, i0, two, r) -
+                               one.clone().scatter_reduce_(0, i0, two, r)).abs().item() for r in ("sum", "amax", "mean"))
 try:
     scatter_reduce_op_(base.clone(), 1, idx, src, "prod")
     out["prod_refused_with_the_reason"] = 1.0
@@ -66,7 +69,7 @@ print(json.dumps(out))
 NAMES = ["sum_along_every_dim", "sum_without_self", "amax_and_amin_with_and_without_self", "one_dimension",
          "src_wider_than_index", "strided_out_updated_in_place", "prod_refused_with_the_reason",
          "int64_degree_count_exact", "int32_amax_and_amin_without_self_exact", "mean_with_and_without_self",
-         "int64_mean_floored_with_and_without_self"]
+         "int64_mean_floored_with_and_without_self", "zero_dim_tensors"]
 TOLERANCE = 1e-5   # a sum's order of additions is the atomics'
 
 

@@ -132,7 +132,9 @@ def attention(q, k, v, attn_mask=None, is_causal=False, scale=None, out=None, pr
     kind, mask = 0, q                       # no mask: any pointer, never read
     sm = (0, 0, 0, 0)
     if attn_mask is not None:
-        mask = attn_mask.expand(bsz, heads, tq, tk) if attn_mask.dim() <= 4 else attn_mask
+        if attn_mask.dim() > 4:
+            raise ValueError(f"attention: a mask broadcasts to (B, H, Tq, Tk); got {attn_mask.dim()} dims")
+        mask = attn_mask.expand(bsz, heads, tq, tk)
         kind = 1 if mask.dtype == torch.bool else 2
         if kind == 1:
             mask = mask.view(torch.uint8)   # the same bytes: nonzero attends

@@ -99,8 +99,8 @@ def scatter_mean_kernel(out_ptr, cnt_ptr, n, n1, n2, n3, o0, o1, o2, o3, BLOCK: 
 
 
 def _padded(t, rank: int):
-    """Shape and strides of `t` with leading 1s / 0s up to MAX_DIMS."""
-    pad = MAX_DIMS - rank
+    """Shape and strides of `t` with leading 1s / 0s up to MAX_DIMS (a 0-d `t` is all padding)."""
+    pad = MAX_DIMS - t.dim()
     return [1] * pad + list(t.shape), [0] * pad + list(t.stride())
 
 

@@ -81,3 +81,10 @@ def test_a_forward_dynamo_traces_twice_is_captured_as_one_graph():
 def test_a_forward_decorated_with_no_grad_is_captured_as_one_graph():
     out = _python(_CAPTURE, problem=NO_GRAD)
     assert out.stdout.strip().splitlines()[-1:] == ["captured True"], out.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_a_cpu_capture_does_not_say_its_kernels_will_not_be_executable():
+    out = _python(_CAPTURE, problem=PRINTS)   # they run in Triton's interpreter
+    assert out.stdout.strip().splitlines()[-1:] == ["captured True"], out.stderr[-2000:]
+    assert "Could not find an active CPU backend" not in out.stderr

@@ -13,3 +13,10 @@ only torch and triton (plus the standard library, pynvml and nvtx when present).
 from tools import astlock as _astlock
 
 _astlock.install()  # before any thread parses: python/cpython gh-106905 on 3.11.0-3.11.7
+
+import warnings as _warnings
+
+# Inductor's Triton helpers warn "Could not find an active CPU backend. Generated kernels will
+# not be executable!" on a machine without a GPU; krefine runs those kernels in Triton's
+# interpreter there (tools/dialect/runtime.py), so the line only misleads.
+_warnings.filterwarnings("ignore", message="Could not find an active CPU backend")

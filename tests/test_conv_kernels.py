@@ -254,6 +254,21 @@ def test_interpreted_conv_matches_torch(case_id, interpreted):
     assert interpreted[case_id] == ""
 
 
+def test_no_family_file_calls_a_builtin_a_seed_s_inductor_helpers_redefine():
+    """A seed copies each family's text beside the Triton helpers it takes from Inductor's
+    triton_helpers (tools/dialect/portable.py), whose `any` is a Triton function: a family's
+    host code calling the builtin any() raised in every seed holding that helper."""
+    import ast
+    import builtins
+    from torch._inductor.runtime import triton_helpers
+    from tools.dialect.families import FAMILIES
+    taken = {n for n in vars(triton_helpers) if hasattr(builtins, n) and hasattr(getattr(triton_helpers, n), "fn")}
+    assert "any" in taken
+    calls = {(f, node.func.id) for f in FAMILIES for node in ast.walk(ast.parse((CONV_FILE.parents[2] / f).read_text()))
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in taken}
+    assert not calls
+
+
 def test_family_file_imports_only_torch_and_triton():
     import ast
     tree = ast.parse(CONV_FILE.read_text())

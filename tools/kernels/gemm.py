@@ -138,7 +138,7 @@ def gemm(a, b, *, out=None, bias=None, alpha=1.0, beta=1.0, precision="ieee", co
     if b.dim() != nd or nd not in (2, 3) or (out is not None and out.dim() != nd):
         into = "" if out is None else f" into {out.dim()}"
         raise ValueError(f"gemm: operands of {a.dim()} and {b.dim()} dimensions{into}; expected 2-D or 3-D")
-    if out is not None and any(st == 0 < n - 1 for n, st in zip(out.shape, out.stride())):   # torch refuses it too
+    if out is not None and [n for n, st in zip(out.shape, out.stride()) if st == 0 < n - 1]:   # torch refuses it too
         raise ValueError(f"gemm: an out of strides {tuple(out.stride())} holds one element for several")
     if out is None:
         # torch.promote_types is an op the judge counts; a float64 operand makes the product float64

@@ -160,6 +160,18 @@ for t in (a, b, a, b):
     var, mean = torch.var_mean(t, [0, 2, 3], correction=0, keepdim=True)
     errs.append(max(float((v - var).abs().max()), float((m - mean).abs().max())))
 out["one_size_two_layouts"] = [len(sizes), errs]
+# a large mean, a small spread: statistics of x less each channel's first value
+big = (1e4 + torch.randn(64, 8, 6, 6, dtype=torch.float64) * 1e-2).float()
+v, m = bn.batch_stats(big)
+var, mean = torch.var_mean(big.double(), [0, 2, 3], correction=0, keepdim=True)
+out["large_mean_small_spread"] = [float(((v - var) / var).abs().max()), float((m - mean).abs().max())]
+# running statistics that are views with a step: updated where they are, the buffer's other slots untouched
+x = torch.randn(4, 6, 5, 5)
+buf_m, buf_v = torch.zeros(12), torch.ones(12)
+v, m = bn.batch_stats(x, buf_m[::2], buf_v[::2], 0.5, 1.0)
+out["strided_running_statistics"] = [float((buf_m[::2] - 0.5 * m.flatten()).abs().max()),
+                                     float((buf_v[::2] - (0.5 * v.flatten() + 0.5)).abs().max()),
+                                     float(buf_m[1::2].abs().max()), float((buf_v[1::2] - 1).abs().max())]
 print(json.dumps(out))
 """
 CASES = ("nchw", "channels_last", "ncl", "nc", "ncdhw", "strided_view")
@@ -198,6 +210,18 @@ def test_two_layouts_of_one_workspace_size_keep_their_tickets_apart(programs):
     sizes, errs = _stats_results(programs)["one_size_two_layouts"]
     assert sizes == 1   # the case is what it says: one size
     assert max(errs) < 1e-4, errs   # one workspace for both: the third call's tickets were the second's partials
+
+
+@pytest.mark.parametrize("programs", [1, 64])
+def test_a_large_mean_does_not_swamp_a_small_spread(programs):
+    var_rel, mean_abs = _stats_results(programs)["large_mean_small_spread"]
+    assert var_rel < 1e-4   # 1e-2 when the tiles' statistics were taken about their fp32-rounded means
+    assert mean_abs < 1e-3   # within an fp32 ulp of 1e4
+
+
+@pytest.mark.parametrize("programs", [1, 64])
+def test_strided_running_statistics_are_updated_where_they_are(programs):
+    assert max(_stats_results(programs)["strided_running_statistics"]) < 1e-6
 
 
 def test_rows_split_many_ways_where_the_gpu_has_programs_to_fill():

@@ -5,11 +5,13 @@ variance, and its running update, in one launch.
 (N, C, *spatial) with 0 to 3 spatial dims, through any strides (NCHW, channels-last, a view);
 `batch_stats(x, running_mean, running_var, momentum, unbias)` also updates the running statistics
 in place as a BatchNorm does: running_mean = mean * momentum + running_mean * (1 - momentum), and
-running_var the same with var * unbias (n / (n - 1)).
+running_var the same with var * unbias (n / (n - 1)); strided running statistics are updated
+through contiguous copies.
 
 Inductor writes these statistics as a split reduction of three launches (tools/dialect/batch_stats.py
 says why that matters). Here the grid is (channel blocks, row splits). Each program reduces its
-rows of its channels to a count, mean and sum of squared deviations, tile by tile (Chan's
+rows of its channels, less each channel's first value (so a large mean's fp32 rounding does not
+swamp a small spread), to a count, mean and sum of squared deviations, tile by tile (Chan's
 combination: no sum of squares, so no cancellation), and writes them to a workspace; then it
 takes a ticket (an atomic add, release and acquire). The program that takes a channel block's
 last ticket combines the block's partials (at most MAX_SPLITS) as one tile, in a reduction tree
@@ -49,6 +51,9 @@ def batch_stats_kernel(x_ptr, work_ptr, var_ptr, mean_ptr, rm_ptr, rv_ptr, C, R,
     cnt = tl.zeros([BLOCK_C], tl.float32)
     mean = tl.zeros([BLOCK_C], tl.float32)
     m2 = tl.zeros([BLOCK_C], tl.float32)
+    # every program reduces x less its channel's first value: statistics near 0, not near a large
+    # mean whose fp32 rounding (1e4: 1e-3) would swamp a small spread (the shifted-data algorithm)
+    shift = tl.load(x_ptr + cs.to(tl.int64) * s_c, mask=c_ok, other=0.0).to(tl.float32)
     first = pid_r * rows_per   # rows (n, d, h, w) in int32: fewer than 2**31 of them
     for start in range(0, rows_per, BLOCK_R):
         rs = first + start + tl.arange(0, BLOCK_R)
@@ -60,6 +65,7 @@ def batch_stats_kernel(x_ptr, work_ptr, var_ptr, mean_ptr, rm_ptr, rv_ptr, C, R,
         offs = n.to(tl.int64) * s_n + d.to(tl.int64) * s_d + h.to(tl.int64) * s_h + w.to(tl.int64) * s_w
         ok = r_ok[:, None] & c_ok[None, :]
         v = tl.load(x_ptr + offs[:, None] + cs[None, :].to(tl.int64) * s_c, mask=ok, other=0.0).to(tl.float32)
+        v = tl.where(ok, v - shift[None, :], 0.0)
         t_n = tl.sum(r_ok.to(tl.float32), 0)
         t_mean = tl.sum(v, 0) / tl.maximum(t_n, 1.0)
         dev = tl.where(ok, v - t_mean[None, :], 0.0)
@@ -80,6 +86,7 @@ def batch_stats_kernel(x_ptr, work_ptr, var_ptr, mean_ptr, rm_ptr, rv_ptr, C, R,
         cnt, mean, m2 = tl.reduce((p_n, p_mean, p_m2), 0, _chan)
         tl.store(work_ptr + splits * 2 * C + pid_c, 0.0)   # every program has taken its ticket: the next call's
         var = m2 / tl.maximum(cnt, 1.0)   # a channel past C has none
+        mean = mean + shift
         tl.store(var_ptr + cs, var, mask=c_ok)
         tl.store(mean_ptr + cs, mean, mask=c_ok)
         if UPDATE:
@@ -125,6 +132,12 @@ def batch_stats(x, running_mean=None, running_var=None, momentum=0.1, unbias=1.0
     assert 2 <= x.dim() <= 5 and x.numel() > 0, "batch_stats takes (N, C) to (N, C, D, H, W), not empty"
     update = running_mean is not None
     assert update == (running_var is not None), "batch_stats updates both running statistics or neither"
+    if update and (running_mean.stride(0) != 1 or running_var.stride(0) != 1):   # the kernel updates rm[c]
+        rm, rv = running_mean.contiguous(), running_var.contiguous()
+        var, mean = batch_stats(x, rm, rv, momentum, unbias)
+        running_mean.copy_(rm)
+        running_var.copy_(rv)
+        return var, mean
     key = (tuple(x.shape), x.stride(), x.device)
     plan = _PLANS.get(key)
     if plan is None:

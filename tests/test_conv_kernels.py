@@ -254,6 +254,26 @@ def test_interpreted_conv_matches_torch(case_id, interpreted):
     assert interpreted[case_id] == ""
 
 
+BAD_CALLS = {   # what torch refuses; the family read past a tensor (out of bounds on a GPU) and returned garbage
+    "residual_not_the_output_s_shape": lambda K: K.conv_nd(torch.randn(2, 4, 6, 6), torch.randn(6, 4, 3, 3), None, 1,
+                                                           1, residual=torch.randn(1, 6, 1, 1)),
+    "input_channels_not_the_weight_s": lambda K: K.conv_nd(torch.randn(2, 3, 6, 6), torch.randn(6, 4, 3, 3)),
+    "groups_not_dividing_the_channels": lambda K: K.conv_nd(torch.randn(2, 4, 6, 6), torch.randn(6, 1, 3, 3), groups=2),
+    "a_bias_short_of_the_channels": lambda K: K.conv_nd(torch.randn(2, 4, 6, 6), torch.randn(6, 4, 3, 3),
+                                                        torch.randn(3)),
+    "a_kernel_larger_than_the_unpadded_input": lambda K: K.conv_nd(torch.randn(2, 4, 2, 2), torch.randn(6, 4, 3, 3)),
+    "output_padding_not_below_the_stride": lambda K: K.conv_transpose_nd(torch.randn(2, 4, 6, 6),
+                                                                         torch.randn(4, 3, 3, 3), None, 2, 1, 2),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CALLS))
+def test_a_call_torch_refuses_is_refused_before_any_launch(case):
+    import tools.kernels.conv as K
+    with pytest.raises(AssertionError, match="conv"):
+        BAD_CALLS[case](K)
+
+
 def test_no_family_file_calls_a_builtin_a_seed_s_inductor_helpers_redefine():
     """A seed copies each family's text beside the Triton helpers it takes from Inductor's
     triton_helpers (tools/dialect/portable.py), whose `any` is a Triton function: a family's

@@ -1,34 +1,30 @@
 """Convolution in Triton: forward (1-D, 2-D, 3-D) and transposed, with a fused epilogue.
 
-This file stands alone (torch and triton only): a seed copies its text, unchanged, into
-its `ModelNew` (tools/dialect/kernelbook.py), so `best.py` carries it.
+This file stands alone (torch and triton only): a seed copies its text, unchanged, into its `ModelNew`
+(tools/dialect/kernelbook.py), so `best.py` carries it.
 
-Layout: any strides, each tensor read and written through its own (a channels-last input,
-what Inductor hands a convolution, is read channel-contiguous, not copied; a strided bias is
-copied); 1-D and 2-D are 3-D with unit leading dimensions. Weights: OIDHW forward, IODHW transposed, any strides;
-"igemm" packs one in its order (`_igemm_order`) unless laid out so. The output takes the
-input's memory format (torch's rule) or `out_stride`. A call's Python that depends on its
-key alone (shapes, strides, arguments) is done once a key (`_planned`).
+Layout: any strides, each tensor read and written through its own (a channels-last input, what Inductor hands a
+convolution, is read channel-contiguous, not copied; a strided bias is copied); 1-D and 2-D are 3-D with unit leading
+dimensions. Weights: OIDHW forward, IODHW transposed, any strides; "igemm" packs one in its order (`_igemm_order`)
+unless laid out so. The output takes the input's memory format (torch's rule) or `out_stride`. A call's Python that
+depends on its key alone (shapes, strides, arguments) is done once a key (`_planned`).
 
 Members (the launcher picks one; `member=` forces it):
-  "igemm"      implicit GEMM: M = batch x output positions, N = output channels of a
-               group, K = input channels of a group x taps; a loop over taps, then BLOCK_K
-               channels at a time through `tl.dot` at `precision` ("ieee" exact fp32,
-               "tf32x3", "tf32": operands rounded to TF32 as cuDNN does). 1x1: a GEMM.
-  "direct"     the same tiles, one input channel at a time as rank-1 fp32 FMAs (no dot),
-               for groups of fewer than 16 input channels.
+  "igemm"      implicit GEMM (1x1: a GEMM): M = batch x output positions, N = output channels of a group,
+               K = input channels of a group x taps; a loop over taps, then BLOCK_K channels at a time through
+               `tl.dot` at `precision` ("ieee" exact fp32, "tf32x3", "tf32": operands rounded to TF32 as cuDNN does).
+  "direct"     the same tiles, one input channel at a time as rank-1 fp32 FMAs (no dot), for groups of
+               fewer than 16 input channels.
   "depthwise"  one input channel per group: tiles of positions x channels, an FMA a tap.
-  "phases"     transposed convolution without zero insertion: outputs split by position modulo
-               the stride, a phase a program, gathering over the taps that reach it; dot or rank-1.
+  "phases"     transposed convolution without zero insertion: outputs split by position modulo the stride,
+               a phase a program, gathering over the taps that reach it; dot or rank-1.
 
-Epilogue, in this order, fused into the store: + bias[channel], x scale, + residual (the output's
-shape, any strides), activation ("relu", "leaky_relu", "sigmoid", "tanh", "silu"), clamp(lo, hi).
-Accumulation is fp32 (fp64 for float64, exact dots, out_dtype said as Triton 3.6 needs); the store
-casts to the output dtype (the input's).
+Epilogue, in this order, fused into the store: + bias[channel], x scale, + residual (the output's shape, any
+strides), activation ("relu", "leaky_relu", "sigmoid", "tanh", "silu"), clamp(lo, hi). Accumulation is fp32 (fp64 for
+float64, exact dots, out_dtype said as Triton 3.6 needs); the store casts to the output dtype (the input's).
 
-Not covered: string padding ("same"/"valid": give the numbers), padding_mode other than
-zeros, complex or integer tensors, unbatched inputs, a following norm's statistics, TMA and
-warp specialization. A configuration by rule (`conv_config`); `config=` passes another.
+Not covered: string padding ("same"/"valid"), padding_mode other than zeros, complex or integer tensors, unbatched
+inputs, a following norm's statistics, TMA, warp specialization. Configs: `conv_config` or `config=`.
 """
 import torch
 import triton
@@ -37,8 +33,7 @@ import triton.language as tl
 
 @triton.jit
 def _dot_operand(x, PRECISION: tl.constexpr):
-    """A `tl.dot` operand at `PRECISION`. "tf32": fp32 rounded to the nearest TF32 (ties away
-    from zero) as cuDNN rounds; the tensor core alone truncates (twice the error)."""
+    """A `tl.dot` operand at `PRECISION` ("tf32": rounded to the nearest TF32, ties away, as cuDNN; a core truncates)."""
     if PRECISION == "tf32":
         if x.dtype == tl.float32:
             bits = x.to(tl.uint32, bitcast=True)
@@ -253,12 +248,11 @@ def _pow2(n):
 
 
 def conv_config(member, c_group, k_group, positions, device_type, dtype, precision="ieee", smem=0, taps=1):
-    """BLOCK_M/N/K, num_warps, num_stages by rule (H200 sweeps, benchmarks/conv_bench.py --sweep):
-    4 warps, <= 96 KiB shared memory. Tensor-core igemm (tf32, tf32x3, 16-bit) by positions x
-    output channels: < 300K 64x32 tiles (more programs than SMs); < 3M 64x64; else 128 x <= 128,
-    or at "tf32" with > 1 tap, >= 64 channels in and > 64 out a group where a block may take `smem`
-    >= 200 KiB (Hopper): 8 warps, 128x256 (>= 256 out) or 256x128 (1.00-1.26x; 1x1 0.93). Others:
-    128 x <= 128 from 4096 positions, else 64 rows. Interpreter (cpu): wide tiles."""
+    """BLOCK_M/N/K, num_warps, num_stages by rule (H200 sweeps, benchmarks/conv_bench.py --sweep): 4 warps, <= 96 KiB
+    shared memory. Tensor-core igemm (tf32, tf32x3, 16-bit) by positions x output channels: < 300K 64x32 tiles (more
+    programs than SMs); < 3M 64x64; else 128 x <= 128, or at "tf32" with > 1 tap, >= 64 channels in and > 64 out a
+    group where a block may take `smem` >= 200 KiB (Hopper): 8 warps, 128x256 (>= 256 out) or 256x128 (1.00-1.26x;
+    1x1 0.93). Others: 128 x <= 128 from 4096 positions, else 64 rows. Interpreter (cpu): wide tiles."""
     if device_type != "cuda":
         return dict(BLOCK_M=min(128, max(16, _pow2(positions))), BLOCK_N=min(64, max(16, _pow2(k_group))),
                     BLOCK_K=min(64, max(16, _pow2(c_group))), num_warps=4, num_stages=1)
@@ -340,6 +334,8 @@ def _planned(make_plan, x, weight, bias, residual, args):
 
 def _shared(x, weight, bias, residual, dot, precision, lead, shape, out_stride, scale, clamp, slope, act):
     """Both plans': packing order, weight strides, output, its and the residual's strides, floats, flags."""
+    assert min(shape[2:]) > 0 and (residual is None or list(residual.shape) == list(shape)), \
+        f"conv: an output of {tuple(shape)} has no position, or the residual another shape"
     order = _igemm_order(weight.dim(), x.dtype, precision, lead) if dot and x.device.type == "cuda" else None
     order = None if order is None or weight.permute(*order).is_contiguous() else order
     ks, sw = _sizes_strides(weight if order is None else _in_order(weight, order))
@@ -373,6 +369,8 @@ def _conv_plan(x, weight, bias, residual, stride, padding, dilation, groups, pre
     assert 1 <= nd <= 3 and weight.dim() == x.dim(), "conv_nd takes (N, C, L), (N, C, H, W) or (N, C, D, H, W)"
     c_out, c_g = weight.shape[0], weight.shape[1]
     k_g = c_out // groups
+    assert x.shape[1] == c_g * groups and c_out % groups == 0 and (bias is None or bias.numel() == c_out), \
+        f"conv_nd: x {tuple(x.shape)}, weight {tuple(weight.shape)}, groups {groups} and the bias disagree"
     st, pad, dil = _as_3d(stride, nd, 1), _as_3d(padding, nd, 0), _as_3d(dilation, nd, 1)
     (d, h, w), sx = _sizes_strides(x)
     member = member or conv_member(False, groups, c_g)
@@ -413,6 +411,8 @@ def _transpose_plan(x, weight, bias, residual, stride, padding, output_padding, 
     c_in, k_g = weight.shape[0], weight.shape[1]
     c_g = c_in // groups
     st, pad, dil = _as_3d(stride, nd, 1), _as_3d(padding, nd, 0), _as_3d(dilation, nd, 1)
+    assert x.shape[1] == c_in and c_in % groups == 0 and (bias is None or bias.numel() == k_g * groups) and not [o for o, s, q
+        in zip(_as_3d(output_padding, nd, 0), st, dil) if o >= max(s, q)], "conv_transpose_nd: x, weight, groups, bias disagree"
     (d, h, w), sx = _sizes_strides(x)
     out_sp = [(n - 1) * s - 2 * p + q * (k - 1) + o + 1 for n, s, p, q, k, o in
               zip((d, h, w), st, pad, dil, _sizes_strides(weight)[0], _as_3d(output_padding, nd, 0))]

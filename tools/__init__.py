@@ -10,11 +10,11 @@ Nothing under tools/ imports langgraph: this package must run on a GPU box that 
 only torch and triton (plus the standard library, pynvml and nvtx when present).
 """
 
+import warnings as _warnings
+
 from tools import astlock as _astlock
 
 _astlock.install()  # before any thread parses: python/cpython gh-106905 on 3.11.0-3.11.7
-
-import warnings as _warnings
 
 # Inductor's Triton helpers warn "Could not find an active CPU backend. Generated kernels will
 # not be executable!" on a machine without a GPU; krefine runs those kernels in Triton's

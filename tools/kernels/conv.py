@@ -411,8 +411,8 @@ def _transpose_plan(x, weight, bias, residual, stride, padding, output_padding, 
     c_in, k_g = weight.shape[0], weight.shape[1]
     c_g = c_in // groups
     st, pad, dil = _as_3d(stride, nd, 1), _as_3d(padding, nd, 0), _as_3d(dilation, nd, 1)
-    assert x.shape[1] == c_in and c_in % groups == 0 and (bias is None or bias.numel() == k_g * groups) and not [o for o, s, q
-        in zip(_as_3d(output_padding, nd, 0), st, dil) if o >= max(s, q)], "conv_transpose_nd: x, weight, groups, bias disagree"
+    assert x.shape[1] == c_in and c_in % groups == 0 and (bias is None or bias.numel() == k_g * groups) and not [
+        o for o, s, q in zip(_as_3d(output_padding, nd, 0), st, dil) if o >= max(s, q)], "conv_transpose_nd: x, weight, groups, bias disagree"
     (d, h, w), sx = _sizes_strides(x)
     out_sp = [(n - 1) * s - 2 * p + q * (k - 1) + o + 1 for n, s, p, q, k, o in
               zip((d, h, w), st, pad, dil, _sizes_strides(weight)[0], _as_3d(output_padding, nd, 0))]

@@ -73,6 +73,15 @@ out["sdpa_cpu_empty_row_is_zero"] = err(o[:, :, keep], ref(q, k, v, mask=a)[:, :
 if dev == "cpu":
     o_t, lse_t = getattr(torch.ops.aten, CPU_OP)(q, k, v, attn_mask=a)
     out["sdpa_cpu_empty_row_is_zero"] += err(o, o_t.double()) + err(lse, lse_t.double())
+EFF_OP = "_scaled_dot_product_efficient_attention"
+ab = torch.empty(2, 2, 9, 12, device=dev)[..., :9]   # rows of 12: the cuda op takes a bias of aligned rows
+ab.copy_(a.expand(2, 2, 9, 9))
+o, lse = sdpa(EFF_OP, q, k, v, ab, True)[:2]
+out["sdpa_efficient_empty_row_is_zero"] = err(o[:, :, keep], ref(q, k, v, mask=a)[:, :, keep]) + \
+    o[:, :, 4].abs().max().item() + lse[:, :, 4].abs().max().item()
+if dev == "cuda":   # the op itself, where it runs (torch 2.11: zeros and a log-sum-exp of 0)
+    o_t, lse_t = getattr(torch.ops.aten, EFF_OP)(q, k, v, ab, True)[:2]
+    out["sdpa_efficient_empty_row_is_zero"] += err(o, o_t.double()) + err(lse[:, :, :9], lse_t[:, :, :9].double())
 out["attention_empty_row_is_nan"] = float(not bool(attention(q, k, v, attn_mask=a)[0][:, :, 4].isnan().all()))
 res = sdpa("_scaled_dot_product_efficient_attention", q, k, v, None, True)
 out["sdpa_efficient_lse_padded_to_32"] = float(tuple(res[1].shape) != (2, 2, 32)) + \
@@ -89,7 +98,7 @@ print(json.dumps(out))
 NAMES = ["plain_odd", "causal_several_blocks", "bool_mask_broadcast", "additive_mask_and_scale", "strided_inputs",
          "logsumexp", "sdpa_efficient_causal", "sdpa_cpu_scale_kwarg", "sdpa_flash_layout",
          "sdpa_cudnn_layout_follows_q", "sdpa_cpu_layouts_follow_q", "sdpa_cpu_empty_row_is_zero",
-         "attention_empty_row_is_nan", "sdpa_efficient_lse_padded_to_32", "sdpa_cudnn_lse_shape", "dropout_refused"]
+         "sdpa_efficient_empty_row_is_zero", "attention_empty_row_is_nan", "sdpa_efficient_lse_padded_to_32", "sdpa_cudnn_lse_shape", "dropout_refused"]
 
 
 def _errors(device: str) -> dict:

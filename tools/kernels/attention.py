@@ -15,7 +15,8 @@ FlashAttention, Dao et al. 2022), so the Tq x Tk score matrix is never written. 
 (True: attend) or an additive float mask, anything that broadcasts to (B, H, Tq, Tk),
 read through its broadcast strides; `scale` defaults to 1/sqrt(head dim). A query whose
 keys are all masked gets NaN, as a softmax over them gives (attention written by hand), or,
-with `empty_rows="zero"`, zeros and a log-sum-exp of 0, as torch's cpu flash op gives.
+with `empty_rows="zero"`, zeros and a log-sum-exp of 0, as torch's cpu flash op and cuda
+efficient op give (torch 2.11; its cuDNN op gives neither: `sdpa` keeps NaN there).
 
 Layout: q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv), any strides, read in place.
 Precision: fp32 accumulation; `tl.dot` at `precision` ("ieee" exact fp32, "tf32x3",
@@ -165,7 +166,9 @@ def sdpa(op, q, k, v, *args, precision="ieee", **kwargs):
     tuple of the op's length, (output, logsumexp, None, ...), each laid out as the op's meta
     function lays it out (Inductor's code reads them so): flash and efficient attention write
     (B, Tq, H, Dv) in memory, cuDNN's and the cpu op's follow q; the log-sum-exp is (B, H, Tq),
-    the cpu op's (B, Tq, H) in memory, efficient's padded to 32 queries, cuDNN's (B, H, Tq, 1)."""
+    the cpu op's (B, Tq, H) in memory, efficient's padded to 32 queries, cuDNN's (B, H, Tq, 1). A query
+    whose keys are all masked: zeros and a log-sum-exp of 0 from the cpu and efficient ops (torch 2.11's
+    measured on an H200), NaN from the others."""
     if op not in _SDPA_OPS:
         raise ValueError(f"sdpa: unknown op {op}")
     names, n_out = _SDPA_OPS[op]
@@ -196,6 +199,6 @@ def sdpa(op, q, k, v, *args, precision="ieee", **kwargs):
         lse = lse_out[:, :, :tq] if lse_out.shape[2] else None
     o, lse = attention(q, k, v, attn_mask=mask, is_causal=bool(given.get("is_causal", False)),
                        scale=given.get("scale"), out=out, precision=precision, lse=lse,
-                       empty_rows="zero" if cpu else "nan")
+                       empty_rows="zero" if cpu or op == "_scaled_dot_product_efficient_attention" else "nan")
     lse = lse.unsqueeze(-1) if op == "_scaled_dot_product_cudnn_attention" else lse if lse_out is None else lse_out
     return (o, lse) + (None,) * (n_out - 2)

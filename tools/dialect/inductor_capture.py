@@ -122,6 +122,7 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
     # the module's tensors as the forward finds them: one it rebinds (`self.ema = 0.9 * self.ema + x`)
     # is a graph input under its old value and state under its new one
     params, buffers = dict(model.named_parameters()), dict(model.named_buffers())
+    want = eager_outputs(model, inputs) if any(isinstance(m, torch.nn.RNNBase) for m in model.modules()) else None
     # 2) compile through a backend that sees the graph's inputs (real tensors, in call() order)
     #    and its outputs (which of them the forward returns, which it stores on the module)
     graph_inputs: list[list] = []
@@ -225,12 +226,11 @@ def capture(problem, device: str, templates: bool = False, module_mode: str = "t
         codes = [codes[0][0]] if split else codes
         constants = () if split else _carried_constants(held_constants.get(id(codes[0]), {}), codes[0], device)
     flat = list(out) if isinstance(out, (tuple, list)) else [out]
-    if device != "cpu" and any(isinstance(m, torch.nn.RNNBase) and m.proj_size for m in model.modules()):
-        # torch's own LSTM decomposition, not the eager cuDNN path (torch 2.11: h_n as (L, 1, N, P))
-        misshapen = misshapen_outputs(eager_outputs(model, inputs), flat)
-        if misshapen:
+    # eager's outputs (taken before a stateful forward moved on) against torch's LSTM decomposition (cuda h_n of
+    if want is not None:   # (L, 1, N, P) on torch 2.11) or the recurrent op, which `type(m) is nn.LSTM` tells apart
+        if misshapen := misshapen_outputs(want, flat):
             raise ValueError(f"torch.compile's graph gives {misshapen[0]}: a torch.compile defect with this module, "
-                             "so no seed follows from its output")
+                             "or a forward telling its recurrent module's class apart, so no seed follows from it")
     if not flat or not all(isinstance(o, torch.Tensor) for o in flat):
         bad = next((f"{type(out).__name__} whose item {k} is a {type(o).__name__}" for k, o in enumerate(flat)
                     if not isinstance(o, torch.Tensor)), "") if isinstance(out, (tuple, list)) else ""

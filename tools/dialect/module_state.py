@@ -333,13 +333,17 @@ def stored_before_read(model, inputs, path: str) -> bool:
     return events[:1] == ["store"]
 
 
-def eager_outputs(model, inputs) -> list:
-    """A copy of `model`'s eager forward on `inputs`, flat (the model's own state untouched)."""
+def eager_outputs(model, inputs) -> list | None:
+    """A copy of `model`'s eager forward on `inputs`, flat (the model's own state untouched);
+    None where the model cannot be copied or the copy's forward raises (nothing to compare)."""
     import copy
 
     import torch
-    with torch.no_grad():
-        out = copy.deepcopy(model)(*inputs)
+    try:
+        with torch.no_grad():
+            out = copy.deepcopy(model)(*inputs)
+    except Exception:
+        return None
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 

@@ -9,7 +9,10 @@ call (a fallback) in call(); the converter writes it as krefine's recurrent fami
 kernels (`torch._VF`), only so the capture runs; its output layout is rnn_seq's.
 
 The module keeps its class's attributes and its parameters' names (the capture's argument
-sources name them); only its class is swapped for the capture and swapped back after.
+sources name them); only its class is swapped for the capture and swapped back after, for a
+subclass of its own class (`isinstance(self.rnn, nn.LSTM)` in a forward takes the branch it
+takes in eager, and its methods stay) whose forward is this op's and whose
+`flatten_parameters` leaves the weights as they are (the op reads them so).
 """
 from __future__ import annotations
 
@@ -68,6 +71,10 @@ class _AsOp(torch.nn.Module):
             c_n = c_n.squeeze(1) if mode == "LSTM" else c_n
         return out, ((h_n, c_n) if mode == "LSTM" else h_n)
 
+    def flatten_parameters(self):
+        """Nothing to do: the op reads the weights as they are (cuDNN's flat buffer is eager's concern)."""
+        return None
+
 
 def _mode(module) -> str | None:
     """The op's mode for a module it can stand in for (projections and dropout between
@@ -95,7 +102,7 @@ def recurrent_as_ops(model, epilogues: bool = False):
             raise ValueError(f"a float64 {type(module).__name__}: krefine's recurrent family computes in fp32, "
                              "short of the float64 the model asks for")
         cls = type(module)
-        module.__class__ = type(f"Krefine{cls.__name__}", (_AsOp,), {})
+        module.__class__ = type(cls.__name__, (_AsOp, cls), {"__module__": cls.__module__})
         module._krefine_mode = mode
         swapped.append((module, cls))
     try:

@@ -150,9 +150,9 @@ var, mean = torch.var_mean(x2, [0, 2, 3], correction=0, keepdim=True)
 grid = bn._PLANS[(tuple(x2.shape), x2.stride(), x2.device)][0]
 out["again"] = [float((v - var).abs().max()), float((m - mean).abs().max()), len(bn._WORK),
                 work[-grid[0]:].tolist()]
-# two layouts of one workspace size (37 values: 17 channels in 3 blocks, 18 channels-last in 1), called in turn
-a = torch.randn(2, 17, 2, 2) * 3 + 5
-b = (torch.randn(2, 18, 2, 2) * 3 + 5).to(memory_format=torch.channels_last)
+# two layouts of one workspace size (79 values: 25 channels in 4 blocks, 26 channels-last in 1), called in turn
+a = torch.randn(2, 25, 2, 2) * 3 + 5
+b = (torch.randn(2, 26, 2, 2) * 3 + 5).to(memory_format=torch.channels_last)
 sizes = {bn._plan(t.shape, t.stride(), t.device)[5] for t in (a, b)}
 errs = []
 for t in (a, b, a, b):
@@ -172,6 +172,15 @@ v, m = bn.batch_stats(x, buf_m[::2], buf_v[::2], 0.5, 1.0)
 out["strided_running_statistics"] = [float((buf_m[::2] - 0.5 * m.flatten()).abs().max()),
                                      float((buf_v[::2] - (0.5 * v.flatten() + 0.5)).abs().max()),
                                      float(buf_m[1::2].abs().max()), float((buf_v[1::2] - 1).abs().max())]
+# a mean of 0 by construction (a bias-free 1x1 convolution of a per-channel normalized input), against eager's
+# BatchNorm on the same float32 input: each one's error from the input's float64 mean
+z = torch.randn(8, 6, 7, 7, dtype=torch.float64)
+z = (z - z.mean((0, 2, 3), keepdim=True)) / z.std((0, 2, 3), keepdim=True)
+y = torch.einsum("oc,nchw->nohw", torch.randn(5, 6, dtype=torch.float64), z).float()
+truth, rm = y.double().mean((0, 2, 3)), torch.zeros(5)
+torch.nn.functional.batch_norm(y, rm, torch.ones(5), training=True, momentum=1.0)
+out["mean_of_zero"] = [float((bn.batch_stats(y)[1].flatten().double() - truth).norm()),
+                       float((rm.double() - truth).norm())]
 print(json.dumps(out))
 """
 CASES = ("nchw", "channels_last", "ncl", "nc", "ncdhw", "strided_view")
@@ -222,6 +231,14 @@ def test_a_large_mean_does_not_swamp_a_small_spread(programs):
 @pytest.mark.parametrize("programs", [1, 64])
 def test_strided_running_statistics_are_updated_where_they_are(programs):
     assert max(_stats_results(programs)["strided_running_statistics"]) < 1e-6
+
+
+@pytest.mark.parametrize("programs", [1, 64])
+def test_a_mean_of_zero_is_as_near_zero_as_eager_batch_norm_puts_it(programs):
+    # the judge's float64 rule (tools/judge/numerics.py NOISE_FACTOR) lets a running mean be 10x as noisy as eager's;
+    # the shift plus the shifted mean was ~ulp(shift) off: 170x (a ShuffleNet unit's seed judged incorrect)
+    ours, eager = _stats_results(programs)["mean_of_zero"]
+    assert ours <= 10 * eager, (ours, eager)
 
 
 def test_rows_split_many_ways_where_the_gpu_has_programs_to_fill():

@@ -12,7 +12,9 @@ Inductor writes these statistics as a split reduction of three launches (tools/d
 says why that matters). Here the grid is (channel blocks, row splits). Each program reduces its
 rows of its channels, less each channel's first value (so a large mean's fp32 rounding does not
 swamp a small spread), to a count, mean and sum of squared deviations, tile by tile (Chan's
-combination: no sum of squares, so no cancellation), and writes them to a workspace; then it
+combination: no sum of squares, so no cancellation), beside the plain sum of x that gives the mean
+(the shifted mean is off by about an ulp of the shift, which a mean of 0 does not absorb: a
+BatchNorm after a bias-free 1x1 convolution of a normalized input), and writes them to a workspace; then it
 takes a ticket (an atomic add, release and acquire). The program that takes a channel block's
 last ticket combines the block's partials (at most MAX_SPLITS) as one tile, in a reduction tree
 fixed by the code, so the result does not depend on which program finishes last: the same bits at
@@ -51,6 +53,7 @@ def batch_stats_kernel(x_ptr, work_ptr, var_ptr, mean_ptr, rm_ptr, rv_ptr, C, R,
     cnt = tl.zeros([BLOCK_C], tl.float32)
     mean = tl.zeros([BLOCK_C], tl.float32)
     m2 = tl.zeros([BLOCK_C], tl.float32)
+    total = tl.zeros([BLOCK_C], tl.float32)   # the sum of x itself: the mean (the shifted one is for M2)
     # every program reduces x less its channel's first value: statistics near 0, not near a large
     # mean whose fp32 rounding (1e4: 1e-3) would swamp a small spread (the shifted-data algorithm)
     shift = tl.load(x_ptr + cs.to(tl.int64) * s_c, mask=c_ok, other=0.0).to(tl.float32)
@@ -65,28 +68,31 @@ def batch_stats_kernel(x_ptr, work_ptr, var_ptr, mean_ptr, rm_ptr, rv_ptr, C, R,
         offs = n.to(tl.int64) * s_n + d.to(tl.int64) * s_d + h.to(tl.int64) * s_h + w.to(tl.int64) * s_w
         ok = r_ok[:, None] & c_ok[None, :]
         v = tl.load(x_ptr + offs[:, None] + cs[None, :].to(tl.int64) * s_c, mask=ok, other=0.0).to(tl.float32)
+        total += tl.sum(tl.where(ok, v, 0.0), 0)
         v = tl.where(ok, v - shift[None, :], 0.0)
         t_n = tl.sum(r_ok.to(tl.float32), 0)
         t_mean = tl.sum(v, 0) / tl.maximum(t_n, 1.0)
         dev = tl.where(ok, v - t_mean[None, :], 0.0)
         cnt, mean, m2 = _chan(cnt, mean, m2, t_n, t_mean, tl.sum(dev * dev, 0))
-    own = work_ptr + pid_r * 2 * C + cs
+    own = work_ptr + pid_r * 3 * C + cs
     tl.store(own, mean, mask=c_ok)
     tl.store(own + C, m2, mask=c_ok)
+    tl.store(own + 2 * C, total, mask=c_ok)
     # every thread's partials are written before the ticket is taken; the last taker reads them all
     tl.debug_barrier()
-    ticket = tl.atomic_add(work_ptr + splits * 2 * C + pid_c, 1.0, sem="acq_rel", scope="gpu")
+    ticket = tl.atomic_add(work_ptr + splits * 3 * C + pid_c, 1.0, sem="acq_rel", scope="gpu")
     if ticket == splits - 1:
         js = tl.arange(0, SPLITS)
         ok = (js < splits)[:, None] & c_ok[None, :]
-        part = work_ptr + js[:, None] * 2 * C + cs[None, :]
+        part = work_ptr + js[:, None] * 3 * C + cs[None, :]
         p_n = tl.where(ok, tl.minimum(rows_per, R - js * rows_per).to(tl.float32)[:, None], 0.0)
         p_mean = tl.load(part, mask=ok, other=0.0, volatile=True)
         p_m2 = tl.load(part + C, mask=ok, other=0.0, volatile=True)
+        total = tl.sum(tl.load(part + 2 * C, mask=ok, other=0.0, volatile=True), 0)
         cnt, mean, m2 = tl.reduce((p_n, p_mean, p_m2), 0, _chan)
-        tl.store(work_ptr + splits * 2 * C + pid_c, 0.0)   # every program has taken its ticket: the next call's
+        tl.store(work_ptr + splits * 3 * C + pid_c, 0.0)   # every program has taken its ticket: the next call's
         var = m2 / tl.maximum(cnt, 1.0)   # a channel past C has none
-        mean = mean + shift
+        mean = total / tl.maximum(cnt, 1.0)   # not shift + the shifted mean: ~ulp(shift) off a mean near 0
         tl.store(var_ptr + cs, var, mask=c_ok)
         tl.store(mean_ptr + cs, mean, mask=c_ok)
         if UPDATE:
@@ -123,7 +129,7 @@ def _plan(shape, strides, device):
     rows_per = triton.cdiv(triton.cdiv(rows, splits), block_r) * block_r
     splits = triton.cdiv(rows, rows_per)
     return ((c_blocks, splits), [c, rows, *sizes, s_n, s_c, *steps, rows_per, splits], block_r, block_c,
-            (1, c, *[1] * len(sp)), splits * 2 * c + c_blocks, triton.next_power_of_2(splits))
+            (1, c, *[1] * len(sp)), splits * 3 * c + c_blocks, triton.next_power_of_2(splits))
 
 
 def batch_stats(x, running_mean=None, running_var=None, momentum=0.1, unbias=1.0):

@@ -1477,6 +1477,30 @@ def test_a_norm_layer_chosen_by_or_or_a_conditional_and_built_there_keeps_no_op(
     assert "torch_compute" not in rejected_by(src)
 
 
+@pytest.mark.parametrize("pick", ['rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[kind]\n        self.rnn = rnn(4, 8)',
+                                  'self.rnn = [nn.LSTM, nn.GRU][kind == "gru"](4, 8)'])
+def test_a_layer_picked_from_a_literal_table_in_init_and_built_there_keeps_no_op(pick):
+    # a configurable encoder's recurrent layer (a helper's probe: its seed refused as keeping a PyTorch op)
+    block = f"""
+class Encoder(nn.Module):
+    def __init__(self, kind="lstm"):
+        super().__init__()
+        {pick}
+"""
+    assert "torch_compute" not in rejected_by(candidate(init="self.enc = Encoder()") + block)
+
+
+def test_a_layer_picked_from_a_literal_table_and_stored_for_the_forward_is_kept_to_call_later():
+    block = """
+class Encoder(nn.Module):
+    def __init__(self, kind="lstm"):
+        super().__init__()
+        self.make = {"lstm": nn.LSTM, "gru": nn.GRU}[kind]
+"""
+    src = candidate(init="self.enc = Encoder()", forward="out = self.enc.make(4, 4)(out)[0]") + block
+    assert "torch_compute" in rejected_by(src)
+
+
 def test_a_norm_layer_chosen_by_or_and_stored_for_the_forward_is_kept_to_call_later():
     block = _NORM_LAYER.replace("if norm_layer is None:\n            norm_layer = nn.BatchNorm2d",
                                 "norm_layer = norm_layer or nn.BatchNorm2d").replace(

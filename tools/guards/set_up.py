@@ -68,10 +68,12 @@ def _set_up_default(source: Source, r) -> bool:
 
 
 def _set_up_local(source: Source, r) -> bool:
-    """The reference is what a set-up function assigns to a local, as it is or bound by
-    functools.partial (`norm_layer = nn.BatchNorm2d` when none was given, torchvision's
-    `partial(nn.BatchNorm2d, eps=1e-3)`), or a use of such a local or of a parameter, and
-    the function only calls it or hands it to a constructor (`_only_built_with`)."""
+    """The reference is what a set-up function assigns to a local, as it is, bound by
+    functools.partial or picked at once from a literal table (`norm_layer = nn.BatchNorm2d` when
+    none was given, torchvision's `partial(nn.BatchNorm2d, eps=1e-3)`, `cls = {"lstm": nn.LSTM,
+    "gru": nn.GRU}[cell]`), or a use of such a local or of a parameter, and the function only
+    calls it or hands it to a constructor (`_only_built_with`); a table's pick called at once
+    (`{...}[cell](4, 8)`) is built then."""
     node, parent, fn = r.node, r.site.parent, r.site.func
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
@@ -81,6 +83,12 @@ def _set_up_local(source: Source, r) -> bool:
     if isinstance(parent, ast.Call) and parent.args and parent.args[0] is node and _callee(parent) == "partial":
         node, parent = parent, parents.get(id(parent))
         if isinstance(parent, ast.Call) and parent.func is node:   # `partial(nn.LayerNorm, eps=1e-6)(dim)`: built now
+            return True
+    table = parents.get(id(parent))
+    if isinstance(parent, (ast.Dict, ast.List, ast.Tuple)) and any(node is x for x in getattr(
+            parent, "values", getattr(parent, "elts", ()))) and isinstance(table, ast.Subscript) and table.value is parent:
+        node, parent = table, parents.get(id(table))   # picked from the literal table at once
+        if isinstance(parent, ast.Call) and parent.func is node:   # and built now
             return True
     while isinstance(parent, (ast.IfExp, ast.BoolOp)) and any(node is x for x in _chosen(parent)[1:]):
         node, parent = parent, parents.get(id(parent))   # timm's `norm_layer or partial(nn.LayerNorm, eps=1e-6)`

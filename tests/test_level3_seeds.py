@@ -404,6 +404,14 @@ def test_a_recurrent_module_run_as_the_op_is_still_an_instance_of_its_class_with
     assert type(model[0]) is torch.nn.LSTM and type(model[1]) is torch.nn.GRU
 
 
+def test_an_rnn_runs_as_the_op_unless_dropout_falls_between_its_layers_in_training():
+    import torch
+    from tools.dialect.rnn_op import _mode
+    assert _mode(torch.nn.LSTM(4, 6, 1, dropout=0.2).train()) == "LSTM"   # one layer: torch drops nothing
+    assert _mode(torch.nn.GRU(4, 6, 2, dropout=0.2).train()) is None
+    assert _mode(torch.nn.GRU(4, 6, 2, dropout=0.2).eval()) == "GRU"
+
+
 @pytest.mark.parametrize("name", ["rnn_isinstance_branch", "lstm_flatten_parameters", "rnn_class_table"])
 def test_a_forward_testing_its_lstms_class_or_flattening_its_weights_is_seeded_right(name, tmp_path):
     # captured with the LSTM as krefine's op: `isinstance(self.rnn, nn.LSTM)` took the GRU branch (a seed of

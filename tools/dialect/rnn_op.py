@@ -78,10 +78,10 @@ class _AsOp(torch.nn.Module):
 
 def _mode(module) -> str | None:
     """The op's mode for a module it can stand in for (projections and dropout between
-    layers are left to the graph: None; an unbatched input runs as a batch of one)."""
+    layers are left to the graph: None; one layer has no dropout; an unbatched input runs as a batch of one)."""
     if type(module) not in (torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN):
         return None
-    if getattr(module, "proj_size", 0) or (module.dropout and module.training):
+    if getattr(module, "proj_size", 0) or (module.dropout and module.training and module.num_layers > 1):
         return None
     name = type(module).__name__
     return _MODES[name] or ("RNN_RELU" if module.nonlinearity == "relu" else "RNN_TANH")

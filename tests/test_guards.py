@@ -1252,6 +1252,32 @@ def test_a_helper_called_from_the_forward_or_under_another_decorator_is_on_the_f
     assert "torch_compute" in rejected_by(src)
 
 
+_BUILDER = """
+class Unit(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dw = self.depthwise_conv(c, c, 3)
+{forward}
+    {dec}
+    def depthwise_conv({first}i, o, k):
+        return nn.Conv2d(i, o, k, padding=1, groups=i, bias=False)
+"""
+
+
+@pytest.mark.parametrize("dec, first", [("@staticmethod", ""), ("@classmethod", "cls, ")])
+def test_a_static_or_class_method_builder_only_init_calls_stays_set_up(dec, first):
+    # torchvision's ShuffleNetV2 `@staticmethod def depthwise_conv(...)`, called as self.depthwise_conv(...) in __init__
+    src = candidate(init="self.unit = Unit(4)") + _BUILDER.format(dec=dec, first=first, forward="")
+    assert "torch_compute" not in rejected_by(src)
+
+
+def test_a_static_method_builder_the_forward_calls_is_on_the_forward_path():
+    forward = "    def forward(self, x):\n        return self.depthwise_conv(4, 4, 3)(x)\n"
+    src = candidate(init="self.unit = Unit(4)", forward="out = self.unit(out)") + \
+        _BUILDER.format(dec="@staticmethod", first="", forward=forward)
+    assert "torch_compute" in rejected_by(src)
+
+
 _RECURSIVE_HELPER = ("def build(c, depth):\n    if depth == 0:\n        return [nn.Linear(c, c)]\n"
                      "    return [nn.Linear(c, c)] + build(c, depth - 1)\n")
 

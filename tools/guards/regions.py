@@ -243,6 +243,8 @@ def walk_regions(tree: ast.Module, aliases, self_attrs, unbound) -> list[Site]:
         return isinstance(node, ast.Call) and any(is_layer(p) for p in resolve(node.func, aliases, self_attrs, unbound))
 
     def plain_decorator(d) -> bool:   # @torch.no_grad() on a weight-init helper: the call as it was, without grad
+        if isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") and d.id not in aliases:
+            return True   # torchvision's `@staticmethod def depthwise_conv(...)`: bound otherwise, still counted
         return any(p in _PLAIN_DECORATORS for p in resolve(d.func if isinstance(d, ast.Call) else d, aliases, self_attrs,
                                                       unbound))
     setup_methods = _setup_methods(tree, parent_of, layer_call, plain_decorator)

@@ -392,6 +392,12 @@ def test_a_hand_written_rnn_of_two_linears_one_without_a_bias_is_one_call_of_the
     assert call.count("= rnn_seq(") == 1 and "gemm(" not in call and "torch.ops." not in call
 
 
+def test_a_static_method_of_another_class_that_set_up_calls_goes_with_that_class(tmp_path):
+    # minGPT's `GPT.get_default_config()` in Model.__init__: trimmed from its class, the seed could not be built
+    assert "def get_default_config" in _seed("default_config_static")
+    assert max(_lockstep_errors("default_config_static", tmp_path)) < 1e-5
+
+
 def test_a_recurrent_module_run_as_the_op_is_still_an_instance_of_its_class_with_its_methods():
     import torch
     from tools.dialect.rnn_op import recurrent_as_ops

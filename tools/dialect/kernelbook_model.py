@@ -289,11 +289,26 @@ def _store(dotted: str, module, value: str) -> str:
     return f"setattr({holder}, {last!r}, {value})"
 
 
+def _class_attributes_outside_forwards(tree: ast.Module) -> set[tuple[str, str]]:
+    """(Class, name) for each `Class.name` the file reads outside a forward, Class one of its top-level classes."""
+    classes, found, todo = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}, set(), [tree]
+    while todo:
+        for n in ast.iter_child_nodes(todo.pop()):
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in classes:
+                found.add((n.value.id, n.attr))
+            if not (isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "forward"):
+                todo.append(n)
+    return found
+
+
 def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef, roots=None, whole=frozenset(),
                         namespace=None, rewritten: bool = False) -> str:
     """The problem's top-level imports, constants, functions and classes that ModelNew's
     set-up uses, directly or through each other, in source order; a module class (a
     submodule's) as set-up needs it (`set_up_members`: no forward)."""
+    roots = {k: set(v) for k, v in (roots or {}).items()}
+    for c, attr in _class_attributes_outside_forwards(tree):   # minGPT's `GPT.get_default_config()` in set-up
+        roots.setdefault(c, set()).add(attr)
     defs: dict[str, ast.stmt] = {}
     trimmed: dict[int, ast.ClassDef] = {}
     chosen: dict[int, list[ast.stmt]] = {}   # a top-level if / try: what it bound, as the module holds it

@@ -68,7 +68,7 @@ def batch_stats_kernel(x_ptr, work_ptr, var_ptr, mean_ptr, rm_ptr, rv_ptr, C, R,
         offs = n.to(tl.int64) * s_n + d.to(tl.int64) * s_d + h.to(tl.int64) * s_h + w.to(tl.int64) * s_w
         ok = r_ok[:, None] & c_ok[None, :]
         v = tl.load(x_ptr + offs[:, None] + cs[None, :].to(tl.int64) * s_c, mask=ok, other=0.0).to(tl.float32)
-        total += tl.sum(tl.where(ok, v, 0.0), 0)
+        total += tl.sum(v, 0)   # 0 where masked
         v = tl.where(ok, v - shift[None, :], 0.0)
         t_n = tl.sum(r_ok.to(tl.float32), 0)
         t_mean = tl.sum(v, 0) / tl.maximum(t_n, 1.0)

@@ -398,6 +398,13 @@ def test_a_static_method_of_another_class_that_set_up_calls_goes_with_that_class
     assert max(_lockstep_errors("default_config_static", tmp_path)) < 1e-5
 
 
+def test_a_method_set_up_chooses_for_the_forward_stays_behind_with_its_torch_ops(tmp_path):
+    # `self._combine_func = self._concat if ...` (Model's and a submodule's): kept, torch.cat in _concat was refused
+    code = _seed("chosen_method_combine")
+    assert "_concat" not in code and "_merge" not in code and "torch.cat" not in code
+    assert max(_lockstep_errors("chosen_method_combine", tmp_path)) < 1e-5
+
+
 def test_a_recurrent_module_run_as_the_op_is_still_an_instance_of_its_class_with_its_methods():
     import torch
     from tools.dialect.rnn_op import recurrent_as_ops
@@ -1153,7 +1160,9 @@ print(json.dumps(errors))
                                   "points_passthrough", "multilabel_margin", "volume_adaptive_pool", "elman_loop",
                                   "elman_batch_first_relu", "elman_two_layers", "elman_two_linears",
                                   "lstm_by_hand", "lstm_by_hand_cat_gate_order", "gru_by_hand",
-                                  "gru_by_hand_orders", "mlp_relu_shared"])
+                                  "gru_by_hand_orders", "mlp_relu_shared", "rnn_isinstance_branch",
+                                  "lstm_flatten_parameters", "rnn_class_table",
+                                  "default_config_static"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

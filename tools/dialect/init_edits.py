@@ -63,15 +63,17 @@ def _plain_function(value) -> bool:
     return isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodWrapperType))
 
 
-def _chosen_callable(expr: ast.AST) -> bool:
-    """A torch function or class named, a lambda, or one chosen among such in set-up: `F.silu if
-    act == "silu" else F.relu`, `{"silu": F.silu, "relu": F.relu}[act]`, `getattr(F, act)`."""
-    if isinstance(expr, ast.Lambda) or _torch_callable(expr):
+def _chosen_callable(expr: ast.AST, methods=frozenset()) -> bool:
+    """A torch function or class named, a lambda, one of the class's own `methods` as `self.name`
+    (`self._combine = self._concat`), or one chosen among such in set-up: `F.silu if act == "silu"
+    else F.relu`, `{"silu": F.silu, "relu": F.relu}[act]`, `getattr(F, act)`."""
+    if isinstance(expr, ast.Lambda) or _torch_callable(expr) or isinstance(expr, ast.Attribute) and \
+            isinstance(expr.value, ast.Name) and expr.value.id == "self" and expr.attr in methods:
         return True
     if isinstance(expr, ast.IfExp):
-        return _chosen_callable(expr.body) and _chosen_callable(expr.orelse)
+        return _chosen_callable(expr.body, methods) and _chosen_callable(expr.orelse, methods)
     if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Dict):
-        return bool(expr.value.values) and all(_chosen_callable(v) for v in expr.value.values)
+        return bool(expr.value.values) and all(_chosen_callable(v, methods) for v in expr.value.values)
     return isinstance(expr, ast.Call) and dotted(expr.func) == "getattr" and len(expr.args) == 2 and \
         not expr.keywords and _torch_callable(expr.args[0])
 
@@ -84,7 +86,9 @@ def drop_forward_helpers(init: ast.FunctionDef, kept: list[ast.stmt], instance=N
     function kept for the forward, and `self._f = torch.compile(self._inner)`, the forward
     compiled, or one chosen in set-up (`_chosen_callable`); given the built module (`instance`),
     any attribute that holds a plain function there (`self.act = ACT2FN[act]`, a module-level
-    table's F.gelu), not a module or a tensor. Whether anything was left out."""
+    table's F.gelu), not a module or a tensor; and `self._combine = self._concat`, a method of
+    the class's own chosen for the forward (what only it reached goes too: set_up_members
+    again). Whether anything was left out."""
     def names(nodes):
         out = set()
         for n in (x for node in nodes for x in ast.walk(node)):
@@ -96,11 +100,12 @@ def drop_forward_helpers(init: ast.FunctionDef, kept: list[ast.stmt], instance=N
                 out.add(n.value)
         return out
     dropped = False
+    methods = {m.name for m in kept if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
     for stmt in list(init.body):
         target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
         if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
             continue
-        if not (_chosen_callable(stmt.value) or _plain_function(getattr(instance, target.attr, None)) or
+        if not (_chosen_callable(stmt.value, methods) or _plain_function(getattr(instance, target.attr, None)) or
                 (isinstance(stmt.value, ast.Call) and dotted(stmt.value.func) in _COMPILERS)):
             continue
         rest = [n for n in init.body if n is not stmt] + kept

@@ -87,20 +87,18 @@ def infer_sources(call_fn, arg_names, model, inputs) -> tuple[str, ...]:
 def model_new(problem_src: str, arg_names: list[str], sources, n_inputs: int, returned: int | list = 0,
               state=(), layouts=None, as_list: bool = False, module=None, constants=None,
               whole=frozenset(), tensor_constants=()) -> tuple[str, str]:
-    """(top-level definitions Model.__init__ needs, the ModelNew class). `returned`: the
-    call() output the forward returns (a list: the tuple of them it returns, or with
-    `as_list` the list, as the problem's forward does); `state`:
-    (attribute, "output:k" | a source) for each tensor attribute the forward stores
-    (tools/dialect/inductor_capture.py); `layouts`: call()'s asserted (size, stride) source
-    text per argument, so a stored attribute that comes back as a view (`cat(...)[:, -4:]`)
-    is copied into the layout call() was compiled for; `module`: Model (meta device), whose
-    containers say how each tensor's name is read (`_attr_path`); `constants`: {input index:
-    value} of the inputs that are Python values (a scale, a flag), which Inductor wrote into
-    the kernels: the forward refuses other values rather than compute with the captured ones;
-    `whole`: the problem's module classes Model's set-up runs (`self.features(dummy)`), carried
-    with their forward (tools/dialect/seed_build.py); `tensor_constants`: (name, dtype, shape,
-    values) of the tensors Inductor keeps outside call() ("const:name" sources), made in
-    __init__ as buffers outside the state dict, so that they move with ModelNew.to()."""
+    """(top-level definitions Model.__init__ needs, the ModelNew class). `returned`: the call() output the forward
+    returns (a list: the tuple of them it returns, or with `as_list` the list, as the problem's forward does);
+    `state`: (attribute, "output:k" | a source) for each tensor attribute the forward stores
+    (tools/dialect/inductor_capture.py); `layouts`: call()'s asserted (size, stride) source text per argument, so
+    a stored attribute that comes back as a view (`cat(...)[:, -4:]`) is copied into the layout call() was
+    compiled for; `module`: Model (meta device), whose containers say how each tensor's name is read
+    (`_attr_path`); `constants`: {input index: value} of the inputs that are Python values (a scale, a flag),
+    which Inductor wrote into the kernels: the forward refuses other values rather than compute with the captured
+    ones; `whole`: the problem's module classes Model's set-up runs (`self.features(dummy)`), carried with their
+    forward (tools/dialect/seed_build.py); `tensor_constants`: (name, dtype, shape, values) of the tensors
+    Inductor keeps outside call() ("const:name" sources), made in __init__ as buffers outside the state dict, so
+    that they move with ModelNew.to()."""
     tree = ast.parse(problem_src)
     lazy = lazy_annotations(tree)   # annotations as strings, as the file's future import has them
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
@@ -318,6 +316,7 @@ def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef, roots=Non
         body = set_up_members(node, (roots or {}).get(node.name, ()))
         init = next((m for m in body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None)
         dropped = init is not None and drop_forward_helpers(init, [m for m in body if m is not init])
+        body = set_up_members(node, (roots or {}).get(node.name, ())) if dropped else body   # what only it reached
         layer = any(_torch_layer(b) for b in node.bases)
         if layer and node.name in whole and not any(getattr(m, "name", "") == "forward" for m in body):
             body = [*body, ast.parse("def forward(self, *args, **kwargs):\n"   # set-up runs the layer's

@@ -1688,6 +1688,18 @@ def test_a_layer_subclass_whose_forward_raises_but_is_reached_from_the_forward_i
     assert "torch_compute" in rejected_by(candidate(init="self.block = ConvBN(4)", forward=forward) + _SET_UP_ONLY)
 
 
+def test_a_set_up_only_layer_subclass_built_through_functools_partial_in_set_up_is_no_work():
+    # EfficientNet-PyTorch's `partial(Conv2dStaticSamePadding, image_size=...)`, built in __init__
+    init = "make = functools.partial(ConvBN, 4)\nself.block = make()"
+    assert "torch_compute" not in rejected_by("import functools\n" + candidate(init=init) + _SET_UP_ONLY)
+
+
+def test_a_set_up_only_layer_subclass_handed_to_partial_in_the_forward_is_still_rejected():
+    src = "import functools\n" + candidate(init="self.block = ConvBN(4)",
+                                           forward="out = functools.partial(ConvBN, 4)()(x)") + _SET_UP_ONLY
+    assert "torch_compute" in rejected_by(src)
+
+
 def test_a_layer_subclass_with_a_forward_of_its_own_is_still_rejected():
     src = candidate(init="self.block = ConvBN(4)") + _SET_UP_ONLY.replace(
         'raise RuntimeError("set-up only")', "return super().forward(*args)")

@@ -405,6 +405,13 @@ def test_a_method_set_up_chooses_for_the_forward_stays_behind_with_its_torch_ops
     assert max(_lockstep_errors("chosen_method_combine", tmp_path)) < 1e-5
 
 
+def test_a_layer_subclass_set_up_builds_through_functools_partial_is_carried_set_up_only(tmp_path):
+    # EfficientNet-PyTorch's partial(Conv2dStaticSamePadding, ...): the guards refused the carried class
+    code = _seed("same_padding_partial")
+    assert "is set-up only in a seed" in _method(code, "Conv2dStaticSamePadding", "forward")
+    assert max(_lockstep_errors("same_padding_partial", tmp_path)) < 1e-4
+
+
 def test_a_recurrent_module_run_as_the_op_is_still_an_instance_of_its_class_with_its_methods():
     import torch
     from tools.dialect.rnn_op import recurrent_as_ops

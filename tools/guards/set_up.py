@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 
+from tools.guards.names import resolve
 from tools.guards.regions import SETUP, _dynamic_names
 from tools.guards.source import Source
 
@@ -231,7 +232,15 @@ def set_up_only(source: Source, cls: ast.ClassDef) -> bool:
     for s in source.sites:
         n = s.node
         if isinstance(n, ast.Name) and n.id == cls.name and isinstance(n.ctx, ast.Load) and not (
-                (s.region == SETUP and isinstance(s.parent, ast.Call) and s.parent.func is n) or
+                (s.region == SETUP and isinstance(s.parent, ast.Call) and
+                 (s.parent.func is n or _partial_of(source, s.parent, n))) or
                 (isinstance(s.parent, ast.ClassDef) and n in s.parent.bases)):
             return False
     return True
+
+
+def _partial_of(source: Source, call: ast.Call, name: ast.Name) -> bool:
+    """`functools.partial(C, ...)`, C its first argument (EfficientNet-PyTorch's `partial(Conv2dStaticSamePadding,
+    image_size=...)`): what it makes builds C when called, as C(...) does; nothing else reaches C's layer."""
+    return bool(call.args) and call.args[0] is name and \
+        "functools.partial" in resolve(call.func, source.aliases, source.self_attrs, frozenset())

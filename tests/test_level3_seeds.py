@@ -412,6 +412,13 @@ def test_a_layer_subclass_set_up_builds_through_functools_partial_is_carried_set
     assert max(_lockstep_errors("same_padding_partial", tmp_path)) < 1e-4
 
 
+def test_a_top_level_statement_changing_a_name_set_up_reads_goes_with_its_binding(tmp_path):
+    # `GlobalParams.__new__.__defaults__ = ...` stood for GlobalParams (NameError); `EXTRA_LAYERS += 1` was left out
+    code = _seed("namedtuple_defaults")
+    assert "GlobalParams = collections.namedtuple(" in code and "EXTRA_LAYERS += 1" in code
+    assert max(_lockstep_errors("namedtuple_defaults", tmp_path)) < 1e-5
+
+
 def test_a_recurrent_module_run_as_the_op_is_still_an_instance_of_its_class_with_its_methods():
     import torch
     from tools.dialect.rnn_op import recurrent_as_ops

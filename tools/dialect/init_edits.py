@@ -198,3 +198,28 @@ def lazy_annotations(tree: ast.Module) -> bool:
         elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.returns is not None:
             n.returns = ast.Constant(ast.unparse(n.returns))
     return True
+
+
+def top_level_assignment(node: ast.stmt) -> tuple[set[str], set[str]]:
+    """(names a top-level assignment binds, names it changes): `A, B = ...` binds A and B; `X.__new__.__defaults__ =
+    ...` (EfficientNet-PyTorch's namedtuple defaults), `X[k] = v` and `X += v` change X, so they go with X's binding
+    rather than stand for it."""
+    bound, changed = set(), set()
+    todo = [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else list(node.targets)
+    while todo:
+        t = todo.pop()
+        if isinstance(t, (ast.Tuple, ast.List)):
+            todo += t.elts
+        elif isinstance(t, ast.Starred):
+            todo.append(t.value)
+        elif isinstance(t, ast.Name):
+            (changed if isinstance(node, ast.AugAssign) else bound).add(t.id)
+        elif _root(t) is not None:   # an attribute or a subscript of a name (of a call's: nothing the file names)
+            changed.add(_root(t))
+    return bound, changed
+
+
+def _root(t: ast.AST) -> str | None:
+    while isinstance(t, (ast.Attribute, ast.Subscript)):
+        t = t.value
+    return t.id if isinstance(t, ast.Name) else None

@@ -15,7 +15,7 @@ import keyword
 
 from tools.dialect.inductor_wrapper import call_name, dotted
 from tools.dialect.init_edits import (conditional_bindings, defaults_as_values, drop_forward_helpers, lazy_annotations,
-                                     literal_text)
+                                     literal_text, top_level_assignment)
 from tools.guards.names import global_loads
 
 def meta_model(problem):
@@ -307,7 +307,7 @@ def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef, roots=Non
     roots = {k: set(v) for k, v in (roots or {}).items()}
     for c, attr in _class_attributes_outside_forwards(tree):   # minGPT's `GPT.get_default_config()` in set-up
         roots.setdefault(c, set()).add(attr)
-    defs: dict[str, ast.stmt] = {}
+    defs, changes = {}, {}   # name -> the statement binding it; name -> the statements changing it after
     trimmed: dict[int, ast.ClassDef] = {}
     chosen: dict[int, list[ast.stmt]] = {}   # a top-level if / try: what it bound, as the module holds it
     def trim(node: ast.ClassDef) -> ast.ClassDef:   # a module class as set-up needs it
@@ -339,12 +339,11 @@ def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef, roots=Non
             trimmed[id(node)] = cut
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name not in ("get_inputs", "get_init_inputs"):
             defs[node.name] = trimmed.get(id(node), node)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for t in targets:
-                for n in ast.walk(t):
-                    if isinstance(n, ast.Name):
-                        defs[n.id] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            bound, changed = top_level_assignment(node)   # `X.__new__.__defaults__ = ...` changes X: goes with it
+            defs.update(dict.fromkeys(bound, node))
+            for name in changed:
+                changes.setdefault(name, []).append(node)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for a in node.names:
                 defs[(a.asname or a.name).split(".")[0]] = node
@@ -356,8 +355,9 @@ def _needed_definitions(src: str, tree: ast.Module, new: ast.ClassDef, roots=Non
         for n in ast.walk(node):
             if isinstance(n, ast.Name) and id(n) in glob and n.id in defs and n.id not in provided \
                     and id(defs[n.id]) not in need:
-                need.add(id(defs[n.id]))
-                todo.append(defs[n.id])
+                for d in [defs[n.id], *changes.get(n.id, ())]:
+                    need.add(id(d))
+                    todo.append(d)
     out = []
     for n in tree.body:
         out += [ast.unparse(c) for c in chosen.get(id(n), []) if id(c) in need]   # written anew, not the file's text

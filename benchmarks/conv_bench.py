@@ -13,9 +13,10 @@ forward, >= 0.8 transposed. Each row also gives the family's tf32x3 error agains
 cuDNN (largest difference over the output's largest magnitude), beside cuDNN TF32's. Where
 this GPU's rule (conv_config, given the device's shared memory) picks another tf32
 configuration than the 96-KiB rule every GPU gets, that one is timed too, in the same run:
-the A/B of the wider tiles. --sweep times a few launch configurations per shape at tf32
-and reports the best. Progress goes to
-stderr, the markdown table to stdout, every figure to --out as JSON.
+the A/B of the wider tiles; where the rule rounds x and w to TF32 before the loop (ROUNDED),
+the same tiles rounding in the loop are timed beside, their bits compared. --sweep times a
+few launch configurations per shape at tf32 and reports the best. Progress goes to stderr,
+the markdown table to stdout, every figure to --out as JSON.
 
     python benchmarks/conv_bench.py --out conv_bench.json [--ieee] [--sweep] [--only NAME]
 
@@ -89,6 +90,7 @@ SHAPES = {
     # level 3's own: VGG16's deeper 3x3 layers and AlexNet's 5x5 (batch 10)
     "L3-11 conv2d 256->256 k3 56^2": (False, 10, 256, 256, (56, 56), 3, 1, 1, 1, 1, 0),
     "L3-11 conv2d 512->512 k3 28^2": (False, 10, 512, 512, (28, 28), 3, 1, 1, 1, 1, 0),
+    "L3-11 conv2d 256->512 k3 28^2": (False, 10, 256, 512, (28, 28), 3, 1, 1, 1, 1, 0),
     "L3-5 conv2d 96->256 k5 27^2": (False, 10, 96, 256, (27, 27), 5, 1, 2, 1, 1, 0),
 }
 
@@ -241,18 +243,17 @@ def _rel_err(y, truth) -> float:
     return ((y - truth).abs().max() / truth.abs().max().clamp_min(1e-30)).item()
 
 
-def _rule_96_kib(shape, out_shape):
-    """The 96-KiB rule's tf32 configuration for the shape where this GPU's rule picks another, else None."""
+def _rules(shape, out_shape):
+    """(this GPU's rule's tf32 configuration for the shape, the 96-KiB rule's); ({}, {}) off the igemm member."""
     transposed, n, c_in, c_out, spatial, kernel, stride, *_, groups, _ = shape
     if conv_member(False, 1 if transposed else groups, c_in // groups) != "igemm":   # a transposed one: its dot path
-        return None
+        return {}, {}
     st = [stride] * len(spatial) if isinstance(stride, int) else list(stride)
     positions = n * math.prod(-(-o // s) for o, s in zip(out_shape[2:], st)) if transposed else \
         n * math.prod(out_shape[2:])
     args = ("igemm", c_in // groups, c_out // groups, positions, "cuda", torch.float32, "tf32")
     taps = math.prod((kernel,) * len(spatial) if isinstance(kernel, int) else kernel)
-    here, rule96 = K.conv_config(*args, K._smem(torch.device("cuda")), taps), K.conv_config(*args)
-    return None if here == rule96 else rule96
+    return K.conv_config(*args, K._smem(torch.device("cuda")), taps), K.conv_config(*args)
 
 
 def bench_one(name, shape, ieee: bool, sweep: bool) -> dict:
@@ -276,9 +277,12 @@ def bench_one(name, shape, ieee: bool, sweep: bool) -> dict:
         row[f"{label}_ours_ms"] = _ms(lambda: ours(precision))
         row[f"{label}_ratio"] = row[f"{label}_cudnn_ms"] / row[f"{label}_ours_ms"]
     torch.backends.cudnn.allow_tf32 = True
-    rule96 = _rule_96_kib(shape, cudnn().shape)
-    if rule96 is not None:   # this GPU's rule takes more shared memory: the 96-KiB rule timed beside it
+    here, rule96 = _rules(shape, cudnn().shape)
+    if rule96 != here:   # this GPU's rule takes more shared memory: the 96-KiB rule timed beside it
         row["tf32_rule96_ms"], row["tf32_rule96_config"] = _ms(lambda: ours("tf32", rule96)), rule96
+    if here.get("ROUNDED"):   # x and w rounded to TF32 by a launch each before: rounding in the loop timed beside
+        row["tf32_in_loop_same_bits"] = bool(torch.equal(ours("tf32", dict(ROUNDED=False)), ours("tf32")))
+        row["tf32_in_loop_ms"] = _ms(lambda: ours("tf32", dict(ROUNDED=False)))
     if sweep:
         timed = []
         for cfg in SWEEP:
@@ -305,6 +309,9 @@ def table(rows, ieee: bool, sweep: bool) -> str:
     rule96 = any("tf32_rule96_ms" in r for r in rows)
     if rule96:
         head += ["tf32 ms, 96-KiB rule", "this rule's speedup"]
+    in_loop = any("tf32_in_loop_ms" in r for r in rows)
+    if in_loop:
+        head += ["tf32 ms rounding in the loop (same bits)", "rounded before: speedup"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r["name"], r["member"], f"{r['gflop']:.1f}", f"{r['tf32_cudnn_ms']:.3f}", f"{r['tf32_ours_ms']:.3f}",
@@ -317,6 +324,9 @@ def table(rows, ieee: bool, sweep: bool) -> str:
         if rule96:
             cells += [f"{r['tf32_rule96_ms']:.3f}", f"{r['tf32_rule96_ms'] / r['tf32_ours_ms']:.2f}"] \
                 if "tf32_rule96_ms" in r else ["", ""]
+        if in_loop:
+            cells += [f"{r['tf32_in_loop_ms']:.3f} ({r['tf32_in_loop_same_bits']})",
+                      f"{r['tf32_in_loop_ms'] / r['tf32_ours_ms']:.2f}"] if "tf32_in_loop_ms" in r else ["", ""]
         lines.append("| " + " | ".join(cells) + " |")
     for kind, rows_k in (("forward", [r for r in rows if not r["transposed"]]),
                          ("transposed", [r for r in rows if r["transposed"]])):

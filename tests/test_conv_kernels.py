@@ -149,6 +149,27 @@ def _tf32_dots_round_their_operands(K):
     return got, want
 
 
+def _rounded_operands_give_the_bits_of_rounding_in_the_loop(K):
+    """config ROUNDED (conv_config's 128x256 tf32 tiles): x and w rounded to TF32 by a launch each, then the
+    loop's dots without rounding: the same bits as rounding in the loop, on a plan that says ROUNDED."""
+    x, w, b = _inputs((2, 16, 6, 7), (8, 16, 3, 3), 8)
+    x = x.to(memory_format=torch.channels_last)
+    got = K.conv_nd(x, w, b, 1, 1, member="igemm", precision="tf32", config=dict(ROUNDED=True))
+    assert [p[-1]["ROUNDED"] for k, p in K._PLANS.items() if k[1:3] == (x.shape, x.stride()) and "tf32" in k] == [True]
+    want = K.conv_nd(x, w, b, 1, 1, member="igemm", precision="tf32", config=dict(ROUNDED=False))
+    assert torch.equal(got, want) and got.stride() == want.stride()
+    return got, F.conv2d(_tf32_rounded(x).double(), _tf32_rounded(w).double(), b.double(), 1, 1).float()
+
+
+def _a_strided_input_is_rounded_in_the_loop(K):
+    """x with gaps between its elements (a slice with a step) is not rounded by a flat launch over its memory."""
+    x, w, b = _inputs((2, 16, 6, 14), (8, 16, 3, 3), 8)
+    x = x[..., ::2]
+    got = K.conv_nd(x, w, b, 1, 1, member="igemm", precision="tf32", config=dict(ROUNDED=True))
+    assert [p[-1]["ROUNDED"] for k, p in K._PLANS.items() if k[1:3] == (x.shape, x.stride())] == [False]
+    return got, F.conv2d(_tf32_rounded(x).double(), _tf32_rounded(w).double(), b.double(), 1, 1).float()
+
+
 def _float64(K, member):
     """float64 tensors convolve in fp64 (a stencil of a physics model): before, in fp32, 1e-7 off."""
     groups, ws = (8, (8, 1, 3, 3)) if member == "depthwise" else (1, (8, 16 if member == "igemm" else 4, 3, 3))
@@ -199,6 +220,8 @@ CASES = {
     "channels_last_in_channels_last_out": _channels_last,
     "out_stride_is_the_layout_written": _out_stride,
     "tf32_dots_round_their_operands": _tf32_dots_round_their_operands,
+    "rounded_operands_same_bits": _rounded_operands_give_the_bits_of_rounding_in_the_loop,
+    "strided_input_rounded_in_the_loop": _a_strided_input_is_rounded_in_the_loop,
     "a_plan_is_made_once_a_key": _a_plan_is_made_once_a_key,
     "another_layout_gets_its_own_plan": _another_layout_gets_its_own_plan,
     "strided_bias": lambda K: _strided_bias(K, False),
@@ -335,6 +358,8 @@ def _compile_for_sm90(name, constexprs, ptr="*fp32", num_warps=4, num_stages=3):
     fn = getattr(compiled_module, name)
     if not hasattr(fn, "fn"):
         pytest.skip("TRITON_INTERPRET is set in this process")
+    constexprs = {**{n: p.default for n, p in inspect.signature(fn.fn).parameters.items()   # a constexpr's default
+                     if p.default is not inspect.Parameter.empty}, **constexprs}
     return triton.compile(ASTSource(fn, _signature(fn, constexprs, ptr), constexprs),
                           target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps, "num_stages": num_stages})
 
@@ -360,6 +385,27 @@ def test_wide_tf32_tiles_compile_for_sm90_within_its_shared_memory(name, tile):
                       PRECISION="tf32", BLOCK_M=tile[0], BLOCK_N=tile[1], BLOCK_K=32)
     kernel = _compile_for_sm90(name, constexprs, num_warps=8)
     assert 0 < kernel.metadata.shared <= 227 << 10, kernel.metadata.shared
+
+
+@pytest.mark.slow
+def test_wide_tf32_tiles_of_rounded_operands_compile_for_sm90_within_its_shared_memory():
+    """conv_config's 128x256 tf32 tiles take x and w rounded before (ROUNDED): no rounding in the loop."""
+    constexprs = dict(KD=1, KH=3, KW=3, HAS_BIAS=True, HAS_RES=False, ACT="relu", HAS_CLAMP=False, USE_DOT=True,
+                      PRECISION="tf32", BLOCK_M=128, BLOCK_N=256, BLOCK_K=32, ROUNDED=True)
+    kernel = _compile_for_sm90("conv_fwd_kernel", constexprs, num_warps=8)
+    rounds = [line for line in kernel.asm["ttir"].splitlines() if "dense<-8192>" in line]   # 0xFFFFE000's mask
+    assert 0 < kernel.metadata.shared <= 227 << 10 and not rounds, (kernel.metadata.shared, rounds)
+    constexprs["ROUNDED"] = False
+    assert len([line for line in _compile_for_sm90("conv_fwd_kernel", constexprs, num_warps=8).asm["ttir"].splitlines()
+                if "dense<-8192>" in line]) == 2   # one a dot operand
+
+
+def test_dense_is_a_tensor_whose_elements_fill_their_memory_once():
+    from tools.kernels.conv import _dense
+    x = torch.randn(2, 8, 5, 6)
+    assert _dense(x) and _dense(x.to(memory_format=torch.channels_last)) and _dense(x.permute(3, 1, 0, 2))
+    assert _dense(torch.randn(1, 8, 1, 1)) and _dense(x[:1])
+    assert not _dense(x[..., ::2]) and not _dense(x[:, :4]) and not _dense(torch.randn(8, 1).expand(8, 5))
 
 
 # --- the launch rule (plain Python: no kernel runs) ------------------------------------
@@ -419,9 +465,10 @@ def test_wide_tf32_tiles_go_only_where_a_block_s_shared_memory_holds_them(smem_k
                 wide = smem_kib >= 200 and precision == "tf32" and positions * k_group >= 3_000_000 and \
                     k_group > 64 and c_group >= 64 and taps > 1
                 rule = conv_config("igemm", c_group, k_group, positions, "cuda", torch.float32, precision)
-                assert c == (dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=32, num_warps=8, num_stages=3) if wide and
-                             k_group >= 256 else dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=32, num_warps=8,
-                                                      num_stages=3) if wide else rule), (positions, k_group, c)
+                assert c == (dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=32, num_warps=8, num_stages=3, ROUNDED=True)
+                             if wide and k_group >= 256 else dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=32, num_warps=8,
+                                                                  num_stages=3, ROUNDED=False)
+                             if wide else rule), (positions, k_group, c)
 
 
 # --- on a GPU: against cuDNN at equal precision -----------------------------------------

@@ -13,8 +13,7 @@ Members (the launcher picks one; `member=` forces it):
   "igemm"      implicit GEMM (1x1: a GEMM): M = batch x output positions, N = output channels of a group,
                K = input channels of a group x taps; a loop over taps, then BLOCK_K channels at a time through
                `tl.dot` at `precision` ("ieee" exact fp32, "tf32x3", "tf32": operands rounded to TF32 as cuDNN does).
-  "direct"     the same tiles, one input channel at a time as rank-1 fp32 FMAs (no dot), for groups of
-               fewer than 16 input channels.
+  "direct"     the same tiles, one input channel at a time as rank-1 fp32 FMAs (no dot), < 16 channels in a group.
   "depthwise"  one input channel per group: tiles of positions x channels, an FMA a tap.
   "phases"     transposed convolution without zero insertion: outputs split by position modulo the stride,
                a phase a program, gathering over the taps that reach it; dot or rank-1.
@@ -32,13 +31,30 @@ import triton.language as tl
 
 
 @triton.jit
-def _dot_operand(x, PRECISION: tl.constexpr):
-    """A `tl.dot` operand at `PRECISION` ("tf32": rounded to the nearest TF32, ties away, as cuDNN; a core truncates)."""
-    if PRECISION == "tf32":
-        if x.dtype == tl.float32:
-            bits = x.to(tl.uint32, bitcast=True)
-            x = ((bits + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+def _dot_operand(x, PRECISION: tl.constexpr, ROUNDED: tl.constexpr = False):
+    """A `tl.dot` operand at `PRECISION` ("tf32": rounded to the nearest TF32, ties away, as cuDNN; a core
+    truncates), unless ROUNDED (by `_tf32_kernel` before: the same bits)."""
+    if PRECISION == "tf32" and not ROUNDED and x.dtype == tl.float32:
+        x = ((x.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
     return x
+
+
+@triton.jit
+def _tf32_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    """y = x rounded to TF32 as `_dot_operand` rounds, over a dense tensor's n elements in memory order."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(y_ptr + offs, _dot_operand(x, "tf32"), mask=offs < n)
+
+
+def _tf32(t):   # t (dense) rounded to TF32 by one launch, in its strides
+    _tf32_kernel[(_cdiv(t.numel(), 4096),)](t, y := torch.empty_like(t), t.numel(), BLOCK=4096, num_warps=8)
+    return y
+
+
+def _dense(t):   # its elements fill numel() places of memory, each once (any order of dimensions)
+    dims = sorted((st, n) for n, st in zip(t.shape, t.stride()) if n > 1)
+    return all(st == (dims[i - 1][0] * dims[i - 1][1] if i else 1) for i, (st, n) in enumerate(dims))
 
 
 @triton.jit
@@ -75,16 +91,14 @@ def conv_fwd_kernel(
         KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
         HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, ACT: tl.constexpr, HAS_CLAMP: tl.constexpr,
         USE_DOT: tl.constexpr, PRECISION: tl.constexpr,
-        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """Members "igemm" (USE_DOT) and "direct": one BLOCK_M x BLOCK_N tile of one group."""
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ROUNDED: tl.constexpr = False):
+    """Members "igemm" (USE_DOT) and "direct": one BLOCK_M x BLOCK_N tile of one group. ROUNDED: x and w hold TF32."""
     pid_m, pid_n, g = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)      # (n, od, oh, ow) flattened
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)      # output channel within the group
     m_ok = offs_m < NB * OD * OH * OW
     n_ok = offs_n < K_G
-    ow = offs_m % OW
-    oh = (offs_m // OW) % OH
-    od = (offs_m // (OW * OH)) % OD
+    ow, oh, od = offs_m % OW, (offs_m // OW) % OH, (offs_m // (OW * OH)) % OD
     nb = (offs_m // (OW * OH * OD)).to(tl.int64)
     co = g * K_G + offs_n
     x_base = x_ptr + nb * sxn + (g * C_G).to(tl.int64) * sxc
@@ -95,12 +109,8 @@ def conv_fwd_kernel(
         c_blocks = tl.cdiv(C_G, BLOCK_K)
         for it in range(KD * KH * KW * c_blocks):
             tap = it // c_blocks
-            kd = tap // (KH * KW)
-            kh = (tap // KW) % KH
-            kw = tap % KW
-            idd = od * STD - PD + kd * DD
-            ih = oh * STH - PH + kh * DH
-            iw = ow * STW - PW + kw * DW
+            kd, kh, kw = tap // (KH * KW), (tap // KW) % KH, tap % KW
+            idd, ih, iw = od * STD - PD + kd * DD, oh * STH - PH + kh * DH, ow * STW - PW + kw * DW
             ok = m_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
             offs_c = (it % c_blocks) * BLOCK_K + tl.arange(0, BLOCK_K)
             c_ok = offs_c < C_G
@@ -108,15 +118,12 @@ def conv_fwd_kernel(
             w_tap = w_base + kd * swd + kh * swh + kw * sww
             a = tl.load(x_tap[:, None] + offs_c[None, :] * sxc, mask=ok[:, None] & c_ok[None, :], other=0.0)
             b = tl.load(w_tap[None, :] + offs_c[:, None] * swi, mask=c_ok[:, None] & n_ok[None, :], other=0.0)
-            acc = tl.dot(_dot_operand(a, PRECISION), _dot_operand(b, PRECISION), acc, input_precision=PRECISION, out_dtype=acc.dtype)
+            acc = tl.dot(_dot_operand(a, PRECISION, ROUNDED), _dot_operand(b, PRECISION, ROUNDED), acc,
+                         input_precision=PRECISION, out_dtype=acc.dtype)
     else:
         for tap in range(KD * KH * KW):
-            kd = tap // (KH * KW)
-            kh = (tap // KW) % KH
-            kw = tap % KW
-            idd = od * STD - PD + kd * DD
-            ih = oh * STH - PH + kh * DH
-            iw = ow * STW - PW + kw * DW
+            kd, kh, kw = tap // (KH * KW), (tap // KW) % KH, tap % KW
+            idd, ih, iw = od * STD - PD + kd * DD, oh * STH - PH + kh * DH, ow * STW - PW + kw * DW
             ok = m_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
             x_tap = x_base + idd * sxd + ih * sxh + iw * sxw
             w_tap = w_base + kd * swd + kh * swh + kw * sww
@@ -148,20 +155,14 @@ def conv_depthwise_kernel(
     co = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     m_ok = offs_m < NB * OD * OH * OW
     n_ok = co < C_OUT
-    ow = offs_m % OW
-    oh = (offs_m // OW) % OH
-    od = (offs_m // (OW * OH)) % OD
+    ow, oh, od = offs_m % OW, (offs_m // OW) % OH, (offs_m // (OW * OH)) % OD
     nb = (offs_m // (OW * OH * OD)).to(tl.int64)
     x_base = x_ptr + nb[:, None] * sxn + (co // MULT).to(tl.int64)[None, :] * sxc
     w_base = w_ptr + co.to(tl.int64) * swo
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64 if y_ptr.dtype.element_ty == tl.float64 else tl.float32)
     for tap in range(KD * KH * KW):
-        kd = tap // (KH * KW)
-        kh = (tap // KW) % KH
-        kw = tap % KW
-        idd = od * STD - PD + kd * DD
-        ih = oh * STH - PH + kh * DH
-        iw = ow * STW - PW + kw * DW
+        kd, kh, kw = tap // (KH * KW), (tap // KW) % KH, tap % KW
+        idd, ih, iw = od * STD - PD + kd * DD, oh * STH - PH + kh * DH, ow * STW - PW + kw * DW
         ok = m_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
         a = tl.load(x_base + (idd * sxd + ih * sxh + iw * sxw)[:, None], mask=ok[:, None] & n_ok[None, :], other=0.0)
         b = tl.load(w_base + kd * swd + kh * swh + kw * sww, mask=n_ok, other=0.0)
@@ -190,14 +191,10 @@ def conv_transpose_kernel(
     pid_m, pid_n, pid_gp = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     phases = STD * STH * STW
     g = pid_gp // phases
-    rd = (pid_gp % phases) // (STH * STW)
-    rh = (pid_gp // STW) % STH
-    rw = pid_gp % STW
+    rd, rh, rw = (pid_gp % phases) // (STH * STW), (pid_gp // STW) % STH, pid_gp % STW
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)      # (n, jd, jh, jw) of this phase
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    od = rd + ((offs_m // (QW * QH)) % QD) * STD
-    oh = rh + ((offs_m // QW) % QH) * STH
-    ow = rw + (offs_m % QW) * STW
+    od, oh, ow = rd + ((offs_m // (QW * QH)) % QD) * STD, rh + ((offs_m // QW) % QH) * STH, rw + (offs_m % QW) * STW
     nb = (offs_m // (QW * QH * QD)).to(tl.int64)
     m_ok = (offs_m < NB * QD * QH * QW) & (od < OD) & (oh < OH) & (ow < OW)
     n_ok = offs_n < K_G
@@ -206,16 +203,13 @@ def conv_transpose_kernel(
     w_base = w_ptr + (g * C_G).to(tl.int64) * swi + offs_n.to(tl.int64) * swo
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64 if y_ptr.dtype.element_ty == tl.float64 else tl.float32)
     for tap in range(KD * KH * KW):
-        kd = tap // (KH * KW)
-        kh = (tap // KW) % KH
-        kw = tap % KW
+        kd, kh, kw = tap // (KH * KW), (tap // KW) % KH, tap % KW
         # the tap reaches this phase when (r + padding - k * dilation) is a multiple of the
         # stride; (v % s + s) % s is the same under C's and Python's remainder
         if (((rd + PD - kd * DD) % STD + STD) % STD == 0) & (((rh + PH - kh * DH) % STH + STH) % STH == 0) \
                 & (((rw + PW - kw * DW) % STW + STW) % STW == 0):
-            idd = (od + PD - kd * DD) // STD            # exact: a multiple of the stride
-            ih = (oh + PH - kh * DH) // STH
-            iw = (ow + PW - kw * DW) // STW
+            # exact: multiples of the stride
+            idd, ih, iw = (od + PD - kd * DD) // STD, (oh + PH - kh * DH) // STH, (ow + PW - kw * DW) // STW
             ok = m_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
             x_tap = x_base + idd * sxd + ih * sxh + iw * sxw
             w_tap = w_base + kd * swd + kh * swh + kw * sww
@@ -252,7 +246,9 @@ def conv_config(member, c_group, k_group, positions, device_type, dtype, precisi
     shared memory. Tensor-core igemm (tf32, tf32x3, 16-bit) by positions x output channels: < 300K 64x32 tiles (more
     programs than SMs); < 3M 64x64; else 128 x <= 128, or at "tf32" with > 1 tap, >= 64 channels in and > 64 out a
     group where a block may take `smem` >= 200 KiB (Hopper): 8 warps, 128x256 (>= 256 out) or 256x128 (1.00-1.26x;
-    1x1 0.93). Others: 128 x <= 128 from 4096 positions, else 64 rows. Interpreter (cpu): wide tiles."""
+    1x1 0.93); at 128x256, ROUNDED: x and w rounded to TF32 by a launch each before, not in the loop (1.18-1.25x on
+    VGG's 256 and 512 channels, same bits; 1.05x at 128, less than x's extra read and write). Others: 128 x <= 128
+    from 4096 positions, else 64 rows. Interpreter (cpu): wide tiles. `config=` may set ROUNDED (tf32, dense x, w)."""
     if device_type != "cuda":
         return dict(BLOCK_M=min(128, max(16, _pow2(positions))), BLOCK_N=min(64, max(16, _pow2(k_group))),
                     BLOCK_K=min(64, max(16, _pow2(c_group))), num_warps=4, num_stages=1)
@@ -263,7 +259,7 @@ def conv_config(member, c_group, k_group, positions, device_type, dtype, precisi
     if member == "igemm" and _tensor_cores(dtype, precision):
         work = positions * k_group
         if work >= 3e6 and precision == "tf32" and dtype == torch.float32 and taps > 1 and c_group >= 64 < k_group and smem >= 204800:
-            return dict(BLOCK_M=128 << (k_group < 256), BLOCK_N=256 >> (k_group < 256), BLOCK_K=32, num_warps=8, num_stages=3)
+            return dict(BLOCK_M=128 << (k_group < 256), BLOCK_N=256 >> (k_group < 256), BLOCK_K=32, num_warps=8, num_stages=3, ROUNDED=k_group >= 256)
         m, n, k, stages = ((64, 32, block_k, 4) if work < 300_000 else (64, 64, 64, 3) if work < 3_000_000 and
                            c_group >= 512 else (64, 64, block_k, 4) if work < 3_000_000 else
                            (128, 128, block_k, 3 if block_n > 64 else 4))
@@ -326,7 +322,9 @@ def _planned(make_plan, x, weight, bias, residual, args):
         plan = _PLANS[key] = make_plan(x, weight, bias, residual, *args)
     kernel, order, shape, y_strides, grid, ints, flags = plan
     y = torch.empty_strided(shape, y_strides, dtype=x.dtype, device=x.device)
-    kernel[grid](x, weight if order is None else _in_order(weight, order),
+    weight = weight if order is None else _in_order(weight, order)
+    x, weight = (_tf32(x), _tf32(weight)) if flags.get("ROUNDED") else (x, weight)   # conv_config's ROUNDED
+    kernel[grid](x, weight,
                  y if bias is None else bias if bias.stride(0) == 1 else bias.contiguous(),   # read as bias[co]
                  y if residual is None else residual, y, *ints, **flags)
     return y
@@ -388,9 +386,11 @@ def _conv_plan(x, weight, bias, residual, stride, padding, dilation, groups, pre
         return (conv_depthwise_kernel, order, *out, (_cdiv(positions, cfg["BLOCK_M"]), _cdiv(c_out, cfg["BLOCK_N"])),
                 [x.shape[0], c_out, c_out // x.shape[1], d, h, w, *out_sp, *sx, sw[0], *sw[2:], *outs, *geometry],
                 _configured(flags, cfg))
+    rounded = bool(cfg.get("ROUNDED")) and member == "igemm" and precision == "tf32" and x.dtype == torch.float32 \
+        and _dense(x) and (order is not None or _dense(weight))
     return (conv_fwd_kernel, order, *out, (_cdiv(positions, cfg["BLOCK_M"]), _cdiv(k_g, cfg["BLOCK_N"]), groups),
             [x.shape[0], c_g, d, h, w, k_g, *out_sp, *sx, *sw, *outs, *geometry],
-            _configured(dict(flags, USE_DOT=member == "igemm", PRECISION=precision), cfg, "BLOCK_K"))
+            _configured(dict(flags, USE_DOT=member == "igemm", PRECISION=precision, ROUNDED=rounded), cfg, "BLOCK_K"))
 
 
 def conv_transpose_nd(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1, *,

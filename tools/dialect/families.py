@@ -6,6 +6,7 @@ under tools/kernels/, whose file the seed carries unchanged (`family_source`):
   extern_kernels.convolution (cuDNN, the cpu library)  -> conv_nd / conv_transpose_nd (conv.py)
   extern_kernels.mm / addmm / bmm / baddbmm (cuBLAS)   -> gemm (gemm.py)
   torch.ops.krefine.addmm_act (gemm_epilogue.py)       -> gemm(..., act=) (gemm.py)
+  torch.ops.krefine.conv_bias_act (conv_epilogue.py)   -> the conv_nd launch before it takes bias, activation=
   torch.ops.aten._scaled_dot_product_*_attention       -> sdpa (attention.py)
   torch.ops.krefine.rnn (nn.LSTM / GRU / RNN: rnn_op.py) -> rnn_seq (rnn.py)
   torch.ops.aten.topk / sort (fallback kernels)        -> topk_op / sort_op (select.py)
@@ -166,6 +167,35 @@ def _conv_launch(stmt: ast.Assign, layout: ast.stmt | None, sizes: dict[str, tup
     name = "conv_transpose_nd" if transposed else "conv_nd"
     return ast.Assign(targets=stmt.targets, value=ast.Call(ast.Name(name, ast.Load()), args, keywords),
                       lineno=stmt.lineno)
+
+
+CONV_BIAS_ACT_OP = "torch.ops.krefine.conv_bias_act.default"
+
+
+def _conv_bias_act_launch(stmt: ast.Assign, body: list[ast.stmt], rest: list[ast.stmt]) -> ast.stmt:
+    """`buf3 = torch.ops.krefine.conv_bias_act.default(buf2, bias, 'relu')` (a convolution's bias and
+    ReLU, tools/dialect/conv_epilogue.py), `buf2` written by a family launch already in `body` ->
+    that launch writes buf3, `buf2 = conv_nd(x, w, bias, ..., activation='relu', ...)` becoming
+    `buf3 = conv_nd(x, w, bias, ..., activation='relu', ...)`: one launch. What is returned stands
+    where the op stood for buf2: buf3 itself where call() only deletes buf2 after, else a buffer of
+    its own (call() reuses buf2's memory for a later buffer, which must not be buf3's)."""
+    call = stmt.value
+    if len(stmt.targets) != 1 or len(call.args) != 3 or call.keywords or not isinstance(call.args[2], ast.Constant) \
+            or not isinstance(call.args[0], ast.Name):
+        raise ValueError(f"call(): unsupported convolution bias-and-activation call: {short_code(stmt)}")
+    src, (bias, act) = call.args[0].id, call.args[1:]
+    launch = next((s for s in reversed(body) if isinstance(s, ast.Assign) and ast.unparse(s.targets[0]) == src), None)
+    if launch is None or not re.fullmatch(r"conv(_transpose)?_nd\(.*", ast.unparse(launch.value)) \
+            or not ast.unparse(launch.value.args[2]) == "None":
+        raise ValueError(f"call(): a convolution's bias and activation whose input ({src}) is not a convolution "
+                         f"launch without a bias: {short_code(stmt)}")
+    launch.value.args[2] = bias
+    launch.value.keywords.append(ast.keyword("activation", act))
+    launch.targets = stmt.targets
+    later = [n for s in rest if not isinstance(s, ast.Delete) for n in ast.walk(s) if isinstance(n, ast.Name)]
+    out = ast.unparse(stmt.targets[0])
+    return ast.parse(f"{src} = empty_strided_cuda({out}.size(), {out}.stride(), {out}.dtype)"
+                     if any(n.id == src for n in later) else f"{src} = {out}").body[0]
 
 
 RNN_FAMILY = "tools/kernels/rnn.py"

@@ -39,8 +39,8 @@ family's file is copied into the candidate unchanged (`family_source`).
 A library convolution (`buf = extern_kernels.convolution(...)`, what the default compile
 leaves on cuda and on cpu) becomes a launch of krefine's convolution family
 (tools/kernels/conv.py `conv_nd` / `conv_transpose_nd`, exact dots, its member and the
-layout of the `assert_size_stride` that follows named), and the family's file is copied
-into the candidate unchanged (`conv_family_source`).
+layout of the `assert_size_stride` that follows named; a bias and ReLU after it, one launch:
+tools/dialect/conv_epilogue.py), and the family's file is copied into the candidate unchanged.
 
 Not covered (ValueError naming the construct, never a guessed candidate): graph
 breaks, cooperative / split-scan / combo kernels, graph partitions, aten
@@ -56,7 +56,7 @@ from tools.dialect.families import (ADD_ONE_OP, ADDMM_ACT_OP, ATTENTION_FAMILY, 
                                     CONV_FAMILY, COUNTER_FAMILY, FAMILIES, GEMM_FAMILY, LOOKUP_FAMILY, RNN_FAMILY,
                                     RNN_OP, SCATTER_FAMILY, SELECT_FAMILY, _GEMM_CALLS, _LOOKUP_OPS, _SCATTER_OPS,
                                     _SELECT_OPS, _add_one_launch, _addmm_act_launch, _attention_launch,
-                                    _batch_stats_launch, _conv_launch,
+                                    _batch_stats_launch, _conv_launch, CONV_BIAS_ACT_OP, _conv_bias_act_launch,
                                     _gemm_launch, _lookup_launch, _rnn_launch, _scatter_launch, _sdpa_op,
                                     _select_launch, conv_family_source, family_source)
 from tools.dialect.inductor_capture import Capture, capture
@@ -229,6 +229,8 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded
                 and ast.unparse(stmts[0].value.args[0]) == ast.unparse(stmt.targets[0]) else None
             body.append(_conv_launch(stmt, layout, sizes))
             externs.add(CONV_FAMILY)
+        elif isinstance(stmt, ast.Assign) and call_name(stmt) == CONV_BIAS_ACT_OP:   # into the launch before it
+            body.append(_conv_bias_act_launch(stmt, body, stmts))
         elif isinstance(stmt, ast.Expr) and call_name(stmt) in _GEMM_CALLS:
             body.append(_gemm_launch(stmt))
             externs.add(GEMM_FAMILY)

@@ -206,7 +206,7 @@ def _code_hash() -> str:   # read once a process
     from pathlib import Path
     here = Path(__file__).parent
     code = b"".join((here / f).read_bytes() for f in ("recurrence.py", "recurrence_cells.py", "gemm_epilogue.py",
-                                                      "counters.py", "batch_stats.py", "cat_chain.py"))
+                                                      "conv_epilogue.py", "counters.py", "batch_stats.py", "cat_chain.py"))
     return hashlib.sha256(code).hexdigest()
 
 
@@ -215,7 +215,8 @@ class RecurrencePass(CustomGraphPass):
     op (tools/dialect/counters.py), each BatchNorm's statistics as one (tools/dialect/batch_stats.py) and
     a cat that repeats an earlier one's inputs from it (tools/dialect/cat_chain.py), then (`epilogues`)
     a Linear's ReLU in its product's epilogue
-    (tools/dialect/gemm_epilogue.py: after the recurrences, whose cells it would otherwise take),
+    (tools/dialect/gemm_epilogue.py: after the recurrences, whose cells it would otherwise take) and a
+    convolution's bias and ReLU in its launch's (tools/dialect/conv_epilogue.py),
     with the uuid its graph cache keys on: the passes' code and its matchers', and whether the
     epilogues ran."""
 
@@ -231,8 +232,10 @@ class RecurrencePass(CustomGraphPass):
         batch_stats_pass(graph)   # and their statistics, one launch each (tools/dialect/batch_stats.py)
         cat_chain_pass(graph)   # a DenseNet's growing cats, each from the last (tools/dialect/cat_chain.py)
         if self.epilogues:
+            from tools.dialect.conv_epilogue import conv_epilogue_pass
             from tools.dialect.gemm_epilogue import epilogue_pass
             epilogue_pass(graph)
+            conv_epilogue_pass(graph)
 
     def uuid(self):
         return f"{_code_hash()}-{int(self.epilogues)}"

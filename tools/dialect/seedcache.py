@@ -46,7 +46,7 @@ _TRANSIENT = ("out of memory", "CUDA error", "exit status")
 # the capture's own code: what it compiles and how (conv_rewrite: the template compile's rewrites;
 # fallback_rewrite: every compile's)
 CAPTURE_CODE = ("inductor_capture.py", "capture_context.py", "module_state.py", "blocks.py", "conv_rewrite.py",
-                "fallback_rewrite.py", "rnn_op.py", "recurrence.py",
+                "fallback_rewrite.py", "rnn_op.py", "recurrence.py", "conv_epilogue.py",
                 "recurrence_cells.py", "gemm_epilogue.py", "counters.py", "batch_stats.py", "cat_chain.py")
 # what makes a portfolio of the seed's captures (tools/precision.py: its tf32x3 variants)
 PORTFOLIO_CODE = ("portfolio.py", "../precision.py")

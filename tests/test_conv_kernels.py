@@ -150,7 +150,7 @@ def _tf32_dots_round_their_operands(K):
 
 
 def _rounded_operands_give_the_bits_of_rounding_in_the_loop(K):
-    """config ROUNDED (conv_config's 128x256 tf32 tiles): x and w rounded to TF32 by a launch each, then the
+    """config ROUNDED (conv_config's 128x256 tf32 tiles): x and w rounded to TF32 by one launch, then the
     loop's dots without rounding: the same bits as rounding in the loop, on a plan that says ROUNDED."""
     x, w, b = _inputs((2, 16, 6, 7), (8, 16, 3, 3), 8)
     x = x.to(memory_format=torch.channels_last)
@@ -159,6 +159,17 @@ def _rounded_operands_give_the_bits_of_rounding_in_the_loop(K):
     want = K.conv_nd(x, w, b, 1, 1, member="igemm", precision="tf32", config=dict(ROUNDED=False))
     assert torch.equal(got, want) and got.stride() == want.stride()
     return got, F.conv2d(_tf32_rounded(x).double(), _tf32_rounded(w).double(), b.double(), 1, 1).float()
+
+
+def _one_launch_rounds_x_and_w_each_in_its_strides(K):
+    """`_tf32(x, w)`: both rounded as the loop rounds, each as strided as it was, w 256-byte aligned after
+    an x whose size is no multiple of 64."""
+    x = next(_inputs((2, 3, 5, 7), (4, 3, 3, 3), 4)).to(memory_format=torch.channels_last)
+    w = torch.randn(4, 3, 3, 5, generator=torch.Generator().manual_seed(3)).permute(0, 3, 1, 2)
+    y, v = K._tf32(x, w)
+    assert (y.stride(), v.stride()) == (x.stride(), w.stride()) and (v.data_ptr() - y.data_ptr()) % 256 == 0
+    assert torch.equal(y, _tf32_rounded(x)) and torch.equal(v, _tf32_rounded(w.contiguous()))
+    return torch.cat([y.flatten(), v.flatten()]), torch.cat([_tf32_rounded(x).flatten(), _tf32_rounded(w).flatten()])
 
 
 def _a_strided_input_is_rounded_in_the_loop(K):
@@ -220,6 +231,7 @@ CASES = {
     "channels_last_in_channels_last_out": _channels_last,
     "out_stride_is_the_layout_written": _out_stride,
     "tf32_dots_round_their_operands": _tf32_dots_round_their_operands,
+    "one_launch_rounds_x_and_w": _one_launch_rounds_x_and_w_each_in_its_strides,
     "rounded_operands_same_bits": _rounded_operands_give_the_bits_of_rounding_in_the_loop,
     "strided_input_rounded_in_the_loop": _a_strided_input_is_rounded_in_the_loop,
     "a_plan_is_made_once_a_key": _a_plan_is_made_once_a_key,

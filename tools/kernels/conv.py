@@ -40,16 +40,19 @@ def _dot_operand(x, PRECISION: tl.constexpr, ROUNDED: tl.constexpr = False):
 
 
 @triton.jit
-def _tf32_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    """y = x rounded to TF32 as `_dot_operand` rounds, over a dense tensor's n elements in memory order."""
+def _tf32_kernel(x_ptr, w_ptr, out_ptr, nx, w_at, n, BLOCK: tl.constexpr):
+    """out[:nx] = x, out[w_at:n] = w rounded to TF32 as `_dot_operand` rounds (dense tensors, in memory order)."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
-    tl.store(y_ptr + offs, _dot_operand(x, "tf32"), mask=offs < n)
+    v = tl.where(offs < nx, tl.load(x_ptr + offs, mask=offs < nx, other=0.0),
+                 tl.load(w_ptr + (offs - w_at), mask=(offs >= w_at) & (offs < n), other=0.0))
+    tl.store(out_ptr + offs, _dot_operand(v, "tf32"), mask=offs < n)
 
 
-def _tf32(t):   # t (dense) rounded to TF32 by one launch, in its strides
-    _tf32_kernel[(_cdiv(t.numel(), 4096),)](t, y := torch.empty_like(t), t.numel(), BLOCK=4096, num_warps=8)
-    return y
+def _tf32(x, w):   # x and w (dense) rounded to TF32 by one launch into one buffer (w 256-byte aligned), as strided
+    w_at = -(-x.numel() // 64) * 64
+    flat = torch.empty(w_at + w.numel(), dtype=x.dtype, device=x.device)
+    _tf32_kernel[(_cdiv(flat.numel(), 4096),)](x, w, flat, x.numel(), w_at, flat.numel(), BLOCK=4096, num_warps=8)
+    return flat[:x.numel()].as_strided(x.shape, x.stride()), flat[w_at:].as_strided(w.shape, w.stride())
 
 
 def _dense(t):   # its elements fill numel() places of memory, each once (any order of dimensions)
@@ -246,7 +249,7 @@ def conv_config(member, c_group, k_group, positions, device_type, dtype, precisi
     shared memory. Tensor-core igemm (tf32, tf32x3, 16-bit) by positions x output channels: < 300K 64x32 tiles (more
     programs than SMs); < 3M 64x64; else 128 x <= 128, or at "tf32" with > 1 tap, >= 64 channels in and > 64 out a
     group where a block may take `smem` >= 200 KiB (Hopper): 8 warps, 128x256 (>= 256 out) or 256x128 (1.00-1.26x;
-    1x1 0.93); at 128x256, ROUNDED: x and w rounded to TF32 by a launch each before, not in the loop (1.18-1.25x on
+    1x1 0.93); at 128x256, ROUNDED: x and w rounded to TF32 by one launch before, not in the loop (1.18-1.25x on
     VGG's 256 and 512 channels, same bits; 1.05x at 128, less than x's extra read and write). Others: 128 x <= 128
     from 4096 positions, else 64 rows. Interpreter (cpu): wide tiles. `config=` may set ROUNDED (tf32, dense x, w)."""
     if device_type != "cuda":
@@ -323,7 +326,7 @@ def _planned(make_plan, x, weight, bias, residual, args):
     kernel, order, shape, y_strides, grid, ints, flags = plan
     y = torch.empty_strided(shape, y_strides, dtype=x.dtype, device=x.device)
     weight = weight if order is None else _in_order(weight, order)
-    x, weight = (_tf32(x), _tf32(weight)) if flags.get("ROUNDED") else (x, weight)   # conv_config's ROUNDED
+    x, weight = _tf32(x, weight) if flags.get("ROUNDED") else (x, weight)   # conv_config's ROUNDED: one launch
     kernel[grid](x, weight,
                  y if bias is None else bias if bias.stride(0) == 1 else bias.contiguous(),   # read as bias[co]
                  y if residual is None else residual, y, *ints, **flags)
@@ -352,11 +355,9 @@ def _configured(flags, cfg, *keys):
     return dict(flags, **{k: cfg[k] for k in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages", *keys)})
 
 
-def conv_nd(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, precision="ieee",
-            activation="none", scale=1.0, clamp=None, negative_slope=0.01, residual=None,
-            out_stride=None, member=None, config=None):
-    """F.conv1d/2d/3d(x, weight, bias, stride, padding, dilation, groups) followed by the
-    epilogue (module docstring); x is (N, C, *spatial) with 1 to 3 spatial dimensions."""
+def conv_nd(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, precision="ieee", activation="none",
+            scale=1.0, clamp=None, negative_slope=0.01, residual=None, out_stride=None, member=None, config=None):
+    """F.conv1d/2d/3d(x, weight, bias, stride, padding, dilation, groups), then the epilogue; x: (N, C, 1-3 dims)."""
     return _planned(_conv_plan, x, weight, bias, residual, (stride, padding, dilation, groups, precision, activation,
                                                             scale, clamp, negative_slope, out_stride, member, config))
 
@@ -365,8 +366,7 @@ def _conv_plan(x, weight, bias, residual, stride, padding, dilation, groups, pre
                negative_slope, out_stride, member, config):
     nd, precision = x.dim() - 2, "ieee" if x.dtype == torch.float64 else precision   # fp64 dots: exact
     assert 1 <= nd <= 3 and weight.dim() == x.dim(), "conv_nd takes (N, C, L), (N, C, H, W) or (N, C, D, H, W)"
-    c_out, c_g = weight.shape[0], weight.shape[1]
-    k_g = c_out // groups
+    c_out, c_g, k_g = weight.shape[0], weight.shape[1], weight.shape[0] // groups
     assert x.shape[1] == c_g * groups and c_out % groups == 0 and (bias is None or bias.numel() == c_out), \
         f"conv_nd: x {tuple(x.shape)}, weight {tuple(weight.shape)}, groups {groups} and the bias disagree"
     st, pad, dil = _as_3d(stride, nd, 1), _as_3d(padding, nd, 0), _as_3d(dilation, nd, 1)
@@ -408,8 +408,7 @@ def _transpose_plan(x, weight, bias, residual, stride, padding, output_padding, 
                     activation, scale, clamp, negative_slope, out_stride, config):
     nd, precision = x.dim() - 2, "ieee" if x.dtype == torch.float64 else precision   # fp64 dots: exact
     assert 1 <= nd <= 3 and weight.dim() == x.dim(), "conv_transpose_nd takes 1 to 3 spatial dimensions"
-    c_in, k_g = weight.shape[0], weight.shape[1]
-    c_g = c_in // groups
+    c_in, k_g, c_g = weight.shape[0], weight.shape[1], weight.shape[0] // groups
     st, pad, dil = _as_3d(stride, nd, 1), _as_3d(padding, nd, 0), _as_3d(dilation, nd, 1)
     assert x.shape[1] == c_in and c_in % groups == 0 and (bias is None or bias.numel() == k_g * groups) and not [
         o for o, s, q in zip(_as_3d(output_padding, nd, 0), st, dil) if o >= max(s, q)], "conv_transpose_nd: x, weight, groups, bias disagree"

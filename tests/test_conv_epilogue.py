@@ -19,7 +19,7 @@ from tests.test_level3_seeds import _lockstep_errors, _seed
 
 
 def _launches(call: str) -> list[str]:
-    return [line.strip() for line in call.splitlines() if "conv_nd(" in line]
+    return [line.strip() for line in call.splitlines() if "conv_nd(" in line or "conv_transpose_nd(" in line]
 
 
 def test_a_convolution_s_bias_and_relu_are_in_its_launch():
@@ -118,3 +118,14 @@ def test_a_convolution_buffer_only_deleted_later_names_the_fused_output():
 def test_an_op_whose_input_is_no_convolution_launch_is_refused_with_its_reason():
     with pytest.raises(ValueError, match="not a convolution launch without a bias"):
         _fold("buf2 = gemm(a, b, precision='ieee')\nbuf3 = torch.ops.krefine.conv_bias_act.default(buf2, b, 'relu')\n")
+
+
+def test_a_transposed_and_a_1d_convolution_take_their_bias_and_relu_too():
+    launches = _launches(_call(_seed("convt_relu_epilogue")))
+    assert len(launches) == 2 and all("activation='relu'" in line for line in launches), launches
+    assert "conv_transpose_nd(buf0, buf1, arg1_1, stride=(2, 2)" in launches[0], launches[0]
+    assert "conv_nd(buf5, arg3_1, arg4_1, stride=(1,)" in launches[1], launches[1]
+
+
+def test_the_seed_of_a_transposed_and_a_1d_convolution_with_epilogues_matches_the_model(tmp_path):
+    assert max(_lockstep_errors("convt_relu_epilogue", tmp_path)) < 1e-4

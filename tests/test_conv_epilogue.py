@@ -129,3 +129,37 @@ def test_a_transposed_and_a_1d_convolution_take_their_bias_and_relu_too():
 
 def test_the_seed_of_a_transposed_and_a_1d_convolution_with_epilogues_matches_the_model(tmp_path):
     assert max(_lockstep_errors("convt_relu_epilogue", tmp_path)) < 1e-4
+
+
+def test_a_bias_the_forward_computes_stays_out_of_the_launch_and_its_relu_a_kernel():
+    """StyleGAN's `bias * lr_mul`: Inductor may write the bias's kernel after a bias-less convolution's,
+    which would then read it before it is made; the plain convolution after it still takes its own."""
+    launches = _launches(_call(_seed("computed_bias_conv_relu")))
+    assert len(launches) == 2 and "activation" not in launches[0] and "activation='relu'" in launches[1], launches
+
+
+def test_the_seed_of_a_computed_bias_matches_the_model_on_three_calls(tmp_path):
+    assert max(_lockstep_errors("computed_bias_conv_relu", tmp_path)) < 1e-4
+
+
+def test_the_pass_takes_no_convolution_whose_bias_the_graph_computes():
+    import torch
+    from tools.dialect.conv_epilogue import conv_epilogue_pass
+
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3)
+
+        def forward(self, x):
+            return torch.relu(torch.nn.functional.conv2d(x, self.conv.weight, self.conv.bias * 0.5))
+
+    graph = _post_grad_graph(Scaled(), torch.randn(2, 3, 6, 6))
+    assert conv_epilogue_pass(graph) == 0 and "aten.relu.default" in _targets(graph)
+
+
+def test_a_bias_made_after_the_launch_is_refused_not_read_before_it_is_made():
+    with pytest.raises(ValueError, match=r"bias \(buf3\) is made after its launch"):
+        _fold("buf2 = conv_nd(x, w, None, precision='ieee')\n"
+              "buf4 = torch.ops.krefine.conv_bias_act.default(buf2, buf3, 'relu')\n"
+              "buf3 = empty_strided_cuda((8,), (1,), torch.float32)\ndel buf2\n")

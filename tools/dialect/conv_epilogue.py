@@ -19,7 +19,9 @@ float32 and float64 only: there the fused sum is the same as the two kernels' (t
 convolution's sum, then + bias, in the output's dtype), bit for bit; a 16-bit output rounds
 between the two, so it stays as it is. Only in the default compile: the templates compile
 (max-autotune) writes its own Triton convolution with the epilogue fused. A convolution read
-elsewhere too, or another activation, stays as it is.
+elsewhere too, another activation, or a bias the forward computes (StyleGAN's `bias * lr_mul`, a
+BatchNorm folded in the forward: Inductor may write its kernel after the bias-less convolution's,
+and the launch would read it before it is made) stays as it is.
 """
 from __future__ import annotations
 
@@ -46,13 +48,14 @@ def _(y, bias, act):
 
 
 def _convolution(node) -> bool:
-    """Is `node` a convolution (any transposed, groups; a float32 or float64 output with elements)
-    that only its activation reads?"""
+    """Is `node` a convolution (any transposed, groups; a float32 or float64 output with elements; no bias or
+    one the graph is given) that only its activation reads?"""
     if not _is(node, aten.convolution.default) or len(node.args) != 9 or node.kwargs or len(node.users) != 1:
         return False
     y = _val(node)
+    bias = node.args[2]   # a parameter or an input: one the forward computes (bias * lr_mul) may be scheduled after
     return isinstance(y, torch.Tensor) and y.dtype in (torch.float32, torch.float64) and y.numel() > 0 \
-        and 3 <= y.dim() <= 5 and (node.args[2] is None or isinstance(node.args[2], torch.fx.Node))
+        and 3 <= y.dim() <= 5 and (bias is None or isinstance(bias, torch.fx.Node) and bias.op == "placeholder")
 
 
 def conv_epilogue_pass(graph) -> int:

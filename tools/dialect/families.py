@@ -189,6 +189,11 @@ def _conv_bias_act_launch(stmt: ast.Assign, body: list[ast.stmt], rest: list[ast
             or not ast.unparse(launch.value.args[2]) == "None":
         raise ValueError(f"call(): a convolution's bias and activation whose input ({src}) is not a convolution "
                          f"launch without a bias: {short_code(stmt)}")
+    made_after = {ast.unparse(t) for s in body[body.index(launch) + 1:] + rest if isinstance(s, ast.Assign)
+                  for t in s.targets}   # conv_epilogue takes a given bias only; one made later cannot go in the launch
+    if ast.unparse(bias) in made_after:
+        raise ValueError(f"call(): a convolution's bias ({ast.unparse(bias)}) is made after its launch: "
+                         f"{short_code(stmt)}")
     launch.value.args[2] = bias
     launch.value.keywords.append(ast.keyword("activation", act))
     launch.targets = stmt.targets

@@ -533,6 +533,20 @@ def test_each_gpu_config_class_matches_exact_cudnn(x_shape, c_out, precision, we
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("member", ["direct", "igemm", "depthwise"])
+def test_a_nan_through_the_relu_epilogue_stays_nan_on_a_gpu(member):
+    """torch.relu keeps a NaN; tl.maximum(acc, 0.0) compiled for a GPU gives 0 (the interpreter's numpy keeps it,
+    so only a GPU tells the two apart)."""
+    import tools.kernels.conv as G
+    groups, ws = (8, (8, 1, 3, 3)) if member == "depthwise" else (1, (8, 16 if member == "igemm" else 4, 3, 3))
+    x, w, b = _inputs((2, ws[1] * groups, 6, 6), ws, 8, "cuda")
+    x[0, :, 2, 2] = float("nan")
+    got = G.conv_nd(x, w, b, 1, 1, groups=groups, member=member, activation="relu")
+    want = torch.relu(F.conv2d(x, w, b, 1, 1, groups=groups))
+    assert torch.equal(got.isnan(), want.isnan()) and want.isnan().any()
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("precision", ["ieee", "tf32x3"])
 @pytest.mark.parametrize("weight_layout", ["contiguous", "channels_last", "out_channels_contiguous"])
 def test_1x1_weights_of_each_layout_match_exact_cudnn(weight_layout, precision, exact_cudnn):

@@ -69,8 +69,8 @@ def _conv_epilogue(acc, co, co_ok, pos_ok, bias_ptr, res_ptrs, scale, lo, hi, sl
     acc = acc * scale
     if HAS_RES:
         acc += tl.load(res_ptrs, mask=pos_ok[:, None] & co_ok[None, :], other=0.0).to(acc.dtype)
-    if ACT == "relu":
-        acc = tl.maximum(acc, 0.0)
+    if ACT == "relu":   # NaN stays NaN, as torch.relu keeps it (tl.maximum gives 0 on a GPU)
+        acc = tl.where(acc < 0.0, 0.0, acc)
     elif ACT == "leaky_relu":
         acc = tl.where(acc >= 0.0, acc, acc * slope)
     elif ACT == "sigmoid":   # written out: the interpreter cannot call tl.sigmoid once compiled Triton is imported

@@ -186,7 +186,7 @@ def _conv_bias_act_launch(stmt: ast.Assign, body: list[ast.stmt], rest: list[ast
     src, (bias, act) = call.args[0].id, call.args[1:]
     launch = next((s for s in reversed(body) if isinstance(s, ast.Assign) and ast.unparse(s.targets[0]) == src), None)
     if launch is None or not re.fullmatch(r"conv(_transpose)?_nd\(.*", ast.unparse(launch.value)) \
-            or not ast.unparse(launch.value.args[2]) == "None":
+            or ast.unparse(launch.value.args[2]) != "None":
         raise ValueError(f"call(): a convolution's bias and activation whose input ({src}) is not a convolution "
                          f"launch without a bias: {short_code(stmt)}")
     made_after = {ast.unparse(t) for s in body[body.index(launch) + 1:] + rest if isinstance(s, ast.Assign)

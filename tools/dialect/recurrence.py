@@ -206,7 +206,8 @@ def _code_hash() -> str:   # read once a process
     from pathlib import Path
     here = Path(__file__).parent
     code = b"".join((here / f).read_bytes() for f in ("recurrence.py", "recurrence_cells.py", "gemm_epilogue.py",
-                                                      "conv_epilogue.py", "counters.py", "batch_stats.py", "cat_chain.py"))
+                                                      "conv_epilogue.py", "counters.py", "batch_stats.py",
+                                                      "cat_chain.py"))
     return hashlib.sha256(code).hexdigest()
 
 

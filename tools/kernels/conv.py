@@ -49,7 +49,7 @@ def _tf32_kernel(x_ptr, w_ptr, out_ptr, nx, w_at, n, BLOCK: tl.constexpr):
 
 
 def _tf32(x, w):   # x and w (dense) rounded to TF32 by one launch into one buffer (w 256-byte aligned), as strided
-    w_at = -(-x.numel() // 64) * 64
+    w_at = _cdiv(x.numel(), 64) * 64
     flat = torch.empty(w_at + w.numel(), dtype=x.dtype, device=x.device)
     _tf32_kernel[(_cdiv(flat.numel(), 4096),)](x, w, flat, x.numel(), w_at, flat.numel(), BLOCK=4096, num_warps=8)
     return flat[:x.numel()].as_strided(x.shape, x.stride()), flat[w_at:].as_strided(w.shape, w.stride())
@@ -262,7 +262,8 @@ def conv_config(member, c_group, k_group, positions, device_type, dtype, precisi
     if member == "igemm" and _tensor_cores(dtype, precision):
         work = positions * k_group
         if work >= 3e6 and precision == "tf32" and dtype == torch.float32 and taps > 1 and c_group >= 64 < k_group and smem >= 204800:
-            return dict(BLOCK_M=128 << (k_group < 256), BLOCK_N=256 >> (k_group < 256), BLOCK_K=32, num_warps=8, num_stages=3, ROUNDED=k_group >= 256)
+            return dict(BLOCK_M=128 << (k_group < 256), BLOCK_N=256 >> (k_group < 256), BLOCK_K=32, num_warps=8,
+                        num_stages=3, ROUNDED=k_group >= 256)
         m, n, k, stages = ((64, 32, block_k, 4) if work < 300_000 else (64, 64, 64, 3) if work < 3_000_000 and
                            c_group >= 512 else (64, 64, block_k, 4) if work < 3_000_000 else
                            (128, 128, block_k, 3 if block_n > 64 else 4))

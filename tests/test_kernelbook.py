@@ -316,40 +316,52 @@ def test_unsupported_inductor_output_is_a_one_line_error_naming_it(case):
     assert message in str(info.value) and "\n" not in str(info.value)
 
 
+_SEED_DRAW = "        aten.randint.low_out(-9223372036854775808, 9223372036854775807, [1], out=buf0)\n"
+
+
+def _drawing_capture(kernel: str, mode: str = "train"):
+    """cpu_relu_odd as if its kernel were `kernel`, keyed on seeds Inductor draws first."""
+    text = _text("cpu_relu_odd").replace("triton_poi_fused_relu_0", kernel).replace("        del arg0_1\n", _SEED_DRAW, 1)
+    return dataclasses.replace(read_capture(text), module_mode=mode)   # the fixture predates the field
+
+
 @pytest.mark.parametrize("kernel, named, advice", [
-    ("triton_poi_fused_randn_0", "(randn)", "the forward's own draw (torch.randn, rand, bernoulli, uniform_): a seed "
-     "needs the values as inputs or buffers; if it is drawn only in training (under `if self.training:`"),
     ("triton_poi_fused_native_dropout_0", "(dropout)", "a dropout (an RReLU) is random in training mode (--set "),
-    # torch.bernoulli(p) and x.uniform_() of the user's own were advised as a dropout, to judge eval mode
-    ("triton_poi_fused_bernoulli_sigmoid_0", "(bernoulli)", "the forward's own draw (torch.randn, rand, bernoulli"),
-    # F.gumbel_softmax's exponential_: nothing named, then advised as a dropout
-    ("triton_poi_fused_exponential_log_neg_0", "(exponential)", "the forward's own draw (torch.randn, rand, bernoulli"),
+    ("triton_poi_fused_rrelu_with_noise_0", "(aten.randint.low_out(", "a dropout (an RReLU) is random in training mode (--set "),
 ])
-def test_a_random_draw_is_named_by_its_kernel_and_advised_by_its_kind(kernel, named, advice):
-    # 35_LSTM's h0 = torch.randn(...) was named as Inductor's seed draw and advised to judge eval mode
-    text = _text("cpu_relu_odd").replace("triton_poi_fused_relu_0", kernel).replace(
-        "        del arg0_1\n", "        aten.randint.low_out(-9223372036854775808, 9223372036854775807, [1], out=buf0)\n", 1)
-    import dataclasses
-    capture = dataclasses.replace(read_capture(text), module_mode="train")   # the fixture predates the field
+def test_a_dropouts_draw_is_named_by_its_kernel_and_advised_to_judge_eval_mode(kernel, named, advice):
     with pytest.raises(ValueError) as info:
-        convert(_problem(FIXTURE_PROBLEM["cpu_relu_odd"]), capture)
+        convert(_problem(FIXTURE_PROBLEM["cpu_relu_odd"]), _drawing_capture(kernel))
     assert f"the forward draws random numbers {named}" in str(info.value) and advice in str(info.value)
+
+
+# 35_LSTM's h0 = torch.randn(...) was refused as a draw no kernel reproduces; its output, after 512 steps,
+# does not depend on it. The forward's own draws are now made by Triton and the judge says whether the
+# output depends on them (stochastic_reference)
+@pytest.mark.parametrize("kernel", ["triton_poi_fused_randn_0", "triton_poi_fused_bernoulli_sigmoid_0",
+                                    "triton_poi_fused_exponential_log_neg_0"])
+def test_the_seeds_of_a_forwards_own_draw_are_drawn_by_krefines_kernel(kernel):
+    code = convert(_problem(FIXTURE_PROBLEM["cpu_relu_odd"]), _drawing_capture(kernel))
+    call = code[code.index("\ndef call("):]
+    assert "        draw_seeds(buf0)\n" in call and "aten.randint" not in call
+    assert "# krefine's kernels (tools/kernels/draws.py), copied unchanged" in code
+
+
+def test_the_seeds_of_a_randn_drawn_in_eval_mode_are_drawn_by_krefines_kernel_too():
+    code = convert(_problem(FIXTURE_PROBLEM["cpu_relu_odd"]), _drawing_capture("triton_poi_fused_randn_0", "eval"))
+    assert "        draw_seeds(buf0)\n" in code
+
+
+def test_seeds_drawn_for_a_kernel_that_draws_nothing_are_still_named_as_a_draw():
+    with pytest.raises(ValueError, match=r"the forward draws random numbers \(aten\.randint\.low_out\("):
+        convert(_problem(FIXTURE_PROBLEM["cpu_relu_odd"]), _drawing_capture("triton_poi_fused_relu_0"))
 
 
 def _eval_mode_draw_reason(kernel: str) -> str:
     """The reason a capture in eval mode whose kernel `kernel` draws random numbers gets."""
-    import dataclasses
-    text = _text("cpu_relu_odd").replace("triton_poi_fused_relu_0", kernel).replace(
-        "        del arg0_1\n", "        aten.randint.low_out(-9223372036854775808, 9223372036854775807, [1], out=buf0)\n", 1)
-    capture = dataclasses.replace(read_capture(text), module_mode="eval")
     with pytest.raises(ValueError) as info:
-        convert(_problem(FIXTURE_PROBLEM["cpu_relu_odd"]), capture)
+        convert(_problem(FIXTURE_PROBLEM["cpu_relu_odd"]), _drawing_capture(kernel, "eval"))
     return str(info.value)
-
-
-def test_a_randn_drawn_in_eval_mode_is_said_to_stay_in_eval_mode():
-    said = _eval_mode_draw_reason("triton_poi_fused_randn_0")
-    assert "(eval mode keeps it)" in said and "--set eval.module_mode" not in said
 
 
 def test_a_dropout_drawn_in_eval_mode_is_not_advised_to_judge_eval_mode():

@@ -1177,7 +1177,8 @@ print(json.dumps(errors))
                                   "gru_by_hand_orders", "mlp_relu_shared", "rnn_isinstance_branch",
                                   "lstm_flatten_parameters", "rnn_class_table",
                                   "default_config_static", "chosen_method_combine", "same_padding_partial",
-                                  "namedtuple_defaults", "conv_relu_epilogue"])
+                                  "namedtuple_defaults", "conv_relu_epilogue", "computed_bias_conv_relu",
+                                  "lstm_random_h0"])
 def test_on_a_gpu_the_seed_is_made_and_matches_the_model_on_three_calls(name, tmp_path):
     """Captured on cuda (a plain tensor attribute made on cpu, moved by the forward), run
     in lockstep with Model as KernelBench runs them."""

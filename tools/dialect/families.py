@@ -14,6 +14,7 @@ under tools/kernels/, whose file the seed carries unchanged (`family_source`):
   aten.scatter_reduce_.two (cpu: scatter_add, ...)      -> scatter_reduce_op_ (scatter.py)
   torch.ops.krefine.add_one_ (counters.py: BatchNorms' num_batches_tracked) -> add_one (counters.py)
   torch.ops.krefine.batch_stats(_) (batch_stats.py: a BatchNorm's statistics) -> batch_stats (batchnorm.py)
+  aten.randint.low_out (the seeds of Inductor's random kernels)               -> draw_seeds (draws.py)
 
 Each launch keeps the buffer Inductor allocated (or the layout it asserts next) and exact
 "ieee" dots; the portfolio's tf32x3 variants change only `precision=`. Used by
@@ -301,7 +302,63 @@ def _batch_stats_launch(stmt: ast.Assign) -> ast.Assign:
     return ast.Assign(stmt.targets, ast.Call(ast.Name("batch_stats", ast.Load()), call.args, []))
 
 
+DRAW_FAMILY = "tools/kernels/draws.py"
+_SEED_DRAW = re.compile(r"aten\.randint\.low_out\(-9223372036854775808, 9223372036854775807, \[\d+\], out=(\w+)\)")
+
+
+def kernel_drawn(draws: list, drawing_ops: set, dropout: bool) -> bool:
+    """Whether the forward's random draws (call()'s statements that draw) are all the seeds
+    Inductor's random kernels key on (`aten.randint.low_out` over the int64 range, which
+    `draw_seeds` writes: tools/kernels/draws.py), for kernels that draw (`drawing_ops`, by
+    their names) other than a dropout's or an RReLU's (random in training mode: advised)."""
+    return bool(draws) and bool(drawing_ops) and not dropout and \
+        all(_SEED_DRAW.fullmatch(ast.unparse(s)) for s in draws)
+
+
+def _seed_draw_launch(stmt: ast.Expr) -> ast.Expr | None:
+    """`aten.randint.low_out(-2**63, 2**63 - 1, [n], out=buf0)` -> `draw_seeds(buf0)`; None for
+    any other statement."""
+    found = _SEED_DRAW.fullmatch(ast.unparse(stmt)) if isinstance(stmt, ast.Expr) else None
+    return ast.Expr(ast.Call(ast.Name("draw_seeds", ast.Load()), [ast.Name(found.group(1), ast.Load())], [])) \
+        if found else None
+
+
+# the random op a fused kernel's name says it draws (triton_poi_fused_randn_0, ..._native_dropout_1)
+_RANDOM_OP = re.compile(r"_(randn|randint|rand|bernoulli|dropout|normal|uniform|multinomial|randperm|exponential)"
+                        r"(?:_|$)")
+# a random op Inductor leaves to PyTorch (nn.RReLU's noise in training mode: aten.uniform)
+_FALLBACK_DRAW = re.compile(r"\b(?:aten|prims)\.(uniform|normal|bernoulli|exponential|geometric|log_normal|cauchy|"
+                            r"multinomial|randperm|rrelu_with_noise)(?:_functional|_)?\b")   # rsample; x.bernoulli_(p)
+
+
+def draw_fault(call_fn: ast.FunctionDef, kernels, module_mode: str) -> ValueError | None:
+    """Why call()'s random draws give no seed, or None: none, or only the seeds of kernels that
+    draw (`kernel_drawn`, written as `draw_seeds`). A dropout's or an RReLU's draw, in training
+    mode, is advised to judge eval mode; a draw left to PyTorch (`aten.uniform`) has no kernel."""
+    draws = [n for n in ast.walk(call_fn) if isinstance(n, ast.stmt) and not hasattr(n, "body")
+             and (re.search(r"\b(randint|inductor_seeds|inductor_random)\b", ast.unparse(n)) or
+                  _FALLBACK_DRAW.search(ast.unparse(n)))]
+    drawing = {m.group(1) for k in kernels for m in [_RANDOM_OP.search(k)] if m}
+    dropout = any("dropout" in k or "rrelu" in k for k in kernels)   # by name; a bernoulli alone is the user's
+    draw = None if kernel_drawn(draws, drawing, dropout) else next(iter(draws), None)   # else: draw_seeds
+    if draw is None:
+        return None
+    ops = sorted(drawing | {m.group(1) for m in [_FALLBACK_DRAW.search(ast.unparse(draw))] if m})
+    feature = re.search(r"\bbernoulli_\.float\b", ast.unparse(draw))   # nn.Dropout2d / 3d's mask, in place
+    what = ("a feature or alpha dropout (nn.Dropout2d / Dropout3d / AlphaDropout, F.dropout2d, F.alpha_dropout) or "
+            "the forward's own bernoulli_(p)" if feature else "a dropout (an RReLU)")
+    return ValueError(f"call(): the forward draws random numbers ({', '.join(ops) or short_code(draw)}): no kernel "
+                      "can reproduce torch's generator draw for draw; " + (
+                          (f"{what} is random in training mode (--set eval.module_mode=eval judges inference)"
+                           if module_mode == "train" else "one the forward asks for in eval mode too (`training=True`)")
+                          if dropout or feature or not ops else "the forward's own draw (torch.randn, rand, bernoulli, "
+                          "uniform_): a seed needs the values as inputs or buffers" + (
+                              "; if it is drawn only in training (under `if self.training:`, as stochastic depth "
+                              "or a VAE's sampling), --set eval.module_mode=eval judges inference without it"
+                              if module_mode == "train" else " (eval mode keeps it)")))
+
+
 # every family a seed may carry, in the order the seed's text holds them (the seed cache's
 # key hashes these files: tools/dialect/seedcache.py KERNEL_CODE)
 FAMILIES = (CONV_FAMILY, GEMM_FAMILY, ATTENTION_FAMILY, RNN_FAMILY, SELECT_FAMILY, LOOKUP_FAMILY, SCATTER_FAMILY,
-            COUNTER_FAMILY, BATCH_STATS_FAMILY)
+            COUNTER_FAMILY, BATCH_STATS_FAMILY, DRAW_FAMILY)

@@ -24,17 +24,16 @@ tools/dialect/inductor_wrapper.py. `seed_candidate` = capture + convert; `python
 tools.dialect seed PROBLEM --device D` (tools/dialect/__main__.py) runs it in its own
 process (the agent never compiles in its own).
 
-Template kernels (GEMMs and convolutions under max-autotune, `triton_heuristics.template`)
-launch on the fixed grid call() gives them, with the num_warps / num_stages of their
-decorator. `seed_candidate` refuses a seed the static guards would reject (a library call
-left in it) and, on cuda, tries Inductor's Triton templates when the default compile
-gives no pure-Triton seed; tools/dialect/seedcache.py keeps seeds (and the captures
-they came from) across runs.
+Template kernels (GEMMs and convolutions under max-autotune, `triton_heuristics.template`) launch on
+the fixed grid call() gives them, with their decorator's num_warps / num_stages. `seed_candidate`
+refuses a seed the static guards would reject (a library call left in it) and, on cuda, tries Inductor's
+Triton templates when the default compile gives no pure-Triton seed; tools/dialect/seedcache.py keeps
+seeds (and the captures they came from) across runs.
 
-A library matrix product (`extern_kernels.mm / addmm / bmm / baddbmm(..., out=buf)`,
-what the default compile leaves for nn.Linear and matmuls) becomes a launch of krefine's
-GEMM family (tools/kernels/gemm.py `gemm`, exact dots) into the same buffer, and the
-family's file is copied into the candidate unchanged (`family_source`).
+A library matrix product (`extern_kernels.mm / addmm / bmm / baddbmm(..., out=buf)`, what the default
+compile leaves for nn.Linear and matmuls) becomes a launch of krefine's GEMM family (tools/kernels/gemm.py
+`gemm`, exact dots) into the same buffer, the family's file copied into the candidate (`family_source`).
+The seeds Inductor's random kernels key on become `draw_seeds` (tools/kernels/draws.py).
 
 A library convolution (`buf = extern_kernels.convolution(...)`, what the default compile
 leaves on cuda and on cpu) becomes a launch of krefine's convolution family
@@ -53,12 +52,13 @@ import ast
 import re
 
 from tools.dialect.families import (ADD_ONE_OP, ADDMM_ACT_OP, ATTENTION_FAMILY, BATCH_STATS_FAMILY, BATCH_STATS_OPS,
-                                    CONV_FAMILY, COUNTER_FAMILY, FAMILIES, GEMM_FAMILY, LOOKUP_FAMILY, RNN_FAMILY,
-                                    RNN_OP, SCATTER_FAMILY, SELECT_FAMILY, _GEMM_CALLS, _LOOKUP_OPS, _SCATTER_OPS,
+                                    CONV_FAMILY, COUNTER_FAMILY, DRAW_FAMILY, FAMILIES, GEMM_FAMILY, LOOKUP_FAMILY,
+                                    RNN_FAMILY, RNN_OP, SCATTER_FAMILY, SELECT_FAMILY, _GEMM_CALLS, _LOOKUP_OPS, _SCATTER_OPS,
                                     _SELECT_OPS, _add_one_launch, _addmm_act_launch, _attention_launch,
                                     _batch_stats_launch, _conv_launch, CONV_BIAS_ACT_OP, _conv_bias_act_launch,
                                     _gemm_launch, _lookup_launch, _rnn_launch, _scatter_launch, _sdpa_op,
-                                    _select_launch, conv_family_source, family_source)
+                                    _seed_draw_launch, _select_launch, conv_family_source, draw_fault,
+                                    family_source)
 from tools.dialect.inductor_capture import Capture, capture
 from tools.dialect.interp_math import cpu_missing
 from tools.dialect.inductor_wrapper import (BLOCK_PARAMS, FIXED_GRID, GRID_NUMELS, Kernel, call_name, dotted,
@@ -157,38 +157,15 @@ def _state_outputs(cap: Capture) -> list[int]:
     return [int(now.partition(":")[2]) for _, now in cap.state if now.startswith("output:")]
 
 
-# the random op a fused kernel's name says it draws (triton_poi_fused_randn_0, ..._native_dropout_1)
-_RANDOM_OP = re.compile(r"_(randn|randint|rand|bernoulli|dropout|normal|uniform|multinomial|randperm|exponential)(?:_|$)")
-# a random op Inductor leaves to PyTorch (nn.RReLU's noise in training mode: aten.uniform)
-_FALLBACK_DRAW = re.compile(r"\b(?:aten|prims)\.(uniform|normal|bernoulli|exponential|geometric|log_normal|cauchy|"
-                            r"multinomial|randperm|rrelu_with_noise)(?:_functional|_)?\b")   # rsample; x.bernoulli_(p)
-
-
 def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded: dict[str, dict[str, int]],
                   n_used: int | None = None, module_mode: str = "train", named=None) -> tuple[str, set[str]]:
     """call(args) as KernelBook writes it; also the extern_kernels ops it uses. `n_used`:
     how many of its outputs the forward uses (the returned one, the state it stores; the
     graph may also return aliases of its inputs); None when the capture did not record
     it: exactly one output then. `named`: call()'s arguments as the user knows them (self.pos)."""
-    draw = next((n for n in ast.walk(call_fn) if isinstance(n, ast.stmt) and not hasattr(n, "body")
-                 and (re.search(r"\b(randint|inductor_seeds|inductor_random)\b", ast.unparse(n)) or
-                      _FALLBACK_DRAW.search(ast.unparse(n)))), None)
-    if draw is not None:    # named first: it is why no rewrite of the other statements can help
-        ops = sorted({m.group(1) for k in kernels for m in [_RANDOM_OP.search(k)] if m} |
-                     {m.group(1) for m in [_FALLBACK_DRAW.search(ast.unparse(draw))] if m})
-        dropout = any("dropout" in k or "rrelu" in k for k in kernels)   # by name; a bernoulli alone is the user's
-        feature = re.search(r"\bbernoulli_\.float\b", ast.unparse(draw))   # nn.Dropout2d / 3d's mask, in place
-        what = ("a feature or alpha dropout (nn.Dropout2d / Dropout3d / AlphaDropout, F.dropout2d, F.alpha_dropout) or "
-                "the forward's own bernoulli_(p)" if feature else "a dropout (an RReLU)")
-        raise ValueError(f"call(): the forward draws random numbers ({', '.join(ops) or short_code(draw)}): no kernel "
-                         "can reproduce torch's generator draw for draw; " + (
-                             (f"{what} is random in training mode (--set eval.module_mode=eval judges inference)"
-                              if module_mode == "train" else "one the forward asks for in eval mode too (`training=True`)")
-                             if dropout or feature or not ops else "the forward's own draw (torch.randn, rand, bernoulli, "
-                             "uniform_): a seed needs the values as inputs or buffers" + (
-                                 "; if it is drawn only in training (under `if self.training:`, as stochastic depth "
-                                 "or a VAE's sampling), --set eval.module_mode=eval judges inference without it"
-                                 if module_mode == "train" else " (eval mode keeps it)")))
+    fault = draw_fault(call_fn, kernels, module_mode)
+    if fault is not None:    # named first: it is why no rewrite of the other statements can help
+        raise fault
     pre, body, ret, externs = [], [], None, set()
     inputs = set(_call_arg_names(call_fn))
     stream_done = False
@@ -261,6 +238,9 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded
         elif isinstance(stmt, ast.Expr) and call_name(stmt) in _SCATTER_OPS:
             body.append(_scatter_launch(stmt))
             externs.add(SCATTER_FAMILY)
+        elif _seed_draw_launch(stmt) is not None:   # only where kernel_drawn above let it through
+            body.append(_seed_draw_launch(stmt))
+            externs.add(DRAW_FAMILY)
         elif is_fallback(stmt):
             # `buf = torch.ops.aten.X(...)`, or an in-place `aten.X_(buf, ...)` (scatter_reduce_)
             raise fallback_fault(stmt, stmts, call_fn)

@@ -27,10 +27,17 @@ import triton.language as tl
 _CPU_DRAWS = {}   # (generator, its seed) -> seeds drawn so far: the cpu generator has no offset
 
 
-@triton.jit
-def draw_seeds_kernel(out_ptr, seed, offset, n, BLOCK: tl.constexpr):
+_HALF = 31   # seed and offset travel as two 31-bit halves each: always i32, one compiled kernel for every call
+
+
+# not specialised on their values (== 1, a multiple of 16): a draw's offset moves every call, and the
+# launch a forward is timed with must be the one it was checked with
+@triton.jit(do_not_specialize=["seed_lo", "seed_hi", "offset_lo", "offset_hi"])
+def draw_seeds_kernel(out_ptr, seed_lo, seed_hi, offset_lo, offset_hi, n, BLOCK: tl.constexpr):
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    hi, lo, _, _ = tl.randint4x(seed, offset + i)   # four uint32 words from the Philox counter offset + i
+    seed = (seed_hi.to(tl.int64) << 31) | seed_lo.to(tl.int64)
+    offset = ((offset_hi.to(tl.int64) << 31) | offset_lo.to(tl.int64)) + i
+    hi, lo, _, _ = tl.randint4x(seed, offset)   # four uint32 words from the Philox counter `offset`
     word = (hi.to(tl.uint64) << 32) | lo.to(tl.uint64)
     tl.store(out_ptr + i, word.to(tl.int64, bitcast=True), mask=i < n)
 
@@ -49,7 +56,8 @@ def draw_seeds(out):
         key = (id(gen), gen.initial_seed())
         offset = _CPU_DRAWS.get(key, 0)
         _CPU_DRAWS[key] = offset + n
-    block = 128
-    draw_seeds_kernel[(triton.cdiv(n, block),)](out, gen.initial_seed() % (1 << 63), offset, n, BLOCK=block,
-                                                 num_warps=1)
+    block, mask = 128, (1 << _HALF) - 1
+    seed, offset = gen.initial_seed() % (1 << 2 * _HALF), offset % (1 << 2 * _HALF)
+    draw_seeds_kernel[(triton.cdiv(n, block),)](out, seed & mask, seed >> _HALF, offset & mask, offset >> _HALF, n,
+                                                 BLOCK=block, num_warps=1)
     return out

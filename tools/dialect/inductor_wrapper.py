@@ -240,6 +240,34 @@ def load_scalar_tensors(call_fn: ast.FunctionDef, kernels: dict[str, Kernel]) ->
     return out
 
 
+# Inductor's combine function of a sum or product scan (torch.cumsum / cumprod)
+_SUM_OR_PRODUCT = re.compile(r"def (_triton_helper_fn_\w+)\(arg0_0, arg1_0\):\n    tmp0 = arg0_0 [+*] arg1_0\n"
+                             r"    return tmp0\n?")
+
+
+def wide_scans(kernels: dict[str, Kernel]) -> dict[str, Kernel]:
+    """On cpu, torch's cumsum and cumprod of float32 add in float64 (at::acc_type) and round
+    once at the end; a float32 scan of thousands of elements is then less exact than the
+    reference by far more than the fp32 tolerance allows where a running sum passes near
+    zero (a row of 8192 standard normals). A scan with a sum or product combine function
+    scans float64 here: its operand cast (`tl.associative_scan((tmp2.to(tl.float64),), ...)`)
+    and its carry across the loop over the row (Inductor's `tl.full([XBLOCK, 1], nan, ...)`)
+    float64; the stores round to the output's float32; the kernel's other work (a fused
+    LayerNorm's Welford) is left as it is. For the cpu capture only: on a GPU torch scans
+    float32 in float32. Returns `kernels`, those kernels' own sources rewritten."""
+    out = dict(kernels)
+    for name, kernel in kernels.items():
+        helpers = "|".join(m.group(1) for src in kernel.jit_sources for m in [_SUM_OR_PRODUCT.search(src)] if m)
+        scan = re.compile(rf"tl\.associative_scan\(\((\w+),\), (\w+), ({helpers})\)") if helpers else None
+        if scan is None or not any(scan.search(src) for src in kernel.jit_sources):
+            continue
+        out[name] = replace(kernel, jit_sources=tuple(
+            scan.sub(r"tl.associative_scan((\1.to(tl.float64),), \2, \3)", src).replace(
+                "tl.full([XBLOCK, 1], float('nan'), tl.float32)", "tl.full([XBLOCK, 1], float('nan'), tl.float64)")
+            if f"def {name}(" in src else src for src in kernel.jit_sources))
+    return out
+
+
 def _item_of_name(node: ast.expr) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "item" \
         and isinstance(node.func.value, ast.Name) and not node.args and not node.keywords

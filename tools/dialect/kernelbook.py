@@ -62,7 +62,7 @@ from tools.dialect.families import (ADD_ONE_OP, ADDMM_ACT_OP, ATTENTION_FAMILY, 
 from tools.dialect.inductor_capture import Capture, capture
 from tools.dialect.interp_math import cpu_missing
 from tools.dialect.inductor_wrapper import (BLOCK_PARAMS, FIXED_GRID, GRID_NUMELS, Kernel, call_name, dotted,
-                                            load_scalar_tensors, read_wrapper, short_code, static_config,
+                                            load_scalar_tensors, read_wrapper, short_code, static_config, wide_scans,
                                             _asserted_layouts, _call_arg_names, add_call_args, copy_written_inputs,
                                             INPUT_COPY)
 from tools.dialect.fallback_faults import fallback_fault, is_fallback
@@ -110,8 +110,8 @@ def convert(problem, capture: Capture, whole=frozenset()) -> str:
         raise ValueError(f"Inductor output is not valid Python: {e.msg} (line {e.lineno})") from None
     carried = {c[0]: c for c in capture.constants}   # tensor constants, as ModelNew's buffers
     kernels, call_fn = read_wrapper(tree, frozenset(carried))
-    if capture.device == "cpu":     # a scalar parameter's .item(): loaded in its kernel instead
-        kernels = load_scalar_tensors(call_fn, kernels)
+    if capture.device == "cpu":     # a scalar parameter's .item(): loaded in its kernel; scans as torch's cpu adds
+        kernels = wide_scans(load_scalar_tensors(call_fn, kernels))
     # 2) which module tensor each call() argument is
     arg_names = _call_arg_names(call_fn)
     model, inputs = meta_model(problem)

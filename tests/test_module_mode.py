@@ -79,6 +79,15 @@ def test_a_reference_drawing_random_numbers_without_a_dropout_module_is_stochast
     assert "module_mode=eval" not in verdict.feedback   # eval mode would not help here
 
 
+def test_a_reference_drawing_its_own_numbers_in_training_mode_is_advised_inputs_or_a_training_only_draw():
+    # a seed now draws such numbers with Triton (tools/kernels/draws.py): the judge's advice is the one the
+    # seed's refusal gave before
+    verdict = _judge("random_noise", "double")
+    stochastic = [d.message for d in verdict.diagnostics if d.kind == "stochastic_reference"]
+    assert stochastic and "give them as inputs or buffers" in stochastic[0], verdict.feedback
+    assert "only in training (under `if self.training:`)" in stochastic[0]
+
+
 @pytest.mark.parametrize("value", ["inference", "Eval", 1])
 def test_a_module_mode_other_than_train_or_eval_is_a_one_line_settings_error(value):
     with pytest.raises(SettingsError, match=r"^agent\.toml \[eval\]\.module_mode: .* is not one of 'train', 'eval'$"):

@@ -157,9 +157,13 @@ def check_reproducible(ref_model, mod, seed: int, dev: str, ref: list, settings)
         train = settings.module_mode == "train"
         example = f"; e.g. {', '.join(dropouts)}" if dropouts else ""
         hint = ('; judge inference semantics with [eval] module_mode = "eval" (--set eval.module_mode=eval)'
-                if train else "")   # eval mode cannot help a reference random in eval mode
-        return ("stochastic_reference", f"the reference is random{' in training mode' if train else ''} (its "
-                f"output changes with the RNG seed{example}): no kernel can match it draw for draw{hint}")
+                if train and dropouts else "" if dropouts else   # eval mode cannot help one random in eval mode
+                "; the forward draws its own random numbers (torch.randn, rand, bernoulli): give them as inputs or "
+                "buffers" + (", or, if it draws them only in training (under `if self.training:`), judge inference "
+                             "with --set eval.module_mode=eval" if train else ""))
+        mode = " in training mode" if train and dropouts else ""
+        return ("stochastic_reference", f"the reference is random{mode} (its output changes with the RNG "
+                f"seed{example}): no kernel can match it draw for draw{hint}")
     return ("unreproducible_reference", "the reference is not reproducible: called again on the same inputs it "
             "returns other values, beyond the tolerance (state kept between calls, or nondeterministic kernels): "
             "no kernel can match it")

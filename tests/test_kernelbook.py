@@ -321,13 +321,15 @@ _SEED_DRAW = "        aten.randint.low_out(-9223372036854775808, 922337203685477
 
 def _drawing_capture(kernel: str, mode: str = "train"):
     """cpu_relu_odd as if its kernel were `kernel`, keyed on seeds Inductor draws first."""
-    text = _text("cpu_relu_odd").replace("triton_poi_fused_relu_0", kernel).replace("        del arg0_1\n", _SEED_DRAW, 1)
+    text = _text("cpu_relu_odd").replace("triton_poi_fused_relu_0", kernel)
+    text = text.replace("        del arg0_1\n", _SEED_DRAW, 1)
     return dataclasses.replace(read_capture(text), module_mode=mode)   # the fixture predates the field
 
 
 @pytest.mark.parametrize("kernel, named, advice", [
     ("triton_poi_fused_native_dropout_0", "(dropout)", "a dropout (an RReLU) is random in training mode (--set "),
-    ("triton_poi_fused_rrelu_with_noise_0", "(aten.randint.low_out(", "a dropout (an RReLU) is random in training mode (--set "),
+    ("triton_poi_fused_rrelu_with_noise_0", "(aten.randint.low_out(",
+     "a dropout (an RReLU) is random in training mode (--set "),
 ])
 def test_a_dropouts_draw_is_named_by_its_kernel_and_advised_to_judge_eval_mode(kernel, named, advice):
     with pytest.raises(ValueError) as info:

@@ -33,7 +33,8 @@ IN_TOLERANCES = LOCKSTEP.replace("(g - w).abs().max().item()", "((g - w).abs() /
 
 def _tolerances(name: str, tmp_path) -> list[float]:
     (tmp_path / "seed.py").write_text(_seed(name), encoding="utf-8")
-    done = subprocess.run([sys.executable, "-c", IN_TOLERANCES, str(tmp_path / "seed.py"), str(PROBLEMS / f"{name}.py")],
+    problem = str(PROBLEMS / f"{name}.py")
+    done = subprocess.run([sys.executable, "-c", IN_TOLERANCES, str(tmp_path / "seed.py"), problem],
                           capture_output=True, text=True, cwd=ROOT, timeout=300,
                           env={**os.environ, "TRITON_INTERPRET": "1"})
     assert done.returncode == 0, done.stderr[-3000:]

@@ -53,8 +53,8 @@ import re
 
 from tools.dialect.families import (ADD_ONE_OP, ADDMM_ACT_OP, ATTENTION_FAMILY, BATCH_STATS_FAMILY, BATCH_STATS_OPS,
                                     CONV_FAMILY, COUNTER_FAMILY, DRAW_FAMILY, FAMILIES, GEMM_FAMILY, LOOKUP_FAMILY,
-                                    RNN_FAMILY, RNN_OP, SCATTER_FAMILY, SELECT_FAMILY, _GEMM_CALLS, _LOOKUP_OPS, _SCATTER_OPS,
-                                    _SELECT_OPS, _add_one_launch, _addmm_act_launch, _attention_launch,
+                                    RNN_FAMILY, RNN_OP, SCATTER_FAMILY, SELECT_FAMILY, _GEMM_CALLS, _LOOKUP_OPS,
+                                    _SCATTER_OPS, _SELECT_OPS, _add_one_launch, _addmm_act_launch, _attention_launch,
                                     _batch_stats_launch, _conv_launch, CONV_BIAS_ACT_OP, _conv_bias_act_launch,
                                     _gemm_launch, _lookup_launch, _rnn_launch, _scatter_launch, _sdpa_op,
                                     _seed_draw_launch, _select_launch, conv_family_source, draw_fault,

@@ -265,10 +265,27 @@ def precise_outputs(model, inputs: list) -> list | None:
             return None
         wide = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                 for x in inputs]
-        with torch.no_grad():
+        with torch.no_grad(), _float32_made_float64():
             return _float64_outputs(twin(*wide))
     except Exception:   # noqa: BLE001 - no float64 truth: the float32 reference alone decides
         return None
+
+
+def _float32_made_float64():
+    """A torch function mode in which the forward's casts to float32 (`x.float()`, `.to(torch.float32)`,
+    `dtype=torch.float32`: a uint8 image made float, a `.float()` before a layer) give float64: the same
+    forward, all of it in float64. Without it such a forward mixes dtypes in float64 and has no truth."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class Float64(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func is torch.Tensor.float:
+                func, args = torch.Tensor.double, args[:1]
+            args = tuple(torch.float64 if a is torch.float32 else a for a in args)
+            kwargs = {k: torch.float64 if v is torch.float32 else v for k, v in (kwargs or {}).items()}
+            return func(*args, **kwargs)
+    return Float64()
 
 
 def _float64_outputs(res) -> list | None:

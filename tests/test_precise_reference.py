@@ -89,3 +89,14 @@ def test_the_judge_finds_the_seed_of_float32_work_with_a_float64_output_correct(
     from tests.test_counters import judged_seed
     verdict = judged_seed("float_cast_double", tmp_path)
     assert verdict["verdict"] == "correct", verdict.get("diagnostics")
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_forward_casting_to_float32_has_its_float64_truth():
+    torch.manual_seed(0)
+    model = _CastsToFloat32().cuda()
+    img, w = torch.randint(0, 256, (4, 6), dtype=torch.uint8, device="cuda"), torch.randn(3, device="cuda").double()
+    out = precise_outputs(model, [img, w])
+    wide = model.fc.weight.double(), model.fc.bias.double()
+    want = ((img.double() / 255.0 + 0.5) @ wide[0].T + wide[1]) * w
+    assert out is not None and out[0].dtype == torch.float64 and torch.allclose(out[0], want, rtol=1e-12, atol=0)

@@ -63,7 +63,7 @@ class _CastsToFloat32(torch.nn.Module):
         self.fc = torch.nn.Linear(6, 3)
 
     def forward(self, img, w):
-        x = img.float() / 255.0 + torch.full((6,), 0.5, dtype=torch.float32)
+        x = img.float() / 255.0 + torch.full((6,), 0.5, dtype=torch.float32, device=img.device)
         return self.fc(x.to(torch.float32)).double() * w
 
 

@@ -238,8 +238,8 @@ def _rewrite_call(call_fn: ast.FunctionDef, kernels: dict[str, Kernel], recorded
         elif isinstance(stmt, ast.Expr) and call_name(stmt) in _SCATTER_OPS:
             body.append(_scatter_launch(stmt))
             externs.add(SCATTER_FAMILY)
-        elif _seed_draw_launch(stmt) is not None:   # only where kernel_drawn above let it through
-            body.append(_seed_draw_launch(stmt))
+        elif (drawn := _seed_draw_launch(stmt)) is not None:   # only where draw_fault above let it through
+            body.append(drawn)
             externs.add(DRAW_FAMILY)
         elif is_fallback(stmt):
             # `buf = torch.ops.aten.X(...)`, or an in-place `aten.X_(buf, ...)` (scatter_reduce_)

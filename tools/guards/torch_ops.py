@@ -45,7 +45,7 @@ _ALLOWED_TORCH = words("""
  torch._C._dynamo.guards._empty_strided_cpu torch._C._dynamo.guards._reinterpret_tensor
  torch._C._cuda_getCurrentRawStream torch._dynamo.testing.rand_strided
  torch.default_generator torch.default_generator.initial_seed torch.default_generator.get_offset
- torch.default_generator.set_offset torch.cuda.default_generators torch.initial_seed
+ torch.default_generator.set_offset torch.cuda.default_generators
 """)   # the generators' seed and offset: read, and moved as a draw moves them (tools/kernels/draws.py); the
 # worker still checks that a forward changes the global random state only where Model's does
 

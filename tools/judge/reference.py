@@ -156,11 +156,13 @@ def check_reproducible(ref_model, mod, seed: int, dev: str, ref: list, settings)
     if drew[0] or dropouts:
         train = settings.module_mode == "train"
         example = f"; e.g. {', '.join(dropouts)}" if dropouts else ""
-        hint = ('; judge inference semantics with [eval] module_mode = "eval" (--set eval.module_mode=eval)'
-                if train and dropouts else "" if dropouts else   # eval mode cannot help one random in eval mode
-                "; the forward draws its own random numbers (torch.randn, rand, bernoulli): give them as inputs or "
-                "buffers" + (", or, if it draws them only in training (under `if self.training:`), judge inference "
-                             "with --set eval.module_mode=eval" if train else ""))
+        if dropouts:   # eval mode cannot help one random in eval mode
+            hint = '; judge inference semantics with [eval] module_mode = "eval" (--set eval.module_mode=eval)' \
+                if train else ""
+        else:          # the forward's own draw
+            hint = "; the forward draws its own random numbers (torch.randn, rand, bernoulli): give them as inputs " \
+                "or buffers" + (", or, if it draws them only in training (under `if self.training:`), judge "
+                                "inference with --set eval.module_mode=eval" if train else "")
         mode = " in training mode" if train and dropouts else ""
         return ("stochastic_reference", f"the reference is random{mode} (its output changes with the RNG "
                 f"seed{example}): no kernel can match it draw for draw{hint}")

@@ -9,8 +9,7 @@ generator of the buffer's device, which the draw advances as torch's own draws d
 
 - cuda: the generator's seed and offset; the offset moves past the draw (`set_offset`), so
   `torch.manual_seed(s)` repeats a forward's numbers and torch's later draws are not these;
-- cpu (its generator has no offset): the seed, and a count of draws kept here per generator
-  and seed.
+- cpu (its generator has no offset): the seed, and a count of draws kept here per seed.
 
 The numbers are a sample of the same distribution, not torch's values draw for draw: a
 forward whose outputs depend on them is matched by no kernel, and the judge says so
@@ -24,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-_CPU_DRAWS = {}   # (generator, its seed) -> seeds drawn so far: the cpu generator has no offset
+_CPU_DRAWS = {}   # the cpu generator's seed -> seeds drawn so far under it: that generator has no offset
 
 
 _HALF = 31   # seed and offset travel as two 31-bit halves each: always i32, one compiled kernel for every call
@@ -53,9 +52,8 @@ def draw_seeds(out):
         gen.set_offset(offset + 4 * ((n + 3) // 4))   # torch's offsets move by multiples of 4
     else:
         gen = torch.default_generator
-        key = (id(gen), gen.initial_seed())
-        offset = _CPU_DRAWS.get(key, 0)
-        _CPU_DRAWS[key] = offset + n
+        offset = _CPU_DRAWS.get(gen.initial_seed(), 0)
+        _CPU_DRAWS[gen.initial_seed()] = offset + n
     block, mask = 128, (1 << _HALF) - 1
     seed, offset = gen.initial_seed() % (1 << 2 * _HALF), offset % (1 << 2 * _HALF)
     draw_seeds_kernel[(triton.cdiv(n, block),)](out, seed & mask, seed >> _HALF, offset & mask, offset >> _HALF, n,

@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-batch_size, seq_len, input_size, hidden_size, num_layers, output_size = 3, 48, 8, 16, 2, 5
+batch_size, seq_len, input_size, hidden_size, num_layers, output_size = 3, 24, 8, 16, 2, 5
 
 
 class Model(nn.Module):
